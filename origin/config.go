@@ -1,0 +1,65 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/flashgate/flashgate/origin/internal/app"
+)
+
+// loadConfig reads flags from args with defaults from getenv.
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (app.Config, error) {
+	c := app.DefaultConfig()
+	fs := flag.NewFlagSet("origin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	str := func(p *string, name, env, usage string) {
+		if v := getenv(env); v != "" {
+			*p = v
+		}
+		fs.StringVar(p, name, *p, usage+" ($"+env+")")
+	}
+	dur := func(p *time.Duration, name, env, usage string) {
+		if v := getenv(env); v != "" {
+			if d, err := time.ParseDuration(v); err == nil {
+				*p = d
+			}
+		}
+		fs.DurationVar(p, name, *p, usage+" ($"+env+")")
+	}
+	num := func(p *int, name, env, usage string) {
+		if v := getenv(env); v != "" {
+			if n, err := strconv.Atoi(v); err == nil {
+				*p = n
+			}
+		}
+		fs.IntVar(p, name, *p, usage+" ($"+env+")")
+	}
+	str(&c.Addr, "addr", "FLASHGATE_ORIGIN_ADDR", "public listen address")
+	str(&c.AdminAddr, "admin-addr", "FLASHGATE_ORIGIN_ADMIN_ADDR", "admin listen address")
+	str(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL")
+	str(&c.PostgresURL, "postgres-url", "FLASHGATE_POSTGRES_URL", "Postgres URL")
+	str(&c.RedisPrefix, "redis-prefix", "FLASHGATE_REDIS_PREFIX", "prefix of every Redis key")
+	str(&c.AdminToken, "admin-token", "FLASHGATE_ADMIN_TOKEN", "bearer token of the admin listener (required)")
+	c.Dev = getenv("FLASHGATE_DEV") == "1" || getenv("FLASHGATE_DEV") == "true"
+	fs.BoolVar(&c.Dev, "dev", c.Dev, "dev mode: dev-only endpoints ($FLASHGATE_DEV=1)")
+	str(&c.TokenKeys, "token-keys", "FLASHGATE_TOKEN_KEYS", "admission-token keys kid:base64secret,...; the first signs (required)")
+	str(&c.UserTokenSecret, "user-token-secret", "FLASHGATE_USER_TOKEN_SECRET", "HS256 secret of the shop's user tokens")
+	str(&c.UserTokenPublicKeyFile, "user-token-public-key-file", "FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE", "PEM Ed25519 or RSA public key of the shop's user tokens")
+	str(&c.UserTokenIssuer, "user-token-issuer", "FLASHGATE_USER_TOKEN_ISSUER", "required iss of user tokens (empty: not checked)")
+	str(&c.UserTokenAudience, "user-token-audience", "FLASHGATE_USER_TOKEN_AUDIENCE", "required aud of user tokens (empty: not checked)")
+	str(&c.Instance, "instance", "FLASHGATE_INSTANCE", "this origin's stream consumer name, stable across restarts")
+	num(&c.WriterBatch, "writer-batch", "FLASHGATE_WRITER_BATCH", "intents per Postgres transaction")
+	dur(&c.WriterClaimIdle, "writer-claim-idle", "FLASHGATE_WRITER_CLAIM_IDLE", "take over another writer's intents after this long unacknowledged")
+	dur(&c.SweepInterval, "sweep-interval", "FLASHGATE_SWEEP_INTERVAL", "how often expired holds are released")
+	dur(&c.RequestBudget, "request-budget", "FLASHGATE_REQUEST_BUDGET", "Redis and Postgres time one request may use")
+	dur(&c.ShutdownTimeout, "shutdown-timeout", "FLASHGATE_SHUTDOWN_TIMEOUT", "how long shutdown may drain")
+	dur(&c.RedisRetention, "redis-retention", "FLASHGATE_REDIS_RETENTION", "how long per-shopper Redis keys are kept")
+	num(&c.ReservePipelines, "reserve-pipelines", "FLASHGATE_RESERVE_PIPELINES", "reserve pipelines in flight at once")
+	num(&c.ReserveMaxBatch, "reserve-max-batch", "FLASHGATE_RESERVE_MAX_BATCH", "reserves per pipeline")
+	if err := fs.Parse(args); err != nil {
+		return app.Config{}, err
+	}
+	return c, c.Validate()
+}

@@ -1,0 +1,351 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/intent"
+	"github.com/flashgate/flashgate/origin/internal/ledger"
+)
+
+type skuJSON struct {
+	SKU        string `json:"sku"`
+	Name       string `json:"name"`
+	PriceMinor int64  `json:"price_minor"`
+	Currency   string `json:"currency"`
+	Stock      int    `json:"stock"`
+}
+
+type saleJSON struct {
+	SaleID          string    `json:"sale_id"`
+	Name            string    `json:"name"`
+	StartsAt        time.Time `json:"starts_at"`
+	EndsAt          time.Time `json:"ends_at"`
+	HoldTTLSeconds  int       `json:"hold_ttl_s"`
+	PerAccountLimit int       `json:"per_account_limit"`
+	SKUs            []skuJSON `json:"skus"`
+}
+
+// Limits on a sale definition.
+const (
+	maxSKUs      = 100
+	maxStock     = 10_000_000
+	maxHoldTTL   = 24 * 60 * 60
+	maxNameBytes = 200
+)
+
+var currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
+
+func invalid(code, format string, args ...any) error {
+	return fail(fasthttp.StatusBadRequest, code, fmt.Sprintf(format, args...))
+}
+
+// validateSale checks a definition and fills in defaults: hold_ttl_s 600,
+// per_account_limit 1.
+func validateSale(in *saleJSON) error {
+	if !idPattern.MatchString(in.SaleID) {
+		return invalid("invalid_sale_id", "sale_id must be 1 to 64 letters, digits, '_' or '-'.")
+	}
+	if in.Name == "" || len(in.Name) > maxNameBytes {
+		return invalid("invalid_name", "name must be 1 to %d bytes.", maxNameBytes)
+	}
+	if in.StartsAt.IsZero() || in.EndsAt.IsZero() || !in.EndsAt.After(in.StartsAt) {
+		return invalid("invalid_window", "starts_at and ends_at are required, and ends_at must be after starts_at.")
+	}
+	if in.HoldTTLSeconds == 0 {
+		in.HoldTTLSeconds = 600
+	}
+	if in.HoldTTLSeconds < 1 || in.HoldTTLSeconds > maxHoldTTL {
+		return invalid("invalid_hold_ttl", "hold_ttl_s must be 1 to %d seconds.", maxHoldTTL)
+	}
+	if in.PerAccountLimit == 0 {
+		in.PerAccountLimit = 1
+	}
+	if in.PerAccountLimit != 1 {
+		return invalid("invalid_per_account_limit", "per_account_limit must be 1: one unit per account.")
+	}
+	if len(in.SKUs) == 0 || len(in.SKUs) > maxSKUs {
+		return invalid("invalid_skus", "A sale needs 1 to %d SKUs.", maxSKUs)
+	}
+	seen := map[string]bool{}
+	for _, k := range in.SKUs {
+		switch {
+		case !idPattern.MatchString(k.SKU):
+			return invalid("invalid_sku", "Each sku must be 1 to 64 letters, digits, '_' or '-'.")
+		case seen[k.SKU]:
+			return invalid("duplicate_sku", "SKU %s is listed twice.", k.SKU)
+		case k.Name == "" || len(k.Name) > maxNameBytes:
+			return invalid("invalid_name", "SKU %s needs a name of 1 to %d bytes.", k.SKU, maxNameBytes)
+		case k.PriceMinor < 0:
+			return invalid("invalid_price", "SKU %s has a negative price.", k.SKU)
+		case !currencyPattern.MatchString(k.Currency):
+			return invalid("invalid_currency", "SKU %s needs an ISO 4217 currency such as INR.", k.SKU)
+		case k.Stock < 0 || k.Stock > maxStock:
+			return invalid("invalid_stock", "SKU %s needs a stock of 0 to %d.", k.SKU, maxStock)
+		}
+		seen[k.SKU] = true
+	}
+	return nil
+}
+
+func saleFromJSON(in saleJSON) ledger.Sale {
+	sale := ledger.Sale{
+		ID: in.SaleID, Name: in.Name,
+		// Postgres keeps microseconds: round so a repeated create compares equal.
+		StartsAt: in.StartsAt.UTC().Round(time.Microsecond), EndsAt: in.EndsAt.UTC().Round(time.Microsecond),
+		HoldTTL: time.Duration(in.HoldTTLSeconds) * time.Second, PerAccountLimit: in.PerAccountLimit,
+	}
+	for _, k := range in.SKUs {
+		sale.SKUs = append(sale.SKUs, ledger.SKU{SKU: k.SKU, Name: k.Name, PriceMinor: k.PriceMinor, Currency: k.Currency, Stock: k.Stock})
+	}
+	return sale
+}
+
+func saleToJSON(sale ledger.Sale) saleJSON {
+	out := saleJSON{
+		SaleID: sale.ID, Name: sale.Name, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt,
+		HoldTTLSeconds: int(sale.HoldTTL / time.Second), PerAccountLimit: sale.PerAccountLimit, SKUs: []skuJSON{},
+	}
+	for _, k := range sale.SKUs {
+		out.SKUs = append(out.SKUs, skuJSON{SKU: k.SKU, Name: k.Name, PriceMinor: k.PriceMinor, Currency: k.Currency, Stock: k.Stock})
+	}
+	return out
+}
+
+// createSale: POST /admin/sales. Writes Postgres, then loads the stock into
+// Redis from what Postgres holds. A repeat of the same definition answers
+// 200 and loads Redis again if it lost the sale.
+func (s *Server) createSale(ctx *fasthttp.RequestCtx, c context.Context, _ []string) error {
+	var in saleJSON
+	if err := decodeJSON(ctx, s.opts.MaxAdminBody, &in); err != nil {
+		return err
+	}
+	if err := validateSale(&in); err != nil {
+		return err
+	}
+	sale := saleFromJSON(in)
+	created, err := s.Ledger.CreateSale(c, sale)
+	if errors.Is(err, ledger.ErrSaleExists) {
+		return fail(fasthttp.StatusConflict, "sale_exists", "A different sale with this sale_id exists.")
+	}
+	if err != nil {
+		return err
+	}
+	stock, err := s.Ledger.Inventory(c, sale.ID)
+	if err != nil {
+		return err
+	}
+	load := make(map[string]checkout.Counts, len(stock))
+	for sku, st := range stock {
+		load[sku] = checkout.Counts{Total: st.Total, Available: st.Available, Held: st.Held, Sold: st.Sold}
+	}
+	if err := s.Redis.Load(c, sale.ID, load); err != nil {
+		if errors.Is(err, checkout.ErrStockMismatch) {
+			return fail(fasthttp.StatusConflict, "stock_mismatch", "Redis already holds other stock figures for this sale; rebuild it from Postgres.")
+		}
+		return err
+	}
+	s.Catalog.Put(sale)
+	status := fasthttp.StatusOK
+	if created {
+		status = fasthttp.StatusCreated
+		s.Log.Info("sale created", "sale", sale.ID, "skus", len(sale.SKUs), "starts_at", sale.StartsAt)
+	}
+	writeJSON(ctx, status, saleToJSON(sale))
+	return nil
+}
+
+type snapshotSKU struct {
+	SKU           string `json:"sku"`
+	Name          string `json:"name"`
+	PriceMinor    int64  `json:"price_minor"`
+	Currency      string `json:"currency"`
+	AvailableHint int64  `json:"available_hint"`
+}
+
+// Snapshot is the sale snapshot of the contract.
+type Snapshot struct {
+	SaleID      string        `json:"sale_id"`
+	Name        string        `json:"name"`
+	Status      string        `json:"status"` // upcoming, open, sold_out or ended
+	StartsAt    time.Time     `json:"starts_at"`
+	EndsAt      time.Time     `json:"ends_at"`
+	NowServing  int64         `json:"now_serving"`
+	QueueLength int64         `json:"queue_length"`
+	SKUs        []snapshotSKU `json:"skus"`
+	SoldOut     bool          `json:"sold_out"`
+	Final       bool          `json:"final"`
+}
+
+// snapshot: GET /v1/sales/{sale}. Stock comes from Redis, the live gate, or
+// from Postgres when Redis cannot answer. The origin runs no queue, so
+// now_serving and queue_length are 0 here; the edge fills them in.
+func (s *Server) snapshot(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
+	if !idPattern.MatchString(params[0]) {
+		return saleError(fmt.Errorf("bad id: %w", errUnknownSale))
+	}
+	sale, err := s.Catalog.Get(c, params[0])
+	if err != nil {
+		return saleError(err)
+	}
+	counts, err := s.stock(c, sale)
+	if err != nil {
+		return err
+	}
+	snap := Snapshot{SaleID: sale.ID, Name: sale.Name, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, SKUs: []snapshotSKU{}}
+	var available, held int64
+	for _, k := range sale.SKUs {
+		st := counts[k.SKU]
+		available += st.Available
+		held += st.Held
+		snap.SKUs = append(snap.SKUs, snapshotSKU{SKU: k.SKU, Name: k.Name, PriceMinor: k.PriceMinor, Currency: k.Currency, AvailableHint: st.Available})
+	}
+	snap.SoldOut = available == 0
+	snap.Final = snap.SoldOut && held == 0 // no hold left that could come back
+	now := s.Clock()
+	switch {
+	case !now.Before(sale.EndsAt):
+		snap.Status = "ended"
+	case now.Before(sale.StartsAt):
+		snap.Status = "upcoming"
+	case snap.SoldOut:
+		snap.Status = "sold_out"
+	default:
+		snap.Status = "open"
+	}
+	writeJSON(ctx, fasthttp.StatusOK, snap)
+	return nil
+}
+
+// stock reads a sale's counters from Redis, falling back to Postgres.
+func (s *Server) stock(c context.Context, sale ledger.Sale) (map[string]checkout.Counts, error) {
+	skus := make([]string, len(sale.SKUs))
+	for i, k := range sale.SKUs {
+		skus[i] = k.SKU
+	}
+	counts, redisErr := s.Redis.Inventory(c, sale.ID, skus)
+	if redisErr == nil {
+		return counts, nil
+	}
+	rows, err := s.Ledger.Inventory(c, sale.ID)
+	if err != nil {
+		return nil, errors.Join(redisErr, err)
+	}
+	counts = make(map[string]checkout.Counts, len(rows))
+	for sku, st := range rows {
+		counts[sku] = checkout.Counts{Total: st.Total, Available: st.Available, Held: st.Held, Sold: st.Sold}
+	}
+	return counts, nil
+}
+
+var errUnknownSale = errors.New("unknown sale")
+
+type countsJSON struct {
+	Available int64 `json:"available"`
+	Held      int64 `json:"held"`
+	Sold      int64 `json:"sold"`
+}
+
+type ledgerSKU struct {
+	SKU            string     `json:"sku"`
+	Total          int64      `json:"total"`
+	Redis          countsJSON `json:"redis"`
+	DB             countsJSON `json:"db"`
+	Pending        countsJSON `json:"pending"` // the effect of intents Postgres has not applied yet
+	Drift          countsJSON `json:"drift"`   // redis - (db + pending); all zero when they agree
+	PendingIntents int        `json:"pending_intents"`
+}
+
+// maxLedgerIntents bounds how many pending intents one ledger call reads.
+const maxLedgerIntents = 100_000
+
+// ledger: GET /admin/sales/{sale}/ledger. Redis and Postgres side by side;
+// drift is what remains after the pending intents are accounted for.
+func (s *Server) ledger(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
+	if !idPattern.MatchString(params[0]) {
+		return saleError(fmt.Errorf("bad id: %w", errUnknownSale))
+	}
+	sale, err := s.Catalog.Get(c, params[0])
+	if err != nil {
+		return saleError(err)
+	}
+	skus := make([]string, len(sale.SKUs))
+	for i, k := range sale.SKUs {
+		skus[i] = k.SKU
+	}
+	inRedis, err := s.Redis.Inventory(c, sale.ID, skus)
+	if err != nil {
+		return err
+	}
+	inDB, err := s.Ledger.Inventory(c, sale.ID)
+	if err != nil {
+		return err
+	}
+	entries, err := s.Redis.PendingIntents(c, sale.ID, maxLedgerIntents)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(entries))
+	for _, e := range entries {
+		ids = append(ids, e.Intent.ID)
+	}
+	// An entry read but not yet acknowledged may already be committed.
+	applied, err := s.Ledger.AppliedAmong(c, sale.ID, ids)
+	if err != nil {
+		return err
+	}
+	pending := map[string]*countsJSON{}
+	count := map[string]int{}
+	for _, e := range entries {
+		in := e.Intent
+		if e.Err != nil || applied[in.ID] {
+			continue
+		}
+		p := pending[in.SKU]
+		if p == nil {
+			p = &countsJSON{}
+			pending[in.SKU] = p
+		}
+		count[in.SKU]++
+		switch in.Kind {
+		case intent.Reserve:
+			p.Available--
+			p.Held++
+		case intent.Expire:
+			p.Available++
+			p.Held--
+		}
+	}
+	out := struct {
+		SaleID string      `json:"sale_id"`
+		SKUs   []ledgerSKU `json:"skus"`
+	}{SaleID: sale.ID, SKUs: []ledgerSKU{}}
+	for _, sku := range skus {
+		r, d := inRedis[sku], inDB[sku]
+		p := countsJSON{}
+		if pending[sku] != nil {
+			p = *pending[sku]
+		}
+		out.SKUs = append(out.SKUs, ledgerSKU{
+			SKU:     sku,
+			Total:   d.Total,
+			Redis:   countsJSON{r.Available, r.Held, r.Sold},
+			DB:      countsJSON{d.Available, d.Held, d.Sold},
+			Pending: p,
+			Drift: countsJSON{
+				Available: r.Available - (d.Available + p.Available),
+				Held:      r.Held - (d.Held + p.Held),
+				Sold:      r.Sold - (d.Sold + p.Sold),
+			},
+			PendingIntents: count[sku],
+		})
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
+}

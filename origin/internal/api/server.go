@@ -1,0 +1,231 @@
+// Package api is the origin's HTTP surface: the public reserve, reservation
+// and snapshot endpoints (reached only through the edge) and the admin
+// listener (sales, ledger, metrics, dev tokens). Routes and answers follow
+// shared/API.md.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/flashgate/flashgate/origin/internal/catalog"
+	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/ledger"
+	"github.com/flashgate/flashgate/tokens"
+)
+
+// Deps are the components the handlers use.
+type Deps struct {
+	Catalog    *catalog.Catalog
+	Redis      *checkout.Store
+	Reserver   *checkout.Reserver
+	Ledger     *ledger.Store
+	Verifier   *tokens.Verifier     // admission tokens
+	Users      *tokens.UserVerifier // the shop's user tokens
+	Issuer     *tokens.Issuer       // dev-mode admission tokens; nil outside dev mode
+	Log        *slog.Logger
+	Registry   *prometheus.Registry // metrics served on the admin listener
+	Clock      func() time.Time     // nil means time.Now
+	AdminToken string
+}
+
+// Options tune the handlers; zero values take the defaults.
+type Options struct {
+	// Dev switches on the dev-mode admission-token endpoint.
+	Dev bool
+	// Budget bounds the Redis and Postgres work of one request; 0 means 3 s.
+	Budget time.Duration
+	// MaxPublicBody caps a public request body in bytes; 0 means 4 KiB.
+	MaxPublicBody int
+	// MaxAdminBody caps an admin request body in bytes; 0 means 1 MiB.
+	MaxAdminBody int
+}
+
+// Server holds the handlers of both listeners.
+type Server struct {
+	Deps
+	opts Options
+
+	requests *prometheus.HistogramVec
+	reserves *prometheus.CounterVec
+	metrics  fasthttp.RequestHandler
+}
+
+// New returns a Server; its metrics register on deps.Registry.
+func New(deps Deps, opts Options) *Server {
+	if opts.Budget <= 0 {
+		opts.Budget = 3 * time.Second
+	}
+	if opts.MaxPublicBody <= 0 {
+		opts.MaxPublicBody = 4 << 10
+	}
+	if opts.MaxAdminBody <= 0 {
+		opts.MaxAdminBody = 1 << 20
+	}
+	if deps.Clock == nil {
+		deps.Clock = time.Now
+	}
+	s := &Server{
+		Deps: deps,
+		opts: opts,
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "flashgate_origin_request_seconds",
+			Help:    "Origin HTTP requests by route and status, with their latency.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route", "status"}),
+		reserves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashgate_reserves_total",
+			Help: "Reserve script outcomes (created, existing, limit_reached, unknown_sku, sold_out).",
+		}, []string{"outcome"}),
+	}
+	deps.Registry.MustRegister(s.requests, s.reserves)
+	s.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{}))
+	return s
+}
+
+// handler is a route's body: it writes success itself and returns any other
+// answer as an error.
+type handler func(ctx *fasthttp.RequestCtx, c context.Context, params []string) error
+
+type route struct {
+	method  string
+	pattern []string // "*" matches one segment, which goes to params
+	name    string
+	h       handler
+}
+
+func (s *Server) publicRoutes() []route {
+	return []route{
+		{fasthttp.MethodPost, []string{"v1", "sales", "*", "reserve"}, "reserve", s.reserve},
+		{fasthttp.MethodGet, []string{"v1", "sales", "*"}, "sale", s.snapshot},
+		{fasthttp.MethodGet, []string{"v1", "reservations", "*"}, "reservation", s.reservation},
+		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
+	}
+}
+
+func (s *Server) adminRoutes() []route {
+	r := []route{
+		{fasthttp.MethodPost, []string{"admin", "sales"}, "create_sale", s.createSale},
+		{fasthttp.MethodGet, []string{"admin", "sales", "*", "ledger"}, "ledger", s.ledger},
+	}
+	if s.opts.Dev {
+		r = append(r, route{fasthttp.MethodPost, []string{"admin", "dev", "admission-token"}, "dev_admission_token", s.devAdmissionToken})
+	}
+	return r
+}
+
+// Public is the handler of the public listener.
+func (s *Server) Public() fasthttp.RequestHandler {
+	return s.router(s.publicRoutes(), false)
+}
+
+// Admin is the handler of the admin listener: every route but /healthz
+// needs the admin bearer token.
+func (s *Server) Admin() fasthttp.RequestHandler {
+	routes := append(s.adminRoutes(),
+		route{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
+		route{fasthttp.MethodGet, []string{"metrics"}, "metrics", func(ctx *fasthttp.RequestCtx, _ context.Context, _ []string) error {
+			s.metrics(ctx)
+			return nil
+		}},
+	)
+	return s.router(routes, true)
+}
+
+func (s *Server) router(routes []route, admin bool) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
+		name := "not_found"
+		defer func() {
+			s.requests.WithLabelValues(name, strconv.Itoa(ctx.Response.StatusCode())).Observe(time.Since(start).Seconds())
+		}()
+		segs := strings.Split(strings.Trim(string(ctx.Path()), "/"), "/")
+		var match *route
+		var params []string
+		methodMismatch := false
+		for i := range routes {
+			p, ok := matchPath(routes[i].pattern, segs)
+			if !ok {
+				continue
+			}
+			if routes[i].method != string(ctx.Method()) {
+				methodMismatch = true
+				continue
+			}
+			match, params = &routes[i], p
+			break
+		}
+		if match == nil {
+			if methodMismatch {
+				writeError(ctx, s.Log, fail(fasthttp.StatusMethodNotAllowed, "method_not_allowed", "This path does not take that method."))
+				return
+			}
+			writeError(ctx, s.Log, fail(fasthttp.StatusNotFound, "not_found", "There is nothing at this path."))
+			return
+		}
+		name = match.name
+		if admin && name != "healthz" && !s.isAdmin(ctx) {
+			writeError(ctx, s.Log, fail(fasthttp.StatusUnauthorized, "unauthorized", "This listener needs Authorization: Bearer <admin token>."))
+			return
+		}
+		// fasthttp's RequestCtx has no deadline: every request gets its own
+		// budget for the Redis and Postgres calls it makes.
+		c, cancel := context.WithTimeout(context.Background(), s.opts.Budget)
+		defer cancel()
+		if err := match.h(ctx, c, params); err != nil {
+			writeError(ctx, s.Log, err)
+		}
+	}
+}
+
+func matchPath(pattern, segs []string) ([]string, bool) {
+	if len(pattern) != len(segs) {
+		return nil, false
+	}
+	var params []string
+	for i, p := range pattern {
+		switch {
+		case p == "*":
+			if segs[i] == "" {
+				return nil, false
+			}
+			params = append(params, segs[i])
+		case p != segs[i]:
+			return nil, false
+		}
+	}
+	return params, true
+}
+
+func (s *Server) isAdmin(ctx *fasthttp.RequestCtx) bool {
+	got := bearer(ctx)
+	return s.AdminToken != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.AdminToken)) == 1
+}
+
+func (s *Server) healthz(ctx *fasthttp.RequestCtx, _ context.Context, _ []string) error {
+	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// ErrorHandler answers requests fasthttp rejects before any handler runs
+// (a body over the server's limit, a malformed request) in the contract's
+// error shape.
+func ErrorHandler(log *slog.Logger) func(ctx *fasthttp.RequestCtx, err error) {
+	return func(ctx *fasthttp.RequestCtx, err error) {
+		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+			writeError(ctx, log, bodyTooLarge)
+			return
+		}
+		writeError(ctx, log, fail(fasthttp.StatusBadRequest, "bad_request", "The request could not be read."))
+	}
+}

@@ -1,0 +1,205 @@
+// Package app wires the origin's components from a Config: clients, stores,
+// handlers and workers, with a start and an ordered stop. Command origin
+// gives it listeners and signals; tests start several in one process.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/origin/internal/api"
+	"github.com/flashgate/flashgate/origin/internal/catalog"
+	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/ledger"
+	"github.com/flashgate/flashgate/origin/internal/workers"
+	"github.com/flashgate/flashgate/tokens"
+)
+
+// App is one origin.
+type App struct {
+	cfg  Config
+	log  *slog.Logger
+	rdb  *redis.Client
+	pool *pgxpool.Pool
+
+	Catalog  *catalog.Catalog
+	Redis    *checkout.Store
+	Ledger   *ledger.Store
+	Reserver *checkout.Reserver
+	Writer   *workers.Writer
+	Sweeper  *workers.Sweeper
+	API      *api.Server
+
+	stopWorkers context.CancelFunc
+	workers     sync.WaitGroup
+}
+
+// New connects to Redis and Postgres, applies migrations and builds every
+// component. Nothing runs until Start.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			a.closeClients()
+		}
+	}()
+
+	ropts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis url: %w", err)
+	}
+	ropts.ContextTimeoutEnabled = true // every call obeys its context's deadline
+	if ropts.PoolSize == 0 {
+		ropts.PoolSize = 64
+	}
+	a.rdb = redis.NewClient(ropts)
+	if err := a.rdb.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+
+	pcfg, err := pgxpool.ParseConfig(cfg.PostgresURL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres url: %w", err)
+	}
+	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := a.pool.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := ledger.Migrate(ctx, a.pool); err != nil {
+		return nil, err
+	}
+
+	keys, err := tokens.ParseKeySet(cfg.TokenKeys)
+	if err != nil {
+		return nil, fmt.Errorf("token keys: %w", err)
+	}
+	users, err := userVerifier(cfg)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	a.Redis = checkout.NewStore(a.rdb, checkout.NewKeys(cfg.RedisPrefix), cfg.RedisRetention)
+	a.Ledger = ledger.New(a.pool)
+	a.Catalog = catalog.New(a.Ledger, log, 0)
+	if err := a.Catalog.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	a.Reserver = checkout.NewReserver(a.Redis, checkout.ReserverOptions{
+		Pipelines: cfg.ReservePipelines, MaxBatch: cfg.ReserveMaxBatch, Timeout: cfg.RequestBudget,
+	})
+	a.Writer = workers.NewWriter(a.Redis, a.Ledger, a.Catalog, workers.WriterOptions{
+		Consumer: cfg.Instance, BatchSize: cfg.WriterBatch, ClaimIdle: cfg.WriterClaimIdle,
+	}, log.With("component", "writer"), reg)
+	a.Sweeper = workers.NewSweeper(a.Redis, a.Catalog, workers.SweeperOptions{Interval: cfg.SweepInterval},
+		log.With("component", "sweeper"), reg)
+	var issuer *tokens.Issuer
+	if cfg.Dev {
+		issuer = tokens.NewIssuer(keys, tokens.IssuerOptions{})
+	}
+	a.API = api.New(api.Deps{
+		Catalog: a.Catalog, Redis: a.Redis, Reserver: a.Reserver, Ledger: a.Ledger,
+		Verifier: tokens.NewVerifier(keys, tokens.VerifierOptions{}), Users: users, Issuer: issuer,
+		Log: log, Registry: reg, AdminToken: cfg.AdminToken,
+	}, api.Options{Dev: cfg.Dev, Budget: cfg.RequestBudget})
+	return a, nil
+}
+
+func userVerifier(cfg Config) (*tokens.UserVerifier, error) {
+	key := tokens.UserKey{HMACSecret: []byte(cfg.UserTokenSecret)}
+	if cfg.UserTokenPublicKeyFile != "" {
+		pemBytes, err := os.ReadFile(cfg.UserTokenPublicKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("user token key: %w", err)
+		}
+		pub, err := tokens.ParsePublicKeyPEM(pemBytes)
+		if err != nil {
+			return nil, fmt.Errorf("user token key: %w", err)
+		}
+		key = tokens.UserKey{PublicKey: pub}
+	}
+	v, err := tokens.NewUserVerifier(key, tokens.UserVerifierOptions{Issuer: cfg.UserTokenIssuer, Audience: cfg.UserTokenAudience})
+	if err != nil {
+		return nil, fmt.Errorf("user token key: %w", err)
+	}
+	return v, nil
+}
+
+// Start runs the background workers: catalog refresh, order writer, sweeper.
+func (a *App) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stopWorkers = cancel
+	for _, run := range []func(context.Context){a.Catalog.Run, a.Writer.Run, a.Sweeper.Run} {
+		a.workers.Add(1)
+		go func() {
+			defer a.workers.Done()
+			run(ctx)
+		}()
+	}
+}
+
+// Server returns a fasthttp server for one of the app's handlers, with the
+// limits every listener needs.
+func (a *App) Server(h fasthttp.RequestHandler, maxBody int) *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:               h,
+		ErrorHandler:          api.ErrorHandler(a.log),
+		Name:                  "flashgate-origin",
+		ReadTimeout:           5 * time.Second,
+		WriteTimeout:          5 * time.Second,
+		IdleTimeout:           60 * time.Second,
+		MaxRequestBodySize:    maxBody,
+		NoDefaultServerHeader: true,
+		CloseOnShutdown:       true,
+	}
+}
+
+// Stop is the second half of an ordered shutdown, after the listeners have
+// stopped and drained: it stops new reserves, then the workers (each
+// finishes the batch in hand), then closes the clients. ctx bounds the wait.
+func (a *App) Stop(ctx context.Context) error {
+	a.Reserver.Close()
+	if a.stopWorkers != nil {
+		a.stopWorkers()
+	}
+	done := make(chan struct{})
+	go func() {
+		a.workers.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = errors.New("workers did not stop in time")
+	}
+	a.closeClients()
+	return err
+}
+
+func (a *App) closeClients() {
+	if a.rdb != nil {
+		_ = a.rdb.Close()
+	}
+	if a.pool != nil {
+		a.pool.Close()
+	}
+}

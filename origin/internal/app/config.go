@@ -1,0 +1,79 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Config is everything the origin can be told, from flags or, for each flag,
+// its environment variable (the flag wins). Units are in the field names.
+type Config struct {
+	Addr        string // public listener, reached only through the edge
+	AdminAddr   string // admin listener: sales, ledger, metrics, dev tokens
+	RedisURL    string
+	PostgresURL string
+	RedisPrefix string // prefix of every Redis key; tests use their own
+
+	AdminToken string // bearer token of the admin listener; required
+	Dev        bool   // dev mode: the dev admission-token endpoint
+
+	TokenKeys              string // admission-token keys "kid:base64,..."; first signs
+	UserTokenSecret        string // HS256 secret of the shop's user tokens, or
+	UserTokenPublicKeyFile string // a PEM Ed25519/RSA public key file instead
+	UserTokenIssuer        string // required iss of user tokens; "" = not checked
+	UserTokenAudience      string // required aud of user tokens; "" = not checked
+
+	Instance         string        // this origin's name as a stream consumer; stable across restarts
+	WriterBatch      int           // intents per Postgres transaction
+	WriterClaimIdle  time.Duration // when a silent consumer's intents are taken over
+	SweepInterval    time.Duration // how often expired holds are looked for
+	RequestBudget    time.Duration // Redis+Postgres time one request may use
+	ShutdownTimeout  time.Duration // how long a shutdown may drain
+	RedisRetention   time.Duration // how long per-shopper Redis keys outlive their last write
+	ReservePipelines int           // reserve pipelines in flight at once
+	ReserveMaxBatch  int           // reserves per pipeline
+}
+
+// DefaultConfig returns the defaults every flag starts from.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Addr:             ":9090",
+		AdminAddr:        ":9091",
+		RedisURL:         "redis://127.0.0.1:6379/0",
+		PostgresURL:      "postgres://postgres@127.0.0.1:5432/flashgate?sslmode=disable",
+		RedisPrefix:      "fg:",
+		Instance:         "origin-" + host,
+		WriterBatch:      500,
+		WriterClaimIdle:  30 * time.Second,
+		SweepInterval:    200 * time.Millisecond,
+		RequestBudget:    3 * time.Second,
+		ShutdownTimeout:  15 * time.Second,
+		RedisRetention:   7 * 24 * time.Hour,
+		ReservePipelines: 4,
+		ReserveMaxBatch:  256,
+	}
+}
+
+// Validate reports the first thing wrong with c.
+func (c Config) Validate() error {
+	switch {
+	case c.AdminToken == "":
+		return errors.New("config: FLASHGATE_ADMIN_TOKEN (-admin-token) is required")
+	case len(c.AdminToken) < 16:
+		return errors.New("config: the admin token must be at least 16 characters")
+	case c.TokenKeys == "":
+		return errors.New("config: FLASHGATE_TOKEN_KEYS (-token-keys) is required")
+	case (c.UserTokenSecret == "") == (c.UserTokenPublicKeyFile == ""):
+		return errors.New("config: set exactly one of FLASHGATE_USER_TOKEN_SECRET and FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE")
+	case c.Instance == "":
+		return errors.New("config: the instance name must not be empty")
+	case c.WriterBatch < 1 || c.ReservePipelines < 1 || c.ReserveMaxBatch < 1:
+		return errors.New("config: writer batch, reserve pipelines and reserve batch must be positive")
+	case c.WriterClaimIdle <= 0 || c.SweepInterval <= 0 || c.RequestBudget <= 0 || c.ShutdownTimeout <= 0 || c.RedisRetention <= 0:
+		return fmt.Errorf("config: durations must be positive")
+	}
+	return nil
+}

@@ -1,0 +1,291 @@
+// Package checkout is the sale's fast gate in Redis: it loads stock, takes
+// units with one atomic script per reserve, releases expired holds, and
+// carries every change to the order writer on the sale's intents stream.
+package checkout
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed reserve.lua
+	reserveSource string
+	//go:embed due.lua
+	dueSource string
+	//go:embed release.lua
+	releaseSource string
+	//go:embed cancel.lua
+	cancelSource string
+	//go:embed load.lua
+	loadSource string
+
+	reserveScript = redis.NewScript(reserveSource)
+	dueScript     = redis.NewScript(dueSource)
+	releaseScript = redis.NewScript(releaseSource)
+	cancelScript  = redis.NewScript(cancelSource)
+	loadScript    = redis.NewScript(loadSource)
+)
+
+// Errors callers branch on.
+var (
+	// ErrStockMismatch: Redis already holds other figures for a sale than
+	// Postgres does; the sale needs a rebuild, not a load.
+	ErrStockMismatch = errors.New("checkout: redis holds other stock figures for this sale")
+	// ErrNotFound: no such reservation in Redis (never made, or retention passed).
+	ErrNotFound = errors.New("checkout: reservation not found")
+)
+
+// Store is the Redis side of every sale. It is safe for concurrent use.
+type Store struct {
+	rdb       redis.UniversalClient
+	keys      Keys
+	retention time.Duration
+}
+
+// NewStore returns a Store over rdb using keys. Per-shopper keys (burned
+// tokens, idempotency keys, reservations) are kept for retention after their
+// last write; zero means 7 days.
+func NewStore(rdb redis.UniversalClient, keys Keys, retention time.Duration) *Store {
+	if retention <= 0 {
+		retention = 7 * 24 * time.Hour
+	}
+	return &Store{rdb: rdb, keys: keys, retention: retention}
+}
+
+// Keys returns the key schema the store uses.
+func (s *Store) Keys() Keys { return s.keys }
+
+// Counts are one SKU's stock counters.
+type Counts struct {
+	Total     int64 `json:"total"`
+	Available int64 `json:"available"`
+	Held      int64 `json:"held"`
+	Sold      int64 `json:"sold"`
+}
+
+// Load puts a sale's stock into Redis, SKU by SKU, from the figures Postgres
+// holds. It returns ErrStockMismatch when Redis already holds other figures.
+func (s *Store) Load(ctx context.Context, sale string, stock map[string]Counts) error {
+	keys := make([]string, 0, len(stock))
+	args := make([]any, 0, 4*len(stock))
+	skus := make([]string, 0, len(stock))
+	for sku, c := range stock {
+		skus = append(skus, sku)
+		keys = append(keys, s.keys.Inventory(sale, sku))
+		args = append(args, c.Total, c.Available, c.Held, c.Sold)
+	}
+	res, err := loadScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("load sale %s: %w", sale, err)
+	}
+	if res[0] == 0 {
+		return fmt.Errorf("load sale %s: sku %s: %w", sale, skus[res[1]-1], ErrStockMismatch)
+	}
+	return nil
+}
+
+// Inventory reads the counters of the given SKUs in one round trip. SKUs
+// that are not loaded are missing from the result.
+func (s *Store) Inventory(ctx context.Context, sale string, skus []string) (map[string]Counts, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(skus))
+	for i, sku := range skus {
+		cmds[i] = pipe.HMGet(ctx, s.keys.Inventory(sale, sku), "total", "available", "held", "sold")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("read inventory of sale %s: %w", sale, err)
+	}
+	out := make(map[string]Counts, len(skus))
+	for i, cmd := range cmds {
+		v := cmd.Val()
+		if v[0] == nil {
+			continue
+		}
+		out[skus[i]] = Counts{Total: toInt(v[0]), Available: toInt(v[1]), Held: toInt(v[2]), Sold: toInt(v[3])}
+	}
+	return out, nil
+}
+
+// Reservation is a hold as Redis knows it.
+type Reservation struct {
+	ID             string
+	Sale           string
+	SKU            string
+	Account        string
+	Status         string // held, paid, expired or cancelled
+	IdempotencyKey string
+	ExpiresAt      time.Time
+	CreatedAt      time.Time
+}
+
+// Reservation reads one reservation, or ErrNotFound.
+func (s *Store) Reservation(ctx context.Context, sale, id string) (Reservation, error) {
+	v, err := s.rdb.HMGet(ctx, s.keys.Reservation(sale, id),
+		"account", "sku", "status", "expires_ms", "created_ms", "idem").Result()
+	if err != nil {
+		return Reservation{}, fmt.Errorf("read reservation %s: %w", id, err)
+	}
+	if v[0] == nil {
+		return Reservation{}, fmt.Errorf("reservation %s: %w", id, ErrNotFound)
+	}
+	return Reservation{
+		ID:             id,
+		Sale:           sale,
+		Account:        toString(v[0]),
+		SKU:            toString(v[1]),
+		Status:         toString(v[2]),
+		ExpiresAt:      time.UnixMilli(toInt(v[3])).UTC(),
+		CreatedAt:      time.UnixMilli(toInt(v[4])).UTC(),
+		IdempotencyKey: toString(v[5]),
+	}, nil
+}
+
+// Hold names a live reservation with what the scripts need to find its keys.
+type Hold struct {
+	ID      string
+	SKU     string
+	Account string
+	// ReturnUnit, for Cancel: the unit is real and goes back to available.
+	ReturnUnit bool
+}
+
+// ReleaseDue releases up to limit holds of a sale whose expiry has passed,
+// returning how many this call released. Holds released by a concurrent
+// sweeper, or extended meanwhile, are left alone.
+func (s *Store) ReleaseDue(ctx context.Context, sale string, limit int) (int, error) {
+	ids, err := dueScript.Run(ctx, s.rdb, []string{s.keys.Holds(sale)}, limit).StringSlice()
+	if err != nil {
+		return 0, fmt.Errorf("list due holds of sale %s: %w", sale, err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	holds, err := s.holds(ctx, sale, ids)
+	if err != nil {
+		return 0, err
+	}
+	results, err := s.runEach(ctx, releaseScript, holds, func(h Hold) []string {
+		return []string{
+			s.keys.Reservation(sale, h.ID), s.keys.Inventory(sale, h.SKU),
+			s.keys.Account(sale, h.Account), s.keys.Holds(sale), s.keys.Intents(sale),
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("release holds of sale %s: %w", sale, err)
+	}
+	released := 0
+	for _, r := range results {
+		if r == 1 {
+			released++
+		}
+	}
+	return released, nil
+}
+
+// Cancel drops holds that Postgres refused, returning how many were still
+// held. Cancelling a hold twice changes nothing.
+func (s *Store) Cancel(ctx context.Context, sale string, holds []Hold) (int, error) {
+	results, err := s.runEach(ctx, cancelScript, holds, func(h Hold) []string {
+		return []string{
+			s.keys.Reservation(sale, h.ID), s.keys.Inventory(sale, h.SKU),
+			s.keys.Account(sale, h.Account), s.keys.Holds(sale),
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cancel holds of sale %s: %w", sale, err)
+	}
+	cancelled := 0
+	for _, r := range results {
+		cancelled += int(r)
+	}
+	return cancelled, nil
+}
+
+// holds reads the SKU and account of each reservation id in one round trip.
+// Ids whose reservation is gone are dropped from the holds index instead.
+func (s *Store) holds(ctx context.Context, sale string, ids []string) ([]Hold, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HMGet(ctx, s.keys.Reservation(sale, id), "sku", "account")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("read holds of sale %s: %w", sale, err)
+	}
+	holds := make([]Hold, 0, len(ids))
+	var gone []any
+	for i, cmd := range cmds {
+		v := cmd.Val()
+		if v[0] == nil || v[1] == nil {
+			gone = append(gone, ids[i])
+			continue
+		}
+		holds = append(holds, Hold{ID: ids[i], SKU: toString(v[0]), Account: toString(v[1])})
+	}
+	if len(gone) > 0 {
+		if err := s.rdb.ZRem(ctx, s.keys.Holds(sale), gone...).Err(); err != nil {
+			return nil, fmt.Errorf("drop vanished holds of sale %s: %w", sale, err)
+		}
+	}
+	return holds, nil
+}
+
+// runEach runs script once per hold in one pipeline, with the hold's id and
+// its ReturnUnit flag as arguments, and returns each run's integer reply.
+func (s *Store) runEach(ctx context.Context, script *redis.Script, holds []Hold, keys func(Hold) []string) ([]int64, error) {
+	if len(holds) == 0 {
+		return nil, nil
+	}
+	run := func(eval evalFunc, holds []Hold) []*redis.Cmd {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(holds))
+		for i, h := range holds {
+			cmds[i] = eval(ctx, pipe, keys(h), h.ID, h.ReturnUnit)
+		}
+		_, _ = pipe.Exec(ctx) // errors are read per command
+		return cmds
+	}
+	cmds := run(script.EvalSha, holds)
+	var again []int
+	for i, cmd := range cmds {
+		if noScript(cmd.Err()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		// An empty script cache (a restart or failover): EVAL loads it.
+		retry := make([]Hold, len(again))
+		for j, i := range again {
+			retry[j] = holds[i]
+		}
+		for j, cmd := range run(script.Eval, retry) {
+			cmds[again[j]] = cmd
+		}
+	}
+	out := make([]int64, len(cmds))
+	for i, cmd := range cmds {
+		n, err := cmd.Int64()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+func toString(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func toInt(v any) int64 {
+	n, _ := strconv.ParseInt(toString(v), 10, 64)
+	return n
+}

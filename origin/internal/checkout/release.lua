@@ -1,0 +1,30 @@
+-- release.lua: give an expired, unpaid hold's unit back, exactly once.
+-- Any number of sweepers may call it for the same hold: only the call that
+-- finds the hold still held and due changes anything.
+--
+-- KEYS[1] reservation hash  KEYS[2] inventory hash  KEYS[3] account hash
+-- KEYS[4] holds zset        KEYS[5] intents stream
+-- ARGV[1] reservation id
+--
+-- Returns 1 released; 0 not held any more (dropped from the index);
+-- -1 held but not due (its expiry was extended).
+local h = redis.call('HMGET', KEYS[1], 'status', 'expires_ms', 'account', 'sku', 'idem')
+if h[1] ~= 'held' then
+  redis.call('ZREM', KEYS[4], ARGV[1])
+  return 0
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if tonumber(h[2]) > now then return -1 end
+
+redis.call('XADD', KEYS[5], '*', 'kind', 'expire', 'res', ARGV[1], 'account', h[3],
+  'sku', h[4], 'idem', h[5], 'expires_ms', h[2], 'at_ms', string.format('%.0f', now))
+redis.call('HINCRBY', KEYS[2], 'held', -1)
+redis.call('HINCRBY', KEYS[2], 'available', 1)
+redis.call('HSET', KEYS[1], 'status', 'expired')
+redis.call('ZREM', KEYS[4], ARGV[1])
+if redis.call('HGET', KEYS[3], 'res') == ARGV[1] then
+  redis.call('DEL', KEYS[3])
+end
+return 1

@@ -1,0 +1,76 @@
+// Package intent is the record that carries a change of stock from Redis,
+// where it happens first, to Postgres, which has the last word.
+//
+// The reserve and release scripts append intents to a sale's Redis stream in
+// the same atomic step as the change itself; the order writer reads them back
+// and applies them to the ledger. An intent carries every field the ledger
+// needs, so intents of one reservation may be applied in any order.
+package intent
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Kind names what happened to a reservation.
+type Kind string
+
+const (
+	// Reserve: a unit moved from available to held.
+	Reserve Kind = "reserve"
+	// Expire: an unpaid hold ran out and its unit went back to available.
+	Expire Kind = "expire"
+)
+
+// Intent is one entry of a sale's intents stream.
+type Intent struct {
+	ID             string // stream entry id; unique per sale, the ledger's dedupe key
+	Kind           Kind
+	ReservationID  string
+	Account        string
+	SKU            string
+	IdempotencyKey string
+	ExpiresAt      time.Time // when the hold runs out (as of this intent)
+	At             time.Time // when the change happened, by Redis TIME
+}
+
+// Parse turns a stream entry's fields into an Intent. The field names are
+// the ones the Lua scripts write.
+func Parse(id string, values map[string]any) (Intent, error) {
+	str := func(name string) string {
+		s, _ := values[name].(string)
+		return s
+	}
+	ms := func(name string) (time.Time, error) {
+		n, err := strconv.ParseInt(str(name), 10, 64)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("intent %s: field %s: %w", id, name, err)
+		}
+		return time.UnixMilli(n).UTC(), nil
+	}
+	in := Intent{
+		ID:             id,
+		Kind:           Kind(str("kind")),
+		ReservationID:  str("res"),
+		Account:        str("account"),
+		SKU:            str("sku"),
+		IdempotencyKey: str("idem"),
+	}
+	switch in.Kind {
+	case Reserve, Expire:
+	default:
+		return Intent{}, fmt.Errorf("intent %s: unknown kind %q", id, in.Kind)
+	}
+	if in.ReservationID == "" || in.Account == "" || in.SKU == "" {
+		return Intent{}, fmt.Errorf("intent %s: missing reservation, account or sku", id)
+	}
+	var err error
+	if in.ExpiresAt, err = ms("expires_ms"); err != nil {
+		return Intent{}, err
+	}
+	if in.At, err = ms("at_ms"); err != nil {
+		return Intent{}, err
+	}
+	return in, nil
+}

@@ -1,0 +1,328 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flashgate/flashgate/origin/internal/intent"
+)
+
+// Refusal is a reserve that Postgres would not record.
+type Refusal struct {
+	Intent intent.Intent
+	// NoStock: Postgres had no unit for it (Redis counted one too many).
+	// Otherwise the account already has a live reservation in this sale.
+	NoStock bool
+}
+
+// Applied reports what Apply did with a batch.
+type Applied struct {
+	New        int // intents applied by this call
+	Duplicates int // intents applied before (a redelivery); they change nothing
+	// Refused are reserves Postgres refused, by this call or, for a
+	// redelivered batch, by an earlier one: their Redis holds must go.
+	Refused []Refusal
+}
+
+// Apply applies a batch of one sale's intents in one transaction. Each
+// intent counts once however often it is applied, and intents of one
+// reservation may come in any order: a reserve that finds its reservation
+// already expired changes nothing, and an expire that comes first records
+// the reservation as expired without touching stock.
+//
+// Stock moves with one conditional UPDATE per SKU per batch, the database's
+// own guard against overselling; only when that refuses does the batch fall
+// back to taking what is left and refusing the rest, in stream order.
+func (s *Store) Apply(ctx context.Context, sale string, batch []intent.Intent) (Applied, error) {
+	var out Applied
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		out = Applied{}
+		// One writer transaction per sale at a time: batches of one sale
+		// never interleave, whichever origin's writer holds them.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('flashgate/apply/' || $1))`, sale); err != nil {
+			return err
+		}
+		fresh, err := markApplied(ctx, tx, sale, batch)
+		if err != nil {
+			return err
+		}
+		var reserves, expires, replayedReserves []intent.Intent
+		for _, in := range batch {
+			switch {
+			case !fresh[in.ID]:
+				out.Duplicates++
+				if in.Kind == intent.Reserve {
+					replayedReserves = append(replayedReserves, in)
+				}
+			case in.Kind == intent.Reserve:
+				reserves = append(reserves, in)
+			case in.Kind == intent.Expire:
+				expires = append(expires, in)
+			}
+		}
+		out.New = len(reserves) + len(expires)
+		refused, err := applyReserves(ctx, tx, sale, reserves)
+		if err != nil {
+			return err
+		}
+		out.Refused = refused
+		if err := applyExpires(ctx, tx, sale, expires); err != nil {
+			return err
+		}
+		earlier, err := refusedBefore(ctx, tx, replayedReserves)
+		if err != nil {
+			return err
+		}
+		out.Refused = append(out.Refused, earlier...)
+		return nil
+	})
+	if err != nil {
+		return Applied{}, fmt.Errorf("apply %d intents of sale %s: %w", len(batch), sale, err)
+	}
+	return out, nil
+}
+
+// markApplied records the batch's intent ids and returns the ones that were
+// not recorded before.
+func markApplied(ctx context.Context, tx pgx.Tx, sale string, batch []intent.Intent) (map[string]bool, error) {
+	ids := make([]string, len(batch))
+	kinds := make([]string, len(batch))
+	for i, in := range batch {
+		ids[i], kinds[i] = in.ID, string(in.Kind)
+	}
+	rows, err := tx.Query(ctx, `INSERT INTO applied_intents (sale_id, intent_id, kind)
+		SELECT $1, id, kind FROM unnest($2::text[], $3::text[]) AS t(id, kind)
+		ON CONFLICT DO NOTHING RETURNING intent_id`, sale, ids, kinds)
+	if err != nil {
+		return nil, err
+	}
+	fresh := map[string]bool{}
+	for _, id := range pgxStrings(rows, &err) {
+		fresh[id] = true
+	}
+	return fresh, err
+}
+
+type reservationRows struct {
+	ids, skus, accounts, idems []string
+	expires, created           []time.Time
+}
+
+func rowsOf(ins []intent.Intent) reservationRows {
+	var r reservationRows
+	for _, in := range ins {
+		r.ids = append(r.ids, in.ReservationID)
+		r.skus = append(r.skus, in.SKU)
+		r.accounts = append(r.accounts, in.Account)
+		r.idems = append(r.idems, in.IdempotencyKey)
+		r.expires = append(r.expires, in.ExpiresAt)
+		r.created = append(r.created, in.At)
+	}
+	return r
+}
+
+// insertReservations inserts rows with the given status, skipping any that
+// conflict, and returns the ids inserted.
+const insertReservations = `INSERT INTO reservations
+	(reservation_id, sale_id, sku, account_id, status, cancel_reason, idempotency_key, expires_at, created_at)
+	SELECT r, $1, sku, acct, $2, $9, idem, exp, at
+	FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::timestamptz[])
+		AS t(r, sku, acct, idem, exp, at)
+	ON CONFLICT DO NOTHING RETURNING reservation_id`
+
+func applyReserves(ctx context.Context, tx pgx.Tx, sale string, reserves []intent.Intent) ([]Refusal, error) {
+	if len(reserves) == 0 {
+		return nil, nil
+	}
+	r := rowsOf(reserves)
+	rows, err := tx.Query(ctx, insertReservations, sale, "held", r.ids, r.skus, r.accounts, r.idems, r.expires, r.created, nil)
+	if err != nil {
+		return nil, err
+	}
+	inserted := map[string]bool{}
+	for _, id := range pgxStrings(rows, &err) {
+		inserted[id] = true
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	// Not inserted: either the reservation is already there (its expire
+	// came first), or the account has another live reservation.
+	var missing []string
+	for _, in := range reserves {
+		if !inserted[in.ReservationID] {
+			missing = append(missing, in.ReservationID)
+		}
+	}
+	present := map[string]bool{}
+	if len(missing) > 0 {
+		rows, err := tx.Query(ctx, `SELECT reservation_id FROM reservations WHERE reservation_id = ANY($1)`, missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range pgxStrings(rows, &err) {
+			present[id] = true
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	var refused []Refusal
+	var accountRefused []intent.Intent
+	bySKU := map[string][]intent.Intent{}
+	var skuOrder []string
+	for _, in := range reserves {
+		switch {
+		case inserted[in.ReservationID]:
+			if _, seen := bySKU[in.SKU]; !seen {
+				skuOrder = append(skuOrder, in.SKU)
+			}
+			bySKU[in.SKU] = append(bySKU[in.SKU], in)
+		case !present[in.ReservationID]:
+			accountRefused = append(accountRefused, in)
+			refused = append(refused, Refusal{Intent: in})
+		}
+	}
+	if len(accountRefused) > 0 {
+		a := rowsOf(accountRefused)
+		if _, err := tx.Exec(ctx, insertReservations, sale, "cancelled", a.ids, a.skus, a.accounts, a.idems, a.expires, a.created, "account_has_live"); err != nil {
+			return nil, err
+		}
+	}
+
+	for _, sku := range skuOrder {
+		held := bySKU[sku]
+		taken, err := takeStock(ctx, tx, sale, sku, len(held))
+		if err != nil {
+			return nil, err
+		}
+		if taken == len(held) {
+			continue
+		}
+		over := held[taken:]
+		ids := make([]string, len(over))
+		for i, in := range over {
+			ids[i] = in.ReservationID
+			refused = append(refused, Refusal{Intent: in, NoStock: true})
+		}
+		if _, err := tx.Exec(ctx, `UPDATE reservations SET status = 'cancelled', cancel_reason = 'no_stock', updated_at = now()
+			WHERE reservation_id = ANY($1)`, ids); err != nil {
+			return nil, err
+		}
+	}
+	return refused, nil
+}
+
+// takeStock moves n units of a SKU from available to held, or as many as
+// there are, and returns how many it moved.
+func takeStock(ctx context.Context, tx pgx.Tx, sale, sku string, n int) (int, error) {
+	tag, err := tx.Exec(ctx, `UPDATE inventory SET available = available - $3, held = held + $3
+		WHERE sale_id = $1 AND sku = $2 AND available >= $3`, sale, sku, n)
+	if err != nil {
+		return 0, err
+	}
+	if tag.RowsAffected() == 1 {
+		return n, nil
+	}
+	var available int
+	if err := tx.QueryRow(ctx, `SELECT available FROM inventory WHERE sale_id = $1 AND sku = $2 FOR UPDATE`,
+		sale, sku).Scan(&available); err != nil {
+		return 0, fmt.Errorf("sku %s: %w", sku, err)
+	}
+	take := min(available, n)
+	if take == 0 {
+		return 0, nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE inventory SET available = available - $3, held = held + $3
+		WHERE sale_id = $1 AND sku = $2 AND available >= $3`, sale, sku, take); err != nil {
+		return 0, err
+	}
+	return take, nil
+}
+
+func applyExpires(ctx context.Context, tx pgx.Tx, sale string, expires []intent.Intent) error {
+	if len(expires) == 0 {
+		return nil
+	}
+	r := rowsOf(expires)
+	// A held row becomes expired; a missing row (the reserve has not been
+	// applied yet) is recorded as expired, so its reserve will change nothing.
+	rows, err := tx.Query(ctx, `INSERT INTO reservations
+		(reservation_id, sale_id, sku, account_id, status, idempotency_key, expires_at, created_at)
+		SELECT r, $1, sku, acct, 'expired', idem, exp, at
+		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[])
+			AS t(r, sku, acct, idem, exp, at)
+		ON CONFLICT (reservation_id) DO UPDATE SET status = 'expired', updated_at = now()
+			WHERE reservations.status = 'held'
+		RETURNING sku, (xmax = 0) AS inserted`, sale, r.ids, r.skus, r.accounts, r.idems, r.expires, r.created)
+	if err != nil {
+		return err
+	}
+	released := map[string]int{}
+	var sku string
+	var inserted bool
+	_, err = pgx.ForEachRow(rows, []any{&sku, &inserted}, func() error {
+		if !inserted {
+			released[sku]++
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for sku, n := range released {
+		if _, err := tx.Exec(ctx, `UPDATE inventory SET available = available + $3, held = held - $3
+			WHERE sale_id = $1 AND sku = $2`, sale, sku, n); err != nil {
+			return fmt.Errorf("sku %s: %w", sku, err)
+		}
+	}
+	return nil
+}
+
+// refusedBefore finds, among reserves applied by an earlier delivery, those
+// Postgres refused: the earlier writer may have died before cancelling their
+// Redis holds.
+func refusedBefore(ctx context.Context, tx pgx.Tx, reserves []intent.Intent) ([]Refusal, error) {
+	if len(reserves) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(reserves))
+	for i, in := range reserves {
+		ids[i] = in.ReservationID
+	}
+	rows, err := tx.Query(ctx, `SELECT reservation_id, cancel_reason = 'no_stock' FROM reservations
+		WHERE reservation_id = ANY($1) AND status = 'cancelled'`, ids)
+	if err != nil {
+		return nil, err
+	}
+	noStock := map[string]bool{}
+	var id string
+	var stock bool
+	if _, err := pgx.ForEachRow(rows, []any{&id, &stock}, func() error {
+		noStock[id] = stock
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var out []Refusal
+	for _, in := range reserves {
+		if stock, ok := noStock[in.ReservationID]; ok {
+			out = append(out, Refusal{Intent: in, NoStock: stock})
+		}
+	}
+	return out, nil
+}
+
+// pgxStrings collects a single text column, setting *errp on failure.
+func pgxStrings(rows pgx.Rows, errp *error) []string {
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		*errp = err
+	}
+	return out
+}

@@ -1,0 +1,251 @@
+// Package workers holds the origin's background jobs: the order writer,
+// which carries intents from Redis into the Postgres ledger, and the hold
+// sweeper, which returns expired holds' units.
+package workers
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/intent"
+	"github.com/flashgate/flashgate/origin/internal/ledger"
+)
+
+// Sales lists the sales the workers look after.
+type Sales interface {
+	SaleIDs() []string
+}
+
+// WriterOptions tune the order writer; zero values take the defaults.
+type WriterOptions struct {
+	// Consumer names this writer in the stream's consumer group; it should be
+	// stable across restarts of one origin, so a restarted writer takes back
+	// its own unacknowledged entries at once. Required.
+	Consumer string
+	// BatchSize caps intents per Postgres transaction; 0 means 500.
+	BatchSize int
+	// Block is how long one read waits for new intents; 0 means 1 s.
+	Block time.Duration
+	// ClaimIdle is how long another consumer's entry may stay
+	// unacknowledged before this writer takes it over; 0 means 30 s.
+	ClaimIdle time.Duration
+	// Retry is the pause after a failed batch; 0 means 500 ms.
+	Retry time.Duration
+	// Discover is how often the writer looks for new sales; 0 means 1 s.
+	Discover time.Duration
+}
+
+// Writer applies every sale's intents to the ledger: it reads the sale's
+// stream in the writers' group, applies a batch in one transaction, cancels
+// in Redis what Postgres refused, and acknowledges only after the commit.
+// Entries of a writer that died are claimed again after ClaimIdle; the
+// ledger ignores intents it has already applied.
+type Writer struct {
+	redis  *checkout.Store
+	ledger *ledger.Store
+	sales  Sales
+	opts   WriterOptions
+	log    *slog.Logger
+
+	applied  *prometheus.CounterVec
+	refused  prometheus.Counter
+	failures prometheus.Counter
+	batch    prometheus.Histogram
+
+	// afterCommit, when set, runs between a batch's commit and its
+	// acknowledgement; tests use it to kill a writer at the worst moment.
+	afterCommit func(ctx context.Context)
+}
+
+// NewWriter returns a writer; Run starts it.
+func NewWriter(rs *checkout.Store, ls *ledger.Store, sales Sales, opts WriterOptions, log *slog.Logger, reg prometheus.Registerer) *Writer {
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 500
+	}
+	if opts.Block <= 0 {
+		opts.Block = time.Second
+	}
+	if opts.ClaimIdle <= 0 {
+		opts.ClaimIdle = 30 * time.Second
+	}
+	if opts.Retry <= 0 {
+		opts.Retry = 500 * time.Millisecond
+	}
+	if opts.Discover <= 0 {
+		opts.Discover = time.Second
+	}
+	w := &Writer{
+		redis: rs, ledger: ls, sales: sales, opts: opts, log: log,
+		applied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashgate_writer_intents_total",
+			Help: "Intents handled by the order writer, by result (applied, duplicate, malformed).",
+		}, []string{"result"}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashgate_writer_refused_total",
+			Help: "Reserves Postgres refused, whose Redis holds were cancelled.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashgate_writer_batch_failures_total",
+			Help: "Batches that failed to apply and will be retried.",
+		}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "flashgate_writer_batch_size",
+			Help:    "Intents per applied batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 6),
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(w.applied, w.refused, w.failures, w.batch)
+	}
+	return w
+}
+
+// Run writes until ctx ends, one loop per sale, and returns when every loop
+// has stopped (after finishing the batch in hand).
+func (w *Writer) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	running := map[string]bool{}
+	t := time.NewTicker(w.opts.Discover)
+	defer t.Stop()
+	for {
+		for _, id := range w.sales.SaleIDs() {
+			if !running[id] {
+				running[id] = true
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					w.runSale(ctx, id)
+				}()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *Writer) runSale(ctx context.Context, sale string) {
+	log := w.log.With("sale", sale, "consumer", w.opts.Consumer)
+	for ctx.Err() == nil {
+		if err := w.redis.EnsureGroup(ctx, sale); err != nil {
+			log.Warn("order writer cannot create its group", "err", err)
+			sleep(ctx, w.opts.Retry)
+			continue
+		}
+		break
+	}
+	own := true // first take back what this consumer read before a restart
+	cursor := "0-0"
+	lastClaim := time.Time{}
+	for ctx.Err() == nil {
+		if time.Since(lastClaim) >= w.opts.ClaimIdle/2 {
+			lastClaim = time.Now()
+			for {
+				entries, next, err := w.redis.ClaimIntents(ctx, sale, w.opts.Consumer, w.opts.ClaimIdle, w.opts.BatchSize, cursor)
+				if err != nil {
+					log.Warn("order writer cannot claim", "err", err)
+					break
+				}
+				cursor = next
+				if len(entries) > 0 && !w.process(ctx, log, sale, entries) {
+					own = true
+				}
+				if cursor == "0-0" || len(entries) == 0 {
+					break
+				}
+			}
+		}
+		entries, err := w.redis.ReadIntents(ctx, sale, w.opts.Consumer, w.opts.BatchSize, w.opts.Block, own)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("order writer cannot read", "err", err)
+				sleep(ctx, w.opts.Retry)
+			}
+			continue
+		}
+		if own && len(entries) == 0 {
+			own = false // own pending list is empty: go on with new entries
+			continue
+		}
+		if len(entries) > 0 && !w.process(ctx, log, sale, entries) {
+			own = true // unacknowledged entries wait in our pending list
+			sleep(ctx, w.opts.Retry)
+		}
+	}
+}
+
+// process applies one batch and acknowledges it; it reports whether the
+// batch is done with (false leaves it pending for a retry).
+func (w *Writer) process(ctx context.Context, log *slog.Logger, sale string, entries []checkout.Entry) bool {
+	ids := make([]string, 0, len(entries))
+	batch := make([]intent.Intent, 0, len(entries))
+	for _, e := range entries {
+		ids = append(ids, e.Intent.ID)
+		if e.Err != nil {
+			// Only our scripts write the stream, so this is a bug, not
+			// input: say so loudly and do not block the sale on it.
+			log.Error("order writer skips a malformed intent", "id", e.Intent.ID, "err", e.Err)
+			w.applied.WithLabelValues("malformed").Inc()
+			continue
+		}
+		batch = append(batch, e.Intent)
+	}
+	// The batch is finished even if ctx ends meanwhile: a commit must not
+	// be cut off between Postgres and the acknowledgement without need.
+	work, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if len(batch) > 0 {
+		res, err := w.ledger.Apply(work, sale, batch)
+		if err != nil {
+			w.failures.Inc()
+			log.Warn("order writer batch failed; will retry", "intents", len(batch), "err", err)
+			return false
+		}
+		w.batch.Observe(float64(len(batch)))
+		w.applied.WithLabelValues("applied").Add(float64(res.New))
+		w.applied.WithLabelValues("duplicate").Add(float64(res.Duplicates))
+		if w.afterCommit != nil {
+			w.afterCommit(ctx)
+			if ctx.Err() != nil {
+				return false
+			}
+		}
+		if len(res.Refused) > 0 {
+			holds := make([]checkout.Hold, len(res.Refused))
+			for i, r := range res.Refused {
+				holds[i] = checkout.Hold{ID: r.Intent.ReservationID, SKU: r.Intent.SKU, Account: r.Intent.Account, ReturnUnit: !r.NoStock}
+			}
+			n, err := w.redis.Cancel(work, sale, holds)
+			if err != nil {
+				log.Warn("order writer cannot cancel refused holds; will retry", "err", err)
+				return false
+			}
+			w.refused.Add(float64(n))
+			if n > 0 {
+				log.Warn("postgres refused reserves; their holds were cancelled", "cancelled", n)
+			}
+		}
+	}
+	if err := w.redis.AckIntents(work, sale, ids); err != nil {
+		log.Warn("order writer cannot acknowledge; entries will be seen again", "err", err)
+		return false
+	}
+	return true
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,135 @@
+package tokens
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// DefaultAdmissionTTL is how long an admission token lives when
+// IssuerOptions.AdmissionTTL is zero.
+const DefaultAdmissionTTL = 5 * time.Minute
+
+// IssuerOptions configure an Issuer.
+type IssuerOptions struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// AdmissionTTL is the lifetime of admission tokens; 0 means DefaultAdmissionTTL.
+	AdmissionTTL time.Duration
+}
+
+// Issuer signs the queue and admission tokens the edge hands out (and, in dev
+// mode, the origin's admin endpoint), HS256 with the key set's active key, its
+// kid in the header. It is safe for concurrent use.
+type Issuer struct {
+	now    func() time.Time
+	ttl    time.Duration
+	kid    string
+	secret []byte
+}
+
+// NewIssuer returns an Issuer signing with keys' active key; keys must not be nil.
+func NewIssuer(keys *KeySet, opts IssuerOptions) *Issuer {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.AdmissionTTL <= 0 {
+		opts.AdmissionTTL = DefaultAdmissionTTL
+	}
+	return &Issuer{now: opts.Now, ttl: opts.AdmissionTTL, kid: keys.active, secret: keys.secrets[keys.active]}
+}
+
+// Admission issues an admission token for account's reserve in sale, earned
+// at queue position pos. It lives AdmissionTTL and carries a fresh 128-bit
+// jti. The claims returned are exactly those signed (times in whole seconds).
+func (i *Issuer) Admission(sale, account string, pos int64) (string, AdmissionClaims, error) {
+	if err := checkSubject(sale, account, pos); err != nil {
+		return "", AdmissionClaims{}, fmt.Errorf("issue admission token: %w", err)
+	}
+	jti, err := newJTI()
+	if err != nil {
+		return "", AdmissionClaims{}, fmt.Errorf("issue admission token: %w", err)
+	}
+	now := i.now()
+	c := AdmissionClaims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    IssuerName,
+			Subject:   account,
+			Audience:  jwt.ClaimStrings{AudienceOrigin},
+			ExpiresAt: jwt.NewNumericDate(now.Add(i.ttl)),
+			IssuedAt:  jwt.NewNumericDate(now),
+			ID:        jti,
+		},
+		Sale: sale,
+		Pos:  pos,
+	}
+	tok, err := i.sign(&c)
+	if err != nil {
+		return "", AdmissionClaims{}, fmt.Errorf("issue admission token: %w", err)
+	}
+	return tok, c, nil
+}
+
+// Queue issues a queue token for account's place pos in sale's queue; pre
+// records a join before the start. It is valid until expires, normally the
+// sale's end, which must be in the future.
+func (i *Issuer) Queue(sale, account string, pos int64, pre bool, expires time.Time) (string, QueueClaims, error) {
+	if err := checkSubject(sale, account, pos); err != nil {
+		return "", QueueClaims{}, fmt.Errorf("issue queue token: %w", err)
+	}
+	now := i.now()
+	exp := jwt.NewNumericDate(expires)
+	if !exp.After(now) {
+		return "", QueueClaims{}, fmt.Errorf("issue queue token: expiry %s is not after now %s",
+			expires.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	c := QueueClaims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    IssuerName,
+			Subject:   account,
+			Audience:  jwt.ClaimStrings{AudienceEdge},
+			ExpiresAt: exp,
+			IssuedAt:  jwt.NewNumericDate(now),
+		},
+		Sale: sale,
+		Pos:  pos,
+		Pre:  pre,
+	}
+	tok, err := i.sign(&c)
+	if err != nil {
+		return "", QueueClaims{}, fmt.Errorf("issue queue token: %w", err)
+	}
+	return tok, c, nil
+}
+
+func (i *Issuer) sign(c jwt.Claims) (string, error) {
+	t := jwt.NewWithClaims(jwt.SigningMethodHS256, c)
+	t.Header["kid"] = i.kid
+	return t.SignedString(i.secret)
+}
+
+func checkSubject(sale, account string, pos int64) error {
+	switch {
+	case sale == "":
+		return errors.New("empty sale id")
+	case account == "":
+		return errors.New("empty account id")
+	case pos < 0:
+		return fmt.Errorf("negative queue position %d", pos)
+	}
+	return nil
+}
+
+// newJTI returns 128 random bits, base64url without padding (22 characters).
+func newJTI() (string, error) {
+	var b [16]byte
+	if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
+		return "", fmt.Errorf("generate jti: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
