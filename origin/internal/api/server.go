@@ -107,6 +107,7 @@ type route struct {
 func (s *Server) publicRoutes() []route {
 	return []route{
 		{fasthttp.MethodPost, []string{"v1", "sales", "*", "reserve"}, "reserve", s.reserve},
+		{fasthttp.MethodGet, []string{"v1", "sales"}, "sales", s.listSales},
 		{fasthttp.MethodGet, []string{"v1", "sales", "*"}, "sale", s.snapshot},
 		{fasthttp.MethodGet, []string{"v1", "reservations", "*"}, "reservation", s.reservation},
 		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},

@@ -1,0 +1,67 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/queue"
+)
+
+type admissionJSON struct {
+	RatePerSecond float64 `json:"rate_per_s"`
+	Paused        bool    `json:"paused"`
+	NowServing    int64   `json:"now_serving"`
+	QueueLength   int64   `json:"queue_length"`
+	AdmittedTotal int64   `json:"admitted_total"`
+}
+
+func admissionOf(st queue.State) admissionJSON {
+	return admissionJSON{
+		RatePerSecond: st.RatePerSecond, Paused: st.Paused, NowServing: st.NowServing,
+		QueueLength: st.QueueLength, AdmittedTotal: min(st.NowServing, st.QueueLength),
+	}
+}
+
+// getAdmission: GET /admin/sales/{sale}/admission.
+func (s *Server) getAdmission(ctx *fasthttp.RequestCtx, params []string) error {
+	v, ok := s.views.get(params[0])
+	if !ok {
+		return errUnknownSale
+	}
+	if !s.fresh(v) {
+		return pleaseWait
+	}
+	writeJSON(ctx, fasthttp.StatusOK, admissionOf(v.state))
+	return nil
+}
+
+// putAdmission: PUT /admin/sales/{sale}/admission {rate_per_s?, paused?}.
+// The settings live in Redis; every edge node obeys them from its next tick.
+func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
+	if _, ok := s.views.get(params[0]); !ok {
+		return errUnknownSale
+	}
+	var body struct {
+		RatePerSecond *float64 `json:"rate_per_s"`
+		Paused        *bool    `json:"paused"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(ctx.PostBody()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return fail(fasthttp.StatusBadRequest, "invalid_json", `The body must be JSON like {"rate_per_s": 2000, "paused": false}.`)
+	}
+	if body.RatePerSecond != nil && (*body.RatePerSecond < 0 || *body.RatePerSecond > 1e6) {
+		return fail(fasthttp.StatusBadRequest, "invalid_rate", "rate_per_s must be 0 to 1,000,000.")
+	}
+	c, cancel := s.budget()
+	defer cancel()
+	st, err := s.Cursor.Settings(c, params[0], body.RatePerSecond, body.Paused)
+	if err != nil {
+		return err
+	}
+	s.Log.Info("admission changed", "sale", params[0], "rate_per_s", st.RatePerSecond, "paused", st.Paused)
+	writeJSON(ctx, fasthttp.StatusOK, admissionOf(st))
+	return nil
+}

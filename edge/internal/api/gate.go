@@ -1,0 +1,110 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/proxy"
+)
+
+// reserve: POST /v1/sales/{sale}/reserve. The edge checks the admission
+// token and answers sold-out from its snapshot; only the rest reach origin.
+func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
+	claims, err := s.Tokens.Admission(bearer(ctx), params[0])
+	if err != nil {
+		return err
+	}
+	if err := s.sameAccount(ctx, claims.Subject); err != nil {
+		return err
+	}
+	if err := s.limit(ctx, byIP(s.Limits.ReserveIP, s.clientIP(ctx)), byAccount(s.Limits.ReserveAccount, claims.Subject)); err != nil {
+		return err
+	}
+	v, ok := s.views.get(params[0])
+	if !ok {
+		return errUnknownSale
+	}
+	if v.sale.SoldOut {
+		return errSoldOut
+	}
+	return s.forward(ctx, s.Origin, "origin")
+}
+
+// userPassThrough: orders and reservations go to origin for a signed-in
+// shopper; the edge turns away a missing or bad user token itself.
+func (s *Server) userPassThrough(ctx *fasthttp.RequestCtx, _ []string) error {
+	if _, err := s.Users.Account(bearer(ctx)); err != nil {
+		return err
+	}
+	return s.forward(ctx, s.Origin, "origin")
+}
+
+// webhook: the payment gateway's call goes to origin untouched; origin
+// checks its signature.
+func (s *Server) webhook(ctx *fasthttp.RequestCtx, _ []string) error {
+	return s.forward(ctx, s.Origin, "origin")
+}
+
+// shop: every path outside the sale goes to the shop's own upstream, over
+// its own pool, so the sale cannot starve the shop.
+func (s *Server) shop(ctx *fasthttp.RequestCtx, _ []string) error {
+	if s.Shop == nil {
+		return errNotFound
+	}
+	return s.forward(ctx, s.Shop, "shop")
+}
+
+func (s *Server) forward(ctx *fasthttp.RequestCtx, u *proxy.Upstream, name string) error {
+	start := time.Now()
+	err := u.Forward(ctx, s.clientIP(ctx))
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+		if errors.Is(err, proxy.ErrBusy) {
+			outcome = "busy"
+		}
+	}
+	s.metrics.upstream.WithLabelValues(name, outcome).Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.Log.Warn("upstream failed", "upstream", name, "err", err)
+		return pleaseWait
+	}
+	return nil
+}
+
+// static: the shopper's page and its assets.
+func (s *Server) static(ctx *fasthttp.RequestCtx, _ []string) error {
+	s.Static(ctx)
+	return nil
+}
+
+// devLogin: POST /v1/dev/login {"user_id"}, dev mode only.
+func (s *Server) devLogin(ctx *fasthttp.RequestCtx, _ []string) error {
+	var body struct {
+		UserID string `json:"user_id"`
+	}
+	if err := json.Unmarshal(ctx.PostBody(), &body); err != nil || !validAccount(body.UserID) {
+		return fail(fasthttp.StatusBadRequest, "invalid_user_id", `The body must be {"user_id": "..."}: 1 to 128 printable characters without spaces.`)
+	}
+	token, err := s.DevUsers.Issue(body.UserID)
+	if err != nil {
+		return err
+	}
+	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"user_token": token})
+	return nil
+}
+
+func validAccount(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}

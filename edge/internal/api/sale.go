@@ -1,0 +1,214 @@
+package api
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/tokens"
+)
+
+// snapshot: GET /v1/sales/{sale}, from memory, cacheable by the CDN.
+func (s *Server) snapshot(ctx *fasthttp.RequestCtx, params []string) error {
+	v, ok := s.views.get(params[0])
+	if !ok {
+		return errUnknownSale
+	}
+	if v.longCache {
+		ctx.Response.Header.Set("Cache-Control", "public, max-age=30, stale-while-revalidate=60")
+	} else {
+		ctx.Response.Header.Set("Cache-Control", "public, max-age=1, stale-while-revalidate=2")
+	}
+	ctx.Response.Header.Set("ETag", v.etag)
+	if string(ctx.Request.Header.Peek("If-None-Match")) == v.etag {
+		ctx.SetStatusCode(fasthttp.StatusNotModified)
+		return nil
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBody(v.body)
+	return nil
+}
+
+// queueAnswer is the body of a join and of a status poll.
+type queueAnswer struct {
+	State          string `json:"state,omitempty"`
+	QueueToken     string `json:"queue_token,omitempty"`
+	Position       int64  `json:"position"`
+	NowServing     int64  `json:"now_serving"`
+	EstimatedWaitS int64  `json:"estimated_wait_s"`
+	PollAfterMS    int64  `json:"poll_after_ms"`
+	PreQueue       bool   `json:"pre_queue,omitempty"`
+	Paused         bool   `json:"paused,omitempty"` // admission is paused by ops
+	AdmissionToken string `json:"admission_token,omitempty"`
+	Final          *bool  `json:"final,omitempty"`
+}
+
+// join: POST /v1/sales/{sale}/queue with a user token.
+func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
+	account, err := s.Users.Account(bearer(ctx))
+	if err != nil {
+		return err
+	}
+	if err := s.limit(ctx, byIP(s.Limits.JoinIP, s.clientIP(ctx)), byAccount(s.Limits.JoinAccount, account)); err != nil {
+		return err
+	}
+	v, ok := s.views.get(params[0])
+	if !ok {
+		return errUnknownSale
+	}
+	now := s.Clock()
+	if !now.Before(v.sale.EndsAt) {
+		return errSaleClosed
+	}
+	if v.sale.SoldOut && v.sale.Final {
+		return errSoldOut
+	}
+	if !s.fresh(v) {
+		return pleaseWait
+	}
+	c, cancel := s.budget()
+	defer cancel()
+	place, _, err := s.Joiner.Join(c, v.sale.SaleID, v.sale.StartsAt, account)
+	if err != nil {
+		return err
+	}
+	pos := place.Position
+	if place.Pre {
+		pos = place.Index
+	}
+	token, _, err := s.Issuer.Queue(v.sale.SaleID, account, pos, place.Pre, v.sale.EndsAt)
+	if err != nil {
+		return err
+	}
+	s.metrics.joins.Inc()
+	ans := s.waiting(v, place.Pre, pos, now)
+	ans.State = ""
+	ans.QueueToken = token
+	s.setRetryAfter(ctx, ans)
+	writeJSON(ctx, fasthttp.StatusAccepted, ans)
+	return nil
+}
+
+// status: GET /v1/sales/{sale}/queue/status with a queue token. It costs no
+// Redis and no origin call: the token carries the place, the view the rest.
+func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
+	claims, err := s.Tokens.Queue(bearer(ctx), params[0])
+	if err != nil {
+		return err
+	}
+	if err := s.sameAccount(ctx, claims.Subject); err != nil {
+		return err
+	}
+	if err := s.limit(ctx, byIP(s.Limits.PollIP, s.clientIP(ctx)), byAccount(s.Limits.PollAccount, claims.Subject)); err != nil {
+		return err
+	}
+	v, ok := s.views.get(params[0])
+	if !ok {
+		return errUnknownSale
+	}
+	now := s.Clock()
+	if !now.Before(v.sale.EndsAt) {
+		s.metrics.polls.WithLabelValues("closed").Inc()
+		writeJSON(ctx, fasthttp.StatusOK, queueAnswer{State: "closed"})
+		return nil
+	}
+	if !s.fresh(v) {
+		return pleaseWait
+	}
+	ans := s.waiting(v, claims.Pre, claims.Pos, now)
+	switch {
+	case v.sale.SoldOut:
+		final := v.sale.Final
+		ans.State, ans.Final = "sold_out", &final
+		if final {
+			ans.PollAfterMS = 0
+		}
+	case ans.Position > 0 && ans.Position <= v.state.NowServing:
+		token, _, err := s.Issuer.Admission(v.sale.SaleID, claims.Subject, ans.Position)
+		if err != nil {
+			return err
+		}
+		s.metrics.admitted.Inc()
+		ans.State, ans.AdmissionToken, ans.EstimatedWaitS, ans.PollAfterMS = "admitted", token, 0, 1000
+	}
+	s.metrics.polls.WithLabelValues(ans.State).Inc()
+	s.setRetryAfter(ctx, ans)
+	writeJSON(ctx, fasthttp.StatusOK, ans)
+	return nil
+}
+
+// sameAccount checks, when the request also carries the shopper's user
+// token (X-User-Token), that a queue or admission token is theirs.
+func (s *Server) sameAccount(ctx *fasthttp.RequestCtx, subject string) error {
+	user := ctx.Request.Header.Peek("X-User-Token")
+	if len(user) == 0 {
+		return nil
+	}
+	account, err := s.Users.Account(string(user))
+	if err != nil {
+		return err
+	}
+	if account != subject {
+		return tokens.ErrWrongAccount
+	}
+	return nil
+}
+
+// waiting answers for a shopper not yet admitted: the position (drawn for
+// the pre-queue once the sale starts), the wait at the measured admission
+// rate, and a poll interval that grows with the distance from the front.
+func (s *Server) waiting(v *view, pre bool, pos int64, now time.Time) queueAnswer {
+	ans := queueAnswer{State: "waiting", PreQueue: pre, NowServing: v.state.NowServing}
+	if pre {
+		if now.Before(v.sale.StartsAt) || !v.drawn {
+			// Places are drawn at the start: until then, only the time to it.
+			untilStart := v.sale.StartsAt.Sub(now)
+			ans.EstimatedWaitS = int64(math.Ceil(untilStart.Seconds()))
+			ans.PollAfterMS = clampMS(untilStart/2, time.Second, s.opts.MaxPollAfter)
+			return ans
+		}
+		drawn, err := v.shuffle.Position(pos)
+		if err != nil {
+			drawn = pos // the token names an index the draw does not have: keep it honest
+		}
+		pos = drawn
+	}
+	ans.Position = pos
+	ahead := pos - v.state.NowServing
+	if ahead <= 0 {
+		ans.PollAfterMS = 1000
+		return ans
+	}
+	rate := v.state.MeasuredRate
+	if rate <= 0 {
+		rate = v.state.RatePerSecond
+	}
+	if v.state.Paused {
+		// Paused: the estimate is what the wait will be once admission
+		// resumes at the configured rate, and the answer says it is paused.
+		rate = v.state.RatePerSecond
+		ans.Paused = true
+	}
+	wait := 30 * time.Second
+	if rate > 0 {
+		wait = time.Duration(float64(ahead) / rate * float64(time.Second))
+	}
+	if now.Before(v.sale.StartsAt) {
+		wait += v.sale.StartsAt.Sub(now)
+	}
+	ans.EstimatedWaitS = int64(math.Ceil(wait.Seconds()))
+	ans.PollAfterMS = clampMS(wait/4, time.Second, s.opts.MaxPollAfter)
+	return ans
+}
+
+func clampMS(d, lo, hi time.Duration) int64 {
+	return min(max(d, lo), hi).Milliseconds()
+}
+
+func (s *Server) setRetryAfter(ctx *fasthttp.RequestCtx, ans queueAnswer) {
+	if ans.State == "waiting" || ans.State == "" {
+		ctx.Response.Header.Set("Retry-After", strconv.FormatInt((ans.PollAfterMS+999)/1000, 10))
+	}
+}

@@ -1,0 +1,293 @@
+// Package api is the edge's HTTP surface: the public listener (static page,
+// snapshot, queue join and status, the reserve gate, pass-through to origin
+// and to the shop) and the admin listener (admission settings, metrics).
+// Routes and answers follow shared/API.md.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"github.com/ulule/limiter/v3"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/flashgate/flashgate/edge/internal/proxy"
+	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/snapshot"
+	"github.com/flashgate/flashgate/tokens"
+)
+
+// Deps are the components the handlers use.
+type Deps struct {
+	Snapshots  *snapshot.Cache
+	Cursor     *queue.Cursor
+	Joiner     *queue.Joiner
+	Redis      redis.UniversalClient
+	Keys       queue.Keys
+	Tokens     *tokens.Verifier      // queue and admission tokens
+	Issuer     *tokens.Issuer        // queue and admission tokens
+	Users      *tokens.UserVerifier  // the shop's user tokens
+	DevUsers   *tokens.DevUserIssuer // dev mode only; nil otherwise
+	Origin     *proxy.Upstream
+	Shop       *proxy.Upstream // nil: paths outside the sale answer 404
+	Static     fasthttp.RequestHandler
+	Limits     Limits
+	Log        *slog.Logger
+	Registry   *prometheus.Registry
+	Clock      func() time.Time // nil means time.Now
+	AdminToken string
+}
+
+// Limits are the per-IP and per-account rate limits of the sale endpoints.
+type Limits struct {
+	JoinIP, JoinAccount       *limiter.Limiter
+	PollIP, PollAccount       *limiter.Limiter
+	ReserveIP, ReserveAccount *limiter.Limiter
+}
+
+// Options tune the handlers; zero values take the defaults.
+type Options struct {
+	// StaleAfter: a cursor reading older than this means Redis is down and
+	// sale endpoints answer please_wait; 0 means 3 s.
+	StaleAfter time.Duration
+	// TrustedProxies are the load balancers and CDN ranges whose
+	// X-Forwarded-For is believed; from any other peer the peer address is
+	// the client.
+	TrustedProxies []netip.Prefix
+	// Budget bounds the Redis work of one request; 0 means 2 s.
+	Budget time.Duration
+	// MaxPollAfter caps the poll interval told to a shopper far back in
+	// line; 0 means 30 s.
+	MaxPollAfter time.Duration
+}
+
+// Server holds the handlers of both listeners.
+type Server struct {
+	Deps
+	opts    Options
+	views   views
+	seeds   sync.Map // sale id -> []byte; seeds never change once set
+	metrics metrics
+	promh   fasthttp.RequestHandler
+}
+
+type metrics struct {
+	requests    *prometheus.HistogramVec
+	joins       prometheus.Counter
+	polls       *prometheus.CounterVec
+	admitted    prometheus.Counter
+	rejections  *prometheus.CounterVec
+	upstream    *prometheus.HistogramVec
+	cursor      *prometheus.GaugeVec
+	queueLength *prometheus.GaugeVec
+}
+
+// New returns a Server; its metrics register on deps.Registry.
+func New(deps Deps, opts Options) *Server {
+	if opts.StaleAfter <= 0 {
+		opts.StaleAfter = 3 * time.Second
+	}
+	if opts.Budget <= 0 {
+		opts.Budget = 2 * time.Second
+	}
+	if opts.MaxPollAfter <= 0 {
+		opts.MaxPollAfter = 30 * time.Second
+	}
+	if deps.Clock == nil {
+		deps.Clock = time.Now
+	}
+	s := &Server{Deps: deps, opts: opts}
+	s.metrics = metrics{
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "flashgate_edge_request_seconds", Help: "Edge requests by route and status, with their latency.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"route", "status"}),
+		joins:    prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_joins_total", Help: "Queue joins answered with a place."}),
+		polls:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flashgate_edge_polls_total", Help: "Status polls by answered state."}, []string{"state"}),
+		admitted: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_admission_tokens_total", Help: "Admission tokens issued."}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashgate_edge_rejections_total", Help: "Requests answered with an error, by code.",
+		}, []string{"code"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "flashgate_edge_upstream_seconds", Help: "Proxied requests by upstream and outcome, with their latency.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"upstream", "outcome"}),
+		cursor:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flashgate_edge_now_serving", Help: "Admission cursor as this node last read it."}, []string{"sale"}),
+		queueLength: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flashgate_edge_queue_length", Help: "Places handed out, as this node last read it."}, []string{"sale"}),
+	}
+	m := s.metrics
+	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.rejections, m.upstream, m.cursor, m.queueLength)
+	s.promh = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{}))
+	return s
+}
+
+// handler is a route's body: it writes success itself and returns any other
+// answer as an error.
+type handler func(ctx *fasthttp.RequestCtx, params []string) error
+
+type route struct {
+	method  string
+	pattern []string // "*" matches one segment, which goes to params; "**" the rest
+	name    string
+	h       handler
+}
+
+// Public is the handler of the public listener.
+func (s *Server) Public() fasthttp.RequestHandler {
+	routes := []route{
+		{fasthttp.MethodGet, []string{"v1", "sales", "*"}, "snapshot", s.snapshot},
+		{fasthttp.MethodPost, []string{"v1", "sales", "*", "queue"}, "join", s.join},
+		{fasthttp.MethodGet, []string{"v1", "sales", "*", "queue", "status"}, "status", s.status},
+		{fasthttp.MethodPost, []string{"v1", "sales", "*", "reserve"}, "reserve", s.reserve},
+		{fasthttp.MethodPost, []string{"v1", "orders"}, "orders", s.userPassThrough},
+		{fasthttp.MethodGet, []string{"v1", "orders", "*"}, "order", s.userPassThrough},
+		{fasthttp.MethodGet, []string{"v1", "reservations", "*"}, "reservation", s.userPassThrough},
+		{fasthttp.MethodPost, []string{"v1", "payments", "webhook"}, "webhook", s.webhook},
+		{fasthttp.MethodGet, []string{""}, "static", s.static},
+		{fasthttp.MethodGet, []string{"static", "**"}, "static", s.static},
+		{fasthttp.MethodHead, []string{""}, "static", s.static},
+		{fasthttp.MethodHead, []string{"static", "**"}, "static", s.static},
+		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
+	}
+	if s.DevUsers != nil {
+		routes = append(routes, route{fasthttp.MethodPost, []string{"v1", "dev", "login"}, "dev_login", s.devLogin})
+	}
+	return s.router(routes, s.shop)
+}
+
+// Admin is the handler of the admin listener; all but /healthz need the
+// admin bearer token.
+func (s *Server) Admin() fasthttp.RequestHandler {
+	routes := []route{
+		{fasthttp.MethodGet, []string{"admin", "sales", "*", "admission"}, "get_admission", s.admin(s.getAdmission)},
+		{fasthttp.MethodPut, []string{"admin", "sales", "*", "admission"}, "put_admission", s.admin(s.putAdmission)},
+		{fasthttp.MethodGet, []string{"metrics"}, "metrics", s.admin(func(ctx *fasthttp.RequestCtx, _ []string) error {
+			s.promh(ctx)
+			return nil
+		})},
+		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
+	}
+	return s.router(routes, func(ctx *fasthttp.RequestCtx, _ []string) error { return errNotFound })
+}
+
+func (s *Server) router(routes []route, fallback handler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
+		name := "other"
+		segs := strings.Split(strings.Trim(string(ctx.Path()), "/"), "/")
+		h := fallback
+		var params []string
+		for i := range routes {
+			if p, ok := matchPath(routes[i].pattern, segs); ok && routes[i].method == string(ctx.Method()) {
+				h, params, name = routes[i].h, p, routes[i].name
+				break
+			}
+		}
+		if err := h(ctx, params); err != nil {
+			var code string
+			if e, ok := err.(*Error); ok {
+				code = e.Code
+			} else if isTokenError(err) {
+				code = tokens.Code(err)
+			} else {
+				code = "please_wait"
+			}
+			s.metrics.rejections.WithLabelValues(code).Inc()
+			writeError(ctx, s.Log, err)
+		}
+		s.metrics.requests.WithLabelValues(name, strconv.Itoa(ctx.Response.StatusCode())).Observe(time.Since(start).Seconds())
+	}
+}
+
+func matchPath(pattern, segs []string) ([]string, bool) {
+	var params []string
+	for i, p := range pattern {
+		if p == "**" {
+			return append(params, strings.Join(segs[i:], "/")), i < len(segs)
+		}
+		if i >= len(segs) {
+			return nil, false
+		}
+		switch {
+		case p == "*":
+			if segs[i] == "" {
+				return nil, false
+			}
+			params = append(params, segs[i])
+		case p != segs[i]:
+			return nil, false
+		}
+	}
+	return params, len(pattern) == len(segs)
+}
+
+func (s *Server) admin(h handler) handler {
+	return func(ctx *fasthttp.RequestCtx, params []string) error {
+		got := bearer(ctx)
+		if s.AdminToken == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.AdminToken)) != 1 {
+			return fail(fasthttp.StatusUnauthorized, "unauthorized", "This listener needs Authorization: Bearer <admin token>.")
+		}
+		return h(ctx, params)
+	}
+}
+
+func (s *Server) healthz(ctx *fasthttp.RequestCtx, _ []string) error {
+	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// budget gives a request's Redis calls their own deadline: fasthttp's
+// RequestCtx has none.
+func (s *Server) budget() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.opts.Budget)
+}
+
+// bearer returns the token of an Authorization: Bearer header, or "".
+func bearer(ctx *fasthttp.RequestCtx) string {
+	h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
+	if len(h) > 7 && strings.EqualFold(string(h[:7]), "bearer ") {
+		return strings.TrimSpace(string(h[7:]))
+	}
+	return ""
+}
+
+// clientIP is the caller's address: the peer, or when the peer is a
+// trusted proxy, the right-most untrusted address of X-Forwarded-For.
+func (s *Server) clientIP(ctx *fasthttp.RequestCtx) string {
+	peer, _ := netip.AddrFromSlice(ctx.RemoteIP())
+	peer = peer.Unmap()
+	if !s.trusted(peer) {
+		return peer.String()
+	}
+	hops := strings.Split(string(ctx.Request.Header.Peek("X-Forwarded-For")), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			break
+		}
+		a = a.Unmap()
+		if !s.trusted(a) {
+			return a.String()
+		}
+	}
+	return peer.String()
+}
+
+func (s *Server) trusted(a netip.Addr) bool {
+	for _, p := range s.opts.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}

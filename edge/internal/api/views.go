@@ -1,0 +1,120 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/snapshot"
+)
+
+// view is everything the edge knows about a sale at one tick: the origin's
+// snapshot, this node's reading of the admission cursor and the pre-queue
+// draw, and the snapshot body ready to serve. Views are rebuilt each tick
+// and swapped in whole, so handlers read them without locks.
+type view struct {
+	sale      snapshot.Sale
+	state     queue.State
+	hasState  bool
+	seed      []byte
+	seedHash  string
+	shuffle   queue.Shuffle // over the pre-queue, once the sale has started
+	drawn     bool          // shuffle is set
+	body      []byte        // the snapshot JSON served at GET /v1/sales/{id}
+	etag      string
+	longCache bool // finally sold out or ended: nothing will change
+}
+
+// publicSnapshot is the snapshot the edge serves: the origin's with the
+// cursor filled in and the pre-queue draw's commitment (and, after the
+// start, its seed) so anyone can check the shuffle.
+type publicSnapshot struct {
+	snapshot.Sale
+	Draw draw `json:"draw"`
+}
+
+type draw struct {
+	SeedSHA256 string `json:"seed_sha256"`
+	Seed       string `json:"seed,omitempty"` // revealed at the start
+	PreQueue   int64  `json:"pre_queue"`
+	Algorithm  string `json:"algorithm"`
+}
+
+// views is the current set of views by sale id.
+type views struct {
+	p atomic.Pointer[map[string]*view]
+}
+
+func (v *views) get(id string) (*view, bool) {
+	m := v.p.Load()
+	if m == nil {
+		return nil, false
+	}
+	x, ok := (*m)[id]
+	return x, ok
+}
+
+// Tick is the edge's heartbeat, run every few hundred milliseconds: it
+// makes sure every sale has its shuffle seed, advances and reads the
+// admission cursors in one Redis round trip, and rebuilds the views.
+func (s *Server) Tick(ctx context.Context) error {
+	sales := s.Snapshots.All()
+	ticks := make([]queue.Tick, 0, len(sales))
+	for _, sale := range sales {
+		if _, ok := s.seeds.Load(sale.SaleID); !ok {
+			seed, err := queue.Seed(ctx, s.Redis, s.Keys, sale.SaleID)
+			if err != nil {
+				return err
+			}
+			s.seeds.Store(sale.SaleID, seed)
+		}
+		ticks = append(ticks, queue.Tick{Sale: sale.SaleID, StartsAt: sale.StartsAt, StockAvailable: !sale.SoldOut})
+	}
+	tickErr := s.Cursor.Tick(ctx, ticks)
+	now := s.Clock()
+	next := make(map[string]*view, len(sales))
+	for _, sale := range sales {
+		v := &view{sale: sale}
+		seed, _ := s.seeds.Load(sale.SaleID)
+		v.seed = seed.([]byte)
+		v.seedHash = queue.SeedHash(v.seed)
+		v.state, v.hasState = s.Cursor.State(sale.SaleID)
+		started := !now.Before(sale.StartsAt)
+		if v.hasState && started {
+			v.shuffle, v.drawn = queue.NewShuffle(v.seed, v.state.PreQueue), true
+		}
+		pub := publicSnapshot{Sale: sale, Draw: draw{SeedSHA256: v.seedHash, Algorithm: "feistel-sha256-8"}}
+		if v.hasState {
+			pub.NowServing, pub.QueueLength = v.state.NowServing, v.state.QueueLength
+			pub.Draw.PreQueue = v.state.PreQueue
+		}
+		if started {
+			pub.Draw.Seed = hex.EncodeToString(v.seed)
+		}
+		body, err := json.Marshal(pub)
+		if err != nil {
+			return fmt.Errorf("encode snapshot of sale %s: %w", sale.SaleID, err)
+		}
+		v.body = body
+		sum := sha256.Sum256(body)
+		v.etag = `"` + hex.EncodeToString(sum[:8]) + `"`
+		v.longCache = (sale.SoldOut && sale.Final) || sale.Status == "ended"
+		next[sale.SaleID] = v
+		if v.hasState {
+			s.metrics.cursor.WithLabelValues(sale.SaleID).Set(float64(v.state.NowServing))
+			s.metrics.queueLength.WithLabelValues(sale.SaleID).Set(float64(v.state.QueueLength))
+		}
+	}
+	s.views.p.Store(&next)
+	return tickErr
+}
+
+// fresh reports whether a view's cursor reading is recent enough to answer
+// from; a stale one means Redis is unreachable.
+func (s *Server) fresh(v *view) bool {
+	return v.hasState && s.Clock().Sub(v.state.ReadAt) <= s.opts.StaleAfter
+}

@@ -1,0 +1,229 @@
+// Package app wires an edge node from a Config: Redis, the origin and shop
+// upstreams, tokens, limits and handlers, with the loops that keep its
+// views fresh, a start and an ordered stop. Command edge gives it
+// listeners and signals; tests start several in one process.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/ulule/limiter/v3"
+	"github.com/ulule/limiter/v3/drivers/store/memory"
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/api"
+	"github.com/flashgate/flashgate/edge/internal/assets"
+	"github.com/flashgate/flashgate/edge/internal/proxy"
+	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/snapshot"
+	"github.com/flashgate/flashgate/static"
+	"github.com/flashgate/flashgate/tokens"
+)
+
+// App is one edge node.
+type App struct {
+	cfg Config
+	log *slog.Logger
+	rdb *redis.Client
+
+	Snapshots *snapshot.Cache
+	Cursor    *queue.Cursor
+	Joiner    *queue.Joiner
+	API       *api.Server
+
+	stopLoops context.CancelFunc
+	loops     sync.WaitGroup
+}
+
+// New builds an edge node; nothing runs until Start. Neither Redis nor the
+// origin need be up: the node answers please_wait until they are.
+func New(cfg Config, log *slog.Logger) (*App, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: log}
+	ropts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis url: %w", err)
+	}
+	ropts.ContextTimeoutEnabled = true
+	if ropts.PoolSize == 0 {
+		ropts.PoolSize = 64
+	}
+	a.rdb = redis.NewClient(ropts)
+
+	keys, err := tokens.ParseKeySet(cfg.TokenKeys)
+	if err != nil {
+		return nil, fmt.Errorf("token keys: %w", err)
+	}
+	users, devUsers, err := userTokens(cfg)
+	if err != nil {
+		return nil, err
+	}
+	origin, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: cfg.OriginMaxConns, Timeout: cfg.OriginTimeout})
+	if err != nil {
+		return nil, err
+	}
+	var shop *proxy.Upstream
+	if cfg.ShopURL != "" {
+		if shop, err = proxy.New(cfg.ShopURL, proxy.Options{MaxConns: cfg.ShopMaxConns, Timeout: cfg.ShopTimeout}); err != nil {
+			return nil, err
+		}
+	}
+	page, err := assets.Handler(static.Files)
+	if err != nil {
+		return nil, err
+	}
+	trusted, err := cfg.trustedProxies()
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	qkeys := queue.NewKeys(cfg.RedisPrefix)
+	a.Snapshots = snapshot.New(origin, log, nil)
+	a.Cursor = queue.NewCursor(a.rdb, qkeys, cfg.DefaultRatePerSecond, nil)
+	a.Joiner = queue.NewJoiner(a.rdb, qkeys, queue.JoinerOptions{})
+	a.API = api.New(api.Deps{
+		Snapshots: a.Snapshots, Cursor: a.Cursor, Joiner: a.Joiner, Redis: a.rdb, Keys: qkeys,
+		Tokens:   tokens.NewVerifier(keys, tokens.VerifierOptions{}),
+		Issuer:   tokens.NewIssuer(keys, tokens.IssuerOptions{AdmissionTTL: cfg.AdmissionTokenTTL}),
+		Users:    users,
+		DevUsers: devUsers,
+		Origin:   origin, Shop: shop, Static: page,
+		Limits:     limits(cfg),
+		Log:        log,
+		Registry:   reg,
+		AdminToken: cfg.AdminToken,
+	}, api.Options{StaleAfter: cfg.StaleAfter, TrustedProxies: trusted})
+	return a, nil
+}
+
+func userTokens(cfg Config) (*tokens.UserVerifier, *tokens.DevUserIssuer, error) {
+	key := tokens.UserKey{HMACSecret: []byte(cfg.UserTokenSecret)}
+	if cfg.UserTokenPublicKeyFile != "" {
+		pemBytes, err := os.ReadFile(cfg.UserTokenPublicKeyFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("user token key: %w", err)
+		}
+		pub, err := tokens.ParsePublicKeyPEM(pemBytes)
+		if err != nil {
+			return nil, nil, fmt.Errorf("user token key: %w", err)
+		}
+		key = tokens.UserKey{PublicKey: pub}
+	}
+	v, err := tokens.NewUserVerifier(key, tokens.UserVerifierOptions{Issuer: cfg.UserTokenIssuer, Audience: cfg.UserTokenAudience})
+	if err != nil {
+		return nil, nil, fmt.Errorf("user token key: %w", err)
+	}
+	var dev *tokens.DevUserIssuer
+	if cfg.Dev {
+		dev = tokens.NewDevUserIssuer([]byte(cfg.UserTokenSecret), cfg.UserTokenIssuer, 0, nil)
+	}
+	return v, dev, nil
+}
+
+// limits builds the in-memory limiters: a status poll must cost no Redis
+// call, so limits are per node (a shopper's budget is the limit times the
+// number of nodes the load balancer spreads them over).
+func limits(cfg Config) api.Limits {
+	build := func(format string) *limiter.Limiter {
+		if format == "" {
+			return nil
+		}
+		rate, _ := limiter.NewRateFromFormatted(format) // checked by Validate
+		return limiter.New(memory.NewStore(), rate)
+	}
+	return api.Limits{
+		JoinIP: build(cfg.LimitJoinIP), JoinAccount: build(cfg.LimitJoinAccount),
+		PollIP: build(cfg.LimitPollIP), PollAccount: build(cfg.LimitPollAccount),
+		ReserveIP: build(cfg.LimitReserveIP), ReserveAccount: build(cfg.LimitReserveAccount),
+	}
+}
+
+// Start runs the loops that keep the node's views fresh: snapshots from
+// origin, and the admission tick.
+func (a *App) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stopLoops = cancel
+	a.every(ctx, a.cfg.SnapshotRefresh, "snapshot refresh", a.Snapshots.Refresh)
+	a.every(ctx, a.cfg.Tick, "admission tick", a.API.Tick)
+}
+
+// every runs f now and then every period until ctx ends, logging failures
+// once per change of state rather than every tick.
+func (a *App) every(ctx context.Context, period time.Duration, what string, f func(context.Context) error) {
+	a.loops.Add(1)
+	go func() {
+		defer a.loops.Done()
+		t := time.NewTicker(period)
+		defer t.Stop()
+		failing := false
+		for {
+			c, cancel := context.WithTimeout(ctx, max(period, time.Second))
+			err := f(c)
+			cancel()
+			switch {
+			case err != nil && !failing && ctx.Err() == nil:
+				a.log.Warn(what+" failing", "err", err)
+				failing = true
+			case err == nil && failing:
+				a.log.Info(what + " recovered")
+				failing = false
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Server returns a fasthttp server for one of the node's handlers, with
+// the limits every listener needs.
+func (a *App) Server(h fasthttp.RequestHandler) *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:               h,
+		ErrorHandler:          api.ErrorHandler(a.log),
+		Name:                  "flashgate-edge",
+		ReadTimeout:           10 * time.Second,
+		WriteTimeout:          10 * time.Second,
+		IdleTimeout:           60 * time.Second,
+		MaxRequestBodySize:    1 << 20,
+		NoDefaultServerHeader: true,
+		CloseOnShutdown:       true,
+	}
+}
+
+// Stop, after the listeners have drained: stop joins, stop the loops,
+// close Redis. ctx bounds the wait.
+func (a *App) Stop(ctx context.Context) error {
+	a.Joiner.Close()
+	if a.stopLoops != nil {
+		a.stopLoops()
+	}
+	done := make(chan struct{})
+	go func() {
+		a.loops.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = errors.New("edge loops did not stop in time")
+	}
+	_ = a.rdb.Close()
+	return err
+}

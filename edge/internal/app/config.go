@@ -1,0 +1,132 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/ulule/limiter/v3"
+)
+
+// Config is everything an edge node can be told. Units are in the names.
+type Config struct {
+	Addr        string // public listener (behind the CDN and load balancer)
+	AdminAddr   string // admin listener: admission settings, metrics
+	RedisURL    string
+	RedisPrefix string
+	OriginURL   string // the origin's public listener
+	ShopURL     string // the shop's own upstream; "" answers 404 outside the sale
+
+	AdminToken string
+	Dev        bool // dev mode: POST /v1/dev/login
+
+	TokenKeys              string        // queue/admission-token keys "kid:base64,..."; first signs
+	AdmissionTokenTTL      time.Duration // lifetime of an admission token
+	UserTokenSecret        string        // HS256 secret of the shop's user tokens, or
+	UserTokenPublicKeyFile string        // a PEM Ed25519/RSA public key file
+	UserTokenIssuer        string        // required iss of user tokens; "" = not checked
+	UserTokenAudience      string        // required aud; "" = not checked
+
+	DefaultRatePerSecond float64       // admission rate of a sale until ops set one
+	Tick                 time.Duration // how often the cursor advances and views rebuild
+	SnapshotRefresh      time.Duration // how often sale snapshots are fetched from origin
+	StaleAfter           time.Duration // cursor reading age at which sale endpoints say please_wait
+	TrustedProxies       string        // comma-separated CIDRs whose X-Forwarded-For is believed
+
+	OriginMaxConns int           // connections to origin
+	OriginTimeout  time.Duration // one proxied origin exchange
+	ShopMaxConns   int           // connections to the shop
+	ShopTimeout    time.Duration // one proxied shop exchange
+
+	// Rate limits in ulule/limiter's "<n>-<S|M|H>" form, per client IP and
+	// per account, on join, status poll and reserve.
+	LimitJoinIP, LimitJoinAccount       string
+	LimitPollIP, LimitPollAccount       string
+	LimitReserveIP, LimitReserveAccount string
+
+	ShutdownTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults every flag starts from.
+func DefaultConfig() Config {
+	return Config{
+		Addr:                 ":8080",
+		AdminAddr:            ":8081",
+		RedisURL:             "redis://127.0.0.1:6379/0",
+		RedisPrefix:          "fg:",
+		OriginURL:            "http://127.0.0.1:9090",
+		AdmissionTokenTTL:    5 * time.Minute,
+		DefaultRatePerSecond: 100,
+		Tick:                 100 * time.Millisecond,
+		SnapshotRefresh:      250 * time.Millisecond,
+		StaleAfter:           3 * time.Second,
+		OriginMaxConns:       256,
+		OriginTimeout:        5 * time.Second,
+		ShopMaxConns:         256,
+		ShopTimeout:          10 * time.Second,
+		LimitJoinIP:          "120-M",
+		LimitJoinAccount:     "10-M",
+		LimitPollIP:          "1200-M",
+		LimitPollAccount:     "120-M",
+		LimitReserveIP:       "120-M",
+		LimitReserveAccount:  "20-M",
+		ShutdownTimeout:      15 * time.Second,
+	}
+}
+
+// Validate reports the first thing wrong with c.
+func (c Config) Validate() error {
+	switch {
+	case c.AdminToken == "" || len(c.AdminToken) < 16:
+		return errors.New("config: FLASHGATE_ADMIN_TOKEN of at least 16 characters is required")
+	case c.TokenKeys == "":
+		return errors.New("config: FLASHGATE_TOKEN_KEYS is required")
+	case (c.UserTokenSecret == "") == (c.UserTokenPublicKeyFile == ""):
+		return errors.New("config: set exactly one of FLASHGATE_USER_TOKEN_SECRET and FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE")
+	case c.Dev && c.UserTokenSecret == "":
+		return errors.New("config: dev mode signs user tokens and needs FLASHGATE_USER_TOKEN_SECRET")
+	case c.DefaultRatePerSecond < 0:
+		return errors.New("config: the default admission rate must not be negative")
+	case c.Tick <= 0 || c.SnapshotRefresh <= 0 || c.StaleAfter <= 0 || c.AdmissionTokenTTL <= 0 ||
+		c.OriginTimeout <= 0 || c.ShopTimeout <= 0 || c.ShutdownTimeout <= 0:
+		return errors.New("config: durations must be positive")
+	case c.StaleAfter < 2*c.Tick:
+		return errors.New("config: stale-after must be at least two ticks")
+	}
+	if _, err := c.trustedProxies(); err != nil {
+		return err
+	}
+	for _, r := range []string{c.LimitJoinIP, c.LimitJoinAccount, c.LimitPollIP, c.LimitPollAccount, c.LimitReserveIP, c.LimitReserveAccount} {
+		if r == "" {
+			continue // "" switches that limit off
+		}
+		if _, err := limiter.NewRateFromFormatted(r); err != nil {
+			return fmt.Errorf("config: rate limit %q: %w", r, err)
+		}
+	}
+	return nil
+}
+
+func (c Config) trustedProxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range splitList(c.TrustedProxies) {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("config: trusted proxy %q: %w", s, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}

@@ -1,0 +1,75 @@
+// Package assets serves the embedded shopper page and its files with the
+// contract's cache headers and strong ETags, so the CDN holds them and
+// revalidation is a 304.
+package assets
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"mime"
+	"path"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+)
+
+type file struct {
+	body        []byte
+	etag        string
+	contentType string
+}
+
+// Handler serves "/" as index.html and "/static/<name>" as the file name,
+// from files read once at start-up.
+func Handler(files fs.FS) (fasthttp.RequestHandler, error) {
+	byPath := map[string]file{}
+	err := fs.WalkDir(files, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(name, ".go") {
+			return err
+		}
+		body, err := fs.ReadFile(files, name)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(body)
+		ct := mime.TypeByExtension(path.Ext(name))
+		if ct == "" {
+			ct = "application/octet-stream"
+		}
+		f := file{body: body, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, contentType: ct}
+		byPath["/static/"+name] = f
+		if name == "index.html" {
+			byPath["/"] = f
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("assets: %w", err)
+	}
+	if _, ok := byPath["/"]; !ok {
+		return nil, fmt.Errorf("assets: no index.html")
+	}
+	return func(ctx *fasthttp.RequestCtx) {
+		f, ok := byPath[string(ctx.Path())]
+		if !ok {
+			ctx.SetStatusCode(fasthttp.StatusNotFound)
+			ctx.SetContentType("application/json")
+			ctx.SetBodyString(`{"error":"not_found","message":"There is no such file."}`)
+			return
+		}
+		h := &ctx.Response.Header
+		h.Set("Cache-Control", "public, max-age=300, stale-while-revalidate=60")
+		h.Set("ETag", f.etag)
+		h.Set("X-Content-Type-Options", "nosniff")
+		if string(ctx.Request.Header.Peek("If-None-Match")) == f.etag {
+			ctx.SetStatusCode(fasthttp.StatusNotModified)
+			return
+		}
+		ctx.SetContentType(f.contentType)
+		if !ctx.IsHead() {
+			ctx.SetBody(f.body)
+		}
+	}, nil
+}

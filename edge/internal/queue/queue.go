@@ -1,0 +1,255 @@
+// Package queue is the waiting room's shared state in Redis: places in line
+// (joins batched into one script call), the pre-queue shuffle, and the
+// admission cursor that every edge node advances and caches.
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed join.lua
+	joinSource string
+	//go:embed advance.lua
+	advanceSource string
+	//go:embed settings.lua
+	settingsSource string
+
+	joinScript     = redis.NewScript(joinSource)
+	advanceScript  = redis.NewScript(advanceSource)
+	settingsScript = redis.NewScript(settingsSource)
+)
+
+// Place is a shopper's place in line.
+type Place struct {
+	// Pre: joined before the start; Index is the pre-queue join number and
+	// the position is drawn at the start (see Shuffle).
+	Pre   bool
+	Index int64
+	// Position in line, 1-based, for joins after the start.
+	Position int64
+}
+
+func parsePlace(s string) (Place, error) {
+	if rest, ok := strings.CutPrefix(s, "p"); ok {
+		i, err := strconv.ParseInt(rest, 10, 64)
+		return Place{Pre: true, Index: i}, err
+	}
+	p, err := strconv.ParseInt(s, 10, 64)
+	return Place{Position: p}, err
+}
+
+// JoinerOptions tune join batching; zero values take the defaults.
+type JoinerOptions struct {
+	// Pipelines in flight at once; 0 means 4.
+	Pipelines int
+	// MaxBatch caps joins per round trip; 0 means 512.
+	MaxBatch int
+	// Timeout bounds one round trip; 0 means 2 s.
+	Timeout time.Duration
+}
+
+// Joiner hands out places in line. Joins that arrive while a round trip is
+// in flight ride together in the next one: one script call per sale carries
+// all of that sale's joins.
+type Joiner struct {
+	rdb   redis.UniversalClient
+	keys  Keys
+	opts  JoinerOptions
+	calls chan *joinCall
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
+}
+
+type joinCall struct {
+	ctx     context.Context
+	sale    string
+	starts  time.Time
+	account string
+	place   Place
+	length  int64
+	err     error
+	done    chan struct{}
+}
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("queue: closed")
+
+// NewJoiner starts the join workers; Close stops them.
+func NewJoiner(rdb redis.UniversalClient, keys Keys, opts JoinerOptions) *Joiner {
+	if opts.Pipelines <= 0 {
+		opts.Pipelines = 4
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 512
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 2 * time.Second
+	}
+	j := &Joiner{rdb: rdb, keys: keys, opts: opts,
+		calls: make(chan *joinCall, opts.Pipelines*opts.MaxBatch), stop: make(chan struct{})}
+	j.wg.Add(opts.Pipelines)
+	for range opts.Pipelines {
+		go j.work()
+	}
+	return j
+}
+
+// Join returns the account's place in the sale's line, and the line's length.
+// Joining again returns the same place.
+func (j *Joiner) Join(ctx context.Context, sale string, startsAt time.Time, account string) (Place, int64, error) {
+	c := &joinCall{ctx: ctx, sale: sale, starts: startsAt, account: account, done: make(chan struct{})}
+	select {
+	case j.calls <- c:
+	case <-j.stop:
+		return Place{}, 0, ErrClosed
+	case <-ctx.Done():
+		return Place{}, 0, ctx.Err()
+	}
+	select {
+	case <-c.done:
+		return c.place, c.length, c.err
+	case <-ctx.Done():
+		return Place{}, 0, ctx.Err()
+	}
+}
+
+// Close stops the workers after answering the joins already queued.
+func (j *Joiner) Close() {
+	j.once.Do(func() { close(j.stop) })
+	j.wg.Wait()
+}
+
+func (j *Joiner) work() {
+	defer j.wg.Done()
+	batch := make([]*joinCall, 0, j.opts.MaxBatch)
+	for {
+		select {
+		case c := <-j.calls:
+			batch = append(batch[:0], c)
+		case <-j.stop:
+			for {
+				select {
+				case c := <-j.calls:
+					j.run([]*joinCall{c})
+				default:
+					return
+				}
+			}
+		}
+	fill:
+		for len(batch) < j.opts.MaxBatch {
+			select {
+			case c := <-j.calls:
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		j.run(batch)
+	}
+}
+
+// run sends one script call per sale in the batch, all in one pipeline.
+func (j *Joiner) run(batch []*joinCall) {
+	bySale := map[string][]*joinCall{}
+	var order []string
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			close(c.done)
+			continue
+		}
+		if _, ok := bySale[c.sale]; !ok {
+			order = append(order, c.sale)
+		}
+		bySale[c.sale] = append(bySale[c.sale], c)
+	}
+	if len(order) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Timeout)
+	defer cancel()
+	eval := func(script func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd, sales []string) []*redis.Cmd {
+		pipe := j.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(sales))
+		for i, sale := range sales {
+			calls := bySale[sale]
+			args := make([]any, 0, len(calls)+1)
+			args = append(args, calls[0].starts.UnixMilli())
+			for _, c := range calls {
+				args = append(args, c.account)
+			}
+			cmds[i] = script(ctx, pipe, []string{j.keys.Pre(sale), j.keys.Post(sale), j.keys.Places(sale)}, args...)
+		}
+		_, _ = pipe.Exec(ctx) // errors are read per command
+		return cmds
+	}
+	cmds := eval(joinScript.EvalSha, order)
+	var again []string
+	var againAt []int
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			again = append(again, order[i])
+			againAt = append(againAt, i)
+		}
+	}
+	if len(again) > 0 {
+		// An empty script cache (a restart or failover): EVAL loads it.
+		for k, cmd := range eval(joinScript.Eval, again) {
+			cmds[againAt[k]] = cmd
+		}
+	}
+	for i, sale := range order {
+		answerJoins(bySale[sale], cmds[i])
+	}
+}
+
+func answerJoins(calls []*joinCall, cmd *redis.Cmd) {
+	vals, err := cmd.StringSlice()
+	if err == nil && len(vals) != len(calls)+1 {
+		err = fmt.Errorf("join script returned %d values for %d joins", len(vals), len(calls))
+	}
+	var length int64
+	if err == nil {
+		length, err = strconv.ParseInt(vals[len(vals)-1], 10, 64)
+	}
+	for i, c := range calls {
+		if err == nil {
+			c.place, c.err = parsePlace(vals[i])
+			c.length = length
+		} else {
+			c.err = fmt.Errorf("join sale %s: %w", c.sale, err)
+		}
+		close(c.done)
+	}
+}
+
+// Seed returns the sale's shuffle seed, creating it on first use: the first
+// edge node to ask sets it, every other node reads the same one.
+func Seed(ctx context.Context, rdb redis.UniversalClient, keys Keys, sale string) ([]byte, error) {
+	var fresh [32]byte
+	if _, err := rand.Read(fresh[:]); err != nil {
+		return nil, fmt.Errorf("new seed: %w", err)
+	}
+	if err := rdb.SetNX(ctx, keys.Seed(sale), hex.EncodeToString(fresh[:]), 0).Err(); err != nil {
+		return nil, fmt.Errorf("set seed of sale %s: %w", sale, err)
+	}
+	s, err := rdb.Get(ctx, keys.Seed(sale)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read seed of sale %s: %w", sale, err)
+	}
+	return hex.DecodeString(s)
+}
