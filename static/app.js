@@ -1,0 +1,324 @@
+// flashgate shopper page: sign in, join the line, wait for admission, reserve, watch the hold.
+// Served as-is by the edge (no build step), so it is plain browser JavaScript with no dependencies.
+'use strict';
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const sale = new URLSearchParams(location.search).get('sale') || 'demo';
+  const salePath = '/v1/sales/' + encodeURIComponent(sale);
+  const MIN_POLL_MS = 1000; // never hammer the edge, whatever it answers
+
+  // sessionStorage, not localStorage: tokens die with the tab, and a reload resumes where we were.
+  const K = { user: 'fg.user_token', who: 'fg.user_id', queue: 'fg.queue.' + sale, res: 'fg.reservation.' + sale };
+  const store = {
+    get: (k) => { try { return sessionStorage.getItem(k); } catch (_) { return null; } },
+    set: (k, v) => { try { v == null ? sessionStorage.removeItem(k) : sessionStorage.setItem(k, v); } catch (_) { /* private mode */ } },
+  };
+
+  let snap = null;        // last sale snapshot
+  let admission = '';     // admission token, kept in memory only: it is single-use and short-lived
+  let reserving = false;  // a reserve request is in flight
+  let joining = false;    // a join request (or its retry) is pending
+  let lineOver = '';      // 'closed' or 'sold_out' once the line says so for good
+  let resv = null;        // current reservation
+  let pollTimer = 0, pollGen = 0, resTimer = 0;
+  const keys = {};        // idempotency key per SKU, reused on retry so a retry can never reserve twice
+
+  // One fetch wrapper so every answer has the same shape: {status, data, retry (Retry-After seconds)}.
+  async function api(method, path, { token, user, body } = {}) {
+    const headers = { Accept: 'application/json' };
+    if (token) headers.Authorization = 'Bearer ' + token;
+    if (user && store.get(K.user)) headers['X-User-Token'] = store.get(K.user);
+    if (body) headers['Content-Type'] = 'application/json';
+    try {
+      // Personal answers must never be cached; the public snapshot keeps the default so the CDN can absorb
+      // the crowd ('no-store' would add Cache-Control: no-cache to the request).
+      const r = await fetch(path, { method, headers, body: body && JSON.stringify(body), cache: token ? 'no-store' : 'default' });
+      let data = {};
+      try { data = await r.json(); } catch (_) { /* empty or non-JSON body, e.g. from a proxy */ }
+      const ra = parseInt(r.headers.get('Retry-After'), 10);
+      return { status: r.status, data: data || {}, retry: ra > 0 ? ra : 0 };
+    } catch (_) {
+      return { status: 0, data: { error: 'network', message: 'Network problem.' }, retry: 2 };
+    }
+  }
+  const msg = (res) => res.data.message || res.data.error || 'Unexpected answer (HTTP ' + res.status + ').';
+  const busy = (res) => res.status === 0 || res.status === 429 || res.status === 503;
+
+  // The notice remembers who wrote it, so a success only clears its own message, not someone else's.
+  let noticeFrom = '';
+  function notice(text, from) { const n = $('notice'); n.textContent = text; n.hidden = !text; noticeFrom = text ? from : ''; }
+  function clearNotice(from) { if (noticeFrom === from) notice('', ''); }
+  // Busy answers: always say what happens next and when, then the caller retries by itself.
+  function retryNotice(res, from) {
+    const s = res.retry || 2;
+    const why = res.status === 503 ? 'Busy' : res.status === 429 ? 'Too many requests' : 'Network problem';
+    notice(why + ' — retrying in ' + s + ' s', from);
+    return s * 1000;
+  }
+
+  const pad = (n) => String(n).padStart(2, '0');
+  function clock(ms) {
+    const s = Math.max(0, Math.floor(ms / 1000)), h = Math.floor(s / 3600);
+    return (h ? h + ':' : '') + pad(Math.floor((s % 3600) / 60)) + ':' + pad(s % 60);
+  }
+  function price(s) {
+    const amount = (s.price_minor || 0) / 100;
+    try { return new Intl.NumberFormat(undefined, { style: 'currency', currency: s.currency }).format(amount); }
+    catch (_) { return amount.toFixed(2) + ' ' + (s.currency || ''); }
+  }
+  // The account id is the JWT's `sub`; decoding (not verifying) it is enough to say who is signed in.
+  function subOf(jwt) {
+    try { return JSON.parse(atob(jwt.split('.')[1].replace(/-/g, '+').replace(/_/g, '/'))).sub || ''; } catch (_) { return ''; }
+  }
+  // randomUUID exists only in secure contexts (https, localhost); plain-http dev hosts get a v4 UUID by hand.
+  const uuid = () => crypto.randomUUID ? crypto.randomUUID() : '10000000-1000-4000-8000-100000000000'
+    .replace(/[018]/g, (c) => (c ^ (crypto.getRandomValues(new Uint8Array(1))[0] & (15 >> (c / 4)))).toString(16));
+
+  // ---- the sale snapshot (cheap: served from edge memory and the CDN) ----
+  const STATUS = { upcoming: 'Starting soon', open: 'On sale now', sold_out: 'Sold out', ended: 'Sale over' };
+  async function loadSale() {
+    const res = await api('GET', salePath);
+    let wait = 2000;
+    if (res.status === 200) { snap = res.data; clearNotice('sale'); renderSale(); }
+    else if (!noticeFrom || noticeFrom === 'sale') { // never hide a queue or purchase message behind this one
+      if (busy(res)) wait = Math.max(wait, retryNotice(res, 'sale'));
+      else notice(res.status === 404 ? 'There is no sale called "' + sale + '".' : msg(res), 'sale');
+    }
+    setTimeout(loadSale, wait);
+  }
+  function renderSale() {
+    document.title = (snap.name || sale) + ' — flash sale';
+    $('sale-name').textContent = snap.name || sale;
+    $('sale-status').textContent = STATUS[snap.status] || snap.status;
+    $('sale-status').dataset.status = snap.status;
+    $('skus').replaceChildren(...(snap.skus || []).map((s) => {
+      const li = document.createElement('li'), out = s.available_hint <= 0;
+      li.className = out ? 'out' : '';
+      const hint = out ? 'sold out' : s.available_hint > 0 ? s.available_hint + ' left' : '';
+      li.append(...[['name', s.name], ['price', price(s)], ['hint', hint]].map(([cls, text]) => {
+        const span = document.createElement('span'); span.className = cls; span.textContent = text; return span;
+      }));
+      return li;
+    }));
+    tick(); renderBuy(); updateJoin();
+  }
+
+  // Once a second: the start countdown and the hold countdown, computed locally between polls.
+  function tick() {
+    if (snap) {
+      const left = Date.parse(snap.starts_at) - Date.now();
+      $('countdown').textContent = snap.status === 'upcoming' && left > 0 ? 'Starts in ' + clock(left)
+        : snap.status === 'open' && snap.ends_at ? 'Ends in ' + clock(Date.parse(snap.ends_at) - Date.now()) : '';
+    }
+    if (resv) {
+      const left = Date.parse(resv.expires_at) - Date.now();
+      $('res-countdown').textContent = {
+        held: left > 0 ? 'Reserved! Pay within ' + clock(left) : 'Time is up — checking…',
+        paid: 'Paid — thank you!', expired: 'Your hold expired.', cancelled: 'This reservation was cancelled.',
+      }[resv.status] || '';
+    }
+  }
+
+  // ---- signing in ----
+  function renderAuth() {
+    const token = store.get(K.user);
+    $('signin-form').hidden = !!token;
+    $('signed-in').hidden = !token;
+    $('who').textContent = token ? store.get(K.who) || subOf(token) || 'you' : '';
+    if (!store.get(K.queue)) showQueue(null); // refresh the "sign in first" hint
+    updateJoin();
+  }
+  function setUser(token, who) {
+    if (store.get(K.who) !== who) forgetSale(); // queue places and holds belong to the previous account
+    store.set(K.user, token); store.set(K.who, who);
+    renderAuth();
+  }
+  function forgetSale() {
+    stopPolling(); clearTimeout(resTimer);
+    admission = ''; resv = null; lineOver = '';
+    store.set(K.queue, null); store.set(K.res, null);
+    showQueue(null); renderBuy(); $('reservation').hidden = true;
+  }
+  $('signin-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const id = $('signin-user').value.trim();
+    if (!id) return; $('signin-button').disabled = true;
+    const res = await api('POST', '/v1/dev/login', { body: { user_id: id } });
+    $('signin-button').disabled = false;
+    if (res.status === 200 || res.status === 201) { clearNotice('signin'); setUser(res.data.user_token, subOf(res.data.user_token) || id); }
+    else if (res.status === 404) notice('Sign-in is handled by the shop: sign in there and come back to this page.', 'signin');
+    else notice(busy(res) ? 'Sign-in is busy, please try again in a moment.' : msg(res), 'signin');
+  });
+  $('signout').addEventListener('click', (e) => {
+    e.preventDefault(); forgetSale(); store.set(K.user, null); store.set(K.who, null); notice('', ''); renderAuth();
+  });
+
+  // ---- the line ----
+  function updateJoin() {
+    const b = $('join-button'), inLine = !!store.get(K.queue);
+    // The line itself may know first (closed / final sold out) before the next snapshot says so.
+    const ended = lineOver === 'closed' || (snap && snap.status === 'ended');
+    const over = ended || lineOver === 'sold_out' || (snap && snap.sold_out && snap.final);
+    b.disabled = !store.get(K.user) || over || inLine || joining;
+    b.textContent = ended ? 'Sale over' : over ? 'Sold out' : inLine ? 'You are in line' : 'Join the line';
+  }
+  async function join() {
+    const user = store.get(K.user);
+    if (!user) { joining = false; updateJoin(); return; }
+    joining = true; updateJoin();
+    const res = await api('POST', salePath + '/queue', { token: user });
+    if (busy(res)) { setTimeout(join, retryNotice(res, 'join')); return; } // stay "joining" until it lands
+    joining = false;
+    if (res.status === 202 || res.status === 200) {
+      clearNotice('join');
+      store.set(K.queue, res.data.queue_token);
+      showQueue(Object.assign({ state: 'waiting' }, res.data));
+      startPolling(res.data.poll_after_ms);
+    } else if (res.status === 401) {
+      store.set(K.user, null); renderAuth();
+      notice('Your sign-in has expired (' + msg(res) + ') — please sign in again.', 'join');
+    } else notice(msg(res), 'join');
+    updateJoin();
+  }
+  $('join-button').addEventListener('click', join);
+
+  function startPolling(afterMs) {
+    stopPolling(); const gen = pollGen;
+    pollTimer = setTimeout(() => pollStatus(gen), Math.max(MIN_POLL_MS, afterMs || 0));
+  }
+  function stopPolling() { clearTimeout(pollTimer); pollGen++; } // bumping the generation voids in-flight polls
+
+  async function pollStatus(gen) {
+    const qt = store.get(K.queue);
+    if (!qt) { updateJoin(); return; }
+    const res = await api('GET', salePath + '/queue/status', { token: qt, user: true });
+    if (gen !== pollGen) return; // stopped meanwhile (signed out, reserved, rejoined)
+    if (res.status === 200) {
+      const d = res.data;
+      clearNotice('poll'); showQueue(d);
+      if (d.state === 'admitted' && d.admission_token) { admission = d.admission_token; renderBuy(); return; }
+      if (d.state === 'closed' || (d.state === 'sold_out' && d.final)) { lineOver = d.state; stopPolling(); updateJoin(); return; }
+      startPolling(d.poll_after_ms || res.retry * 1000);
+    } else if (res.status === 401) { // queue token no longer good for us (other account or sale): join afresh
+      store.set(K.queue, null); showQueue(null); updateJoin();
+      notice(msg(res) + ' — please join the line again.', 'poll');
+    } else if (busy(res)) startPolling(retryNotice(res, 'poll'));
+    else { notice(msg(res) + ' — retrying…', 'poll'); startPolling(5000); }
+  }
+
+  function showQueue(d) {
+    const set = (id, v) => { $(id).textContent = v; };
+    if (!d) {
+      ['position', 'now-serving', 'ahead', 'eta'].forEach((id) => set(id, '–'));
+      set('queue-state', store.get(K.user) ? 'Not in line yet.' : 'Sign in, then join the line.');
+      $('queue-state').dataset.state = ''; $('progress').value = 0; return;
+    }
+    const pos = d.position || 0, serving = d.now_serving || 0, ahead = Math.max(0, pos - serving);
+    // Pre-queue places are drawn at the start, so until then the position is 0 (pre_queue: true on join).
+    const pre = d.state === 'waiting' && !pos;
+    set('position', pos ? '#' + pos : '–');
+    set('now-serving', '#' + serving);
+    set('ahead', pos ? String(ahead) : '–');
+    set('eta', d.state === 'waiting' && !pre && d.estimated_wait_s != null ? 'about ' + d.estimated_wait_s + ' s' : '–');
+    $('progress').max = pos || 1;
+    $('progress').value = pre ? 0 : Math.min(serving, pos || 1);
+    $('queue-state').dataset.state = d.state;
+    set('queue-state', {
+      waiting: pre ? 'You are in the pre-queue; places are drawn at random when the sale starts.'
+        : ahead ? 'You are in line — ' + ahead + (ahead === 1 ? ' person' : ' people') + ' ahead of you.' : 'Almost your turn…',
+      admitted: "It's your turn! Pick an item below.",
+      sold_out: d.final ? 'Sold out.' : 'Sold out for now — units may come back, staying in line.',
+      closed: 'The sale is over.',
+    }[d.state] || d.state);
+  }
+
+  // ---- buying ----
+  function renderBuy() {
+    $('buy').hidden = !admission;
+    if (!admission || !snap) return;
+    (snap.skus || []).forEach((s) => {
+      let b = $('buy-' + s.sku);
+      if (!b) { // created once per SKU, so the button (and its idempotency key) stays the same click-target
+        b = Object.assign(document.createElement('button'), { type: 'button', id: 'buy-' + s.sku });
+        b.addEventListener('click', () => reserve(s.sku));
+        $('buy-buttons').append(b);
+      }
+      b.textContent = 'Buy ' + s.name;
+      b.disabled = reserving;
+    });
+  }
+  async function reserve(sku) {
+    if (!admission || reserving) return;
+    keys[sku] = keys[sku] || uuid();
+    reserving = true; renderBuy(); notice('Reserving…', 'buy');
+    const res = await api('POST', salePath + '/reserve', { token: admission, user: true, body: { sku, idempotency_key: keys[sku] } });
+    reserving = false;
+    if (res.status === 201 || res.status === 200) {
+      clearNotice('buy'); delete keys[sku]; admission = ''; renderBuy(); holdReservation(res.data); return;
+    }
+    if (res.status === 401) { // admission token expired or already used: ask the line for a fresh one
+      admission = ''; renderBuy(); notice('Your turn has lapsed — getting a fresh one…', 'poll'); startPolling(0); return;
+    }
+    if (busy(res)) { const ms = retryNotice(res, 'buy'); renderBuy(); setTimeout(() => reserve(sku), ms); return; }
+    if (res.status === 409 && res.data.error === 'sold_out') notice('Sold out.', 'buy');
+    else if (res.status === 403 && res.data.error === 'limit_reached') notice('You already bought one.', 'buy');
+    else notice(msg(res), 'buy');
+    renderBuy();
+  }
+
+  // ---- the reservation (hold) ----
+  function holdReservation(r) {
+    const same = resv && resv.reservation_id === r.reservation_id;
+    resv = Object.assign(same ? resv : {}, r);
+    resv.status = resv.status || 'held';
+    store.set(K.res, JSON.stringify(resv));
+    stopPolling(); clearTimeout(resTimer); // while a hold lives, the line has nothing more to give us
+    $('reservation').hidden = false;
+    $('res-id').textContent = resv.reservation_id;
+    $('res-status').textContent = resv.status;
+    $('queue-state').textContent = resv.status === 'paid' ? 'Done — enjoy your purchase!' : 'You have a reservation — see below.';
+    $('pay-button').hidden = resv.status !== 'held';
+    tick();
+    if (resv.status === 'held') resTimer = setTimeout(pollReservation, 5000);
+    else if (resv.status !== 'paid') { // expired or cancelled: forget it, and back to the line to try again
+      store.set(K.res, null);
+      if (store.get(K.queue)) startPolling(0);
+    }
+  }
+  async function pollReservation() {
+    if (!resv) return;
+    const res = await api('GET', '/v1/reservations/' + encodeURIComponent(resv.reservation_id), { token: store.get(K.user) });
+    if (!resv) return; // signed out meanwhile
+    if (res.status === 200) { clearNotice('res'); holdReservation(res.data); return; }
+    let wait = 5000;
+    if (res.status === 401) notice('Sign in again to keep watching your reservation.', 'res');
+    else if (res.status === 404) { notice('That reservation no longer exists.', 'res'); store.set(K.res, null); return; }
+    else if (busy(res)) wait = Math.max(wait, retryNotice(res, 'res'));
+    else notice(msg(res), 'res');
+    resTimer = setTimeout(pollReservation, wait);
+  }
+  // Paying: create (or get back, thanks to the stored key) the order, then go to the gateway's page.
+  $('pay-button').addEventListener('click', async () => {
+    if (!resv) return;
+    resv.order_key = resv.order_key || uuid(); store.set(K.res, JSON.stringify(resv));
+    $('pay-button').disabled = true;
+    const res = await api('POST', '/v1/orders', { token: store.get(K.user), body: { reservation_id: resv.reservation_id, idempotency_key: resv.order_key } });
+    $('pay-button').disabled = false;
+    const url = res.data.payment && res.data.payment.pay_url;
+    if ((res.status === 201 || res.status === 200) && url) { location.href = url; return; }
+    if (res.status === 409 && res.data.error === 'hold_expired') { notice('Your hold expired before payment.', 'res'); pollReservation(); }
+    else notice(busy(res) ? 'Busy — please press Pay again in ' + (res.retry || 2) + ' s.' : msg(res), 'res');
+  });
+
+  // ---- start ----
+  // The shop may hand over its token in the URL fragment (#user_token=…), which never reaches any server log.
+  const handed = new URLSearchParams(location.hash.slice(1)).get('user_token');
+  if (handed) { setUser(handed, subOf(handed)); history.replaceState(null, '', location.pathname + location.search); }
+  renderAuth();
+  loadSale();
+  setInterval(tick, 1000);
+  let saved = null;
+  try { saved = JSON.parse(store.get(K.res) || 'null'); } catch (_) { /* ignore a corrupt entry */ }
+  if (saved && saved.reservation_id && store.get(K.user)) { holdReservation(saved); pollReservation(); }
+  else if (store.get(K.queue) && store.get(K.user)) { $('queue-state').textContent = 'Resuming your place in line…'; startPolling(0); }
+})();
