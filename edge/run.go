@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,9 @@ import (
 // close Redis — within a fresh ShutdownTimeout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // -h printed the flags
+	}
 	if err != nil {
 		return err
 	}

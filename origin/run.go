@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,9 @@ import (
 // close clients — all within a fresh ShutdownTimeout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // -h printed the flags
+	}
 	if err != nil {
 		return err
 	}
