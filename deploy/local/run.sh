@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# `make run`: the whole stack on this machine, in the foreground until SIGINT/SIGTERM.
+#
+# Uses (or starts) Redis and Postgres through services.sh, builds bin/origin (and bin/edge and the main
+# packages under bench/ when they exist), starts origin (and edge), creates the demo sale and prints the URLs.
+# On SIGINT/SIGTERM it stops every process it started (TERM, up to 10 s, then KILL) and the services it started.
+#
+# Environment (all optional):
+#   FLASHGATE_ORIGIN_ADDR=:9090  FLASHGATE_ORIGIN_ADMIN_ADDR=:9091  FLASHGATE_EDGE_ADDR=:8080  FLASHGATE_EDGE_ADMIN_ADDR=:8081
+#   FLASHGATE_ADMIN_TOKEN, FLASHGATE_TOKEN_KEYS, FLASHGATE_USER_TOKEN_SECRET   generated when unset
+#   FLASHGATE_REDIS_PORT, FLASHGATE_PG_PORT                                   see services.sh
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cd "$root"
+
+log() { printf 'flashgate: %s\n' "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
+for tool in go curl openssl; do
+	command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed"
+done
+
+export FLASHGATE_ORIGIN_ADDR="${FLASHGATE_ORIGIN_ADDR:-:9090}"
+export FLASHGATE_ORIGIN_ADMIN_ADDR="${FLASHGATE_ORIGIN_ADMIN_ADDR:-:9091}"
+export FLASHGATE_EDGE_ADDR="${FLASHGATE_EDGE_ADDR:-:8080}"
+export FLASHGATE_EDGE_ADMIN_ADDR="${FLASHGATE_EDGE_ADMIN_ADDR:-:8081}"
+# Our own stop gives each process 10 s before KILL: let it finish draining before that.
+export FLASHGATE_SHUTDOWN_TIMEOUT="${FLASHGATE_SHUTDOWN_TIMEOUT:-8s}"
+
+# addr_port ":9090" → 9090; addr_url ":9090" → http://127.0.0.1:9090 (wildcard hosts become loopback).
+addr_port() { printf '%s' "${1##*:}"; }
+addr_url() {
+	local host="${1%:*}"
+	case "$host" in "" | 0.0.0.0 | "[::]" | "::") host=127.0.0.1 ;; esac
+	printf 'http://%s:%s' "$host" "$(addr_port "$1")"
+}
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# RFC 3339 UTC, N seconds from now (GNU date, else BSD date).
+utc_in() {
+	date -u -d "+$1 seconds" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -v "+$1S" +%Y-%m-%dT%H:%M:%SZ
+}
+
+# --- stopping everything we started ---------------------------------------------------------------------
+
+pids=()  # processes we started, in start order
+names=() # their names, for messages
+services_started=""
+services_ensured=""
+
+stop_proc() { # pid name
+	local pid="$1" name="$2" i
+	kill -0 "$pid" 2>/dev/null || return 0
+	log "stopping $name (pid $pid)"
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		log "$name did not stop within 10 s; sending KILL"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+	local rc=$? i
+	trap - EXIT INT TERM
+	trap '' INT TERM # a second Ctrl-C must not cut the cleanup short
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		stop_proc "${pids[$i]}" "${names[$i]}"
+	done
+	if [[ -n "$services_started" ]]; then
+		# shellcheck disable=SC2086 # a list of service names
+		"$here/services.sh" stop $services_started || true
+	elif [[ -n "$services_ensured" ]]; then
+		log "leaving Redis and Postgres running (they were running before)"
+	fi
+	log "stopped"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+tail_log() { # file
+	log "last lines of $1:"
+	tail -n 40 "$1" >&2 2>/dev/null || true
+}
+
+wait_healthy() { # url pid name logfile
+	local url="$1" pid="$2" name="$3" logfile="$4" i
+	for ((i = 0; i < 300; i++)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			tail_log "$logfile"
+			die "$name exited during start-up"
+		fi
+		if curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; then
+			log "$name is ready ($url)"
+			return 0
+		fi
+		sleep 0.1
+	done
+	tail_log "$logfile"
+	die "$name did not answer 200 on $url within 30 s"
+}
+
+# --- services ---------------------------------------------------------------------------------------------
+
+services_env="$("$here/services.sh" ensure)"
+eval "$services_env"
+services_started="$FLASHGATE_SERVICES_STARTED"
+services_ensured=1
+"$here/services.sh" createdb flashgate
+
+export FLASHGATE_POSTGRES_URL="$FLASHGATE_PG_BASE_URL/flashgate?sslmode=disable"
+export FLASHGATE_REDIS_URL
+
+# --- secrets and dev mode ---------------------------------------------------------------------------------
+
+if [[ -z "${FLASHGATE_ADMIN_TOKEN:-}" ]]; then
+	FLASHGATE_ADMIN_TOKEN="$(openssl rand -hex 16)"
+	log "generated FLASHGATE_ADMIN_TOKEN"
+fi
+if [[ -z "${FLASHGATE_TOKEN_KEYS:-}" ]]; then
+	FLASHGATE_TOKEN_KEYS="k1:$(openssl rand -base64 32)"
+	log "generated FLASHGATE_TOKEN_KEYS (kid k1)"
+fi
+if [[ -z "${FLASHGATE_USER_TOKEN_SECRET:-}" ]]; then
+	FLASHGATE_USER_TOKEN_SECRET="$(openssl rand -base64 32)"
+	log "generated FLASHGATE_USER_TOKEN_SECRET"
+fi
+export FLASHGATE_ADMIN_TOKEN FLASHGATE_TOKEN_KEYS FLASHGATE_USER_TOKEN_SECRET
+export FLASHGATE_DEV=1
+
+# --- build ------------------------------------------------------------------------------------------------
+
+main_pkgs() { # patterns… → the import paths among them that are main packages
+	go list -e -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' "$@" 2>/dev/null | sed '/^$/d' || true
+}
+
+[[ -n "$(main_pkgs ./origin)" ]] || die "./origin is not a main package (yet): nothing to run"
+mkdir -p bin .data
+log "building bin/origin"
+go build -o bin/ ./origin
+mapfile -t extra_mains < <(main_pkgs ./edge ./bench/...)
+if [[ ${#extra_mains[@]} -gt 0 ]]; then
+	log "building ${extra_mains[*]##*/} into bin/"
+	go build -o bin/ "${extra_mains[@]}"
+fi
+have_edge=""
+for pkg in "${extra_mains[@]}"; do
+	if [[ "$pkg" == */edge ]]; then
+		have_edge=1
+	fi
+done
+
+origin_url="$(addr_url "$FLASHGATE_ORIGIN_ADDR")"
+origin_admin_url="$(addr_url "$FLASHGATE_ORIGIN_ADMIN_ADDR")"
+edge_url="$(addr_url "$FLASHGATE_EDGE_ADDR")"
+edge_admin_url="$(addr_url "$FLASHGATE_EDGE_ADMIN_ADDR")"
+
+ports=("$(addr_port "$FLASHGATE_ORIGIN_ADDR")" "$(addr_port "$FLASHGATE_ORIGIN_ADMIN_ADDR")")
+if [[ -n "$have_edge" ]]; then
+	ports+=("$(addr_port "$FLASHGATE_EDGE_ADDR")" "$(addr_port "$FLASHGATE_EDGE_ADMIN_ADDR")")
+fi
+for port in "${ports[@]}"; do
+	if port_busy "$port"; then
+		die "port $port is already in use (another 'make run'?); set FLASHGATE_*_ADDR to other ports"
+	fi
+done
+
+# --- origin -----------------------------------------------------------------------------------------------
+
+origin_log="$root/.data/origin.log"
+: >"$origin_log"
+log "starting origin on $FLASHGATE_ORIGIN_ADDR, admin on $FLASHGATE_ORIGIN_ADMIN_ADDR (log $origin_log)"
+bin/origin >>"$origin_log" 2>&1 &
+pids+=("$!")
+names+=(origin)
+wait_healthy "$origin_admin_url/healthz" "$!" origin "$origin_log"
+
+# --- the demo sale ----------------------------------------------------------------------------------------
+
+starts_at="$(utc_in 60)"
+ends_at="$(utc_in 7200)"
+sale_body="$(
+	cat <<EOF
+{"sale_id":"demo","name":"Demo sneaker drop","starts_at":"$starts_at","ends_at":"$ends_at","hold_ttl_s":600,"per_account_limit":1,"skus":[{"sku":"sneaker-42","name":"Sneaker size 42","price_minor":499900,"currency":"INR","stock":500},{"sku":"sneaker-43","name":"Sneaker size 43","price_minor":499900,"currency":"INR","stock":500}]}
+EOF
+)"
+resp_file="$root/.data/demo-sale.json"
+status="$(curl -sS -o "$resp_file" -w '%{http_code}' --max-time 30 -X POST \
+	-H "Authorization: Bearer $FLASHGATE_ADMIN_TOKEN" -H 'Content-Type: application/json' \
+	--data "$sale_body" "$origin_admin_url/admin/sales")" || status="000"
+case "$status" in
+201) log "created the demo sale (starts $starts_at, ends $ends_at)" ;;
+200) log "the demo sale already exists with this definition" ;;
+409)
+	log "the demo sale already exists with another definition; using it as it is:"
+	log "  $(cat "$resp_file")"
+	;;
+*)
+	log "POST /admin/sales answered $status: $(cat "$resp_file" 2>/dev/null)"
+	tail_log "$origin_log"
+	die "could not create the demo sale"
+	;;
+esac
+if [[ "$status" != 201 ]]; then
+	# The sale was kept in Postgres but Redis may be new and empty (e.g. a Redis that this script started):
+	# then reserves fail until the origin rebuilds Redis from Postgres.
+	ledger="$(curl -sS --max-time 10 -H "Authorization: Bearer $FLASHGATE_ADMIN_TOKEN" \
+		"$origin_admin_url/admin/sales/demo/ledger" 2>/dev/null || true)"
+	if [[ "$ledger" == *'"redis":{"available":0,"held":0,"sold":0}'* ]]; then
+		log "Redis holds none of the demo sale's stock (new Redis, sale kept in Postgres): asking origin to rebuild it"
+		rebuild_status="$(curl -sS -o "$resp_file" -w '%{http_code}' --max-time 60 -X POST \
+			-H "Authorization: Bearer $FLASHGATE_ADMIN_TOKEN" "$origin_admin_url/admin/sales/demo/rebuild")" ||
+			rebuild_status="000"
+		if [[ "$rebuild_status" == 2* ]]; then
+			log "rebuilt the demo sale's Redis state from Postgres"
+		else
+			log "warning: POST /admin/sales/demo/rebuild answered $rebuild_status; reserves may fail until Redis is rebuilt"
+			log "  (or start afresh: stop, then drop the database flashgate, e.g. 'make clean' when .data holds Postgres)"
+		fi
+	fi
+	snapshot="$(curl -sS --max-time 10 "$origin_url/v1/sales/demo" 2>/dev/null || true)"
+	if [[ "$snapshot" == *'"status":"ended"'* ]]; then
+		log "warning: the existing demo sale has ended. For a fresh one, stop and drop the database flashgate:"
+		log "  psql '$FLASHGATE_PG_BASE_URL/postgres' -c 'drop database flashgate'   (or 'make clean' when .data holds Postgres)"
+	fi
+fi
+
+# --- edge -------------------------------------------------------------------------------------------------
+
+if [[ -n "$have_edge" ]]; then
+	edge_log="$root/.data/edge.log"
+	: >"$edge_log"
+	log "starting edge on $FLASHGATE_EDGE_ADDR, admin on $FLASHGATE_EDGE_ADMIN_ADDR (log $edge_log)"
+	FLASHGATE_ORIGIN_URL="${FLASHGATE_ORIGIN_URL:-$origin_url}" bin/edge >>"$edge_log" 2>&1 &
+	pids+=("$!")
+	names+=(edge)
+	wait_healthy "$edge_admin_url/healthz" "$!" edge "$edge_log"
+else
+	log "no edge main package yet: running origin only"
+fi
+
+# --- what to do with it -----------------------------------------------------------------------------------
+
+{
+	echo
+	echo "flashgate is running (Ctrl-C stops everything it started)"
+	echo
+	if [[ -n "$have_edge" ]]; then
+		echo "  shop (edge)        $edge_url/            sale: $edge_url/v1/sales/demo"
+		echo "  edge admin         $edge_admin_url        metrics: $edge_admin_url/metrics"
+	fi
+	echo "  origin             $origin_url        sale: $origin_url/v1/sales/demo"
+	echo "  origin admin       $origin_admin_url        metrics: $origin_admin_url/metrics"
+	echo "  demo sale ledger   $origin_admin_url/admin/sales/demo/ledger"
+	echo "  logs               .data/origin.log${have_edge:+, .data/edge.log}"
+	echo "  redis              $FLASHGATE_REDIS_URL"
+	echo "  postgres           $FLASHGATE_POSTGRES_URL"
+	echo
+	echo "  admin token        $FLASHGATE_ADMIN_TOKEN"
+	echo "  demo sale          starts $starts_at (if just created), ends $ends_at"
+	echo
+	cat <<EOF
+  # the ledger:
+  curl -s -H 'Authorization: Bearer $FLASHGATE_ADMIN_TOKEN' $origin_admin_url/admin/sales/demo/ledger
+  # a dev admission token for alice, then a reserve with it (once the sale has started):
+  ADM=\$(curl -s -X POST -H 'Authorization: Bearer $FLASHGATE_ADMIN_TOKEN' -H 'Content-Type: application/json' \\
+    -d '{"sale_id":"demo","user_id":"alice"}' $origin_admin_url/admin/dev/admission-token \\
+    | sed -n 's/.*"admission_token":"\([^"]*\)".*/\1/p')
+  curl -s -X POST -H "Authorization: Bearer \$ADM" -H 'Content-Type: application/json' \\
+    -d '{"sku":"sneaker-42","idempotency_key":"alice-1"}' $origin_url/v1/sales/demo/reserve
+EOF
+	if [[ -n "$have_edge" ]]; then
+		echo "  # or through the edge: $edge_url/v1/sales/demo/reserve"
+	fi
+	echo
+}
+
+# --- foreground until a signal, or until one of ours dies ------------------------------------------------
+
+while :; do
+	wait -n "${pids[@]}" || true
+	for i in "${!pids[@]}"; do
+		if ! kill -0 "${pids[$i]}" 2>/dev/null; then
+			log "${names[$i]} exited unexpectedly"
+			tail_log "$root/.data/${names[$i]}.log"
+			exit 1
+		fi
+	done
+done

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `make test`: go vet and every test against real Redis and Postgres.
+#
+# Uses (or starts) Redis and Postgres through services.sh and exports
+#   FLASHGATE_TEST_REDIS_URL     redis://127.0.0.1:PORT/0   (tests isolate by key prefix)
+#   FLASHGATE_TEST_POSTGRES_URL  postgres://postgres@127.0.0.1:PORT/flashgate_test?sslmode=disable
+#                                (tests isolate by schema)
+# then runs `go vet ./...` and `go test -race -count=1 -timeout 15m $GOTESTFLAGS ${GOTESTPKGS:-./...}`,
+# stops whatever services it started, and exits with go test's status (or vet's, when only vet failed).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cd "$root"
+
+log() { printf 'flashgate: %s\n' "$*" >&2; }
+
+command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null 2>&1 || {
+	log "error: go is not installed (looked in PATH and /usr/local/go/bin)"
+	exit 1
+}
+
+services_started=""
+# shellcheck disable=SC2317 # reached through the EXIT trap
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [[ -n "$services_started" ]]; then
+		# shellcheck disable=SC2086 # a list of service names
+		"$here/services.sh" stop $services_started || true
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+services_env="$("$here/services.sh" ensure)"
+eval "$services_env"
+services_started="$FLASHGATE_SERVICES_STARTED"
+"$here/services.sh" createdb flashgate_test
+
+export FLASHGATE_TEST_REDIS_URL="$FLASHGATE_REDIS_URL"
+export FLASHGATE_TEST_POSTGRES_URL="$FLASHGATE_PG_BASE_URL/flashgate_test?sslmode=disable"
+log "FLASHGATE_TEST_REDIS_URL=$FLASHGATE_TEST_REDIS_URL"
+log "FLASHGATE_TEST_POSTGRES_URL=$FLASHGATE_TEST_POSTGRES_URL"
+
+read -ra test_flags <<<"${GOTESTFLAGS:-}"
+read -ra test_pkgs <<<"${GOTESTPKGS:-./...}"
+
+# A vet failure does not skip the tests (one CI run shows both), but it does fail the run.
+log "go vet ${test_pkgs[*]}"
+vet_status=0
+go vet "${test_pkgs[@]}" || vet_status=$?
+if [[ $vet_status -ne 0 ]]; then
+	log "go vet failed (exit status $vet_status); running the tests anyway"
+fi
+
+log "go test -race -count=1 -timeout 15m ${test_flags[*]} ${test_pkgs[*]}"
+status=0
+go test -race -count=1 -timeout 15m "${test_flags[@]}" "${test_pkgs[@]}" || status=$?
+if [[ $status -ne 0 ]]; then
+	log "tests failed (go test exit status $status)"
+	exit "$status"
+fi
+if [[ $vet_status -ne 0 ]]; then
+	log "tests passed, but go vet failed"
+	exit "$vet_status"
+fi
+log "vet and tests passed"
