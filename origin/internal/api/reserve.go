@@ -29,6 +29,14 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, c context.Context, params []s
 	if err != nil {
 		return err
 	}
+	if !idPattern.MatchString(saleID) {
+		return saleError(errUnknownSale) // never a key or a query
+	}
+	if !validOpaque(claims.Subject) {
+		// Genuine but unusable: such an account could not be stored in
+		// the ledger, and its intent would stop the order writer.
+		return fail(fasthttp.StatusUnauthorized, "invalid_token", "The token is not valid.")
+	}
 	var body struct {
 		SKU            string `json:"sku"`
 		IdempotencyKey string `json:"idempotency_key"`
@@ -136,7 +144,7 @@ func (s *Server) reservationWithOwner(c context.Context, id string) (reservation
 }
 
 func saleError(err error) error {
-	if errors.Is(err, catalog.ErrUnknownSale) {
+	if errors.Is(err, catalog.ErrUnknownSale) || errors.Is(err, errUnknownSale) {
 		return fail(fasthttp.StatusNotFound, "unknown_sale", "There is no such sale.")
 	}
 	return err

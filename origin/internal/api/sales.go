@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/valyala/fasthttp"
 
@@ -52,8 +54,8 @@ func validateSale(in *saleJSON) error {
 	if !idPattern.MatchString(in.SaleID) {
 		return invalid("invalid_sale_id", "sale_id must be 1 to 64 letters, digits, '_' or '-'.")
 	}
-	if in.Name == "" || len(in.Name) > maxNameBytes {
-		return invalid("invalid_name", "name must be 1 to %d bytes.", maxNameBytes)
+	if !validName(in.Name) {
+		return invalid("invalid_name", "name must be 1 to %d bytes of text without control characters.", maxNameBytes)
 	}
 	if in.StartsAt.IsZero() || in.EndsAt.IsZero() || !in.EndsAt.After(in.StartsAt) {
 		return invalid("invalid_window", "starts_at and ends_at are required, and ends_at must be after starts_at.")
@@ -80,8 +82,8 @@ func validateSale(in *saleJSON) error {
 			return invalid("invalid_sku", "Each sku must be 1 to 64 letters, digits, '_' or '-'.")
 		case seen[k.SKU]:
 			return invalid("duplicate_sku", "SKU %s is listed twice.", k.SKU)
-		case k.Name == "" || len(k.Name) > maxNameBytes:
-			return invalid("invalid_name", "SKU %s needs a name of 1 to %d bytes.", k.SKU, maxNameBytes)
+		case !validName(k.Name):
+			return invalid("invalid_name", "SKU %s needs a name of 1 to %d bytes of text without control characters.", k.SKU, maxNameBytes)
 		case k.PriceMinor < 0:
 			return invalid("invalid_price", "SKU %s has a negative price.", k.SKU)
 		case !currencyPattern.MatchString(k.Currency):
@@ -92,6 +94,12 @@ func validateSale(in *saleJSON) error {
 		seen[k.SKU] = true
 	}
 	return nil
+}
+
+// validName accepts 1 to maxNameBytes of text without control characters
+// (Postgres text cannot hold a NUL).
+func validName(s string) bool {
+	return s != "" && len(s) <= maxNameBytes && !strings.ContainsFunc(s, unicode.IsControl)
 }
 
 func saleFromJSON(in saleJSON) ledger.Sale {

@@ -96,7 +96,8 @@ func (s *Store) PendingIntents(ctx context.Context, sale string, limit int) ([]E
 	stream := s.keys.Intents(sale)
 	groups, err := s.rdb.XInfoGroups(ctx, stream).Result()
 	if err != nil {
-		if redis.HasErrorPrefix(err, "ERR no such key") {
+		// No stream yet: nothing is pending. (go-redis strips the "ERR ".)
+		if redis.HasErrorPrefix(err, "no such key") {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("read writer group of sale %s: %w", sale, err)

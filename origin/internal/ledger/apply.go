@@ -64,14 +64,18 @@ func (s *Store) Apply(ctx context.Context, sale string, batch []intent.Intent) (
 			}
 		}
 		out.New = len(reserves) + len(expires)
+		// Expires first: a unit or an account's live hold that an expire
+		// frees may be taken again by a later reserve of the same batch.
+		// (An expire whose own reserve is in the batch is then applied
+		// "before" it, which the ledger already takes in any order.)
+		if err := applyExpires(ctx, tx, sale, expires); err != nil {
+			return err
+		}
 		refused, err := applyReserves(ctx, tx, sale, reserves)
 		if err != nil {
 			return err
 		}
 		out.Refused = refused
-		if err := applyExpires(ctx, tx, sale, expires); err != nil {
-			return err
-		}
 		earlier, err := refusedBefore(ctx, tx, replayedReserves)
 		if err != nil {
 			return err
