@@ -11,8 +11,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/flashgate/flashgate/origin/internal/app"
-	"github.com/flashgate/flashgate/origin/internal/origintest"
-	"github.com/flashgate/flashgate/origin/internal/origintest/testenv"
+	"github.com/flashgate/flashgate/origin/origintest"
+	"github.com/flashgate/flashgate/origin/origintest/testenv"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )

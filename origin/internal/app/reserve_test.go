@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/origin/internal/app"
-	"github.com/flashgate/flashgate/origin/internal/origintest"
-	"github.com/flashgate/flashgate/origin/internal/origintest/testenv"
+	"github.com/flashgate/flashgate/origin/origintest"
+	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 // drained reports whether every SKU's intents are applied and Postgres holds

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/origin/internal/app"
-	"github.com/flashgate/flashgate/origin/internal/origintest"
-	"github.com/flashgate/flashgate/origin/internal/origintest/testenv"
+	"github.com/flashgate/flashgate/origin/origintest"
+	"github.com/flashgate/flashgate/origin/origintest/testenv"
 	"github.com/flashgate/flashgate/origin/internal/workers"
 )
 

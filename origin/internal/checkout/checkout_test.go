@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashgate/flashgate/origin/internal/origintest/testenv"
+	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 // newStore returns a Store under the test's own prefix, with sale "s1"

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/flashgate/flashgate/origin/internal/intent"
-	"github.com/flashgate/flashgate/origin/internal/origintest/testenv"
+	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 // newStore migrates a fresh schema and creates a sale "s1" with SKUs

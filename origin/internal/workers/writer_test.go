@@ -14,7 +14,7 @@ import (
 
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
-	"github.com/flashgate/flashgate/origin/internal/origintest/testenv"
+	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 type saleList []string
