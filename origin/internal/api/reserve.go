@@ -88,6 +88,8 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, c context.Context, params []s
 		return nil
 	case checkout.LimitReached:
 		return fail(fasthttp.StatusForbidden, "limit_reached", "This account has already bought its limit in this sale.")
+	case checkout.Rebuilding:
+		return pleaseWait
 	case checkout.UnknownSKU:
 		return fail(fasthttp.StatusNotFound, "unknown_sku", "This sale has no such SKU.")
 	default:

@@ -14,6 +14,7 @@ import (
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
+	"github.com/flashgate/flashgate/origin/internal/rebuild"
 )
 
 type skuJSON struct {
@@ -270,9 +271,6 @@ type ledgerSKU struct {
 	PendingIntents int        `json:"pending_intents"`
 }
 
-// maxLedgerIntents bounds how many pending intents one ledger call reads.
-const maxLedgerIntents = 100_000
-
 // ledger: GET /admin/sales/{sale}/ledger. Redis and Postgres side by side;
 // drift is what remains after the pending intents are accounted for.
 func (s *Server) ledger(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
@@ -295,26 +293,13 @@ func (s *Server) ledger(ctx *fasthttp.RequestCtx, c context.Context, params []st
 	if err != nil {
 		return err
 	}
-	entries, err := s.Redis.PendingIntents(c, sale.ID, maxLedgerIntents)
-	if err != nil {
-		return err
-	}
-	ids := make([]string, 0, len(entries))
-	for _, e := range entries {
-		ids = append(ids, e.Intent.ID)
-	}
-	// An entry read but not yet acknowledged may already be committed.
-	applied, err := s.Ledger.AppliedAmong(c, sale.ID, ids)
+	unapplied, err := rebuild.Unapplied(c, s.Redis, s.Ledger, sale.ID)
 	if err != nil {
 		return err
 	}
 	pending := map[string]*countsJSON{}
 	count := map[string]int{}
-	for _, e := range entries {
-		in := e.Intent
-		if e.Err != nil || applied[in.ID] {
-			continue
-		}
+	for _, in := range unapplied {
 		p := pending[in.SKU]
 		if p == nil {
 			p = &countsJSON{}
@@ -356,4 +341,34 @@ func (s *Server) ledger(ctx *fasthttp.RequestCtx, c context.Context, params []st
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
 	return nil
+}
+
+// rebuildDrain bounds how long a rebuild waits for pending intents.
+const rebuildDrain = 30 * time.Second
+
+// rebuildSale: POST /admin/sales/{sale}/rebuild. Stops the sale's reserves
+// (they answer please_wait) and sweeps, waits for the order writer to apply
+// every pending intent, rebuilds Redis from Postgres, and lets the sale go
+// on; answers the ledger as it then stands.
+func (s *Server) rebuildSale(ctx *fasthttp.RequestCtx, _ context.Context, params []string) error {
+	if !idPattern.MatchString(params[0]) {
+		return saleError(fmt.Errorf("bad id: %w", errUnknownSale))
+	}
+	c, cancel := context.WithTimeout(context.Background(), rebuildDrain+10*time.Second)
+	defer cancel()
+	sale, err := s.Catalog.Get(c, params[0])
+	if err != nil {
+		return saleError(err)
+	}
+	err = rebuild.Sale(c, s.Redis, s.Ledger, sale, rebuildDrain)
+	switch {
+	case errors.Is(err, checkout.ErrRebuildInProgress):
+		return fail(fasthttp.StatusConflict, "rebuild_in_progress", "A rebuild of this sale is already running.")
+	case errors.Is(err, rebuild.ErrDrainTimeout):
+		return fail(fasthttp.StatusConflict, "drain_timeout", "Pending intents did not drain in time (is the order writer running and Postgres up?); nothing was rebuilt.")
+	case err != nil:
+		return err
+	}
+	s.Log.Warn("sale rebuilt from postgres", "sale", sale.ID)
+	return s.ledger(ctx, c, params)
 }

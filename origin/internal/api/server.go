@@ -118,6 +118,7 @@ func (s *Server) adminRoutes() []route {
 	r := []route{
 		{fasthttp.MethodPost, []string{"admin", "sales"}, "create_sale", s.createSale},
 		{fasthttp.MethodGet, []string{"admin", "sales", "*", "ledger"}, "ledger", s.ledger},
+		{fasthttp.MethodPost, []string{"admin", "sales", "*", "rebuild"}, "rebuild", s.rebuildSale},
 	}
 	if s.opts.Dev {
 		r = append(r, route{fasthttp.MethodPost, []string{"admin", "dev", "admission-token"}, "dev_admission_token", s.devAdmissionToken})

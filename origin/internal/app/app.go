@@ -22,6 +22,7 @@ import (
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
+	"github.com/flashgate/flashgate/origin/internal/rebuild"
 	"github.com/flashgate/flashgate/origin/internal/workers"
 	"github.com/flashgate/flashgate/tokens"
 )
@@ -102,6 +103,21 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.Catalog = catalog.New(a.Ledger, log, 0)
 	if err := a.Catalog.Refresh(ctx); err != nil {
 		return nil, err
+	}
+	// A Redis that restarted empty has lost every sale: put back, from
+	// Postgres, those that are not over, before taking any request.
+	var current []ledger.Sale
+	for _, sale := range a.Catalog.All() {
+		if time.Now().Before(sale.EndsAt) {
+			current = append(current, sale)
+		}
+	}
+	rebuilt, err := rebuild.Missing(ctx, a.Redis, a.Ledger, current)
+	if err != nil {
+		return nil, fmt.Errorf("restore sales missing from redis: %w", err)
+	}
+	for _, id := range rebuilt {
+		log.Warn("sale was missing from redis; rebuilt from postgres", "sale", id)
 	}
 	a.Reserver = checkout.NewReserver(a.Redis, checkout.ReserverOptions{
 		Pipelines: cfg.ReservePipelines, MaxBatch: cfg.ReserveMaxBatch, Timeout: cfg.RequestBudget,

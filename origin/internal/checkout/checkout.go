@@ -174,7 +174,7 @@ func (s *Store) ReleaseDue(ctx context.Context, sale string, limit int) (int, er
 	results, err := s.runEach(ctx, releaseScript, holds, func(h Hold) []string {
 		return []string{
 			s.keys.Reservation(sale, h.ID), s.keys.Inventory(sale, h.SKU),
-			s.keys.Account(sale, h.Account), s.keys.Holds(sale), s.keys.Intents(sale),
+			s.keys.Account(sale, h.Account), s.keys.Holds(sale), s.keys.Intents(sale), s.keys.Rebuilding(sale),
 		}
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import "strconv"
 //	<prefix>{s:<sale>}:res:<reservation>    hash    account, sku, status, expires_ms, created_ms, idem
 //	<prefix>{s:<sale>}:holds                zset    reservation id scored by expiry (unix ms)
 //	<prefix>{s:<sale>}:intents              stream  intents for the order writer (see package intent)
+//	<prefix>{s:<sale>}:rebuilding           string  set while the sale is rebuilt from Postgres
 //
 // Sale and SKU ids are validated to a safe alphabet before they reach here;
 // account ids and idempotency keys are opaque and only ever follow the tag.
@@ -49,3 +50,10 @@ func (k Keys) Holds(sale string) string { return k.sale(sale) + "holds" }
 
 // Intents is the sale's intents stream.
 func (k Keys) Intents(sale string) string { return k.sale(sale) + "intents" }
+
+// Rebuilding is set while the sale's Redis state is rebuilt from Postgres:
+// reserves answer "try again" and sweeps wait.
+func (k Keys) Rebuilding(sale string) string { return k.sale(sale) + "rebuilding" }
+
+// AccountPattern matches every account key of a sale (for SCAN in rebuilds).
+func (k Keys) AccountPattern(sale string) string { return k.sale(sale) + "acct:*" }

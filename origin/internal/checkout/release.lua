@@ -4,10 +4,12 @@
 --
 -- KEYS[1] reservation hash  KEYS[2] inventory hash  KEYS[3] account hash
 -- KEYS[4] holds zset        KEYS[5] intents stream
+-- KEYS[6] rebuilding flag: nothing is released while the sale is rebuilt
 -- ARGV[1] reservation id
 --
 -- Returns 1 released; 0 not held any more (dropped from the index);
--- -1 held but not due (its expiry was extended).
+-- -1 held but not due (its expiry was extended), or the sale is being rebuilt.
+if redis.call('EXISTS', KEYS[6]) == 1 then return -1 end
 local h = redis.call('HMGET', KEYS[1], 'status', 'expires_ms', 'account', 'sku', 'idem')
 if h[1] ~= 'held' then
   redis.call('ZREM', KEYS[4], ARGV[1])

@@ -29,6 +29,9 @@ const (
 	UnknownSKU Outcome = 4
 	// SoldOut: no unit is available.
 	SoldOut Outcome = 5
+	// Rebuilding: the sale's Redis state is being rebuilt from Postgres;
+	// nothing was taken, and the caller should try again shortly.
+	Rebuilding Outcome = 6
 )
 
 func (o Outcome) String() string {
@@ -43,6 +46,8 @@ func (o Outcome) String() string {
 		return "unknown_sku"
 	case SoldOut:
 		return "sold_out"
+	case Rebuilding:
+		return "rebuilding"
 	}
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
@@ -249,7 +254,7 @@ func (r *Reserver) pipeline(ctx context.Context, batch []*reserveCall, eval eval
 			[]string{
 				k.Inventory(q.Sale, q.SKU), k.Account(q.Sale, q.Account), k.Token(q.Sale, q.TokenID),
 				k.Idempotency(q.Sale, q.Account, q.IdempotencyKey), k.Reservation(q.Sale, c.id),
-				k.Holds(q.Sale), k.Intents(q.Sale),
+				k.Holds(q.Sale), k.Intents(q.Sale), k.Rebuilding(q.Sale),
 			},
 			c.id, q.Account, q.SKU, q.IdempotencyKey, q.HoldTTL.Milliseconds(), r.store.retention.Milliseconds())
 	}
@@ -273,7 +278,7 @@ func reserveResult(cmd *redis.Cmd) (ReserveResult, error) {
 	switch res.Outcome {
 	case Created:
 		res.ExpiresAt = time.UnixMilli(expires).UTC()
-	case Existing, LimitReached, UnknownSKU, SoldOut:
+	case Existing, LimitReached, UnknownSKU, SoldOut, Rebuilding:
 	default:
 		return ReserveResult{}, fmt.Errorf("reserve script returned unknown code %d", code)
 	}

@@ -6,6 +6,7 @@
 -- KEYS[1] inventory hash   KEYS[2] account hash   KEYS[3] token (jti) key
 -- KEYS[4] idempotency key  KEYS[5] new reservation hash
 -- KEYS[6] holds zset       KEYS[7] intents stream
+-- KEYS[8] rebuilding flag (set while the sale is rebuilt from Postgres)
 -- ARGV[1] new reservation id  ARGV[2] account  ARGV[3] sku
 -- ARGV[4] idempotency key     ARGV[5] hold ttl (ms)
 -- ARGV[6] retention of per-shopper keys (ms)
@@ -13,7 +14,8 @@
 -- Returns {code, reservation id, expires (unix ms)}:
 --   1 created; 2 existing (same token, same idempotency key, or the account's
 --   live hold); 3 limit reached (the account already bought); 4 unknown sku;
---   5 sold out.
+--   5 sold out; 6 rebuilding (try again shortly).
+if redis.call('EXISTS', KEYS[8]) == 1 then return {6, '', 0} end
 local prior = redis.call('GET', KEYS[3])
 if prior then return {2, prior, 0} end
 prior = redis.call('GET', KEYS[4])

@@ -255,3 +255,41 @@ func (s *Store) AppliedAmong(ctx context.Context, sale string, ids []string) (ma
 	}
 	return out, nil
 }
+
+// LiveReservations reads a sale's held and paid reservations.
+func (s *Store) LiveReservations(ctx context.Context, sale string) ([]Reservation, error) {
+	rows, err := s.pool.Query(ctx, `SELECT reservation_id, sale_id, sku, account_id, status, idempotency_key, expires_at, created_at
+		FROM reservations WHERE sale_id = $1 AND status IN ('held', 'paid')`, sale)
+	if err != nil {
+		return nil, fmt.Errorf("read live reservations of sale %s: %w", sale, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Reservation, error) {
+		var r Reservation
+		err := row.Scan(&r.ID, &r.Sale, &r.SKU, &r.Account, &r.Status, &r.IdempotencyKey, &r.ExpiresAt, &r.CreatedAt)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read live reservations of sale %s: %w", sale, err)
+	}
+	return out, nil
+}
+
+// Statuses returns the status of each reservation id that has a row.
+func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT reservation_id, status FROM reservations WHERE reservation_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read reservation statuses: %w", err)
+	}
+	var id, status string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &status}, func() error {
+		out[id] = status
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read reservation statuses: %w", err)
+	}
+	return out, nil
+}

@@ -168,6 +168,11 @@ func (w *Writer) runSale(ctx context.Context, sale string) {
 			if ctx.Err() == nil {
 				log.Warn("order writer cannot read", "err", err)
 				sleep(ctx, w.opts.Retry)
+				// Redis may have lost the stream and its group (a restart
+				// without persistence, a failover): make them again.
+				if err := w.redis.EnsureGroup(ctx, sale); err != nil {
+					log.Warn("order writer cannot create its group", "err", err)
+				}
 			}
 			continue
 		}

@@ -1,0 +1,107 @@
+package checkout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrRebuildInProgress: another rebuild of the sale holds the flag.
+var ErrRebuildInProgress = errors.New("checkout: a rebuild of this sale is in progress")
+
+// BeginRebuild sets the sale's rebuilding flag, which stops reserves and
+// sweeps of the sale, for at most ttl (so a crashed rebuild cannot stop a
+// sale for good). It fails with ErrRebuildInProgress when the flag is set.
+func (s *Store) BeginRebuild(ctx context.Context, sale string, ttl time.Duration) error {
+	ok, err := s.rdb.SetNX(ctx, s.keys.Rebuilding(sale), "1", ttl).Result()
+	if err != nil {
+		return fmt.Errorf("begin rebuild of sale %s: %w", sale, err)
+	}
+	if !ok {
+		return fmt.Errorf("sale %s: %w", sale, ErrRebuildInProgress)
+	}
+	return nil
+}
+
+// EndRebuild clears the rebuilding flag.
+func (s *Store) EndRebuild(ctx context.Context, sale string) error {
+	if err := s.rdb.Del(ctx, s.keys.Rebuilding(sale)).Err(); err != nil {
+		return fmt.Errorf("end rebuild of sale %s: %w", sale, err)
+	}
+	return nil
+}
+
+// Rebuild replaces a sale's stock counters, hold index and account keys
+// with what Postgres holds: stock per SKU, and the live (held or paid)
+// reservations. Reservations Redis still shows as held but Postgres does
+// not are given their Postgres status (settled, from Postgres's side). Run
+// it between BeginRebuild and EndRebuild, after the intents have drained,
+// so no write of Redis is lost by it.
+func (s *Store) Rebuild(ctx context.Context, sale string, stock map[string]Counts, live []Reservation, settled map[string]string) error {
+	var accounts []string
+	iter := s.rdb.Scan(ctx, 0, s.keys.AccountPattern(sale), 1000).Iterator()
+	for iter.Next(ctx) {
+		accounts = append(accounts, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return fmt.Errorf("rebuild sale %s: list accounts: %w", sale, err)
+	}
+	ttl := s.retention
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for sku, c := range stock {
+			key := s.keys.Inventory(sale, sku)
+			p.Del(ctx, key)
+			p.HSet(ctx, key, "total", c.Total, "available", c.Available, "held", c.Held, "sold", c.Sold)
+		}
+		p.Del(ctx, s.keys.Holds(sale))
+		if len(accounts) > 0 {
+			p.Del(ctx, accounts...)
+		}
+		for _, r := range live {
+			res := s.keys.Reservation(sale, r.ID)
+			p.HSet(ctx, res, "account", r.Account, "sku", r.SKU, "status", r.Status,
+				"expires_ms", r.ExpiresAt.UnixMilli(), "created_ms", r.CreatedAt.UnixMilli(), "idem", r.IdempotencyKey)
+			p.PExpire(ctx, res, ttl)
+			if r.Status == "held" {
+				p.ZAdd(ctx, s.keys.Holds(sale), redis.Z{Score: float64(r.ExpiresAt.UnixMilli()), Member: r.ID})
+			}
+			acct := s.keys.Account(sale, r.Account)
+			p.HSet(ctx, acct, "res", r.ID, "state", r.Status)
+			p.PExpire(ctx, acct, ttl)
+		}
+		for id, status := range settled {
+			// Only ids found in the hold index come here, so the hash
+			// exists; its other fields stay as they are.
+			res := s.keys.Reservation(sale, id)
+			p.HSet(ctx, res, "status", status)
+			p.PExpire(ctx, res, ttl)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rebuild sale %s: %w", sale, err)
+	}
+	return nil
+}
+
+// HeldIDs returns the ids in a sale's hold index: the reservations Redis
+// believes are held.
+func (s *Store) HeldIDs(ctx context.Context, sale string) ([]string, error) {
+	ids, err := s.rdb.ZRange(ctx, s.keys.Holds(sale), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read holds of sale %s: %w", sale, err)
+	}
+	return ids, nil
+}
+
+// Loaded reports whether Redis holds stock counters for any of the SKUs.
+func (s *Store) Loaded(ctx context.Context, sale string, skus []string) (bool, error) {
+	counts, err := s.Inventory(ctx, sale, skus)
+	if err != nil {
+		return false, err
+	}
+	return len(counts) > 0, nil
+}
