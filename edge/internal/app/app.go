@@ -151,6 +151,9 @@ func limits(cfg Config) api.Limits {
 	}
 }
 
+// Redis is the node's Redis client, for tests that count its commands.
+func (a *App) Redis() *redis.Client { return a.rdb }
+
 // Start runs the loops that keep the node's views fresh: snapshots from
 // origin, and the admission tick.
 func (a *App) Start() {

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/origin/internal/app"
+	"github.com/flashgate/flashgate/origin/internal/workers"
 	"github.com/flashgate/flashgate/origin/origintest"
 	"github.com/flashgate/flashgate/origin/origintest/testenv"
-	"github.com/flashgate/flashgate/origin/internal/workers"
 )
 
 type saleList []string
