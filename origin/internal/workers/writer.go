@@ -55,6 +55,7 @@ type Writer struct {
 	applied  *prometheus.CounterVec
 	refused  prometheus.Counter
 	failures prometheus.Counter
+	parked   prometheus.Counter
 	batch    prometheus.Histogram
 
 	// afterCommit, when set, runs between a batch's commit and its
@@ -93,6 +94,10 @@ func NewWriter(rs *checkout.Store, ls *ledger.Store, sales Sales, opts WriterOpt
 			Name: "flashgate_writer_batch_failures_total",
 			Help: "Batches that failed to apply and will be retried.",
 		}),
+		parked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashgate_writer_parked_total",
+			Help: "Intents Postgres refused for good, set aside in parked_intents for a person to look at.",
+		}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "flashgate_writer_batch_size",
 			Help:    "Intents per applied batch.",
@@ -100,7 +105,7 @@ func NewWriter(rs *checkout.Store, ls *ledger.Store, sales Sales, opts WriterOpt
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(w.applied, w.refused, w.failures, w.batch)
+		reg.MustRegister(w.applied, w.refused, w.failures, w.parked, w.batch)
 	}
 	return w
 }
@@ -209,6 +214,11 @@ func (w *Writer) process(ctx context.Context, log *slog.Logger, sale string, ent
 	defer cancel()
 	if len(batch) > 0 {
 		res, err := w.ledger.Apply(work, sale, batch)
+		if err != nil && ledger.IsPermanent(err) {
+			// One intent Postgres will never take must not hold back the
+			// rest of the sale: apply them one by one and park the culprit.
+			res, err = w.applyEach(work, log, sale, batch)
+		}
 		if err != nil {
 			w.failures.Inc()
 			log.Warn("order writer batch failed; will retry", "intents", len(batch), "err", err)
@@ -244,6 +254,49 @@ func (w *Writer) process(ctx context.Context, log *slog.Logger, sale string, ent
 		return false
 	}
 	return true
+}
+
+// applyEach applies a batch one intent at a time and parks those Postgres
+// refuses for good — but only when others went through: when every intent
+// fails, the fault is Postgres's or ours as a whole (a broken migration, a
+// trigger), not one intent's, so the batch waits and is retried instead.
+// A passing failure (Postgres unreachable) stops it; the intents are applied
+// again later and the ledger skips those done.
+func (w *Writer) applyEach(ctx context.Context, log *slog.Logger, sale string, batch []intent.Intent) (ledger.Applied, error) {
+	var total ledger.Applied
+	type failure struct {
+		in  intent.Intent
+		err error
+	}
+	var failed []failure
+	for _, in := range batch {
+		res, err := w.ledger.Apply(ctx, sale, []intent.Intent{in})
+		if err != nil && ledger.IsPermanent(err) {
+			failed = append(failed, failure{in, err})
+			continue
+		}
+		if err != nil {
+			return total, err
+		}
+		total.New += res.New
+		total.Duplicates += res.Duplicates
+		total.Refused = append(total.Refused, res.Refused...)
+	}
+	if len(failed) == len(batch) {
+		return total, failed[0].err
+	}
+	for _, f := range failed {
+		parked, err := w.ledger.Park(ctx, sale, f.in, f.err.Error())
+		if err != nil {
+			return total, err
+		}
+		if parked {
+			w.parked.Inc()
+			log.Error("postgres refuses an intent for good; parked it", "intent", f.in.ID, "kind", f.in.Kind,
+				"reservation", f.in.ReservationID, "err", f.err)
+		}
+	}
+	return total, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -395,3 +395,44 @@ func TestWriterCancelsWhatPostgresRefuses(t *testing.T) {
 		t.Errorf("Redis inventory = %+v, want total 8, available 0, held 5 (the phantom units are gone, not returned)", rs)
 	}
 }
+
+// One intent Postgres refuses for good does not hold back the sale: the
+// writer applies the others, parks that one with its reason, and goes on.
+func TestWriterParksAnIntentPostgresRefusesForGood(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	f := newFixture(t, 100, 100)
+	f.reserve(t, n)
+	ctx := context.Background()
+	if err := f.redis.EnsureGroup(ctx, f.sale); err != nil {
+		t.Fatal(err)
+	}
+	// Postgres refuses the reservation of u3, and only that one.
+	if _, err := f.env.DB.Exec(ctx, `
+		CREATE FUNCTION refuse_u3() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.account_id = 'u3' THEN RAISE EXCEPTION 'u3 is refused'; END IF; RETURN NEW; END $$;
+		CREATE TRIGGER refuse_u3 BEFORE INSERT ON reservations FOR EACH ROW EXECUTE FUNCTION refuse_u3();`); err != nil {
+		t.Fatal(err)
+	}
+	w, reg := f.writer("w1", time.Minute)
+	run(t, w)
+	deadline := time.Now().Add(10 * time.Second)
+	for f.pending(t) != 0 || f.count(t, `SELECT count(*) FROM applied_intents WHERE sale_id = $1`) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("writer did not settle: pending %d", f.pending(t))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := metric(t, reg, "flashgate_writer_parked_total", ""); got != 1 {
+		t.Errorf("parked intents = %v, want 1", got)
+	}
+	if got := f.count(t, `SELECT count(*) FROM parked_intents WHERE sale_id = $1 AND reason LIKE '%u3 is refused%'`); got != 1 {
+		t.Errorf("parked_intents rows for u3 = %d, want 1", got)
+	}
+	if got := f.count(t, `SELECT count(*) FROM reservations WHERE sale_id = $1 AND status = 'held'`); got != n-1 {
+		t.Errorf("held reservations = %d, want %d (all but u3)", got, n-1)
+	}
+	if db, _ := f.stock(t); db.Held != n-1 || db.Available != 100-(n-1) {
+		t.Errorf("Postgres inventory = %+v, want held %d", db, n-1)
+	}
+}
