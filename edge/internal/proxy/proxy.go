@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -93,6 +94,7 @@ func (u *Upstream) Forward(ctx *fasthttp.RequestCtx, clientIP string) error {
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	ctx.Request.CopyTo(req)
+	delConnectionListed(&req.Header)
 	for _, h := range hopHeaders {
 		req.Header.Del(h)
 	}
@@ -116,6 +118,7 @@ func (u *Upstream) Forward(ctx *fasthttp.RequestCtx, clientIP string) error {
 		}
 		return fmt.Errorf("proxy to %s: %w", u.host, err)
 	}
+	delConnectionListed(&resp.Header)
 	for _, h := range hopHeaders {
 		resp.Header.Del(h)
 	}
@@ -136,4 +139,23 @@ func (u *Upstream) Get(path string, dst []byte) (int, []byte, error) {
 		return 0, dst, fmt.Errorf("get %s from %s: %w", path, u.host, err)
 	}
 	return resp.StatusCode(), append(dst[:0], resp.Body()...), nil
+}
+
+// delConnectionListed deletes the headers a Connection header names: they
+// are hop-by-hop too (RFC 9110 7.6.1), as httputil's ReverseProxy does.
+func delConnectionListed(h interface {
+	PeekAll(key string) [][]byte
+	Del(key string)
+}) {
+	var names []string
+	for _, v := range h.PeekAll("Connection") {
+		for _, name := range strings.Split(string(v), ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				names = append(names, name)
+			}
+		}
+	}
+	for _, name := range names {
+		h.Del(name)
+	}
 }

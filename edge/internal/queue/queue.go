@@ -64,13 +64,14 @@ type JoinerOptions struct {
 // in flight ride together in the next one: one script call per sale carries
 // all of that sale's joins.
 type Joiner struct {
-	rdb   redis.UniversalClient
-	keys  Keys
-	opts  JoinerOptions
-	calls chan *joinCall
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	once  sync.Once
+	rdb    redis.UniversalClient
+	keys   Keys
+	opts   JoinerOptions
+	calls  chan *joinCall
+	stop   chan struct{} // closed by Close: take no more joins
+	exited chan struct{} // closed once every worker has returned
+	wg     sync.WaitGroup
+	once   sync.Once
 }
 
 type joinCall struct {
@@ -99,7 +100,7 @@ func NewJoiner(rdb redis.UniversalClient, keys Keys, opts JoinerOptions) *Joiner
 		opts.Timeout = 2 * time.Second
 	}
 	j := &Joiner{rdb: rdb, keys: keys, opts: opts,
-		calls: make(chan *joinCall, opts.Pipelines*opts.MaxBatch), stop: make(chan struct{})}
+		calls: make(chan *joinCall, opts.Pipelines*opts.MaxBatch), stop: make(chan struct{}), exited: make(chan struct{})}
 	j.wg.Add(opts.Pipelines)
 	for range opts.Pipelines {
 		go j.work()
@@ -111,6 +112,12 @@ func NewJoiner(rdb redis.UniversalClient, keys Keys, opts JoinerOptions) *Joiner
 // Joining again returns the same place.
 func (j *Joiner) Join(ctx context.Context, sale string, startsAt time.Time, account string) (Place, int64, error) {
 	c := &joinCall{ctx: ctx, sale: sale, starts: startsAt, account: account, done: make(chan struct{})}
+	// calls is buffered: a send can succeed after Close, so check first.
+	select {
+	case <-j.stop:
+		return Place{}, 0, ErrClosed
+	default:
+	}
 	select {
 	case j.calls <- c:
 	case <-j.stop:
@@ -121,15 +128,28 @@ func (j *Joiner) Join(ctx context.Context, sale string, startsAt time.Time, acco
 	select {
 	case <-c.done:
 		return c.place, c.length, c.err
+	case <-j.exited:
+		// Queued just as the workers drained and left: nobody will answer.
+		select {
+		case <-c.done:
+			return c.place, c.length, c.err
+		default:
+			return Place{}, 0, ErrClosed
+		}
 	case <-ctx.Done():
 		return Place{}, 0, ctx.Err()
 	}
 }
 
-// Close stops the workers after answering the joins already queued.
+// Close stops the workers after answering the joins already queued; a join
+// that arrives later gets ErrClosed.
 func (j *Joiner) Close() {
-	j.once.Do(func() { close(j.stop) })
-	j.wg.Wait()
+	j.once.Do(func() {
+		close(j.stop)
+		j.wg.Wait()
+		close(j.exited)
+	})
+	<-j.exited
 }
 
 func (j *Joiner) work() {

@@ -1,0 +1,194 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/edge/internal/queue"
+)
+
+// propagation is how long a settings change may take to show in every
+// node's cached State: one tick, plus slack for a round trip to a busy
+// Redis and a scheduler under -race.
+func propagation(tick time.Duration) time.Duration { return tick + 300*time.Millisecond }
+
+// cursorReading is the cursor as Redis holds it, with Redis's own clock.
+type cursorReading struct {
+	serving, length int64
+	lastMS          float64   // the instant admission has reached (unix ms)
+	at              time.Time // Redis TIME
+}
+
+func readCursor(t *testing.T, r *edgetest.Redis, sale string) cursorReading {
+	t.Helper()
+	keys := queue.NewKeys(r.Prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pipe := r.Client.TxPipeline()
+	tm := pipe.Time(ctx)
+	serving := pipe.HGet(ctx, keys.Cursor(sale), "now_serving")
+	last := pipe.HGet(ctx, keys.Cursor(sale), "last_ms")
+	pre := pipe.Get(ctx, keys.Pre(sale))
+	post := pipe.Get(ctx, keys.Post(sale))
+	_, _ = pipe.Exec(ctx)
+	if err := tm.Err(); err != nil {
+		t.Fatalf("read cursor of %s: %v", sale, err)
+	}
+	s, _ := serving.Int64()
+	a, _ := pre.Int64()
+	b, _ := post.Int64()
+	l, _ := last.Float64()
+	return cursorReading{serving: s, length: a + b, lastMS: l, at: tm.Val()}
+}
+
+// TestAdmissionRateAcrossNodes: three edge nodes sharing Redis, each
+// running its tick loop, admit at the configured rate within ±5% over 10 s
+// — never three times it. A rate change and a pause made on one node show
+// in every node's cached state within a tick; while paused the cursor does
+// not move, and it resumes at the rate without a burst for the pause.
+func TestAdmissionRateAcrossNodes(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	origin := edgetest.NewStubOrigin(t)
+	const sale = "rate"
+	origin.SetSale(edgetest.OpenSale(sale, 1000))
+	cfg := edgetest.Config(r, origin.URL)
+	const rate = 200.0
+	cfg.DefaultRatePerSecond = rate
+	var nodes []*edgetest.Node
+	for range 3 {
+		nodes = append(nodes, edgetest.StartNode(t, cfg))
+	}
+	for _, n := range nodes {
+		n.WaitSale(t, sale)
+	}
+	snap, _ := nodes[0].App.Snapshots.Get(sale)
+
+	// A line much longer than 10 s of admissions, mostly through the
+	// Joiner, a few through each node's HTTP join.
+	const line = 6000
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < line; i += 50 {
+				if _, _, err := nodes[i%3].App.Joiner.Join(ctx, sale, snap.StartsAt, fmt.Sprintf("a%d", i)); err != nil {
+					t.Errorf("Join(a%d) = %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, n := range nodes {
+		if res, ans := n.Join(t, sale, fmt.Sprintf("http-%d", i)); res.Status != fasthttp.StatusAccepted || ans.Position <= line {
+			t.Errorf("POST queue on node %d = %d %s, want 202 with a position behind the first %d", i, res.Status, res.Body, line)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	start := readCursor(t, r, sale)
+	time.Sleep(10 * time.Second)
+	end := readCursor(t, r, sale)
+	if end.serving >= end.length {
+		t.Fatalf("the whole line (%d) was admitted within the window; the test needs a longer line", end.length)
+	}
+	elapsed := end.at.Sub(start.at)
+	want := rate * elapsed.Seconds()
+	got := float64(end.serving - start.serving)
+	t.Logf("admitted %v in %v (Redis clock) at %v/s from 3 nodes", got, elapsed, rate)
+	if math.Abs(got-want) > 0.05*want {
+		t.Errorf("admitted %v in %v = %.1f/s, want %v/s ± 5%% (%.0f..%.0f)", got, elapsed, got/elapsed.Seconds(), rate, 0.95*want, 1.05*want)
+	}
+	// No tick of any node counted a span another had already admitted: the
+	// cursor moved exactly rate × the span its admission frontier moved.
+	if span := (end.lastMS - start.lastMS) / 1000; math.Abs(got-rate*span) > 2 {
+		t.Errorf("admitted %v over an admitted span of %.3fs, want exactly %.0f at %v/s", got, span, rate*span, rate)
+	}
+
+	// settle changes the admission settings on node 0 and waits for every
+	// node's cached state to show them.
+	settle := func(body string, ok func(queue.State) bool) {
+		t.Helper()
+		res := nodes[0].DoAdmin(t, edgetest.Request{Method: "PUT", Path: "/admin/sales/" + sale + "/admission", Body: []byte(body)})
+		if res.Status != fasthttp.StatusOK {
+			t.Fatalf("PUT admission %s = %d %s, want 200", body, res.Status, res.Body)
+		}
+		changed := time.Now()
+		limit := propagation(cfg.Tick)
+		// What the handlers answer from is each node's view, rebuilt by
+		// the tick right after it reads the cursor: wait for both.
+		for i, n := range nodes {
+			for {
+				st, _ := n.App.Cursor.State(sale)
+				res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/sales/" + sale + "/admission"})
+				var view struct {
+					RatePerSecond float64 `json:"rate_per_s"`
+					Paused        bool    `json:"paused"`
+				}
+				_ = json.Unmarshal(res.Body, &view)
+				if ok(st) && ok(queue.State{RatePerSecond: view.RatePerSecond, Paused: view.Paused}) {
+					break
+				}
+				if time.Since(changed) > limit {
+					t.Fatalf("node %d's State %+v and admission view %s %v after PUT admission %s, want the change within %v",
+						i, st, res.Body, time.Since(changed), body, limit)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		t.Logf("PUT admission %s showed on every node after %v", body, time.Since(changed))
+	}
+
+	const newRate = 400.0
+	settle(`{"rate_per_s": 400}`, func(st queue.State) bool { return st.RatePerSecond == newRate && !st.Paused })
+	before := readCursor(t, r, sale)
+	time.Sleep(2 * time.Second)
+	after := readCursor(t, r, sale)
+	want = newRate * after.at.Sub(before.at).Seconds()
+	if got := float64(after.serving - before.serving); math.Abs(got-want) > 0.1*want {
+		t.Errorf("admitted %v in %v after the rate change, want %v/s ± 10%% (%.0f)", got, after.at.Sub(before.at), newRate, want)
+	}
+
+	settle(`{"paused": true}`, func(st queue.State) bool { return st.Paused })
+	for i, n := range nodes {
+		res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/sales/" + sale + "/admission"})
+		var got struct {
+			RatePerSecond float64 `json:"rate_per_s"`
+			Paused        bool    `json:"paused"`
+		}
+		if err := json.Unmarshal(res.Body, &got); res.Status != fasthttp.StatusOK || err != nil || !got.Paused || got.RatePerSecond != newRate {
+			t.Errorf("GET admission on node %d = %d %s, want 200 paused at rate %v", i, res.Status, res.Body, newRate)
+		}
+	}
+	pausedAt := readCursor(t, r, sale)
+	time.Sleep(time.Second)
+	stillPaused := readCursor(t, r, sale)
+	if stillPaused.serving != pausedAt.serving {
+		t.Errorf("cursor moved %d -> %d during 1 s of pause, want it still", pausedAt.serving, stillPaused.serving)
+	}
+
+	settle(`{"paused": false}`, func(st queue.State) bool { return !st.Paused })
+	resumed := readCursor(t, r, sale)
+	time.Sleep(500 * time.Millisecond)
+	later := readCursor(t, r, sale)
+	moved := float64(later.serving - stillPaused.serving)
+	max := newRate*later.at.Sub(stillPaused.at).Seconds() + 10
+	if later.serving <= resumed.serving || moved > max {
+		t.Errorf("cursor moved %d -> %d in %v after resuming, want it moving at %v/s (at most %.0f: no credit for the pause)",
+			stillPaused.serving, later.serving, later.at.Sub(stillPaused.at), newRate, max)
+	}
+}

@@ -1,0 +1,92 @@
+package app_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/origin/origintest"
+	"github.com/flashgate/flashgate/tokens"
+	"github.com/flashgate/flashgate/tokens/tokenstest"
+)
+
+// realOrigin starts a real origin on its own Redis prefix and Postgres
+// schema, with a counting proxy on a 127.0.0.1 port in front of its public
+// listener for the edge to dial.
+func realOrigin(t *testing.T) (*origintest.Origin, *edgetest.CountingProxy) {
+	t.Helper()
+	o := origintest.StartOrigin(t, origintest.NewEnv(t))
+	return o, edgetest.NewCountingProxy(t, o.PublicLn.Dial)
+}
+
+// publicSnapshot is the edge's sale snapshot.
+type publicSnapshot struct {
+	SaleID      string    `json:"sale_id"`
+	Status      string    `json:"status"`
+	StartsAt    time.Time `json:"starts_at"`
+	NowServing  int64     `json:"now_serving"`
+	QueueLength int64     `json:"queue_length"`
+	SoldOut     bool      `json:"sold_out"`
+	Final       bool      `json:"final"`
+	SKUs        []struct {
+		SKU           string `json:"sku"`
+		AvailableHint int64  `json:"available_hint"`
+	} `json:"skus"`
+	Draw struct {
+		SeedSHA256 string `json:"seed_sha256"`
+		Seed       string `json:"seed"`
+		PreQueue   int64  `json:"pre_queue"`
+		Algorithm  string `json:"algorithm"`
+	} `json:"draw"`
+}
+
+func getSnapshot(t *testing.T, n *edgetest.Node, sale string) (*edgetest.Response, publicSnapshot) {
+	t.Helper()
+	res := n.Do(t, edgetest.Request{Method: "GET", Path: "/v1/sales/" + sale})
+	var s publicSnapshot
+	if res.Status == fasthttp.StatusOK {
+		if err := json.Unmarshal(res.Body, &s); err != nil {
+			t.Fatalf("snapshot %q: %v", res.Body, err)
+		}
+	}
+	return res, s
+}
+
+// waitSnapshot polls the node's snapshot of sale until ok accepts it.
+func waitSnapshot(t *testing.T, n *edgetest.Node, sale string, within time.Duration, ok func(publicSnapshot) bool) publicSnapshot {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		res, s := getSnapshot(t, n, sale)
+		if res.Status == fasthttp.StatusOK && ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshot of %s after %v = %d %s; still not as expected", sale, within, res.Status, res.Body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// verifier checks queue and admission tokens with the keys the test nodes use.
+var verifier = tokens.NewVerifier(tokenstest.KeySet(), tokens.VerifierOptions{})
+
+// issuer signs tokens as a test node would.
+var issuer = tokens.NewIssuer(tokenstest.KeySet(), tokens.IssuerOptions{})
+
+func queueClaims(t *testing.T, token, sale string) tokens.QueueClaims {
+	t.Helper()
+	c, err := verifier.Queue(token, sale)
+	if err != nil {
+		t.Fatalf("queue token %q: %v", token, err)
+	}
+	return c
+}
+
+func reserveBody(sku, key string) []byte {
+	b, _ := json.Marshal(map[string]string{"sku": sku, "idempotency_key": key})
+	return b
+}

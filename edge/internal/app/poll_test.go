@@ -1,0 +1,94 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
+)
+
+// TestPollCostsNothing: with the node's loops stopped (its views built by
+// one refresh and a few ticks run by hand), 1,000 status polls — waiting
+// and admitted shoppers alike — and 100 snapshot reads issue no Redis
+// command and no origin request.
+func TestPollCostsNothing(t *testing.T) {
+	t.Parallel()
+	origin := edgetest.NewStubOrigin(t)
+	const sale = "polls"
+	origin.SetSale(edgetest.OpenSale(sale, 10))
+	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
+	cfg.StaleAfter = time.Minute  // the hand-run tick must stay fresh for the whole test
+	n := edgetest.NewNode(t, cfg) // not started: no loops
+	commands := edgetest.CountCommands(n.App.Redis())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.App.Snapshots.Refresh(ctx); err != nil {
+		t.Fatalf("Refresh = %v", err)
+	}
+	if err := n.App.API.Tick(ctx); err != nil {
+		t.Fatalf("Tick = %v", err)
+	}
+
+	// Hold admission while the line forms, then admit about half of it.
+	paused, rate := true, 50.0
+	if _, err := n.App.Cursor.Settings(ctx, sale, nil, &paused); err != nil {
+		t.Fatalf("Settings(paused) = %v", err)
+	}
+	const shoppers = 20
+	queueTokens := make([]string, shoppers)
+	for i := range shoppers {
+		res, ans := n.Join(t, sale, fmt.Sprintf("poller-%d", i))
+		if res.Status != fasthttp.StatusAccepted {
+			t.Fatalf("join = %d %s, want 202", res.Status, res.Body)
+		}
+		queueTokens[i] = ans.QueueToken
+	}
+	paused = false
+	if _, err := n.App.Cursor.Settings(ctx, sale, &rate, &paused); err != nil {
+		t.Fatalf("Settings(resume) = %v", err)
+	}
+	time.Sleep(200 * time.Millisecond) // about 10 admitted at 50/s
+	if err := n.App.API.Tick(ctx); err != nil {
+		t.Fatalf("Tick = %v", err)
+	}
+	if commands.Count() == 0 {
+		t.Fatalf("the command counter saw nothing of a refresh, joins and ticks; it cannot vouch for the polls")
+	}
+
+	commands.Reset()
+	originBefore := origin.Count()
+	states := map[string]int{}
+	for i := range 1000 {
+		res, st := n.Status(t, sale, queueTokens[i%shoppers])
+		if res.Status != fasthttp.StatusOK {
+			t.Fatalf("poll %d = %d %s, want 200", i, res.Status, res.Body)
+		}
+		states[st.State]++
+	}
+	for range 100 {
+		if res, _ := getSnapshot(t, n, sale); res.Status != fasthttp.StatusOK {
+			t.Fatalf("snapshot = %d %s, want 200", res.Status, res.Body)
+		}
+	}
+	if states["admitted"] == 0 || states["waiting"] == 0 {
+		t.Errorf("polls answered %v, want both admitted and waiting shoppers among them", states)
+	}
+	if got := commands.Count(); got != 0 {
+		t.Errorf("1,000 polls issued %d Redis commands %v, want 0", got, commands.Names())
+	}
+	if got := origin.Count() - originBefore; got != 0 {
+		t.Errorf("1,000 polls made %d origin requests, want 0", got)
+	}
+
+	// The counters are live: the next tick is counted.
+	if err := n.App.API.Tick(ctx); err != nil {
+		t.Fatalf("Tick = %v", err)
+	}
+	if commands.Count() == 0 {
+		t.Errorf("a tick issued no Redis command the counter saw")
+	}
+}

@@ -1,0 +1,80 @@
+package app_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
+)
+
+// TestShopProxyHygiene: a request to a shop path reaches the shop without
+// the client's forwarding headers, hop-by-hop headers or the headers its
+// Connection header names, with X-Forwarded-For set to the client address
+// as the edge trusts it (the peer, or behind a trusted proxy the right-most
+// untrusted X-Forwarded-For hop), and with everything else intact.
+func TestShopProxyHygiene(t *testing.T) {
+	t.Parallel()
+	shop := edgetest.NewShop(t)
+	cfg := edgetest.Config(edgetest.NewRedis(t), edgetest.NewStubOrigin(t).URL)
+	cfg.ShopURL = shop.URL
+	cfg.TrustedProxies = "10.0.0.0/8"
+	n := edgetest.NewNode(t, cfg)
+
+	spoofed := map[string]string{
+		"X-Forwarded-For":     "6.6.6.6",
+		"Forwarded":           "for=6.6.6.6;proto=https",
+		"X-Real-Ip":           "6.6.6.6",
+		"X-Forwarded-Proto":   "https",
+		"Connection":          "keep-alive, X-Hop-Secret",
+		"X-Hop-Secret":        "must not pass",
+		"Keep-Alive":          "timeout=5",
+		"Proxy-Authorization": "Basic c2VjcmV0",
+		"Te":                  "trailers",
+		"X-Shop-Session":      "abc123",
+	}
+	cases := []struct {
+		name, peer, xff, wantXFF string
+	}{
+		{"untrusted peer", "203.0.113.7", "6.6.6.6", "203.0.113.7"},
+		{"trusted proxy", "10.1.2.3", "6.6.6.6, 198.51.100.9, 10.0.0.7", "198.51.100.9"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := map[string]string{}
+			for k, v := range spoofed {
+				h[k] = v
+			}
+			h["X-Forwarded-For"] = tc.xff
+			before := shop.Count()
+			res := n.Client(tc.peer).Do(t, edgetest.Request{Method: "POST", Path: "/cart/add?item=42", Body: []byte(`{"qty":1}`), Header: h})
+			if res.Status != fasthttp.StatusOK || string(res.Body) != "shop ok" {
+				t.Fatalf("POST /cart/add through the edge = %d %q, want 200 \"shop ok\"", res.Status, res.Body)
+			}
+			reqs := shop.Requests()
+			if len(reqs) != before+1 {
+				t.Fatalf("shop saw %d requests, want 1", len(reqs)-before)
+			}
+			got := reqs[before]
+			if got.Method != "POST" || got.Path != "/cart/add?item=42" || string(got.Body) != `{"qty":1}` || got.Get("X-Shop-Session") != "abc123" {
+				t.Errorf("shop got %s %s body %q session %q, want POST /cart/add?item=42 with the body and headers intact",
+					got.Method, got.Path, got.Body, got.Get("X-Shop-Session"))
+			}
+			if xff := got.Header["x-forwarded-for"]; len(xff) != 1 || xff[0] != tc.wantXFF {
+				t.Errorf("shop got X-Forwarded-For %q, want exactly %q", xff, tc.wantXFF)
+			}
+			if p := got.Get("X-Forwarded-Proto"); p != "http" {
+				t.Errorf("shop got X-Forwarded-Proto %q, want http (the edge's own listener)", p)
+			}
+			for _, name := range []string{"Forwarded", "X-Real-Ip", "X-Hop-Secret", "Keep-Alive", "Proxy-Authorization", "Te"} {
+				if v, ok := got.Header[strings.ToLower(name)]; ok {
+					t.Errorf("shop got %s: %q, want it stripped", name, v)
+				}
+			}
+			if c := got.Get("Connection"); strings.Contains(strings.ToLower(c), "x-hop-secret") {
+				t.Errorf("shop got Connection: %q, want the client's stripped", c)
+			}
+		})
+	}
+}

@@ -1,0 +1,89 @@
+package app_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/origin/origintest"
+)
+
+// TestSoldOutAnsweredAtEdge: against a real origin, two shoppers join,
+// are admitted and reserve the sale's two units through the edge; once the
+// edge's snapshot says sold out, a reserve with a valid admission token is
+// answered 409 sold_out by the edge and never reaches the origin.
+func TestSoldOutAnsweredAtEdge(t *testing.T) {
+	t.Parallel()
+	o, counting := realOrigin(t)
+	const sale = "soldout"
+	o.MustCreateSale(t, origintest.OpenSale(sale, 2, 600))
+	cfg := edgetest.Config(edgetest.NewRedis(t), counting.URL)
+	cfg.DefaultRatePerSecond = 1000
+	n := edgetest.StartNode(t, cfg)
+	n.WaitSale(t, sale)
+	reservePath := "/v1/sales/" + sale + "/reserve"
+
+	for i := range 2 {
+		account := fmt.Sprintf("buyer-%d", i)
+		res, joined := n.Join(t, sale, account)
+		if res.Status != fasthttp.StatusAccepted {
+			t.Fatalf("join %s = %d %s, want 202", account, res.Status, res.Body)
+		}
+		var admitted edgetest.QueueAnswer
+		deadline := time.Now().Add(5 * time.Second)
+		for admitted.State != "admitted" {
+			if time.Now().After(deadline) {
+				t.Fatalf("status of %s = %+v after 5 s, want admitted", account, admitted)
+			}
+			time.Sleep(20 * time.Millisecond)
+			_, admitted = n.Status(t, sale, joined.QueueToken)
+		}
+		res = n.Do(t, edgetest.Request{Method: "POST", Path: reservePath, Token: admitted.AdmissionToken,
+			Body: reserveBody("sku-1", "idem-"+account)})
+		if res.Status != fasthttp.StatusCreated {
+			t.Fatalf("reserve of %s through the edge = %d %s, want 201 from origin", account, res.Status, res.Body)
+		}
+	}
+	if got := counting.CountMatching("POST", reservePath); got != 2 {
+		t.Fatalf("origin saw %d reserves, want 2", got)
+	}
+
+	snap := waitSnapshot(t, n, sale, 5*time.Second, func(s publicSnapshot) bool { return s.SoldOut })
+	if snap.Status != "sold_out" || snap.Final {
+		t.Errorf("snapshot after selling out with both units held = status %q final %v, want sold_out, not final", snap.Status, snap.Final)
+	}
+
+	token, _, err := issuer.Admission(sale, "late-shopper", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := counting.Count()
+	for i := range 5 {
+		res := n.Do(t, edgetest.Request{Method: "POST", Path: reservePath, Token: token, Body: reserveBody("sku-1", fmt.Sprint("late-", i))})
+		if res.Status != fasthttp.StatusConflict || res.ErrorCode() != "sold_out" {
+			t.Errorf("reserve after sold out = %d %s, want 409 sold_out", res.Status, res.Body)
+		}
+	}
+	if got := counting.CountMatching("POST", reservePath); got != 2 {
+		t.Errorf("origin saw %d reserves after sold out was cached, want still 2", got)
+	}
+	// Only the snapshot refresh loop may have talked to origin meanwhile.
+	for _, r := range counting.Requests()[before:] {
+		if r.Method != "GET" {
+			t.Errorf("origin got %s %s while the edge answered sold out, want only snapshot refreshes", r.Method, r.Path)
+		}
+	}
+
+	// A late shopper's poll says sold out, not yet final: held units may come back.
+	res, joined := n.Join(t, sale, "late-shopper")
+	if res.Status != fasthttp.StatusAccepted {
+		t.Fatalf("join after sold out (not final) = %d %s, want 202", res.Status, res.Body)
+	}
+	res, st := n.Status(t, sale, joined.QueueToken)
+	if res.Status != fasthttp.StatusOK || st.State != "sold_out" || st.Final == nil || *st.Final || st.AdmissionToken != "" {
+		t.Errorf("status after sold out = %d %s, want sold_out with final false and no admission token", res.Status, res.Body)
+	}
+}

@@ -1,0 +1,464 @@
+// Package edgetest starts real edge nodes for tests: each test gets its own
+// Redis key prefix (NewRedis), a stand-in origin or shop when it needs one
+// (StubOrigin, Upstream), and StartNode runs an app.App on in-memory
+// listeners with a client that speaks the contract. Several nodes started on
+// one prefix share the sale's queue keys, like a cluster of edge nodes.
+//
+// The Redis server comes from FLASHGATE_TEST_REDIS_URL (default
+// redis://127.0.0.1:6379/0). A missing server fails the test, never skips it.
+package edgetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
+
+	"github.com/flashgate/flashgate/edge/internal/app"
+	"github.com/flashgate/flashgate/tokens"
+	"github.com/flashgate/flashgate/tokens/tokenstest"
+)
+
+// DefaultRedisURL is used when FLASHGATE_TEST_REDIS_URL is unset.
+const DefaultRedisURL = "redis://127.0.0.1:6379/0"
+
+// AdminToken is the admin bearer token of every test edge node.
+const AdminToken = "edge-test-admin-token-0123456789"
+
+// RedisURL is the Redis server the tests use.
+func RedisURL() string {
+	if v := os.Getenv("FLASHGATE_TEST_REDIS_URL"); v != "" {
+		return v
+	}
+	return DefaultRedisURL
+}
+
+// Redis is one test's share of a Redis server: its key prefix and a client
+// for the test's own checks.
+type Redis struct {
+	URL    string
+	Prefix string // for example "te3f9a0c2d1e:"
+	Client *redis.Client
+}
+
+// NewRedis makes a fresh key prefix on the test Redis and deletes every key
+// under it (found with SCAN) in t.Cleanup. It fails t when Redis cannot be
+// reached.
+func NewRedis(t testing.TB) *Redis {
+	t.Helper()
+	return NewRedisAt(t, RedisURL())
+}
+
+// NewRedisAt is NewRedis on the server at url.
+func NewRedisAt(t testing.TB, url string) *Redis {
+	t.Helper()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("Redis URL %q: %v", url, err)
+	}
+	r := &Redis{URL: url, Prefix: "te" + RandomID(t, 5) + ":", Client: redis.NewClient(opts)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Client.Ping(ctx).Err(); err != nil {
+		_ = r.Client.Close()
+		t.Fatalf("these tests need a real Redis at %s (set FLASHGATE_TEST_REDIS_URL): %v", url, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := DeleteKeys(ctx, r.Client, r.Prefix); err != nil {
+			t.Errorf("delete the test's Redis keys %s*: %v", r.Prefix, err)
+		}
+		_ = r.Client.Close()
+	})
+	return r
+}
+
+// DeleteKeys deletes every key that starts with prefix, found with SCAN.
+func DeleteKeys(ctx context.Context, rdb *redis.Client, prefix string) error {
+	var cursor uint64
+	for {
+		keys, next, err := rdb.Scan(ctx, cursor, prefix+"*", 10000).Result()
+		if err != nil {
+			return err
+		}
+		if len(keys) > 0 {
+			if err := rdb.Del(ctx, keys...).Err(); err != nil {
+				return err
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// RandomID returns n random bytes as lower-case hex.
+func RandomID(t testing.TB, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatalf("random: %v", err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// Config returns the Config of a test edge node on r with origin as its
+// origin: dev mode, the tokenstest keys and user secret, a 20 ms tick, a
+// 50 ms snapshot refresh and no rate limits.
+func Config(r *Redis, originURL string) app.Config {
+	cfg := app.DefaultConfig()
+	cfg.Addr, cfg.AdminAddr = "inmemory", "inmemory-admin"
+	cfg.RedisURL = r.URL
+	cfg.RedisPrefix = r.Prefix
+	cfg.OriginURL = originURL
+	cfg.AdminToken = AdminToken
+	cfg.Dev = true
+	cfg.TokenKeys = tokenstest.KeySet().String()
+	cfg.UserTokenSecret = string(tokenstest.UserSecret())
+	cfg.Tick = 20 * time.Millisecond
+	cfg.SnapshotRefresh = 50 * time.Millisecond
+	cfg.LimitJoinIP, cfg.LimitJoinAccount = "", ""
+	cfg.LimitPollIP, cfg.LimitPollAccount = "", ""
+	cfg.LimitReserveIP, cfg.LimitReserveAccount = "", ""
+	cfg.ShutdownTimeout = 10 * time.Second
+	return cfg
+}
+
+// Node is one edge node on in-memory listeners.
+type Node struct {
+	App    *app.App
+	Config app.Config
+	// PublicLn and AdminLn are the in-memory listeners of the two handlers.
+	PublicLn, AdminLn *fasthttputil.InmemoryListener
+
+	public, admin *Client
+}
+
+// DefaultClientIP is the peer address of the node's default clients.
+const DefaultClientIP = "192.0.2.1"
+
+// NewNode builds a node from cfg with app.New and serves its handlers on
+// in-memory listeners, without starting its loops: call Start, or run
+// App.Snapshots.Refresh and App.API.Tick by hand. Everything stops in
+// t.Cleanup.
+func NewNode(t testing.TB, cfg app.Config) *Node {
+	t.Helper()
+	logw := &testLogWriter{t: t}
+	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := app.New(cfg, log)
+	if err != nil {
+		t.Fatalf("app.New = %v", err)
+	}
+	n := &Node{App: a, Config: cfg, PublicLn: fasthttputil.NewInmemoryListener(), AdminLn: fasthttputil.NewInmemoryListener()}
+	public, admin := a.Server(a.API.Public()), a.Server(a.API.Admin())
+	var served sync.WaitGroup
+	for _, s := range []struct {
+		srv *fasthttp.Server
+		ln  net.Listener
+	}{{public, n.PublicLn}, {admin, n.AdminLn}} {
+		served.Add(1)
+		go func() {
+			defer served.Done()
+			_ = s.srv.Serve(s.ln)
+		}()
+	}
+	n.public = n.Client(DefaultClientIP)
+	n.admin = newClient(n.AdminLn, DefaultClientIP)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		for _, srv := range []*fasthttp.Server{public, admin} {
+			if err := srv.ShutdownWithContext(ctx); err != nil {
+				t.Errorf("shut down edge listener: %v", err)
+			}
+		}
+		served.Wait()
+		if err := a.Stop(ctx); err != nil {
+			t.Errorf("App.Stop = %v", err)
+		}
+		logw.close()
+	})
+	return n
+}
+
+// StartNode is NewNode and App.Start.
+func StartNode(t testing.TB, cfg app.Config) *Node {
+	t.Helper()
+	n := NewNode(t, cfg)
+	n.App.Start()
+	return n
+}
+
+// Client sends requests to the node's public listener from peer address ip.
+func (n *Node) Client(ip string) *Client { return newClient(n.PublicLn, ip) }
+
+// Do sends r to the public listener from DefaultClientIP.
+func (n *Node) Do(t testing.TB, r Request) *Response { return n.public.Do(t, r) }
+
+// DoAdmin sends r to the admin listener with the admin token unless r
+// carries a token of its own.
+func (n *Node) DoAdmin(t testing.TB, r Request) *Response {
+	if r.Token == "" {
+		r.Token = AdminToken
+	}
+	return n.admin.Do(t, r)
+}
+
+// WaitSale waits until the node serves sale's snapshot and has read its
+// admission cursor, and fails t after a few seconds.
+func (n *Node) WaitSale(t testing.TB, sale string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, hasState := n.App.Cursor.State(sale)
+		if hasState {
+			if r := n.Do(t, Request{Method: "GET", Path: "/v1/sales/" + sale}); r.Status == fasthttp.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("edge node never served sale %s (cursor read: %v)", sale, hasState)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Client is an HTTP client of one in-memory listener with a fixed peer
+// address.
+type Client struct {
+	hc *fasthttp.HostClient
+}
+
+func newClient(ln *fasthttputil.InmemoryListener, ip string) *Client {
+	local := &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000}
+	return &Client{hc: &fasthttp.HostClient{
+		Addr:                "edge.test",
+		Dial:                func(string) (net.Conn, error) { return ln.DialWithLocalAddr(local) },
+		MaxConns:            4096,
+		ReadTimeout:         20 * time.Second,
+		WriteTimeout:        20 * time.Second,
+		MaxIdleConnDuration: time.Minute,
+	}}
+}
+
+// Request is one HTTP request.
+type Request struct {
+	Method string
+	Path   string
+	Token  string // bearer token; "" sends no Authorization header
+	Body   []byte // sent as application/json
+	Header map[string]string
+}
+
+// Response is an answer, owned by the caller.
+type Response struct {
+	Status int
+	Body   []byte
+	Header *fasthttp.ResponseHeader
+}
+
+// Get returns a response header's value.
+func (r *Response) Get(name string) string { return string(r.Header.Peek(name)) }
+
+// ErrorCode returns the error field of a JSON error body, or a description
+// of why there is none.
+func (r *Response) ErrorCode() string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(r.Body, &e); err != nil {
+		return "(not JSON: " + string(r.Body) + ")"
+	}
+	return e.Error
+}
+
+// Do sends r and returns the answer. A transport failure is reported with
+// t.Errorf (safe from any goroutine) and answers status 0.
+func (c *Client) Do(t testing.TB, r Request) *Response {
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	resp := &fasthttp.Response{}
+	req.Header.SetMethod(r.Method)
+	req.SetRequestURI("http://" + c.hc.Addr + r.Path)
+	if r.Token != "" {
+		req.Header.Set(fasthttp.HeaderAuthorization, "Bearer "+r.Token)
+	}
+	if r.Body != nil {
+		req.Header.SetContentType("application/json")
+		req.SetBody(r.Body)
+	}
+	for k, v := range r.Header {
+		req.Header.Set(k, v)
+	}
+	if err := c.hc.Do(req, resp); err != nil {
+		t.Errorf("%s %s: %v", r.Method, r.Path, err)
+		return &Response{Header: &resp.Header}
+	}
+	return &Response{Status: resp.StatusCode(), Body: append([]byte(nil), resp.Body()...), Header: &resp.Header}
+}
+
+// Users signs user tokens with the tokenstest user secret, as the shop's
+// identity service would.
+var Users = tokens.NewDevUserIssuer(tokenstest.UserSecret(), "", 0, nil)
+
+// UserToken returns a user token for account.
+func UserToken(t testing.TB, account string) string {
+	t.Helper()
+	tok, err := Users.Issue(account)
+	if err != nil {
+		t.Fatalf("Issue(%s) = %v", account, err)
+	}
+	return tok
+}
+
+// QueueAnswer is the body of a join or a status poll.
+type QueueAnswer struct {
+	State          string `json:"state"`
+	QueueToken     string `json:"queue_token"`
+	Position       int64  `json:"position"`
+	NowServing     int64  `json:"now_serving"`
+	EstimatedWaitS int64  `json:"estimated_wait_s"`
+	PollAfterMS    int64  `json:"poll_after_ms"`
+	PreQueue       bool   `json:"pre_queue"`
+	Paused         bool   `json:"paused"`
+	AdmissionToken string `json:"admission_token"`
+	Final          *bool  `json:"final"`
+}
+
+// Join posts a join for account to sale and returns the response and its
+// decoded body.
+func (c *Client) Join(t testing.TB, sale, account string) (*Response, QueueAnswer) {
+	r := c.Do(t, Request{Method: "POST", Path: "/v1/sales/" + sale + "/queue", Token: UserToken(t, account)})
+	var a QueueAnswer
+	if r.Status == fasthttp.StatusAccepted {
+		if err := json.Unmarshal(r.Body, &a); err != nil {
+			t.Errorf("join answer %q: %v", r.Body, err)
+		}
+	}
+	return r, a
+}
+
+// Status polls sale's queue status with a queue token.
+func (c *Client) Status(t testing.TB, sale, queueToken string) (*Response, QueueAnswer) {
+	r := c.Do(t, Request{Method: "GET", Path: "/v1/sales/" + sale + "/queue/status", Token: queueToken})
+	var a QueueAnswer
+	if r.Status == fasthttp.StatusOK {
+		if err := json.Unmarshal(r.Body, &a); err != nil {
+			t.Errorf("status answer %q: %v", r.Body, err)
+		}
+	}
+	return r, a
+}
+
+// Join is Client.Join from DefaultClientIP.
+func (n *Node) Join(t testing.TB, sale, account string) (*Response, QueueAnswer) {
+	return n.public.Join(t, sale, account)
+}
+
+// Status is Client.Status from DefaultClientIP.
+func (n *Node) Status(t testing.TB, sale, queueToken string) (*Response, QueueAnswer) {
+	return n.public.Status(t, sale, queueToken)
+}
+
+// testLogWriter sends a node's log to t.Log until the node has stopped.
+type testLogWriter struct {
+	t      testing.TB
+	mu     sync.Mutex // guards closed
+	closed bool
+}
+
+func (w *testLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testLogWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+}
+
+// CommandCounter is a go-redis hook that counts the commands a client
+// sends, pipelined or not.
+type CommandCounter struct {
+	n     atomic.Int64
+	mu    sync.Mutex // guards names
+	names map[string]int
+}
+
+// CountCommands adds a CommandCounter to rdb.
+func CountCommands(rdb *redis.Client) *CommandCounter {
+	c := &CommandCounter{names: map[string]int{}}
+	rdb.AddHook(c)
+	return c
+}
+
+// Count is the number of commands sent since the last Reset.
+func (c *CommandCounter) Count() int64 { return c.n.Load() }
+
+// Names counts the commands sent since the last Reset by name.
+func (c *CommandCounter) Names() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.names))
+	for k, v := range c.names {
+		out[k] = v
+	}
+	return out
+}
+
+// Reset sets the counts to zero.
+func (c *CommandCounter) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n.Store(0)
+	c.names = map[string]int{}
+}
+
+func (c *CommandCounter) add(cmds ...redis.Cmder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cmd := range cmds {
+		c.n.Add(1)
+		c.names[cmd.Name()]++
+	}
+}
+
+// DialHook implements redis.Hook.
+func (c *CommandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (c *CommandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook.
+func (c *CommandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.add(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+var _ redis.Hook = (*CommandCounter)(nil)

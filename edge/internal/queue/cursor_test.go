@@ -1,0 +1,188 @@
+package queue_test
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/edge/internal/queue"
+)
+
+// fill sets a sale's queue to length shoppers, all after the start.
+func fill(t *testing.T, r *edgetest.Redis, sale string, length int64) {
+	t.Helper()
+	if err := r.Client.Set(context.Background(), queue.NewKeys(r.Prefix).Post(sale), length, 0).Err(); err != nil {
+		t.Fatalf("SET post = %v", err)
+	}
+}
+
+func tick(t *testing.T, c *queue.Cursor, tk queue.Tick) queue.State {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Tick(ctx, []queue.Tick{tk}); err != nil {
+		t.Fatalf("Tick(%s) = %v", tk.Sale, err)
+	}
+	st, ok := c.State(tk.Sale)
+	if !ok {
+		t.Fatalf("State(%s) after a tick = none", tk.Sale)
+	}
+	return st
+}
+
+// TestCursorHolds: the cursor does not move before the start, while
+// paused, while nothing is in stock, at rate 0, nor past the end of the
+// line — and builds no credit meanwhile.
+func TestCursorHolds(t *testing.T) {
+	t.Parallel()
+	past, future := time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
+	yes, no, zero := true, false, 0.0
+	cases := []struct {
+		name     string
+		starts   time.Time
+		stock    bool
+		paused   *bool
+		rate     *float64
+		length   int64
+		want     int64 // now_serving after the wait
+		wantRate float64
+	}{
+		{"before the start", future, true, nil, nil, 100, 0, 1000},
+		{"paused", past, true, &yes, nil, 100, 0, 1000},
+		{"no stock", past, false, nil, nil, 100, 0, 1000},
+		{"rate zero", past, true, nil, &zero, 100, 0, 0},
+		{"end of the line", past, true, nil, nil, 5, 5, 1000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := edgetest.NewRedis(t)
+			c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), 1000, nil)
+			tk := queue.Tick{Sale: "s", StartsAt: tc.starts, StockAvailable: tc.stock}
+			tick(t, c, tk) // an empty line: the cursor starts from now
+			if tc.paused != nil || tc.rate != nil {
+				if _, err := c.Settings(context.Background(), "s", tc.rate, tc.paused); err != nil {
+					t.Fatalf("Settings = %v", err)
+				}
+			}
+			fill(t, r, "s", tc.length)
+			tick(t, c, tk)
+			time.Sleep(300 * time.Millisecond)
+			released := redisTime(t, r) // no admission may count time before this
+			st := tick(t, c, tk)
+			if st.NowServing != tc.want || st.QueueLength != tc.length || st.RatePerSecond != tc.wantRate {
+				t.Errorf("State after 300 ms = serving %d of %d at rate %v, want serving %d of %d at rate %v",
+					st.NowServing, st.QueueLength, st.RatePerSecond, tc.want, tc.length, tc.wantRate)
+			}
+			if tc.paused != nil && st.Paused != *tc.paused {
+				t.Errorf("State.Paused = %v, want %v", st.Paused, *tc.paused)
+			}
+			if tc.want == tc.length || tc.starts.After(time.Now()) {
+				return // nothing to lift, or a start the test cannot move
+			}
+			// Lift what held the cursor: it resumes at its rate, without a
+			// burst for the 300 ms it waited.
+			one := 1000.0
+			fill(t, r, "s", 10_000)
+			if tc.paused != nil || tc.rate != nil {
+				if _, err := c.Settings(context.Background(), "s", &one, &no); err != nil {
+					t.Fatalf("Settings = %v", err)
+				}
+			}
+			tk.StockAvailable = true
+			tick(t, c, tk)
+			time.Sleep(100 * time.Millisecond)
+			after := tick(t, c, tk)
+			elapsed := redisTime(t, r).Sub(released)
+			moved := after.NowServing - st.NowServing
+			if limit := int64(1000*elapsed.Seconds()) + 2; moved < 1 || moved > limit {
+				t.Errorf("cursor moved %d in %v at 1000/s once released, want 1..%d (no credit for the wait)", moved, elapsed, limit)
+			}
+		})
+	}
+}
+
+func redisTime(t *testing.T, r *edgetest.Redis) time.Time {
+	t.Helper()
+	tm, err := r.Client.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatalf("TIME = %v", err)
+	}
+	return tm
+}
+
+// TestCursorConcurrentTicksAdmitAtRate: three nodes ticking as fast as
+// they can never double-advance: over about a second the cursor moves at
+// the rate.
+func TestCursorConcurrentTicksAdmitAtRate(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	keys := queue.NewKeys(r.Prefix)
+	const rate = 500.0
+	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), StockAvailable: true}
+	cursors := make([]*queue.Cursor, 3)
+	for i := range cursors {
+		cursors[i] = queue.NewCursor(r.Client, keys, rate, nil)
+	}
+	tick(t, cursors[0], tk)
+	fill(t, r, "s", 100_000)
+	// read returns the cursor and the instant it has admitted up to
+	// (last_ms), with Redis's clock, in one transaction.
+	read := func() (int64, float64, time.Time) {
+		ctx := context.Background()
+		pipe := r.Client.TxPipeline()
+		tm := pipe.Time(ctx)
+		cur := pipe.HMGet(ctx, keys.Cursor("s"), "now_serving", "last_ms")
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("read cursor = %v", err)
+		}
+		var n int64
+		var last float64
+		v := cur.Val()
+		if s, ok := v[0].(string); ok {
+			n, _ = strconv.ParseInt(s, 10, 64)
+		}
+		if s, ok := v[1].(string); ok {
+			last, _ = strconv.ParseFloat(s, 64)
+		}
+		return n, last, tm.Val()
+	}
+	n0, last0, _ := read()
+	stop := time.Now().Add(time.Second)
+	var wg sync.WaitGroup
+	for _, c := range cursors {
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					if err := c.Tick(context.Background(), []queue.Tick{tk}); err != nil {
+						t.Errorf("Tick = %v", err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	tick(t, cursors[1], tk)
+	n1, last1, t1 := read()
+	admitted, frontier := float64(n1-n0), (last1-last0)/1000
+	// Exactly rate × the admitted span: nine concurrent tickers never
+	// count the same span twice.
+	if want := rate * frontier; math.Abs(admitted-want) > 2 {
+		t.Errorf("cursor moved %v over an admitted span of %.3fs from 9 tickers, want %.0f (rate %v/s)", admitted, frontier, want, rate)
+	}
+	// And admission keeps up with Redis's clock: after the last tick it
+	// has reached now, less at most a round trip, and never the future.
+	if behind := float64(t1.UnixMicro())/1000 - last1; behind < -1 || behind > 100 {
+		t.Errorf("admission frontier %.3f is %.1f ms behind Redis's clock, want 0..100 ms", last1, behind)
+	}
+	if admitted < rate*0.5 {
+		t.Errorf("cursor moved %v in about a second at %v/s, want about %v", admitted, rate, rate)
+	}
+}
