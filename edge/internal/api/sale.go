@@ -162,9 +162,9 @@ func (s *Server) sameAccount(ctx *fasthttp.RequestCtx, subject string) error {
 func (s *Server) waiting(v *view, pre bool, pos int64, now time.Time) queueAnswer {
 	ans := queueAnswer{State: "waiting", PreQueue: pre, NowServing: v.state.NowServing}
 	if pre {
-		if now.Before(v.sale.StartsAt) || !v.drawn {
+		if !v.drawn {
 			// Places are drawn at the start: until then, only the time to it.
-			untilStart := v.sale.StartsAt.Sub(now)
+			untilStart := max(v.sale.StartsAt.Sub(now), 0)
 			ans.EstimatedWaitS = int64(math.Ceil(untilStart.Seconds()))
 			ans.PollAfterMS = clampMS(untilStart/2, time.Second, s.opts.MaxPollAfter)
 			return ans

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -64,27 +65,32 @@ func (v *views) get(id string) (*view, bool) {
 func (s *Server) Tick(ctx context.Context) error {
 	sales := s.Snapshots.All()
 	ticks := make([]queue.Tick, 0, len(sales))
+	var seedErr error
 	for _, sale := range sales {
 		if _, ok := s.seeds.Load(sale.SaleID); !ok {
 			seed, err := queue.Seed(ctx, s.Redis, s.Keys, sale.SaleID)
 			if err != nil {
-				return err
+				seedErr = err // this sale waits for its seed; the others go on
+				continue
 			}
 			s.seeds.Store(sale.SaleID, seed)
 		}
 		ticks = append(ticks, queue.Tick{Sale: sale.SaleID, StartsAt: sale.StartsAt, StockAvailable: !sale.SoldOut})
 	}
-	tickErr := s.Cursor.Tick(ctx, ticks)
-	now := s.Clock()
+	tickErr := errors.Join(seedErr, s.Cursor.Tick(ctx, ticks))
 	next := make(map[string]*view, len(sales))
 	for _, sale := range sales {
-		v := &view{sale: sale}
-		seed, _ := s.seeds.Load(sale.SaleID)
-		v.seed = seed.([]byte)
+		seed, ok := s.seeds.Load(sale.SaleID)
+		if !ok {
+			continue
+		}
+		v := &view{sale: sale, seed: seed.([]byte)}
 		v.seedHash = queue.SeedHash(v.seed)
 		v.state, v.hasState = s.Cursor.State(sale.SaleID)
-		started := !now.Before(sale.StartsAt)
-		if v.hasState && started {
+		// Redis's clock decides the start, as it does for joins: the draw
+		// covers exactly the pre-queue the join script closed.
+		started := v.hasState && !v.state.RedisNow.Before(sale.StartsAt)
+		if started {
 			v.shuffle, v.drawn = queue.NewShuffle(v.seed, v.state.PreQueue), true
 		}
 		pub := publicSnapshot{Sale: sale, Draw: draw{SeedSHA256: v.seedHash, Algorithm: "feistel-sha256-8"}}

@@ -25,6 +25,9 @@ local paused = h[4] == '1'
 local pre = tonumber(redis.call('GET', KEYS[2]) or '0')
 local length = pre + tonumber(redis.call('GET', KEYS[3]) or '0')
 local last = math.max(tonumber(h[2] or '0'), starts)
+-- No node ticked for a while (all down, or the first tick of a sale that
+-- started long ago): admit at most a second's worth, not the whole gap.
+if now - last > 1000 then last = now - 1000 end
 
 if now >= starts then
   if paused or ARGV[2] ~= '1' or serving >= length or rate <= 0 then

@@ -21,6 +21,9 @@ type State struct {
 	// honest basis of a wait estimate.
 	MeasuredRate float64
 	ReadAt       time.Time // this node's clock when it read the state
+	// RedisNow is Redis's clock at the read: the one clock that decides
+	// when a sale has started (the join script uses it too).
+	RedisNow time.Time
 }
 
 // Tick is what the cursor needs to know about a sale each tick.
@@ -109,8 +112,10 @@ func (c *Cursor) Tick(ctx context.Context, ticks []Tick) error {
 		rateStr, _ := v[2].(string)
 		paused, _ := v[3].(int64)
 		pre, _ := v[5].(int64)
+		redisNow, _ := v[4].(int64)
 		rate, _ := strconv.ParseFloat(rateStr, 64)
-		c.store(ticks[i].Sale, State{NowServing: serving, QueueLength: length, PreQueue: pre, RatePerSecond: rate, Paused: paused == 1, ReadAt: read})
+		c.store(ticks[i].Sale, State{NowServing: serving, QueueLength: length, PreQueue: pre, RatePerSecond: rate, Paused: paused == 1, ReadAt: read,
+			RedisNow: time.UnixMilli(redisNow)})
 	}
 	return firstErr
 }

@@ -186,3 +186,21 @@ func TestCursorConcurrentTicksAdmitAtRate(t *testing.T) {
 		t.Errorf("cursor moved %v in about a second at %v/s, want about %v", admitted, rate, rate)
 	}
 }
+
+// TestCursorNoCatchUpBurst: a sale that started a minute ago and a long
+// line, with no tick until now (every node was down): the first tick admits
+// at most a second's worth, not the whole minute.
+func TestCursorNoCatchUpBurst(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	sale := "burst-" + edgetest.RandomID(t, 3)
+	fill(t, r, sale, 100_000)
+	c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), 100, nil)
+	st := tick(t, c, queue.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), StockAvailable: true})
+	if st.NowServing > 101 {
+		t.Fatalf("first tick after a minute without ticks: now_serving = %d, want at most one second's worth (100)", st.NowServing)
+	}
+	if st.NowServing < 99 {
+		t.Fatalf("first tick after a minute without ticks: now_serving = %d, want about one second's worth (100)", st.NowServing)
+	}
+}
