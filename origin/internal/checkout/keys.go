@@ -1,16 +1,13 @@
 package checkout
 
-import "strconv"
-
 // Keys names every Redis key this package touches. All keys of one sale share
 // the hash tag {s:<sale>}, so they live in one slot and a script may touch
 // any of them, on a single node or on Redis Cluster alike.
 //
 //	<prefix>{s:<sale>}:inv:<sku>            hash    available, held, sold, total
-//	<prefix>{s:<sale>}:acct:<account>       hash    res (the live reservation), state (held|paid)
-//	<prefix>{s:<sale>}:jti:<jti>            string  reservation id; a burned admission token
-//	<prefix>{s:<sale>}:idem:<n>:<acct>:<k>  string  reservation id; n is len(acct), so no two
-//	                                                accounts' keys can collide
+//	<prefix>{s:<sale>}:acct:<account>       hash    res (the live reservation), state (held|paid),
+//	                                                t:<jti> and i:<idempotency key> -> reservation id
+//	                                                (burned admission tokens, idempotency keys)
 //	<prefix>{s:<sale>}:res:<reservation>    hash    account, sku, status, expires_ms, created_ms, idem
 //	<prefix>{s:<sale>}:holds                zset    reservation id scored by expiry (unix ms)
 //	<prefix>{s:<sale>}:intents              stream  intents for the order writer (see package intent)
@@ -33,14 +30,6 @@ func (k Keys) Inventory(sale, sku string) string { return k.sale(sale) + "inv:" 
 
 // Account is the hash that names an account's live reservation in a sale.
 func (k Keys) Account(sale, account string) string { return k.sale(sale) + "acct:" + account }
-
-// Token marks a burned admission token id.
-func (k Keys) Token(sale, jti string) string { return k.sale(sale) + "jti:" + jti }
-
-// Idempotency maps an account's idempotency key to its reservation.
-func (k Keys) Idempotency(sale, account, key string) string {
-	return k.sale(sale) + "idem:" + strconv.Itoa(len(account)) + ":" + account + ":" + key
-}
 
 // Reservation is the hash of one reservation.
 func (k Keys) Reservation(sale, id string) string { return k.sale(sale) + "res:" + id }

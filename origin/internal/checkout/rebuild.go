@@ -57,8 +57,10 @@ func (s *Store) Rebuild(ctx context.Context, sale string, stock map[string]Count
 			p.HSet(ctx, key, "total", c.Total, "available", c.Available, "held", c.Held, "sold", c.Sold)
 		}
 		p.Del(ctx, s.keys.Holds(sale))
-		if len(accounts) > 0 {
-			p.Del(ctx, accounts...)
+		// Accounts lose their live reservation (put back below from
+		// Postgres) but keep their burned tokens and idempotency keys.
+		for _, acct := range accounts {
+			p.HDel(ctx, acct, "res", "state")
 		}
 		for _, r := range live {
 			res := s.keys.Reservation(sale, r.ID)

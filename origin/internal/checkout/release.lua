@@ -26,7 +26,8 @@ redis.call('HINCRBY', KEYS[2], 'held', -1)
 redis.call('HINCRBY', KEYS[2], 'available', 1)
 redis.call('HSET', KEYS[1], 'status', 'expired')
 redis.call('ZREM', KEYS[4], ARGV[1])
+-- The account may buy again; its burned tokens and idempotency keys stay.
 if redis.call('HGET', KEYS[3], 'res') == ARGV[1] then
-  redis.call('DEL', KEYS[3])
+  redis.call('HDEL', KEYS[3], 'res', 'state')
 end
 return 1

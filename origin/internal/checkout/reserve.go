@@ -252,11 +252,10 @@ func (r *Reserver) pipeline(ctx context.Context, batch []*reserveCall, eval eval
 		q := c.req
 		cmds[i] = eval(ctx, pipe,
 			[]string{
-				k.Inventory(q.Sale, q.SKU), k.Account(q.Sale, q.Account), k.Token(q.Sale, q.TokenID),
-				k.Idempotency(q.Sale, q.Account, q.IdempotencyKey), k.Reservation(q.Sale, c.id),
+				k.Inventory(q.Sale, q.SKU), k.Account(q.Sale, q.Account), k.Reservation(q.Sale, c.id),
 				k.Holds(q.Sale), k.Intents(q.Sale), k.Rebuilding(q.Sale),
 			},
-			c.id, q.Account, q.SKU, q.IdempotencyKey, q.HoldTTL.Milliseconds(), r.store.retention.Milliseconds())
+			c.id, q.Account, q.SKU, q.IdempotencyKey, q.TokenID, q.HoldTTL.Milliseconds(), r.store.retention.Milliseconds())
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
 	return cmds

@@ -379,7 +379,7 @@ func TestWriterCancelsWhatPostgresRefuses(t *testing.T) {
 			t.Errorf("Postgres reservation %d = %+v, %v; want %s", i, row, err, want)
 		}
 		if i >= 5 {
-			if n := f.rdb.Exists(ctx, f.redis.Keys().Account(f.sale, fmt.Sprintf("u%d", i))).Val(); n != 0 {
+			if n := f.rdb.HExists(ctx, f.redis.Keys().Account(f.sale, fmt.Sprintf("u%d", i)), "res").Val(); n {
 				t.Errorf("account u%d still names a live hold after its reserve was refused", i)
 			}
 			if _, err := f.rdb.ZScore(ctx, f.redis.Keys().Holds(f.sale), id).Result(); err != redis.Nil {

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate/bench/internal/originside"
+	"github.com/flashgate/flashgate/bench/internal/redisbench"
+	"github.com/flashgate/flashgate/bench/internal/reservebench"
+)
+
+// run reads flags (defaults from getenv), runs the benchmark and writes its
+// report to stdout: a table, or JSON with -json.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, asJSON, err := loadConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rep, err := reservebench.Run(ctx, c)
+	if rep.Script != nil || rep.HTTP != nil { // a partial report still says what was measured
+		var werr error
+		if asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			werr = enc.Encode(rep)
+		} else {
+			werr = rep.WriteTable(stdout)
+		}
+		err = errors.Join(err, werr)
+	}
+	return err
+}
+
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c reservebench.Config, asJSON bool, err error) {
+	def := originside.DefaultReserverOptions()
+	c = reservebench.Config{
+		RedisURL:       "redis://127.0.0.1:6379/0",
+		PostgresURL:    "postgres://postgres@127.0.0.1:5432/flashgate_bench?sslmode=disable",
+		ScriptReserves: 200_000,
+		ScriptWorkers:  256,
+		RedisBenchmark: redisbench.Options{Clients: 50, Pipeline: 32, KeySpace: 100_000_000},
+		HTTPRequests:   100_000,
+		HTTPConns:      64,
+		Warmup:         2_000,
+		Rounds:         1,
+		Prime:          true,
+		Timeout:        2 * time.Minute,
+	}
+	if v := getenv("FLASHGATE_BENCH_REDIS_URL"); v != "" {
+		c.RedisURL = v
+	}
+	if v := getenv("FLASHGATE_BENCH_POSTGRES_URL"); v != "" {
+		c.PostgresURL = v
+	}
+	fs := flag.NewFlagSet("reservebench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis on this machine ($FLASHGATE_BENCH_REDIS_URL); only keys under a random prefix are touched")
+	fs.StringVar(&c.PostgresURL, "postgres-url", c.PostgresURL, "Postgres database on this machine ($FLASHGATE_BENCH_POSTGRES_URL); the run works in a schema of its own")
+	parts := fs.String("run", "script,http", "which paths to measure: script, http or both")
+	fs.IntVar(&c.ScriptReserves, "n", c.ScriptReserves, "script path: timed reserves per Reserver setting, and redis-benchmark's -n")
+	fs.IntVar(&c.ScriptWorkers, "c", c.ScriptWorkers, "script path: goroutines calling Reserver.Reserve at once")
+	pipelines := fs.String("pipelines", strconv.Itoa(def.Pipelines), "script path: ReserverOptions.Pipelines; a comma list measures each (with each -max-batch)")
+	batches := fs.String("max-batch", strconv.Itoa(def.MaxBatch), "script path: ReserverOptions.MaxBatch; a comma list measures each")
+	fs.IntVar(&c.RedisBenchmark.Clients, "rb-clients", c.RedisBenchmark.Clients, "redis-benchmark -c")
+	fs.IntVar(&c.RedisBenchmark.Pipeline, "rb-pipeline", c.RedisBenchmark.Pipeline, "redis-benchmark -P")
+	fs.IntVar(&c.RedisBenchmark.KeySpace, "rb-keyspace", c.RedisBenchmark.KeySpace, "redis-benchmark -r: range of each __rand_int__")
+	fs.StringVar(&c.RedisBenchmark.Binary, "redis-benchmark", "redis-benchmark", "the redis-benchmark executable")
+	fs.IntVar(&c.HTTPRequests, "http-n", c.HTTPRequests, "HTTP path: timed requests per server")
+	fs.IntVar(&c.HTTPConns, "http-c", c.HTTPConns, "HTTP path: load-generator connections")
+	fs.BoolVar(&c.OriginWork, "origin-workers", false, "HTTP path: run the origin's order writer and sweeper too (they then compete for the CPUs)")
+	fs.IntVar(&c.Warmup, "warmup", c.Warmup, "untimed calls before each timed run")
+	fs.BoolVar(&c.Prime, "prime", c.Prime, "script path: run redis-benchmark once untimed first, so the first timed run does not pay for Redis growing its memory")
+	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "measure each path this many times, alternating with its ceiling; ratios are medians")
+	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "cap on the whole run")
+	fs.BoolVar(&asJSON, "json", false, "write the report as JSON")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write CPU profiles of the timed runs to `path`.script.pprof and path.origin.pprof")
+	if err := fs.Parse(args); err != nil {
+		return c, false, err
+	}
+	if fs.NArg() > 0 {
+		return c, false, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for p := range strings.SplitSeq(*parts, ",") {
+		switch strings.TrimSpace(p) {
+		case "script":
+			c.Script = true
+		case "http":
+			c.HTTP = true
+		default:
+			return c, false, fmt.Errorf("-run %q: want script, http or script,http", *parts)
+		}
+	}
+	ps, err := ints(*pipelines)
+	if err != nil {
+		return c, false, fmt.Errorf("-pipelines: %w", err)
+	}
+	bs, err := ints(*batches)
+	if err != nil {
+		return c, false, fmt.Errorf("-max-batch: %w", err)
+	}
+	for _, p := range ps {
+		for _, b := range bs {
+			c.Reserver = append(c.Reserver, originside.ReserverOptions{Pipelines: p, MaxBatch: b})
+		}
+	}
+	return c, asJSON, c.Validate()
+}
+
+// ints parses a comma-separated list of positive integers.
+func ints(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

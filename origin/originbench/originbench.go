@@ -1,0 +1,34 @@
+// Package originbench opens the origin's internals to the benchmarks under
+// bench/, which Go's internal rule keeps out of origin/internal: they measure
+// the real reserve path (checkout.Reserver) and the real HTTP handler
+// (app.App), not copies of them. Only bench/ imports it.
+package originbench
+
+import (
+	"github.com/flashgate/flashgate/origin/internal/app"
+	"github.com/flashgate/flashgate/origin/internal/checkout"
+)
+
+// The origin's types under names bench/ can reach.
+type (
+	App             = app.App
+	Config          = app.Config
+	Store           = checkout.Store
+	Counts          = checkout.Counts
+	Reserver        = checkout.Reserver
+	ReserverOptions = checkout.ReserverOptions
+	ReserveRequest  = checkout.ReserveRequest
+	Outcome         = checkout.Outcome
+)
+
+// Created is the outcome of a reserve that took a unit.
+const Created = checkout.Created
+
+// The origin's constructors.
+var (
+	NewApp        = app.New
+	DefaultConfig = app.DefaultConfig
+	NewStore      = checkout.NewStore
+	NewKeys       = checkout.NewKeys
+	NewReserver   = checkout.NewReserver
+)
