@@ -1,4 +1,3 @@
-
 package originside
 
 import (
