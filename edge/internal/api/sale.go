@@ -31,6 +31,9 @@ func (s *Server) snapshot(ctx *fasthttp.RequestCtx, params []string) error {
 	return nil
 }
 
+// queueTokenGrace is how long a queue token outlives its sale.
+const queueTokenGrace = time.Hour
+
 // queueAnswer is the body of a join and of a status poll.
 type queueAnswer struct {
 	State          string `json:"state,omitempty"`
@@ -50,6 +53,11 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	account, err := s.Users.Account(bearer(ctx))
 	if err != nil {
 		return err
+	}
+	if !validAccount(account) {
+		// The origin keys a shopper's Redis state by the account id and
+		// takes the same alphabet: refuse now, not after the wait in line.
+		return fail(fasthttp.StatusUnauthorized, "invalid_token", "The account id in the user token is not one this sale can serve (1 to 128 printable characters without spaces).")
 	}
 	if err := s.limit(ctx, byIP(s.Limits.JoinIP, s.clientIP(ctx)), byAccount(s.Limits.JoinAccount, account)); err != nil {
 		return err
@@ -78,7 +86,9 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	if place.Pre {
 		pos = place.Index
 	}
-	token, _, err := s.Issuer.Queue(v.sale.SaleID, account, pos, place.Pre, v.sale.EndsAt)
+	// The token outlives the sale a little, so a shopper still polling at
+	// the end hears "closed" rather than "token expired".
+	token, _, err := s.Issuer.Queue(v.sale.SaleID, account, pos, place.Pre, v.sale.EndsAt.Add(queueTokenGrace))
 	if err != nil {
 		return err
 	}

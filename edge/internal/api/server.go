@@ -262,18 +262,33 @@ func bearer(ctx *fasthttp.RequestCtx) string {
 }
 
 // clientIP is the caller's address: the peer, or when the peer is a
-// trusted proxy, the right-most untrusted address of X-Forwarded-For.
+// trusted proxy, the right-most untrusted hop of X-Forwarded-For (every
+// header line of it, in order). A hop that is no address (a port added,
+// "unknown") is taken as the client's key as it stands, rather than
+// falling back to the proxy's address and putting every shopper in one
+// rate-limit bucket.
 func (s *Server) clientIP(ctx *fasthttp.RequestCtx) string {
 	peer, _ := netip.AddrFromSlice(ctx.RemoteIP())
 	peer = peer.Unmap()
 	if !s.trusted(peer) {
 		return peer.String()
 	}
-	hops := strings.Split(string(ctx.Request.Header.Peek("X-Forwarded-For")), ",")
+	var hops []string
+	for _, line := range ctx.Request.Header.PeekAll("X-Forwarded-For") {
+		hops = append(hops, strings.Split(string(line), ",")...)
+	}
 	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		hop := strings.TrimSpace(hops[i])
+		a, err := netip.ParseAddr(hop)
 		if err != nil {
-			break
+			ap, perr := netip.ParseAddrPort(hop)
+			if perr != nil {
+				if hop == "" {
+					continue
+				}
+				return hop
+			}
+			a = ap.Addr()
 		}
 		a = a.Unmap()
 		if !s.trusted(a) {

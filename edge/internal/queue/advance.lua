@@ -26,8 +26,12 @@ local pre = tonumber(redis.call('GET', KEYS[2]) or '0')
 local length = pre + tonumber(redis.call('GET', KEYS[3]) or '0')
 local last = math.max(tonumber(h[2] or '0'), starts)
 -- No node ticked for a while (all down, or the first tick of a sale that
--- started long ago): admit at most a second's worth, not the whole gap.
-if now - last > 1000 then last = now - 1000 end
+-- started long ago): admit at most a second's worth (or one shopper, at
+-- rates below one a second), not the whole gap.
+local rate_now = tonumber(h[3] or ARGV[3])
+local gap = 1000
+if rate_now > 0 and rate_now < 1 then gap = 1000 / rate_now end
+if now - last > gap then last = now - gap end
 
 if now >= starts then
   if paused or ARGV[2] ~= '1' or serving >= length or rate <= 0 then

@@ -204,3 +204,22 @@ func TestCursorNoCatchUpBurst(t *testing.T) {
 		t.Fatalf("first tick after a minute without ticks: now_serving = %d, want about one second's worth (100)", st.NowServing)
 	}
 }
+
+// TestCursorSlowRate: below one admission a second the line still moves.
+func TestCursorSlowRate(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	sale := "slow-" + edgetest.RandomID(t, 3)
+	fill(t, r, sale, 100)
+	c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), 0.5, nil)
+	tk := queue.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), StockAvailable: true}
+	var st queue.State
+	deadline := time.Now().Add(2500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		st = tick(t, c, tk)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st.NowServing < 1 || st.NowServing > 2 {
+		t.Fatalf("now_serving after 2.5 s at 0.5/s = %d, want 1 or 2", st.NowServing)
+	}
+}
