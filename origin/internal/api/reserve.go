@@ -91,6 +91,11 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, c context.Context, params []s
 	case checkout.Rebuilding:
 		return pleaseWait
 	case checkout.UnknownSKU:
+		if hasSKU(sale, body.SKU) {
+			// The sale has it but Redis does not: Redis lost the sale and
+			// it is being restored from Postgres.
+			return pleaseWait
+		}
 		return fail(fasthttp.StatusNotFound, "unknown_sku", "This sale has no such SKU.")
 	default:
 		return fail(fasthttp.StatusConflict, "sold_out", "Sold out.")
@@ -150,4 +155,13 @@ func saleError(err error) error {
 		return fail(fasthttp.StatusNotFound, "unknown_sale", "There is no such sale.")
 	}
 	return err
+}
+
+func hasSKU(sale ledger.Sale, sku string) bool {
+	for _, k := range sale.SKUs {
+		if k.SKU == sku {
+			return true
+		}
+	}
+	return false
 }

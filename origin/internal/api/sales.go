@@ -239,8 +239,13 @@ func (s *Server) stock(c context.Context, sale ledger.Sale) (map[string]checkout
 		skus[i] = k.SKU
 	}
 	counts, redisErr := s.Redis.Inventory(c, sale.ID, skus)
-	if redisErr == nil {
+	if redisErr == nil && len(counts) == len(skus) {
 		return counts, nil
+	}
+	if redisErr == nil {
+		// Redis lost the sale (it is being restored): Postgres's figures,
+		// never a false "sold out".
+		redisErr = fmt.Errorf("sale %s: %d of %d skus missing from redis", sale.ID, len(skus)-len(counts), len(skus))
 	}
 	rows, err := s.Ledger.Inventory(c, sale.ID)
 	if err != nil {

@@ -106,18 +106,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	}
 	// A Redis that restarted empty has lost every sale: put back, from
 	// Postgres, those that are not over, before taking any request.
-	var current []ledger.Sale
-	for _, sale := range a.Catalog.All() {
-		if time.Now().Before(sale.EndsAt) {
-			current = append(current, sale)
-		}
-	}
-	rebuilt, err := rebuild.Missing(ctx, a.Redis, a.Ledger, current)
-	if err != nil {
+	if err := a.restoreMissing(ctx, 0); err != nil {
 		return nil, fmt.Errorf("restore sales missing from redis: %w", err)
-	}
-	for _, id := range rebuilt {
-		log.Warn("sale was missing from redis; rebuilt from postgres", "sale", id)
 	}
 	a.Reserver = checkout.NewReserver(a.Redis, checkout.ReserverOptions{
 		Pipelines: cfg.ReservePipelines, MaxBatch: cfg.ReserveMaxBatch, Timeout: cfg.RequestBudget,
@@ -159,11 +149,50 @@ func userVerifier(cfg Config) (*tokens.UserVerifier, error) {
 	return v, nil
 }
 
-// Start runs the background workers: catalog refresh, order writer, sweeper.
+// restoreMissing rebuilds, from Postgres, every current sale that Redis
+// has lost entirely, waiting up to drain for its pending intents.
+func (a *App) restoreMissing(ctx context.Context, drain time.Duration) error {
+	var current []ledger.Sale
+	for _, sale := range a.Catalog.All() {
+		if time.Now().Before(sale.EndsAt) {
+			current = append(current, sale)
+		}
+	}
+	rebuilt, err := rebuild.Missing(ctx, a.Redis, a.Ledger, current, drain)
+	for _, id := range rebuilt {
+		a.log.Warn("sale was missing from redis; rebuilt from postgres", "sale", id)
+	}
+	return err
+}
+
+// restoreEvery is how often a running origin checks that Redis still
+// holds its sales (a failover to an empty replica, a flush).
+const restoreEvery = 5 * time.Second
+
+// watchRedis restores lost sales until ctx ends.
+func (a *App) watchRedis(ctx context.Context) {
+	t := time.NewTicker(restoreEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c, cancel := context.WithTimeout(ctx, restoreEvery+time.Minute)
+			if err := a.restoreMissing(c, restoreEvery); err != nil && ctx.Err() == nil {
+				a.log.Warn("cannot check redis for lost sales", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// Start runs the background workers: catalog refresh, order writer, sweeper,
+// and the watch for sales Redis has lost.
 func (a *App) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopWorkers = cancel
-	for _, run := range []func(context.Context){a.Catalog.Run, a.Writer.Run, a.Sweeper.Run} {
+	for _, run := range []func(context.Context){a.Catalog.Run, a.Writer.Run, a.Sweeper.Run, a.watchRedis} {
 		a.workers.Add(1)
 		go func() {
 			defer a.workers.Done()

@@ -72,6 +72,20 @@ func TestRebuildFromPostgres(t *testing.T) {
 	if err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
 		t.Fatal(err)
 	}
+	// The running origin neither calls the sale sold out meanwhile nor
+	// hands out unknown_sku, and puts the sale back by itself.
+	if snap := a.Snapshot(t, sale); snap.SoldOut || snap.Final {
+		t.Fatalf("snapshot while redis lost the sale = %+v, want not sold out", snap)
+	}
+	if s, r := a.Reserve(t, sale, a.AdmissionToken(t, sale, "acct-8"), "sku-1", "k"); s != 503 && s != 201 {
+		t.Fatalf("Reserve while redis lost the sale = %d %+v, want 503 please_wait (or 201 once restored)", s, r)
+	}
+	a.WaitLedger(t, sale, 15*time.Second, func(l map[string]origintest.LedgerSKU) bool {
+		return l["sku-1"].Redis.Held >= 5
+	})
+	if err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
+		t.Fatal(err)
+	}
 	b := origintest.StartOrigin(t, env, instance("origin-b"))
 	l = b.Ledger(t, sale)["sku-1"]
 	if l.Redis != (origintest.Counts{Available: 5, Held: 5}) || l.Drift != (origintest.Counts{}) {

@@ -128,9 +128,11 @@ func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale 
 
 // Missing loads into Redis every sale of sales that Redis has lost
 // entirely (no stock counters at all, as after a restart without
-// persistence), from Postgres. Its intents stream went with it, so there
-// is nothing to drain. A sale another origin is rebuilding is left to it.
-func Missing(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sales []ledger.Sale) (rebuilt []string, err error) {
+// persistence, or a failover to an empty replica), from Postgres, waiting
+// up to drain for intents still in the stream. A sale another origin is
+// rebuilding is left to it; a sale whose intents do not drain in time is
+// left for the next call (its sale answers please_wait meanwhile).
+func Missing(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sales []ledger.Sale, drain time.Duration) (rebuilt []string, err error) {
 	for _, sale := range sales {
 		skus := make([]string, len(sale.SKUs))
 		for i, k := range sale.SKUs {
@@ -143,8 +145,8 @@ func Missing(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sales []
 		if loaded {
 			continue
 		}
-		err = Sale(ctx, rs, ls, sale, 0)
-		if errors.Is(err, checkout.ErrRebuildInProgress) {
+		err = Sale(ctx, rs, ls, sale, drain)
+		if errors.Is(err, checkout.ErrRebuildInProgress) || errors.Is(err, ErrDrainTimeout) {
 			continue
 		}
 		if err != nil {
