@@ -25,12 +25,18 @@ var (
 	cancelSource string
 	//go:embed load.lua
 	loadSource string
+	//go:embed lease.lua
+	leaseSource string
+	//go:embed unlease.lua
+	unleaseSource string
 
 	reserveScript = redis.NewScript(reserveSource)
 	dueScript     = redis.NewScript(dueSource)
 	releaseScript = redis.NewScript(releaseSource)
 	cancelScript  = redis.NewScript(cancelSource)
 	loadScript    = redis.NewScript(loadSource)
+	leaseScript   = redis.NewScript(leaseSource)
+	unleaseScript = redis.NewScript(unleaseSource)
 )
 
 // Errors callers branch on.

@@ -12,6 +12,7 @@ package checkout
 //	<prefix>{s:<sale>}:holds                zset    reservation id scored by expiry (unix ms)
 //	<prefix>{s:<sale>}:intents              stream  intents for the order writer (see package intent)
 //	<prefix>{s:<sale>}:rebuilding           string  set while the sale is rebuilt from Postgres
+//	<prefix>{s:<sale>}:writer               string  the order writer holding the stream's lease
 //
 // Sale and SKU ids are validated to a safe alphabet before they reach here;
 // account ids and idempotency keys are opaque and only ever follow the tag.
@@ -46,3 +47,6 @@ func (k Keys) Rebuilding(sale string) string { return k.sale(sale) + "rebuilding
 
 // AccountPattern matches every account key of a sale (for SCAN in rebuilds).
 func (k Keys) AccountPattern(sale string) string { return k.sale(sale) + "acct:*" }
+
+// WriterLease names the order writer that alone reads the intents stream.
+func (k Keys) WriterLease(sale string) string { return k.sale(sale) + "writer" }

@@ -143,3 +143,37 @@ func entries(msgs []redis.XMessage) []Entry {
 	}
 	return out
 }
+
+// Lease is what Lease found.
+type Lease int
+
+const (
+	// LeaseHeldByOther: another writer reads the stream.
+	LeaseHeldByOther Lease = 0
+	// LeaseRenewed: the caller already held the lease.
+	LeaseRenewed Lease = 1
+	// LeaseTaken: the lease was free and is now the caller's; whatever
+	// another writer left unacknowledged is the caller's to apply first.
+	LeaseTaken Lease = 2
+)
+
+// Lease takes or renews the lease on a sale's intents stream for consumer,
+// for ttl. One writer at a time reads a sale's stream, so intents reach
+// Postgres in stream order (out of order, a reserve could be refused for a
+// hold whose expire another writer had not yet applied).
+func (s *Store) Lease(ctx context.Context, sale, consumer string, ttl time.Duration) (Lease, error) {
+	n, err := leaseScript.Run(ctx, s.rdb, []string{s.keys.WriterLease(sale)}, consumer, ttl.Milliseconds()).Int64()
+	if err != nil {
+		return LeaseHeldByOther, fmt.Errorf("writer lease of sale %s: %w", sale, err)
+	}
+	return Lease(n), nil
+}
+
+// Unlease gives the lease up if consumer holds it, so another writer can
+// take over at once.
+func (s *Store) Unlease(ctx context.Context, sale, consumer string) error {
+	if err := unleaseScript.Run(ctx, s.rdb, []string{s.keys.WriterLease(sale)}, consumer).Err(); err != nil {
+		return fmt.Errorf("give up writer lease of sale %s: %w", sale, err)
+	}
+	return nil
+}

@@ -31,8 +31,9 @@ type WriterOptions struct {
 	BatchSize int
 	// Block is how long one read waits for new intents; 0 means 1 s.
 	Block time.Duration
-	// ClaimIdle is how long another consumer's entry may stay
-	// unacknowledged before this writer takes it over; 0 means 30 s.
+	// ClaimIdle is the lease of a sale's stream: a writer that stops
+	// renewing it (it died) is taken over after this long, and its
+	// unacknowledged intents with it; 0 means 10 s.
 	ClaimIdle time.Duration
 	// Retry is the pause after a failed batch; 0 means 500 ms.
 	Retry time.Duration
@@ -43,8 +44,10 @@ type WriterOptions struct {
 // Writer applies every sale's intents to the ledger: it reads the sale's
 // stream in the writers' group, applies a batch in one transaction, cancels
 // in Redis what Postgres refused, and acknowledges only after the commit.
-// Entries of a writer that died are claimed again after ClaimIdle; the
-// ledger ignores intents it has already applied.
+// One writer at a time reads a sale's stream (a lease in Redis), so intents
+// reach Postgres in stream order; a writer that died is taken over after
+// ClaimIdle, its unacknowledged entries first. The ledger ignores intents
+// it has already applied.
 type Writer struct {
 	redis  *checkout.Store
 	ledger *ledger.Store
@@ -72,7 +75,7 @@ func NewWriter(rs *checkout.Store, ls *ledger.Store, sales Sales, opts WriterOpt
 		opts.Block = time.Second
 	}
 	if opts.ClaimIdle <= 0 {
-		opts.ClaimIdle = 30 * time.Second
+		opts.ClaimIdle = 10 * time.Second
 	}
 	if opts.Retry <= 0 {
 		opts.Retry = 500 * time.Millisecond
@@ -137,35 +140,40 @@ func (w *Writer) Run(ctx context.Context) {
 	}
 }
 
+// maxStrikes is how often the same batch may fail for good before an
+// intent that fails alone is parked anyway (see applyEach).
+const maxStrikes = 5
+
 func (w *Writer) runSale(ctx context.Context, sale string) {
 	log := w.log.With("sale", sale, "consumer", w.opts.Consumer)
+	defer func() {
+		// Let another writer take over at once rather than after ClaimIdle.
+		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = w.redis.Unlease(stop, sale, w.opts.Consumer)
+	}()
+	own := true // first take back what this consumer read before a restart
+	var strikeID string
+	strikes := 0
 	for ctx.Err() == nil {
-		if err := w.redis.EnsureGroup(ctx, sale); err != nil {
-			log.Warn("order writer cannot create its group", "err", err)
-			sleep(ctx, w.opts.Retry)
+		lease, err := w.redis.Lease(ctx, sale, w.opts.Consumer, w.opts.ClaimIdle)
+		if err != nil || lease == checkout.LeaseHeldByOther {
+			if err != nil && ctx.Err() == nil {
+				log.Warn("order writer cannot take its lease", "err", err)
+			}
+			sleep(ctx, min(w.opts.Block, w.opts.ClaimIdle/4))
 			continue
 		}
-		break
-	}
-	own := true // first take back what this consumer read before a restart
-	cursor := "0-0"
-	lastClaim := time.Time{}
-	for ctx.Err() == nil {
-		if time.Since(lastClaim) >= w.opts.ClaimIdle/2 {
-			lastClaim = time.Now()
-			for {
-				entries, next, err := w.redis.ClaimIntents(ctx, sale, w.opts.Consumer, w.opts.ClaimIdle, w.opts.BatchSize, cursor)
-				if err != nil {
-					log.Warn("order writer cannot claim", "err", err)
-					break
-				}
-				cursor = next
-				if len(entries) > 0 && !w.process(ctx, log, sale, entries) {
-					own = true
-				}
-				if cursor == "0-0" || len(entries) == 0 {
-					break
-				}
+		if lease == checkout.LeaseTaken {
+			if err := w.redis.EnsureGroup(ctx, sale); err != nil {
+				log.Warn("order writer cannot create its group", "err", err)
+				sleep(ctx, w.opts.Retry)
+				continue
+			}
+			if !w.takeOver(ctx, log, sale) {
+				own = true
+				sleep(ctx, w.opts.Retry)
+				continue
 			}
 		}
 		entries, err := w.redis.ReadIntents(ctx, sale, w.opts.Consumer, w.opts.BatchSize, w.opts.Block, own)
@@ -185,16 +193,49 @@ func (w *Writer) runSale(ctx context.Context, sale string) {
 			own = false // own pending list is empty: go on with new entries
 			continue
 		}
-		if len(entries) > 0 && !w.process(ctx, log, sale, entries) {
+		if len(entries) == 0 {
+			continue
+		}
+		if entries[0].Intent.ID == strikeID {
+			strikes++
+		} else {
+			strikeID, strikes = entries[0].Intent.ID, 0
+		}
+		if !w.process(ctx, log, sale, entries, strikes >= maxStrikes) {
 			own = true // unacknowledged entries wait in our pending list
 			sleep(ctx, w.opts.Retry)
 		}
 	}
 }
 
+// takeOver claims, in stream order, every entry another writer read and
+// left unacknowledged (it died or gave the lease up), and applies them; it
+// reports whether all went through.
+func (w *Writer) takeOver(ctx context.Context, log *slog.Logger, sale string) bool {
+	cursor := "0-0"
+	for ctx.Err() == nil {
+		entries, next, err := w.redis.ClaimIntents(ctx, sale, w.opts.Consumer, 0, w.opts.BatchSize, cursor)
+		if err != nil {
+			log.Warn("order writer cannot claim", "err", err)
+			return false
+		}
+		if len(entries) > 0 && !w.process(ctx, log, sale, entries, false) {
+			return false
+		}
+		cursor = next
+		if cursor == "0-0" || len(entries) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // process applies one batch and acknowledges it; it reports whether the
 // batch is done with (false leaves it pending for a retry).
-func (w *Writer) process(ctx context.Context, log *slog.Logger, sale string, entries []checkout.Entry) bool {
+//
+// force parks an intent Postgres refuses for good even when it fails alone
+// (the batch has struck out maxStrikes times).
+func (w *Writer) process(ctx context.Context, log *slog.Logger, sale string, entries []checkout.Entry, force bool) bool {
 	ids := make([]string, 0, len(entries))
 	batch := make([]intent.Intent, 0, len(entries))
 	for _, e := range entries {
@@ -217,7 +258,7 @@ func (w *Writer) process(ctx context.Context, log *slog.Logger, sale string, ent
 		if err != nil && ledger.IsPermanent(err) {
 			// One intent Postgres will never take must not hold back the
 			// rest of the sale: apply them one by one and park the culprit.
-			res, err = w.applyEach(work, log, sale, batch)
+			res, err = w.applyEach(work, log, sale, batch, force)
 		}
 		if err != nil {
 			w.failures.Inc()
@@ -257,12 +298,13 @@ func (w *Writer) process(ctx context.Context, log *slog.Logger, sale string, ent
 }
 
 // applyEach applies a batch one intent at a time and parks those Postgres
-// refuses for good — but only when others went through: when every intent
-// fails, the fault is Postgres's or ours as a whole (a broken migration, a
-// trigger), not one intent's, so the batch waits and is retried instead.
+// refuses for good — but only when others went through, or when forced:
+// when every intent fails, the fault is likely Postgres's or ours as a
+// whole (a broken migration, a trigger), not one intent's, so the batch
+// waits and is retried, until it has struck out (force).
 // A passing failure (Postgres unreachable) stops it; the intents are applied
 // again later and the ledger skips those done.
-func (w *Writer) applyEach(ctx context.Context, log *slog.Logger, sale string, batch []intent.Intent) (ledger.Applied, error) {
+func (w *Writer) applyEach(ctx context.Context, log *slog.Logger, sale string, batch []intent.Intent, force bool) (ledger.Applied, error) {
 	var total ledger.Applied
 	type failure struct {
 		in  intent.Intent
@@ -282,7 +324,7 @@ func (w *Writer) applyEach(ctx context.Context, log *slog.Logger, sale string, b
 		total.Duplicates += res.Duplicates
 		total.Refused = append(total.Refused, res.Refused...)
 	}
-	if len(failed) == len(batch) {
+	if len(failed) == len(batch) && !force {
 		return total, failed[0].err
 	}
 	for _, f := range failed {
