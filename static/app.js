@@ -213,7 +213,7 @@
       set('queue-state', store.get(K.user) ? 'Not in line yet.' : 'Sign in, then join the line.');
       $('queue-state').dataset.state = ''; $('progress').value = 0; return;
     }
-    const pos = d.position || 0, serving = d.now_serving || 0, ahead = Math.max(0, pos - serving);
+    const pos = d.position || 0, serving = d.now_serving || 0, ahead = Math.max(0, pos - serving - 1); // places up to now_serving are admitted
     // Pre-queue places are drawn at the start, so until then the position is 0 (pre_queue: true on join).
     const pre = d.state === 'waiting' && !pos;
     set('position', pos ? '#' + pos : '–');

@@ -21,6 +21,28 @@ command -v go >/dev/null 2>&1 || {
 	exit 1
 }
 
+# The shopper page's browser test (edge/internal/pagetest) drives headless Chromium and fails without it;
+# it looks for the same commands as here.
+have_chromium() {
+	local name
+	for name in chromium chromium-browser google-chrome google-chrome-stable; do
+		command -v "$name" >/dev/null 2>&1 && return 0
+	done
+	return 1
+}
+if ! have_chromium; then
+	if [[ "$(id -u)" -ne 0 ]]; then
+		log "error: Chromium is not installed; the page test needs it (Debian: sudo apt-get install chromium)"
+		exit 1
+	fi
+	log "installing Chromium for the page test (apt-get install chromium)"
+	if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }; then
+		log "error: apt-get could not install chromium"
+		exit 1
+	fi
+	log "installed $(chromium --version 2>/dev/null || echo chromium)"
+fi
+
 services_started=""
 # shellcheck disable=SC2317 # reached through the EXIT trap
 cleanup() {

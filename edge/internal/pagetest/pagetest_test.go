@@ -1,0 +1,151 @@
+// Package pagetest drives the shopper page (static/index.html and app.js)
+// in headless Chromium, end to end: the page as the edge serves it on a
+// real 127.0.0.1 port, an edge node on real Redis, and a real origin on its
+// own Redis prefix and Postgres schema behind it. Chromium is found in PATH
+// (chromium, chromium-browser or google-chrome); without it the test fails.
+package pagetest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/origin/origintest"
+)
+
+// browserBudget bounds everything the browser does in TestShopperPage.
+const browserBudget = 60 * time.Second
+
+// TestShopperPage: a shopper signs in on the page, joins the line, is
+// admitted, presses Buy and sees a held reservation whose id the origin's
+// ledger and Postgres agree on; on a sale whose only unit is already held,
+// the page says sold out after joining and offers nothing to buy.
+func TestShopperPage(t *testing.T) {
+	start := time.Now()
+	s := startStack(t)
+	ctx, cancel := context.WithTimeout(t.Context(), browserBudget)
+	defer cancel()
+	browser := startBrowser(t, ctx)
+	t.Logf("stack and browser up in %v", time.Since(start).Round(time.Millisecond))
+
+	t.Run("reserve", func(t *testing.T) {
+		const sale, account, sku = "page-buy", "shopper-ann", "sku-1"
+		def := s.openSale(t, sale, 3)
+		p := newPage(t, browser)
+		p.do("open the page", chromedp.Navigate(s.BaseURL+"/?sale="+url.QueryEscape(sale)))
+		p.waitUntil("the sale's name", fmt.Sprintf(`document.getElementById('sale-name').textContent === %q`, def.Name), 10*time.Second)
+		if got := p.text("sale-status"); got != "On sale now" {
+			t.Errorf("#sale-status = %q, want %q", got, "On sale now")
+		}
+
+		signIn(p, account)
+		p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
+		joined := time.Now()
+		p.waitUntil("admission", `document.getElementById('queue-state').dataset.state === 'admitted' || !!document.getElementById('buy-`+sku+`')`, 10*time.Second)
+		t.Logf("admitted %v after joining", time.Since(joined).Round(time.Millisecond))
+		if got := p.text("position"); got != "#1" {
+			t.Errorf("#position once admitted = %q, want #1 (the only shopper in line)", got)
+		}
+
+		p.do("press Buy", chromedp.Click(chromedp.ID("buy-"+sku)))
+		p.waitUntil("a held reservation",
+			`/Reserved/.test(document.getElementById('reservation').textContent) && !document.getElementById('reservation').hidden && document.getElementById('res-id').textContent.startsWith('r_')`,
+			10*time.Second)
+		resID := p.text("res-id")
+		if got := p.text("res-status"); got != "held" {
+			t.Errorf("#res-status = %q, want held", got)
+		}
+		if got := p.text("res-countdown"); !strings.HasPrefix(got, "Reserved! Pay within ") {
+			t.Errorf("#res-countdown = %q, want Reserved! Pay within mm:ss", got)
+		}
+		if p.visible("buy") {
+			t.Errorf("the Buy section is still shown after the reserve; an admission token is single-use")
+		}
+
+		// The origin holds exactly one unit, for this account, under the id the page shows.
+		ledger := s.Origin.WaitLedger(t, sale, 5*time.Second, func(l map[string]origintest.LedgerSKU) bool {
+			return l[sku].Redis.Held == 1 && l[sku].DB.Held == 1
+		})[sku]
+		want := origintest.Counts{Available: 2, Held: 1, Sold: 0}
+		if ledger.Total != 3 || ledger.Redis != want || ledger.DB != want {
+			t.Errorf("ledger of %s/%s = total %d, redis %+v, db %+v; want total 3 and %+v on both sides", sale, sku, ledger.Total, ledger.Redis, ledger.DB, want)
+		}
+		rows := s.reservationsOf(t, sale, account)
+		if len(rows) != 1 || rows[0] != (accountReservation{ID: resID, SKU: sku, Status: "held"}) {
+			t.Errorf("reservations of %s in Postgres = %+v, want exactly [{%s %s held}]", account, rows, resID, sku)
+		}
+		if got := origintest.ReservationStatuses(t, s.Origin.Env, sale); len(got) != 1 || got["held"] != 1 {
+			t.Errorf("reservations of %s by status = %v, want only one, held", sale, got)
+		}
+		status, r := s.Origin.Reservation(t, s.Origin.UserToken(t, account), resID)
+		if status != fasthttp.StatusOK || r.Status != "held" || r.ReservationID != resID {
+			t.Errorf("GET /v1/reservations/%s as %s = %d %+v, want 200 held", resID, account, status, r)
+		}
+		origintest.CheckInvariant(t, s.Origin.Env, sale)
+
+		// The item list follows the snapshot, which the page re-reads every 2 s.
+		p.waitUntil("the item list to count the held unit", `(document.querySelector('#skus .hint') || {}).textContent === '2 left'`, 10*time.Second)
+		p.screenshot("shopper-page-reserved.png")
+	})
+
+	t.Run("sold_out", func(t *testing.T) {
+		const sale, account, sku = "page-soldout", "shopper-bob", "sku-1"
+		def := s.openSale(t, sale, 1)
+		// Someone else holds the only unit, reserved straight at the origin.
+		status, r := s.Origin.Reserve(t, sale, s.Origin.AdmissionToken(t, sale, "early-bird"), sku, "early-bird-key")
+		if status != fasthttp.StatusCreated {
+			t.Fatalf("reserve the only unit as early-bird = %d %+v, want 201", status, r)
+		}
+		s.waitEdgeSoldOut(t, sale)
+
+		p := newPage(t, browser)
+		p.do("open the page", chromedp.Navigate(s.BaseURL+"/?sale="+url.QueryEscape(sale)))
+		p.waitUntil("the sale's name", fmt.Sprintf(`document.getElementById('sale-name').textContent === %q`, def.Name), 10*time.Second)
+		signIn(p, account)
+		// The unit is held, not sold: it may come back, so the line stays open.
+		p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
+		p.waitUntil("sold out in the line", `document.getElementById('queue-state').dataset.state === 'sold_out'`, 10*time.Second)
+		if got := p.text("queue-state"); !strings.Contains(got, "Sold out") {
+			t.Errorf("#queue-state = %q, want a sold-out message", got)
+		}
+		if got := p.text("sale-status"); got != "Sold out" {
+			t.Errorf("#sale-status = %q, want Sold out", got)
+		}
+		// Admission stopped at sold out before anyone was admitted: the shopper is next, nobody is ahead.
+		if pos, serving, ahead := p.text("position"), p.text("now-serving"), p.text("ahead"); pos != "#1" || serving != "#0" || ahead != "0" {
+			t.Errorf("#position, #now-serving, #ahead = %q, %q, %q; want #1, #0 and 0 people ahead", pos, serving, ahead)
+		}
+		if got := p.text("skus"); !strings.Contains(got, "sold out") {
+			t.Errorf("#skus = %q, want the item marked sold out", got)
+		}
+		if p.visible("buy") || p.visible("buy-"+sku) || p.visible("reservation") {
+			t.Errorf("a sold-out page offers something to buy or shows a reservation\npage: %s", p.state())
+		}
+
+		if rows := s.reservationsOf(t, sale, account); len(rows) != 0 {
+			t.Errorf("reservations of %s in Postgres = %+v, want none", account, rows)
+		}
+		ledger := s.Origin.Ledger(t, sale)[sku]
+		if want := (origintest.Counts{Available: 0, Held: 1}); ledger.Redis != want {
+			t.Errorf("ledger of %s/%s in Redis = %+v, want %+v (early-bird's hold only)", sale, sku, ledger.Redis, want)
+		}
+		p.screenshot("shopper-page-sold-out.png")
+	})
+	t.Logf("TestShopperPage took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// signIn types account into the sign-in form, submits it and waits until
+// the page says who is signed in and offers to join the line.
+func signIn(p *page, account string) {
+	p.t.Helper()
+	p.do("sign in",
+		chromedp.SendKeys(chromedp.ID("signin-user"), account),
+		chromedp.Click(chromedp.ID("signin-button")))
+	p.waitUntil("signed in", fmt.Sprintf(`document.getElementById('who').textContent === %q && !document.getElementById('join-button').disabled`, account), 10*time.Second)
+}
