@@ -51,7 +51,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	str(&c.UserTokenAudience, "user-token-audience", "FLASHGATE_USER_TOKEN_AUDIENCE", "required aud of user tokens (empty: not checked)")
 	str(&c.Instance, "instance", "FLASHGATE_INSTANCE", "this origin's stream consumer name, stable across restarts")
 	num(&c.WriterBatch, "writer-batch", "FLASHGATE_WRITER_BATCH", "intents per Postgres transaction")
-	dur(&c.WriterClaimIdle, "writer-claim-idle", "FLASHGATE_WRITER_CLAIM_IDLE", "take over another writer's intents after this long unacknowledged")
+	dur(&c.WriterClaimIdle, "writer-claim-idle", "FLASHGATE_WRITER_CLAIM_IDLE", "lease of a sale's intents stream: a writer silent this long is taken over")
 	dur(&c.SweepInterval, "sweep-interval", "FLASHGATE_SWEEP_INTERVAL", "how often expired holds are released")
 	dur(&c.RequestBudget, "request-budget", "FLASHGATE_REQUEST_BUDGET", "Redis and Postgres time one request may use")
 	dur(&c.ShutdownTimeout, "shutdown-timeout", "FLASHGATE_SHUTDOWN_TIMEOUT", "how long shutdown may drain")

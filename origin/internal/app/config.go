@@ -47,7 +47,7 @@ func DefaultConfig() Config {
 		RedisPrefix:      "fg:",
 		Instance:         "origin-" + host,
 		WriterBatch:      500,
-		WriterClaimIdle:  30 * time.Second,
+		WriterClaimIdle:  10 * time.Second,
 		SweepInterval:    200 * time.Millisecond,
 		RequestBudget:    3 * time.Second,
 		ShutdownTimeout:  15 * time.Second,
