@@ -83,8 +83,10 @@ func startOrigin(ctx context.Context, c OriginConfig) (_ *Origin, err error) {
 			_ = a.Stop(context.WithoutCancel(ctx))
 		}
 	}()
-	if err := createSale(a.API.Admin(), cfg.AdminToken, c); err != nil {
-		return nil, err
+	for _, sale := range append([]SaleSpec{{Sale: c.Sale, SKU: c.SKU, Stock: c.Stock}}, c.Sales...) {
+		if err := createSale(a.API.Admin(), cfg.AdminToken, sale); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -108,7 +110,7 @@ func startOrigin(ctx context.Context, c OriginConfig) (_ *Origin, err error) {
 
 // createSale posts the sale to the admin handler in memory, as an operator
 // would over the admin listener: Postgres first, then Redis, then the catalog.
-func createSale(admin fasthttp.RequestHandler, token string, c OriginConfig) error {
+func createSale(admin fasthttp.RequestHandler, token string, c SaleSpec) error {
 	now := time.Now().UTC()
 	body, err := json.Marshal(map[string]any{
 		"sale_id":    c.Sale,

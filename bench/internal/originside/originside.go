@@ -65,6 +65,17 @@ type OriginConfig struct {
 	Reserver    ReserverOptions
 	Workers     bool // start the order writer, sweeper and catalog refresh
 	Log         *slog.Logger
+	// Sales are more sales to create after Sale, each with one SKU; nil
+	// creates none.
+	Sales []SaleSpec
+}
+
+// SaleSpec is one more sale for StartOrigin to create: open from a minute
+// before the start of the run for an hour, with stock units of one SKU (0
+// makes a sale that is sold out from the start).
+type SaleSpec struct {
+	Sale, SKU string
+	Stock     int
 }
 
 // Origin is a running origin: app.New's App with its public handler served

@@ -88,6 +88,7 @@ type Reserver struct {
 	opts    ReserverOptions
 	calls   chan *reserveCall
 	stop    chan struct{}
+	exited  chan struct{} // closed once every worker has returned
 	stopped sync.WaitGroup
 	once    sync.Once
 }
@@ -118,13 +119,18 @@ func NewReserver(store *Store, opts ReserverOptions) *Reserver {
 	r := &Reserver{
 		store: store,
 		opts:  opts,
-		calls: make(chan *reserveCall, opts.Pipelines*opts.MaxBatch),
-		stop:  make(chan struct{}),
+		calls:  make(chan *reserveCall, opts.Pipelines*opts.MaxBatch),
+		stop:   make(chan struct{}),
+		exited: make(chan struct{}),
 	}
 	r.stopped.Add(opts.Pipelines)
 	for range opts.Pipelines {
 		go r.work()
 	}
+	go func() {
+		r.stopped.Wait()
+		close(r.exited)
+	}()
 	return r
 }
 
@@ -147,6 +153,14 @@ func (r *Reserver) Reserve(ctx context.Context, req ReserveRequest) (ReserveResu
 	select {
 	case <-c.done:
 		return c.res, c.err
+	case <-r.exited:
+		// Queued just as Close drained the queue: nobody will run it.
+		select {
+		case <-c.done:
+			return c.res, c.err
+		default:
+			return ReserveResult{}, ErrReserverClosed
+		}
 	case <-ctx.Done():
 		// The script may still run; its hold is found again by the
 		// idempotency key, and otherwise expires like any unpaid hold.
@@ -158,7 +172,7 @@ func (r *Reserver) Reserve(ctx context.Context, req ReserveRequest) (ReserveResu
 // for the workers to end.
 func (r *Reserver) Close() {
 	r.once.Do(func() { close(r.stop) })
-	r.stopped.Wait()
+	<-r.exited
 }
 
 func (r *Reserver) work() {
