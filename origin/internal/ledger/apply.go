@@ -94,12 +94,15 @@ func (s *Store) Apply(ctx context.Context, sale string, batch []intent.Intent) (
 func markApplied(ctx context.Context, tx pgx.Tx, sale string, batch []intent.Intent) (map[string]bool, error) {
 	ids := make([]string, len(batch))
 	kinds := make([]string, len(batch))
+	reservations := make([]string, len(batch))
 	for i, in := range batch {
-		ids[i], kinds[i] = in.ID, string(in.Kind)
+		ids[i], kinds[i], reservations[i] = in.ID, string(in.Kind), in.ReservationID
 	}
-	rows, err := tx.Query(ctx, `INSERT INTO applied_intents (sale_id, intent_id, kind)
-		SELECT $1, id, kind FROM unnest($2::text[], $3::text[]) AS t(id, kind)
-		ON CONFLICT DO NOTHING RETURNING intent_id`, sale, ids, kinds)
+	// A conflict on either the stream id or (reservation, kind) means the
+	// intent was applied before.
+	rows, err := tx.Query(ctx, `INSERT INTO applied_intents (sale_id, intent_id, kind, reservation_id)
+		SELECT $1, id, kind, r FROM unnest($2::text[], $3::text[], $4::text[]) AS t(id, kind, r)
+		ON CONFLICT DO NOTHING RETURNING intent_id`, sale, ids, kinds, reservations)
 	if err != nil {
 		return nil, err
 	}

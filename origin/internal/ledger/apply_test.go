@@ -322,3 +322,18 @@ func TestInventoryCheckConstraint(t *testing.T) {
 	}
 	wantStock(t, s, "a", Stock{Total: 1, Available: 1})
 }
+
+// An intent is known by what it does as well as by its stream id: the same
+// reserve under another id (a stream id reused after a failover, or an
+// intent sent again) changes nothing.
+func TestApplySameIntentUnderAnotherID(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, 2, 2)
+	apply(t, s, reserve(1, "r1", "u1", "a"))
+	again := apply(t, s, reserve(7, "r1", "u1", "a"), expire(8, "r1", "u1", "a"), expire(9, "r1", "u1", "a"))
+	if again.New != 1 || again.Duplicates != 2 {
+		t.Errorf("Apply(reserve again, expire twice) = New %d, Duplicates %d; want 1 and 2", again.New, again.Duplicates)
+	}
+	wantStock(t, s, "a", Stock{Total: 2, Available: 2})
+	wantStatus(t, s, "r1", "expired")
+}

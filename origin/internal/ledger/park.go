@@ -34,8 +34,8 @@ func IsPermanent(err error) bool {
 func (s *Store) Park(ctx context.Context, sale string, in intent.Intent, reason string) (bool, error) {
 	var parked bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO applied_intents (sale_id, intent_id, kind) VALUES ($1, $2, $3)
-			ON CONFLICT DO NOTHING`, sale, in.ID, string(in.Kind))
+		tag, err := tx.Exec(ctx, `INSERT INTO applied_intents (sale_id, intent_id, kind, reservation_id) VALUES ($1, $2, $3, $4)
+			ON CONFLICT DO NOTHING`, sale, in.ID, string(in.Kind), in.ReservationID)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
