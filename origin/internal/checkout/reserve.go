@@ -117,8 +117,8 @@ func NewReserver(store *Store, opts ReserverOptions) *Reserver {
 		opts.Timeout = 2 * time.Second
 	}
 	r := &Reserver{
-		store: store,
-		opts:  opts,
+		store:  store,
+		opts:   opts,
 		calls:  make(chan *reserveCall, opts.Pipelines*opts.MaxBatch),
 		stop:   make(chan struct{}),
 		exited: make(chan struct{}),
