@@ -14,7 +14,7 @@ GO ?= go
 export GOTESTFLAGS
 export GOTESTPKGS
 
-.PHONY: help run test build bench-reserve fmt vet clean
+.PHONY: help run test build bench-reserve bench-edge fmt vet clean
 
 help: ## list the targets
 	@echo "flashgate targets:"
@@ -38,7 +38,10 @@ build: ## compile every package and put the binaries (origin, edge, bench tools)
 	fi
 
 bench-reserve: ## run the reserve-path benchmark (bench/reservebench) against real Redis and Postgres
-	deploy/local/bench-reserve.sh
+	deploy/local/bench.sh ./bench/reservebench
+
+bench-edge: ## run the edge benchmarks (bench/edgebench) against real Redis and Postgres
+	deploy/local/bench.sh ./bench/edgebench
 
 fmt: ## gofmt every Go file
 	$(GO) fmt ./...

@@ -10,9 +10,19 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 )
 
-// reserve: POST /v1/sales/{sale}/reserve. The edge checks the admission
-// token and answers sold-out from its snapshot; only the rest reach origin.
+// reserve: POST /v1/sales/{sale}/reserve. While the snapshot says sold
+// out, the answer is 409 for everyone, token or not — it is public, and
+// answering it before any token work keeps the stampede after the last
+// unit cheap. Otherwise the edge checks the admission token and the
+// limits, and only the rest reach origin.
 func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
+	v, ok := s.views.get(params[0])
+	if !ok {
+		return errUnknownSale
+	}
+	if v.sale.SoldOut {
+		return errSoldOut
+	}
 	claims, err := s.Tokens.Admission(bearer(ctx), params[0])
 	if err != nil {
 		return err
@@ -22,13 +32,6 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
 	}
 	if err := s.limit(ctx, byIP(s.Limits.ReserveIP, s.clientIP(ctx)), byAccount(s.Limits.ReserveAccount, claims.Subject)); err != nil {
 		return err
-	}
-	v, ok := s.views.get(params[0])
-	if !ok {
-		return errUnknownSale
-	}
-	if v.sale.SoldOut {
-		return errSoldOut
 	}
 	return s.forward(ctx, s.Origin, "origin")
 }

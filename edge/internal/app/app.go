@@ -142,7 +142,10 @@ func limits(cfg Config) api.Limits {
 			return nil
 		}
 		rate, _ := limiter.NewRateFromFormatted(format) // checked by Validate
-		return limiter.New(memory.NewStore(), rate)
+		// Sweep expired keys as often as the period allows (the default is
+		// every 30 s), so a one-second poll limit holds one second of keys.
+		sweep := min(max(rate.Period, time.Second), limiter.DefaultCleanUpInterval)
+		return limiter.New(memory.NewStoreWithOptions(limiter.StoreOptions{CleanUpInterval: sweep}), rate)
 	}
 	return api.Limits{
 		JoinIP: build(cfg.LimitJoinIP), JoinAccount: build(cfg.LimitJoinAccount),

@@ -41,7 +41,9 @@ type Config struct {
 	ShopTimeout    time.Duration // one proxied shop exchange
 
 	// Rate limits in ulule/limiter's "<n>-<S|M|H>" form, per client IP and
-	// per account, on join, status poll and reserve.
+	// per account, on join, status poll and reserve. A limiter remembers
+	// each key for its period, so the poll limits use a one-second period:
+	// the node's memory then follows polls per second, not shoppers in line.
 	LimitJoinIP, LimitJoinAccount       string
 	LimitPollIP, LimitPollAccount       string
 	LimitReserveIP, LimitReserveAccount string
@@ -68,8 +70,8 @@ func DefaultConfig() Config {
 		ShopTimeout:          10 * time.Second,
 		LimitJoinIP:          "120-M",
 		LimitJoinAccount:     "10-M",
-		LimitPollIP:          "1200-M",
-		LimitPollAccount:     "120-M",
+		LimitPollIP:          "30-S",
+		LimitPollAccount:     "3-S",
 		LimitReserveIP:       "120-M",
 		LimitReserveAccount:  "20-M",
 		ShutdownTimeout:      15 * time.Second,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make bench-reserve`: runs ./bench/reservebench against real Redis and Postgres.
+# `make bench-reserve` and `make bench-edge`: runs a benchmark program (first argument, e.g. ./bench/edgebench)
+# against real Redis and Postgres.
 #
 # Uses (or starts) Redis and Postgres through services.sh, creates the database flashgate_bench and exports
 #   FLASHGATE_BENCH_REDIS_URL     redis://127.0.0.1:PORT/0
@@ -48,7 +49,9 @@ export FLASHGATE_BENCH_POSTGRES_URL="$FLASHGATE_PG_BASE_URL/flashgate_bench?sslm
 log "FLASHGATE_BENCH_REDIS_URL=$FLASHGATE_BENCH_REDIS_URL"
 log "FLASHGATE_BENCH_POSTGRES_URL=$FLASHGATE_BENCH_POSTGRES_URL"
 
-log "go run ./bench/reservebench $*"
+prog="${1:?usage: deploy/local/bench.sh ./bench/<program> [flags]}"
+shift
+log "go run $prog $*"
 status=0
-go run ./bench/reservebench "$@" || status=$?
+go run "$prog" "$@" || status=$?
 exit "$status"

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate/bench/internal/edgeside"
+)
+
+// run reads flags (defaults from getenv), runs the benchmark and writes its
+// report to stdout: a table, or JSON with -json.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, asJSON, err := loadConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rep, err := edgeside.Run(ctx, c)
+	if len(rep.Paths) > 0 || rep.Memory != nil { // a partial report still says what was measured
+		var werr error
+		if asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			werr = enc.Encode(rep)
+		} else {
+			werr = rep.WriteTable(stdout)
+		}
+		err = errors.Join(err, werr)
+	}
+	return err
+}
+
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c edgeside.Config, asJSON bool, err error) {
+	c = edgeside.Config{
+		RedisURL:      "redis://127.0.0.1:6379/0",
+		PostgresURL:   "postgres://postgres@127.0.0.1:5432/flashgate_bench?sslmode=disable",
+		Requests:      30_000,
+		ProxyRequests: 10_000,
+		Conns:         64,
+		Warmup:        2_000,
+		Rounds:        3,
+		PollLine:      20_000,
+		PollAdmitted:  0.2,
+		MemPolls:      100_000,
+		FillWorkers:   2_048,
+		Limits:        edgeside.LimitsProduction,
+		Timeout:       3 * time.Minute,
+	}
+	if v := getenv("FLASHGATE_BENCH_REDIS_URL"); v != "" {
+		c.RedisURL = v
+	}
+	if v := getenv("FLASHGATE_BENCH_POSTGRES_URL"); v != "" {
+		c.PostgresURL = v
+	}
+	fs := flag.NewFlagSet("edgebench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis on this machine ($FLASHGATE_BENCH_REDIS_URL); only keys under a random prefix are touched")
+	fs.StringVar(&c.PostgresURL, "postgres-url", c.PostgresURL, "Postgres database on this machine ($FLASHGATE_BENCH_POSTGRES_URL); the origin works in a schema of its own")
+	parts := fs.String("run", strings.Join(edgeside.AllPaths, ","), "which parts to run: "+strings.Join(edgeside.AllPaths, ", "))
+	fs.IntVar(&c.Requests, "n", c.Requests, "timed requests per server per round (every path but the proxied reserve)")
+	fs.IntVar(&c.ProxyRequests, "proxy-n", c.ProxyRequests, "timed requests per server per round for the proxied reserve and the origin alone")
+	fs.IntVar(&c.Conns, "c", c.Conns, "load-generator connections per server")
+	fs.IntVar(&c.Warmup, "warmup", c.Warmup, "untimed requests before each timed run")
+	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "measure each path this many times, alternating with the bare handler; ratios are medians")
+	fs.IntVar(&c.PollLine, "poll-line", c.PollLine, "status poll: shoppers in line, each polling with its own queue token")
+	fs.Float64Var(&c.PollAdmitted, "poll-admitted", c.PollAdmitted, "status poll: fraction of the line the admission cursor has passed (those polls are answered with an admission token)")
+	sizes := fs.String("mem-sizes", "10000,1000000", "memory: line lengths to measure, ascending")
+	fs.IntVar(&c.MemPolls, "mem-polls", c.MemPolls, "memory: polls per line length, from shoppers spread over the line")
+	fs.IntVar(&c.FillWorkers, "fill-workers", c.FillWorkers, "goroutines calling the Joiner at once when filling a line")
+	fs.StringVar(&c.Limits, "limits", c.Limits, "the node's rate limits: production (per-account as shipped, per-IP out of reach: the load generator is one IP), high (all out of reach) or off")
+	fs.BoolVar(&c.OriginWorkers, "origin-workers", false, "run the origin's order writer and sweeper too (they then compete for the CPUs)")
+	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "cap on the whole run")
+	fs.BoolVar(&asJSON, "json", false, "write the report as JSON")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of each path's first timed edge run to `path`.<path>.pprof (and of the bare handler's run to path.<path>.bare.pprof)")
+	if err := fs.Parse(args); err != nil {
+		return c, false, err
+	}
+	if fs.NArg() > 0 {
+		return c, false, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	c.Paths = map[string]bool{}
+	for p := range strings.SplitSeq(*parts, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			c.Paths[p] = true
+		}
+	}
+	for f := range strings.SplitSeq(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return c, false, fmt.Errorf("-mem-sizes: %q is not a positive integer", f)
+		}
+		c.MemSizes = append(c.MemSizes, n)
+	}
+	return c, asJSON, c.Validate()
+}
