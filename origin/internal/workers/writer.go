@@ -153,6 +153,7 @@ func (w *Writer) runSale(ctx context.Context, sale string) {
 		_ = w.redis.Unlease(stop, sale, w.opts.Consumer)
 	}()
 	own := true // first take back what this consumer read before a restart
+	mustTakeOver := false // the lease was just taken: claim what others left first
 	var strikeID string
 	strikes := 0
 	for ctx.Err() == nil {
@@ -165,16 +166,21 @@ func (w *Writer) runSale(ctx context.Context, sale string) {
 			continue
 		}
 		if lease == checkout.LeaseTaken {
+			mustTakeOver = true
+		}
+		if mustTakeOver {
+			// Until every entry another writer left is claimed and applied,
+			// nothing newer is read: the stream's order is the ledger's.
 			if err := w.redis.EnsureGroup(ctx, sale); err != nil {
 				log.Warn("order writer cannot create its group", "err", err)
 				sleep(ctx, w.opts.Retry)
 				continue
 			}
 			if !w.takeOver(ctx, log, sale) {
-				own = true
 				sleep(ctx, w.opts.Retry)
 				continue
 			}
+			mustTakeOver, own = false, false
 		}
 		entries, err := w.redis.ReadIntents(ctx, sale, w.opts.Consumer, w.opts.BatchSize, w.opts.Block, own)
 		if err != nil {
