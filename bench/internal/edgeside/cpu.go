@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/bench/internal/cpustat"
 )
 
 // CPU is how busy each process was during a timed run, in cores (CPU
@@ -31,35 +31,8 @@ type cpuSample struct {
 }
 
 func sampleCPU(ctx context.Context, rdb *redis.Client) (cpuSample, error) {
-	s := cpuSample{at: time.Now()}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return s, fmt.Errorf("getrusage: %w", err)
-	}
-	s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	info, err := rdb.Info(ctx, "cpu", "stats").Result()
-	if err != nil {
-		return s, fmt.Errorf("redis cpu: %w", err)
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "used_cpu_sys", "used_cpu_user":
-			sec, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return s, fmt.Errorf("redis cpu: %s: %w", k, err)
-			}
-			s.redis += time.Duration(sec * float64(time.Second))
-		case "total_commands_processed":
-			if s.redisCommands, err = strconv.ParseInt(v, 10, 64); err != nil {
-				return s, fmt.Errorf("redis stats: %s: %w", k, err)
-			}
-		}
-	}
-	return s, nil
+	x, err := cpustat.Take(ctx, rdb)
+	return cpuSample{at: x.At, self: x.Self, redis: x.Redis, redisCommands: x.Commands}, err
 }
 
 func cpuBetween(a, b cpuSample) CPU {

@@ -2,13 +2,11 @@ package reservebench
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/bench/internal/cpustat"
 )
 
 // cpuSample is the CPU time used so far by this process (the code under
@@ -21,33 +19,8 @@ type cpuSample struct {
 }
 
 func sampleCPU(ctx context.Context, rdb *redis.Client) (cpuSample, error) {
-	s := cpuSample{at: time.Now()}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return s, fmt.Errorf("getrusage: %w", err)
-	}
-	s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	info, err := rdb.Info(ctx, "cpu", "stats").Result()
-	if err != nil {
-		return s, fmt.Errorf("redis cpu: %w", err)
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		counter := map[string]*int64{"total_reads_processed": &s.reads, "total_commands_processed": &s.commands}[k]
-		if ok && counter != nil {
-			if *counter, err = strconv.ParseInt(v, 10, 64); err != nil {
-				return s, fmt.Errorf("redis stats: %s: %w", k, err)
-			}
-		}
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			sec, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return s, fmt.Errorf("redis cpu: %s: %w", k, err)
-			}
-			s.redis += time.Duration(sec * float64(time.Second))
-		}
-	}
-	return s, nil
+	x, err := cpustat.Take(ctx, rdb)
+	return cpuSample{at: x.At, self: x.Self, redis: x.Redis, reads: x.Reads, commands: x.Commands}, err
 }
 
 // CPU is how busy each process was during a timed run, in cores (CPU
