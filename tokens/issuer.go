@@ -108,9 +108,7 @@ func (i *Issuer) Queue(sale, account string, pos int64, pre bool, expires time.T
 }
 
 func (i *Issuer) sign(c jwt.Claims) (string, error) {
-	t := jwt.NewWithClaims(jwt.SigningMethodHS256, c)
-	t.Header["kid"] = i.kid
-	return t.SignedString(i.secret)
+	return newToken(c, i.kid).SignedString(i.secret)
 }
 
 func checkSubject(sale, account string, pos int64) error {

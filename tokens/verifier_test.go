@@ -394,3 +394,45 @@ func BenchmarkVerifyQueueParallel(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkVerifyQueueSlowOnly(b *testing.B) {
+	ver, tok := benchQueueToken(b)
+	ver = tokens.SlowOnly(ver)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ver.Queue(tok, "sale-2026-drop"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchAdmissionToken is benchQueueToken for an admission token.
+func benchAdmissionToken(b *testing.B) (*tokens.Verifier, string) {
+	keys := tokenstest.KeySet()
+	tok, _, err := tokens.NewIssuer(keys, tokens.IssuerOptions{}).Admission("sale-2026-drop", "acct-0123456789", 123456)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tokens.NewVerifier(keys, tokens.VerifierOptions{}), tok
+}
+
+func BenchmarkVerifyAdmission(b *testing.B) {
+	ver, tok := benchAdmissionToken(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ver.Admission(tok, "sale-2026-drop"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkVerifyAdmissionSlowOnly(b *testing.B) {
+	ver, tok := benchAdmissionToken(b)
+	ver = tokens.SlowOnly(ver)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ver.Admission(tok, "sale-2026-drop"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
