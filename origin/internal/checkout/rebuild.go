@@ -2,6 +2,8 @@ package checkout
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -14,21 +16,28 @@ var ErrRebuildInProgress = errors.New("checkout: a rebuild of this sale is in pr
 
 // BeginRebuild sets the sale's rebuilding flag, which stops reserves and
 // sweeps of the sale, for at most ttl (so a crashed rebuild cannot stop a
-// sale for good). It fails with ErrRebuildInProgress when the flag is set.
-func (s *Store) BeginRebuild(ctx context.Context, sale string, ttl time.Duration) error {
-	ok, err := s.rdb.SetNX(ctx, s.keys.Rebuilding(sale), "1", ttl).Result()
+// sale for good), and returns the token that ends it. It fails with
+// ErrRebuildInProgress when the flag is set.
+func (s *Store) BeginRebuild(ctx context.Context, sale string, ttl time.Duration) (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("begin rebuild of sale %s: %w", sale, err)
+	}
+	token := hex.EncodeToString(b[:])
+	ok, err := s.rdb.SetNX(ctx, s.keys.Rebuilding(sale), token, ttl).Result()
 	if err != nil {
-		return fmt.Errorf("begin rebuild of sale %s: %w", sale, err)
+		return "", fmt.Errorf("begin rebuild of sale %s: %w", sale, err)
 	}
 	if !ok {
-		return fmt.Errorf("sale %s: %w", sale, ErrRebuildInProgress)
+		return "", fmt.Errorf("sale %s: %w", sale, ErrRebuildInProgress)
 	}
-	return nil
+	return token, nil
 }
 
-// EndRebuild clears the rebuilding flag.
-func (s *Store) EndRebuild(ctx context.Context, sale string) error {
-	if err := s.rdb.Del(ctx, s.keys.Rebuilding(sale)).Err(); err != nil {
+// EndRebuild clears the rebuilding flag if it is still the one token set
+// (a rebuild that overran its flag's lifetime leaves a newer one alone).
+func (s *Store) EndRebuild(ctx context.Context, sale, token string) error {
+	if err := unleaseScript.Run(ctx, s.rdb, []string{s.keys.Rebuilding(sale)}, token).Err(); err != nil {
 		return fmt.Errorf("end rebuild of sale %s: %w", sale, err)
 	}
 	return nil

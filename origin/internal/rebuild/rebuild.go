@@ -50,11 +50,12 @@ func Unapplied(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale s
 // every pending intent, replaces Redis's counters, holds and account keys
 // with Postgres's, and lets the sale go on.
 func Sale(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale ledger.Sale, drain time.Duration) (err error) {
-	if err := rs.BeginRebuild(ctx, sale.ID, drain+time.Minute); err != nil {
+	token, err := rs.BeginRebuild(ctx, sale.ID, drain+time.Minute)
+	if err != nil {
 		return err
 	}
 	defer func() {
-		if endErr := rs.EndRebuild(context.WithoutCancel(ctx), sale.ID); endErr != nil && err == nil {
+		if endErr := rs.EndRebuild(context.WithoutCancel(ctx), sale.ID, token); endErr != nil && err == nil {
 			err = endErr
 		}
 	}()
