@@ -41,8 +41,11 @@ func TestRunStopsWhenCtxEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	res := Run(ctx, Options{Workers: 2, Calls: 1000}, func() Func {
 		return func(_ context.Context, i int) (int, error) {
-			if i == 10 {
+			switch {
+			case i == 10:
 				cancel()
+			case i > 10:
+				<-ctx.Done() // later calls end only after the cancel, however the workers are scheduled
 			}
 			return 0, nil
 		}

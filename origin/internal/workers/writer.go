@@ -152,7 +152,7 @@ func (w *Writer) runSale(ctx context.Context, sale string) {
 		defer cancel()
 		_ = w.redis.Unlease(stop, sale, w.opts.Consumer)
 	}()
-	own := true // first take back what this consumer read before a restart
+	own := true           // first take back what this consumer read before a restart
 	mustTakeOver := false // the lease was just taken: claim what others left first
 	var strikeID string
 	strikes := 0
