@@ -58,6 +58,10 @@ type JoinerOptions struct {
 	MaxBatch int
 	// Timeout bounds one round trip; 0 means 2 s.
 	Timeout time.Duration
+	// Linger is how long a round trip waits for more joins to ride along
+	// once it has one; 0 means 1 ms, negative means not at all. In a
+	// stampede it turns many small script calls into few large ones.
+	Linger time.Duration
 }
 
 // Joiner hands out places in line. Joins that arrive while a round trip is
@@ -98,6 +102,9 @@ func NewJoiner(rdb redis.UniversalClient, keys Keys, opts JoinerOptions) *Joiner
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Second
+	}
+	if opts.Linger == 0 {
+		opts.Linger = time.Millisecond
 	}
 	j := &Joiner{rdb: rdb, keys: keys, opts: opts,
 		calls: make(chan *joinCall, opts.Pipelines*opts.MaxBatch), stop: make(chan struct{}), exited: make(chan struct{})}
@@ -169,17 +176,39 @@ func (j *Joiner) work() {
 				}
 			}
 		}
-	fill:
+		batch = j.fill(batch)
+		j.run(batch)
+	}
+}
+
+// fill adds to batch the joins already waiting, then those arriving within
+// the linger, up to MaxBatch.
+func (j *Joiner) fill(batch []*joinCall) []*joinCall {
+	if j.opts.Linger < 0 {
 		for len(batch) < j.opts.MaxBatch {
 			select {
 			case c := <-j.calls:
 				batch = append(batch, c)
 			default:
-				break fill
+				return batch
 			}
 		}
-		j.run(batch)
+		return batch
 	}
+	t := time.NewTimer(j.opts.Linger)
+	defer t.Stop()
+	linger := t.C
+	for len(batch) < j.opts.MaxBatch {
+		select {
+		case c := <-j.calls:
+			batch = append(batch, c)
+		case <-linger:
+			return batch
+		case <-j.stop:
+			return batch
+		}
+	}
+	return batch
 }
 
 // run sends one script call per sale in the batch, all in one pipeline.
