@@ -15,7 +15,7 @@ import (
 )
 
 // Markers the probe reserve carries where redis-benchmark will put
-// __rand_int__: each is as long as the placeholder, so every key and
+// __rand_int__: each is as long as the substitution marker, so every key and
 // argument keeps its length (and the idempotency key its length prefix).
 const (
 	markAccount = "PROBEACCOUNT"
@@ -26,7 +26,7 @@ const (
 // reserveCommand makes one reserve through a checkout.Reserver whose client
 // records what it sends, and returns that command as an EVALSHA of sha with
 // the account, token id, idempotency key and reservation id turned into
-// __rand_int__ placeholders. redis-benchmark then sends exactly what the
+// __rand_int__ substitution markers. redis-benchmark then sends exactly what the
 // Reserver sends, whatever keys and arguments reserve.lua takes today.
 func reserveCommand(ctx context.Context, c Config, prefix, sha string) ([]string, error) {
 	opts, err := redis.ParseURL(c.RedisURL)

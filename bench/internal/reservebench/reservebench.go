@@ -108,7 +108,7 @@ const (
 	sku          = "unit"
 	scriptSale   = "script"
 	httpSale     = "http"
-	randInt      = "__rand_int__" // redis-benchmark's placeholder, 12 digits once replaced
+	randInt      = "__rand_int__" // redis-benchmark's substitution marker, 12 digits once replaced
 )
 
 // Run runs the benchmark and returns its report. Keys and schema are removed
@@ -205,7 +205,7 @@ func describeMachine(ctx context.Context, rdb *redis.Client, pgURL string) (Mach
 
 // scriptRequests returns n reserves of distinct shoppers numbered from
 // first: account, token id and idempotency key each as long as what
-// redis-benchmark sends once its placeholders are filled.
+// redis-benchmark sends once its substitution markers are filled.
 func scriptRequests(first, n int) []originside.Request {
 	reqs := make([]originside.Request, n)
 	for i := range reqs {
