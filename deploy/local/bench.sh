@@ -12,37 +12,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
 
-log() { printf 'flashgate: %s\n' "$*" >&2; }
-
-command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
-command -v go >/dev/null 2>&1 || {
-	log "error: go is not installed (looked in PATH and /usr/local/go/bin)"
-	exit 1
-}
-if [[ ! -d bench/reservebench ]]; then
-	log "error: bench/reservebench does not exist yet"
-	exit 1
-fi
-
-services_started=""
-# shellcheck disable=SC2317 # reached through the EXIT trap
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	if [[ -n "$services_started" ]]; then
-		# shellcheck disable=SC2086 # a list of service names
-		"$here/services.sh" stop $services_started || true
-	fi
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-services_env="$("$here/services.sh" ensure)"
-eval "$services_env"
-services_started="$FLASHGATE_SERVICES_STARTED"
-"$here/services.sh" createdb flashgate_bench
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+need_go
+use_services flashgate_bench
 
 export FLASHGATE_BENCH_REDIS_URL="$FLASHGATE_REDIS_URL"
 export FLASHGATE_BENCH_POSTGRES_URL="$FLASHGATE_PG_BASE_URL/flashgate_bench?sslmode=disable"

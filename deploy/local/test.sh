@@ -13,13 +13,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
 
-log() { printf 'flashgate: %s\n' "$*" >&2; }
-
-command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
-command -v go >/dev/null 2>&1 || {
-	log "error: go is not installed (looked in PATH and /usr/local/go/bin)"
-	exit 1
-}
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+need_go
 
 # The shopper page's browser test (edge/internal/pagetest) drives headless Chromium and fails without it;
 # it looks for the same commands as here.
@@ -43,25 +39,7 @@ if ! have_chromium; then
 	log "installed $(chromium --version 2>/dev/null || echo chromium)"
 fi
 
-services_started=""
-# shellcheck disable=SC2317 # reached through the EXIT trap
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	if [[ -n "$services_started" ]]; then
-		# shellcheck disable=SC2086 # a list of service names
-		"$here/services.sh" stop $services_started || true
-	fi
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-services_env="$("$here/services.sh" ensure)"
-eval "$services_env"
-services_started="$FLASHGATE_SERVICES_STARTED"
-"$here/services.sh" createdb flashgate_test
+use_services flashgate_test
 
 export FLASHGATE_TEST_REDIS_URL="$FLASHGATE_REDIS_URL"
 export FLASHGATE_TEST_POSTGRES_URL="$FLASHGATE_PG_BASE_URL/flashgate_test?sslmode=disable"
