@@ -58,6 +58,12 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	dur(&c.RedisRetention, "redis-retention", "FLASHGATE_REDIS_RETENTION", "how long per-shopper Redis keys are kept")
 	num(&c.ReservePipelines, "reserve-pipelines", "FLASHGATE_RESERVE_PIPELINES", "reserve pipelines in flight at once")
 	num(&c.ReserveMaxBatch, "reserve-max-batch", "FLASHGATE_RESERVE_MAX_BATCH", "reserves per pipeline")
+	str(&c.GatewayURL, "gateway-url", "FLASHGATE_GATEWAY_URL", "base URL of the payment gateway's API")
+	str(&c.GatewayAPIKey, "gateway-api-key", "FLASHGATE_GATEWAY_API_KEY", "merchant API key at the payment gateway (empty: orders and payments are off)")
+	str(&c.WebhookSecrets, "webhook-secret", "FLASHGATE_GATEWAY_WEBHOOK_SECRET", "secrets of the gateway's webhook signatures, comma-separated; any may match (rotation)")
+	dur(&c.PaymentGrace, "payment-grace", "FLASHGATE_PAYMENT_GRACE", "how much longer a hold lives once its payment starts (given once)")
+	str(&c.PaymentReturnURL, "payment-return-url", "FLASHGATE_PAYMENT_RETURN_URL", "where the gateway's pay page sends the shopper afterwards (empty: no link)")
+	dur(&c.ReconcileInterval, "reconcile-interval", "FLASHGATE_RECONCILE_INTERVAL", "how often gateway records are reconciled with orders")
 	if err := fs.Parse(args); err != nil {
 		return app.Config{}, err
 	}

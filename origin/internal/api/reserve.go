@@ -135,7 +135,7 @@ func (s *Server) reservationWithOwner(c context.Context, id string) (reservation
 	}
 	r, err := s.Redis.Reservation(c, saleID, id)
 	if err == nil {
-		return reservationJSON{ReservationID: id, SaleID: saleID, SKU: r.SKU, Status: r.Status, ExpiresAt: r.ExpiresAt}, r.Account, nil
+		return reservationJSON{ReservationID: id, SaleID: saleID, SKU: r.SKU, Status: r.Status, ExpiresAt: r.ExpiresAt, OrderID: r.OrderID}, r.Account, nil
 	}
 	if !errors.Is(err, checkout.ErrNotFound) {
 		return reservationJSON{}, "", err
@@ -147,7 +147,7 @@ func (s *Server) reservationWithOwner(c context.Context, id string) (reservation
 	if err != nil {
 		return reservationJSON{}, "", err
 	}
-	return reservationJSON{ReservationID: id, SaleID: row.Sale, SKU: row.SKU, Status: row.Status, ExpiresAt: row.ExpiresAt}, row.Account, nil
+	return reservationJSON{ReservationID: id, SaleID: row.Sale, SKU: row.SKU, Status: row.Status, ExpiresAt: row.ExpiresAt, OrderID: row.OrderID}, row.Account, nil
 }
 
 func saleError(err error) error {

@@ -12,7 +12,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/origin/internal/checkout"
-	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/internal/rebuild"
 )
@@ -311,14 +310,10 @@ func (s *Server) ledger(ctx *fasthttp.RequestCtx, c context.Context, params []st
 			pending[in.SKU] = p
 		}
 		count[in.SKU]++
-		switch in.Kind {
-		case intent.Reserve:
-			p.Available--
-			p.Held++
-		case intent.Expire:
-			p.Available++
-			p.Held--
-		}
+		available, held, sold := in.Kind.Effect()
+		p.Available += int64(available)
+		p.Held += int64(held)
+		p.Sold += int64(sold)
 	}
 	out := struct {
 		SaleID string      `json:"sale_id"`

@@ -21,6 +21,7 @@ import (
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
+	"github.com/flashgate/flashgate/origin/internal/orders"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -30,6 +31,7 @@ type Deps struct {
 	Redis      *checkout.Store
 	Reserver   *checkout.Reserver
 	Ledger     *ledger.Store
+	Orders     *orders.Service      // nil when no payment gateway is configured
 	Verifier   *tokens.Verifier     // admission tokens
 	Users      *tokens.UserVerifier // the shop's user tokens
 	Issuer     *tokens.Issuer       // dev-mode admission tokens; nil outside dev mode
@@ -110,6 +112,9 @@ func (s *Server) publicRoutes() []route {
 		{fasthttp.MethodGet, []string{"v1", "sales"}, "sales", s.listSales},
 		{fasthttp.MethodGet, []string{"v1", "sales", "*"}, "sale", s.snapshot},
 		{fasthttp.MethodGet, []string{"v1", "reservations", "*"}, "reservation", s.reservation},
+		{fasthttp.MethodPost, []string{"v1", "orders"}, "create_order", s.createOrder},
+		{fasthttp.MethodGet, []string{"v1", "orders", "*"}, "order", s.order},
+		{fasthttp.MethodPost, []string{"v1", "payments", "webhook"}, "payment_webhook", s.paymentWebhook},
 		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,8 @@ import (
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
+	"github.com/flashgate/flashgate/origin/internal/orders"
+	"github.com/flashgate/flashgate/origin/internal/payment"
 	"github.com/flashgate/flashgate/origin/internal/rebuild"
 	"github.com/flashgate/flashgate/origin/internal/workers"
 	"github.com/flashgate/flashgate/tokens"
@@ -40,6 +43,7 @@ type App struct {
 	Reserver *checkout.Reserver
 	Writer   *workers.Writer
 	Sweeper  *workers.Sweeper
+	Orders   *orders.Service // nil when payments are off
 	API      *api.Server
 
 	stopWorkers context.CancelFunc
@@ -117,16 +121,37 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	}, log.With("component", "writer"), reg)
 	a.Sweeper = workers.NewSweeper(a.Redis, a.Catalog, workers.SweeperOptions{Interval: cfg.SweepInterval},
 		log.With("component", "sweeper"), reg)
+	if cfg.PaymentsOn() {
+		a.Orders = orders.New(a.Redis, a.Ledger, a.Catalog,
+			payment.NewClient(cfg.GatewayURL, cfg.GatewayAPIKey, payment.ClientOptions{}),
+			orders.Options{
+				Grace: cfg.PaymentGrace, ReturnURL: cfg.PaymentReturnURL, WebhookSecrets: secrets(cfg.WebhookSecrets),
+				ReconcileEvery: cfg.ReconcileInterval,
+			}, log.With("component", "orders"), reg)
+	} else {
+		log.Warn("no payment gateway configured (FLASHGATE_GATEWAY_API_KEY): orders and payments are off")
+	}
 	var issuer *tokens.Issuer
 	if cfg.Dev {
 		issuer = tokens.NewIssuer(keys, tokens.IssuerOptions{})
 	}
 	a.API = api.New(api.Deps{
-		Catalog: a.Catalog, Redis: a.Redis, Reserver: a.Reserver, Ledger: a.Ledger,
+		Catalog: a.Catalog, Redis: a.Redis, Reserver: a.Reserver, Ledger: a.Ledger, Orders: a.Orders,
 		Verifier: tokens.NewVerifier(keys, tokens.VerifierOptions{}), Users: users, Issuer: issuer,
 		Log: log, Registry: reg, AdminToken: cfg.AdminToken,
 	}, api.Options{Dev: cfg.Dev, Budget: cfg.RequestBudget})
 	return a, nil
+}
+
+// secrets splits a comma-separated list of webhook secrets.
+func secrets(list string) [][]byte {
+	var out [][]byte
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, []byte(s))
+		}
+	}
+	return out
 }
 
 func userVerifier(cfg Config) (*tokens.UserVerifier, error) {
@@ -188,11 +213,15 @@ func (a *App) watchRedis(ctx context.Context) {
 }
 
 // Start runs the background workers: catalog refresh, order writer, sweeper,
-// and the watch for sales Redis has lost.
+// the watch for sales Redis has lost, and the payment reconciler.
 func (a *App) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopWorkers = cancel
-	for _, run := range []func(context.Context){a.Catalog.Run, a.Writer.Run, a.Sweeper.Run, a.watchRedis} {
+	runs := []func(context.Context){a.Catalog.Run, a.Writer.Run, a.Sweeper.Run, a.watchRedis}
+	if a.Orders != nil {
+		runs = append(runs, a.Orders.Run)
+	}
+	for _, run := range runs {
 		a.workers.Add(1)
 		go func() {
 			defer a.workers.Done()

@@ -34,7 +34,18 @@ type Config struct {
 	RedisRetention   time.Duration // how long per-shopper Redis keys outlive their last write
 	ReservePipelines int           // reserve pipelines in flight at once
 	ReserveMaxBatch  int           // reserves per pipeline
+
+	// Payments: orders and the webhook are on when GatewayAPIKey is set.
+	GatewayURL        string        // base URL of the payment gateway's API
+	GatewayAPIKey     string        // the merchant's API key there
+	WebhookSecrets    string        // webhook signature secrets, comma-separated (rotation)
+	PaymentGrace      time.Duration // extra hold time once a payment starts, given once
+	PaymentReturnURL  string        // where the gateway's page sends the shopper back; "" = nowhere
+	ReconcileInterval time.Duration // how often gateway records are compared with orders
 }
+
+// PaymentsOn reports whether a payment gateway is configured.
+func (c Config) PaymentsOn() bool { return c.GatewayAPIKey != "" }
 
 // DefaultConfig returns the defaults every flag starts from.
 func DefaultConfig() Config {
@@ -54,6 +65,10 @@ func DefaultConfig() Config {
 		RedisRetention:   7 * 24 * time.Hour,
 		ReservePipelines: 4,
 		ReserveMaxBatch:  256,
+
+		GatewayURL:        "http://127.0.0.1:9300",
+		PaymentGrace:      2 * time.Minute,
+		ReconcileInterval: 30 * time.Second,
 	}
 }
 
@@ -72,6 +87,10 @@ func (c Config) Validate() error {
 		return errors.New("config: the instance name must not be empty")
 	case c.WriterBatch < 1 || c.ReservePipelines < 1 || c.ReserveMaxBatch < 1:
 		return errors.New("config: writer batch, reserve pipelines and reserve batch must be positive")
+	case c.PaymentsOn() && (c.GatewayURL == "" || c.WebhookSecrets == ""):
+		return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_URL and FLASHGATE_GATEWAY_WEBHOOK_SECRET are required")
+	case c.PaymentsOn() && (c.PaymentGrace < 0 || c.ReconcileInterval <= 0):
+		return errors.New("config: the payment grace must not be negative and the reconcile interval must be positive")
 	case c.WriterClaimIdle <= 0 || c.SweepInterval <= 0 || c.RequestBudget <= 0 || c.ShutdownTimeout <= 0 || c.RedisRetention <= 0:
 		return fmt.Errorf("config: durations must be positive")
 	}

@@ -126,6 +126,7 @@ type Reservation struct {
 	SKU            string
 	Account        string
 	Status         string // held, paid, expired or cancelled
+	OrderID        string // set once a payment has started
 	IdempotencyKey string
 	ExpiresAt      time.Time
 	CreatedAt      time.Time
@@ -134,7 +135,7 @@ type Reservation struct {
 // Reservation reads one reservation, or ErrNotFound.
 func (s *Store) Reservation(ctx context.Context, sale, id string) (Reservation, error) {
 	v, err := s.rdb.HMGet(ctx, s.keys.Reservation(sale, id),
-		"account", "sku", "status", "expires_ms", "created_ms", "idem").Result()
+		"account", "sku", "status", "expires_ms", "created_ms", "idem", "order").Result()
 	if err != nil {
 		return Reservation{}, fmt.Errorf("read reservation %s: %w", id, err)
 	}
@@ -150,6 +151,7 @@ func (s *Store) Reservation(ctx context.Context, sale, id string) (Reservation, 
 		ExpiresAt:      time.UnixMilli(toInt(v[3])).UTC(),
 		CreatedAt:      time.UnixMilli(toInt(v[4])).UTC(),
 		IdempotencyKey: toString(v[5]),
+		OrderID:        toString(v[6]),
 	}, nil
 }
 

@@ -8,7 +8,8 @@ package checkout
 //	<prefix>{s:<sale>}:acct:<account>       hash    res (the live reservation), state (held|paid),
 //	                                                t:<jti> and i:<idempotency key> -> reservation id
 //	                                                (burned admission tokens, idempotency keys)
-//	<prefix>{s:<sale>}:res:<reservation>    hash    account, sku, status, expires_ms, created_ms, idem
+//	<prefix>{s:<sale>}:res:<reservation>    hash    account, sku, status, expires_ms, created_ms, idem,
+//	                                                order (once a payment starts), extended (grace given)
 //	<prefix>{s:<sale>}:holds                zset    reservation id scored by expiry (unix ms)
 //	<prefix>{s:<sale>}:intents              stream  intents for the order writer (see package intent)
 //	<prefix>{s:<sale>}:rebuilding           string  set while the sale is rebuilt from Postgres

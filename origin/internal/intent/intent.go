@@ -21,7 +21,25 @@ const (
 	Reserve Kind = "reserve"
 	// Expire: an unpaid hold ran out and its unit went back to available.
 	Expire Kind = "expire"
+	// Cancel: the shopper's payment failed; the hold was dropped at once and
+	// its unit went back to available.
+	Cancel Kind = "cancel"
+	// Pay: the shopper paid for the hold; its unit moved from held to sold.
+	Pay Kind = "pay"
 )
+
+// Effect is how the kind moves one SKU's counters.
+func (k Kind) Effect() (available, held, sold int) {
+	switch k {
+	case Reserve:
+		return -1, 1, 0
+	case Expire, Cancel:
+		return 1, -1, 0
+	case Pay:
+		return 0, -1, 1
+	}
+	return 0, 0, 0
+}
 
 // Intent is one entry of a sale's intents stream.
 type Intent struct {
@@ -58,7 +76,7 @@ func Parse(id string, values map[string]any) (Intent, error) {
 		IdempotencyKey: str("idem"),
 	}
 	switch in.Kind {
-	case Reserve, Expire:
+	case Reserve, Expire, Cancel, Pay:
 	default:
 		return Intent{}, fmt.Errorf("intent %s: unknown kind %q", id, in.Kind)
 	}

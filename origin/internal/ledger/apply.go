@@ -25,13 +25,17 @@ type Applied struct {
 	// Refused are reserves Postgres refused, by this call or, for a
 	// redelivered batch, by an earlier one: their Redis holds must go.
 	Refused []Refusal
+	// PayRefused are payments for reservations Postgres does not hold
+	// (it refused their reserve): their orders now owe a refund.
+	PayRefused []intent.Intent
 }
 
 // Apply applies a batch of one sale's intents in one transaction. Each
-// intent counts once however often it is applied, and intents of one
-// reservation may come in any order: a reserve that finds its reservation
-// already expired changes nothing, and an expire that comes first records
-// the reservation as expired without touching stock.
+// intent counts once however often it is applied, and a reservation's
+// release may come before its reserve: a reserve that finds its reservation
+// already expired or cancelled changes nothing, and a release that comes
+// first records the reservation without touching stock. A pay always
+// follows its reserve (the stream keeps their order).
 //
 // Stock moves with one conditional UPDATE per SKU per batch, the database's
 // own guard against overselling; only when that refuses does the batch fall
@@ -49,7 +53,7 @@ func (s *Store) Apply(ctx context.Context, sale string, batch []intent.Intent) (
 		if err != nil {
 			return err
 		}
-		var reserves, expires, replayedReserves []intent.Intent
+		var reserves, expires, cancels, pays, replayedReserves []intent.Intent
 		for _, in := range batch {
 			switch {
 			case !fresh[in.ID]:
@@ -61,14 +65,22 @@ func (s *Store) Apply(ctx context.Context, sale string, batch []intent.Intent) (
 				reserves = append(reserves, in)
 			case in.Kind == intent.Expire:
 				expires = append(expires, in)
+			case in.Kind == intent.Cancel:
+				cancels = append(cancels, in)
+			case in.Kind == intent.Pay:
+				pays = append(pays, in)
 			}
 		}
-		out.New = len(reserves) + len(expires)
-		// Expires first: a unit or an account's live hold that an expire
-		// frees may be taken again by a later reserve of the same batch.
-		// (An expire whose own reserve is in the batch is then applied
-		// "before" it, which the ledger already takes in any order.)
-		if err := applyExpires(ctx, tx, sale, expires); err != nil {
+		out.New = len(reserves) + len(expires) + len(cancels) + len(pays)
+		// Releases first: a unit or an account's live hold that an expire
+		// or a cancel frees may be taken again by a later reserve of the
+		// same batch. (A release whose own reserve is in the batch is then
+		// applied "before" it, which the ledger already takes in any order.)
+		if err := applyReleases(ctx, tx, sale, expires, "expired", nil); err != nil {
+			return err
+		}
+		paymentFailed := "payment_failed"
+		if err := applyReleases(ctx, tx, sale, cancels, "cancelled", &paymentFailed); err != nil {
 			return err
 		}
 		refused, err := applyReserves(ctx, tx, sale, reserves)
@@ -76,6 +88,11 @@ func (s *Store) Apply(ctx context.Context, sale string, batch []intent.Intent) (
 			return err
 		}
 		out.Refused = refused
+		// Pays last: a pay follows its reserve in the stream, and the
+		// reserve may be in this very batch.
+		if out.PayRefused, err = applyPays(ctx, tx, sale, pays); err != nil {
+			return err
+		}
 		earlier, err := refusedBefore(ctx, tx, replayedReserves)
 		if err != nil {
 			return err
@@ -252,21 +269,23 @@ func takeStock(ctx context.Context, tx pgx.Tx, sale, sku string, n int) (int, er
 	return take, nil
 }
 
-func applyExpires(ctx context.Context, tx pgx.Tx, sale string, expires []intent.Intent) error {
-	if len(expires) == 0 {
+// applyReleases gives the units of released holds back: held rows become
+// status (expired, or cancelled with reason), and their unpaid orders are
+// cancelled. A missing row (the reserve has not been applied yet) is
+// recorded released, so its reserve will change nothing.
+func applyReleases(ctx context.Context, tx pgx.Tx, sale string, releases []intent.Intent, status string, reason *string) error {
+	if len(releases) == 0 {
 		return nil
 	}
-	r := rowsOf(expires)
-	// A held row becomes expired; a missing row (the reserve has not been
-	// applied yet) is recorded as expired, so its reserve will change nothing.
+	r := rowsOf(releases)
 	rows, err := tx.Query(ctx, `INSERT INTO reservations
-		(reservation_id, sale_id, sku, account_id, status, idempotency_key, expires_at, created_at)
-		SELECT r, $1, sku, acct, 'expired', idem, exp, at
+		(reservation_id, sale_id, sku, account_id, status, cancel_reason, idempotency_key, expires_at, created_at)
+		SELECT r, $1, sku, acct, $8, $9, idem, exp, at
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[])
 			AS t(r, sku, acct, idem, exp, at)
-		ON CONFLICT (reservation_id) DO UPDATE SET status = 'expired', updated_at = now()
+		ON CONFLICT (reservation_id) DO UPDATE SET status = $8, cancel_reason = $9, updated_at = now()
 			WHERE reservations.status = 'held'
-		RETURNING sku, (xmax = 0) AS inserted`, sale, r.ids, r.skus, r.accounts, r.idems, r.expires, r.created)
+		RETURNING sku, (xmax = 0) AS inserted`, sale, r.ids, r.skus, r.accounts, r.idems, r.expires, r.created, status, reason)
 	if err != nil {
 		return err
 	}
@@ -288,7 +307,55 @@ func applyExpires(ctx context.Context, tx pgx.Tx, sale string, expires []intent.
 			return fmt.Errorf("sku %s: %w", sku, err)
 		}
 	}
-	return nil
+	_, err = tx.Exec(ctx, `UPDATE orders SET status = 'cancelled', updated_at = now()
+		WHERE reservation_id = ANY($1) AND status = 'pending_payment'`, r.ids)
+	return err
+}
+
+// applyPays moves paid holds' units from held to sold. A pay whose
+// reservation Postgres does not hold (it refused the reserve) sells
+// nothing: its order owes the shopper a refund, which the reconciler issues.
+func applyPays(ctx context.Context, tx pgx.Tx, sale string, pays []intent.Intent) ([]intent.Intent, error) {
+	if len(pays) == 0 {
+		return nil, nil
+	}
+	ids := rowsOf(pays).ids
+	rows, err := tx.Query(ctx, `UPDATE reservations SET status = 'paid', updated_at = now()
+		WHERE reservation_id = ANY($1) AND status = 'held' RETURNING reservation_id, sku`, ids)
+	if err != nil {
+		return nil, err
+	}
+	paid := map[string]bool{}
+	sold := map[string]int{}
+	var id, sku string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &sku}, func() error {
+		paid[id] = true
+		sold[sku]++
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for sku, n := range sold {
+		if _, err := tx.Exec(ctx, `UPDATE inventory SET held = held - $3, sold = sold + $3
+			WHERE sale_id = $1 AND sku = $2`, sale, sku, n); err != nil {
+			return nil, fmt.Errorf("sku %s: %w", sku, err)
+		}
+	}
+	var refused []intent.Intent
+	var refusedIDs []string
+	for _, in := range pays {
+		if !paid[in.ReservationID] {
+			refused = append(refused, in)
+			refusedIDs = append(refusedIDs, in.ReservationID)
+		}
+	}
+	if len(refused) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE orders SET status = 'refunded', refund_status = 'owed', updated_at = now()
+			WHERE reservation_id = ANY($1) AND status <> 'refunded'`, refusedIDs); err != nil {
+			return nil, err
+		}
+	}
+	return refused, nil
 }
 
 // refusedBefore finds, among reserves applied by an earlier delivery, those

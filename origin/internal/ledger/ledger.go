@@ -218,14 +218,16 @@ type Reservation struct {
 	IdempotencyKey string
 	ExpiresAt      time.Time
 	CreatedAt      time.Time
+	OrderID        string // its order, if one was made (read by Reservation only)
 }
 
-// Reservation reads one reservation row, or ErrNotFound.
+// Reservation reads one reservation row, with its order's id, or ErrNotFound.
 func (s *Store) Reservation(ctx context.Context, id string) (Reservation, error) {
 	var r Reservation
-	err := s.pool.QueryRow(ctx, `SELECT reservation_id, sale_id, sku, account_id, status, idempotency_key, expires_at, created_at
-		FROM reservations WHERE reservation_id = $1`, id).
-		Scan(&r.ID, &r.Sale, &r.SKU, &r.Account, &r.Status, &r.IdempotencyKey, &r.ExpiresAt, &r.CreatedAt)
+	err := s.pool.QueryRow(ctx, `SELECT r.reservation_id, r.sale_id, r.sku, r.account_id, r.status, r.idempotency_key,
+		r.expires_at, r.created_at, coalesce(o.order_id, '')
+		FROM reservations r LEFT JOIN orders o USING (reservation_id) WHERE r.reservation_id = $1`, id).
+		Scan(&r.ID, &r.Sale, &r.SKU, &r.Account, &r.Status, &r.IdempotencyKey, &r.ExpiresAt, &r.CreatedAt, &r.OrderID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Reservation{}, fmt.Errorf("reservation %s: %w", id, ErrNotFound)
 	}

@@ -55,11 +55,12 @@ type Writer struct {
 	opts   WriterOptions
 	log    *slog.Logger
 
-	applied  *prometheus.CounterVec
-	refused  prometheus.Counter
-	failures prometheus.Counter
-	parked   prometheus.Counter
-	batch    prometheus.Histogram
+	applied    *prometheus.CounterVec
+	refused    prometheus.Counter
+	payRefused prometheus.Counter
+	failures   prometheus.Counter
+	parked     prometheus.Counter
+	batch      prometheus.Histogram
 
 	// afterCommit, when set, runs between a batch's commit and its
 	// acknowledgement; tests use it to kill a writer at the worst moment.
@@ -93,6 +94,10 @@ func NewWriter(rs *checkout.Store, ls *ledger.Store, sales Sales, opts WriterOpt
 			Name: "flashgate_writer_refused_total",
 			Help: "Reserves Postgres refused, whose Redis holds were cancelled.",
 		}),
+		payRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashgate_writer_pay_refused_total",
+			Help: "Payments for reservations Postgres does not hold; their orders owe refunds (alert on any).",
+		}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "flashgate_writer_batch_failures_total",
 			Help: "Batches that failed to apply and will be retried.",
@@ -108,7 +113,7 @@ func NewWriter(rs *checkout.Store, ls *ledger.Store, sales Sales, opts WriterOpt
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(w.applied, w.refused, w.failures, w.parked, w.batch)
+		reg.MustRegister(w.applied, w.refused, w.payRefused, w.failures, w.parked, w.batch)
 	}
 	return w
 }
@@ -280,6 +285,16 @@ func (w *Writer) process(ctx context.Context, log *slog.Logger, sale string, ent
 				return false
 			}
 		}
+		if len(res.PayRefused) > 0 {
+			// Redis sold what Postgres never held: the orders now owe
+			// refunds (the reconciler issues them) and the ledger shows
+			// the drift until a rebuild.
+			w.payRefused.Add(float64(len(res.PayRefused)))
+			for _, in := range res.PayRefused {
+				log.Error("postgres holds no reservation for a payment; its order owes a refund",
+					"reservation", in.ReservationID, "account", in.Account, "sku", in.SKU)
+			}
+		}
 		if len(res.Refused) > 0 {
 			holds := make([]checkout.Hold, len(res.Refused))
 			for i, r := range res.Refused {
@@ -329,6 +344,7 @@ func (w *Writer) applyEach(ctx context.Context, log *slog.Logger, sale string, b
 		total.New += res.New
 		total.Duplicates += res.Duplicates
 		total.Refused = append(total.Refused, res.Refused...)
+		total.PayRefused = append(total.PayRefused, res.PayRefused...)
 	}
 	if len(failed) == len(batch) && !force {
 		return total, failed[0].err

@@ -1,0 +1,18 @@
+-- extend.lua: a payment has started. Tie the hold to its order and push its
+-- expiry out, once, by a grace, so a shopper paying slowly is not cut off
+-- mid-payment. Asking again changes nothing.
+--
+-- KEYS[1] reservation hash  KEYS[2] holds zset
+-- ARGV[1] reservation id    ARGV[2] order id    ARGV[3] grace (ms)
+--
+-- Returns {code, expires (unix ms), status}:
+--   1 extended now; 2 extended before; 0 not held (status says what it is,
+--   '' when the reservation is unknown).
+local h = redis.call('HMGET', KEYS[1], 'status', 'expires_ms', 'extended')
+if h[1] ~= 'held' then return {0, 0, h[1] or ''} end
+if h[3] then return {2, tonumber(h[2]), 'held'} end
+local expires = tonumber(h[2]) + tonumber(ARGV[3])
+local expires_s = string.format('%.0f', expires)
+redis.call('HSET', KEYS[1], 'expires_ms', expires_s, 'extended', '1', 'order', ARGV[2])
+redis.call('ZADD', KEYS[2], 'XX', expires_s, ARGV[1])
+return {1, expires, 'held'}

@@ -1,0 +1,224 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Order statuses, as the contract shows them.
+const (
+	OrderPendingPayment = "pending_payment"
+	OrderPaid           = "paid"
+	OrderRefunded       = "refunded"
+	OrderCancelled      = "cancelled"
+)
+
+// Refund statuses of a refunded order.
+const (
+	RefundOwed   = "owed"   // decided, not yet issued at the gateway
+	RefundIssued = "issued" // the gateway has it
+)
+
+// Order is an order row: one per reservation, made when its shopper starts
+// to pay.
+type Order struct {
+	ID             string
+	ReservationID  string
+	Sale           string
+	SKU            string
+	Account        string
+	Status         string // OrderPendingPayment, OrderPaid, OrderRefunded or OrderCancelled
+	AmountMinor    int64
+	Currency       string
+	IdempotencyKey string
+	IntentID       string // the gateway's payment intent; "" until created
+	PayURL         string
+	RefundStatus   string // RefundOwed or RefundIssued when refunded, else ""
+	RefundID       string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	PaidAt         time.Time // zero unless paid
+}
+
+const orderColumns = `order_id, reservation_id, sale_id, sku, account_id, status, amount_minor, currency,
+	idempotency_key, coalesce(intent_id, ''), coalesce(pay_url, ''), coalesce(refund_status, ''),
+	coalesce(refund_id, ''), created_at, updated_at, paid_at`
+
+func scanOrder(row pgx.Row) (Order, error) {
+	var o Order
+	var paid *time.Time
+	err := row.Scan(&o.ID, &o.ReservationID, &o.Sale, &o.SKU, &o.Account, &o.Status, &o.AmountMinor, &o.Currency,
+		&o.IdempotencyKey, &o.IntentID, &o.PayURL, &o.RefundStatus, &o.RefundID, &o.CreatedAt, &o.UpdatedAt, &paid)
+	if err != nil {
+		return Order{}, err
+	}
+	o.CreatedAt, o.UpdatedAt = o.CreatedAt.UTC(), o.UpdatedAt.UTC()
+	if paid != nil {
+		o.PaidAt = paid.UTC()
+	}
+	return o, nil
+}
+
+// CreateOrder writes o (its ID, reservation, sale, SKU, account, amount,
+// currency and idempotency key) as pending payment, unless its reservation
+// already has an order: then it returns that one with created = false.
+func (s *Store) CreateOrder(ctx context.Context, o Order) (_ Order, created bool, err error) {
+	row := s.pool.QueryRow(ctx, `INSERT INTO orders
+		(order_id, reservation_id, sale_id, sku, account_id, status, amount_minor, currency, idempotency_key)
+		VALUES ($1, $2, $3, $4, $5, 'pending_payment', $6, $7, $8)
+		ON CONFLICT (reservation_id) DO NOTHING RETURNING `+orderColumns,
+		o.ID, o.ReservationID, o.Sale, o.SKU, o.Account, o.AmountMinor, o.Currency, o.IdempotencyKey)
+	got, err := scanOrder(row)
+	if err == nil {
+		return got, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return Order{}, false, fmt.Errorf("create order for reservation %s: %w", o.ReservationID, err)
+	}
+	got, err = s.OrderOfReservation(ctx, o.ReservationID)
+	return got, false, err
+}
+
+// Order reads one order, or ErrNotFound.
+func (s *Store) Order(ctx context.Context, id string) (Order, error) {
+	return s.oneOrder(ctx, `SELECT `+orderColumns+` FROM orders WHERE order_id = $1`, id)
+}
+
+// OrderOfReservation reads a reservation's order, or ErrNotFound.
+func (s *Store) OrderOfReservation(ctx context.Context, reservationID string) (Order, error) {
+	return s.oneOrder(ctx, `SELECT `+orderColumns+` FROM orders WHERE reservation_id = $1`, reservationID)
+}
+
+func (s *Store) oneOrder(ctx context.Context, query, arg string) (Order, error) {
+	o, err := scanOrder(s.pool.QueryRow(ctx, query, arg))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Order{}, fmt.Errorf("order %s: %w", arg, ErrNotFound)
+	}
+	if err != nil {
+		return Order{}, fmt.Errorf("read order %s: %w", arg, err)
+	}
+	return o, nil
+}
+
+// SetOrderIntent records the gateway's payment intent of an order. The
+// intent is created under an idempotency key derived from the order, so a
+// retry records the same intent again, harmlessly.
+func (s *Store) SetOrderIntent(ctx context.Context, orderID, intentID, payURL string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE orders SET intent_id = $2, pay_url = $3, updated_at = now()
+		WHERE order_id = $1 AND (intent_id IS NULL OR intent_id = $2)`, orderID, intentID, payURL); err != nil {
+		return fmt.Errorf("record intent of order %s: %w", orderID, err)
+	}
+	return nil
+}
+
+// ErrDuplicateEvent: the gateway event was handled before.
+var ErrDuplicateEvent = errors.New("ledger: payment event already handled")
+
+// ChangeOrder runs change on an order locked against every other change,
+// and stores what it returns, in one transaction. With an eventID, the
+// event is recorded as handled in the same transaction, and an event seen
+// before is ErrDuplicateEvent without calling change: a webhook delivered
+// twice changes the order once. change may call out (Redis, the gateway)
+// but must be safe to repeat, since a failed commit runs it again later.
+func (s *Store) ChangeOrder(ctx context.Context, orderID, eventID, eventType string, change func(Order) (Order, error)) (Order, error) {
+	var out Order
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		o, err := scanOrder(tx.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE order_id = $1 FOR UPDATE`, orderID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("order %s: %w", orderID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if eventID != "" {
+			fresh, err := recordEvent(ctx, tx, eventID, orderID, eventType)
+			if err != nil {
+				return err
+			}
+			if !fresh {
+				out = o
+				return ErrDuplicateEvent
+			}
+		}
+		next, err := change(o)
+		if err != nil {
+			return err
+		}
+		var paid *time.Time
+		if !next.PaidAt.IsZero() {
+			paid = &next.PaidAt
+		}
+		row := tx.QueryRow(ctx, `UPDATE orders SET status = $2, refund_status = nullif($3, ''),
+			refund_id = nullif($4, ''), paid_at = $5, updated_at = now()
+			WHERE order_id = $1 RETURNING `+orderColumns,
+			orderID, next.Status, next.RefundStatus, next.RefundID, paid)
+		out, err = scanOrder(row)
+		return err
+	})
+	if errors.Is(err, ErrDuplicateEvent) {
+		return out, err
+	}
+	if err != nil {
+		return Order{}, fmt.Errorf("change order %s: %w", orderID, err)
+	}
+	return out, nil
+}
+
+// RecordEvent records a gateway event that changes no order (one about an
+// order we do not know, or of a type we do not act on) and reports whether
+// it was new.
+func (s *Store) RecordEvent(ctx context.Context, eventID, eventType string) (fresh bool, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		fresh, err = recordEvent(ctx, tx, eventID, "", eventType)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("record payment event %s: %w", eventID, err)
+	}
+	return fresh, nil
+}
+
+func recordEvent(ctx context.Context, tx pgx.Tx, eventID, orderID, eventType string) (bool, error) {
+	tag, err := tx.Exec(ctx, `INSERT INTO payment_events (event_id, order_id, type) VALUES ($1, nullif($2, ''), $3)
+		ON CONFLICT DO NOTHING`, eventID, orderID, eventType)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// OrdersOwingRefunds reads up to limit refunded orders whose refund has not
+// been issued yet, oldest first.
+func (s *Store) OrdersOwingRefunds(ctx context.Context, limit int) ([]Order, error) {
+	return s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE refund_status = 'owed'
+		ORDER BY updated_at LIMIT $1`, limit)
+}
+
+// OrdersByID reads the orders with the given ids that exist, by id.
+func (s *Store) OrdersByID(ctx context.Context, ids []string) (map[string]Order, error) {
+	list, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE order_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Order, len(list))
+	for _, o := range list {
+		out[o.ID] = o
+	}
+	return out, nil
+}
+
+func (s *Store) orders(ctx context.Context, query string, args ...any) ([]Order, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read orders: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Order, error) { return scanOrder(row) })
+	if err != nil {
+		return nil, fmt.Errorf("read orders: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,158 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/flashgate/flashgate/origin/internal/intent"
+)
+
+func pay(seq int, res, account, sku string) intent.Intent {
+	return in(seq, intent.Pay, res, account, sku)
+}
+
+func cancel(seq int, res, account, sku string) intent.Intent {
+	return in(seq, intent.Cancel, res, account, sku)
+}
+
+// order writes a pending order for a reservation.
+func order(t *testing.T, s *Store, id, res, account, sku string) Order {
+	t.Helper()
+	o, created, err := s.CreateOrder(context.Background(), Order{
+		ID: id, ReservationID: res, Sale: "s1", SKU: sku, Account: account, AmountMinor: 100, Currency: "INR", IdempotencyKey: "k-" + id,
+	})
+	if err != nil || !created {
+		t.Fatalf("CreateOrder(%s) = %v, created %v", id, err, created)
+	}
+	return o
+}
+
+func wantOrder(t *testing.T, s *Store, id, status, refund string) {
+	t.Helper()
+	o, err := s.Order(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Order(%s) = %v", id, err)
+	}
+	if o.Status != status || o.RefundStatus != refund {
+		t.Errorf("Order(%s) = %s/%q, want %s/%q", id, o.Status, o.RefundStatus, status, refund)
+	}
+}
+
+func TestApplyPayMovesHeldToSold(t *testing.T) {
+	s := newStore(t, 3, 0)
+	apply(t, s, reserve(1, "r1", "u1", "a"), reserve(2, "r2", "u2", "a"))
+	got := apply(t, s, pay(3, "r1", "u1", "a"))
+	if got.New != 1 || len(got.PayRefused) != 0 {
+		t.Errorf("Apply(pay) = %+v, want 1 new, none refused", got)
+	}
+	wantStock(t, s, "a", Stock{Total: 3, Available: 1, Held: 1, Sold: 1})
+	wantStatus(t, s, "r1", "paid")
+	// A redelivered pay changes nothing.
+	if got := apply(t, s, pay(3, "r1", "u1", "a")); got.Duplicates != 1 {
+		t.Errorf("Apply(pay again) = %+v, want a duplicate", got)
+	}
+	wantStock(t, s, "a", Stock{Total: 3, Available: 1, Held: 1, Sold: 1})
+}
+
+func TestApplyReserveAndPayInOneBatch(t *testing.T) {
+	s := newStore(t, 2, 0)
+	apply(t, s, reserve(1, "r1", "u1", "a"), pay(2, "r1", "u1", "a"))
+	wantStock(t, s, "a", Stock{Total: 2, Available: 1, Held: 0, Sold: 1})
+	wantStatus(t, s, "r1", "paid")
+}
+
+func TestApplyCancelReturnsTheUnitAndCancelsTheOrder(t *testing.T) {
+	s := newStore(t, 2, 0)
+	apply(t, s, reserve(1, "r1", "u1", "a"))
+	order(t, s, "o1", "r1", "u1", "a")
+	apply(t, s, cancel(2, "r1", "u1", "a"))
+	wantStock(t, s, "a", Stock{Total: 2, Available: 2})
+	wantStatus(t, s, "r1", "cancelled")
+	wantOrder(t, s, "o1", OrderCancelled, "")
+	// The account may hold again.
+	if got := apply(t, s, reserve(3, "r2", "u1", "a")); len(got.Refused) != 0 {
+		t.Errorf("reserve after cancel refused: %+v", got.Refused)
+	}
+	wantStock(t, s, "a", Stock{Total: 2, Available: 1, Held: 1})
+}
+
+func TestApplyExpireCancelsAPendingOrder(t *testing.T) {
+	s := newStore(t, 1, 0)
+	apply(t, s, reserve(1, "r1", "u1", "a"))
+	order(t, s, "o1", "r1", "u1", "a")
+	apply(t, s, expire(2, "r1", "u1", "a"))
+	wantOrder(t, s, "o1", OrderCancelled, "")
+	wantStock(t, s, "a", Stock{Total: 1, Available: 1})
+}
+
+func TestApplyPayOfARefusedReserveOwesARefund(t *testing.T) {
+	s := newStore(t, 1, 0)
+	// Redis counted a unit Postgres does not have: r2's reserve is refused.
+	apply(t, s, reserve(1, "r1", "u1", "a"))
+	if got := apply(t, s, reserve(2, "r2", "u2", "a")); len(got.Refused) != 1 {
+		t.Fatalf("reserve beyond stock: refused %+v, want 1", got.Refused)
+	}
+	order(t, s, "o2", "r2", "u2", "a")
+	got := apply(t, s, pay(3, "r2", "u2", "a"))
+	if len(got.PayRefused) != 1 || got.PayRefused[0].ReservationID != "r2" {
+		t.Errorf("Apply(pay of refused) = %+v, want r2 refused", got)
+	}
+	wantStock(t, s, "a", Stock{Total: 1, Held: 1})
+	wantOrder(t, s, "o2", OrderRefunded, RefundOwed)
+	owed, err := s.OrdersOwingRefunds(context.Background(), 10)
+	if err != nil || len(owed) != 1 || owed[0].ID != "o2" {
+		t.Errorf("OrdersOwingRefunds = %v, %v; want o2", owed, err)
+	}
+}
+
+func TestCreateOrderOncePerReservation(t *testing.T) {
+	s := newStore(t, 1, 0)
+	ctx := context.Background()
+	first := order(t, s, "o1", "r1", "u1", "a")
+	again, created, err := s.CreateOrder(ctx, Order{ID: "o2", ReservationID: "r1", Sale: "s1", SKU: "a", Account: "u1", AmountMinor: 100, Currency: "INR", IdempotencyKey: "k2"})
+	if err != nil || created || again.ID != first.ID {
+		t.Errorf("CreateOrder(second for r1) = %s, created %v, %v; want %s, false", again.ID, created, err, first.ID)
+	}
+}
+
+func TestChangeOrderOncePerEvent(t *testing.T) {
+	s := newStore(t, 1, 0)
+	ctx := context.Background()
+	order(t, s, "o1", "r1", "u1", "a")
+	calls := 0
+	change := func(o Order) (Order, error) {
+		calls++
+		o.Status = OrderPaid
+		return o, nil
+	}
+	if _, err := s.ChangeOrder(ctx, "o1", "evt_1", "payment_intent.succeeded", change); err != nil {
+		t.Fatalf("ChangeOrder(evt_1) = %v", err)
+	}
+	for range 4 {
+		if _, err := s.ChangeOrder(ctx, "o1", "evt_1", "payment_intent.succeeded", change); !errors.Is(err, ErrDuplicateEvent) {
+			t.Errorf("ChangeOrder(evt_1 again) = %v, want ErrDuplicateEvent", err)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("change ran %d times, want 1", calls)
+	}
+	// A failed change records nothing: the event is handled when retried.
+	boom := errors.New("redis down")
+	if _, err := s.ChangeOrder(ctx, "o1", "evt_2", "x", func(Order) (Order, error) { return Order{}, boom }); !errors.Is(err, boom) {
+		t.Fatalf("ChangeOrder(failing) = %v, want boom", err)
+	}
+	if fresh, err := s.RecordEvent(ctx, "evt_2", "x"); err != nil || !fresh {
+		t.Errorf("RecordEvent(evt_2) after a failed change = %v, %v; want fresh", fresh, err)
+	}
+	if _, err := s.ChangeOrder(ctx, "nope", "evt_3", "x", change); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ChangeOrder(unknown order) = %v, want ErrNotFound", err)
+	}
+	// A refunded order must say where its money is (the schema insists).
+	if _, err := s.ChangeOrder(ctx, "o1", "", "", func(o Order) (Order, error) {
+		o.Status = OrderRefunded
+		return o, nil
+	}); err == nil {
+		t.Error("ChangeOrder(refunded without refund status) = nil, want a check violation")
+	}
+}

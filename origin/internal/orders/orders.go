@@ -1,0 +1,256 @@
+// Package orders turns a hold into a paid order exactly once. It creates
+// the order and its payment intent at the gateway, extends the hold once so
+// a slow payer is not cut off, settles the gateway's webhooks (paid: the
+// hold is sold; failed: the unit returns at once; paid too late: the money
+// goes back), and reconciles the gateway's records with ours.
+//
+// Redis decides what happens to a unit (the pay and release scripts, one
+// atomic step each); Postgres records what happened to the order, under a
+// row lock and together with the event's id, so a webhook delivered five
+// times changes one order once.
+package orders
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashgate/flashgate/origin/internal/catalog"
+	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/ledger"
+	"github.com/flashgate/flashgate/origin/internal/payment"
+)
+
+// Gateway is the payment gateway as orders use it.
+type Gateway interface {
+	CreateIntent(ctx context.Context, req payment.NewIntent, idempotencyKey string) (payment.Intent, error)
+	Refund(ctx context.Context, intentID string, amountMinor int64, idempotencyKey string) (payment.Refund, error)
+	Intents(ctx context.Context, since time.Time) ([]payment.Intent, error)
+}
+
+var _ Gateway = (*payment.Client)(nil)
+
+// Errors the API maps to answers.
+var (
+	// ErrNotFound: no such reservation or order for this account.
+	ErrNotFound = errors.New("orders: not found")
+	// ErrHoldExpired: the reservation's hold is gone; it cannot be paid.
+	ErrHoldExpired = errors.New("orders: the hold has expired")
+)
+
+// Options tune the service; zero values take the defaults.
+type Options struct {
+	// Grace is how much longer a hold lives once its payment has started,
+	// given once per hold; 0 means 2 minutes.
+	Grace time.Duration
+	// ReturnURL is where the gateway's page sends the shopper afterwards;
+	// "?order=<id>" is added. "" means no link back.
+	ReturnURL string
+	// WebhookSecrets verify the gateway's signatures; any one may match
+	// (rotation). Required for webhooks to be accepted.
+	WebhookSecrets [][]byte
+	// Tolerance is how old (or how far ahead) a signed time may be; 0
+	// means 5 minutes.
+	Tolerance time.Duration
+	// ReconcileEvery is how often Run reconciles; 0 means 30 s.
+	ReconcileEvery time.Duration
+	// ReconcileWindow is how far back the gateway's intents are compared;
+	// 0 means 48 hours.
+	ReconcileWindow time.Duration
+	// Clock is the service's time (signature tolerance, paid_at); nil
+	// means time.Now.
+	Clock func() time.Time
+}
+
+// Service is the order and payment flow. It is safe for concurrent use.
+type Service struct {
+	redis   *checkout.Store
+	ledger  *ledger.Store
+	catalog *catalog.Catalog
+	gateway Gateway
+	opts    Options
+	log     *slog.Logger
+	m       metrics
+}
+
+// New returns a Service; Run starts its reconciler.
+func New(rs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, gw Gateway, opts Options, log *slog.Logger, reg prometheus.Registerer) *Service {
+	if opts.Grace <= 0 {
+		opts.Grace = 2 * time.Minute
+	}
+	if opts.Tolerance <= 0 {
+		opts.Tolerance = payment.DefaultTolerance
+	}
+	if opts.ReconcileEvery <= 0 {
+		opts.ReconcileEvery = 30 * time.Second
+	}
+	if opts.ReconcileWindow <= 0 {
+		opts.ReconcileWindow = 48 * time.Hour
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	return &Service{redis: rs, ledger: ls, catalog: cat, gateway: gw, opts: opts, log: log, m: newMetrics(reg)}
+}
+
+// Create makes the order of a held reservation and its payment intent, or
+// returns the order the reservation already has (created = false) — a
+// double click makes one order and one intent. It fails with ErrNotFound
+// when the reservation is not the account's, and ErrHoldExpired when its
+// hold is gone and it has no order.
+func (s *Service) Create(ctx context.Context, account, reservationID, idempotencyKey string) (_ ledger.Order, created bool, err error) {
+	res, err := s.reservation(ctx, reservationID)
+	if err != nil {
+		return ledger.Order{}, false, err
+	}
+	if res.Account != account {
+		return ledger.Order{}, false, ErrNotFound // not yours: it does not exist for you
+	}
+	o, err := s.ledger.OrderOfReservation(ctx, reservationID)
+	switch {
+	case err == nil:
+		o, err = s.startPayment(ctx, o)
+		return o, false, err
+	case !errors.Is(err, ledger.ErrNotFound):
+		return ledger.Order{}, false, err
+	}
+	if res.Status != "held" {
+		return ledger.Order{}, false, ErrHoldExpired
+	}
+	sale, err := s.catalog.Get(ctx, res.Sale)
+	if err != nil {
+		return ledger.Order{}, false, err
+	}
+	price, ok := priceOf(sale, res.SKU)
+	if !ok {
+		return ledger.Order{}, false, fmt.Errorf("reservation %s: sku %s is not in sale %s", reservationID, res.SKU, res.Sale)
+	}
+	id, err := newOrderID()
+	if err != nil {
+		return ledger.Order{}, false, err
+	}
+	o, created, err = s.ledger.CreateOrder(ctx, ledger.Order{
+		ID: id, ReservationID: reservationID, Sale: res.Sale, SKU: res.SKU, Account: account,
+		AmountMinor: price.PriceMinor, Currency: price.Currency, IdempotencyKey: idempotencyKey,
+	})
+	if err != nil {
+		return ledger.Order{}, false, err
+	}
+	if created {
+		s.m.ordersCreated.Inc()
+	}
+	o, err = s.startPayment(ctx, o)
+	return o, created, err
+}
+
+// startPayment extends a pending order's hold once and makes sure its
+// intent exists at the gateway. Both steps are safe to repeat, so a
+// request that failed half-way is finished by the shopper's retry.
+func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Order, error) {
+	if o.Status != ledger.OrderPendingPayment {
+		return o, nil
+	}
+	ext, err := s.redis.ExtendForPayment(ctx, o.Sale, hold(o), o.ID, s.opts.Grace)
+	if err != nil {
+		return ledger.Order{}, err
+	}
+	if !ext.Held && ext.Status != "paid" {
+		if o.IntentID != "" {
+			// The shopper may be paying right now: the webhook or the
+			// reconciler settles the order (a refund if money comes).
+			return o, nil
+		}
+		// No payment can have started: the order is void.
+		o, err = s.ledger.ChangeOrder(ctx, o.ID, "", "", func(o ledger.Order) (ledger.Order, error) {
+			if o.Status == ledger.OrderPendingPayment && o.IntentID == "" {
+				o.Status = ledger.OrderCancelled
+			}
+			return o, nil
+		})
+		if err != nil {
+			return ledger.Order{}, err
+		}
+		return o, ErrHoldExpired
+	}
+	if o.IntentID != "" {
+		return o, nil
+	}
+	req := payment.NewIntent{
+		AmountMinor: o.AmountMinor,
+		Currency:    o.Currency,
+		Metadata:    map[string]string{"order_id": o.ID, "reservation_id": o.ReservationID, "sale_id": o.Sale},
+	}
+	if s.opts.ReturnURL != "" {
+		req.ReturnURL = s.opts.ReturnURL + "?order=" + o.ID
+	}
+	in, err := s.gateway.CreateIntent(ctx, req, "order-"+o.ID+"-intent")
+	if err != nil {
+		return ledger.Order{}, fmt.Errorf("create payment intent of order %s: %w", o.ID, err)
+	}
+	if err := s.ledger.SetOrderIntent(ctx, o.ID, in.ID, in.PayURL); err != nil {
+		return ledger.Order{}, err
+	}
+	o.IntentID, o.PayURL = in.ID, in.PayURL
+	return o, nil
+}
+
+// Order reads an order for its owner.
+func (s *Service) Order(ctx context.Context, account, orderID string) (ledger.Order, error) {
+	o, err := s.ledger.Order(ctx, orderID)
+	if errors.Is(err, ledger.ErrNotFound) || (err == nil && o.Account != account) {
+		return ledger.Order{}, ErrNotFound
+	}
+	return o, err
+}
+
+// reservation reads a reservation from Redis, where it is live, or from
+// Postgres once Redis has let it go.
+func (s *Service) reservation(ctx context.Context, id string) (checkout.Reservation, error) {
+	sale, ok := checkout.SaleOfReservation(id)
+	if !ok {
+		return checkout.Reservation{}, ErrNotFound
+	}
+	r, err := s.redis.Reservation(ctx, sale, id)
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, checkout.ErrNotFound) {
+		return checkout.Reservation{}, err
+	}
+	row, err := s.ledger.Reservation(ctx, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return checkout.Reservation{}, ErrNotFound
+	}
+	if err != nil {
+		return checkout.Reservation{}, err
+	}
+	return checkout.Reservation{ID: id, Sale: row.Sale, SKU: row.SKU, Account: row.Account, Status: row.Status,
+		ExpiresAt: row.ExpiresAt, CreatedAt: row.CreatedAt, OrderID: row.OrderID}, nil
+}
+
+func hold(o ledger.Order) checkout.Hold {
+	return checkout.Hold{ID: o.ReservationID, SKU: o.SKU, Account: o.Account}
+}
+
+func priceOf(sale ledger.Sale, sku string) (ledger.SKU, bool) {
+	for _, k := range sale.SKUs {
+		if k.SKU == sku {
+			return k, true
+		}
+	}
+	return ledger.SKU{}, false
+}
+
+func newOrderID() (string, error) {
+	var b [10]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("new order id: %w", err)
+	}
+	return "o_" + hex.EncodeToString(b[:]), nil
+}

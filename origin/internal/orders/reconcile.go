@@ -1,0 +1,156 @@
+package orders
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/flashgate/flashgate/origin/internal/ledger"
+	"github.com/flashgate/flashgate/origin/internal/payment"
+)
+
+// Report is what one reconciliation found.
+type Report struct {
+	Intents  int            // gateway intents compared
+	Repaired map[string]int // differences repaired, by kind
+	Alerts   map[string]int // differences left for a person, by kind
+}
+
+// Reconcile compares the gateway's intents of the last ReconcileWindow with
+// our orders and repairs what it can: a payment the gateway took that we
+// never recorded (its webhook lost, or the origin stopped between the
+// gateway's success and our write) is settled as the webhook would have
+// been; a failure likewise; a refund owed but not issued is issued; one
+// issued but not recorded is recorded. The rest is counted and logged as an
+// alert. Every repair is safe to repeat, so origins may reconcile at once.
+func (s *Service) Reconcile(ctx context.Context) (Report, error) {
+	rep := Report{Repaired: map[string]int{}, Alerts: map[string]int{}}
+	intents, err := s.gateway.Intents(ctx, s.opts.Clock().Add(-s.opts.ReconcileWindow))
+	if err != nil {
+		return rep, err
+	}
+	rep.Intents = len(intents)
+	ids := make([]string, 0, len(intents))
+	for _, in := range intents {
+		if in.OrderID() != "" {
+			ids = append(ids, in.OrderID())
+		}
+	}
+	orders, err := s.ledger.OrdersByID(ctx, ids)
+	if err != nil {
+		return rep, err
+	}
+	var errs []error
+	for _, in := range intents {
+		o, ok := orders[in.OrderID()]
+		if !ok {
+			s.alert(&rep, "unknown_order", "gateway intent names no order of ours", "intent", in.ID, "order", in.OrderID())
+			continue
+		}
+		if err := s.reconcileIntent(ctx, &rep, o, in); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Refunds owed on orders outside the window, or whose issue failed.
+	owed, err := s.ledger.OrdersOwingRefunds(ctx, 1000)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, o := range owed {
+		if err := s.issueRefund(ctx, o); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.repair(&rep, "refund_issued", o.ID)
+	}
+	return rep, errors.Join(errs...)
+}
+
+func (s *Service) reconcileIntent(ctx context.Context, rep *Report, o ledger.Order, in payment.Intent) error {
+	if o.IntentID == "" {
+		if err := s.ledger.SetOrderIntent(ctx, o.ID, in.ID, in.PayURL); err != nil {
+			return err
+		}
+		o.IntentID = in.ID
+	}
+	if o.IntentID != in.ID {
+		s.alert(rep, "second_intent", "a second gateway intent for one order", "order", o.ID, "intent", in.ID)
+		return nil
+	}
+	settle := func(kind string, change func(ledger.Order) (ledger.Order, error)) error {
+		after, err := s.ledger.ChangeOrder(ctx, o.ID, "", "", change)
+		if err != nil {
+			return err
+		}
+		if after.Status != o.Status {
+			s.repair(rep, kind, o.ID)
+		}
+		s.refundIfOwed(ctx, after)
+		return nil
+	}
+	switch in.Status {
+	case payment.IntentSucceeded:
+		switch {
+		case o.Status == ledger.OrderPendingPayment || o.Status == ledger.OrderCancelled:
+			return settle("missed_payment", func(o ledger.Order) (ledger.Order, error) { return s.paid(ctx, o, in) })
+		case o.RefundStatus == ledger.RefundOwed && in.Refunded() >= in.AmountMinor && len(in.Refunds) > 0:
+			last := in.Refunds[len(in.Refunds)-1]
+			return settle("refund_recorded", func(o ledger.Order) (ledger.Order, error) { return refunded(o, &last), nil })
+		case o.Status == ledger.OrderPaid && in.Refunded() > 0:
+			s.alert(rep, "refunded_at_gateway_only", "the gateway refunded a paid order", "order", o.ID, "intent", in.ID)
+		case o.RefundStatus == ledger.RefundIssued && in.Refunded() == 0:
+			s.alert(rep, "refund_missing_at_gateway", "a refund we recorded is not at the gateway", "order", o.ID, "intent", in.ID)
+		}
+	case payment.IntentFailed:
+		switch o.Status {
+		case ledger.OrderPendingPayment:
+			return settle("missed_failure", func(o ledger.Order) (ledger.Order, error) { return s.failed(ctx, o) })
+		case ledger.OrderPaid:
+			s.alert(rep, "paid_but_failed_at_gateway", "an order is paid but its payment failed", "order", o.ID, "intent", in.ID)
+		}
+	case payment.IntentRequiresPayment:
+		if o.Status == ledger.OrderPaid {
+			s.alert(rep, "paid_but_unpaid_at_gateway", "an order is paid but the gateway has no payment", "order", o.ID, "intent", in.ID)
+		}
+	}
+	return nil
+}
+
+func (s *Service) repair(rep *Report, kind, orderID string) {
+	rep.Repaired[kind]++
+	s.m.repairs.WithLabelValues(kind).Inc()
+	s.log.Warn("reconciliation repaired an order", "kind", kind, "order", orderID)
+}
+
+func (s *Service) alert(rep *Report, kind, msg string, args ...any) {
+	rep.Alerts[kind]++
+	s.m.alerts.WithLabelValues(kind).Inc()
+	s.log.Error("payment alert: "+msg, append([]any{"kind", kind}, args...)...)
+}
+
+// Run reconciles every ReconcileEvery until ctx ends, starting shortly
+// after start-up (an origin that stopped mid-payment finds it at once).
+func (s *Service) Run(ctx context.Context) {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c, cancel := context.WithTimeout(ctx, s.opts.ReconcileEvery+time.Minute)
+		rep, err := s.Reconcile(c)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.m.reconciles.WithLabelValues("failed").Inc()
+			s.log.Warn("reconciliation incomplete; will run again", "err", err)
+		} else if err == nil {
+			s.m.reconciles.WithLabelValues("ok").Inc()
+			if len(rep.Repaired) > 0 || len(rep.Alerts) > 0 {
+				s.log.Info("reconciliation done", "intents", rep.Intents, "repaired", rep.Repaired, "alerts", rep.Alerts)
+			}
+		}
+		t.Reset(s.opts.ReconcileEvery)
+	}
+}

@@ -1,0 +1,100 @@
+// Package payment is the payment gateway as the origin sees it: the records
+// it keeps (intents, refunds, events), an HTTP client for its API, and the
+// check of its signed webhooks. The gateway is UPI-style: the origin creates
+// a payment intent, the shopper pays on the gateway's own page, and the
+// gateway reports the outcome by webhook, retrying and sometimes twice.
+package payment
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Intent statuses.
+const (
+	IntentRequiresPayment = "requires_payment"
+	IntentSucceeded       = "succeeded"
+	IntentFailed          = "failed"
+)
+
+// Event types the origin acts on.
+const (
+	EventPaymentSucceeded = "payment_intent.succeeded"
+	EventPaymentFailed    = "payment_intent.failed"
+	EventRefundSucceeded  = "refund.succeeded"
+)
+
+// Intent is a payment the gateway expects or has taken.
+type Intent struct {
+	ID          string            `json:"intent_id"`
+	Status      string            `json:"status"`
+	AmountMinor int64             `json:"amount_minor"`
+	Currency    string            `json:"currency"`
+	Metadata    map[string]string `json:"metadata"`
+	PayURL      string            `json:"pay_url"`
+	ReturnURL   string            `json:"return_url"`
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+	Refunds     []Refund          `json:"refunds"`
+}
+
+// OrderID is the order the intent was created for (its metadata).
+func (in Intent) OrderID() string { return in.Metadata["order_id"] }
+
+// Refunded is the sum of the intent's refunds.
+func (in Intent) Refunded() int64 {
+	var n int64
+	for _, r := range in.Refunds {
+		n += r.AmountMinor
+	}
+	return n
+}
+
+// Refund is money given back on a succeeded intent.
+type Refund struct {
+	ID          string    `json:"refund_id"`
+	IntentID    string    `json:"intent_id"`
+	AmountMinor int64     `json:"amount_minor"`
+	Status      string    `json:"status"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// NewIntent is what the origin asks the gateway to collect.
+type NewIntent struct {
+	AmountMinor int64             `json:"amount_minor"`
+	Currency    string            `json:"currency"`
+	Metadata    map[string]string `json:"metadata"`
+	ReturnURL   string            `json:"return_url,omitempty"`
+}
+
+// Event is one webhook delivery's body.
+type Event struct {
+	ID        string    `json:"id"`
+	Type      string    `json:"type"`
+	CreatedAt time.Time `json:"created_at"`
+	Data      struct {
+		Intent Intent  `json:"intent"`
+		Refund *Refund `json:"refund,omitempty"`
+	} `json:"data"`
+}
+
+// ErrBadEvent: a webhook body that is not an event.
+var ErrBadEvent = errors.New("payment: malformed event")
+
+// ParseEvent reads a webhook body. Unknown fields are allowed (gateways add
+// fields); an id, a type and the intent's id are required.
+func ParseEvent(body []byte) (Event, error) {
+	var e Event
+	if err := json.Unmarshal(body, &e); err != nil {
+		return Event{}, fmt.Errorf("%w: %v", ErrBadEvent, err)
+	}
+	if e.ID == "" || e.Type == "" || e.Data.Intent.ID == "" {
+		return Event{}, fmt.Errorf("%w: id, type and data.intent.intent_id are required", ErrBadEvent)
+	}
+	if len(e.ID) > 128 {
+		return Event{}, fmt.Errorf("%w: id longer than 128 bytes", ErrBadEvent)
+	}
+	return e, nil
+}
