@@ -1,0 +1,33 @@
+// Package gateway is a sandbox stand-in for an external UPI-style payment
+// gateway, for `make run`, tests and the crowd simulator. A Gateway is an
+// http.Handler with its state in memory, so tests can serve it with
+// httptest; the sandboxgateway command serves it on a port.
+//
+// Merchant API, every call with "Authorization: Bearer <APIKey>":
+//
+//	POST /v1/intents                {amount_minor, currency, metadata?, return_url?} + Idempotency-Key
+//	POST /v1/intents/{id}/refunds   {amount_minor?} + Idempotency-Key; no amount refunds the rest
+//	GET  /v1/intents/{id}
+//	GET  /v1/intents[?created_since=<RFC 3339>]
+//
+// Sandbox endpoints, without authentication, for pages, scripts and tests:
+//
+//	POST /sandbox/intents/{id}/pay, POST /sandbox/intents/{id}/fail
+//	GET  /sandbox/intents[?created_since=...], GET /sandbox/events
+//	GET and PUT /sandbox/webhooks   {"enabled": bool}
+//	GET  /pay/{id}                  the hosted pay page
+//	GET  /healthz
+//
+// Creation answers 201; a repeat with the same Idempotency-Key and the same
+// request answers 200 with the same intent as it is now (or the same
+// refund), and the same key with another request 409 idempotency_conflict.
+// Only successful requests use up a key, so a request answered 4xx or 503
+// may be retried with its key. Refund keys are apart from creation keys.
+// Errors are {"error": "<code>", "message": "<sentence>"}.
+//
+// Each state change records one event and POSTs it to the webhook URL as a
+// WebhookPayload, signed in the Payment-Signature header (see Sign), retried
+// on any non-2xx answer or transport error with exponential backoff, and,
+// with probability DuplicateRate, delivered twice. Events about different
+// intents, or about one intent, may arrive in any order.
+package gateway

@@ -1,0 +1,288 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"time"
+	"unicode/utf8"
+)
+
+// Status is the state of an intent: it starts requiring payment and ends
+// succeeded or failed, never changing again. Refunds leave it succeeded.
+type Status string
+
+// The statuses of an intent.
+const (
+	StatusRequiresPayment Status = "requires_payment"
+	StatusSucceeded       Status = "succeeded"
+	StatusFailed          Status = "failed"
+)
+
+// Intent is one payment the merchant asked for, as the API answers it.
+type Intent struct {
+	ID          string            `json:"intent_id"` // "pi_" + 24 hex digits
+	Status      Status            `json:"status"`
+	AmountMinor int64             `json:"amount_minor"`
+	Currency    string            `json:"currency"`
+	Metadata    map[string]string `json:"metadata"` // never nil
+	PayURL      string            `json:"pay_url"`
+	ReturnURL   string            `json:"return_url"` // "" when not given
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+	Refunds     []Refund          `json:"refunds"` // in creation order; never nil
+}
+
+// Refund gives back part or all of a succeeded intent's amount. Refunds
+// succeed at once.
+type Refund struct {
+	ID          string    `json:"refund_id"` // "re_" + 24 hex digits
+	IntentID    string    `json:"intent_id"`
+	AmountMinor int64     `json:"amount_minor"`
+	Status      string    `json:"status"` // always "succeeded"
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// Errors of the Go methods; the API answers them with the codes noted.
+var (
+	ErrUnknownIntent   = errors.New("unknown intent")                            // 404 unknown_intent
+	ErrIntentFailed    = errors.New("intent failed, it cannot be paid")          // 409 intent_failed
+	ErrIntentSucceeded = errors.New("intent succeeded, it cannot fail")          // 409 intent_succeeded
+	errNotSucceeded    = errors.New("intent has not succeeded")                  // 409 intent_not_succeeded
+	errRefundExceeds   = errors.New("refunds would exceed the amount")           // 409 refund_exceeds_amount
+	errIdempotencyUsed = errors.New("idempotency key used with another request") // 409 idempotency_conflict
+)
+
+// Limits on what a merchant may store on an intent.
+const (
+	maxMetadataKeys  = 50
+	maxMetadataKey   = 40  // bytes
+	maxMetadataValue = 500 // bytes
+	maxReturnURL     = 2048
+)
+
+var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
+
+// createRequest is the body of POST /v1/intents.
+type createRequest struct {
+	AmountMinor int64             `json:"amount_minor"`
+	Currency    string            `json:"currency"`
+	Metadata    map[string]string `json:"metadata"`
+	ReturnURL   string            `json:"return_url"`
+}
+
+// validate returns a message for the first invalid field, or "".
+func (r createRequest) validate() string {
+	switch {
+	case r.AmountMinor <= 0:
+		return "amount_minor must be a positive integer in minor units"
+	case !currencyRE.MatchString(r.Currency):
+		return "currency must be three capital letters, like INR"
+	case len(r.Metadata) > maxMetadataKeys:
+		return fmt.Sprintf("metadata may hold at most %d keys", maxMetadataKeys)
+	case len(r.ReturnURL) > maxReturnURL:
+		return fmt.Sprintf("return_url may be at most %d bytes", maxReturnURL)
+	}
+	for k, v := range r.Metadata {
+		if k == "" || len(k) > maxMetadataKey || len(v) > maxMetadataValue || !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return fmt.Sprintf("metadata keys must be 1 to %d bytes and values at most %d bytes of UTF-8", maxMetadataKey, maxMetadataValue)
+		}
+	}
+	if r.ReturnURL != "" {
+		if u, err := url.Parse(r.ReturnURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return "return_url must be an absolute http or https URL"
+		}
+	}
+	return ""
+}
+
+// same reports whether r and o ask for the same intent; a missing and an
+// empty metadata are the same.
+func (r createRequest) same(o createRequest) bool {
+	return r.AmountMinor == o.AmountMinor && r.Currency == o.Currency &&
+		r.ReturnURL == o.ReturnURL && maps.Equal(r.Metadata, o.Metadata)
+}
+
+// createRecord remembers what an intent-creation idempotency key did.
+type createRecord struct {
+	req      createRequest
+	intentID string
+}
+
+// refundRecord remembers what a refund idempotency key did. Refund keys are
+// a namespace of their own, apart from intent-creation keys.
+type refundRecord struct {
+	intentID  string
+	requested *int64 // the amount_minor asked for; nil: the rest
+	refund    Refund
+}
+
+// createIntent creates the intent req asks for, or, when key was already
+// used for the same request, returns that intent as it is now with
+// created false.
+func (g *Gateway) createIntent(key string, req createRequest) (in Intent, created bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if rec, ok := g.createKeys[key]; ok {
+		if !rec.req.same(req) {
+			return Intent{}, false, errIdempotencyUsed
+		}
+		return g.intents[rec.intentID].clone(), false, nil
+	}
+	now := g.now()
+	id := newID("pi_")
+	p := &Intent{
+		ID:          id,
+		Status:      StatusRequiresPayment,
+		AmountMinor: req.AmountMinor,
+		Currency:    req.Currency,
+		Metadata:    maps.Clone(req.Metadata),
+		PayURL:      g.publicURL + "/pay/" + id,
+		ReturnURL:   req.ReturnURL,
+		CreatedAt:   now,
+		UpdatedAt:   now,
+	}
+	if p.Metadata == nil {
+		p.Metadata = map[string]string{}
+	}
+	req.Metadata = maps.Clone(req.Metadata)
+	g.intents[id] = p
+	g.order = append(g.order, p)
+	g.createKeys[key] = createRecord{req: req, intentID: id}
+	g.log.Info("intent created", "intent_id", id, "amount_minor", p.AmountMinor, "currency", p.Currency,
+		"order_id", p.Metadata["order_id"])
+	return p.clone(), true, nil
+}
+
+// Intent returns the intent with that id, or ErrUnknownIntent.
+func (g *Gateway) Intent(id string) (Intent, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, ok := g.intents[id]
+	if !ok {
+		return Intent{}, ErrUnknownIntent
+	}
+	return p.clone(), nil
+}
+
+// Intents returns every intent in creation order.
+func (g *Gateway) Intents() []Intent { return g.intentsSince(time.Time{}) }
+
+// intentsSince returns, in creation order, the intents created at or after
+// since.
+func (g *Gateway) intentsSince(since time.Time) []Intent {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := []Intent{}
+	for _, p := range g.order {
+		if !p.CreatedAt.Before(since) {
+			out = append(out, p.clone())
+		}
+	}
+	return out
+}
+
+// Pay marks a requires_payment intent succeeded and sends
+// payment_intent.succeeded. Paying a succeeded intent again changes nothing
+// and sends nothing; a failed intent gives ErrIntentFailed.
+func (g *Gateway) Pay(id string) (Intent, error) { return g.settle(id, StatusSucceeded) }
+
+// Fail marks a requires_payment intent failed and sends
+// payment_intent.failed. Failing a failed intent again changes nothing and
+// sends nothing; a succeeded intent gives ErrIntentSucceeded.
+func (g *Gateway) Fail(id string) (Intent, error) { return g.settle(id, StatusFailed) }
+
+// settle moves intent id to its final status to.
+func (g *Gateway) settle(id string, to Status) (Intent, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, ok := g.intents[id]
+	if !ok {
+		return Intent{}, ErrUnknownIntent
+	}
+	switch {
+	case p.Status == to:
+		return p.clone(), nil
+	case p.Status != StatusRequiresPayment && to == StatusSucceeded:
+		return Intent{}, ErrIntentFailed
+	case p.Status != StatusRequiresPayment:
+		return Intent{}, ErrIntentSucceeded
+	}
+	p.Status = to
+	p.UpdatedAt = g.now()
+	in := p.clone()
+	typ := EventPaymentSucceeded
+	if to == StatusFailed {
+		typ = EventPaymentFailed
+	}
+	g.log.Info("intent "+string(to), "intent_id", id, "order_id", p.Metadata["order_id"])
+	g.publishLocked(typ, in.UpdatedAt, in, nil)
+	return in, nil
+}
+
+// refund refunds amount (nil: whatever is left unrefunded) of a succeeded
+// intent and sends refund.succeeded, or, when key was already used for the
+// same request, returns that refund with created false.
+func (g *Gateway) refund(intentID, key string, amount *int64) (re Refund, created bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, ok := g.intents[intentID]
+	if !ok {
+		return Refund{}, false, ErrUnknownIntent
+	}
+	if rec, ok := g.refundKeys[key]; ok {
+		if rec.intentID != intentID || !sameAmount(rec.requested, amount) {
+			return Refund{}, false, errIdempotencyUsed
+		}
+		return rec.refund, false, nil
+	}
+	if p.Status != StatusSucceeded {
+		return Refund{}, false, errNotSucceeded
+	}
+	left := p.AmountMinor
+	for _, r := range p.Refunds {
+		left -= r.AmountMinor
+	}
+	n := left
+	if amount != nil {
+		n = *amount
+	}
+	if n <= 0 || n > left {
+		return Refund{}, false, errRefundExceeds
+	}
+	now := g.now()
+	re = Refund{ID: newID("re_"), IntentID: intentID, AmountMinor: n, Status: "succeeded", CreatedAt: now}
+	p.Refunds = append(p.Refunds, re)
+	p.UpdatedAt = now
+	var requested *int64
+	if amount != nil {
+		requested = new(*amount)
+	}
+	g.refundKeys[key] = refundRecord{intentID: intentID, requested: requested, refund: re}
+	g.log.Info("refund succeeded", "intent_id", intentID, "refund_id", re.ID, "amount_minor", n,
+		"left_minor", left-n)
+	g.publishLocked(EventRefundSucceeded, now, p.clone(), &re)
+	return re, true, nil
+}
+
+// sameAmount reports whether two optional amounts are equal.
+func sameAmount(a, b *int64) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}
+
+// clone returns a deep copy of p.
+func (p *Intent) clone() Intent {
+	c := *p
+	c.Metadata = maps.Clone(p.Metadata)
+	c.Refunds = slices.Clone(p.Refunds)
+	if c.Refunds == nil {
+		c.Refunds = []Refund{}
+	}
+	return c
+}

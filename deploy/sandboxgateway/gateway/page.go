@@ -1,0 +1,159 @@
+package gateway
+
+import (
+	"bytes"
+	"html/template"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// pageData is what the pay page shows.
+type pageData struct {
+	Intent
+	Amount string // "INR 1234.50"
+	Done   bool   // the intent has its final status
+}
+
+// pageTemplate is the hosted pay page: self-contained, no external assets.
+// Its buttons call the sandbox pay and fail endpoints; #pay-result then
+// says "Payment succeeded." or "Payment failed." (or why neither
+// happened) and carries the status in data-status; #return-link, present
+// when the intent has a return_url, appears once the payment is settled.
+var pageTemplate = template.Must(template.New("pay").Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Sandbox UPI payment</title>
+<style>
+body { font-family: system-ui, sans-serif; background: #f3f4f6; margin: 0; padding: 2rem 1rem; color: #111827; }
+main { max-width: 26rem; margin: 0 auto; background: #fff; border-radius: 12px; padding: 1.5rem; box-shadow: 0 1px 4px rgba(0,0,0,.1); }
+h1 { font-size: 1.2rem; margin: 0 0 .25rem; }
+.note { color: #6b7280; font-size: .85rem; margin: 0 0 1rem; }
+.amount { font-size: 2rem; font-weight: 600; margin: .5rem 0 1rem; }
+dl { display: grid; grid-template-columns: auto 1fr; gap: .25rem 1rem; margin: 0 0 1.5rem; font-size: .9rem; }
+dt { color: #6b7280; } dd { margin: 0; overflow-wrap: anywhere; }
+.buttons { display: flex; gap: .75rem; }
+button { flex: 1; font-size: 1rem; padding: .75rem; border: 0; border-radius: 8px; cursor: pointer; color: #fff; }
+button:disabled { opacity: .5; cursor: default; }
+#pay-button { background: #059669; } #fail-button { background: #dc2626; }
+#pay-result { min-height: 1.5rem; margin: 1rem 0 .5rem; font-weight: 600; }
+</style>
+</head>
+<body>
+<main>
+<h1>Sandbox UPI payment</h1>
+<p class="note">A test gateway: no money moves.</p>
+<div class="amount" id="amount">{{.Amount}}</div>
+<dl>
+{{- with index .Metadata "order_id"}}
+<dt>Order</dt><dd id="order-id">{{.}}</dd>
+{{- end}}
+<dt>Payment</dt><dd id="intent-id">{{.ID}}</dd>
+</dl>
+<div class="buttons">
+<button id="pay-button" type="button"{{if .Done}} disabled{{end}}>Pay</button>
+<button id="fail-button" type="button"{{if .Done}} disabled{{end}}>Fail</button>
+</div>
+<p id="pay-result" role="status" data-status="{{.Status}}">{{if .Done}}Payment {{.Status}}.{{end}}</p>
+{{- if .ReturnURL}}
+<p><a id="return-link" href="{{.ReturnURL}}"{{if not .Done}} hidden{{end}}>Back to the shop</a></p>
+{{- end}}
+</main>
+<script>
+(() => {
+  const base = "/sandbox/intents/" + encodeURIComponent({{.ID}});
+  const result = document.getElementById("pay-result");
+  const buttons = [document.getElementById("pay-button"), document.getElementById("fail-button")];
+  const back = document.getElementById("return-link");
+  const settle = (status, text) => {
+    result.dataset.status = status;
+    result.textContent = text;
+    buttons.forEach((b) => { b.disabled = true; });
+    if (back) back.hidden = false;
+  };
+  const act = async (action) => {
+    buttons.forEach((b) => { b.disabled = true; });
+    result.textContent = "Working…";
+    try {
+      const res = await fetch(base + "/" + action, { method: "POST" });
+      const body = await res.json().catch(() => ({}));
+      if (res.ok) {
+        settle(body.status, "Payment " + body.status + ".");
+      } else if (body.error === "intent_failed") {
+        settle("failed", "Payment failed earlier; it cannot be paid now.");
+      } else if (body.error === "intent_succeeded") {
+        settle("succeeded", "Payment succeeded earlier; it cannot fail now.");
+      } else {
+        result.textContent = (body.message || "The gateway answered " + res.status) + ". Try again.";
+        buttons.forEach((b) => { b.disabled = false; });
+      }
+    } catch (e) {
+      result.textContent = "Network error. Try again.";
+      buttons.forEach((b) => { b.disabled = false; });
+    }
+  };
+  buttons[0].addEventListener("click", () => act("pay"));
+  buttons[1].addEventListener("click", () => act("fail"));
+})();
+</script>
+</body>
+</html>
+`))
+
+// notFoundPage answers a pay page for an unknown intent.
+const notFoundPage = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Unknown payment</title></head>
+<body><h1>Unknown payment</h1><p>This payment link is not valid.</p></body></html>
+`
+
+// handlePage serves the pay page of intent {id}.
+func (g *Gateway) handlePage(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	in, err := g.Intent(r.PathValue("id"))
+	if err != nil {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(notFoundPage))
+		return
+	}
+	var buf bytes.Buffer
+	data := pageData{Intent: in, Amount: formatAmount(in.AmountMinor, in.Currency), Done: in.Status != StatusRequiresPayment}
+	if err := pageTemplate.Execute(&buf, data); err != nil {
+		g.log.Error("render pay page", "intent_id", in.ID, "err", err)
+		http.Error(w, "the pay page failed to render", http.StatusInternalServerError)
+		return
+	}
+	_, _ = w.Write(buf.Bytes())
+}
+
+// minorDigits gives the currencies whose minor unit is not a hundredth.
+var minorDigits = map[string]int{
+	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0, "PYG": 0,
+	"RWF": 0, "UGX": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
+	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
+}
+
+// formatAmount writes an amount in minor units as the currency code and the
+// major amount, without grouping: 123450 INR is "INR 1234.50".
+func formatAmount(minor int64, currency string) string {
+	digits, ok := minorDigits[currency]
+	if !ok {
+		digits = 2
+	}
+	sign := ""
+	u := uint64(minor)
+	if minor < 0 {
+		sign, u = "-", uint64(-minor)
+	}
+	s := strconv.FormatUint(u, 10)
+	if digits == 0 {
+		return currency + " " + sign + s
+	}
+	if len(s) <= digits {
+		s = strings.Repeat("0", digits-len(s)+1) + s
+	}
+	return currency + " " + sign + s[:len(s)-digits] + "." + s[len(s)-digits:]
+}

@@ -1,0 +1,23 @@
+// Command sandboxgateway is a sandbox stand-in for an external UPI-style
+// payment gateway, for `make run`, tests and the crowd simulator: the origin
+// creates payment intents on it, shoppers pay or fail them on its hosted
+// page, and it reports back by signed, retried webhooks. Run it with -h for
+// its flags; package gateway documents the API.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxgateway:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// env returns a getenv over vars.
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// required are the variables without which the gateway will not start.
+var required = map[string]string{
+	"FLASHGATE_GATEWAY_API_KEY":        "sk_env",
+	"FLASHGATE_GATEWAY_WEBHOOK_SECRET": "whsec_env",
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	c, err := loadConfig(nil, env(required), io.Discard)
+	if err != nil {
+		t.Fatalf("loadConfig with the required variables: %v", err)
+	}
+	g := c.Gateway
+	if c.Addr != ":9300" || g.PublicURL != "http://127.0.0.1:9300" || g.WebhookURL != "http://127.0.0.1:8080/v1/payments/webhook" {
+		t.Errorf("addresses = %q %q %q, want the defaults", c.Addr, g.PublicURL, g.WebhookURL)
+	}
+	if g.APIKey != "sk_env" || !slices.Equal(g.WebhookSecrets, []string{"whsec_env"}) {
+		t.Errorf("APIKey, WebhookSecrets = %q, %q, want sk_env, [whsec_env]", g.APIKey, g.WebhookSecrets)
+	}
+	if g.Latency != 0 || g.FailureRate != 0 || g.DuplicateRate != 0.1 || g.MaxAttempts != 8 || g.RetryBase != 500*time.Millisecond {
+		t.Errorf("gateway config = %+v, want latency 0, failure 0, duplicate 0.1, 8 attempts, retry base 500ms", g)
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	tests := []struct {
+		name  string
+		vars  map[string]string
+		args  []string
+		check func(t *testing.T, c config)
+	}{
+		{
+			name: "environment",
+			vars: map[string]string{
+				"FLASHGATE_GATEWAY_ADDR":           "127.0.0.1:9400",
+				"FLASHGATE_GATEWAY_PUBLIC_URL":     "https://pay.example",
+				"FLASHGATE_GATEWAY_WEBHOOK_URL":    "http://origin:9090/v1/payments/webhook",
+				"FLASHGATE_GATEWAY_WEBHOOK_SECRET": "new, old ,",
+				"FLASHGATE_GATEWAY_API_KEY":        "sk_1",
+				"FLASHGATE_GATEWAY_LATENCY":        "150ms",
+				"FLASHGATE_GATEWAY_FAILURE_RATE":   "0.25",
+				"FLASHGATE_GATEWAY_DUPLICATE_RATE": "0",
+				"FLASHGATE_GATEWAY_MAX_ATTEMPTS":   "3",
+				"FLASHGATE_GATEWAY_RETRY_BASE":     "2s",
+			},
+			check: func(t *testing.T, c config) {
+				g := c.Gateway
+				if c.Addr != "127.0.0.1:9400" || g.PublicURL != "https://pay.example" || g.WebhookURL != "http://origin:9090/v1/payments/webhook" {
+					t.Errorf("addresses = %q %q %q", c.Addr, g.PublicURL, g.WebhookURL)
+				}
+				if !slices.Equal(g.WebhookSecrets, []string{"new", "old"}) || g.APIKey != "sk_1" {
+					t.Errorf("secrets, key = %q, %q, want [new old], sk_1", g.WebhookSecrets, g.APIKey)
+				}
+				if g.Latency != 150*time.Millisecond || g.FailureRate != 0.25 || g.DuplicateRate != 0 || g.MaxAttempts != 3 || g.RetryBase != 2*time.Second {
+					t.Errorf("gateway config = %+v", g)
+				}
+			},
+		},
+		{
+			name: "flags win",
+			vars: map[string]string{
+				"FLASHGATE_GATEWAY_API_KEY":        "sk_env",
+				"FLASHGATE_GATEWAY_WEBHOOK_SECRET": "whsec_env",
+				"FLASHGATE_GATEWAY_LATENCY":        "1s",
+				"FLASHGATE_GATEWAY_ADDR":           ":1",
+			},
+			args: []string{"-api-key", "sk_flag", "-webhook-secret", "a,b", "-latency", "5ms", "-addr", ":2", "-seed", "9"},
+			check: func(t *testing.T, c config) {
+				if c.Gateway.APIKey != "sk_flag" || !slices.Equal(c.Gateway.WebhookSecrets, []string{"a", "b"}) ||
+					c.Gateway.Latency != 5*time.Millisecond || c.Addr != ":2" || c.Gateway.Seed != 9 {
+					t.Errorf("config = %+v, want the flags' values", c)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := loadConfig(tt.args, env(tt.vars), io.Discard)
+			if err != nil {
+				t.Fatalf("loadConfig: %v", err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	with := func(k, v string) map[string]string {
+		m := map[string]string{k: v}
+		for rk, rv := range required {
+			if rk != k {
+				m[rk] = rv
+			}
+		}
+		return m
+	}
+	tests := []struct {
+		name string
+		vars map[string]string
+		args []string
+		want string // in the error
+	}{
+		{"no API key", map[string]string{"FLASHGATE_GATEWAY_WEBHOOK_SECRET": "s"}, nil, "-api-key"},
+		{"no secret", map[string]string{"FLASHGATE_GATEWAY_API_KEY": "k"}, nil, "-webhook-secret"},
+		{"blank secrets", with("FLASHGATE_GATEWAY_WEBHOOK_SECRET", " , "), nil, "-webhook-secret"},
+		{"bad latency variable", with("FLASHGATE_GATEWAY_LATENCY", "soon"), nil, "FLASHGATE_GATEWAY_LATENCY"},
+		{"bad attempts variable", with("FLASHGATE_GATEWAY_MAX_ATTEMPTS", "many"), nil, "FLASHGATE_GATEWAY_MAX_ATTEMPTS"},
+		{"rate over 1", with("FLASHGATE_GATEWAY_FAILURE_RATE", "1.5"), nil, "FailureRate"},
+		{"negative duplicate rate", required, []string{"-duplicate-rate", "-0.1"}, "DuplicateRate"},
+		{"relative webhook URL", required, []string{"-webhook-url", "/hooks"}, "WebhookURL"},
+		{"bad public URL", required, []string{"-public-url", "pay.example"}, "PublicURL"},
+		{"unknown flag", required, []string{"-nope"}, "nope"},
+		{"stray argument", required, []string{"extra"}, "extra"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadConfig(tt.args, env(tt.vars), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("loadConfig = %v, want an error mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-h"}, env(nil), io.Discard, &out); err != nil {
+		t.Fatalf("run -h = %v, want nil", err)
+	}
+	for _, want := range []string{
+		"FLASHGATE_GATEWAY_ADDR", "FLASHGATE_GATEWAY_PUBLIC_URL", "FLASHGATE_GATEWAY_WEBHOOK_URL",
+		"FLASHGATE_GATEWAY_WEBHOOK_SECRET", "FLASHGATE_GATEWAY_API_KEY", "FLASHGATE_GATEWAY_LATENCY",
+		"FLASHGATE_GATEWAY_FAILURE_RATE", "FLASHGATE_GATEWAY_DUPLICATE_RATE", "FLASHGATE_GATEWAY_MAX_ATTEMPTS",
+		"FLASHGATE_GATEWAY_RETRY_BASE", `(default ":9300")`, "(default 500ms)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-h output lacks %s:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestRun starts the binary on a free port, creates and pays an intent, and
+// stops it by cancelling its context.
+func TestRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logR, logW := io.Pipe()
+	lines := make(chan map[string]any, 100)
+	go func() { // drains the log until run returns and the pipe closes
+		defer close(lines)
+		sc := bufio.NewScanner(logR)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				select {
+				case lines <- m:
+				default:
+				}
+			}
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-webhook-url", ""}, env(required), logW, io.Discard)
+		logW.Close()
+	}()
+
+	var addr string
+	for addr == "" {
+		select {
+		case m, ok := <-lines:
+			if !ok {
+				t.Fatalf("run ended before it was ready: %v", <-done)
+			}
+			if m["msg"] == "gateway ready" {
+				addr, _ = m["addr"].(string)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no \"gateway ready\" log within 10s")
+		}
+	}
+	base := "http://" + addr
+
+	req, _ := http.NewRequest("POST", base+"/v1/intents", strings.NewReader(`{"amount_minor": 100, "currency": "INR"}`))
+	req.Header.Set("Authorization", "Bearer sk_env")
+	req.Header.Set("Idempotency-Key", "run-test")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in struct {
+		ID     string `json:"intent_id"`
+		PayURL string `json:"pay_url"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&in)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || !strings.HasPrefix(in.PayURL, "http://127.0.0.1:9300/pay/pi_") {
+		t.Fatalf("create = %d %+v, want 201 with the default public URL", resp.StatusCode, in)
+	}
+	resp, err = http.Post(base+"/sandbox/intents/"+in.ID+"/pay", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("pay = %d, want 200", resp.StatusCode)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run after cancel = %v, want nil", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not return within 15s of cancel")
+	}
+	for range lines { // let the reader finish
+	}
+}
