@@ -63,7 +63,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	str(&c.WebhookSecrets, "webhook-secret", "FLASHGATE_GATEWAY_WEBHOOK_SECRET", "secrets of the gateway's webhook signatures, comma-separated; any may match (rotation)")
 	dur(&c.PaymentGrace, "payment-grace", "FLASHGATE_PAYMENT_GRACE", "how much longer a hold lives once its payment starts (given once)")
 	str(&c.PaymentReturnURL, "payment-return-url", "FLASHGATE_PAYMENT_RETURN_URL", "where the gateway's pay page sends the shopper afterwards (empty: no link)")
-	dur(&c.ReconcileInterval, "reconcile-interval", "FLASHGATE_RECONCILE_INTERVAL", "how often gateway records are reconciled with orders")
+	dur(&c.ReconcileInterval, "reconcile-interval", "FLASHGATE_RECONCILE_INTERVAL", "how often gateway records are reconciled with orders (0: not by this origin)")
 	if err := fs.Parse(args); err != nil {
 		return app.Config{}, err
 	}

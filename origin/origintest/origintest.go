@@ -61,7 +61,13 @@ type Origin struct {
 	Users *tokens.DevUserIssuer
 
 	public, admin *fasthttp.HostClient
+	stop          func()
+	stopOnce      sync.Once
 }
+
+// Stop shuts the origin down in its own order, as a SIGTERM would; it runs
+// once, and again at the end of the test does nothing.
+func (o *Origin) Stop() { o.stopOnce.Do(o.stop) }
 
 // StartOrigin builds an origin with app.New on env (Dev on, the tokenstest
 // keys, AdminToken, a quick sweeper), lets each override adjust the Config,
@@ -118,7 +124,7 @@ func StartOrigin(t testing.TB, env *Env, overrides ...func(*app.Config)) *Origin
 	o.public = hostClient("public", o.PublicLn)
 	o.admin = hostClient("admin", o.AdminLn)
 
-	t.Cleanup(func() {
+	o.stop = func() {
 		// The origin's own shutdown order: stop the listeners and drain,
 		// then reserves and workers, then the clients.
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -135,7 +141,8 @@ func StartOrigin(t testing.TB, env *Env, overrides ...func(*app.Config)) *Origin
 			t.Errorf("App.Stop(%s) = %v", cfg.Instance, err)
 		}
 		logw.close()
-	})
+	}
+	t.Cleanup(o.Stop)
 	return o
 }
 

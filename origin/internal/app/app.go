@@ -218,7 +218,7 @@ func (a *App) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopWorkers = cancel
 	runs := []func(context.Context){a.Catalog.Run, a.Writer.Run, a.Sweeper.Run, a.watchRedis}
-	if a.Orders != nil {
+	if a.Orders != nil && a.cfg.ReconcileInterval > 0 {
 		runs = append(runs, a.Orders.Run)
 	}
 	for _, run := range runs {

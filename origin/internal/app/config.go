@@ -41,7 +41,7 @@ type Config struct {
 	WebhookSecrets    string        // webhook signature secrets, comma-separated (rotation)
 	PaymentGrace      time.Duration // extra hold time once a payment starts, given once
 	PaymentReturnURL  string        // where the gateway's page sends the shopper back; "" = nowhere
-	ReconcileInterval time.Duration // how often gateway records are compared with orders
+	ReconcileInterval time.Duration // how often gateway records are compared with orders; 0 = never here (another origin does)
 }
 
 // PaymentsOn reports whether a payment gateway is configured.
@@ -89,8 +89,8 @@ func (c Config) Validate() error {
 		return errors.New("config: writer batch, reserve pipelines and reserve batch must be positive")
 	case c.PaymentsOn() && (c.GatewayURL == "" || c.WebhookSecrets == ""):
 		return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_URL and FLASHGATE_GATEWAY_WEBHOOK_SECRET are required")
-	case c.PaymentsOn() && (c.PaymentGrace < 0 || c.ReconcileInterval <= 0):
-		return errors.New("config: the payment grace must not be negative and the reconcile interval must be positive")
+	case c.PaymentsOn() && (c.PaymentGrace < 0 || c.ReconcileInterval < 0):
+		return errors.New("config: the payment grace and the reconcile interval must not be negative")
 	case c.WriterClaimIdle <= 0 || c.SweepInterval <= 0 || c.RequestBudget <= 0 || c.ShutdownTimeout <= 0 || c.RedisRetention <= 0:
 		return fmt.Errorf("config: durations must be positive")
 	}

@@ -1,0 +1,167 @@
+package origintest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp/fasthttputil"
+
+	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/origin/internal/app"
+)
+
+// Payments is a sandbox payment gateway for origins under test: its API on
+// a loopback httptest server, its webhooks delivered to whichever origin
+// DeliverTo names, over that origin's in-memory listener.
+type Payments struct {
+	Gateway *gateway.Gateway
+	URL     string // the gateway's base URL
+	APIKey  string
+	Secret  string // the webhook signing secret
+
+	// FailRefunds, while true, answers every refund call 503, as a
+	// gateway that is down would.
+	FailRefunds atomic.Bool
+
+	mu     sync.Mutex // guards target
+	target *fasthttputil.InmemoryListener
+}
+
+// StartPayments starts a sandbox gateway (no injected failures, quick
+// retries), adjusted by each override, and closes it in t.Cleanup.
+func StartPayments(t testing.TB, overrides ...func(*gateway.Config)) *Payments {
+	t.Helper()
+	p := &Payments{APIKey: "test-gateway-key", Secret: "whsec-test-secret"}
+	cfg := gateway.Config{
+		APIKey:         p.APIKey,
+		WebhookSecrets: []string{p.Secret},
+		WebhookURL:     "http://origin/v1/payments/webhook",
+		MaxAttempts:    20,
+		RetryBase:      50 * time.Millisecond,
+		RetryMax:       500 * time.Millisecond,
+		Seed:           1,
+		WebhookDial: func(context.Context, string, string) (net.Conn, error) {
+			p.mu.Lock()
+			ln := p.target
+			p.mu.Unlock()
+			if ln == nil {
+				return nil, errors.New("no origin to deliver to")
+			}
+			return ln.Dial()
+		},
+	}
+	for _, o := range overrides {
+		o(&cfg)
+	}
+	g, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatalf("gateway.New = %v", err)
+	}
+	p.Gateway = g
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.FailRefunds.Load() && strings.HasSuffix(r.URL.Path, "/refunds") {
+			http.Error(w, `{"error":"unavailable","message":"down for the test"}`, http.StatusServiceUnavailable)
+			return
+		}
+		g.ServeHTTP(w, r)
+	}))
+	p.URL = srv.URL
+	if err := g.SetPublicURL(srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = g.Close(ctx)
+		srv.Close()
+	})
+	return p
+}
+
+// Configure points an origin's Config at the gateway; pass it to StartOrigin.
+// The reconciler runs every 300 ms and a hold's payment grace is 2 s.
+func (p *Payments) Configure(cfg *app.Config) {
+	cfg.GatewayURL = p.URL
+	cfg.GatewayAPIKey = p.APIKey
+	cfg.WebhookSecrets = p.Secret
+	cfg.PaymentGrace = 2 * time.Second
+	cfg.ReconcileInterval = 300 * time.Millisecond
+}
+
+// DeliverTo sends the gateway's webhooks to o from now on (nil: nowhere,
+// so deliveries fail and are retried).
+func (p *Payments) DeliverTo(o *Origin) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = nil
+	if o != nil {
+		p.target = o.PublicLn
+	}
+}
+
+// Order is the origin's answer for an order.
+type Order struct {
+	OrderID       string `json:"order_id"`
+	ReservationID string `json:"reservation_id"`
+	Status        string `json:"status"`
+	AmountMinor   int64  `json:"amount_minor"`
+	Currency      string `json:"currency"`
+	Payment       *struct {
+		IntentID string `json:"intent_id"`
+		PayURL   string `json:"pay_url"`
+	} `json:"payment"`
+	Refund *struct {
+		Status   string `json:"status"`
+		RefundID string `json:"refund_id"`
+	} `json:"refund"`
+	Error string `json:"error"`
+}
+
+// CreateOrder posts POST /v1/orders for the reservation with a user token.
+func (o *Origin) CreateOrder(t testing.TB, userToken, reservationID, idemKey string) (int, Order) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"reservation_id": reservationID, "idempotency_key": idemKey})
+	status, raw := o.Do(t, Request{Method: "POST", Path: "/v1/orders", Token: userToken, Body: body})
+	return status, parseOrder(t, raw)
+}
+
+// Order reads GET /v1/orders/{id} with a user token.
+func (o *Origin) Order(t testing.TB, userToken, id string) (int, Order) {
+	t.Helper()
+	status, raw := o.Do(t, Request{Method: "GET", Path: "/v1/orders/" + id, Token: userToken})
+	return status, parseOrder(t, raw)
+}
+
+// WaitOrder polls an order until its status is want, failing t after within.
+func (o *Origin) WaitOrder(t testing.TB, userToken, id, want string, within time.Duration) Order {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		_, got := o.Order(t, userToken, id)
+		if got.Status == want || time.Now().After(deadline) {
+			if got.Status != want {
+				t.Fatalf("order %s status = %q after %v, want %q", id, got.Status, within, want)
+			}
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func parseOrder(t testing.TB, raw []byte) Order {
+	t.Helper()
+	var out Order
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Errorf("order answer is not JSON: %v: %s", err, raw)
+	}
+	return out
+}
