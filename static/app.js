@@ -310,6 +310,34 @@
     else notice(busy(res) ? 'Busy — please press Pay again in ' + (res.retry || 2) + ' s.' : msg(res), 'res');
   });
 
+  // ---- the order, back from the gateway's page (?order=…) ----
+  const orderNote = {
+    pending_payment: 'Waiting for the gateway to confirm your payment…',
+    paid: 'Paid — the item is yours.',
+    refunded: 'Your payment came after your hold had ended, so the money goes back to you.',
+    cancelled: 'The payment did not go through; nothing was charged.',
+  };
+  async function watchOrder(id, tries = 0) {
+    const res = await api('GET', '/v1/orders/' + encodeURIComponent(id), { token: store.get(K.user) });
+    if (res.status !== 200) {
+      if (busy(res) && tries < 30) setTimeout(() => watchOrder(id, tries + 1), 2000);
+      else if (res.status === 401) notice('Sign in again to see your order.', 'res');
+      return;
+    }
+    const o = res.data;
+    $('order').hidden = false;
+    $('order-id').textContent = o.order_id;
+    $('order-status').textContent = o.status.replace('_', ' ');
+    $('order-status').dataset.status = o.status;
+    const refund = o.refund ? (o.refund.status === 'issued' ? ' Refund issued.' : ' Refund on its way.') : '';
+    $('order-note').textContent = (orderNote[o.status] || '') + refund;
+    // Confirmation comes by webhook a moment after the gateway's page: look again shortly.
+    if ((o.status === 'pending_payment' || (o.refund && o.refund.status !== 'issued')) && tries < 60) {
+      setTimeout(() => watchOrder(id, tries + 1), 1000);
+    }
+    if (resv && o.status !== 'pending_payment') pollReservation();
+  }
+
   // ---- start ----
   // The shop may hand over its token in the URL fragment (#user_token=…), which never reaches any server log.
   const handed = new URLSearchParams(location.hash.slice(1)).get('user_token');
@@ -321,4 +349,6 @@
   try { saved = JSON.parse(store.get(K.res) || 'null'); } catch (_) { /* ignore a corrupt entry */ }
   if (saved && saved.reservation_id && store.get(K.user)) { holdReservation(saved); pollReservation(); }
   else if (store.get(K.queue) && store.get(K.user)) { $('queue-state').textContent = 'Resuming your place in line…'; startPolling(0); }
+  const returned = new URLSearchParams(location.search).get('order');
+  if (returned && store.get(K.user)) watchOrder(returned);
 })();

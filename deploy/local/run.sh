@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # `make run`: the whole stack on this machine, in the foreground until SIGINT/SIGTERM.
 #
-# Uses (or starts) Redis and Postgres through services.sh, builds bin/origin (and bin/edge and the main
-# packages under bench/ when they exist), starts origin (and edge), creates the demo sale and prints the URLs.
+# Uses (or starts) Redis and Postgres through services.sh, builds bin/origin, bin/edge, bin/sandboxgateway (and
+# the main packages under bench/), starts the sandbox payment gateway, origin and edge, creates the demo sale and
+# prints the URLs.
 # On SIGINT/SIGTERM it stops every process it started (TERM, up to 10 s, then KILL) and the services it started.
 #
 # Environment (all optional):
 #   FLASHGATE_ORIGIN_ADDR=:9090  FLASHGATE_ORIGIN_ADMIN_ADDR=:9091  FLASHGATE_EDGE_ADDR=:8080  FLASHGATE_EDGE_ADMIN_ADDR=:8081
-#   FLASHGATE_ADMIN_TOKEN, FLASHGATE_TOKEN_KEYS, FLASHGATE_USER_TOKEN_SECRET   generated when unset
+#   FLASHGATE_GATEWAY_ADDR=:9300 (the sandbox payment gateway)
+#   FLASHGATE_ADMIN_TOKEN, FLASHGATE_TOKEN_KEYS, FLASHGATE_USER_TOKEN_SECRET,
+#   FLASHGATE_GATEWAY_API_KEY, FLASHGATE_GATEWAY_WEBHOOK_SECRET                 generated when unset
 #   FLASHGATE_REDIS_PORT, FLASHGATE_PG_PORT                                   see services.sh
 set -euo pipefail
 
@@ -30,6 +33,7 @@ export FLASHGATE_ORIGIN_ADDR="${FLASHGATE_ORIGIN_ADDR:-:9090}"
 export FLASHGATE_ORIGIN_ADMIN_ADDR="${FLASHGATE_ORIGIN_ADMIN_ADDR:-:9091}"
 export FLASHGATE_EDGE_ADDR="${FLASHGATE_EDGE_ADDR:-:8080}"
 export FLASHGATE_EDGE_ADMIN_ADDR="${FLASHGATE_EDGE_ADMIN_ADDR:-:8081}"
+export FLASHGATE_GATEWAY_ADDR="${FLASHGATE_GATEWAY_ADDR:-:9300}"
 # Our own stop gives each process 10 s before KILL: let it finish draining before that.
 export FLASHGATE_SHUTDOWN_TIMEOUT="${FLASHGATE_SHUTDOWN_TIMEOUT:-8s}"
 
@@ -137,7 +141,16 @@ if [[ -z "${FLASHGATE_USER_TOKEN_SECRET:-}" ]]; then
 	FLASHGATE_USER_TOKEN_SECRET="$(openssl rand -base64 32)"
 	log "generated FLASHGATE_USER_TOKEN_SECRET"
 fi
+if [[ -z "${FLASHGATE_GATEWAY_API_KEY:-}" ]]; then
+	FLASHGATE_GATEWAY_API_KEY="sk_sandbox_$(openssl rand -hex 16)"
+	log "generated FLASHGATE_GATEWAY_API_KEY"
+fi
+if [[ -z "${FLASHGATE_GATEWAY_WEBHOOK_SECRET:-}" ]]; then
+	FLASHGATE_GATEWAY_WEBHOOK_SECRET="whsec_$(openssl rand -hex 24)"
+	log "generated FLASHGATE_GATEWAY_WEBHOOK_SECRET"
+fi
 export FLASHGATE_ADMIN_TOKEN FLASHGATE_TOKEN_KEYS FLASHGATE_USER_TOKEN_SECRET
+export FLASHGATE_GATEWAY_API_KEY FLASHGATE_GATEWAY_WEBHOOK_SECRET
 export FLASHGATE_DEV=1
 
 # --- build ------------------------------------------------------------------------------------------------
@@ -150,32 +163,58 @@ main_pkgs() { # patterns… → the import paths among them that are main packag
 mkdir -p bin .data
 log "building bin/origin"
 go build -o bin/ ./origin
-mapfile -t extra_mains < <(main_pkgs ./edge ./bench/...)
+mapfile -t extra_mains < <(main_pkgs ./edge ./deploy/sandboxgateway ./bench/...)
 if [[ ${#extra_mains[@]} -gt 0 ]]; then
 	log "building ${extra_mains[*]##*/} into bin/"
 	go build -o bin/ "${extra_mains[@]}"
 fi
 have_edge=""
+have_gateway=""
 for pkg in "${extra_mains[@]}"; do
-	if [[ "$pkg" == */edge ]]; then
-		have_edge=1
-	fi
+	case "$pkg" in
+	*/edge) have_edge=1 ;;
+	*/sandboxgateway) have_gateway=1 ;;
+	esac
 done
 
 origin_url="$(addr_url "$FLASHGATE_ORIGIN_ADDR")"
 origin_admin_url="$(addr_url "$FLASHGATE_ORIGIN_ADMIN_ADDR")"
 edge_url="$(addr_url "$FLASHGATE_EDGE_ADDR")"
 edge_admin_url="$(addr_url "$FLASHGATE_EDGE_ADMIN_ADDR")"
+gateway_url="$(addr_url "$FLASHGATE_GATEWAY_ADDR")"
 
 ports=("$(addr_port "$FLASHGATE_ORIGIN_ADDR")" "$(addr_port "$FLASHGATE_ORIGIN_ADMIN_ADDR")")
 if [[ -n "$have_edge" ]]; then
 	ports+=("$(addr_port "$FLASHGATE_EDGE_ADDR")" "$(addr_port "$FLASHGATE_EDGE_ADMIN_ADDR")")
+fi
+if [[ -n "$have_gateway" ]]; then
+	ports+=("$(addr_port "$FLASHGATE_GATEWAY_ADDR")")
 fi
 for port in "${ports[@]}"; do
 	if port_busy "$port"; then
 		die "port $port is already in use (another 'make run'?); set FLASHGATE_*_ADDR to other ports"
 	fi
 done
+
+# --- sandbox payment gateway --------------------------------------------------------------------------------
+
+if [[ -n "$have_gateway" ]]; then
+	gateway_log="$root/.data/sandboxgateway.log"
+	: >"$gateway_log"
+	# The gateway posts its webhooks through the edge (which passes them to origin untouched), as a real
+	# gateway would reach the shop; origin talks to its API directly.
+	export FLASHGATE_GATEWAY_PUBLIC_URL="${FLASHGATE_GATEWAY_PUBLIC_URL:-$gateway_url}"
+	export FLASHGATE_GATEWAY_WEBHOOK_URL="${FLASHGATE_GATEWAY_WEBHOOK_URL:-$edge_url/v1/payments/webhook}"
+	export FLASHGATE_GATEWAY_URL="${FLASHGATE_GATEWAY_URL:-$gateway_url}"
+	export FLASHGATE_PAYMENT_RETURN_URL="${FLASHGATE_PAYMENT_RETURN_URL:-$edge_url/}"
+	log "starting the sandbox payment gateway on $FLASHGATE_GATEWAY_ADDR (log $gateway_log)"
+	bin/sandboxgateway >>"$gateway_log" 2>&1 &
+	pids+=("$!")
+	names+=(sandboxgateway)
+	wait_healthy "$gateway_url/healthz" "$!" "sandbox gateway" "$gateway_log"
+else
+	unset FLASHGATE_GATEWAY_API_KEY # no gateway: origin runs with orders and payments off
+fi
 
 # --- origin -----------------------------------------------------------------------------------------------
 
@@ -262,9 +301,12 @@ fi
 		echo "  edge admin         $edge_admin_url        metrics: $edge_admin_url/metrics"
 	fi
 	echo "  origin             $origin_url        sale: $origin_url/v1/sales/demo"
+	if [[ -n "$have_gateway" ]]; then
+		echo "  payment gateway    $gateway_url        (sandbox) intents: $gateway_url/sandbox/intents"
+	fi
 	echo "  origin admin       $origin_admin_url        metrics: $origin_admin_url/metrics"
 	echo "  demo sale ledger   $origin_admin_url/admin/sales/demo/ledger"
-	echo "  logs               .data/origin.log${have_edge:+, .data/edge.log}"
+	echo "  logs               .data/origin.log${have_edge:+, .data/edge.log}${have_gateway:+, .data/sandboxgateway.log}"
 	echo "  redis              $FLASHGATE_REDIS_URL"
 	echo "  postgres           $FLASHGATE_POSTGRES_URL"
 	echo

@@ -27,6 +27,9 @@ type Payments struct {
 	URL     string // the gateway's base URL
 	APIKey  string
 	Secret  string // the webhook signing secret
+	// ReturnURL, when set before Configure, is where the pay page sends
+	// shoppers back (the origin's PaymentReturnURL).
+	ReturnURL string
 
 	// FailRefunds, while true, answers every refund call 503, as a
 	// gateway that is down would.
@@ -95,6 +98,7 @@ func (p *Payments) Configure(cfg *app.Config) {
 	cfg.WebhookSecrets = p.Secret
 	cfg.PaymentGrace = 2 * time.Second
 	cfg.ReconcileInterval = 300 * time.Millisecond
+	cfg.PaymentReturnURL = p.ReturnURL
 }
 
 // DeliverTo sends the gateway's webhooks to o from now on (nil: nowhere,

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
@@ -28,6 +29,8 @@ import (
 type stack struct {
 	Origin *origintest.Origin
 	Node   *edgetest.Node
+	// Payments is the sandbox gateway the origin takes payments through.
+	Payments *origintest.Payments
 	// BaseURL is the edge's public listener, http://127.0.0.1:<port>.
 	BaseURL string
 }
@@ -37,16 +40,25 @@ type stack struct {
 // shoppers a second; everything stops in t.Cleanup.
 func startStack(t *testing.T) *stack {
 	t.Helper()
-	o := origintest.StartOrigin(t, origintest.NewEnv(t))
-	proxy := edgetest.NewCountingProxy(t, o.PublicLn.Dial)
-	cfg := edgetest.Config(edgetest.NewRedis(t), proxy.URL)
-	cfg.DefaultRatePerSecond = 1000
-	n := edgetest.StartNode(t, cfg)
-
+	// The edge's public port first: the gateway's pay page links back to it.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen on 127.0.0.1: %v", err)
 	}
+	base := "http://" + ln.Addr().String()
+	// The sandbox gateway posts its webhooks to the edge over real TCP,
+	// which passes them to origin untouched.
+	pay := origintest.StartPayments(t, func(c *gateway.Config) { c.WebhookDial, c.WebhookURL = nil, "" })
+	pay.ReturnURL = base + "/"
+	o := origintest.StartOrigin(t, origintest.NewEnv(t), pay.Configure)
+	proxy := edgetest.NewCountingProxy(t, o.PublicLn.Dial)
+	cfg := edgetest.Config(edgetest.NewRedis(t), proxy.URL)
+	cfg.DefaultRatePerSecond = 1000
+	n := edgetest.StartNode(t, cfg)
+	if err := pay.Gateway.SetWebhookURL(base + "/v1/payments/webhook"); err != nil {
+		t.Fatal(err)
+	}
+
 	srv := n.App.Server(n.App.API.Public())
 	served := make(chan struct{})
 	go func() {
@@ -63,7 +75,7 @@ func startStack(t *testing.T) *stack {
 		}
 		<-served
 	})
-	return &stack{Origin: o, Node: n, BaseURL: "http://" + ln.Addr().String()}
+	return &stack{Origin: o, Node: n, Payments: pay, BaseURL: base}
 }
 
 // openSale creates a sale that started a minute ago with stock units of
@@ -224,16 +236,33 @@ func (p *page) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 
 // waitUntil polls the JavaScript condition cond in the page every 50 ms
 // until it is true, and fails the test with the page's state after within.
+// A navigation meanwhile (a link followed, a redirect) ends one poll; the
+// wait goes on in the new document.
 func (p *page) waitUntil(what, cond string, within time.Duration) {
 	p.t.Helper()
-	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool]("!!("+cond+")",
-		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(within)))
-	if err != nil {
+	deadline := time.Now().Add(within)
+	for {
+		_, err := chromedp.Run(p.ctx, chromedp.Poll[bool]("!!("+cond+")",
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil {
+			return
+		}
+		if navigatedAway(err) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		if errors.Is(err, chromedp.ErrPollingTimeout) {
 			err = fmt.Errorf("not within %v", within)
 		}
 		p.t.Fatalf("wait for %s: %v\npage: %s", what, err, p.state())
 	}
+}
+
+// navigatedAway reports the errors of an evaluation whose document went
+// away under it.
+func navigatedAway(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "navigated or closed") || strings.Contains(msg, "Cannot find context with specified id")
 }
 
 // text is the text content of the element with that id ("" when missing).

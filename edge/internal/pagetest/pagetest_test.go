@@ -94,6 +94,51 @@ func TestShopperPage(t *testing.T) {
 		p.screenshot("shopper-page-reserved.png")
 	})
 
+	t.Run("pay", func(t *testing.T) {
+		const sale, account, sku = "page-pay", "shopper-cat", "sku-1"
+		def := s.openSale(t, sale, 2)
+		p := newPage(t, browser)
+		p.do("open the page", chromedp.Navigate(s.BaseURL+"/?sale="+url.QueryEscape(sale)))
+		p.waitUntil("the sale's name", fmt.Sprintf(`document.getElementById('sale-name').textContent === %q`, def.Name), 10*time.Second)
+		signIn(p, account)
+		p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
+		p.waitUntil("admission", `!!document.getElementById('buy-`+sku+`')`, 10*time.Second)
+		p.do("press Buy", chromedp.Click(chromedp.ID("buy-"+sku)))
+		p.waitUntil("a held reservation", `document.getElementById('res-status').textContent === 'held'`, 10*time.Second)
+		resID := p.text("res-id")
+
+		// Pay now: the order is made and the browser goes to the gateway's own page.
+		p.do("press Pay now", chromedp.Click(chromedp.ID("pay-button")))
+		p.waitUntil("the gateway's pay page", `location.pathname.startsWith('/pay/') && !!document.getElementById('fail-button')`, 10*time.Second)
+		p.screenshot("gateway-pay-page.png")
+		p.do("pay on the gateway's page", chromedp.Click(chromedp.ID("pay-button")))
+		p.waitUntil("the gateway's confirmation", `(document.getElementById('pay-result') || {}).dataset && document.getElementById('pay-result').dataset.status === 'succeeded'`, 10*time.Second)
+		p.waitUntil("the link back to the shop", `!!document.getElementById('return-link') && !document.getElementById('return-link').hidden`, 10*time.Second)
+		p.do("go back to the shop", chromedp.Click(chromedp.ID("return-link")))
+
+		// Back on the shop's page: the webhook (gateway → edge → origin) has paid the order.
+		p.waitUntil("the paid order", `location.search.includes('order=') && (document.getElementById('order-status').dataset.status === 'paid')`, 15*time.Second)
+		p.waitUntil("the paid reservation", `document.getElementById('res-status').textContent === 'paid'`, 10*time.Second)
+		if got := p.text("order-note"); !strings.Contains(got, "Paid") {
+			t.Errorf("#order-note = %q, want it to say paid", got)
+		}
+		p.screenshot("shopper-page-paid.png")
+
+		ledger := s.Origin.WaitLedger(t, sale, 5*time.Second, func(l map[string]origintest.LedgerSKU) bool {
+			return l[sku].DB.Sold == 1 && l[sku].PendingIntents == 0
+		})[sku]
+		if want := (origintest.Counts{Available: 1, Sold: 1}); ledger.Redis != want || ledger.DB != want {
+			t.Errorf("ledger = redis %+v, db %+v; want %+v on both sides", ledger.Redis, ledger.DB, want)
+		}
+		if rows := s.reservationsOf(t, sale, account); len(rows) != 1 || rows[0] != (accountReservation{ID: resID, SKU: sku, Status: "paid"}) {
+			t.Errorf("reservations of %s = %+v, want [{%s %s paid}]", account, rows, resID, sku)
+		}
+		if n := len(s.Payments.Gateway.Intents()); n != 1 {
+			t.Errorf("gateway intents = %d, want 1", n)
+		}
+		origintest.CheckInvariant(t, s.Origin.Env, sale)
+	})
+
 	t.Run("sold_out", func(t *testing.T) {
 		const sale, account, sku = "page-soldout", "shopper-bob", "sku-1"
 		def := s.openSale(t, sale, 1)

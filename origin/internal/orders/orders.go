@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,8 +51,8 @@ type Options struct {
 	// Grace is how much longer a hold lives once its payment has started,
 	// given once per hold; 0 means 2 minutes.
 	Grace time.Duration
-	// ReturnURL is where the gateway's page sends the shopper afterwards;
-	// "?order=<id>" is added. "" means no link back.
+	// ReturnURL is where the gateway's page sends the shopper afterwards,
+	// with "sale=<id>&order=<id>" added to its query. "" means no link back.
 	ReturnURL string
 	// WebhookSecrets verify the gateway's signatures; any one may match
 	// (rotation). Required for webhooks to be accepted.
@@ -187,7 +189,11 @@ func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Orde
 		Metadata:    map[string]string{"order_id": o.ID, "reservation_id": o.ReservationID, "sale_id": o.Sale},
 	}
 	if s.opts.ReturnURL != "" {
-		req.ReturnURL = s.opts.ReturnURL + "?order=" + o.ID
+		sep := "?"
+		if strings.Contains(s.opts.ReturnURL, "?") {
+			sep = "&"
+		}
+		req.ReturnURL = s.opts.ReturnURL + sep + "sale=" + url.QueryEscape(o.Sale) + "&order=" + url.QueryEscape(o.ID)
 	}
 	in, err := s.gateway.CreateIntent(ctx, req, "order-"+o.ID+"-intent")
 	if err != nil {
