@@ -305,7 +305,8 @@
     const res = await api('POST', '/v1/orders', { token: store.get(K.user), body: { reservation_id: resv.reservation_id, idempotency_key: resv.order_key } });
     $('pay-button').disabled = false;
     const url = res.data.payment && res.data.payment.pay_url;
-    if ((res.status === 201 || res.status === 200) && url) { location.href = url; return; }
+    if ((res.status === 201 || res.status === 200) && res.data.status === 'pending_payment' && url) { location.href = url; return; }
+    if (res.status === 200 && res.data.status === 'paid') { pollReservation(); return; }
     if (res.status === 409 && res.data.error === 'hold_expired') { notice('Your hold expired before payment.', 'res'); pollReservation(); }
     else notice(busy(res) ? 'Busy — please press Pay again in ' + (res.retry || 2) + ' s.' : msg(res), 'res');
   });
@@ -315,7 +316,7 @@
     pending_payment: 'Waiting for the gateway to confirm your payment…',
     paid: 'Paid — the item is yours.',
     refunded: 'Your payment came after your hold had ended, so the money goes back to you.',
-    cancelled: 'The payment did not go through; nothing was charged.',
+    cancelled: 'No payment was taken: it did not go through, or the hold ended first.',
   };
   async function watchOrder(id, tries = 0) {
     const res = await api('GET', '/v1/orders/' + encodeURIComponent(id), { token: store.get(K.user) });

@@ -61,15 +61,17 @@ func orderView(o ledger.Order) orderJSON {
 }
 
 var (
-	errNoOrder         = fail(fasthttp.StatusNotFound, "unknown_order", "There is no such order.")
-	errHoldExpired     = fail(fasthttp.StatusConflict, "hold_expired", "The hold on this unit has ended; it can no longer be paid for.")
-	errNoPayments      = &Error{Status: fasthttp.StatusServiceUnavailable, Code: "please_wait", Message: "Payments are not available right now; please try again in a moment.", RetryAfter: 5}
-	errInvalidSig      = fail(fasthttp.StatusUnauthorized, "invalid_signature", "The Payment-Signature does not verify.")
-	errStaleSig        = fail(fasthttp.StatusUnauthorized, "stale_signature", "The Payment-Signature's time is outside the tolerance.")
-	errInvalidEvent    = fail(fasthttp.StatusBadRequest, "invalid_event", "The body is not a payment event.")
-	errInvalidResID    = fail(fasthttp.StatusBadRequest, "invalid_reservation_id", "reservation_id must be a reservation id as the reserve answer gave it.")
-	maxWebhookBodySize = 64 << 10
+	errNoOrder      = fail(fasthttp.StatusNotFound, "unknown_order", "There is no such order.")
+	errHoldExpired  = fail(fasthttp.StatusConflict, "hold_expired", "The hold on this unit has ended; it can no longer be paid for.")
+	errNoPayments   = &Error{Status: fasthttp.StatusServiceUnavailable, Code: "please_wait", Message: "Payments are not available right now; please try again in a moment.", RetryAfter: 5}
+	errInvalidSig   = fail(fasthttp.StatusUnauthorized, "invalid_signature", "The Payment-Signature does not verify.")
+	errStaleSig     = fail(fasthttp.StatusUnauthorized, "stale_signature", "The Payment-Signature's time is outside the tolerance.")
+	errInvalidEvent = fail(fasthttp.StatusBadRequest, "invalid_event", "The body is not a payment event.")
+	errInvalidResID = fail(fasthttp.StatusBadRequest, "invalid_reservation_id", "reservation_id must be a reservation id as the reserve answer gave it.")
 )
+
+// maxWebhookBodySize caps a webhook body; an event is a few KiB.
+const maxWebhookBodySize = 64 << 10
 
 // createOrder: POST /v1/orders {reservation_id, idempotency_key} for the
 // reservation's owner.
@@ -85,14 +87,11 @@ func (s *Server) createOrder(ctx *fasthttp.RequestCtx, c context.Context, _ []st
 	if err := decodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
 		return err
 	}
-	if !validOpaque(body.ReservationID) {
-		return errInvalidResID
+	if sale, ok := checkout.SaleOfReservation(body.ReservationID); !ok || !idPattern.MatchString(sale) || !validOpaque(body.ReservationID) {
+		return errInvalidResID // never a key or a query
 	}
 	if !validOpaque(body.IdempotencyKey) {
 		return fail(fasthttp.StatusBadRequest, "invalid_idempotency_key", "idempotency_key must be 1 to 128 printable characters without spaces.")
-	}
-	if sale, ok := checkout.SaleOfReservation(body.ReservationID); !ok || !idPattern.MatchString(sale) {
-		return errNoReservation // never a key or a query
 	}
 	if s.Orders == nil {
 		return errNoPayments
@@ -103,6 +102,8 @@ func (s *Server) createOrder(ctx *fasthttp.RequestCtx, c context.Context, _ []st
 		return errNoReservation
 	case errors.Is(err, orders.ErrHoldExpired):
 		return errHoldExpired
+	case errors.Is(err, orders.ErrTryAgain), errors.Is(err, checkout.ErrRebuildInProgress):
+		return pleaseWait
 	case err != nil:
 		return err
 	}
@@ -151,6 +152,8 @@ func (s *Server) paymentWebhook(ctx *fasthttp.RequestCtx, c context.Context, _ [
 		return errStaleSig
 	case errors.Is(err, payment.ErrBadEvent):
 		return errInvalidEvent
+	case errors.Is(err, orders.ErrTryAgain), errors.Is(err, checkout.ErrRebuildInProgress):
+		return pleaseWait // the gateway delivers it again
 	case err != nil:
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -39,9 +40,20 @@ type Config struct {
 	GatewayURL        string        // base URL of the payment gateway's API
 	GatewayAPIKey     string        // the merchant's API key there
 	WebhookSecrets    string        // webhook signature secrets, comma-separated (rotation)
-	PaymentGrace      time.Duration // extra hold time once a payment starts, given once
+	PaymentGrace      time.Duration // extra hold time once a payment starts, given once; 0 = none
 	PaymentReturnURL  string        // where the gateway's page sends the shopper back; "" = nowhere
 	ReconcileInterval time.Duration // how often gateway records are compared with orders; 0 = never here (another origin does)
+}
+
+// goodSecrets: at least one secret, none empty or short.
+func goodSecrets(list string) bool {
+	parts := strings.Split(list, ",")
+	for _, p := range parts {
+		if len(strings.TrimSpace(p)) < 16 {
+			return false
+		}
+	}
+	return len(parts) > 0
 }
 
 // PaymentsOn reports whether a payment gateway is configured.
@@ -87,8 +99,10 @@ func (c Config) Validate() error {
 		return errors.New("config: the instance name must not be empty")
 	case c.WriterBatch < 1 || c.ReservePipelines < 1 || c.ReserveMaxBatch < 1:
 		return errors.New("config: writer batch, reserve pipelines and reserve batch must be positive")
-	case c.PaymentsOn() && (c.GatewayURL == "" || c.WebhookSecrets == ""):
-		return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_URL and FLASHGATE_GATEWAY_WEBHOOK_SECRET are required")
+	case c.PaymentsOn() && c.GatewayURL == "":
+		return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_URL is required")
+	case c.PaymentsOn() && !goodSecrets(c.WebhookSecrets):
+		return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_WEBHOOK_SECRET must name one or more secrets of at least 16 characters, comma-separated")
 	case c.PaymentsOn() && (c.PaymentGrace < 0 || c.ReconcileInterval < 0):
 		return errors.New("config: the payment grace and the reconcile interval must not be negative")
 	case c.WriterClaimIdle <= 0 || c.SweepInterval <= 0 || c.RequestBudget <= 0 || c.ShutdownTimeout <= 0 || c.RedisRetention <= 0:

@@ -124,8 +124,12 @@ func TestOrderDoubleClickMakesOneOrderAndOneIntent(t *testing.T) {
 	if status, _ := o.Order(t, other, ord.OrderID); status != 404 {
 		t.Errorf("Order(another account) = %d, want 404", status)
 	}
-	if status, _ := o.CreateOrder(t, s.userToken, "r_AAAAAAAAAAAAAAAA_"+sale, "k"); status != 404 {
-		t.Errorf("CreateOrder(unknown reservation) = %d, want 404", status)
+	unknown := "r_" + reverse(s.reservationID[2:18]) + s.reservationID[18:] // well formed, never made
+	if status, got := o.CreateOrder(t, s.userToken, unknown, "k"); status != 404 || got.Error != "unknown_reservation" {
+		t.Errorf("CreateOrder(unknown reservation %s) = %d %q, want 404 unknown_reservation", unknown, status, got.Error)
+	}
+	if status, got := o.CreateOrder(t, s.userToken, "not-a-reservation", "k"); status != 400 || got.Error != "invalid_reservation_id" {
+		t.Errorf("CreateOrder(malformed reservation id) = %d %q, want 400 invalid_reservation_id", status, got.Error)
 	}
 	if status, got := o.CreateOrder(t, s.userToken, s.reservationID, ""); status != 400 || got.Error != "invalid_idempotency_key" {
 		t.Errorf("CreateOrder(no idempotency key) = %d %+v, want 400 invalid_idempotency_key", status, got)
@@ -349,10 +353,10 @@ func TestFailedPaymentReturnsTheUnitAtOnce(t *testing.T) {
 	if _, r := o.Reservation(t, s.userToken, s.reservationID); r.Status != "cancelled" {
 		t.Errorf("reservation = %s, want cancelled", r.Status)
 	}
-	// The unit is someone else's to take, and gina may try again.
+	// The unit is someone else's to take; gina's hold is gone for good.
 	hold(t, o, sale, "hank")
-	if status, _ := o.CreateOrder(t, s.userToken, s.reservationID, "again"); status != 200 {
-		t.Errorf("CreateOrder(after failure) = %d, want 200 with the cancelled order", status)
+	if status, got := o.CreateOrder(t, s.userToken, s.reservationID, "again"); status != 409 || got.Error != "hold_expired" {
+		t.Errorf("CreateOrder(after the failure) = %d %q, want 409 hold_expired", status, got.Error)
 	}
 }
 
@@ -434,6 +438,14 @@ func TestReconciliationIssuesAnOwedRefund(t *testing.T) {
 		t.Errorf("gateway refunds = %d, want exactly 1", len(in.Refunds))
 	}
 	settled(t, o, sale, origintest.Counts{Available: 1})
+}
+
+func reverse(s string) string {
+	b := []byte(s)
+	for i, j := 0, len(b)-1; i < j; i, j = i+1, j-1 {
+		b[i], b[j] = b[j], b[i]
+	}
+	return string(b)
 }
 
 func mustOrderStatus(t *testing.T, env *origintest.Env, orderID string) (string, string) {

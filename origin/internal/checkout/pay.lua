@@ -7,11 +7,13 @@
 -- KEYS[6] rebuilding flag: nothing changes while the sale is rebuilt
 -- ARGV[1] reservation id    ARGV[2] order id
 --
--- Returns 1 paid now; 2 paid before; 0 not held any more (expired,
--- cancelled or unknown: the money must go back); -1 the sale is being
--- rebuilt (try again shortly).
+-- Returns 1 paid now; 2 paid before; 0 not held any more (expired or
+-- cancelled: the money must go back); -1 the sale is being rebuilt (try
+-- again shortly); -2 Redis does not know the reservation (lost with the
+-- sale, or past retention: Postgres must say).
 if redis.call('EXISTS', KEYS[6]) == 1 then return -1 end
 local h = redis.call('HMGET', KEYS[1], 'status', 'expires_ms', 'account', 'sku', 'idem')
+if not h[1] then return -2 end
 if h[1] == 'paid' then return 2 end
 if h[1] ~= 'held' then return 0 end
 

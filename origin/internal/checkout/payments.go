@@ -27,16 +27,18 @@ type Extension struct {
 	// Held: the hold is live; ExpiresAt is its (possibly extended) expiry.
 	Held      bool
 	ExpiresAt time.Time
-	// Status is the reservation's status when it is not held ("" when
-	// Redis does not know it).
+	// Status is the reservation's status when it is not held: paid,
+	// expired (also when due but not yet swept), cancelled, or "" when
+	// Redis does not know the reservation.
 	Status string
 }
 
 // ExtendForPayment ties a live hold to its order and, the first time only,
 // moves its expiry grace later, so a shopper who has started to pay is not
-// cut off mid-payment.
+// cut off mid-payment. It fails with ErrRebuildInProgress while the sale is
+// rebuilt from Postgres.
 func (s *Store) ExtendForPayment(ctx context.Context, sale string, h Hold, orderID string, grace time.Duration) (Extension, error) {
-	keys := []string{s.keys.Reservation(sale, h.ID), s.keys.Holds(sale)}
+	keys := []string{s.keys.Reservation(sale, h.ID), s.keys.Holds(sale), s.keys.Rebuilding(sale)}
 	v, err := extendScript.Run(ctx, s.rdb, keys, h.ID, orderID, grace.Milliseconds()).Slice()
 	if err != nil {
 		return Extension{}, fmt.Errorf("extend hold %s: %w", h.ID, err)
@@ -47,7 +49,10 @@ func (s *Store) ExtendForPayment(ctx context.Context, sale string, h Hold, order
 	code, _ := v[0].(int64)
 	expires, _ := v[1].(int64)
 	status, _ := v[2].(string)
-	if code == 0 {
+	switch code {
+	case -1:
+		return Extension{}, fmt.Errorf("extend hold %s: sale %s: %w", h.ID, sale, ErrRebuildInProgress)
+	case 0:
 		return Extension{Status: status}, nil
 	}
 	return Extension{Held: true, ExpiresAt: time.UnixMilli(expires).UTC(), Status: "held"}, nil
@@ -64,6 +69,9 @@ const (
 	// HoldGone: the hold had expired or been cancelled before the money
 	// came; nothing was sold and the payment must be refunded.
 	HoldGone
+	// HoldUnknown: Redis does not know the reservation (it lost the sale,
+	// or the reservation is past retention); Postgres must say.
+	HoldUnknown
 )
 
 // Pay turns a paid-for hold into a sale, exactly once. It fails with
@@ -82,20 +90,22 @@ func (s *Store) Pay(ctx context.Context, sale string, h Hold, orderID string) (P
 		return HoldGone, nil
 	case -1:
 		return 0, fmt.Errorf("pay hold %s: sale %s: %w", h.ID, sale, ErrRebuildInProgress)
+	case -2:
+		return HoldUnknown, nil
 	}
 	return 0, fmt.Errorf("pay hold %s: unexpected reply %d", h.ID, n)
 }
 
-// DropUnpaid releases a hold whose payment failed, at once, returning its
-// unit; it reports whether this call released it. It fails with
+// PaymentFailed releases a hold whose payment failed, at once, returning
+// its unit; it reports whether this call released it. It fails with
 // ErrRebuildInProgress while the sale is rebuilt from Postgres.
-func (s *Store) DropUnpaid(ctx context.Context, sale string, h Hold) (bool, error) {
+func (s *Store) PaymentFailed(ctx context.Context, sale string, h Hold) (bool, error) {
 	n, err := payFailScript.Run(ctx, s.rdb, s.paymentKeys(sale, h), h.ID).Int64()
 	if err != nil {
-		return false, fmt.Errorf("drop unpaid hold %s: %w", h.ID, err)
+		return false, fmt.Errorf("release hold %s after a failed payment: %w", h.ID, err)
 	}
 	if n == -1 {
-		return false, fmt.Errorf("drop unpaid hold %s: sale %s: %w", h.ID, sale, ErrRebuildInProgress)
+		return false, fmt.Errorf("release hold %s after a failed payment: sale %s: %w", h.ID, sale, ErrRebuildInProgress)
 	}
 	return n == 1, nil
 }

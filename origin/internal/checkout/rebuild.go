@@ -75,6 +75,11 @@ func (s *Store) Rebuild(ctx context.Context, sale string, stock map[string]Count
 			res := s.keys.Reservation(sale, r.ID)
 			p.HSet(ctx, res, "account", r.Account, "sku", r.SKU, "status", r.Status,
 				"expires_ms", r.ExpiresAt.UnixMilli(), "created_ms", r.CreatedAt.UnixMilli(), "idem", r.IdempotencyKey)
+			if r.OrderID != "" {
+				// Its payment has started: the grace was given (ExpiresAt
+				// includes it) and must not be given again.
+				p.HSet(ctx, res, "order", r.OrderID, "extended", "1")
+			}
 			p.PExpire(ctx, res, ttl)
 			if r.Status == "held" {
 				p.ZAdd(ctx, s.keys.Holds(sale), redis.Z{Score: float64(r.ExpiresAt.UnixMilli()), Member: r.ID})

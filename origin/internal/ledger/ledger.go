@@ -218,7 +218,7 @@ type Reservation struct {
 	IdempotencyKey string
 	ExpiresAt      time.Time
 	CreatedAt      time.Time
-	OrderID        string // its order, if one was made (read by Reservation only)
+	OrderID        string // its order, if one was made (read by Reservation and LiveReservations)
 }
 
 // Reservation reads one reservation row, with its order's id, or ErrNotFound.
@@ -258,16 +258,19 @@ func (s *Store) AppliedAmong(ctx context.Context, sale string, ids []string) (ma
 	return out, nil
 }
 
-// LiveReservations reads a sale's held and paid reservations.
+// LiveReservations reads a sale's held and paid reservations, each with its
+// order's id and, once its payment started, the expiry the grace gave it.
 func (s *Store) LiveReservations(ctx context.Context, sale string) ([]Reservation, error) {
-	rows, err := s.pool.Query(ctx, `SELECT reservation_id, sale_id, sku, account_id, status, idempotency_key, expires_at, created_at
-		FROM reservations WHERE sale_id = $1 AND status IN ('held', 'paid')`, sale)
+	rows, err := s.pool.Query(ctx, `SELECT r.reservation_id, r.sale_id, r.sku, r.account_id, r.status, r.idempotency_key,
+		greatest(r.expires_at, o.hold_until), r.created_at, coalesce(o.order_id, '')
+		FROM reservations r LEFT JOIN orders o USING (reservation_id)
+		WHERE r.sale_id = $1 AND r.status IN ('held', 'paid')`, sale)
 	if err != nil {
 		return nil, fmt.Errorf("read live reservations of sale %s: %w", sale, err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Reservation, error) {
 		var r Reservation
-		err := row.Scan(&r.ID, &r.Sale, &r.SKU, &r.Account, &r.Status, &r.IdempotencyKey, &r.ExpiresAt, &r.CreatedAt)
+		err := row.Scan(&r.ID, &r.Sale, &r.SKU, &r.Account, &r.Status, &r.IdempotencyKey, &r.ExpiresAt, &r.CreatedAt, &r.OrderID)
 		return r, err
 	})
 	if err != nil {

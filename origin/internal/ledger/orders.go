@@ -115,11 +115,70 @@ func (s *Store) SetOrderIntent(ctx context.Context, orderID, intentID, payURL st
 	return nil
 }
 
+// sellReservation moves a paid order's unit to sold: held → sold when the
+// reservation is held; nothing when it is paid already; available → sold
+// when the order writer has not recorded the reservation yet (its reserve
+// intent then changes nothing). It reports false when Postgres has no unit
+// for the order: the reservation expired or was cancelled here, or stock
+// ran out.
+func sellReservation(ctx context.Context, tx pgx.Tx, o Order) (bool, error) {
+	var sku string
+	err := tx.QueryRow(ctx, `UPDATE reservations SET status = 'paid', updated_at = now()
+		WHERE reservation_id = $1 AND status = 'held' RETURNING sku`, o.ReservationID).Scan(&sku)
+	if err == nil {
+		_, err = tx.Exec(ctx, `UPDATE inventory SET held = held - 1, sold = sold + 1 WHERE sale_id = $1 AND sku = $2`, o.Sale, sku)
+		return err == nil, err
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return false, err
+	}
+	var status string
+	err = tx.QueryRow(ctx, `SELECT status FROM reservations WHERE reservation_id = $1`, o.ReservationID).Scan(&status)
+	switch {
+	case err == nil:
+		return status == "paid", nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return false, err
+	}
+	tag, err := tx.Exec(ctx, `UPDATE inventory SET available = available - 1, sold = sold + 1
+		WHERE sale_id = $1 AND sku = $2 AND available >= 1`, o.Sale, o.SKU)
+	if err != nil || tag.RowsAffected() == 0 {
+		return false, err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO reservations
+		(reservation_id, sale_id, sku, account_id, status, idempotency_key, expires_at, created_at)
+		VALUES ($1, $2, $3, $4, 'paid', $5, now(), $6)`,
+		o.ReservationID, o.Sale, o.SKU, o.Account, "order:"+o.ID, o.CreatedAt)
+	return err == nil, err
+}
+
+// SetOrderHold records until when an order's hold lives once its payment
+// started, so a rebuild of Redis from Postgres keeps the grace.
+func (s *Store) SetOrderHold(ctx context.Context, orderID string, until time.Time) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE orders SET hold_until = $2 WHERE order_id = $1
+		AND (hold_until IS NULL OR hold_until < $2)`, orderID, until); err != nil {
+		return fmt.Errorf("record hold of order %s: %w", orderID, err)
+	}
+	return nil
+}
+
+// TouchOrder moves an order to the back of the owed-refunds line (a refund
+// the gateway refused must not starve the others).
+func (s *Store) TouchOrder(ctx context.Context, orderID string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE orders SET updated_at = now() WHERE order_id = $1`, orderID); err != nil {
+		return fmt.Errorf("touch order %s: %w", orderID, err)
+	}
+	return nil
+}
+
 // ErrDuplicateEvent: the gateway event was handled before.
 var ErrDuplicateEvent = errors.New("ledger: payment event already handled")
 
 // ChangeOrder runs change on an order locked against every other change,
-// and stores what it returns, in one transaction. With an eventID, the
+// and stores what it returns, in one transaction. An order that becomes
+// paid sells its reservation's unit in the same transaction; when Postgres
+// has no unit for it (Redis had drifted), the order is stored refunded
+// with the refund owed instead. With an eventID, the
 // event is recorded as handled in the same transaction, and an event seen
 // before is ErrDuplicateEvent without calling change: a webhook delivered
 // twice changes the order once. change may call out (Redis, the gateway)
@@ -147,6 +206,18 @@ func (s *Store) ChangeOrder(ctx context.Context, orderID, eventID, eventType str
 		next, err := change(o)
 		if err != nil {
 			return err
+		}
+		if next.Status == OrderPaid && o.Status != OrderPaid {
+			// Postgres records the sale now, not when the pay intent comes
+			// through the stream: a paid unit must survive Redis losing
+			// the pay (a failover) and a rebuild from Postgres.
+			sold, err := sellReservation(ctx, tx, next)
+			if err != nil {
+				return err
+			}
+			if !sold {
+				next.Status, next.RefundStatus, next.PaidAt = OrderRefunded, RefundOwed, time.Time{}
+			}
 		}
 		var paid *time.Time
 		if !next.PaidAt.IsZero() {

@@ -156,3 +156,67 @@ func TestChangeOrderOncePerEvent(t *testing.T) {
 		t.Error("ChangeOrder(refunded without refund status) = nil, want a check violation")
 	}
 }
+
+func markPaid(t *testing.T, s *Store, id string) Order {
+	t.Helper()
+	o, err := s.ChangeOrder(context.Background(), id, "", "", func(o Order) (Order, error) {
+		o.Status, o.PaidAt = OrderPaid, base
+		return o, nil
+	})
+	if err != nil {
+		t.Fatalf("ChangeOrder(%s → paid) = %v", id, err)
+	}
+	return o
+}
+
+// An order that becomes paid sells its unit in the same transaction, in
+// whichever order the writer's intents then come.
+func TestPaidOrderSellsItsUnitAtOnce(t *testing.T) {
+	t.Run("reservation held", func(t *testing.T) {
+		s := newStore(t, 2, 0)
+		apply(t, s, reserve(1, "r1", "u1", "a"))
+		order(t, s, "o1", "r1", "u1", "a")
+		if got := markPaid(t, s, "o1"); got.Status != OrderPaid {
+			t.Fatalf("order = %s, want paid", got.Status)
+		}
+		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+		wantStatus(t, s, "r1", "paid")
+		// The pay intent that follows changes nothing and is not refused.
+		if got := apply(t, s, pay(2, "r1", "u1", "a")); len(got.PayRefused) != 0 {
+			t.Errorf("pay after the webhook's sale refused: %+v", got.PayRefused)
+		}
+		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+		wantOrder(t, s, "o1", OrderPaid, "")
+	})
+	t.Run("reservation not recorded yet", func(t *testing.T) {
+		s := newStore(t, 2, 0)
+		order(t, s, "o1", "r1", "u1", "a")
+		markPaid(t, s, "o1")
+		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+		wantStatus(t, s, "r1", "paid")
+		// Then the writer catches up: the reserve and the pay change nothing.
+		got := apply(t, s, reserve(1, "r1", "u1", "a"), pay(2, "r1", "u1", "a"))
+		if len(got.Refused) != 0 || len(got.PayRefused) != 0 {
+			t.Errorf("writer after the webhook's sale: %+v", got)
+		}
+		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+	})
+	t.Run("reservation expired here", func(t *testing.T) {
+		s := newStore(t, 1, 0)
+		apply(t, s, reserve(1, "r1", "u1", "a"), expire(2, "r1", "u1", "a"))
+		order(t, s, "o1", "r1", "u1", "a")
+		if got := markPaid(t, s, "o1"); got.Status != OrderRefunded || got.RefundStatus != RefundOwed {
+			t.Errorf("order = %s/%s, want refunded/owed", got.Status, got.RefundStatus)
+		}
+		wantStock(t, s, "a", Stock{Total: 1, Available: 1})
+	})
+	t.Run("no stock left here", func(t *testing.T) {
+		s := newStore(t, 1, 0)
+		apply(t, s, reserve(1, "r1", "u1", "a"))
+		order(t, s, "o2", "r2", "u2", "a") // r2 never reached Postgres, and r1 holds the only unit
+		if got := markPaid(t, s, "o2"); got.Status != OrderRefunded || got.RefundStatus != RefundOwed {
+			t.Errorf("order = %s/%s, want refunded/owed", got.Status, got.RefundStatus)
+		}
+		wantStock(t, s, "a", Stock{Total: 1, Held: 1})
+	})
+}

@@ -44,12 +44,15 @@ var (
 	ErrNotFound = errors.New("orders: not found")
 	// ErrHoldExpired: the reservation's hold is gone; it cannot be paid.
 	ErrHoldExpired = errors.New("orders: the hold has expired")
+	// ErrTryAgain: Redis has lost the sale and is being restored from
+	// Postgres; the same call succeeds shortly.
+	ErrTryAgain = errors.New("orders: the sale is being restored; try again shortly")
 )
 
 // Options tune the service; zero values take the defaults.
 type Options struct {
 	// Grace is how much longer a hold lives once its payment has started,
-	// given once per hold; 0 means 2 minutes.
+	// given once per hold; 0 means none.
 	Grace time.Duration
 	// ReturnURL is where the gateway's page sends the shopper afterwards,
 	// with "sale=<id>&order=<id>" added to its query. "" means no link back.
@@ -83,9 +86,6 @@ type Service struct {
 
 // New returns a Service; Run starts its reconciler.
 func New(rs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, gw Gateway, opts Options, log *slog.Logger, reg prometheus.Registerer) *Service {
-	if opts.Grace <= 0 {
-		opts.Grace = 2 * time.Minute
-	}
 	if opts.Tolerance <= 0 {
 		opts.Tolerance = payment.DefaultTolerance
 	}
@@ -105,7 +105,7 @@ func New(rs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, gw Gateway,
 // returns the order the reservation already has (created = false) — a
 // double click makes one order and one intent. It fails with ErrNotFound
 // when the reservation is not the account's, and ErrHoldExpired when its
-// hold is gone and it has no order.
+// hold is gone (unless its order is paid).
 func (s *Service) Create(ctx context.Context, account, reservationID, idempotencyKey string) (_ ledger.Order, created bool, err error) {
 	res, err := s.reservation(ctx, reservationID)
 	if err != nil {
@@ -117,7 +117,7 @@ func (s *Service) Create(ctx context.Context, account, reservationID, idempotenc
 	o, err := s.ledger.OrderOfReservation(ctx, reservationID)
 	switch {
 	case err == nil:
-		o, err = s.startPayment(ctx, o)
+		o, err = s.existing(ctx, o)
 		return o, false, err
 	case !errors.Is(err, ledger.ErrNotFound):
 		return ledger.Order{}, false, err
@@ -151,34 +151,54 @@ func (s *Service) Create(ctx context.Context, account, reservationID, idempotenc
 	return o, created, err
 }
 
+// existing answers a repeated order request: a paid order, or a pending
+// one whose hold still lives (its payment is finished off if the first
+// request stopped half-way); any other order's hold is gone.
+func (s *Service) existing(ctx context.Context, o ledger.Order) (ledger.Order, error) {
+	switch o.Status {
+	case ledger.OrderPaid:
+		return o, nil
+	case ledger.OrderPendingPayment:
+		return s.startPayment(ctx, o)
+	}
+	return ledger.Order{}, ErrHoldExpired
+}
+
 // startPayment extends a pending order's hold once and makes sure its
 // intent exists at the gateway. Both steps are safe to repeat, so a
-// request that failed half-way is finished by the shopper's retry.
+// request that failed half-way is finished by the shopper's retry. It
+// never hands out a way to pay for a hold that is gone.
 func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Order, error) {
-	if o.Status != ledger.OrderPendingPayment {
-		return o, nil
-	}
 	ext, err := s.redis.ExtendForPayment(ctx, o.Sale, hold(o), o.ID, s.opts.Grace)
 	if err != nil {
 		return ledger.Order{}, err
 	}
-	if !ext.Held && ext.Status != "paid" {
-		if o.IntentID != "" {
-			// The shopper may be paying right now: the webhook or the
-			// reconciler settles the order (a refund if money comes).
-			return o, nil
-		}
-		// No payment can have started: the order is void.
-		o, err = s.ledger.ChangeOrder(ctx, o.ID, "", "", func(o ledger.Order) (ledger.Order, error) {
-			if o.Status == ledger.OrderPendingPayment && o.IntentID == "" {
-				o.Status = ledger.OrderCancelled
-			}
-			return o, nil
-		})
-		if err != nil {
+	switch {
+	case ext.Held:
+		if err := s.ledger.SetOrderHold(ctx, o.ID, ext.ExpiresAt); err != nil {
 			return ledger.Order{}, err
 		}
-		return o, ErrHoldExpired
+	case ext.Status == "paid":
+		// Paid in Redis; the webhook's write (or the reconciler) records it.
+		return o, nil
+	default:
+		if err := s.holdGone(ctx, o.ReservationID, ext.Status); err != nil {
+			return ledger.Order{}, err
+		}
+		if o.IntentID == "" {
+			// No payment can have started: the order is void.
+			if _, err := s.ledger.ChangeOrder(ctx, o.ID, "", "", func(o ledger.Order) (ledger.Order, error) {
+				if o.Status == ledger.OrderPendingPayment && o.IntentID == "" {
+					o.Status = ledger.OrderCancelled
+				}
+				return o, nil
+			}); err != nil {
+				return ledger.Order{}, err
+			}
+		}
+		// With an intent, the shopper may be paying right now: the webhook
+		// or the reconciler settles the order (a refund if money comes).
+		return ledger.Order{}, ErrHoldExpired
 	}
 	if o.IntentID != "" {
 		return o, nil
@@ -204,6 +224,26 @@ func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Orde
 	}
 	o.IntentID, o.PayURL = in.ID, in.PayURL
 	return o, nil
+}
+
+// holdGone confirms that a hold Redis does not show as held is gone. When
+// Redis does not know the reservation at all (status ""), Postgres says:
+// still held there means Redis lost the sale and is being restored, and the
+// caller must try again shortly (ErrTryAgain); anything else means gone.
+func (s *Service) holdGone(ctx context.Context, reservationID, redisStatus string) error {
+	if redisStatus != "" {
+		return nil
+	}
+	r, err := s.ledger.Reservation(ctx, reservationID)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case r.Status == "held":
+		return fmt.Errorf("reservation %s: %w", reservationID, ErrTryAgain)
+	}
+	return nil
 }
 
 // Order reads an order for its owner.

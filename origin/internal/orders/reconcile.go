@@ -3,6 +3,7 @@ package orders
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/flashgate/flashgate/origin/internal/ledger"
@@ -57,11 +58,19 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 		errs = append(errs, err)
 	}
 	for _, o := range owed {
-		if err := s.issueRefund(ctx, o); err != nil {
+		err := s.issueRefund(ctx, o)
+		switch {
+		case payment.IsRefusal(err):
+			// The gateway says no: retrying will not change its mind.
+			s.alert(&rep, "refund_refused", "the gateway refuses a refund we owe", "order", o.ID, "intent", o.IntentID, "err", err)
+			if err := s.ledger.TouchOrder(ctx, o.ID); err != nil {
+				errs = append(errs, err)
+			}
+		case err != nil:
 			errs = append(errs, err)
-			continue
+		default:
+			s.repair(&rep, "refund_issued", o.ID)
 		}
-		s.repair(&rep, "refund_issued", o.ID)
 	}
 	return rep, errors.Join(errs...)
 }
@@ -75,10 +84,17 @@ func (s *Service) reconcileIntent(ctx context.Context, rep *Report, o ledger.Ord
 	}
 	if o.IntentID != in.ID {
 		s.alert(rep, "second_intent", "a second gateway intent for one order", "order", o.ID, "intent", in.ID)
+		if in.Status == payment.IntentSucceeded && in.Refunded() < in.AmountMinor {
+			// Money on it never buys the unit: it goes back.
+			if _, err := s.gateway.Refund(ctx, in.ID, 0, "intent-"+in.ID+"-refund"); err != nil {
+				return fmt.Errorf("refund second intent %s: %w", in.ID, err)
+			}
+			s.repair(rep, "second_intent_refunded", o.ID)
+		}
 		return nil
 	}
 	settle := func(kind string, change func(ledger.Order) (ledger.Order, error)) error {
-		after, err := s.ledger.ChangeOrder(ctx, o.ID, "", "", change)
+		after, err := s.settle(ctx, o.ID, "", "", change)
 		if err != nil {
 			return err
 		}
@@ -95,7 +111,7 @@ func (s *Service) reconcileIntent(ctx context.Context, rep *Report, o ledger.Ord
 			return settle("missed_payment", func(o ledger.Order) (ledger.Order, error) { return s.paid(ctx, o, in) })
 		case o.RefundStatus == ledger.RefundOwed && in.Refunded() >= in.AmountMinor && len(in.Refunds) > 0:
 			last := in.Refunds[len(in.Refunds)-1]
-			return settle("refund_recorded", func(o ledger.Order) (ledger.Order, error) { return refunded(o, &last), nil })
+			return settle("refund_recorded", func(o ledger.Order) (ledger.Order, error) { return refunded(o, in, &last), nil })
 		case o.Status == ledger.OrderPaid && in.Refunded() > 0:
 			s.alert(rep, "refunded_at_gateway_only", "the gateway refunded a paid order", "order", o.ID, "intent", in.ID)
 		case o.RefundStatus == ledger.RefundIssued && in.Refunded() == 0:

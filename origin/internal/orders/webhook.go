@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
@@ -43,19 +44,17 @@ func (s *Service) HandleWebhook(ctx context.Context, signature string, body []by
 
 func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, error) {
 	in := ev.Data.Intent
-	var change func(ledger.Order) (ledger.Order, error)
 	switch ev.Type {
-	case payment.EventPaymentSucceeded:
-		change = func(o ledger.Order) (ledger.Order, error) { return s.paid(ctx, o, in) }
-	case payment.EventPaymentFailed:
-		change = func(o ledger.Order) (ledger.Order, error) { return s.failed(ctx, o) }
-	case payment.EventRefundSucceeded:
-		change = func(o ledger.Order) (ledger.Order, error) { return refunded(o, ev.Data.Refund), nil }
+	case payment.EventPaymentSucceeded, payment.EventPaymentFailed, payment.EventRefundSucceeded:
 	default:
 		return s.ignore(ctx, ev, "unhandled event type")
 	}
+	if in.ID == "" {
+		return "", fmt.Errorf("%w: %s without data.intent.intent_id", payment.ErrBadEvent, ev.Type)
+	}
 	orderID := in.OrderID()
 	if orderID == "" {
+		s.m.alerts.WithLabelValues("unknown_order").Inc()
 		return s.ignore(ctx, ev, "intent names no order")
 	}
 	// The intent may not have been recorded if the origin stopped right
@@ -63,7 +62,20 @@ func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, er
 	if err := s.ledger.SetOrderIntent(ctx, orderID, in.ID, in.PayURL); err != nil {
 		return "", err
 	}
-	o, err := s.ledger.ChangeOrder(ctx, orderID, ev.ID, ev.Type, change)
+	var foreign bool
+	o, err := s.settle(ctx, orderID, ev.ID, ev.Type, func(o ledger.Order) (ledger.Order, error) {
+		if o.IntentID != in.ID {
+			foreign = true // not the order's intent: settled apart, below
+			return o, nil
+		}
+		switch ev.Type {
+		case payment.EventPaymentSucceeded:
+			return s.paid(ctx, o, in)
+		case payment.EventPaymentFailed:
+			return s.failed(ctx, o)
+		}
+		return refunded(o, in, ev.Data.Refund), nil
+	})
 	switch {
 	case errors.Is(err, ledger.ErrDuplicateEvent):
 		return WebhookDuplicate, nil
@@ -73,8 +85,46 @@ func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, er
 	case err != nil:
 		return "", err
 	}
+	if foreign {
+		s.foreignIntent(ctx, o, ev)
+		return WebhookIgnored, nil
+	}
 	s.refundIfOwed(ctx, o)
 	return WebhookApplied, nil
+}
+
+// settle changes an order (recording eventID, if any, as handled) and
+// counts what changed once it is committed.
+func (s *Service) settle(ctx context.Context, orderID, eventID, eventType string, change func(ledger.Order) (ledger.Order, error)) (ledger.Order, error) {
+	var before string
+	after, err := s.ledger.ChangeOrder(ctx, orderID, eventID, eventType, func(o ledger.Order) (ledger.Order, error) {
+		before = o.Status
+		return change(o)
+	})
+	if err == nil && after.Status != before {
+		switch after.Status {
+		case ledger.OrderPaid:
+			s.m.paid.Inc()
+		case ledger.OrderRefunded:
+			s.log.Warn("payment came when the hold was gone; refunding", "order", after.ID, "reservation", after.ReservationID)
+		}
+	}
+	return after, err
+}
+
+// foreignIntent: money on an intent that is not the order's own (a second
+// intent, a gateway bug) never buys the unit; a payment on it goes back.
+func (s *Service) foreignIntent(ctx context.Context, o ledger.Order, ev payment.Event) {
+	in := ev.Data.Intent
+	s.m.alerts.WithLabelValues("second_intent").Inc()
+	s.log.Error("payment alert: an event for an intent that is not the order's", "order", o.ID,
+		"order_intent", o.IntentID, "intent", in.ID, "type", ev.Type)
+	if ev.Type != payment.EventPaymentSucceeded || in.Refunded() >= in.AmountMinor {
+		return
+	}
+	if _, err := s.gateway.Refund(ctx, in.ID, 0, "intent-"+in.ID+"-refund"); err != nil {
+		s.log.Warn("refund of a second intent not issued; the reconciler will retry", "intent", in.ID, "err", err)
+	}
 }
 
 func (s *Service) ignore(ctx context.Context, ev payment.Event, why string) (string, error) {
@@ -90,8 +140,9 @@ func (s *Service) ignore(ctx context.Context, ev payment.Event, why string) (str
 }
 
 // paid settles a succeeded payment: a held unit becomes sold and the order
-// paid; a hold that is gone (expired, cancelled) sells nothing and the
-// money is owed back. Safe to repeat: the pay script sells once.
+// paid (the ledger records the sale in the same transaction); a hold that
+// is gone (expired, cancelled) sells nothing and the money is owed back.
+// Safe to repeat: the pay script sells once.
 func (s *Service) paid(ctx context.Context, o ledger.Order, in payment.Intent) (ledger.Order, error) {
 	if o.Status == ledger.OrderPaid || o.Status == ledger.OrderRefunded {
 		return o, nil
@@ -99,7 +150,7 @@ func (s *Service) paid(ctx context.Context, o ledger.Order, in payment.Intent) (
 	if in.AmountMinor != o.AmountMinor || in.Currency != o.Currency {
 		// Not the price of the unit: do not sell it for that.
 		s.m.alerts.WithLabelValues("amount_mismatch").Inc()
-		s.log.Error("payment amount differs from the order; refunding", "order", o.ID, "intent", in.ID,
+		s.log.Error("payment alert: the amount paid differs from the order; refunding", "order", o.ID, "intent", in.ID,
 			"paid", in.AmountMinor, "currency", in.Currency, "price", o.AmountMinor)
 		return owe(o), nil
 	}
@@ -107,32 +158,58 @@ func (s *Service) paid(ctx context.Context, o ledger.Order, in payment.Intent) (
 	if err != nil {
 		return ledger.Order{}, err
 	}
+	if outcome == checkout.HoldUnknown {
+		// Redis does not know the hold: Postgres says whether it lives.
+		if err := s.holdGone(ctx, o.ReservationID, ""); err != nil {
+			return ledger.Order{}, err
+		}
+		if r, err := s.ledger.Reservation(ctx, o.ReservationID); err == nil && r.Status == "paid" {
+			outcome = checkout.PaidBefore
+		} else {
+			outcome = checkout.HoldGone
+		}
+	}
 	if outcome == checkout.HoldGone {
-		s.log.Warn("payment came after the hold was gone; refunding", "order", o.ID, "reservation", o.ReservationID)
 		return owe(o), nil
 	}
 	o.Status = ledger.OrderPaid
 	o.PaidAt = s.opts.Clock().UTC()
-	s.m.paid.Inc()
 	return o, nil
 }
 
 // failed settles a failed payment: the hold goes at once and its unit goes
-// back to those still in line.
+// back to those still in line. A hold Redis shows as paid stays so (a
+// failure reported after a success is the gateway's muddle, and the
+// reconciler raises it).
 func (s *Service) failed(ctx context.Context, o ledger.Order) (ledger.Order, error) {
 	if o.Status != ledger.OrderPendingPayment {
 		return o, nil
 	}
-	if _, err := s.redis.DropUnpaid(ctx, o.Sale, hold(o)); err != nil {
+	released, err := s.redis.PaymentFailed(ctx, o.Sale, hold(o))
+	if err != nil {
 		return ledger.Order{}, err
+	}
+	if !released {
+		r, err := s.redis.Reservation(ctx, o.Sale, o.ReservationID)
+		switch {
+		case err == nil && r.Status == "paid":
+			return o, nil
+		case errors.Is(err, checkout.ErrNotFound):
+			if err := s.holdGone(ctx, o.ReservationID, ""); err != nil {
+				return ledger.Order{}, err
+			}
+		case err != nil:
+			return ledger.Order{}, err
+		}
 	}
 	o.Status = ledger.OrderCancelled
 	return o, nil
 }
 
-// refunded records a refund the gateway has made.
-func refunded(o ledger.Order, r *payment.Refund) ledger.Order {
-	if o.Status != ledger.OrderRefunded || r == nil {
+// refunded records a refund the gateway has made, once it gives back all
+// that was paid.
+func refunded(o ledger.Order, in payment.Intent, r *payment.Refund) ledger.Order {
+	if o.Status != ledger.OrderRefunded || r == nil || r.Status != payment.RefundSucceeded || in.Refunded() < in.AmountMinor {
 		return o
 	}
 	o.RefundStatus, o.RefundID = ledger.RefundIssued, r.ID
@@ -140,7 +217,7 @@ func refunded(o ledger.Order, r *payment.Refund) ledger.Order {
 }
 
 func owe(o ledger.Order) ledger.Order {
-	o.Status, o.RefundStatus = ledger.OrderRefunded, ledger.RefundOwed
+	o.Status, o.RefundStatus, o.PaidAt = ledger.OrderRefunded, ledger.RefundOwed, time.Time{}
 	return o
 }
 
@@ -157,21 +234,31 @@ func (s *Service) refundIfOwed(ctx context.Context, o ledger.Order) {
 
 // issueRefund asks the gateway to give back everything paid on the order's
 // intent, under a key derived from the order (so never twice), and records
-// it.
+// it once the gateway reports it done.
 func (s *Service) issueRefund(ctx context.Context, o ledger.Order) error {
 	if o.IntentID == "" {
 		return fmt.Errorf("order %s owes a refund but has no payment intent", o.ID)
 	}
 	r, err := s.gateway.Refund(ctx, o.IntentID, 0, "order-"+o.ID+"-refund")
 	if err != nil {
-		return err
+		return fmt.Errorf("refund order %s: %w", o.ID, err)
 	}
-	_, err = s.ledger.ChangeOrder(ctx, o.ID, "", "", func(o ledger.Order) (ledger.Order, error) {
-		return refunded(o, &r), nil
+	if r.Status != payment.RefundSucceeded {
+		return fmt.Errorf("refund order %s: the gateway says %q", o.ID, r.Status)
+	}
+	var before string
+	after, err := s.ledger.ChangeOrder(ctx, o.ID, "", "", func(o ledger.Order) (ledger.Order, error) {
+		before = o.RefundStatus
+		if o.Status == ledger.OrderRefunded {
+			o.RefundStatus, o.RefundID = ledger.RefundIssued, r.ID
+		}
+		return o, nil
 	})
 	if err != nil {
 		return err
 	}
-	s.m.refunds.Inc()
+	if before != after.RefundStatus {
+		s.m.refunds.Inc()
+	}
 	return nil
 }

@@ -19,6 +19,9 @@ const (
 	IntentFailed          = "failed"
 )
 
+// RefundSucceeded is a refund that has given the money back.
+const RefundSucceeded = "succeeded"
+
 // Event types the origin acts on.
 const (
 	EventPaymentSucceeded = "payment_intent.succeeded"
@@ -84,14 +87,15 @@ type Event struct {
 var ErrBadEvent = errors.New("payment: malformed event")
 
 // ParseEvent reads a webhook body. Unknown fields are allowed (gateways add
-// fields); an id, a type and the intent's id are required.
+// fields); an id and a type are required (what else an event needs depends
+// on its type).
 func ParseEvent(body []byte) (Event, error) {
 	var e Event
 	if err := json.Unmarshal(body, &e); err != nil {
 		return Event{}, fmt.Errorf("%w: %v", ErrBadEvent, err)
 	}
-	if e.ID == "" || e.Type == "" || e.Data.Intent.ID == "" {
-		return Event{}, fmt.Errorf("%w: id, type and data.intent.intent_id are required", ErrBadEvent)
+	if e.ID == "" || e.Type == "" {
+		return Event{}, fmt.Errorf("%w: id and type are required", ErrBadEvent)
 	}
 	if len(e.ID) > 128 {
 		return Event{}, fmt.Errorf("%w: id longer than 128 bytes", ErrBadEvent)

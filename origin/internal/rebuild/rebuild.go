@@ -98,7 +98,7 @@ func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale 
 	isLive := make(map[string]bool, len(liveRows))
 	for i, r := range liveRows {
 		live[i] = checkout.Reservation{ID: r.ID, Sale: r.Sale, SKU: r.SKU, Account: r.Account, Status: r.Status,
-			IdempotencyKey: r.IdempotencyKey, ExpiresAt: r.ExpiresAt, CreatedAt: r.CreatedAt}
+			IdempotencyKey: r.IdempotencyKey, ExpiresAt: r.ExpiresAt, CreatedAt: r.CreatedAt, OrderID: r.OrderID}
 		isLive[r.ID] = true
 	}
 	// Holds Redis believes in but Postgres does not: they take Postgres's
