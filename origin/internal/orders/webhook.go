@@ -96,11 +96,19 @@ func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, er
 // settle changes an order (recording eventID, if any, as handled) and
 // counts what changed once it is committed.
 func (s *Service) settle(ctx context.Context, orderID, eventID, eventType string, change func(ledger.Order) (ledger.Order, error)) (ledger.Order, error) {
-	var before string
+	var before, wanted string
 	after, err := s.ledger.ChangeOrder(ctx, orderID, eventID, eventType, func(o ledger.Order) (ledger.Order, error) {
 		before = o.Status
-		return change(o)
+		next, err := change(o)
+		wanted = next.Status
+		return next, err
 	})
+	if err == nil && wanted == ledger.OrderPaid && after.Status == ledger.OrderRefunded {
+		// Redis sold a unit Postgres does not have: Redis had drifted.
+		s.m.alerts.WithLabelValues("paid_without_unit").Inc()
+		s.log.Error("payment alert: Redis sold a unit Postgres does not have; refunding (rebuild the sale)",
+			"order", after.ID, "reservation", after.ReservationID)
+	}
 	if err == nil && after.Status != before {
 		switch after.Status {
 		case ledger.OrderPaid:

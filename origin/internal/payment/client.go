@@ -154,7 +154,9 @@ func (c *Client) try(ctx context.Context, method, path, idempotencyKey string, b
 		return ctx.Err() == nil, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	// A listing of many intents is large; past this the call fails loudly
+	// (the reconciler then alerts) rather than reading without end.
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return true, err
 	}
