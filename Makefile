@@ -14,7 +14,7 @@ GO ?= go
 export GOTESTFLAGS
 export GOTESTPKGS
 
-.PHONY: help run test build bench-reserve bench-edge fmt vet clean
+.PHONY: help run test build bench bench-reserve bench-edge fmt vet clean
 
 help: ## list the targets
 	@echo "flashgate targets:"
@@ -26,16 +26,19 @@ run: ## run Redis, Postgres, origin (and edge) locally with a demo sale; Ctrl-C 
 test: ## go vet and every test (race detector) against real Redis and Postgres; GOTESTFLAGS=... passes flags
 	deploy/local/test.sh
 
-build: ## compile every package and put the binaries (origin, edge, bench tools) into bin/
+build: ## compile every package and put the binaries (origin, edge, sandboxgateway, bench tools) into bin/
 	$(GO) build ./...
 	@mkdir -p bin
-	@mains="$$($(GO) list -e -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./origin ./edge ./bench/... 2>/dev/null | sed '/^$$/d' || true)"; \
+	@mains="$$($(GO) list -e -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./origin ./edge ./deploy/sandboxgateway ./bench/... 2>/dev/null | sed '/^$$/d' || true)"; \
 	if [[ -n "$$mains" ]]; then \
 		echo "flashgate: building $$(echo $$mains | tr ' ' '\n' | sed 's|.*/||' | tr '\n' ' ')into bin/"; \
 		$(GO) build -o bin/ $$mains; \
 	else \
 		echo "flashgate: no main packages yet"; \
 	fi
+
+bench: ## the crowd simulator: the stack as make run starts it, 100k shoppers through the edge, the naive baseline, a report; CROWD_FLAGS=...
+	deploy/local/crowd.sh
 
 bench-reserve: ## run the reserve-path benchmark (bench/reservebench) against real Redis and Postgres
 	deploy/local/bench.sh ./bench/reservebench

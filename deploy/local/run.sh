@@ -9,6 +9,7 @@
 # Environment (all optional):
 #   FLASHGATE_ORIGIN_ADDR=:9090  FLASHGATE_ORIGIN_ADMIN_ADDR=:9091  FLASHGATE_EDGE_ADDR=:8080  FLASHGATE_EDGE_ADMIN_ADDR=:8081
 #   FLASHGATE_GATEWAY_ADDR=:9300 (the sandbox payment gateway)
+#   FLASHGATE_RUN_THEN="command"  run it once the stack is up, then stop everything (its exit status is ours)
 #   FLASHGATE_ADMIN_TOKEN, FLASHGATE_TOKEN_KEYS, FLASHGATE_USER_TOKEN_SECRET,
 #   FLASHGATE_GATEWAY_API_KEY, FLASHGATE_GATEWAY_WEBHOOK_SECRET                 generated when unset
 #   FLASHGATE_REDIS_PORT, FLASHGATE_PG_PORT                                   see services.sh
@@ -328,6 +329,19 @@ EOF
 	fi
 	echo
 }
+
+# --- or run one command against the stack, then stop it all (make bench) ---------------------------------
+
+if [[ -n "${FLASHGATE_RUN_THEN:-}" ]]; then
+	export FLASHGATE_CROWD_EDGE_URL="$edge_url" FLASHGATE_CROWD_EDGE_ADMIN_URL="$edge_admin_url"
+	export FLASHGATE_CROWD_ORIGIN_ADMIN_URL="$origin_admin_url"
+	log "running: $FLASHGATE_RUN_THEN"
+	set +e
+	bash -c "$FLASHGATE_RUN_THEN"
+	rc=$?
+	set -e
+	exit "$rc"
+fi
 
 # --- foreground until a signal, or until one of ours dies ------------------------------------------------
 

@@ -43,12 +43,13 @@ func (rs *Runs) list() []run {
 	return out
 }
 
-// reservesPerS is the stock divided by the time from the sale's start to the
-// last unit's reservation: the rate at which the run sold out, in units per
-// second. It is a lower bound on the reserve rate (units that came back after
-// a hold expired and were reserved again are not counted) and zero when the
-// run did not sell out.
+// reservesPerS is the rate at which the stack granted holds: what the
+// simulator measured (201s over the span from the first to the last), or,
+// for a result without it, the stock over the time to the last unit.
 func reservesPerS(r *crowd.Result) float64 {
+	if r.ReservesPerS > 0 {
+		return r.ReservesPerS
+	}
 	if r.LastUnitAt <= 0 {
 		return 0
 	}

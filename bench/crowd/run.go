@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate/bench/internal/crowd"
+	"github.com/flashgate/flashgate/bench/internal/report"
+)
+
+type options struct {
+	crowd.Config
+	PostgresURL     string
+	Naive           bool
+	Ceiling         bool
+	CeilingShoppers int
+	Out             string
+}
+
+func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	o := options{Config: crowd.Config{Scenario: crowd.DefaultScenario()}, Naive: true, CeilingShoppers: 20_000}
+	fs := flag.NewFlagSet("crowd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	var secret string
+	fs.StringVar(&o.EdgeURL, "edge-url", env("FLASHGATE_CROWD_EDGE_URL", "http://127.0.0.1:8080"), "the edge's public URL ($FLASHGATE_CROWD_EDGE_URL)")
+	fs.StringVar(&o.EdgeAdminURL, "edge-admin-url", env("FLASHGATE_CROWD_EDGE_ADMIN_URL", "http://127.0.0.1:8081"), "the edge's admin URL ($FLASHGATE_CROWD_EDGE_ADMIN_URL)")
+	fs.StringVar(&o.OriginAdminURL, "origin-admin-url", env("FLASHGATE_CROWD_ORIGIN_ADMIN_URL", "http://127.0.0.1:9091"), "the origin's admin URL ($FLASHGATE_CROWD_ORIGIN_ADMIN_URL)")
+	fs.StringVar(&o.GatewayURL, "gateway-url", env("FLASHGATE_GATEWAY_URL", "http://127.0.0.1:9300"), "the sandbox payment gateway ($FLASHGATE_GATEWAY_URL)")
+	fs.StringVar(&o.AdminToken, "admin-token", getenv("FLASHGATE_ADMIN_TOKEN"), "admin bearer token ($FLASHGATE_ADMIN_TOKEN)")
+	fs.StringVar(&secret, "user-token-secret", getenv("FLASHGATE_USER_TOKEN_SECRET"), "the shop's HS256 user-token secret; shoppers' tokens are minted with it ($FLASHGATE_USER_TOKEN_SECRET)")
+	fs.StringVar(&o.PostgresURL, "postgres-url", getenv("FLASHGATE_POSTGRES_URL"), "Postgres for the naive baseline's tables ($FLASHGATE_POSTGRES_URL)")
+	sc := &o.Scenario
+	fs.IntVar(&sc.Shoppers, "shoppers", sc.Shoppers, "shoppers in the crowd")
+	fs.IntVar(&sc.Stock, "stock", sc.Stock, "units on sale")
+	fs.Float64Var(&sc.RatePerS, "rate", sc.RatePerS, "admissions per second (0: unthrottled)")
+	fs.Float64Var(&sc.PreQueueS, "pre-queue", sc.PreQueueS, "seconds before the start over which the pre-queue arrives")
+	fs.Float64Var(&sc.PreQueueShare, "pre-queue-share", sc.PreQueueShare, "share of shoppers who come early")
+	fs.Float64Var(&sc.BurstS, "burst", sc.BurstS, "seconds of the burst at the open")
+	fs.Float64Var(&sc.BurstShare, "burst-share", sc.BurstShare, "share of shoppers in the burst")
+	fs.Float64Var(&sc.TailS, "tail", sc.TailS, "seconds over which the rest arrive after the burst")
+	fs.Float64Var(&sc.PayProbability, "pay", sc.PayProbability, "probability that a shopper with a hold pays")
+	fs.Float64Var(&sc.ImpatientShare, "impatient", sc.ImpatientShare, "share of shoppers who poll every 250 ms whatever they are told")
+	fs.Float64Var(&sc.StayShare, "stay", sc.StayShare, "share who keep waiting after a sold-out that is not final")
+	fs.Float64Var(&sc.PageRefreshS, "page-refresh", sc.PageRefreshS, "seconds between a waiting page's snapshot reloads (through the CDN; 0: never)")
+	fs.IntVar(&sc.Bots, "bots", sc.Bots, "bot accounts, hammering at the open")
+	fs.IntVar(&sc.BotIPs, "bot-ips", sc.BotIPs, "addresses the bots share")
+	fs.IntVar(&sc.HoldTTLS, "hold-ttl", sc.HoldTTLS, "the sale's hold time in seconds (short, so unpaid holds return within the run)")
+	fs.Float64Var(&sc.MaxDurationS, "max-duration", sc.MaxDurationS, "seconds after the start at which the crowd is stopped")
+	fs.IntVar(&sc.MaxRequests, "max-requests", sc.MaxRequests, "requests after which the crowd is stopped")
+	var seed int64
+	fs.Int64Var(&seed, "seed", 1, "seed of the crowd's randomness")
+	fs.BoolVar(&o.Naive, "naive", o.Naive, "also run the naive baseline under the same crowd")
+	fs.BoolVar(&o.Ceiling, "ceiling", o.Ceiling, "also run with admission unthrottled to find the stack's reserves per second")
+	fs.IntVar(&o.CeilingShoppers, "ceiling-shoppers", o.CeilingShoppers, "shoppers (and units) of the ceiling run")
+	fs.StringVar(&o.Out, "out", "", "report folder (default .data/crowd/<time>)")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	o.Seed = uint64(seed)
+	o.UserSecret = []byte(secret)
+	switch {
+	case o.AdminToken == "":
+		return options{}, errors.New("the admin token is required (FLASHGATE_ADMIN_TOKEN)")
+	case secret == "":
+		return options{}, errors.New("the user-token secret is required (FLASHGATE_USER_TOKEN_SECRET)")
+	case o.Naive && o.PostgresURL == "":
+		return options{}, errors.New("the naive baseline needs FLASHGATE_POSTGRES_URL (or -naive=false)")
+	case sc.Shoppers < 1 || sc.Stock < 1:
+		return options{}, errors.New("shoppers and stock must be positive")
+	}
+	for _, u := range []string{o.EdgeURL, o.EdgeAdminURL, o.OriginAdminURL, o.GatewayURL, o.PostgresURL} {
+		if u != "" && !strings.Contains(u, "127.0.0.1") && !strings.Contains(u, "localhost") && !strings.HasPrefix(u, "postgres") {
+			return options{}, fmt.Errorf("load only ever targets 127.0.0.1 or localhost, not %s", u)
+		}
+	}
+	if o.Out == "" {
+		o.Out = filepath.Join(".data", "crowd", time.Now().UTC().Format("20060102-150405"))
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	o, err := loadOptions(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	o.Progress = func(format string, a ...any) {
+		fmt.Fprintf(stderr, "crowd: "+format+"\n", a...)
+	}
+	var runs report.Runs
+	main, err := crowd.Run(ctx, o.Config)
+	if err != nil {
+		return err
+	}
+	main.Command = command(args)
+	runs.Flashgate = *main
+	if o.Naive {
+		nv, err := crowd.RunNaive(ctx, o.Config, o.PostgresURL)
+		if err != nil {
+			return err
+		}
+		nv.Command = main.Command
+		runs.Naive = nv
+	}
+	if o.Ceiling {
+		c := o.Config
+		c.SaleID = ""
+		c.Scenario = ceilingScenario(o.Scenario, o.CeilingShoppers)
+		ceil, err := crowd.Run(ctx, c)
+		if err != nil {
+			return err
+		}
+		ceil.Mode, ceil.Command = "ceiling", main.Command
+		runs.Ceiling = ceil
+	}
+	if err := writeReport(o.Out, runs); err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, report.Summary(runs))
+	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(o.Out, "report.md"))
+	return nil
+}
+
+// writeReport writes report.json, report.md and the charts into dir.
+func writeReport(dir string, runs report.Runs) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	charts, err := report.WriteCharts(dir, runs)
+	if err != nil {
+		return fmt.Errorf("charts: %w", err)
+	}
+	for name, write := range map[string]func(io.Writer) error{
+		"report.json": func(w io.Writer) error { return report.WriteJSON(w, runs) },
+		"report.md":   func(w io.Writer) error { return report.WriteMarkdown(w, runs, charts) },
+	} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// command is how this run was started, for the report.
+func command(args []string) string {
+	if len(args) == 0 {
+		return "make bench"
+	}
+	return "make bench CROWD_FLAGS='" + strings.Join(args, " ") + "'"
+}
+
+// ceilingScenario: as many units as shoppers, all arriving at the open,
+// admitted as fast as they come, nobody paying: what limits is the reserve
+// path end to end.
+func ceilingScenario(base crowd.Scenario, shoppers int) crowd.Scenario {
+	sc := base
+	sc.Shoppers, sc.Stock, sc.RatePerS = shoppers, shoppers, 0
+	sc.PreQueueS, sc.PreQueueShare, sc.BurstS, sc.BurstShare, sc.TailS = 0.5, 0, 2, 1, 0
+	sc.PayProbability, sc.ImpatientShare, sc.StayShare, sc.Bots, sc.PageRefreshS = 0, 0, 0, 0, 0
+	sc.MaxDurationS = 45
+	return sc
+}
