@@ -277,6 +277,9 @@ func pollStates(node map[string]int) string {
 		if state, ok := strings.CutPrefix(k, "poll "); ok {
 			states[state] = v
 		}
+		if k == "rejected rate_limited" {
+			states["rate_limited"] = v
+		}
 	}
 	return answers(states, 0)
 }
