@@ -67,6 +67,7 @@ type UserVerifierOptions struct {
 type UserVerifier struct {
 	parser  *jwt.Parser
 	keyfunc jwt.Keyfunc
+	fast    *userFast // HS256 keys only; nil otherwise
 }
 
 // NewUserVerifier returns a UserVerifier for key, requiring exp and sub on
@@ -120,7 +121,12 @@ func NewUserVerifier(key UserKey, opts UserVerifierOptions) (*UserVerifier, erro
 	if opts.Audience != "" {
 		popts = append(popts, jwt.WithAudience(opts.Audience))
 	}
+	var fast *userFast
+	if method == jwt.SigningMethodHS256 {
+		fast = newUserFast(key.HMACSecret, opts.Issuer, opts.Audience, now, normLeeway(opts.Leeway))
+	}
 	return &UserVerifier{
+		fast:   fast,
 		parser: jwt.NewParser(popts...),
 		keyfunc: func(t *jwt.Token) (any, error) {
 			if t.Method != method { // already pinned by the parser; belt and braces
@@ -135,6 +141,11 @@ func NewUserVerifier(key UserKey, opts UserVerifierOptions) (*UserVerifier, erro
 // Errors wrap ErrMissing, ErrMalformed, ErrExpired or ErrInvalid.
 func (v *UserVerifier) Account(token string) (string, error) {
 	const what = "user token"
+	if v.fast != nil {
+		if sub, ok := v.fast.account(token); ok {
+			return sub, nil
+		}
+	}
 	if err := checkLen(what, token); err != nil {
 		return "", err
 	}
@@ -144,6 +155,9 @@ func (v *UserVerifier) Account(token string) (string, error) {
 	}
 	if c.Subject == "" {
 		return "", fmt.Errorf("%s: %w: no sub", what, ErrInvalid)
+	}
+	if v.fast != nil {
+		v.fast.learn(token)
 	}
 	return c.Subject, nil
 }

@@ -104,11 +104,10 @@ func (v *Verifier) key(t *jwt.Token) (any, error) {
 // returns its claims. Errors wrap ErrMissing, ErrMalformed, ErrExpired,
 // ErrInvalid or ErrWrongSale. Burning the jti is the caller's job.
 func (v *Verifier) Admission(token, sale string) (AdmissionClaims, error) {
-	var c AdmissionClaims
-	if v.fastParse(AudienceOrigin, token, &c.RegisteredClaims, &c) && c.Subject != "" && c.ID != "" && c.Sale == sale {
-		return c, nil
+	if fc, ok := v.fastParse(AudienceOrigin, admissionFields, token); ok && fc.sub != "" && fc.jti != "" && fc.sale == sale {
+		return AdmissionClaims{RegisteredClaims: fc.registered(), Sale: fc.sale, Pos: fc.pos}, nil
 	}
-	c = AdmissionClaims{} // the fast path may have written to it; the slow path starts afresh
+	var c AdmissionClaims
 	if err := v.parse(v.admission, "admission token", token, &c); err != nil {
 		return AdmissionClaims{}, err
 	}
@@ -127,11 +126,10 @@ func (v *Verifier) Admission(token, sale string) (AdmissionClaims, error) {
 // returns its claims. Errors wrap ErrMissing, ErrMalformed, ErrExpired,
 // ErrInvalid or ErrWrongSale.
 func (v *Verifier) Queue(token, sale string) (QueueClaims, error) {
-	var c QueueClaims
-	if v.fastParse(AudienceEdge, token, &c.RegisteredClaims, &c) && c.Subject != "" && c.Sale == sale {
-		return c, nil
+	if fc, ok := v.fastParse(AudienceEdge, queueFields, token); ok && fc.sub != "" && fc.sale == sale {
+		return QueueClaims{RegisteredClaims: fc.registered(), Sale: fc.sale, Pos: fc.pos, Pre: fc.pre}, nil
 	}
-	c = QueueClaims{} // the fast path may have written to it; the slow path starts afresh
+	var c QueueClaims
 	if err := v.parse(v.queue, "queue token", token, &c); err != nil {
 		return QueueClaims{}, err
 	}

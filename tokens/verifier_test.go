@@ -436,3 +436,54 @@ func BenchmarkVerifyAdmissionSlowOnly(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkUserAccount(b *testing.B) {
+	secret := tokenstest.UserSecret()
+	v, err := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: secret}, tokens.UserVerifierOptions{Issuer: "shop"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok, err := tokens.NewDevUserIssuer(secret, "shop", time.Hour, nil).Issue("user-300012345")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bv := range []struct {
+		name string
+		v    *tokens.UserVerifier
+	}{{"fast", v}, {"slow", tokens.UserSlowOnly(v)}} {
+		b.Run(bv.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := bv.v.Account(tok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkIssue(b *testing.B) {
+	f := newFixture(b)
+	exp := f.clock.Now().Add(time.Hour)
+	for _, bi := range []struct {
+		name string
+		iss  *tokens.Issuer
+	}{{"fast", f.iss}, {"slow", tokens.SlowIssuer(f.iss)}} {
+		b.Run("queue/"+bi.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := bi.iss.Queue("s1", "user-300012345", 12345, false, exp); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("admission/"+bi.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := bi.iss.Admission("s1", "user-300012345", 12345); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

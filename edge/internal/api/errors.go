@@ -55,12 +55,11 @@ func writeError(ctx *fasthttp.RequestCtx, log *slog.Logger, err error) {
 		e = pleaseWait
 	}
 	if e.RetryAfter > 0 {
-		ctx.Response.Header.Set("Retry-After", strconv.Itoa(e.RetryAfter))
+		var buf [20]byte
+		ctx.Response.Header.SetCanonical(headerRetryAfter, strconv.AppendInt(buf[:0], int64(e.RetryAfter), 10))
 	}
-	writeJSON(ctx, e.Status, struct {
-		Error   string `json:"error"`
-		Message string `json:"message"`
-	}{e.Code, e.Message})
+	var buf [answerBufLen]byte
+	writeBody(ctx, e.Status, appendErrorBody(buf[:0], e.Code, e.Message))
 }
 
 func isTokenError(err error) bool {
@@ -80,10 +79,7 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 		status = fasthttp.StatusInternalServerError
 		body = []byte(`{"error":"internal","message":"The answer could not be encoded."}`)
 	}
-	ctx.SetStatusCode(status)
-	ctx.SetContentType("application/json")
-	ctx.Response.Header.Set("Cache-Control", "no-store")
-	ctx.SetBody(body)
+	writeBody(ctx, status, body)
 }
 
 // ErrorHandler answers requests fasthttp rejects before any handler runs

@@ -23,9 +23,10 @@ func (s *Server) limit(ctx *fasthttp.RequestCtx, checks ...limitCheck) error {
 			continue
 		}
 		h := &ctx.Response.Header
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(lc.Limit, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(lc.Remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(lc.Reset, 10))
+		var buf [20]byte
+		h.SetCanonical(headerRateLimitLimit, strconv.AppendInt(buf[:0], lc.Limit, 10))
+		h.SetCanonical(headerRateLimitRemaining, strconv.AppendInt(buf[:0], lc.Remaining, 10))
+		h.SetCanonical(headerRateLimitReset, strconv.AppendInt(buf[:0], lc.Reset, 10))
 		if lc.Reached {
 			wait := max(lc.Reset-s.Clock().Unix(), 1)
 			return &Error{

@@ -73,7 +73,7 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	if v.sale.SoldOut && v.sale.Final {
 		return errSoldOut
 	}
-	if !s.fresh(v) {
+	if !s.freshAt(v, now) {
 		return pleaseWait
 	}
 	c, cancel := s.budget()
@@ -96,8 +96,8 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	ans := s.waiting(v, place.Pre, pos, now)
 	ans.State = ""
 	ans.QueueToken = token
-	s.setRetryAfter(ctx, ans)
-	writeJSON(ctx, fasthttp.StatusAccepted, ans)
+	s.setRetryAfter(ctx, &ans)
+	writeQueueAnswer(ctx, fasthttp.StatusAccepted, &ans)
 	return nil
 }
 
@@ -120,11 +120,11 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 	}
 	now := s.Clock()
 	if !now.Before(v.sale.EndsAt) {
-		s.metrics.polls.WithLabelValues("closed").Inc()
-		writeJSON(ctx, fasthttp.StatusOK, queueAnswer{State: "closed"})
+		s.metrics.poll("closed").Inc()
+		writeQueueAnswer(ctx, fasthttp.StatusOK, &queueAnswer{State: "closed"})
 		return nil
 	}
-	if !s.fresh(v) {
+	if !s.freshAt(v, now) {
 		return pleaseWait
 	}
 	ans := s.waiting(v, claims.Pre, claims.Pos, now)
@@ -143,9 +143,9 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 		s.metrics.admitted.Inc()
 		ans.State, ans.AdmissionToken, ans.EstimatedWaitS, ans.PollAfterMS = "admitted", token, 0, 1000
 	}
-	s.metrics.polls.WithLabelValues(ans.State).Inc()
-	s.setRetryAfter(ctx, ans)
-	writeJSON(ctx, fasthttp.StatusOK, ans)
+	s.metrics.poll(ans.State).Inc()
+	s.setRetryAfter(ctx, &ans)
+	writeQueueAnswer(ctx, fasthttp.StatusOK, &ans)
 	return nil
 }
 
@@ -217,8 +217,9 @@ func clampMS(d, lo, hi time.Duration) int64 {
 	return min(max(d, lo), hi).Milliseconds()
 }
 
-func (s *Server) setRetryAfter(ctx *fasthttp.RequestCtx, ans queueAnswer) {
+func (s *Server) setRetryAfter(ctx *fasthttp.RequestCtx, ans *queueAnswer) {
 	if ans.State == "waiting" || ans.State == "" {
-		ctx.Response.Header.Set("Retry-After", strconv.FormatInt((ans.PollAfterMS+999)/1000, 10))
+		var buf [20]byte
+		ctx.Response.Header.SetCanonical(headerRetryAfter, strconv.AppendInt(buf[:0], (ans.PollAfterMS+999)/1000, 10))
 	}
 }

@@ -90,6 +90,11 @@ type metrics struct {
 	upstream    *prometheus.HistogramVec
 	cursor      *prometheus.GaugeVec
 	queueLength *prometheus.GaugeVec
+
+	// The children of polls, rejections and requests that the hot paths use.
+	pollsBy      *childCache[string, prometheus.Counter]
+	rejectionsBy *childCache[string, prometheus.Counter]
+	requestsBy   *childCache[routeStatus, prometheus.Observer]
 }
 
 // New returns a Server; its metrics register on deps.Registry.
@@ -125,6 +130,11 @@ func New(deps Deps, opts Options) *Server {
 		cursor:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flashgate_edge_now_serving", Help: "Admission cursor as this node last read it."}, []string{"sale"}),
 		queueLength: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flashgate_edge_queue_length", Help: "Places handed out, as this node last read it."}, []string{"sale"}),
 	}
+	s.metrics.pollsBy = newChildCache(func(state string) prometheus.Counter { return s.metrics.polls.WithLabelValues(state) })
+	s.metrics.rejectionsBy = newChildCache(func(code string) prometheus.Counter { return s.metrics.rejections.WithLabelValues(code) })
+	s.metrics.requestsBy = newChildCache(func(k routeStatus) prometheus.Observer {
+		return s.metrics.requests.WithLabelValues(k.route, strconv.Itoa(k.status))
+	})
 	m := s.metrics
 	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.rejections, m.upstream, m.cursor, m.queueLength)
 	s.promh = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{}))
@@ -184,11 +194,15 @@ func (s *Server) router(routes []route, fallback handler) fasthttp.RequestHandle
 	return func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
 		name := "other"
-		segs := strings.Split(strings.Trim(string(ctx.Path()), "/"), "/")
+		var segBuf [8]string
+		segs := splitPath(strings.Trim(string(ctx.Path()), "/"), segBuf[:0])
 		h := fallback
 		var params []string
 		for i := range routes {
-			if p, ok := matchPath(routes[i].pattern, segs); ok && routes[i].method == string(ctx.Method()) {
+			if routes[i].method != string(ctx.Method()) {
+				continue
+			}
+			if p, ok := matchPath(routes[i].pattern, segs); ok {
 				h, params, name = routes[i].h, p, routes[i].name
 				break
 			}
@@ -202,14 +216,49 @@ func (s *Server) router(routes []route, fallback handler) fasthttp.RequestHandle
 			} else {
 				code = "please_wait"
 			}
-			s.metrics.rejections.WithLabelValues(code).Inc()
+			s.metrics.rejected(code).Inc()
 			writeError(ctx, s.Log, err)
 		}
-		s.metrics.requests.WithLabelValues(name, strconv.Itoa(ctx.Response.StatusCode())).Observe(time.Since(start).Seconds())
+		s.metrics.request(name, ctx.Response.StatusCode()).Observe(time.Since(start).Seconds())
+	}
+}
+
+// matchesPath reports whether matchPath would match pattern to segs.
+func matchesPath(pattern, segs []string) bool {
+	for i, p := range pattern {
+		switch {
+		case p == "**":
+			return i < len(segs)
+		case i >= len(segs):
+			return false
+		case p == "*":
+			if segs[i] == "" {
+				return false
+			}
+		case p != segs[i]:
+			return false
+		}
+	}
+	return len(pattern) == len(segs)
+}
+
+// splitPath appends the "/"-separated segments of p to dst, as strings.Split
+// would return them.
+func splitPath(p string, dst []string) []string {
+	for {
+		i := strings.IndexByte(p, '/')
+		if i < 0 {
+			return append(dst, p)
+		}
+		dst = append(dst, p[:i])
+		p = p[i+1:]
 	}
 }
 
 func matchPath(pattern, segs []string) ([]string, bool) {
+	if !matchesPath(pattern, segs) {
+		return nil, false // most routes: decided without allocating
+	}
 	var params []string
 	for i, p := range pattern {
 		if p == "**" {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
@@ -121,6 +122,9 @@ func (s *Server) Tick(ctx context.Context) error {
 
 // fresh reports whether a view's cursor reading is recent enough to answer
 // from; a stale one means Redis is unreachable.
-func (s *Server) fresh(v *view) bool {
-	return v.hasState && s.Clock().Sub(v.state.ReadAt) <= s.opts.StaleAfter
+func (s *Server) fresh(v *view) bool { return s.freshAt(v, s.Clock()) }
+
+// freshAt is fresh at now, for handlers that have read the clock already.
+func (s *Server) freshAt(v *view, now time.Time) bool {
+	return v.hasState && now.Sub(v.state.ReadAt) <= s.opts.StaleAfter
 }

@@ -52,17 +52,29 @@ func parsePlace(s string) (Place, error) {
 
 // JoinerOptions tune join batching; zero values take the defaults.
 type JoinerOptions struct {
-	// Pipelines in flight at once; 0 means 4.
+	// Pipelines in flight at once; 0 means 2. Joins that arrive while
+	// every pipeline is busy wait and ride together in the next round
+	// trip, so fewer pipelines make larger batches and need less linger:
+	// with 64 joins in flight on a 2-core box, 2 pipelines and a 200 µs
+	// linger made 0.44 of the bare handler's rate against 0.36-0.37 for 4
+	// and 1 ms in interleaved runs (docs/BENCHMARKS.md, edge). The second
+	// pipeline keeps joins moving while one round trip is slow.
 	Pipelines int
-	// MaxBatch caps joins per round trip; 0 means 512.
+	// MaxBatch caps joins per round trip; 0 means 512, and more than
+	// maxJoinBatch means maxJoinBatch (join.lua unpacks a batch onto Lua's
+	// stack, which holds about 8,000 values).
 	MaxBatch int
 	// Timeout bounds one round trip; 0 means 2 s.
 	Timeout time.Duration
 	// Linger is how long a round trip waits for more joins to ride along
-	// once it has one; 0 means 1 ms, negative means not at all. In a
-	// stampede it turns many small script calls into few large ones.
+	// once it has one; 0 means 200 µs, negative means not at all. In a
+	// stampede it turns many small script calls into few large ones; every
+	// join waits for it, so it is kept well under a round trip's cost.
 	Linger time.Duration
 }
+
+// maxJoinBatch is the largest MaxBatch.
+const maxJoinBatch = 2048
 
 // Joiner hands out places in line. Joins that arrive while a round trip is
 // in flight ride together in the next one: one script call per sale carries
@@ -95,16 +107,17 @@ var ErrClosed = errors.New("queue: closed")
 // NewJoiner starts the join workers; Close stops them.
 func NewJoiner(rdb redis.UniversalClient, keys Keys, opts JoinerOptions) *Joiner {
 	if opts.Pipelines <= 0 {
-		opts.Pipelines = 4
+		opts.Pipelines = 2
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 512
 	}
+	opts.MaxBatch = min(opts.MaxBatch, maxJoinBatch)
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Second
 	}
 	if opts.Linger == 0 {
-		opts.Linger = time.Millisecond
+		opts.Linger = 200 * time.Microsecond
 	}
 	j := &Joiner{rdb: rdb, keys: keys, opts: opts,
 		calls: make(chan *joinCall, opts.Pipelines*opts.MaxBatch), stop: make(chan struct{}), exited: make(chan struct{})}
