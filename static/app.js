@@ -75,10 +75,12 @@
     .replace(/[018]/g, (c) => (c ^ (crypto.getRandomValues(new Uint8Array(1))[0] & (15 >> (c / 4)))).toString(16));
 
   // ---- the sale snapshot (cheap: served from edge memory and the CDN) ----
+  // Re-read every second: it is how a shopper far back in line hears "sold out" within a moment of the last
+  // unit going, without any per-shopper call.
   const STATUS = { upcoming: 'Starting soon', open: 'On sale now', sold_out: 'Sold out', ended: 'Sale over' };
   async function loadSale() {
     const res = await api('GET', salePath);
-    let wait = 2000;
+    let wait = snap && snap.final ? 30000 : 1000;
     if (res.status === 200) { snap = res.data; clearNotice('sale'); renderSale(); }
     else if (!noticeFrom || noticeFrom === 'sale') { // never hide a queue or purchase message behind this one
       if (busy(res)) wait = Math.max(wait, retryNotice(res, 'sale'));

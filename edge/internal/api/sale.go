@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -173,10 +174,13 @@ func (s *Server) waiting(v *view, pre bool, pos int64, now time.Time) queueAnswe
 	ans := queueAnswer{State: "waiting", PreQueue: pre, NowServing: v.state.NowServing}
 	if pre {
 		if !v.drawn {
-			// Places are drawn at the start: until then, only the time to it.
+			// Places are drawn at the start: until then, only the time to
+			// it. Come back after the draw, each at its own moment of a
+			// window as long as the pre-queue takes to admit (up to 10 s),
+			// so the whole pre-queue does not poll in the same second.
 			untilStart := max(v.sale.StartsAt.Sub(now), 0)
 			ans.EstimatedWaitS = int64(math.Ceil(untilStart.Seconds()))
-			ans.PollAfterMS = clampMS(untilStart/2, time.Second, s.opts.MaxPollAfter)
+			ans.PollAfterMS = clampMS(untilStart+spread(pos, preQueueWindow(v.state)), time.Second, s.opts.MaxPollAfter)
 			return ans
 		}
 		drawn, err := v.shuffle.Position(pos)
@@ -211,6 +215,24 @@ func (s *Server) waiting(v *view, pre bool, pos int64, now time.Time) queueAnswe
 	ans.EstimatedWaitS = int64(math.Ceil(wait.Seconds()))
 	ans.PollAfterMS = clampMS(wait/4, time.Second, s.opts.MaxPollAfter)
 	return ans
+}
+
+// preQueueWindow is how long the pre-queue takes to admit at the set rate,
+// between 1 and 10 seconds: the window its first polls after the draw are
+// spread over.
+func preQueueWindow(st queue.State) time.Duration {
+	w := 10 * time.Second
+	if st.RatePerSecond > 0 {
+		w = time.Duration(float64(st.PreQueue) / st.RatePerSecond * float64(time.Second))
+	}
+	return min(max(w, time.Second), 10*time.Second)
+}
+
+// spread places a shopper's index evenly and fixedly in [0, window): the
+// same shopper always gets the same moment (a multiplicative hash).
+func spread(index int64, window time.Duration) time.Duration {
+	const steps = 1000
+	return window * time.Duration(uint64(index)*2654435761%steps) / steps
 }
 
 func clampMS(d, lo, hi time.Duration) int64 {

@@ -76,7 +76,14 @@ func (s *Server) Tick(ctx context.Context) error {
 			}
 			s.seeds.Store(sale.SaleID, seed)
 		}
-		ticks = append(ticks, queue.Tick{Sale: sale.SaleID, StartsAt: sale.StartsAt, StockAvailable: !sale.SoldOut})
+		var available int64
+		if !sale.SoldOut {
+			for _, k := range sale.SKUs {
+				available += max(k.AvailableHint, 0)
+			}
+			available = max(available, 1) // not sold out: something may be left
+		}
+		ticks = append(ticks, queue.Tick{Sale: sale.SaleID, StartsAt: sale.StartsAt, Available: available})
 	}
 	tickErr := errors.Join(seedErr, s.Cursor.Tick(ctx, ticks))
 	next := make(map[string]*view, len(sales))

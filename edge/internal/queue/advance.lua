@@ -3,10 +3,13 @@
 -- since the last admission, so concurrent callers never double-advance.
 -- The cursor waits while the sale has not started, while paused, while no
 -- stock is available, and when it has reached the end of the line; no credit
--- builds up meanwhile, so it resumes at its rate, in queue order.
+-- builds up meanwhile, so it resumes at its rate, in queue order. While few
+-- units are available it admits at most twice that many a second: units
+-- that come back one by one go to about as many shoppers, not to a
+-- second's worth of the line.
 --
 -- KEYS[1] cursor hash  KEYS[2] pre counter  KEYS[3] post counter
--- ARGV[1] sale start (unix ms)  ARGV[2] 1 if stock is available, else 0
+-- ARGV[1] sale start (unix ms)  ARGV[2] units available (0: none)
 -- ARGV[3] rate per second to set if none is set yet
 --
 -- Returns {now_serving, queue length, rate (string), paused (0/1), now (unix ms),
@@ -33,8 +36,10 @@ local gap = 1000
 if rate_now > 0 and rate_now < 1 then gap = 1000 / rate_now end
 if now - last > gap then last = now - gap end
 
+local available = tonumber(ARGV[2])
 if now >= starts then
-  if paused or ARGV[2] ~= '1' or serving >= length or rate <= 0 then
+  if available > 0 and available * 2 < rate then rate = available * 2 end
+  if paused or available <= 0 or serving >= length or rate <= 0 then
     redis.call('HSET', KEYS[1], 'last_ms', string.format('%.3f', math.max(now, last)))
   else
     local add = math.floor((now - last) * rate / 1000)

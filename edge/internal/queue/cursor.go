@@ -28,9 +28,13 @@ type State struct {
 
 // Tick is what the cursor needs to know about a sale each tick.
 type Tick struct {
-	Sale           string
-	StartsAt       time.Time
-	StockAvailable bool
+	Sale     string
+	StartsAt time.Time
+	// Available is the units the latest snapshot shows available: none
+	// stops admission, and few slow it to twice that many a second, so a
+	// handful of units coming back does not admit a second's worth of
+	// shoppers to find them gone.
+	Available int64
 }
 
 // Cursor advances and caches every sale's admission cursor. Tick runs the
@@ -77,12 +81,8 @@ func (c *Cursor) Tick(ctx context.Context, ticks []Tick) error {
 		pipe := c.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(ticks))
 		for i, t := range ticks {
-			avail := 0
-			if t.StockAvailable {
-				avail = 1
-			}
 			cmds[i] = eval(ctx, pipe, []string{c.keys.Cursor(t.Sale), c.keys.Pre(t.Sale), c.keys.Post(t.Sale)},
-				t.StartsAt.UnixMilli(), avail, formatRate(c.defaultRate))
+				t.StartsAt.UnixMilli(), max(t.Available, 0), formatRate(c.defaultRate))
 		}
 		_, _ = pipe.Exec(ctx)
 		return cmds

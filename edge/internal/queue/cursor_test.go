@@ -44,25 +44,25 @@ func TestCursorHolds(t *testing.T) {
 	cases := []struct {
 		name     string
 		starts   time.Time
-		stock    bool
+		stock    int64
 		paused   *bool
 		rate     *float64
 		length   int64
 		want     int64 // now_serving after the wait
 		wantRate float64
 	}{
-		{"before the start", future, true, nil, nil, 100, 0, 1000},
-		{"paused", past, true, &yes, nil, 100, 0, 1000},
-		{"no stock", past, false, nil, nil, 100, 0, 1000},
-		{"rate zero", past, true, nil, &zero, 100, 0, 0},
-		{"end of the line", past, true, nil, nil, 5, 5, 1000},
+		{"before the start", future, 1_000_000, nil, nil, 100, 0, 1000},
+		{"paused", past, 1_000_000, &yes, nil, 100, 0, 1000},
+		{"no stock", past, 0, nil, nil, 100, 0, 1000},
+		{"rate zero", past, 1_000_000, nil, &zero, 100, 0, 0},
+		{"end of the line", past, 1_000_000, nil, nil, 5, 5, 1000},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := edgetest.NewRedis(t)
 			c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), 1000, nil)
-			tk := queue.Tick{Sale: "s", StartsAt: tc.starts, StockAvailable: tc.stock}
+			tk := queue.Tick{Sale: "s", StartsAt: tc.starts, Available: tc.stock}
 			tick(t, c, tk) // an empty line: the cursor starts from now
 			if tc.paused != nil || tc.rate != nil {
 				if _, err := c.Settings(context.Background(), "s", tc.rate, tc.paused); err != nil {
@@ -93,7 +93,7 @@ func TestCursorHolds(t *testing.T) {
 					t.Fatalf("Settings = %v", err)
 				}
 			}
-			tk.StockAvailable = true
+			tk.Available = 1_000_000
 			tick(t, c, tk)
 			time.Sleep(100 * time.Millisecond)
 			after := tick(t, c, tk)
@@ -123,7 +123,7 @@ func TestCursorConcurrentTicksAdmitAtRate(t *testing.T) {
 	r := edgetest.NewRedis(t)
 	keys := queue.NewKeys(r.Prefix)
 	const rate = 500.0
-	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), StockAvailable: true}
+	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
 	cursors := make([]*queue.Cursor, 3)
 	for i := range cursors {
 		cursors[i] = queue.NewCursor(r.Client, keys, rate, nil)
@@ -196,7 +196,7 @@ func TestCursorNoCatchUpBurst(t *testing.T) {
 	sale := "burst-" + edgetest.RandomID(t, 3)
 	fill(t, r, sale, 100_000)
 	c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), 100, nil)
-	st := tick(t, c, queue.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), StockAvailable: true})
+	st := tick(t, c, queue.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000})
 	if st.NowServing > 101 {
 		t.Fatalf("first tick after a minute without ticks: now_serving = %d, want at most one second's worth (100)", st.NowServing)
 	}
@@ -212,7 +212,7 @@ func TestCursorSlowRate(t *testing.T) {
 	sale := "slow-" + edgetest.RandomID(t, 3)
 	fill(t, r, sale, 100)
 	c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), 0.5, nil)
-	tk := queue.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), StockAvailable: true}
+	tk := queue.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
 	var st queue.State
 	deadline := time.Now().Add(2500 * time.Millisecond)
 	for time.Now().Before(deadline) {
@@ -221,5 +221,34 @@ func TestCursorSlowRate(t *testing.T) {
 	}
 	if st.NowServing < 1 || st.NowServing > 2 {
 		t.Fatalf("now_serving after 2.5 s at 0.5/s = %d, want 1 or 2", st.NowServing)
+	}
+}
+
+// TestCursorPacesToScarceStock: with 20 units available and a rate of
+// 1000/s, the cursor admits about 40 a second (twice the units), not 1000;
+// with plenty available it runs at the rate.
+func TestCursorPacesToScarceStock(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		available int64
+		lo, hi    int64 // admitted over about a second
+	}{
+		{20, 25, 60},
+		{1_000_000, 800, 1200},
+	} {
+		r := edgetest.NewRedis(t)
+		c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), 1000, nil)
+		tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: tc.available}
+		first := tick(t, c, tk).NowServing
+		fill(t, r, "s", 100_000)
+		start := time.Now()
+		var st queue.State
+		for time.Since(start) < time.Second {
+			st = tick(t, c, tk)
+			time.Sleep(50 * time.Millisecond)
+		}
+		if got := st.NowServing - first; got < tc.lo || got > tc.hi {
+			t.Errorf("available %d: admitted %d in about a second, want %d to %d", tc.available, got, tc.lo, tc.hi)
+		}
 	}
 }
