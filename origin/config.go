@@ -41,6 +41,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	str(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL")
 	str(&c.PostgresURL, "postgres-url", "FLASHGATE_POSTGRES_URL", "Postgres URL")
 	str(&c.RedisPrefix, "redis-prefix", "FLASHGATE_REDIS_PREFIX", "prefix of every Redis key")
+	num(&c.PostgresMaxConns, "postgres-max-conns", "FLASHGATE_POSTGRES_MAX_CONNS", "connections in the Postgres pool")
 	str(&c.AdminToken, "admin-token", "FLASHGATE_ADMIN_TOKEN", "bearer token of the admin listener (required)")
 	c.Dev = getenv("FLASHGATE_DEV") == "1" || getenv("FLASHGATE_DEV") == "true"
 	fs.BoolVar(&c.Dev, "dev", c.Dev, "dev mode: dev-only endpoints ($FLASHGATE_DEV=1)")

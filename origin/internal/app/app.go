@@ -80,6 +80,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("postgres url: %w", err)
 	}
+	// pgx's default (4 on a small machine) lets one slow transaction on the
+	// hot inventory row stall every order and reservation read behind it.
+	pcfg.MaxConns = int32(cfg.PostgresMaxConns)
 	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)

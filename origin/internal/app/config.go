@@ -17,6 +17,8 @@ type Config struct {
 	PostgresURL string
 	RedisPrefix string // prefix of every Redis key; tests use their own
 
+	PostgresMaxConns int // connections in the Postgres pool
+
 	AdminToken string // bearer token of the admin listener; required
 	Dev        bool   // dev mode: the dev admission-token endpoint
 
@@ -68,6 +70,7 @@ func DefaultConfig() Config {
 		RedisURL:         "redis://127.0.0.1:6379/0",
 		PostgresURL:      "postgres://postgres@127.0.0.1:5432/flashgate?sslmode=disable",
 		RedisPrefix:      "fg:",
+		PostgresMaxConns: 32,
 		Instance:         "origin-" + host,
 		WriterBatch:      500,
 		WriterClaimIdle:  10 * time.Second,
@@ -97,8 +100,8 @@ func (c Config) Validate() error {
 		return errors.New("config: set exactly one of FLASHGATE_USER_TOKEN_SECRET and FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE")
 	case c.Instance == "":
 		return errors.New("config: the instance name must not be empty")
-	case c.WriterBatch < 1 || c.ReservePipelines < 1 || c.ReserveMaxBatch < 1:
-		return errors.New("config: writer batch, reserve pipelines and reserve batch must be positive")
+	case c.WriterBatch < 1 || c.ReservePipelines < 1 || c.ReserveMaxBatch < 1 || c.PostgresMaxConns < 1:
+		return errors.New("config: writer batch, reserve pipelines, reserve batch and Postgres connections must be positive")
 	case c.PaymentsOn() && c.GatewayURL == "":
 		return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_URL is required")
 	case c.PaymentsOn() && !goodSecrets(c.WebhookSecrets):

@@ -49,6 +49,12 @@ func (s *Store) Apply(ctx context.Context, sale string, batch []intent.Intent) (
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('flashgate/apply/' || $1))`, sale); err != nil {
 			return err
 		}
+		// Orders before anything else: a webhook's transaction locks its
+		// order, then the reservation and the inventory row; taking the
+		// batch's orders first keeps the same order and so no deadlock.
+		if err := lockOrders(ctx, tx, batch); err != nil {
+			return err
+		}
 		fresh, err := markApplied(ctx, tx, sale, batch)
 		if err != nil {
 			return err
@@ -104,6 +110,22 @@ func (s *Store) Apply(ctx context.Context, sale string, batch []intent.Intent) (
 		return Applied{}, fmt.Errorf("apply %d intents of sale %s: %w", len(batch), sale, err)
 	}
 	return out, nil
+}
+
+// lockOrders locks the orders of the batch's releases and pays, the only
+// intents whose application touches orders.
+func lockOrders(ctx context.Context, tx pgx.Tx, batch []intent.Intent) error {
+	var ids []string
+	for _, in := range batch {
+		if in.Kind != intent.Reserve {
+			ids = append(ids, in.ReservationID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE reservation_id = ANY($1) ORDER BY order_id FOR UPDATE`, ids)
+	return err
 }
 
 // markApplied records the batch's intent ids and returns the ones that were

@@ -26,7 +26,8 @@ type Report struct {
 // alert. Every repair is safe to repeat, so origins may reconcile at once.
 func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	rep := Report{Repaired: map[string]int{}, Alerts: map[string]int{}}
-	intents, err := s.gateway.Intents(ctx, s.opts.Clock().Add(-s.opts.ReconcileWindow))
+	listedAt := s.opts.Clock()
+	intents, err := s.gateway.Intents(ctx, listedAt.Add(-s.opts.ReconcileWindow))
 	if err != nil {
 		return rep, err
 	}
@@ -48,7 +49,10 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 			s.alert(&rep, "unknown_order", "gateway intent names no order of ours", "intent", in.ID, "order", in.OrderID())
 			continue
 		}
-		if err := s.reconcileIntent(ctx, &rep, o, in); err != nil {
+		// An order changed since the listing is compared with a stale
+		// record: its differences may be none. Next run.
+		settledSince := !o.UpdatedAt.Before(listedAt.Add(-time.Second))
+		if err := s.reconcileIntent(ctx, &rep, o, in, settledSince); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -75,7 +79,12 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	return rep, errors.Join(errs...)
 }
 
-func (s *Service) reconcileIntent(ctx context.Context, rep *Report, o ledger.Order, in payment.Intent) error {
+func (s *Service) reconcileIntent(ctx context.Context, rep *Report, o ledger.Order, in payment.Intent, changedSinceListing bool) error {
+	alert := func(kind, msg string) {
+		if !changedSinceListing {
+			s.alert(rep, kind, msg, "order", o.ID, "intent", in.ID)
+		}
+	}
 	if o.IntentID == "" {
 		if err := s.ledger.SetOrderIntent(ctx, o.ID, in.ID, in.PayURL); err != nil {
 			return err
@@ -113,20 +122,20 @@ func (s *Service) reconcileIntent(ctx context.Context, rep *Report, o ledger.Ord
 			last := in.Refunds[len(in.Refunds)-1]
 			return settle("refund_recorded", func(o ledger.Order) (ledger.Order, error) { return refunded(o, in, &last), nil })
 		case o.Status == ledger.OrderPaid && in.Refunded() > 0:
-			s.alert(rep, "refunded_at_gateway_only", "the gateway refunded a paid order", "order", o.ID, "intent", in.ID)
+			alert("refunded_at_gateway_only", "the gateway refunded a paid order")
 		case o.RefundStatus == ledger.RefundIssued && in.Refunded() == 0:
-			s.alert(rep, "refund_missing_at_gateway", "a refund we recorded is not at the gateway", "order", o.ID, "intent", in.ID)
+			alert("refund_missing_at_gateway", "a refund we recorded is not at the gateway")
 		}
 	case payment.IntentFailed:
 		switch o.Status {
 		case ledger.OrderPendingPayment:
 			return settle("missed_failure", func(o ledger.Order) (ledger.Order, error) { return s.failed(ctx, o) })
 		case ledger.OrderPaid:
-			s.alert(rep, "paid_but_failed_at_gateway", "an order is paid but its payment failed", "order", o.ID, "intent", in.ID)
+			alert("paid_but_failed_at_gateway", "an order is paid but its payment failed")
 		}
 	case payment.IntentRequiresPayment:
 		if o.Status == ledger.OrderPaid {
-			s.alert(rep, "paid_but_unpaid_at_gateway", "an order is paid but the gateway has no payment", "order", o.ID, "intent", in.ID)
+			alert("paid_but_unpaid_at_gateway", "an order is paid but the gateway has no payment")
 		}
 	}
 	return nil
