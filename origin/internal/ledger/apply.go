@@ -334,17 +334,18 @@ func applyReleases(ctx context.Context, tx pgx.Tx, sale string, releases []inten
 	return err
 }
 
-// applyPays moves paid holds' units from held to sold, unless the webhook
-// recorded the sale already. A pay whose reservation Postgres does not hold
-// (it refused the reserve) sells nothing: its order owes the shopper a
-// refund, which the reconciler issues.
+// applyPays moves paid holds' units from held to sold: reservations held
+// here, or marked paid already by the webhook (which leaves the counters to
+// this batch). A pay whose reservation Postgres does not hold (it refused
+// the reserve, or the reservation expired here) sells nothing: its order
+// owes the shopper a refund, which the reconciler issues.
 func applyPays(ctx context.Context, tx pgx.Tx, sale string, pays []intent.Intent) ([]intent.Intent, error) {
 	if len(pays) == 0 {
 		return nil, nil
 	}
 	ids := rowsOf(pays).ids
 	rows, err := tx.Query(ctx, `UPDATE reservations SET status = 'paid', updated_at = now()
-		WHERE reservation_id = ANY($1) AND status = 'held' RETURNING reservation_id, sku`, ids)
+		WHERE reservation_id = ANY($1) AND status IN ('held', 'paid') RETURNING reservation_id, sku`, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -364,32 +365,10 @@ func applyPays(ctx context.Context, tx pgx.Tx, sale string, pays []intent.Intent
 			return nil, fmt.Errorf("sku %s: %w", sku, err)
 		}
 	}
-	// Not held: paid already (the webhook recorded the sale first), or
-	// refused.
-	var notHeld []string
-	for _, in := range pays {
-		if !paid[in.ReservationID] {
-			notHeld = append(notHeld, in.ReservationID)
-		}
-	}
-	statuses := map[string]string{}
-	if len(notHeld) > 0 {
-		rows, err := tx.Query(ctx, `SELECT reservation_id, status FROM reservations WHERE reservation_id = ANY($1)`, notHeld)
-		if err != nil {
-			return nil, err
-		}
-		var status string
-		if _, err := pgx.ForEachRow(rows, []any{&id, &status}, func() error {
-			statuses[id] = status
-			return nil
-		}); err != nil {
-			return nil, err
-		}
-	}
 	var refused []intent.Intent
 	var refusedIDs []string
 	for _, in := range pays {
-		if !paid[in.ReservationID] && statuses[in.ReservationID] != "paid" {
+		if !paid[in.ReservationID] {
 			refused = append(refused, in)
 			refusedIDs = append(refusedIDs, in.ReservationID)
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/flashgate/flashgate/origin/internal/intent"
 )
 
 // Order statuses, as the contract shows them.
@@ -115,41 +117,113 @@ func (s *Store) SetOrderIntent(ctx context.Context, orderID, intentID, payURL st
 	return nil
 }
 
-// sellReservation moves a paid order's unit to sold: held → sold when the
-// reservation is held; nothing when it is paid already; available → sold
-// when the order writer has not recorded the reservation yet (its reserve
-// intent then changes nothing). It reports false when Postgres has no unit
-// for the order: the reservation expired or was cancelled here, or stock
-// ran out.
-func sellReservation(ctx context.Context, tx pgx.Tx, o Order) (bool, error) {
-	var sku string
-	err := tx.QueryRow(ctx, `UPDATE reservations SET status = 'paid', updated_at = now()
-		WHERE reservation_id = $1 AND status = 'held' RETURNING sku`, o.ReservationID).Scan(&sku)
-	if err == nil {
-		_, err = tx.Exec(ctx, `UPDATE inventory SET held = held - 1, sold = sold + 1 WHERE sale_id = $1 AND sku = $2`, o.Sale, sku)
-		return err == nil, err
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return false, err
-	}
+// markPaid records in Postgres, at once, that a paid order's reservation is
+// paid — a row lock on the reservation only; the hot inventory row moves
+// held → sold when the order writer applies the pay intent, in its batch.
+// A reservation the writer has not recorded yet is left to it (and, should
+// Redis lose its intents, to SettlePaid). It reports false when Postgres
+// has no unit for the order: the reservation expired or was cancelled here.
+func markPaid(ctx context.Context, tx pgx.Tx, o Order) (bool, error) {
 	var status string
-	err = tx.QueryRow(ctx, `SELECT status FROM reservations WHERE reservation_id = $1`, o.ReservationID).Scan(&status)
+	err := tx.QueryRow(ctx, `SELECT status FROM reservations WHERE reservation_id = $1 FOR UPDATE`, o.ReservationID).Scan(&status)
 	switch {
-	case err == nil:
-		return status == "paid", nil
-	case !errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, pgx.ErrNoRows):
+		return true, nil
+	case err != nil:
 		return false, err
+	case status == "paid":
+		return true, nil
+	case status != "held":
+		return false, nil
 	}
-	tag, err := tx.Exec(ctx, `UPDATE inventory SET available = available - 1, sold = sold + 1
-		WHERE sale_id = $1 AND sku = $2 AND available >= 1`, o.Sale, o.SKU)
-	if err != nil || tag.RowsAffected() == 0 {
-		return false, err
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO reservations
-		(reservation_id, sale_id, sku, account_id, status, idempotency_key, expires_at, created_at)
-		VALUES ($1, $2, $3, $4, 'paid', $5, now(), $6)`,
-		o.ReservationID, o.Sale, o.SKU, o.Account, "order:"+o.ID, o.CreatedAt)
+	_, err = tx.Exec(ctx, `UPDATE reservations SET status = 'paid', updated_at = now() WHERE reservation_id = $1`, o.ReservationID)
 	return err == nil, err
+}
+
+// SettlePaid makes the ledger count every paid unit of a sale as sold, for
+// a rebuild after Redis lost intents (run it once the stream has drained):
+// a paid order whose reservation never reached Postgres gets its
+// reservation, its unit taken from available (or, with none left, the
+// order owes a refund); a reservation marked paid whose pay intent never
+// came moves its unit from held to sold. Both are recorded as applied, so
+// a late intent changes nothing. It reports how many units it settled.
+func (s *Store) SettlePaid(ctx context.Context, sale string) (int, error) {
+	settled := 0
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		settled = 0
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('flashgate/apply/' || $1))`, sale); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT `+orderColumns+` FROM orders o WHERE o.sale_id = $1 AND o.status = 'paid'
+			AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.reservation_id = o.reservation_id)`, sale)
+		if err != nil {
+			return err
+		}
+		orphans, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Order, error) { return scanOrder(row) })
+		if err != nil {
+			return err
+		}
+		for _, o := range orphans {
+			tag, err := tx.Exec(ctx, `UPDATE inventory SET available = available - 1, sold = sold + 1
+				WHERE sale_id = $1 AND sku = $2 AND available >= 1`, sale, o.SKU)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				if _, err := tx.Exec(ctx, `UPDATE orders SET status = 'refunded', refund_status = 'owed', paid_at = NULL,
+					updated_at = now() WHERE order_id = $1`, o.ID); err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO reservations
+				(reservation_id, sale_id, sku, account_id, status, idempotency_key, expires_at, created_at)
+				VALUES ($1, $2, $3, $4, 'paid', $5, now(), $6)`, o.ReservationID, sale, o.SKU, o.Account, "order:"+o.ID, o.CreatedAt); err != nil {
+				return err
+			}
+			if err := markSettled(ctx, tx, sale, o.ReservationID, intent.Reserve, intent.Pay); err != nil {
+				return err
+			}
+			settled++
+		}
+		rows, err = tx.Query(ctx, `SELECT r.reservation_id, r.sku FROM reservations r
+			WHERE r.sale_id = $1 AND r.status = 'paid' AND NOT EXISTS (SELECT 1 FROM applied_intents a
+				WHERE a.sale_id = r.sale_id AND a.reservation_id = r.reservation_id AND a.kind = 'pay')`, sale)
+		if err != nil {
+			return err
+		}
+		unsold, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ ID, SKU string }])
+		if err != nil {
+			return err
+		}
+		for _, r := range unsold {
+			if _, err := tx.Exec(ctx, `UPDATE inventory SET held = held - 1, sold = sold + 1 WHERE sale_id = $1 AND sku = $2`,
+				sale, r.SKU); err != nil {
+				return err
+			}
+			if err := markSettled(ctx, tx, sale, r.ID, intent.Pay); err != nil {
+				return err
+			}
+			settled++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("settle paid units of sale %s: %w", sale, err)
+	}
+	return settled, nil
+}
+
+// markSettled records intents of a reservation as applied without a
+// stream entry, so the real ones, should they still come, change nothing.
+func markSettled(ctx context.Context, tx pgx.Tx, sale, reservation string, kinds ...intent.Kind) error {
+	for _, k := range kinds {
+		if _, err := tx.Exec(ctx, `INSERT INTO applied_intents (sale_id, intent_id, kind, reservation_id)
+			VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, sale, "settled:"+string(k)+":"+reservation, string(k), reservation); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SetOrderHold records until when an order's hold lives once its payment
@@ -176,7 +250,7 @@ var ErrDuplicateEvent = errors.New("ledger: payment event already handled")
 
 // ChangeOrder runs change on an order locked against every other change,
 // and stores what it returns, in one transaction. An order that becomes
-// paid sells its reservation's unit in the same transaction; when Postgres
+// paid marks its reservation paid in the same transaction; when Postgres
 // has no unit for it (Redis had drifted), the order is stored refunded
 // with the refund owed instead. With an eventID, the
 // event is recorded as handled in the same transaction, and an event seen
@@ -208,14 +282,14 @@ func (s *Store) ChangeOrder(ctx context.Context, orderID, eventID, eventType str
 			return err
 		}
 		if next.Status == OrderPaid && o.Status != OrderPaid {
-			// Postgres records the sale now, not when the pay intent comes
-			// through the stream: a paid unit must survive Redis losing
-			// the pay (a failover) and a rebuild from Postgres.
-			sold, err := sellReservation(ctx, tx, next)
+			// Postgres records the payment now, not when the pay intent
+			// comes through the stream: a paid unit must survive Redis
+			// losing the pay (a failover) and a rebuild from Postgres.
+			ok, err := markPaid(ctx, tx, next)
 			if err != nil {
 				return err
 			}
-			if !sold {
+			if !ok {
 				next.Status, next.RefundStatus, next.PaidAt = OrderRefunded, RefundOwed, time.Time{}
 			}
 		}

@@ -157,7 +157,7 @@ func TestChangeOrderOncePerEvent(t *testing.T) {
 	}
 }
 
-func markPaid(t *testing.T, s *Store, id string) Order {
+func payOrder(t *testing.T, s *Store, id string) Order {
 	t.Helper()
 	o, err := s.ChangeOrder(context.Background(), id, "", "", func(o Order) (Order, error) {
 		o.Status, o.PaidAt = OrderPaid, base
@@ -169,54 +169,90 @@ func markPaid(t *testing.T, s *Store, id string) Order {
 	return o
 }
 
-// An order that becomes paid sells its unit in the same transaction, in
-// whichever order the writer's intents then come.
-func TestPaidOrderSellsItsUnitAtOnce(t *testing.T) {
-	t.Run("reservation held", func(t *testing.T) {
+func settlePaid(t *testing.T, s *Store, want int) {
+	t.Helper()
+	n, err := s.SettlePaid(context.Background(), "s1")
+	if err != nil || n != want {
+		t.Fatalf("SettlePaid = %d, %v; want %d", n, err, want)
+	}
+}
+
+// An order that becomes paid marks its reservation paid in Postgres at
+// once (so no expiry can give the unit back); the counters move when the
+// pay intent is applied, in whichever order the writer's intents come; and
+// SettlePaid counts the unit when Redis lost the intents.
+func TestPaidOrderMarksItsReservationAtOnce(t *testing.T) {
+	t.Run("reservation held, then the pay intent", func(t *testing.T) {
 		s := newStore(t, 2, 0)
 		apply(t, s, reserve(1, "r1", "u1", "a"))
 		order(t, s, "o1", "r1", "u1", "a")
-		if got := markPaid(t, s, "o1"); got.Status != OrderPaid {
+		if got := payOrder(t, s, "o1"); got.Status != OrderPaid {
 			t.Fatalf("order = %s, want paid", got.Status)
 		}
-		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
 		wantStatus(t, s, "r1", "paid")
-		// The pay intent that follows changes nothing and is not refused.
-		if got := apply(t, s, pay(2, "r1", "u1", "a")); len(got.PayRefused) != 0 {
-			t.Errorf("pay after the webhook's sale refused: %+v", got.PayRefused)
+		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Held: 1}) // the hot row waits for the writer
+		// An expire that Redis wrongly wrote (it lost the pay) changes nothing.
+		apply(t, s, expire(2, "r1", "u1", "a"))
+		wantStatus(t, s, "r1", "paid")
+		if got := apply(t, s, pay(3, "r1", "u1", "a")); len(got.PayRefused) != 0 {
+			t.Errorf("pay after the webhook refused: %+v", got.PayRefused)
 		}
 		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+		settlePaid(t, s, 0) // nothing left to settle
 		wantOrder(t, s, "o1", OrderPaid, "")
 	})
 	t.Run("reservation not recorded yet", func(t *testing.T) {
 		s := newStore(t, 2, 0)
 		order(t, s, "o1", "r1", "u1", "a")
-		markPaid(t, s, "o1")
-		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
-		wantStatus(t, s, "r1", "paid")
-		// Then the writer catches up: the reserve and the pay change nothing.
+		payOrder(t, s, "o1")
 		got := apply(t, s, reserve(1, "r1", "u1", "a"), pay(2, "r1", "u1", "a"))
 		if len(got.Refused) != 0 || len(got.PayRefused) != 0 {
-			t.Errorf("writer after the webhook's sale: %+v", got)
+			t.Errorf("writer after the webhook: %+v", got)
+		}
+		wantStatus(t, s, "r1", "paid")
+		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+	})
+	t.Run("Redis lost the pay intent", func(t *testing.T) {
+		s := newStore(t, 2, 0)
+		apply(t, s, reserve(1, "r1", "u1", "a"))
+		order(t, s, "o1", "r1", "u1", "a")
+		payOrder(t, s, "o1")
+		settlePaid(t, s, 1)
+		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+		// Should the intent come after all, it changes nothing.
+		if got := apply(t, s, pay(2, "r1", "u1", "a")); got.New != 0 || got.Duplicates != 1 {
+			t.Errorf("late pay intent = %+v, want a duplicate", got)
 		}
 		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+	})
+	t.Run("Redis lost the reserve and the pay", func(t *testing.T) {
+		s := newStore(t, 2, 0)
+		order(t, s, "o1", "r1", "u1", "a")
+		payOrder(t, s, "o1")
+		settlePaid(t, s, 1)
+		wantStatus(t, s, "r1", "paid")
+		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+		if got := apply(t, s, reserve(1, "r1", "u1", "a"), pay(2, "r1", "u1", "a")); got.New != 0 {
+			t.Errorf("late intents = %+v, want duplicates", got)
+		}
+		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+	})
+	t.Run("lost, and no stock left here", func(t *testing.T) {
+		s := newStore(t, 1, 0)
+		apply(t, s, reserve(1, "r1", "u1", "a"))
+		order(t, s, "o2", "r2", "u2", "a") // r2 never reached Postgres, and r1 holds the only unit
+		payOrder(t, s, "o2")
+		settlePaid(t, s, 0)
+		wantOrder(t, s, "o2", OrderRefunded, RefundOwed)
+		wantStock(t, s, "a", Stock{Total: 1, Held: 1})
 	})
 	t.Run("reservation expired here", func(t *testing.T) {
 		s := newStore(t, 1, 0)
 		apply(t, s, reserve(1, "r1", "u1", "a"), expire(2, "r1", "u1", "a"))
 		order(t, s, "o1", "r1", "u1", "a")
-		if got := markPaid(t, s, "o1"); got.Status != OrderRefunded || got.RefundStatus != RefundOwed {
+		if got := payOrder(t, s, "o1"); got.Status != OrderRefunded || got.RefundStatus != RefundOwed {
 			t.Errorf("order = %s/%s, want refunded/owed", got.Status, got.RefundStatus)
 		}
 		wantStock(t, s, "a", Stock{Total: 1, Available: 1})
-	})
-	t.Run("no stock left here", func(t *testing.T) {
-		s := newStore(t, 1, 0)
-		apply(t, s, reserve(1, "r1", "u1", "a"))
-		order(t, s, "o2", "r2", "u2", "a") // r2 never reached Postgres, and r1 holds the only unit
-		if got := markPaid(t, s, "o2"); got.Status != OrderRefunded || got.RefundStatus != RefundOwed {
-			t.Errorf("order = %s/%s, want refunded/owed", got.Status, got.RefundStatus)
-		}
-		wantStock(t, s, "a", Stock{Total: 1, Held: 1})
 	})
 }

@@ -80,8 +80,13 @@ func Sale(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale ledger
 	return fromLedger(ctx, rs, ls, sale)
 }
 
-// fromLedger writes Postgres's view of a sale into Redis.
+// fromLedger writes Postgres's view of a sale into Redis, first counting as
+// sold every unit Postgres knows was paid for (a pay that Redis lost with
+// its intents must not come back as a held unit that expires).
 func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale ledger.Sale) error {
+	if _, err := ls.SettlePaid(ctx, sale.ID); err != nil {
+		return err
+	}
 	rows, err := ls.Inventory(ctx, sale.ID)
 	if err != nil {
 		return err
