@@ -18,6 +18,7 @@ type cdn struct {
 
 	mu       sync.Mutex // guards the fields below
 	cached   reply
+	flags    saleFlags // cached, decoded once per fetch: a page reads them every second
 	expires  time.Time
 	inflight chan struct{} // closed when the fetch in flight lands
 
@@ -26,15 +27,21 @@ type cdn struct {
 
 func newCDN(edge *client, path string) *cdn { return &cdn{edge: edge, path: path} }
 
-// get returns the snapshot, from the cache while it is fresh.
-func (c *cdn) get() reply {
+// saleFlags are what a waiting page looks for in the snapshot.
+type saleFlags struct {
+	SoldOut bool `json:"sold_out"`
+	Final   bool `json:"final"`
+}
+
+// get returns the snapshot and its flags, from the cache while it is fresh.
+func (c *cdn) get() (reply, saleFlags) {
 	c.mu.Lock()
 	for {
 		if c.cached.status != 0 && time.Now().Before(c.expires) {
-			r := c.cached
+			r, f := c.cached, c.flags
 			c.mu.Unlock()
 			c.hits.Add(1)
-			return r
+			return r, f
 		}
 		if c.inflight == nil {
 			break
@@ -50,12 +57,14 @@ func (c *cdn) get() reply {
 
 	c.misses.Add(1)
 	r := c.edge.do(request{endpoint: epSnapshot, method: "GET", path: c.path})
+	var f saleFlags
+	r.decode(&f)
 	c.mu.Lock()
 	if r.status == 200 {
-		c.cached, c.expires = r, time.Now().Add(r.maxAge)
+		c.cached, c.flags, c.expires = r, f, time.Now().Add(r.maxAge)
 	}
 	c.inflight = nil
 	close(done)
 	c.mu.Unlock()
-	return r
+	return r, f
 }

@@ -127,7 +127,7 @@ func TestCDNCollapsesAndCaches(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r := cdn.get(); r.status != 200 {
+			if r, _ := cdn.get(); r.status != 200 {
 				t.Errorf("get() = %d, want 200", r.status)
 			}
 		}()

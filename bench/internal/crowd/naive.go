@@ -45,6 +45,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	defer cancel()
 	go s.watchBudget(runCtx, cancel)
 	cfg.Progress("naive baseline: %d shoppers for %d units, every buy an UPDATE on one Postgres row", len(shoppers), cfg.Stock)
+	cpuBefore, crowdStart := cpuTimes(), time.Now()
 	var wg sync.WaitGroup
 	for _, sh := range shoppers {
 		sh.arrival = max(sh.arrival, 0)
@@ -62,6 +63,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	cfg.Progress("naive baseline: done after %.1f s (%d requests)", s.since().Seconds(), s.rec.count())
 
 	res := &Result{Mode: "naive", Scenario: cfg.Scenario, Machine: machine(), Started: started, Stock: cfg.Stock}
+	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes()), time.Since(crowdStart).Seconds()
 	res.Endpoints = s.rec.endpoints()
 	s.rec.totals(res, 0, cfg.BurstS)
 	var reservedT, soldOutT, answerT []float64

@@ -47,6 +47,12 @@ type Result struct {
 	// to the last.
 	ReservesPerS float64 `json:"reserves_per_s"`
 
+	// CPU is the CPU seconds each process group used while the crowd ran
+	// (read from /proc): where the machine's cores went.
+	CPU map[string]float64 `json:"cpu_s,omitempty"`
+	// CrowdS is how long the crowd ran, for reading CPU against.
+	CrowdS float64 `json:"crowd_s"`
+
 	Fairness    Fairness    `json:"fairness"`
 	Ledger      []LedgerSKU `json:"ledger,omitempty"`
 	InvariantOK bool        `json:"invariant_ok"`

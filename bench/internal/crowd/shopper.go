@@ -166,12 +166,8 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 // pageSaysSoldOut loads the snapshot as the page does, through the CDN;
 // a sold-out sale is news. It reports whether the shopper stops there.
 func (s *sim) pageSaysSoldOut(sh *shopper) bool {
-	var snap struct {
-		SoldOut bool `json:"sold_out"`
-		Final   bool `json:"final"`
-	}
-	r := s.cdn.get()
-	if r.status != 200 || !r.decode(&snap) || !snap.SoldOut {
+	r, snap := s.cdn.get()
+	if r.status != 200 || !snap.SoldOut {
 		return false
 	}
 	s.heardSoldOut(sh)

@@ -9,8 +9,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,6 +116,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	go s.watchBudget(runCtx, cancel)
 	cfg.Progress("%s: %d shoppers (%d bots) for %d units at %g/s; the sale opens in %v",
 		s.sale, len(shoppers), cfg.Bots, cfg.Stock, cfg.RatePerS, time.Until(s.zero).Round(100*time.Millisecond))
+	cpuBefore, crowdStart := cpuTimes(), time.Now()
 	var wg sync.WaitGroup
 	for _, sh := range shoppers { // sorted by arrival
 		if !s.sleep(runCtx, time.Until(s.zero.Add(sh.arrival))) {
@@ -130,6 +133,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.Progress("%s: the crowd is done after %.1f s (%d requests)", s.sale, s.since().Seconds(), s.rec.count())
 
 	res := &Result{Mode: "flashgate", Scenario: cfg.Scenario, Machine: machine(), Started: started}
+	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes()), time.Since(crowdStart).Seconds()
 	s.finish(ctx, res, shoppers)
 	res.Notes = append(res.Notes, fmt.Sprintf("Snapshot loads go through a simulated CDN that keeps the edge's answer for its max-age "+
 		"and collapses concurrent misses: %d loads, %d served from its cache, %d reached the edge (counted as requests).",
@@ -203,9 +207,9 @@ func (s *sim) admin(ctx context.Context, method, url string, body any) (int, []b
 }
 
 // crowd makes the shoppers and their arrival times, sorted by arrival: the
-// pre-queue spread over the PreQueueS before the start, the burst front-
-// loaded into the first BurstS, the tail spread over TailS after it, and
-// the bots all at the open.
+// pre-queue spread over the PreQueueS before the start, the burst densest
+// at the open and thinning over BurstS, the tail spread evenly over TailS
+// after it, and the bots all at the open.
 func (s *sim) crowd() []*shopper {
 	sc := s.cfg.Scenario
 	rng := rand.New(rand.NewPCG(s.cfg.Seed, 0x5eed))
@@ -224,7 +228,9 @@ func (s *sim) crowd() []*shopper {
 		case u < sc.PreQueueShare:
 			sh.arrival = -secs(sc.PreQueueS * rng.Float64())
 		case u < sc.PreQueueShare+sc.BurstShare:
-			sh.arrival = secs(sc.BurstS * math.Pow(rng.Float64(), 2))
+			// Densest at the open, thinning linearly to nothing at the
+			// burst's end (twice the burst's average rate at the open).
+			sh.arrival = secs(sc.BurstS * (1 - math.Sqrt(1-rng.Float64())))
 		default:
 			sh.arrival = secs(sc.BurstS + sc.TailS*rng.Float64())
 		}
@@ -299,6 +305,16 @@ func (s *sim) watchBudget(ctx context.Context, stop context.CancelFunc) {
 	}
 }
 
+// machine names the CPU model and count, and the Go that built the run.
 func machine() string {
-	return fmt.Sprintf("%d CPUs (%s/%s), %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	model := runtime.GOARCH
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d × %s, %s, %s", runtime.NumCPU(), model, runtime.GOOS, runtime.Version())
 }

@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ func WriteMarkdown(w io.Writer, runs Runs, charts []string) error {
 	writeGoals(&b, runs)
 	writeNaive(&b, runs)
 	writeTotals(&b, rs)
+	writeCPU(&b, rs)
 	writeEndpoints(&b, rs)
 	writeFates(&b, rs)
 	writeFairness(&b, rs)
@@ -162,9 +164,7 @@ func writeTotals(b *strings.Builder, rs []run) {
 		{"held at the end", func(r *crowd.Result) string { return count(r.Held) }},
 		{"oversold", func(r *crowd.Result) string { return count(r.Oversold) }},
 		{"last unit at s", func(r *crowd.Result) string { return orDash(r.LastUnitAt > 0, num(r.LastUnitAt, 2)) }},
-		{"reserves/s to the sell-out", func(r *crowd.Result) string {
-			return orDash(r.LastUnitAt > 0, rate(reservesPerS(r)))
-		}},
+		{"holds granted/s", func(r *crowd.Result) string { return orDash(reservesPerS(r) > 0, rate(reservesPerS(r))) }},
 	}
 	header(b, "", labels(rs)...)
 	for _, row := range rows {
@@ -174,7 +174,54 @@ func writeTotals(b *strings.Builder, rs []run) {
 		}
 		line(b, cells...)
 	}
-	b.WriteString("\n*Reserves/s to the sell-out* is the stock over the time to the last unit; units reserved again after a hold expired are not counted.\n\n")
+	b.WriteString("\n*Holds granted/s* counts 201 reserves from the first to the last.\n\n")
+}
+
+// writeCPU shows where the machine's cores went while each crowd ran: the
+// simulator shares them with the stack, which is what limits a run on a
+// small machine.
+func writeCPU(b *strings.Builder, rs []run) {
+	groups := map[string]bool{}
+	for _, x := range rs {
+		for g := range x.r.CPU {
+			groups[g] = true
+		}
+	}
+	if len(groups) == 0 {
+		return
+	}
+	names := make([]string, 0, len(groups))
+	for g := range groups {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	b.WriteString("## Where the CPU went\n\n")
+	b.WriteString("CPU seconds each process used while the crowd ran (from /proc), and the share of the machine's cores.\n\n")
+	header(b, "process", labels(rs)...)
+	for _, g := range names {
+		cells := []string{g}
+		for _, x := range rs {
+			cells = append(cells, cpuCell(x.r, x.r.CPU[g]))
+		}
+		line(b, cells...)
+	}
+	total := []string{"all"}
+	for _, x := range rs {
+		var sum float64
+		for _, v := range x.r.CPU {
+			sum += v
+		}
+		total = append(total, cpuCell(x.r, sum))
+	}
+	line(b, total...)
+	b.WriteString("\n")
+}
+
+func cpuCell(r *crowd.Result, sec float64) string {
+	if sec == 0 || r.CrowdS <= 0 || r.Machine == "" {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f s (%.0f%% of one core)", sec, 100*sec/r.CrowdS)
 }
 
 func writeEndpoints(b *strings.Builder, rs []run) {

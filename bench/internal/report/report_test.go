@@ -242,7 +242,7 @@ func TestMarkdown(t *testing.T) {
 		"| naive | bought | 1,003 |", // naive's reservations are buys
 		"| flashgate | sku-1 | 1,000 | 200 / 0 / 800 | 200 / 0 / 800 | 0 / 0 / 0 | 0 |",
 		"flashgate **OK**, naive **not OK**",
-		"| reserves/s to the sell-out | 238 | 3 | 12,500 |",
+		"| holds granted/s | 238 | 3 | 12,500 |",
 		"![Requests, 5xx and errors per second; queue length and now serving](timeline.png)",
 		"- flashgate: holds that expired", "- naive: the client timeout was 30 s",
 	} {

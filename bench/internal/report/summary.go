@@ -13,8 +13,8 @@ func Summary(runs Runs) string {
 		r := x.r
 		if x.label == "ceiling" {
 			b.WriteString("ceiling (unthrottled): ")
-			if r.LastUnitAt > 0 {
-				fmt.Fprintf(&b, "%s reserves/s to the sell-out at %s s", rate(reservesPerS(r)), num(r.LastUnitAt, 2))
+			if reservesPerS(r) > 0 {
+				fmt.Fprintf(&b, "%s reserves/s (holds granted)", rate(reservesPerS(r)))
 			} else {
 				fmt.Fprintf(&b, "did not sell out (%s reserved)", count(r.Fates.Reserved.Count))
 			}
@@ -27,7 +27,7 @@ func Summary(runs Runs) string {
 		fmt.Fprintf(&b, "  stock %s: sold %s, held %s, oversold %s, ledger %s",
 			count(r.Stock), count(r.Sold), count(r.Held), count(r.Oversold), okWord(r.InvariantOK))
 		if r.LastUnitAt > 0 {
-			fmt.Fprintf(&b, "; sold out at %s s (%s reserves/s)", num(r.LastUnitAt, 2), rate(reservesPerS(r)))
+			fmt.Fprintf(&b, "; sold out at %s s (%s holds granted/s)", num(r.LastUnitAt, 2), rate(reservesPerS(r)))
 		}
 		f := r.Fates
 		fmt.Fprintf(&b, "\n  fates: %s answered (p99 %s s), %s reserved, %s sold out, %s unknown\n",
