@@ -42,13 +42,13 @@ func (s *Server) userPassThrough(ctx *fasthttp.RequestCtx, _ []string) error {
 	if _, err := s.Users.Account(bearer(ctx)); err != nil {
 		return err
 	}
-	return s.forward(ctx, s.Origin, "origin")
+	return s.forward(ctx, s.Payments, "origin_payments")
 }
 
 // webhook: the payment gateway's call goes to origin untouched; origin
 // checks its signature.
 func (s *Server) webhook(ctx *fasthttp.RequestCtx, _ []string) error {
-	return s.forward(ctx, s.Origin, "origin")
+	return s.forward(ctx, s.Payments, "origin_payments")
 }
 
 // shop: every path outside the sale goes to the shop's own upstream, over

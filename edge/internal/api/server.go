@@ -38,8 +38,9 @@ type Deps struct {
 	Issuer     *tokens.Issuer        // queue and admission tokens
 	Users      *tokens.UserVerifier  // the shop's user tokens
 	DevUsers   *tokens.DevUserIssuer // dev mode only; nil otherwise
-	Origin     *proxy.Upstream
-	Shop       *proxy.Upstream // nil: paths outside the sale answer 404
+	Origin     *proxy.Upstream       // reserves
+	Payments   *proxy.Upstream       // orders, reservations and the payment webhook, to the same origin
+	Shop       *proxy.Upstream       // nil: paths outside the sale answer 404
 	Static     fasthttp.RequestHandler
 	Limits     Limits
 	Log        *slog.Logger

@@ -69,7 +69,18 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Three pools to the origin, so no kind of traffic can take another's
+	// connections: reserves, payments (orders, reservations, the webhook),
+	// and the snapshot refresh every status poll is answered from.
 	origin, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: cfg.OriginMaxConns, Timeout: cfg.OriginTimeout})
+	if err != nil {
+		return nil, err
+	}
+	payments, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: cfg.OriginPaymentsMaxConns, Timeout: cfg.OriginTimeout})
+	if err != nil {
+		return nil, err
+	}
+	control, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: 8, Timeout: cfg.OriginTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +102,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	qkeys := queue.NewKeys(cfg.RedisPrefix)
-	a.Snapshots = snapshot.New(origin, log, nil)
+	a.Snapshots = snapshot.New(control, log, nil)
 	a.Cursor = queue.NewCursor(a.rdb, qkeys, cfg.DefaultRatePerSecond, nil)
 	a.Joiner = queue.NewJoiner(a.rdb, qkeys, queue.JoinerOptions{})
 	a.API = api.New(api.Deps{
@@ -100,7 +111,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 		Issuer:   tokens.NewIssuer(keys, tokens.IssuerOptions{AdmissionTTL: cfg.AdmissionTokenTTL}),
 		Users:    users,
 		DevUsers: devUsers,
-		Origin:   origin, Shop: shop, Static: page,
+		Origin:   origin, Payments: payments, Shop: shop, Static: page,
 		Limits:     limits(cfg),
 		Log:        log,
 		Registry:   reg,

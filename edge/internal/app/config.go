@@ -35,10 +35,14 @@ type Config struct {
 	StaleAfter           time.Duration // cursor reading age at which sale endpoints say please_wait
 	TrustedProxies       string        // comma-separated CIDRs whose X-Forwarded-For is believed
 
-	OriginMaxConns int           // connections to origin
-	OriginTimeout  time.Duration // one proxied origin exchange
-	ShopMaxConns   int           // connections to the shop
-	ShopTimeout    time.Duration // one proxied shop exchange
+	OriginMaxConns int // connections to origin for reserves
+	// OriginPaymentsMaxConns are connections to origin for orders,
+	// reservations and the payment webhook: their own pool, so slow
+	// payments never take the reserve path's connections.
+	OriginPaymentsMaxConns int
+	OriginTimeout          time.Duration // one proxied origin exchange
+	ShopMaxConns           int           // connections to the shop
+	ShopTimeout            time.Duration // one proxied shop exchange
 
 	// Rate limits in ulule/limiter's "<n>-<S|M|H>" form, per client IP and
 	// per account, on join, status poll and reserve. A limiter remembers
@@ -54,27 +58,28 @@ type Config struct {
 // DefaultConfig returns the defaults every flag starts from.
 func DefaultConfig() Config {
 	return Config{
-		Addr:                 ":8080",
-		AdminAddr:            ":8081",
-		RedisURL:             "redis://127.0.0.1:6379/0",
-		RedisPrefix:          "fg:",
-		OriginURL:            "http://127.0.0.1:9090",
-		AdmissionTokenTTL:    5 * time.Minute,
-		DefaultRatePerSecond: 100,
-		Tick:                 100 * time.Millisecond,
-		SnapshotRefresh:      250 * time.Millisecond,
-		StaleAfter:           3 * time.Second,
-		OriginMaxConns:       256,
-		OriginTimeout:        5 * time.Second,
-		ShopMaxConns:         256,
-		ShopTimeout:          10 * time.Second,
-		LimitJoinIP:          "120-M",
-		LimitJoinAccount:     "10-M",
-		LimitPollIP:          "30-S",
-		LimitPollAccount:     "3-S",
-		LimitReserveIP:       "120-M",
-		LimitReserveAccount:  "20-M",
-		ShutdownTimeout:      15 * time.Second,
+		Addr:                   ":8080",
+		AdminAddr:              ":8081",
+		RedisURL:               "redis://127.0.0.1:6379/0",
+		RedisPrefix:            "fg:",
+		OriginURL:              "http://127.0.0.1:9090",
+		AdmissionTokenTTL:      5 * time.Minute,
+		DefaultRatePerSecond:   100,
+		Tick:                   100 * time.Millisecond,
+		SnapshotRefresh:        250 * time.Millisecond,
+		StaleAfter:             3 * time.Second,
+		OriginMaxConns:         256,
+		OriginPaymentsMaxConns: 128,
+		OriginTimeout:          5 * time.Second,
+		ShopMaxConns:           256,
+		ShopTimeout:            10 * time.Second,
+		LimitJoinIP:            "120-M",
+		LimitJoinAccount:       "10-M",
+		LimitPollIP:            "30-S",
+		LimitPollAccount:       "3-S",
+		LimitReserveIP:         "120-M",
+		LimitReserveAccount:    "20-M",
+		ShutdownTimeout:        15 * time.Second,
 	}
 }
 
