@@ -293,7 +293,7 @@ fi
 
 # --- what to do with it -----------------------------------------------------------------------------------
 
-{
+[[ -n "${FLASHGATE_RUN_THEN:-}" ]] || {
 	echo
 	echo "flashgate is running (Ctrl-C stops everything it started)"
 	echo

@@ -279,17 +279,21 @@ func (s *sim) pay(ctx context.Context, sh *shopper, reservationID string) {
 
 // pollWait is how long a shopper waits before the next poll: as told, but
 // the impatient press reload at twice the pace they were told (at most
-// once a second), and bots hammer four times a second.
+// once a second), and bots hammer four times a second. Browsers' timers
+// and networks add a little noise (up to 10%).
 func (s *sim) pollWait(sh *shopper, told time.Duration) time.Duration {
+	var d time.Duration
 	switch {
 	case sh.bot:
 		return 250 * time.Millisecond
 	case sh.impatient:
-		return max(told/2, time.Second)
+		d = max(told/2, time.Second)
 	case told <= 0:
-		return time.Second
+		d = time.Second
+	default:
+		d = told
 	}
-	return told
+	return d + time.Duration(rand.Int64N(int64(d/10)+1))
 }
 
 // retryWait follows Retry-After (a second when there is none); bots do not.

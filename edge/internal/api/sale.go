@@ -192,7 +192,7 @@ func (s *Server) waiting(v *view, pre bool, pos int64, now time.Time) queueAnswe
 	ans.Position = pos
 	ahead := pos - v.state.NowServing
 	if ahead <= 0 {
-		ans.PollAfterMS = 1000
+		ans.PollAfterMS = jitter(1000, pos)
 		return ans
 	}
 	rate := v.state.MeasuredRate
@@ -213,7 +213,7 @@ func (s *Server) waiting(v *view, pre bool, pos int64, now time.Time) queueAnswe
 		wait += v.sale.StartsAt.Sub(now)
 	}
 	ans.EstimatedWaitS = int64(math.Ceil(wait.Seconds()))
-	ans.PollAfterMS = clampMS(wait/4, time.Second, s.opts.MaxPollAfter)
+	ans.PollAfterMS = jitter(clampMS(wait/4, time.Second, s.opts.MaxPollAfter), pos)
 	return ans
 }
 
@@ -233,6 +233,13 @@ func preQueueWindow(st queue.State) time.Duration {
 func spread(index int64, window time.Duration) time.Duration {
 	const steps = 1000
 	return window * time.Duration(uint64(index)*2654435761%steps) / steps
+}
+
+// jitter lengthens a poll interval by up to a quarter, by the shopper's
+// place: shoppers told the same interval at the same moment would
+// otherwise all come back in the same instant, wave after wave.
+func jitter(ms, pos int64) int64 {
+	return ms + ms*int64(uint64(pos)*2654435761%250)/1000
 }
 
 func clampMS(d, lo, hi time.Duration) int64 {
