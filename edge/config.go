@@ -59,6 +59,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	dur(&c.StaleAfter, "stale-after", "FLASHGATE_STALE_AFTER", "cursor age at which sale endpoints answer please_wait")
 	str(&c.TrustedProxies, "trusted-proxies", "FLASHGATE_TRUSTED_PROXIES", "comma-separated CIDRs whose X-Forwarded-For is believed")
 	num(&c.OriginMaxConns, "origin-max-conns", "FLASHGATE_ORIGIN_MAX_CONNS", "connections to origin for reserves")
+	dur(&c.OriginQueueTimeout, "origin-queue-timeout", "FLASHGATE_ORIGIN_QUEUE_TIMEOUT", "how long a request may wait for a free origin connection (0: fail at once)")
 	num(&c.OriginPaymentsMaxConns, "origin-payments-max-conns", "FLASHGATE_ORIGIN_PAYMENTS_MAX_CONNS", "connections to origin for orders, reservations and the payment webhook")
 	dur(&c.OriginTimeout, "origin-timeout", "FLASHGATE_ORIGIN_TIMEOUT", "one proxied origin exchange")
 	num(&c.ShopMaxConns, "shop-max-conns", "FLASHGATE_SHOP_MAX_CONNS", "connections to the shop")

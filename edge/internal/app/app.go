@@ -72,11 +72,11 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	// Three pools to the origin, so no kind of traffic can take another's
 	// connections: reserves, payments (orders, reservations, the webhook),
 	// and the snapshot refresh every status poll is answered from.
-	origin, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: cfg.OriginMaxConns, Timeout: cfg.OriginTimeout})
+	origin, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: cfg.OriginMaxConns, Timeout: cfg.OriginTimeout, QueueTimeout: cfg.OriginQueueTimeout})
 	if err != nil {
 		return nil, err
 	}
-	payments, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: cfg.OriginPaymentsMaxConns, Timeout: cfg.OriginTimeout})
+	payments, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: cfg.OriginPaymentsMaxConns, Timeout: cfg.OriginTimeout, QueueTimeout: cfg.OriginQueueTimeout})
 	if err != nil {
 		return nil, err
 	}

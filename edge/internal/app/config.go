@@ -40,9 +40,12 @@ type Config struct {
 	// reservations and the payment webhook: their own pool, so slow
 	// payments never take the reserve path's connections.
 	OriginPaymentsMaxConns int
-	OriginTimeout          time.Duration // one proxied origin exchange
-	ShopMaxConns           int           // connections to the shop
-	ShopTimeout            time.Duration // one proxied shop exchange
+	// OriginQueueTimeout is how long a request may wait for a free origin
+	// connection before it is answered please_wait; 0 means not at all.
+	OriginQueueTimeout time.Duration
+	OriginTimeout      time.Duration // one proxied origin exchange
+	ShopMaxConns       int           // connections to the shop
+	ShopTimeout        time.Duration // one proxied shop exchange
 
 	// Rate limits in ulule/limiter's "<n>-<S|M|H>" form, per client IP and
 	// per account, on join, status poll and reserve. A limiter remembers
@@ -70,6 +73,7 @@ func DefaultConfig() Config {
 		StaleAfter:             3 * time.Second,
 		OriginMaxConns:         256,
 		OriginPaymentsMaxConns: 128,
+		OriginQueueTimeout:     time.Second,
 		OriginTimeout:          5 * time.Second,
 		ShopMaxConns:           256,
 		ShopTimeout:            10 * time.Second,

@@ -18,8 +18,13 @@ import (
 // Options bound an upstream; zero values take the defaults.
 type Options struct {
 	// MaxConns caps connections to the upstream; 0 means 512. When all are
-	// busy a request fails at once (ErrBusy) rather than queueing unbounded.
+	// busy a request waits up to QueueTimeout for one, then fails (ErrBusy)
+	// rather than queueing unbounded.
 	MaxConns int
+	// QueueTimeout is how long a request may wait for a free connection: a
+	// burst (a wave of admitted shoppers pressing Buy at once) is absorbed
+	// instead of answered "please wait"; 0 means fail at once.
+	QueueTimeout time.Duration
 	// Timeout bounds a whole exchange; 0 means 5 s.
 	Timeout time.Duration
 	// MaxResponseBody caps a response body in bytes; 0 means 4 MiB.
@@ -64,7 +69,7 @@ func New(base string, opts Options) (*Upstream, error) {
 			Addr:                          addr,
 			IsTLS:                         u.Scheme == "https",
 			MaxConns:                      opts.MaxConns,
-			MaxConnWaitTimeout:            0, // fail fast when the pool is full
+			MaxConnWaitTimeout:            opts.QueueTimeout,
 			ReadTimeout:                   opts.Timeout,
 			WriteTimeout:                  opts.Timeout,
 			MaxIdleConnDuration:           30 * time.Second,

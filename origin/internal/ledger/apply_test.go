@@ -16,7 +16,7 @@ import (
 
 // newStore migrates a fresh schema and creates a sale "s1" with SKUs
 // "a" and "b" of the given stock.
-func newStore(t *testing.T, stockA, stockB int) *Store {
+func newStore(t testing.TB, stockA, stockB int) *Store {
 	t.Helper()
 	env := testenv.New(t)
 	ctx := context.Background()

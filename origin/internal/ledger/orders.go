@@ -106,12 +106,19 @@ func (s *Store) oneOrder(ctx context.Context, query, arg string) (Order, error) 
 	return o, nil
 }
 
-// SetOrderIntent records the gateway's payment intent of an order. The
-// intent is created under an idempotency key derived from the order, so a
-// retry records the same intent again, harmlessly.
-func (s *Store) SetOrderIntent(ctx context.Context, orderID, intentID, payURL string) error {
-	if _, err := s.pool.Exec(ctx, `UPDATE orders SET intent_id = $2, pay_url = $3, updated_at = now()
-		WHERE order_id = $1 AND (intent_id IS NULL OR intent_id = $2)`, orderID, intentID, payURL); err != nil {
+// SetOrderIntent records the gateway's payment intent of an order and,
+// when holdUntil is set, how long its hold lives once its payment started
+// (so a rebuild of Redis from Postgres keeps the grace). The intent is
+// created under an idempotency key derived from the order, so a retry
+// records the same intent again, harmlessly.
+func (s *Store) SetOrderIntent(ctx context.Context, orderID, intentID, payURL string, holdUntil time.Time) error {
+	var until *time.Time
+	if !holdUntil.IsZero() {
+		until = &holdUntil
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE orders SET intent_id = $2, pay_url = $3,
+		hold_until = greatest(hold_until, $4), updated_at = now()
+		WHERE order_id = $1 AND (intent_id IS NULL OR intent_id = $2)`, orderID, intentID, payURL, until); err != nil {
 		return fmt.Errorf("record intent of order %s: %w", orderID, err)
 	}
 	return nil
@@ -222,16 +229,6 @@ func markSettled(ctx context.Context, tx pgx.Tx, sale, reservation string, kinds
 			VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, sale, "settled:"+string(k)+":"+reservation, string(k), reservation); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// SetOrderHold records until when an order's hold lives once its payment
-// started, so a rebuild of Redis from Postgres keeps the grace.
-func (s *Store) SetOrderHold(ctx context.Context, orderID string, until time.Time) error {
-	if _, err := s.pool.Exec(ctx, `UPDATE orders SET hold_until = $2 WHERE order_id = $1
-		AND (hold_until IS NULL OR hold_until < $2)`, orderID, until); err != nil {
-		return fmt.Errorf("record hold of order %s: %w", orderID, err)
 	}
 	return nil
 }

@@ -175,8 +175,9 @@ func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Orde
 	}
 	switch {
 	case ext.Held:
-		if err := s.ledger.SetOrderHold(ctx, o.ID, ext.ExpiresAt); err != nil {
-			return ledger.Order{}, err
+		if o.IntentID != "" {
+			// A repeat: the hold's expiry was recorded with the intent.
+			return o, nil
 		}
 	case ext.Status == "paid":
 		// Paid in Redis; the webhook's write (or the reconciler) records it.
@@ -200,9 +201,6 @@ func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Orde
 		// or the reconciler settles the order (a refund if money comes).
 		return ledger.Order{}, ErrHoldExpired
 	}
-	if o.IntentID != "" {
-		return o, nil
-	}
 	req := payment.NewIntent{
 		AmountMinor: o.AmountMinor,
 		Currency:    o.Currency,
@@ -219,7 +217,9 @@ func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Orde
 	if err != nil {
 		return ledger.Order{}, fmt.Errorf("create payment intent of order %s: %w", o.ID, err)
 	}
-	if err := s.ledger.SetOrderIntent(ctx, o.ID, in.ID, in.PayURL); err != nil {
+	// One write for both: the intent, and the hold's expiry with its grace
+	// (so a rebuild of Redis from Postgres keeps the grace).
+	if err := s.ledger.SetOrderIntent(ctx, o.ID, in.ID, in.PayURL, ext.ExpiresAt); err != nil {
 		return ledger.Order{}, err
 	}
 	o.IntentID, o.PayURL = in.ID, in.PayURL

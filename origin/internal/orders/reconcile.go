@@ -86,7 +86,7 @@ func (s *Service) reconcileIntent(ctx context.Context, rep *Report, o ledger.Ord
 		}
 	}
 	if o.IntentID == "" {
-		if err := s.ledger.SetOrderIntent(ctx, o.ID, in.ID, in.PayURL); err != nil {
+		if err := s.ledger.SetOrderIntent(ctx, o.ID, in.ID, in.PayURL, time.Time{}); err != nil {
 			return err
 		}
 		o.IntentID = in.ID

@@ -59,7 +59,7 @@ func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, er
 	}
 	// The intent may not have been recorded if the origin stopped right
 	// after creating it; the event names it.
-	if err := s.ledger.SetOrderIntent(ctx, orderID, in.ID, in.PayURL); err != nil {
+	if err := s.ledger.SetOrderIntent(ctx, orderID, in.ID, in.PayURL, time.Time{}); err != nil {
 		return "", err
 	}
 	var foreign bool
