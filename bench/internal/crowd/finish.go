@@ -24,15 +24,16 @@ func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 		switch sh.fate {
 		case fateReserved:
 			reservedT = append(reservedT, took)
-			answerT = append(answerT, took)
 			if sh.bot {
 				res.Fairness.BotUnits++
 			}
 		case fateSoldOut:
 			soldOutT = append(soldOutT, took)
-			answerT = append(answerT, took)
 		default:
 			res.Fates.Unknown++
+		}
+		if sh.answeredAt != 0 {
+			answerT = append(answerT, (sh.answeredAt - sh.arrival).Seconds())
 		}
 		if sh.paid {
 			res.Fates.Paid++

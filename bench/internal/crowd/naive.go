@@ -72,7 +72,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 		switch sh.fate {
 		case fateReserved:
 			reservedT = append(reservedT, took)
-			answerT = append(answerT, took)
+			answerT = append(answerT, took) // the naive design's only answers are its fates
 			if sh.bot {
 				res.Fairness.BotUnits++
 			}

@@ -101,14 +101,10 @@ func (r *recorder) totals(res *Result, burstFrom, burstTo float64) {
 	perSecond := map[int]*Second{}
 	lat := map[int][]float64{}
 	var burst []float64
-	first, last := -1.0, 0.0
+	burstAnswered := 0
 	for _, calls := range r.calls {
 		for _, c := range calls {
 			t := c.at.Seconds()
-			if first < 0 || t < first {
-				first = t
-			}
-			last = max(last, t+c.took.Seconds())
 			sec := int(t+1000) - 1000 // floor, also below zero
 			s := perSecond[sec]
 			if s == nil {
@@ -136,6 +132,9 @@ func (r *recorder) totals(res *Result, burstFrom, burstTo float64) {
 			}
 			if t >= burstFrom && t < burstTo {
 				burst = append(burst, ms(c.took))
+				if c.err == answered {
+					burstAnswered++
+				}
 			}
 		}
 	}
@@ -147,8 +146,8 @@ func (r *recorder) totals(res *Result, burstFrom, burstTo float64) {
 		res.PeakRPS = max(res.PeakRPS, float64(s.Requests))
 	}
 	slices.SortFunc(res.Timeline, func(a, b Second) int { return int(a.T - b.T) })
-	if last > first && first >= 0 {
-		res.AnsweredRPS = float64(res.Answered) / (last - first)
+	if burstTo > burstFrom {
+		res.AnsweredRPS = float64(burstAnswered) / (burstTo - burstFrom)
 	}
 	slices.Sort(burst)
 	res.BurstP99Ms = quantile(burst, 0.99)

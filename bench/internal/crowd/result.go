@@ -34,7 +34,7 @@ type Result struct {
 	Timeouts     int        `json:"timeouts"`   // requests the client gave up on
 	Transport    int        `json:"transport_errors"`
 	PeakRPS      float64    `json:"peak_rps"`     // requests per second, best second
-	AnsweredRPS  float64    `json:"answered_rps"` // answered requests per second over the busy part of the run
+	AnsweredRPS  float64    `json:"answered_rps"` // requests sent during the burst and answered, per second of the burst
 	BurstP99Ms   float64    `json:"burst_p99_ms"` // p99 latency of every request while the burst lasted
 	BurstWindowS [2]float64 `json:"burst_window_s"`
 
@@ -110,8 +110,10 @@ type Fates struct {
 	Paid      int  `json:"paid"`
 	Abandoned int  `json:"abandoned"` // held and walked away (the unit returns after the hold)
 	Unknown   int  `json:"unknown"`   // no fate before the run's end (gave up, errors)
-	// Answered is every shopper who learned a fate; AnswerP99 their p99
-	// time to it — the seeds ask for 2 s.
+	// Answered is every shopper who got an honest answer — "you are in
+	// line" (with a place and a wait), "you have it" or "sold out", not an
+	// error or silence — and AnswerP99 their p99 time from the click to
+	// the first such answer; the seeds ask for 2 s.
 	Answered  int     `json:"answered"`
 	AnswerP99 float64 `json:"answer_p99_s"`
 }

@@ -31,11 +31,19 @@ type shopper struct {
 	position                  int64 // place in the admission order (drawn, for the pre-queue)
 	admitted                  bool
 	admittedAt                time.Duration
+	answeredAt                time.Duration // the first honest answer: in line, in, or sold out (0: none)
 	heardSoldOut              bool
 	soldOutAt                 time.Duration
 	fate                      fate
 	fateAt                    time.Duration
 	paid, abandoned, refunded bool
+}
+
+// answered records the shopper's first honest answer.
+func (sh *shopper) answered(at time.Duration) {
+	if sh.answeredAt == 0 {
+		sh.answeredAt = max(at, sh.arrival+1) // never zero: zero means none
+	}
 }
 
 // decide records the shopper's fate; a shopper told sold out who waited on
@@ -91,6 +99,7 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 		break
 	}
 	sh.joined, sh.joinAnswered, sh.position = true, s.since(), ans.Position
+	sh.answered(sh.joinAnswered) // "you are in line, about N s"
 	queueToken := ans.QueueToken
 	refresh := time.Duration(s.cfg.PageRefreshS * float64(time.Second))
 	nextPoll := s.since() + s.pollWait(sh, time.Duration(ans.PollAfterMS)*time.Millisecond)
@@ -178,6 +187,7 @@ func (s *sim) heardSoldOut(sh *shopper) {
 	if !sh.heardSoldOut {
 		sh.heardSoldOut, sh.soldOutAt = true, s.since()
 	}
+	sh.answered(s.since())
 	sh.decide(fateSoldOut, s.since())
 }
 
@@ -206,6 +216,7 @@ func (s *sim) reserve(ctx context.Context, sh *shopper, admission string) reserv
 			if r.status == 201 && s.reservedUnits.Add(1) == int64(s.cfg.Stock) {
 				s.lastUnitAt.Store(int64(s.since()))
 			}
+			sh.answered(s.since())
 			sh.decide(fateReserved, s.since())
 			s.pay(ctx, sh, res.ReservationID)
 			return reserved

@@ -157,7 +157,7 @@ func writeTotals(b *strings.Builder, rs []run) {
 		{"timeouts", func(r *crowd.Result) string { return count(r.Timeouts) }},
 		{"transport errors", func(r *crowd.Result) string { return count(r.Transport) }},
 		{"peak requests/s", func(r *crowd.Result) string { return rate(r.PeakRPS) }},
-		{"answered requests/s", func(r *crowd.Result) string { return rate(r.AnsweredRPS) }},
+		{"answered requests/s during the burst", func(r *crowd.Result) string { return rate(r.AnsweredRPS) }},
 		{"burst p99 ms", func(r *crowd.Result) string { return num(r.BurstP99Ms, 1) }},
 		{"stock", func(r *crowd.Result) string { return count(r.Stock) }},
 		{"sold", func(r *crowd.Result) string { return count(r.Sold) }},
