@@ -55,6 +55,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			sh.started = s.since()
 			s.buyNaively(runCtx, sh)
 		}()
 	}
@@ -68,7 +69,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	s.rec.totals(res, 0, cfg.BurstS)
 	var reservedT, soldOutT, answerT []float64
 	for _, sh := range shoppers {
-		took := (sh.fateAt - sh.arrival).Seconds()
+		took := (sh.fateAt - sh.started).Seconds()
 		switch sh.fate {
 		case fateReserved:
 			reservedT = append(reservedT, took)

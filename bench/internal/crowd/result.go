@@ -52,6 +52,9 @@ type Result struct {
 	CPU map[string]float64 `json:"cpu_s,omitempty"`
 	// CrowdS is how long the crowd ran, for reading CPU against.
 	CrowdS float64 `json:"crowd_s"`
+	// StartLag is how late the simulator set shoppers going after their
+	// planned click (seconds): its own lag on a busy machine.
+	StartLag Dist `json:"start_lag"`
 
 	Fairness    Fairness    `json:"fairness"`
 	Ledger      []LedgerSKU `json:"ledger,omitempty"`

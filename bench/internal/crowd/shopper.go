@@ -24,6 +24,7 @@ type shopper struct {
 	bot, impatient, payer     bool
 	stays                     bool          // keeps waiting when told "sold out" is not final
 	arrival                   time.Duration // the first click, since the sale's start (negative: pre-queue)
+	started                   time.Duration // when the simulator actually set the shopper going (late when it is busy)
 	payDelay                  time.Duration // time spent on the gateway's page
 	userToken                 string
 	joined                    bool
@@ -42,7 +43,7 @@ type shopper struct {
 // answered records the shopper's first honest answer.
 func (sh *shopper) answered(at time.Duration) {
 	if sh.answeredAt == 0 {
-		sh.answeredAt = max(at, sh.arrival+1) // never zero: zero means none
+		sh.answeredAt = max(at, sh.started+1) // never zero: zero means none
 	}
 }
 
@@ -71,6 +72,7 @@ type queueAnswer struct {
 // admitted, and stops at sold out unless it is one who stays (a sold-out
 // that is not final may turn into units coming back).
 func (s *sim) shop(ctx context.Context, sh *shopper) {
+	sh.started = s.since()
 	xff := map[string]string{"X-Forwarded-For": sh.ip}
 	if s.pageSaysSoldOut(sh) {
 		return

@@ -274,8 +274,8 @@ func (s *sim) monitor(ctx context.Context) {
 		}
 		err = json.NewDecoder(resp.Body).Decode(&snap)
 		resp.Body.Close()
-		if err != nil {
-			continue
+		if err != nil || resp.StatusCode != http.StatusOK {
+			continue // no reading this time, rather than a reading of zeros
 		}
 		smp := sample{at: s.since(), queueLength: snap.QueueLength, nowServing: snap.NowServing, soldOut: snap.SoldOut, final: snap.Final}
 		for _, k := range snap.SKUs {
