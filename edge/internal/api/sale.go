@@ -7,7 +7,6 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -180,7 +179,7 @@ func (s *Server) waiting(v *view, pre bool, pos int64, now time.Time) queueAnswe
 			// so the whole pre-queue does not poll in the same second.
 			untilStart := max(v.sale.StartsAt.Sub(now), 0)
 			ans.EstimatedWaitS = int64(math.Ceil(untilStart.Seconds()))
-			ans.PollAfterMS = clampMS(untilStart+spread(pos, preQueueWindow(v.state)), time.Second, s.opts.MaxPollAfter)
+			ans.PollAfterMS = clampMS(untilStart+spread(pos, preQueueWindow(v)), time.Second, s.opts.MaxPollAfter)
 			return ans
 		}
 		drawn, err := v.shuffle.Position(pos)
@@ -217,13 +216,22 @@ func (s *Server) waiting(v *view, pre bool, pos int64, now time.Time) queueAnswe
 	return ans
 }
 
-// preQueueWindow is how long the pre-queue takes to admit at the set rate,
-// between 1 and 10 seconds: the window its first polls after the draw are
-// spread over.
-func preQueueWindow(st queue.State) time.Duration {
+// preQueueWindow is how long the part of the pre-queue that the stock can
+// serve takes to admit at the set rate, between 1 and 10 seconds: the window
+// its first polls after the draw are spread over. Shorter than that would
+// bring the whole pre-queue back in one instant; longer would let shoppers
+// drawn early learn it only after later ones (who polled sooner) had taken
+// the units.
+func preQueueWindow(v *view) time.Duration {
+	served := v.state.PreQueue
+	var available int64
+	for _, k := range v.sale.SKUs {
+		available += max(k.AvailableHint, 0)
+	}
+	served = min(served, available)
 	w := 10 * time.Second
-	if st.RatePerSecond > 0 {
-		w = time.Duration(float64(st.PreQueue) / st.RatePerSecond * float64(time.Second))
+	if v.state.RatePerSecond > 0 {
+		w = time.Duration(float64(served) / v.state.RatePerSecond * float64(time.Second))
 	}
 	return min(max(w, time.Second), 10*time.Second)
 }
