@@ -23,9 +23,6 @@ import (
 // them. Nothing is oversold, nothing answers 5xx, every shopper learns a
 // fate, the ledger keeps its invariant, and the report renders.
 func TestCrowdAgainstTheRealStack(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the three binaries")
-	}
 	env := testenv.New(t)
 	bin := t.TempDir()
 	build := exec.Command("go", "build", "-o", bin+"/", "../../origin", "../../edge", "../../deploy/sandboxgateway")
