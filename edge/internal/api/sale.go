@@ -191,7 +191,7 @@ func (s *Server) waiting(v *view, pre bool, pos int64, now time.Time) queueAnswe
 	ans.Position = pos
 	ahead := pos - v.state.NowServing
 	if ahead <= 0 {
-		ans.PollAfterMS = jitter(1000, pos)
+		ans.PollAfterMS = min(jitter(1000, pos), s.opts.MaxPollAfter.Milliseconds())
 		return ans
 	}
 	rate := v.state.MeasuredRate
@@ -212,7 +212,7 @@ func (s *Server) waiting(v *view, pre bool, pos int64, now time.Time) queueAnswe
 		wait += v.sale.StartsAt.Sub(now)
 	}
 	ans.EstimatedWaitS = int64(math.Ceil(wait.Seconds()))
-	ans.PollAfterMS = jitter(clampMS(wait/4, time.Second, s.opts.MaxPollAfter), pos)
+	ans.PollAfterMS = min(jitter(clampMS(wait/4, time.Second, s.opts.MaxPollAfter), pos), s.opts.MaxPollAfter.Milliseconds())
 	return ans
 }
 
@@ -229,23 +229,25 @@ func preQueueWindow(v *view) time.Duration {
 		available += max(k.AvailableHint, 0)
 	}
 	served = min(served, available)
-	w := 10 * time.Second
+	seconds := 10.0
 	if v.state.RatePerSecond > 0 {
-		w = time.Duration(float64(served) / v.state.RatePerSecond * float64(time.Second))
+		seconds = float64(served) / v.state.RatePerSecond
 	}
-	return min(max(w, time.Second), 10*time.Second)
+	return time.Duration(min(max(seconds, 1), 10) * float64(time.Second))
 }
 
 // spread places a shopper's index evenly and fixedly in [0, window): the
-// same shopper always gets the same moment (a multiplicative hash).
+// same shopper always gets the same moment (a fixed stride through 1,000
+// steps, so neighbours in line land far apart).
 func spread(index int64, window time.Duration) time.Duration {
 	const steps = 1000
 	return window * time.Duration(uint64(index)*2654435761%steps) / steps
 }
 
 // jitter lengthens a poll interval by up to a quarter, by the shopper's
-// place: shoppers told the same interval at the same moment would
-// otherwise all come back in the same instant, wave after wave.
+// place (a fixed stride through 250 steps): shoppers told the same interval
+// at the same moment would otherwise all come back in the same instant,
+// wave after wave.
 func jitter(ms, pos int64) int64 {
 	return ms + ms*int64(uint64(pos)*2654435761%250)/1000
 }

@@ -44,6 +44,10 @@ type App struct {
 	loops     sync.WaitGroup
 }
 
+// snapshotConns is the origin pool of the snapshot refresh: a few requests
+// every refresh, which no other traffic may crowd out.
+const snapshotConns = 8
+
 // New builds an edge node; nothing runs until Start. Neither Redis nor the
 // origin need be up: the node answers please_wait until they are.
 func New(cfg Config, log *slog.Logger) (*App, error) {
@@ -80,7 +84,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	control, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: 8, Timeout: cfg.OriginTimeout})
+	control, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: snapshotConns, Timeout: cfg.OriginTimeout})
 	if err != nil {
 		return nil, err
 	}

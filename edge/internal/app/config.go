@@ -38,7 +38,8 @@ type Config struct {
 	OriginMaxConns int // connections to origin for reserves
 	// OriginPaymentsMaxConns are connections to origin for orders,
 	// reservations and the payment webhook: their own pool, so slow
-	// payments never take the reserve path's connections.
+	// payments never take the reserve path's connections. (The snapshot
+	// refresh has a third pool of snapshotConns.)
 	OriginPaymentsMaxConns int
 	// OriginQueueTimeout is how long a request may wait for a free origin
 	// connection before it is answered please_wait; 0 means not at all.
@@ -105,6 +106,12 @@ func (c Config) Validate() error {
 		return errors.New("config: durations must be positive")
 	case c.StaleAfter < 2*c.Tick:
 		return errors.New("config: stale-after must be at least two ticks")
+	case c.OriginMaxConns < 1 || c.OriginPaymentsMaxConns < 1 || c.ShopMaxConns < 1:
+		return errors.New("config: connection pools must have at least one connection")
+	case c.OriginQueueTimeout < 0 || c.OriginQueueTimeout >= c.OriginTimeout:
+		// Past the exchange's own timeout the wait would end as a timeout,
+		// not as "the pool is full".
+		return errors.New("config: the origin queue timeout must be at least 0 and shorter than the origin timeout")
 	}
 	if _, err := c.trustedProxies(); err != nil {
 		return err

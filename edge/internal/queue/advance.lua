@@ -38,17 +38,20 @@ if now - last > gap then last = now - gap end
 
 local available = tonumber(ARGV[2])
 if now >= starts then
-  if available > 0 and available * 2 < rate then rate = available * 2 end
-  if paused or available <= 0 or serving >= length or rate <= 0 then
+  -- The pace this tick: the rate, or twice the units left if that is less.
+  -- The configured rate is what the script returns.
+  local pace = rate
+  if available > 0 and available * 2 < pace then pace = available * 2 end
+  if paused or available <= 0 or serving >= length or pace <= 0 then
     redis.call('HSET', KEYS[1], 'last_ms', string.format('%.3f', math.max(now, last)))
   else
-    local add = math.floor((now - last) * rate / 1000)
+    local add = math.floor((now - last) * pace / 1000)
     if add > 0 then
       local next = math.min(serving + add, length)
       if next == length then
         last = now
       else
-        last = last + add * 1000 / rate -- keep the unused fraction of a slot
+        last = last + add * 1000 / pace -- keep the unused fraction of a slot
       end
       serving = next
       redis.call('HSET', KEYS[1], 'now_serving', string.format('%.0f', serving), 'last_ms', string.format('%.3f', last))

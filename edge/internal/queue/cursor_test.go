@@ -250,5 +250,8 @@ func TestCursorPacesToScarceStock(t *testing.T) {
 		if got := st.NowServing - first; got < tc.lo || got > tc.hi {
 			t.Errorf("available %d: admitted %d in about a second, want %d to %d", tc.available, got, tc.lo, tc.hi)
 		}
+		if st.RatePerSecond != 1000 {
+			t.Errorf("available %d: RatePerSecond = %v, want the configured 1000 (pacing is not a setting)", tc.available, st.RatePerSecond)
+		}
 	}
 }
