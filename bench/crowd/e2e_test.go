@@ -98,8 +98,10 @@ func TestCrowdAgainstTheRealStack(t *testing.T) {
 	if res.Oversold != 0 || res.Status5xx != 0 || !res.InvariantOK {
 		t.Errorf("oversold %d, 5xx %d, invariant %v; want 0, 0, true", res.Oversold, res.Status5xx, res.InvariantOK)
 	}
-	if res.Fates.Answered+res.Fates.Unknown != sc.Shoppers+sc.Bots || res.Fates.Unknown > (sc.Shoppers+sc.Bots)/100 {
-		t.Errorf("fates: %d answered, %d unknown of %d shoppers; want (almost) all answered", res.Fates.Answered, res.Fates.Unknown, sc.Shoppers+sc.Bots)
+	total := sc.Shoppers + sc.Bots
+	if f := res.Fates; f.Reserved.Count+f.SoldOut.Count+f.Unknown != total || f.Unknown > total/100 || f.Answered < total*99/100 {
+		t.Errorf("fates: %d reserved + %d sold out + %d unknown of %d shoppers, %d answered; want (almost) every shopper a fate and an answer",
+			f.Reserved.Count, f.SoldOut.Count, f.Unknown, total, f.Answered)
 	}
 	if res.Fates.Paid == 0 || res.Sold < res.Fates.Paid || res.Sold > sc.Stock {
 		t.Errorf("paid %d, sold %d of %d; want some paid, all of them sold, none beyond the stock", res.Fates.Paid, res.Sold, sc.Stock)

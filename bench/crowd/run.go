@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,7 +53,7 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	fs.Float64Var(&sc.BurstShare, "burst-share", sc.BurstShare, "share of shoppers in the burst")
 	fs.Float64Var(&sc.TailS, "tail", sc.TailS, "seconds over which the rest arrive after the burst")
 	fs.Float64Var(&sc.PayProbability, "pay", sc.PayProbability, "probability that a shopper with a hold pays")
-	fs.Float64Var(&sc.ImpatientShare, "impatient", sc.ImpatientShare, "share of shoppers who poll every 250 ms whatever they are told")
+	fs.Float64Var(&sc.ImpatientShare, "impatient", sc.ImpatientShare, "share of shoppers who poll at twice the pace they are told (at most once a second)")
 	fs.Float64Var(&sc.StayShare, "stay", sc.StayShare, "share who keep waiting after a sold-out that is not final")
 	fs.Float64Var(&sc.PageRefreshS, "page-refresh", sc.PageRefreshS, "seconds between a waiting page's snapshot reloads (through the CDN; 0: never)")
 	fs.IntVar(&sc.Bots, "bots", sc.Bots, "bot accounts, hammering at the open")
@@ -82,7 +83,7 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		return options{}, errors.New("shoppers and stock must be positive")
 	}
 	for _, u := range []string{o.EdgeURL, o.EdgeAdminURL, o.OriginAdminURL, o.GatewayURL, o.PostgresURL} {
-		if u != "" && !strings.Contains(u, "127.0.0.1") && !strings.Contains(u, "localhost") && !strings.HasPrefix(u, "postgres") {
+		if u != "" && !loopback(u) {
 			return options{}, fmt.Errorf("load only ever targets 127.0.0.1 or localhost, not %s", u)
 		}
 	}
@@ -104,18 +105,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "crowd: "+format+"\n", a...)
 	}
 	var runs report.Runs
-	main, err := crowd.Run(ctx, o.Config)
+	fg, err := crowd.Run(ctx, o.Config)
 	if err != nil {
 		return err
 	}
-	main.Command = command(args)
-	runs.Flashgate = *main
+	fg.Command = command(args)
+	runs.Flashgate = *fg
 	if o.Naive {
 		nv, err := crowd.RunNaive(ctx, o.Config, o.PostgresURL)
 		if err != nil {
 			return err
 		}
-		nv.Command = main.Command
+		nv.Command = fg.Command
 		runs.Naive = nv
 	}
 	if o.Ceiling {
@@ -126,7 +127,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return err
 		}
-		ceil.Mode, ceil.Command = "ceiling", main.Command
+		ceil.Mode, ceil.Command = "ceiling", fg.Command
 		runs.Ceiling = ceil
 	}
 	if err := writeReport(o.Out, runs); err != nil {
@@ -163,6 +164,19 @@ func writeReport(dir string, runs report.Runs) error {
 		}
 	}
 	return nil
+}
+
+// loopback reports whether a URL (http or postgres) names this machine.
+func loopback(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	switch u.Hostname() {
+	case "127.0.0.1", "::1", "localhost":
+		return true
+	}
+	return false
 }
 
 // command is how this run was started, for the report.

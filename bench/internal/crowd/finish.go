@@ -12,7 +12,7 @@ import (
 func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 	sc := s.cfg.Scenario
 	res.Stock = sc.Stock
-	res.Endpoints = s.rec.endpoints()
+	res.Endpoints = append(s.rec.endpoints(), s.gwRec.endpoints()...)
 	s.rec.totals(res, 0, sc.BurstS)
 	res.ReservesPerS = s.rec.rateOf(epReserve, 201)
 	s.timeline(res)
@@ -32,9 +32,10 @@ func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 		default:
 			res.Fates.Unknown++
 		}
-		if sh.answeredAt != 0 {
-			answerT = append(answerT, (sh.answeredAt - sh.started).Seconds())
+		if !sh.launched {
+			continue
 		}
+		answerT = append(answerT, answerTime(sh, s.ended))
 		lags = append(lags, (sh.started - sh.arrival).Seconds())
 		if sh.paid {
 			res.Fates.Paid++
@@ -45,7 +46,7 @@ func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 		}
 	}
 	res.Fates.Reserved, res.Fates.SoldOut = dist(reservedT), dist(soldOutT)
-	res.Fates.Answered = len(answerT)
+	res.Fates.Answered = answeredCount(shoppers)
 	res.Fates.AnswerP99 = dist(answerT).P99
 	lag := dist(lags)
 	res.StartLag = lag
@@ -89,6 +90,26 @@ func (s *sim) timeline(res *Result) {
 	slices.SortFunc(res.Timeline, func(a, b Second) int { return int(a.T - b.T) })
 }
 
+// answerTime is how long a started shopper waited for a first honest
+// answer; one who never got any counts as having waited until the crowd
+// stopped (a lower bound), so silence is never left out of the p99.
+func answerTime(sh *shopper, ended time.Duration) float64 {
+	if sh.hasAnswer {
+		return (sh.answeredAt - sh.started).Seconds()
+	}
+	return (max(ended, sh.started) - sh.started).Seconds()
+}
+
+func answeredCount(shoppers []*shopper) int {
+	n := 0
+	for _, sh := range shoppers {
+		if sh.hasAnswer {
+			n++
+		}
+	}
+	return n
+}
+
 // soldOutNotice measures, for every shopper still in line when the last
 // unit went (joined, holding nothing, not yet told), how long until they
 // heard "sold out".
@@ -102,8 +123,8 @@ func (s *sim) soldOutNotice(res *Result, shoppers []*shopper) {
 	var delays []float64
 	missed := 0
 	for _, sh := range shoppers {
-		inLine := sh.joined && sh.joinAnswered <= last &&
-			!(sh.fate == fateReserved && sh.fateAt <= last) && !(sh.heardSoldOut && sh.soldOutAt < last)
+		inLine := sh.joined && sh.joinAnswered <= last && !(sh.heardSoldOut && sh.soldOutAt < last) &&
+			!(sh.fate == fateGaveUp && sh.fateAt <= last)
 		if !inLine || sh.fate == fateReserved {
 			continue
 		}

@@ -24,7 +24,8 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 		cfg.Progress = func(string, ...any) {}
 	}
 	started := time.Now()
-	srv, err := naive.Start(ctx, postgresURL, cfg.Stock, naive.Options{})
+	opts := naive.Options{PoolSize: 64}
+	srv, err := naive.Start(ctx, postgresURL, cfg.Stock, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +54,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 			break
 		}
 		wg.Add(1)
+		sh.launched = true
 		go func() {
 			defer wg.Done()
 			sh.started = s.since()
@@ -61,6 +63,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	}
 	wg.Wait()
 	cancel()
+	s.ended = s.since()
 	cfg.Progress("naive baseline: done after %.1f s (%d requests)", s.since().Seconds(), s.rec.count())
 
 	res := &Result{Mode: "naive", Scenario: cfg.Scenario, Machine: machine(), Started: started, Stock: cfg.Stock}
@@ -73,19 +76,20 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 		switch sh.fate {
 		case fateReserved:
 			reservedT = append(reservedT, took)
-			answerT = append(answerT, took) // the naive design's only answers are its fates
 			if sh.bot {
 				res.Fairness.BotUnits++
 			}
 		case fateSoldOut:
 			soldOutT = append(soldOutT, took)
-			answerT = append(answerT, took)
 		default:
 			res.Fates.Unknown++
 		}
+		if sh.launched {
+			answerT = append(answerT, answerTime(sh, s.ended))
+		}
 	}
 	res.Fates.Reserved, res.Fates.SoldOut = dist(reservedT), dist(soldOutT)
-	res.Fates.Answered, res.Fates.AnswerP99 = len(answerT), dist(answerT).P99
+	res.Fates.Answered, res.Fates.AnswerP99 = answeredCount(shoppers), dist(answerT).P99
 	res.Fairness.BotAccounts = cfg.Bots
 	if cfg.Stock > 0 {
 		res.Fairness.BotShare = float64(res.Fairness.BotUnits) / float64(cfg.Stock)
@@ -98,7 +102,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	res.Oversold = max(0, orders-cfg.Stock)
 	res.InvariantOK = left >= 0 && orders+left == cfg.Stock
 	res.Ledger = []LedgerSKU{{SKU: "item-1", Total: int64(cfg.Stock), Postgres: [3]int64{int64(left), 0, int64(orders)}}}
-	res.Notes = append(res.Notes, fmt.Sprintf("Baseline server: fasthttp + a %d-connection pgx pool, one conditional UPDATE and one INSERT per buy, in one transaction.", 64))
+	res.Notes = append(res.Notes, fmt.Sprintf("Baseline server: fasthttp + a %d-connection pgx pool, one conditional UPDATE and one INSERT per buy, in one transaction.", opts.PoolSize))
 	res.Wall = time.Since(started).Seconds()
 	return res, nil
 }
@@ -109,9 +113,11 @@ func (s *sim) buyNaively(ctx context.Context, sh *shopper) {
 		r := s.edge.do(request{endpoint: epNaiveBuy, method: "POST", path: "/naive/buy?account=" + sh.account})
 		switch r.status {
 		case 201:
+			sh.answered(s.since()) // the naive design's only answers are its fates
 			sh.decide(fateReserved, s.since())
 			return
 		case 409:
+			sh.answered(s.since())
 			sh.decide(fateSoldOut, s.since())
 			return
 		}

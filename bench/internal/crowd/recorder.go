@@ -40,7 +40,7 @@ const (
 type recorder struct {
 	zero time.Time
 
-	mu    sync.Mutex // guards calls
+	mu    sync.Mutex // guards calls and total
 	calls map[string][]call
 	total int
 }
@@ -132,8 +132,8 @@ func (r *recorder) totals(res *Result, burstFrom, burstTo float64) {
 			}
 			if t >= burstFrom && t < burstTo {
 				burst = append(burst, ms(c.took))
-				if c.err == answered {
-					burstAnswered++
+				if c.err == answered && c.status < 500 {
+					burstAnswered++ // an answer the client can act on: not an error, not silence
 				}
 			}
 		}
@@ -202,5 +202,5 @@ func (r *recorder) rateOf(endpoint string, status int) float64 {
 	if n < 2 || last <= first {
 		return 0
 	}
-	return float64(n) / (last - first).Seconds()
+	return float64(n-1) / (last - first).Seconds()
 }

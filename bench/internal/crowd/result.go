@@ -17,12 +17,12 @@ type Result struct {
 	Stock    int `json:"stock"`
 	Sold     int `json:"sold"`     // paid units (flashgate) or successful buys (naive), per the ledger
 	Held     int `json:"held"`     // units still held at the end (flashgate)
-	Oversold int `json:"oversold"` // max(0, sold + held - stock); must be 0
+	Oversold int `json:"oversold"` // max(0, sold + held - stock, units the shoppers saw paid - stock); must be 0
 
 	// Endpoints are per-endpoint request statistics, by endpoint name.
 	Endpoints []Endpoint `json:"endpoints"`
-	// Fates are the shoppers' outcomes: how long from arrival (their first
-	// click) to knowing their fate.
+	// Fates are the shoppers' outcomes: how long from when each started
+	// (its first click, as the simulator sent it) to knowing its fate.
 	Fates Fates `json:"fates"`
 	// Timeline is one point per second of the run.
 	Timeline []Second `json:"timeline"`
@@ -34,7 +34,7 @@ type Result struct {
 	Timeouts     int        `json:"timeouts"`   // requests the client gave up on
 	Transport    int        `json:"transport_errors"`
 	PeakRPS      float64    `json:"peak_rps"`     // requests per second, best second
-	AnsweredRPS  float64    `json:"answered_rps"` // requests sent during the burst and answered, per second of the burst
+	AnsweredRPS  float64    `json:"answered_rps"` // requests sent during the burst and answered below 500, per second of the burst
 	BurstP99Ms   float64    `json:"burst_p99_ms"` // p99 latency of every request while the burst lasted
 	BurstWindowS [2]float64 `json:"burst_window_s"`
 

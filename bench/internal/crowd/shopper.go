@@ -24,6 +24,7 @@ type shopper struct {
 	bot, impatient, payer     bool
 	stays                     bool          // keeps waiting when told "sold out" is not final
 	arrival                   time.Duration // the first click, since the sale's start (negative: pre-queue)
+	launched                  bool          // the simulator set the shopper going (not when the run ended first)
 	started                   time.Duration // when the simulator actually set the shopper going (late when it is busy)
 	payDelay                  time.Duration // time spent on the gateway's page
 	userToken                 string
@@ -32,7 +33,8 @@ type shopper struct {
 	position                  int64 // place in the admission order (drawn, for the pre-queue)
 	admitted                  bool
 	admittedAt                time.Duration
-	answeredAt                time.Duration // the first honest answer: in line, in, or sold out (0: none)
+	hasAnswer                 bool
+	answeredAt                time.Duration // the first honest answer: in line, in, or sold out
 	heardSoldOut              bool
 	soldOutAt                 time.Duration
 	fate                      fate
@@ -42,8 +44,8 @@ type shopper struct {
 
 // answered records the shopper's first honest answer.
 func (sh *shopper) answered(at time.Duration) {
-	if sh.answeredAt == 0 {
-		sh.answeredAt = max(at, sh.started+1) // never zero: zero means none
+	if !sh.hasAnswer {
+		sh.hasAnswer, sh.answeredAt = true, at
 	}
 }
 

@@ -54,10 +54,13 @@ type sim struct {
 	sale    string
 	sku     string
 	zero    time.Time // the sale's start
-	rec     *recorder
+	rec     *recorder // the stack's requests (through the edge): the run's figures
+	gwRec   *recorder // the sandbox gateway's, shown per endpoint but kept out of the totals
 	edge    *client
 	gateway *client
 	cdn     *cdn
+
+	ended time.Duration // when the crowd stopped, since zero
 
 	reservedUnits atomic.Int64
 	lastUnitAt    atomic.Int64 // time.Duration since zero; 0 until the stock has all gone once
@@ -99,7 +102,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if s.edge, err = newClient(cfg.EdgeURL, cfg.Conns, cfg.Timeout, s.rec); err != nil {
 		return nil, err
 	}
-	if s.gateway, err = newClient(cfg.GatewayURL, 256, cfg.Timeout, s.rec); err != nil {
+	s.gwRec = newRecorder(s.zero)
+	if s.gateway, err = newClient(cfg.GatewayURL, 256, cfg.Timeout, s.gwRec); err != nil {
 		return nil, err
 	}
 	s.cdn = newCDN(s.edge, "/v1/sales/"+s.sale)
@@ -123,6 +127,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			break
 		}
 		wg.Add(1)
+		sh.launched = true
 		go func() {
 			defer wg.Done()
 			s.shop(runCtx, sh)
@@ -130,6 +135,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	wg.Wait()
 	cancel()
+	s.ended = s.since()
 	cfg.Progress("%s: the crowd is done after %.1f s (%d requests)", s.sale, s.since().Seconds(), s.rec.count())
 
 	res := &Result{Mode: "flashgate", Scenario: cfg.Scenario, Machine: machine(), Started: started}
