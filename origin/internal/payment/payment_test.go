@@ -65,7 +65,7 @@ func TestParseEvent(t *testing.T) {
 	}
 	for _, bad := range []string{
 		``, `[]`, `{"id":"evt_1"}`, `{"id":"","type":"x","data":{"intent":{"intent_id":"pi"}}}`,
-`{"id":1,"type":"x"}`, `{"id":"` + strings.Repeat("e", 129) + `","type":"x","data":{"intent":{"intent_id":"pi"}}}`,
+		`{"id":1,"type":"x"}`, `{"id":"` + strings.Repeat("e", 129) + `","type":"x","data":{"intent":{"intent_id":"pi"}}}`,
 	} {
 		if _, err := ParseEvent([]byte(bad)); !errors.Is(err, ErrBadEvent) {
 			t.Errorf("ParseEvent(%q) = %v, want ErrBadEvent", bad, err)
