@@ -25,6 +25,7 @@ type shopper struct {
 	stays                     bool          // keeps waiting when told "sold out" is not final
 	arrival                   time.Duration // the first click, since the sale's start (negative: pre-queue)
 	launched                  bool          // the simulator set the shopper going (not when the run ended first)
+	rng                       *rand.Rand    // the shopper's own timing noise, from the run's seed
 	started                   time.Duration // when the simulator actually set the shopper going (late when it is busy)
 	payDelay                  time.Duration // time spent on the gateway's page
 	userToken                 string
@@ -308,7 +309,7 @@ func (s *sim) pollWait(sh *shopper, told time.Duration) time.Duration {
 	default:
 		d = told
 	}
-	return d + time.Duration(rand.Int64N(int64(d/10)+1))
+	return d + time.Duration(sh.rng.Int64N(int64(d/10)+1))
 }
 
 // retryWait follows Retry-After (a second when there is none); bots do not.
@@ -317,7 +318,7 @@ func (s *sim) retryWait(sh *shopper, r reply) time.Duration {
 		return 250 * time.Millisecond
 	}
 	if r.retryAfter > 0 {
-		return r.retryAfter + time.Duration(rand.Int64N(int64(500*time.Millisecond)))
+		return r.retryAfter + time.Duration(sh.rng.Int64N(int64(500*time.Millisecond)))
 	}
 	return time.Second
 }

@@ -2,6 +2,7 @@ package crowd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -249,7 +250,10 @@ func (s *sim) crowd() []*shopper {
 			arrival: secs(0.2 * rng.Float64()), payDelay: 200 * time.Millisecond,
 		})
 	}
-	slices.SortFunc(out, func(a, b *shopper) int { return int(a.arrival - b.arrival) })
+	for _, sh := range out {
+		sh.rng = rand.New(rand.NewPCG(s.cfg.Seed, uint64(sh.n)))
+	}
+	slices.SortFunc(out, func(a, b *shopper) int { return cmp.Compare(a.arrival, b.arrival) })
 	return out
 }
 
