@@ -10,6 +10,7 @@ import (
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
+	"github.com/flashgate/flashgate/origin/internal/orders"
 )
 
 // reservationJSON is a reservation as the contract shows it.
@@ -126,28 +127,20 @@ func (s *Server) findReservation(c context.Context, id string) (reservationJSON,
 	return r, err
 }
 
-// reservationWithOwner reads a reservation from Redis, where it is live, or
-// from Postgres once Redis has let it go.
+// reservationWithOwner reads a reservation wherever it stands (Redis while
+// live, Postgres after) and says whose it is.
 func (s *Server) reservationWithOwner(c context.Context, id string) (reservationJSON, string, error) {
-	saleID, ok := checkout.SaleOfReservation(id)
-	if !ok || !idPattern.MatchString(saleID) {
+	if saleID, ok := checkout.SaleOfReservation(id); !ok || !idPattern.MatchString(saleID) {
 		return reservationJSON{}, "", errNoReservation
 	}
-	r, err := s.Redis.Reservation(c, saleID, id)
-	if err == nil {
-		return reservationJSON{ReservationID: id, SaleID: saleID, SKU: r.SKU, Status: r.Status, ExpiresAt: r.ExpiresAt, OrderID: r.OrderID}, r.Account, nil
-	}
-	if !errors.Is(err, checkout.ErrNotFound) {
-		return reservationJSON{}, "", err
-	}
-	row, err := s.Ledger.Reservation(c, id)
-	if errors.Is(err, ledger.ErrNotFound) {
+	r, err := orders.FindReservation(c, s.Redis, s.Ledger, id)
+	if errors.Is(err, orders.ErrNotFound) {
 		return reservationJSON{}, "", errNoReservation
 	}
 	if err != nil {
 		return reservationJSON{}, "", err
 	}
-	return reservationJSON{ReservationID: id, SaleID: row.Sale, SKU: row.SKU, Status: row.Status, ExpiresAt: row.ExpiresAt, OrderID: row.OrderID}, row.Account, nil
+	return reservationJSON{ReservationID: id, SaleID: r.Sale, SKU: r.SKU, Status: r.Status, ExpiresAt: r.ExpiresAt, OrderID: r.OrderID}, r.Account, nil
 }
 
 func saleError(err error) error {

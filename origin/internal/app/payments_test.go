@@ -287,12 +287,25 @@ func TestWebhookSignatures(t *testing.T) {
 func TestPaymentInsideTheGraceIsPaid(t *testing.T) {
 	t.Parallel()
 	o, p, sale := payingOrigin(t)
-	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 1)) // 1 s holds, 2 s grace
+	payInsideTheGrace(t, o, p, sale, false)
+}
+
+// payInsideTheGrace holds the sale's only unit (1 s holds), starts paying,
+// optionally has Redis rebuilt from Postgres, pays once the TTL has passed
+// but the grace has not, and checks that the unit was sold.
+func payInsideTheGrace(t *testing.T, o *origintest.Origin, p *origintest.Payments, sale string, rebuild bool) {
+	t.Helper()
+	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 1))
 	s := hold(t, o, sale, "dave")
 	ord := mustOrder(t, o, s)
+	if rebuild {
+		if status, body := o.DoAdmin(t, origintest.Request{Method: "POST", Path: "/admin/sales/" + sale + "/rebuild", Token: origintest.AdminToken}); status != 200 {
+			t.Fatalf("rebuild = %d %s", status, body)
+		}
+	}
 	time.Sleep(time.Until(s.expiresAt) + 500*time.Millisecond) // past the TTL, inside the grace
 	if _, r := o.Reservation(t, s.userToken, s.reservationID); r.Status != "held" {
-		t.Fatalf("reservation after its TTL, inside the grace = %s, want held", r.Status)
+		t.Fatalf("reservation after its TTL, inside the grace (rebuilt: %v) = %s, want held", rebuild, r.Status)
 	}
 	if _, err := p.Gateway.Pay(ord.Payment.IntentID); err != nil {
 		t.Fatal(err)

@@ -255,21 +255,27 @@ func (s *Service) Order(ctx context.Context, account, orderID string) (ledger.Or
 	return o, err
 }
 
-// reservation reads a reservation from Redis, where it is live, or from
-// Postgres once Redis has let it go.
+// reservation reads a reservation wherever it stands.
 func (s *Service) reservation(ctx context.Context, id string) (checkout.Reservation, error) {
+	return FindReservation(ctx, s.redis, s.ledger, id)
+}
+
+// FindReservation reads a reservation from Redis, where it is live, or from
+// Postgres once Redis has let it go; ErrNotFound when neither knows it (or
+// the id does not name a sale).
+func FindReservation(ctx context.Context, rs *checkout.Store, ls *ledger.Store, id string) (checkout.Reservation, error) {
 	sale, ok := checkout.SaleOfReservation(id)
 	if !ok {
 		return checkout.Reservation{}, ErrNotFound
 	}
-	r, err := s.redis.Reservation(ctx, sale, id)
+	r, err := rs.Reservation(ctx, sale, id)
 	if err == nil {
 		return r, nil
 	}
 	if !errors.Is(err, checkout.ErrNotFound) {
 		return checkout.Reservation{}, err
 	}
-	row, err := s.ledger.Reservation(ctx, id)
+	row, err := ls.Reservation(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return checkout.Reservation{}, ErrNotFound
 	}
