@@ -14,15 +14,7 @@ import (
 // shopper clicks Buy at their arrival and, when the answer is an error or
 // does not come, clicks again a second later, up to three times.
 func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, error) {
-	if cfg.Conns <= 0 {
-		cfg.Conns = 2048
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
-	}
-	if cfg.Progress == nil {
-		cfg.Progress = func(string, ...any) {}
-	}
+	cfg = cfg.withDefaults()
 	started := time.Now()
 	opts := naive.Options{PoolSize: 64}
 	srv, err := naive.Start(ctx, postgresURL, cfg.Stock, opts)

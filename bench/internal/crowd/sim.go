@@ -29,11 +29,11 @@ type Config struct {
 	OriginAdminURL string
 	GatewayURL     string // the sandbox payment gateway
 	AdminToken     string
-	UserSecret     []byte // the shop's HS256 user-token secret: shoppers' tokens are minted here
-	SaleID         string // "" makes one up
-	Conns          int    // connections to the edge; 0 means 2048
-	Timeout        time.Duration
-	Seed           uint64
+	UserSecret     []byte                           // the shop's HS256 user-token secret: shoppers' tokens are minted here
+	SaleID         string                           // "" makes one up
+	Conns          int                              // connections to the edge; 0 means 2048
+	Timeout        time.Duration                    // one request's budget at the client; 0 means 5 s
+	Seed           uint64                           // the crowd and its timings follow from it
 	Progress       func(format string, args ...any) // nil: quiet
 }
 
@@ -47,6 +47,21 @@ func DefaultScenario() Scenario {
 		Bots: 200, BotIPs: 4, HoldTTLS: 15,
 		MaxDurationS: 75, MaxRequests: 2_000_000,
 	}
+}
+
+// withDefaults fills the zero fields that have defaults: 2,048 edge
+// connections, a 5 s request timeout, no progress output.
+func (c Config) withDefaults() Config {
+	if c.Conns <= 0 {
+		c.Conns = 2048
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 5 * time.Second
+	}
+	if c.Progress == nil {
+		c.Progress = func(string, ...any) {}
+	}
+	return c
 }
 
 // sim is one run in progress.
@@ -80,15 +95,7 @@ func (s *sim) since() time.Duration { return time.Since(s.zero) }
 
 // Run plays the scenario against the stack and reports what happened.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Conns <= 0 {
-		cfg.Conns = 2048
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
-	}
-	if cfg.Progress == nil {
-		cfg.Progress = func(string, ...any) {}
-	}
+	cfg = cfg.withDefaults()
 	if cfg.SaleID == "" {
 		cfg.SaleID = fmt.Sprintf("crowd-%d", time.Now().Unix())
 	}
