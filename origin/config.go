@@ -59,6 +59,16 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	dur(&c.RedisRetention, "redis-retention", "FLASHGATE_REDIS_RETENTION", "how long per-shopper Redis keys are kept")
 	num(&c.ReservePipelines, "reserve-pipelines", "FLASHGATE_RESERVE_PIPELINES", "reserve pipelines in flight at once")
 	num(&c.ReserveMaxBatch, "reserve-max-batch", "FLASHGATE_RESERVE_MAX_BATCH", "reserves per pipeline")
+	switch getenv("FLASHGATE_RESERVE_JOURNAL") {
+	case "0", "false":
+		c.ReserveJournal = false
+	case "1", "true":
+		c.ReserveJournal = true
+	}
+	fs.BoolVar(&c.ReserveJournal, "reserve-journal", c.ReserveJournal, "journal every granted reserve in Postgres before answering it ($FLASHGATE_RESERVE_JOURNAL=0 turns it off)")
+	num(&c.ReserveWaitReplicas, "reserve-wait-replicas", "FLASHGATE_RESERVE_WAIT_REPLICAS", "Redis replicas each reserve pipeline waits for (WAIT) before answering; 0 = none")
+	dur(&c.RedisCheckInterval, "redis-check-interval", "FLASHGATE_REDIS_CHECK_INTERVAL", "how often Redis is checked for sales whose state it lost")
+	dur(&c.ReserveWaitTimeout, "reserve-wait-timeout", "FLASHGATE_RESERVE_WAIT_TIMEOUT", "how long a reserve pipeline's WAIT may take")
 	str(&c.GatewayURL, "gateway-url", "FLASHGATE_GATEWAY_URL", "base URL of the payment gateway's API")
 	str(&c.GatewayAPIKey, "gateway-api-key", "FLASHGATE_GATEWAY_API_KEY", "merchant API key at the payment gateway (empty: orders and payments are off)")
 	str(&c.WebhookSecrets, "webhook-secret", "FLASHGATE_GATEWAY_WEBHOOK_SECRET", "secrets of the gateway's webhook signatures, comma-separated; any may match (rotation)")

@@ -371,6 +371,55 @@ func (o *Origin) Ledger(t testing.TB, sale string) map[string]LedgerSKU {
 	return m
 }
 
+// Durability is the durability part of GET /admin/sales/{sale}/ledger.
+type Durability struct {
+	Epoch      string `json:"epoch"`
+	RedisEpoch string `json:"redis_epoch"`
+	RedisSeq   int64  `json:"redis_seq"`
+	JournalSeq int64  `json:"journal_seq"`
+	Restored   int    `json:"reservations_restored"`
+	Lost       int    `json:"reservations_lost"`
+	Losses     []struct {
+		Kind       string     `json:"kind"`
+		RedisSeq   int64      `json:"redis_seq"`
+		JournalSeq int64      `json:"journal_seq"`
+		Restored   int        `json:"restored"`
+		Lost       int        `json:"lost"`
+		RebuiltAt  *time.Time `json:"rebuilt_at"`
+	} `json:"redis_losses"`
+}
+
+// Durability reads the ledger's durability fields of a sale.
+func (o *Origin) Durability(t testing.TB, sale string) Durability {
+	t.Helper()
+	status, b := o.DoAdmin(t, Request{Method: "GET", Path: "/admin/sales/" + sale + "/ledger", Token: AdminToken})
+	if status != fasthttp.StatusOK {
+		t.Fatalf("GET /admin/sales/%s/ledger = %d %s, want 200", sale, status, b)
+	}
+	var d Durability
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("ledger answer %q: %v", b, err)
+	}
+	return d
+}
+
+// WaitDurability polls the ledger's durability fields until done accepts
+// them; it fails t after within.
+func (o *Origin) WaitDurability(t testing.TB, sale string, within time.Duration, done func(Durability) bool) Durability {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		d := o.Durability(t, sale)
+		if done(d) {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("durability of %s after %v = %+v; still not as expected", sale, within, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // WaitLedger polls the ledger of sale until done accepts it or the deadline
 // passes, and returns the last reading; it fails t on the deadline.
 func (o *Origin) WaitLedger(t testing.TB, sale string, within time.Duration, done func(map[string]LedgerSKU) bool) map[string]LedgerSKU {

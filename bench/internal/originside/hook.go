@@ -30,7 +30,8 @@ func newScriptPath(rdb redis.UniversalClient, prefix string, retention time.Dura
 }
 
 func (s *scriptPath) Load(ctx context.Context, sale, sku string, stock int64) error {
-	return s.store.Load(ctx, sale, map[string]originbench.Counts{sku: {Total: stock, Available: stock}})
+	_, err := s.store.Load(ctx, sale, "bench", map[string]originbench.Counts{sku: {Total: stock, Available: stock}})
+	return err
 }
 
 func (s *scriptPath) Reserver(opts ReserverOptions) Reserver {

@@ -70,6 +70,13 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, c context.Context, params []s
 		IdempotencyKey: body.IdempotencyKey,
 		HoldTTL:        sale.HoldTTL,
 	})
+	if errors.Is(err, checkout.ErrNotDurable) {
+		// Redis has the hold but the journal (or the replicas) did not
+		// confirm it: not promised yet. The same token finds it again.
+		s.reserves.WithLabelValues("not_durable").Inc()
+		s.Log.Warn("reserve not made durable; answered please_wait", "sale", saleID, "err", err)
+		return pleaseWait
+	}
 	if err != nil {
 		return err
 	}

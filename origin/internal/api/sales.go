@@ -145,15 +145,7 @@ func (s *Server) createSale(ctx *fasthttp.RequestCtx, c context.Context, _ []str
 	if err != nil {
 		return err
 	}
-	stock, err := s.Ledger.Inventory(c, sale.ID)
-	if err != nil {
-		return err
-	}
-	load := make(map[string]checkout.Counts, len(stock))
-	for sku, st := range stock {
-		load[sku] = checkout.Counts{Total: st.Total, Available: st.Available, Held: st.Held, Sold: st.Sold}
-	}
-	if err := s.Redis.Load(c, sale.ID, load); err != nil {
+	if err := s.loadSale(c, sale); err != nil {
 		if errors.Is(err, checkout.ErrStockMismatch) {
 			return fail(fasthttp.StatusConflict, "stock_mismatch", "Redis already holds other stock figures for this sale; rebuild it from Postgres.")
 		}
@@ -167,6 +159,40 @@ func (s *Server) createSale(ctx *fasthttp.RequestCtx, c context.Context, _ []str
 	}
 	writeJSON(ctx, status, saleToJSON(sale))
 	return nil
+}
+
+// loadSale puts a sale into Redis. The first time, the stock goes in from
+// Postgres under a new epoch, which Postgres then records. Once Postgres has
+// an epoch, Redis may hold holds Postgres has not seen yet; a Redis that lost
+// the sale meanwhile is restored the guarded way (journal and all), or left
+// to the origin's watch if its intents have not drained.
+func (s *Server) loadSale(c context.Context, sale ledger.Sale) error {
+	epoch, _, err := s.Ledger.RedisEpoch(c, sale.ID)
+	if err != nil {
+		return err
+	}
+	if epoch != "" {
+		_, err := s.Guard.Check(c, []ledger.Sale{sale}, 0)
+		return err
+	}
+	stock, err := s.Ledger.Inventory(c, sale.ID)
+	if err != nil {
+		return err
+	}
+	load := make(map[string]checkout.Counts, len(stock))
+	for sku, st := range stock {
+		load[sku] = checkout.Counts{Total: st.Total, Available: st.Available, Held: st.Held, Sold: st.Sold}
+	}
+	fresh, err := checkout.NewEpoch()
+	if err != nil {
+		return err
+	}
+	have, err := s.Redis.Load(c, sale.ID, fresh, load)
+	if err != nil {
+		return err
+	}
+	_, err = s.Ledger.SetRedisEpoch(c, sale.ID, have, true)
+	return err
 }
 
 type snapshotSKU struct {
@@ -315,10 +341,15 @@ func (s *Server) ledger(ctx *fasthttp.RequestCtx, c context.Context, params []st
 		p.Held += int64(held)
 		p.Sold += int64(sold)
 	}
+	durability, err := s.durability(c, sale.ID)
+	if err != nil {
+		return err
+	}
 	out := struct {
 		SaleID string      `json:"sale_id"`
 		SKUs   []ledgerSKU `json:"skus"`
-	}{SaleID: sale.ID, SKUs: []ledgerSKU{}}
+		durabilityJSON
+	}{SaleID: sale.ID, SKUs: []ledgerSKU{}, durabilityJSON: durability}
 	for _, sku := range skus {
 		r, d := inRedis[sku], inDB[sku]
 		p := countsJSON{}
@@ -343,6 +374,43 @@ func (s *Server) ledger(ctx *fasthttp.RequestCtx, c context.Context, params []st
 	return nil
 }
 
+// durabilityJSON says whether Redis still holds what it promised: the epoch
+// Postgres recorded and the one Redis holds, how many reserves each has
+// numbered in it, and every loss found so far with what its rebuild did.
+// Lost counts granted holds that could not be restored (their shoppers'
+// reservations answer cancelled); it should always be 0.
+type durabilityJSON struct {
+	Epoch      string        `json:"epoch"`
+	RedisEpoch string        `json:"redis_epoch"`
+	RedisSeq   int64         `json:"redis_seq"`
+	JournalSeq int64         `json:"journal_seq"`
+	Restored   int           `json:"reservations_restored"`
+	Lost       int           `json:"reservations_lost"`
+	Losses     []ledger.Loss `json:"redis_losses"`
+}
+
+func (s *Server) durability(c context.Context, sale string) (durabilityJSON, error) {
+	var d durabilityJSON
+	var err error
+	if d.Epoch, d.JournalSeq, err = s.Ledger.RedisEpoch(c, sale); err != nil {
+		return d, err
+	}
+	if d.RedisEpoch, d.RedisSeq, err = s.Redis.Meta(c, sale); err != nil {
+		return d, err
+	}
+	if d.Losses, err = s.Ledger.Losses(c, sale); err != nil {
+		return d, err
+	}
+	if d.Losses == nil {
+		d.Losses = []ledger.Loss{}
+	}
+	for _, l := range d.Losses {
+		d.Restored += l.Restored
+		d.Lost += l.Lost
+	}
+	return d, nil
+}
+
 // rebuildDrain bounds how long a rebuild waits for pending intents.
 const rebuildDrain = 30 * time.Second
 
@@ -360,7 +428,7 @@ func (s *Server) rebuildSale(ctx *fasthttp.RequestCtx, _ context.Context, params
 	if err != nil {
 		return saleError(err)
 	}
-	err = rebuild.Sale(c, s.Redis, s.Ledger, sale, rebuildDrain)
+	_, err = s.Guard.Rebuild(c, sale, rebuildDrain)
 	switch {
 	case errors.Is(err, checkout.ErrRebuildInProgress):
 		return fail(fasthttp.StatusConflict, "rebuild_in_progress", "A rebuild of this sale is already running.")
@@ -369,6 +437,5 @@ func (s *Server) rebuildSale(ctx *fasthttp.RequestCtx, _ context.Context, params
 	case err != nil:
 		return err
 	}
-	s.Log.Warn("sale rebuilt from postgres", "sale", sale.ID)
 	return s.ledger(ctx, c, params)
 }

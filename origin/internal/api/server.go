@@ -22,6 +22,7 @@ import (
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/internal/orders"
+	"github.com/flashgate/flashgate/origin/internal/rebuild"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -31,6 +32,7 @@ type Deps struct {
 	Redis      *checkout.Store
 	Reserver   *checkout.Reserver
 	Ledger     *ledger.Store
+	Guard      *rebuild.Guard       // finds and rebuilds sales Redis has lost
 	Orders     *orders.Service      // nil when no payment gateway is configured
 	Verifier   *tokens.Verifier     // admission tokens
 	Users      *tokens.UserVerifier // the shop's user tokens

@@ -40,6 +40,7 @@ type App struct {
 	Catalog  *catalog.Catalog
 	Redis    *checkout.Store
 	Ledger   *ledger.Store
+	Guard    *rebuild.Guard
 	Reserver *checkout.Reserver
 	Writer   *workers.Writer
 	Sweeper  *workers.Sweeper
@@ -107,18 +108,27 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 
 	a.Redis = checkout.NewStore(a.rdb, checkout.NewKeys(cfg.RedisPrefix), cfg.RedisRetention)
 	a.Ledger = ledger.New(a.pool)
+	a.Guard = rebuild.NewGuard(a.Redis, a.Ledger, log.With("component", "guard"), reg)
 	a.Catalog = catalog.New(a.Ledger, log, 0)
 	if err := a.Catalog.Refresh(ctx); err != nil {
 		return nil, err
 	}
-	// A Redis that restarted empty has lost every sale: put back, from
-	// Postgres, those that are not over, before taking any request.
-	if err := a.restoreMissing(ctx, 0); err != nil {
-		return nil, fmt.Errorf("restore sales missing from redis: %w", err)
+	// A Redis that restarted empty, or failed over, may have lost sales:
+	// put back, from Postgres, those that are not over, before taking any
+	// request.
+	if err := a.checkRedis(ctx, 0); err != nil {
+		return nil, fmt.Errorf("check redis for lost sales: %w", err)
 	}
-	a.Reserver = checkout.NewReserver(a.Redis, checkout.ReserverOptions{
+	ropt := checkout.ReserverOptions{
 		Pipelines: cfg.ReservePipelines, MaxBatch: cfg.ReserveMaxBatch, Timeout: cfg.RequestBudget,
-	})
+		WaitReplicas: cfg.ReserveWaitReplicas, WaitTimeout: cfg.ReserveWaitTimeout,
+	}
+	if cfg.ReserveJournal {
+		ropt.Journal = a.Ledger
+	} else {
+		log.Warn("the reserve journal is off (FLASHGATE_RESERVE_JOURNAL=0): a Redis that loses its data loses the holds it granted since the order writer last ran")
+	}
+	a.Reserver = checkout.NewReserver(a.Redis, ropt)
 	a.Writer = workers.NewWriter(a.Redis, a.Ledger, a.Catalog, workers.WriterOptions{
 		Consumer: cfg.Instance, BatchSize: cfg.WriterBatch, ClaimIdle: cfg.WriterClaimIdle,
 	}, log.With("component", "writer"), reg)
@@ -139,7 +149,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		issuer = tokens.NewIssuer(keys, tokens.IssuerOptions{})
 	}
 	a.API = api.New(api.Deps{
-		Catalog: a.Catalog, Redis: a.Redis, Reserver: a.Reserver, Ledger: a.Ledger, Orders: a.Orders,
+		Catalog: a.Catalog, Redis: a.Redis, Reserver: a.Reserver, Ledger: a.Ledger, Guard: a.Guard, Orders: a.Orders,
 		Verifier: tokens.NewVerifier(keys, tokens.VerifierOptions{}), Users: users, Issuer: issuer,
 		Log: log, Registry: reg, AdminToken: cfg.AdminToken,
 	}, api.Options{Dev: cfg.Dev, Budget: cfg.RequestBudget})
@@ -177,37 +187,34 @@ func userVerifier(cfg Config) (*tokens.UserVerifier, error) {
 	return v, nil
 }
 
-// restoreMissing rebuilds, from Postgres, every current sale that Redis
-// has lost entirely, waiting up to drain for its pending intents.
-func (a *App) restoreMissing(ctx context.Context, drain time.Duration) error {
+// checkRedis rebuilds, from Postgres and the reserve journal, every
+// current sale whose state Redis has lost, waiting up to drain for its
+// pending intents.
+func (a *App) checkRedis(ctx context.Context, drain time.Duration) error {
 	var current []ledger.Sale
 	for _, sale := range a.Catalog.All() {
 		if time.Now().Before(sale.EndsAt) {
 			current = append(current, sale)
 		}
 	}
-	rebuilt, err := rebuild.Missing(ctx, a.Redis, a.Ledger, current, drain)
-	for _, id := range rebuilt {
-		a.log.Warn("sale was missing from redis; rebuilt from postgres", "sale", id)
-	}
+	_, err := a.Guard.Check(ctx, current, drain)
 	return err
 }
 
-// restoreEvery is how often a running origin checks that Redis still
-// holds its sales (a failover to an empty replica, a flush).
-const restoreEvery = 5 * time.Second
-
-// watchRedis restores lost sales until ctx ends.
+// watchRedis checks, every RedisCheckInterval, that Redis still holds its
+// sales' state (a failover, a flush, a restart without data) and restores
+// lost sales, until ctx ends.
 func (a *App) watchRedis(ctx context.Context) {
-	t := time.NewTicker(restoreEvery)
+	every := a.cfg.RedisCheckInterval
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			c, cancel := context.WithTimeout(ctx, restoreEvery+time.Minute)
-			if err := a.restoreMissing(c, restoreEvery); err != nil && ctx.Err() == nil {
+			c, cancel := context.WithTimeout(ctx, every+time.Minute)
+			if err := a.checkRedis(c, max(every, time.Second)); err != nil && ctx.Err() == nil {
 				a.log.Warn("cannot check redis for lost sales", "err", err)
 			}
 			cancel()

@@ -37,6 +37,17 @@ type Config struct {
 	RedisRetention   time.Duration // how long per-shopper Redis keys outlive their last write
 	ReservePipelines int           // reserve pipelines in flight at once
 	ReserveMaxBatch  int           // reserves per pipeline
+	// ReserveJournal journals every granted reserve in Postgres before it
+	// is answered (default on): a Redis that loses its data then loses no
+	// hold it promised. Off, a hold is promised as soon as Redis has it.
+	ReserveJournal bool
+	// ReserveWaitReplicas makes each reserve pipeline WAIT for that many
+	// Redis replicas, up to ReserveWaitTimeout, before answering; 0 = none.
+	ReserveWaitReplicas int
+	ReserveWaitTimeout  time.Duration
+	// RedisCheckInterval is how often the origin checks that Redis still
+	// holds each current sale's state, and rebuilds a sale it lost.
+	RedisCheckInterval time.Duration
 
 	// Payments: orders and the webhook are on when GatewayAPIKey is set.
 	GatewayURL        string        // base URL of the payment gateway's API
@@ -65,21 +76,24 @@ func (c Config) PaymentsOn() bool { return c.GatewayAPIKey != "" }
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Addr:             ":9090",
-		AdminAddr:        ":9091",
-		RedisURL:         "redis://127.0.0.1:6379/0",
-		PostgresURL:      "postgres://postgres@127.0.0.1:5432/flashgate?sslmode=disable",
-		RedisPrefix:      "fg:",
-		PostgresMaxConns: 32,
-		Instance:         "origin-" + host,
-		WriterBatch:      500,
-		WriterClaimIdle:  10 * time.Second,
-		SweepInterval:    200 * time.Millisecond,
-		RequestBudget:    3 * time.Second,
-		ShutdownTimeout:  15 * time.Second,
-		RedisRetention:   7 * 24 * time.Hour,
-		ReservePipelines: 4,
-		ReserveMaxBatch:  256,
+		Addr:               ":9090",
+		AdminAddr:          ":9091",
+		RedisURL:           "redis://127.0.0.1:6379/0",
+		PostgresURL:        "postgres://postgres@127.0.0.1:5432/flashgate?sslmode=disable",
+		RedisPrefix:        "fg:",
+		PostgresMaxConns:   32,
+		Instance:           "origin-" + host,
+		WriterBatch:        500,
+		WriterClaimIdle:    10 * time.Second,
+		SweepInterval:      200 * time.Millisecond,
+		RequestBudget:      3 * time.Second,
+		ShutdownTimeout:    15 * time.Second,
+		RedisRetention:     7 * 24 * time.Hour,
+		ReservePipelines:   4,
+		ReserveMaxBatch:    256,
+		ReserveJournal:     true,
+		ReserveWaitTimeout: 100 * time.Millisecond,
+		RedisCheckInterval: 5 * time.Second,
 
 		GatewayURL:        "http://127.0.0.1:9300",
 		PaymentGrace:      2 * time.Minute,
@@ -100,6 +114,8 @@ func (c Config) Validate() error {
 		return errors.New("config: set exactly one of FLASHGATE_USER_TOKEN_SECRET and FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE")
 	case c.Instance == "":
 		return errors.New("config: the instance name must not be empty")
+	case c.ReserveWaitReplicas < 0 || (c.ReserveWaitReplicas > 0 && c.ReserveWaitTimeout <= 0):
+		return errors.New("config: reserve wait replicas must not be negative, and with replicas the wait timeout must be positive")
 	case c.WriterBatch < 1 || c.ReservePipelines < 1 || c.ReserveMaxBatch < 1 || c.PostgresMaxConns < 1:
 		return errors.New("config: writer batch, reserve pipelines, reserve batch and Postgres connections must be positive")
 	case c.PaymentsOn() && c.GatewayURL == "":
@@ -108,7 +124,7 @@ func (c Config) Validate() error {
 		return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_WEBHOOK_SECRET must name one or more secrets of at least 16 characters, comma-separated")
 	case c.PaymentsOn() && (c.PaymentGrace < 0 || c.ReconcileInterval < 0):
 		return errors.New("config: the payment grace and the reconcile interval must not be negative")
-	case c.WriterClaimIdle <= 0 || c.SweepInterval <= 0 || c.RequestBudget <= 0 || c.ShutdownTimeout <= 0 || c.RedisRetention <= 0:
+	case c.WriterClaimIdle <= 0 || c.SweepInterval <= 0 || c.RequestBudget <= 0 || c.ShutdownTimeout <= 0 || c.RedisRetention <= 0 || c.RedisCheckInterval <= 0:
 		return fmt.Errorf("config: durations must be positive")
 	}
 	return nil

@@ -5,7 +5,9 @@ package checkout
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -77,24 +79,58 @@ type Counts struct {
 }
 
 // Load puts a sale's stock into Redis, SKU by SKU, from the figures Postgres
-// holds. It returns ErrStockMismatch when Redis already holds other figures.
-func (s *Store) Load(ctx context.Context, sale string, stock map[string]Counts) error {
-	keys := make([]string, 0, len(stock))
-	args := make([]any, 0, 4*len(stock))
+// holds, and gives the sale an epoch if this Redis holds none (epoch is the
+// one to give). It returns the epoch Redis holds afterwards, or
+// ErrStockMismatch when Redis already holds other figures.
+func (s *Store) Load(ctx context.Context, sale, epoch string, stock map[string]Counts) (string, error) {
+	keys := make([]string, 0, 1+len(stock))
+	args := make([]any, 0, 1+4*len(stock))
 	skus := make([]string, 0, len(stock))
+	keys = append(keys, s.keys.Meta(sale))
+	args = append(args, epoch)
 	for sku, c := range stock {
 		skus = append(skus, sku)
 		keys = append(keys, s.keys.Inventory(sale, sku))
 		args = append(args, c.Total, c.Available, c.Held, c.Sold)
 	}
-	res, err := loadScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	res, err := loadScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
-		return fmt.Errorf("load sale %s: %w", sale, err)
+		return "", fmt.Errorf("load sale %s: %w", sale, err)
 	}
-	if res[0] == 0 {
-		return fmt.Errorf("load sale %s: sku %s: %w", sale, skus[res[1]-1], ErrStockMismatch)
+	if len(res) != 3 {
+		return "", fmt.Errorf("load sale %s: script returned %d values, want 3", sale, len(res))
 	}
-	return nil
+	if ok, _ := res[0].(int64); ok == 0 {
+		i, _ := res[1].(int64)
+		return "", fmt.Errorf("load sale %s: sku %s: %w", sale, skus[i-1], ErrStockMismatch)
+	}
+	have, _ := res[2].(string)
+	return have, nil
+}
+
+// Meta reads the epoch this Redis holds for a sale ("" for none) and the
+// number of reserves granted in it.
+func (s *Store) Meta(ctx context.Context, sale string) (epoch string, seq int64, err error) {
+	v, err := s.rdb.HMGet(ctx, s.keys.Meta(sale), "epoch", "seq").Result()
+	if err != nil {
+		return "", 0, fmt.Errorf("read meta of sale %s: %w", sale, err)
+	}
+	epoch, _ = v[0].(string)
+	if n, ok := v[1].(string); ok {
+		if seq, err = strconv.ParseInt(n, 10, 64); err != nil {
+			return "", 0, fmt.Errorf("read meta of sale %s: seq %q: %w", sale, n, err)
+		}
+	}
+	return epoch, seq, nil
+}
+
+// NewEpoch returns a fresh random epoch for a sale's state in Redis.
+func NewEpoch() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("new epoch: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // Inventory reads the counters of the given SKUs in one round trip. SKUs

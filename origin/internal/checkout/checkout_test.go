@@ -25,7 +25,7 @@ func newStore(t *testing.T, stock int64) *Store {
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
 	s := NewStore(rdb, NewKeys(env.Prefix), time.Hour)
-	if err := s.Load(context.Background(), "s1", map[string]Counts{
+	if _, err := s.Load(context.Background(), "s1", "e1", map[string]Counts{
 		"a": {Total: stock, Available: stock}, "b": {Total: 0},
 	}); err != nil {
 		t.Fatalf("Load = %v", err)
@@ -125,10 +125,11 @@ func TestLoadRefusesOtherFigures(t *testing.T) {
 	s := newStore(t, 5)
 	ctx := context.Background()
 	// The same figures again, or figures Redis has run ahead of: fine.
-	if err := s.Load(ctx, "s1", map[string]Counts{"a": {Total: 5, Available: 5}}); err != nil {
-		t.Errorf("Load(same figures) = %v, want nil", err)
+	// The epoch given first stays.
+	if epoch, err := s.Load(ctx, "s1", "e2", map[string]Counts{"a": {Total: 5, Available: 5}}); err != nil || epoch != "e1" {
+		t.Errorf("Load(same figures) = %q, %v, want e1, nil", epoch, err)
 	}
-	if err := s.Load(ctx, "s1", map[string]Counts{"a": {Total: 6, Available: 6}}); !errors.Is(err, ErrStockMismatch) {
+	if _, err := s.Load(ctx, "s1", "e2", map[string]Counts{"a": {Total: 6, Available: 6}}); !errors.Is(err, ErrStockMismatch) {
 		t.Errorf("Load(other total) = %v, want ErrStockMismatch", err)
 	}
 }

@@ -9,7 +9,10 @@ package checkout
 //	                                                t:<jti> and i:<idempotency key> -> reservation id
 //	                                                (burned admission tokens, idempotency keys)
 //	<prefix>{s:<sale>}:res:<reservation>    hash    account, sku, status, expires_ms, created_ms, idem,
+//	                                                jti, epoch, seq (where the reserve was numbered),
 //	                                                order (once a payment starts), extended (grace given)
+//	<prefix>{s:<sale>}:meta                 hash    epoch (written by load and rebuild, recorded in
+//	                                                Postgres), seq (reserves granted in the epoch)
 //	<prefix>{s:<sale>}:holds                zset    reservation id scored by expiry (unix ms)
 //	<prefix>{s:<sale>}:intents              stream  intents for the order writer (see package intent)
 //	<prefix>{s:<sale>}:rebuilding           string  set while the sale is rebuilt from Postgres
@@ -48,6 +51,10 @@ func (k Keys) Rebuilding(sale string) string { return k.sale(sale) + "rebuilding
 
 // AccountPattern matches every account key of a sale (for SCAN in rebuilds).
 func (k Keys) AccountPattern(sale string) string { return k.sale(sale) + "acct:*" }
+
+// Meta holds the sale's epoch in this Redis and the sequence of reserves
+// granted in it: how an origin tells a Redis that lost the sale's state.
+func (k Keys) Meta(sale string) string { return k.sale(sale) + "meta" }
 
 // WriterLease names the order writer that alone reads the intents stream.
 func (k Keys) WriterLease(sale string) string { return k.sale(sale) + "writer" }

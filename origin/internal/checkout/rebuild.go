@@ -43,13 +43,26 @@ func (s *Store) EndRebuild(ctx context.Context, sale, token string) error {
 	return nil
 }
 
+// Burned is a spent admission token or idempotency key of an account, and
+// the reservation it took.
+type Burned struct {
+	Account        string
+	TokenID        string
+	IdempotencyKey string
+	ReservationID  string
+}
+
 // Rebuild replaces a sale's stock counters, hold index and account keys
 // with what Postgres holds: stock per SKU, and the live (held or paid)
 // reservations. Reservations Redis still shows as held but Postgres does
-// not are given their Postgres status (settled, from Postgres's side). Run
-// it between BeginRebuild and EndRebuild, after the intents have drained,
-// so no write of Redis is lost by it.
-func (s *Store) Rebuild(ctx context.Context, sale string, stock map[string]Counts, live []Reservation, settled map[string]string) error {
+// not are given their Postgres status (settled, from Postgres's side).
+// Burned tokens and idempotency keys are put back (Redis may have lost
+// them: a replayed admission token must not take a second unit), and the
+// sale starts the given epoch with its sequence at zero. Run it between
+// BeginRebuild and EndRebuild, after the intents have drained, so no write
+// of Redis is lost by it.
+func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[string]Counts, live []Reservation,
+	settled map[string]string, burned []Burned) error {
 	var accounts []string
 	iter := s.rdb.Scan(ctx, 0, s.keys.AccountPattern(sale), 1000).Iterator()
 	for iter.Next(ctx) {
@@ -88,6 +101,14 @@ func (s *Store) Rebuild(ctx context.Context, sale string, stock map[string]Count
 			p.HSet(ctx, acct, "res", r.ID, "state", r.Status)
 			p.PExpire(ctx, acct, ttl)
 		}
+		for _, b := range burned {
+			acct := s.keys.Account(sale, b.Account)
+			p.HSet(ctx, acct, "t:"+b.TokenID, b.ReservationID, "i:"+b.IdempotencyKey, b.ReservationID)
+			p.PExpire(ctx, acct, ttl)
+		}
+		meta := s.keys.Meta(sale)
+		p.Del(ctx, meta)
+		p.HSet(ctx, meta, "epoch", epoch, "seq", 0)
 		for id, status := range settled {
 			// Only ids found in the hold index come here, so the hash
 			// exists; its other fields stay as they are.
@@ -120,4 +141,13 @@ func (s *Store) Loaded(ctx context.Context, sale string, skus []string) (bool, e
 		return false, err
 	}
 	return len(counts) > 0, nil
+}
+
+// RebuildInProgress reports whether a rebuild of the sale holds its flag.
+func (s *Store) RebuildInProgress(ctx context.Context, sale string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, s.keys.Rebuilding(sale)).Result()
+	if err != nil {
+		return false, fmt.Errorf("read rebuilding flag of sale %s: %w", sale, err)
+	}
+	return n == 1, nil
 }

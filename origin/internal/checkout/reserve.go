@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/origin/internal/intent"
 )
 
 // Outcome is what a reserve came to.
@@ -69,14 +71,37 @@ type ReserveResult struct {
 	ExpiresAt     time.Time // set for Created
 }
 
-// ReserverOptions tune how reserves are batched into Redis.
+// Journal keeps granted reserves durably (the ledger's reserve journal in
+// Postgres) before they are answered.
+type Journal interface {
+	RecordGrants(ctx context.Context, grants []intent.Grant) error
+}
+
+// ErrNotDurable: Redis granted the reserve but it could not be made durable
+// (the journal or the replicas did not confirm it), so it is not answered as
+// granted; the caller should try again with the same token and idempotency
+// key, which finds the same hold.
+var ErrNotDurable = errors.New("checkout: the reserve could not be made durable")
+
+// ReserverOptions tune how reserves are batched into Redis and made durable.
 type ReserverOptions struct {
 	// Pipelines is how many pipelines may be in flight at once; 0 means 4.
 	Pipelines int
 	// MaxBatch caps the reserves sent in one pipeline; 0 means 256.
 	MaxBatch int
-	// Timeout bounds one pipeline's round trip; 0 means 2 s.
+	// Timeout bounds one pipeline's round trip, with its journal write; 0
+	// means 2 s.
 	Timeout time.Duration
+	// Journal, when set, records every granted reserve of a pipeline in one
+	// write before any of them is answered. nil answers as soon as Redis
+	// has the hold (a Redis that loses its data then loses the hold).
+	Journal Journal
+	// WaitReplicas, when above 0, ends each pipeline with WAIT for that
+	// many replicas (up to WaitTimeout, 0 means 100 ms); a batch they do
+	// not confirm is answered ErrNotDurable. Redis's WAIT is best effort: a
+	// failover may still lose what it confirmed.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
 
 // Reserver runs reserve scripts for many concurrent callers, a pipeline at a
@@ -94,12 +119,13 @@ type Reserver struct {
 }
 
 type reserveCall struct {
-	ctx  context.Context
-	req  ReserveRequest
-	id   string
-	res  ReserveResult
-	err  error
-	done chan struct{}
+	ctx   context.Context
+	req   ReserveRequest
+	id    string
+	res   ReserveResult
+	grant intent.Grant // what the journal keeps, for Created
+	err   error
+	done  chan struct{}
 }
 
 // ErrReserverClosed is returned by Reserve after Close.
@@ -115,6 +141,9 @@ func NewReserver(store *Store, opts ReserverOptions) *Reserver {
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Second
+	}
+	if opts.WaitTimeout <= 0 {
+		opts.WaitTimeout = 100 * time.Millisecond
 	}
 	r := &Reserver{
 		store:  store,
@@ -211,7 +240,8 @@ func (r *Reserver) drainAfterStop() {
 	}
 }
 
-// run sends one batch in one pipeline and hands each caller its answer.
+// run sends one batch in one pipeline, makes its grants durable, and hands
+// each caller its answer.
 func (r *Reserver) run(batch []*reserveCall) {
 	live := batch[:0:0]
 	for _, c := range batch {
@@ -227,29 +257,134 @@ func (r *Reserver) run(batch []*reserveCall) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
 	defer cancel()
-	cmds := r.pipeline(ctx, live, reserveScript.EvalSha)
+	cmds, replicas := r.pipeline(ctx, live, reserveScript.EvalSha)
 	var again []*reserveCall
 	for i, c := range live {
 		if noScript(cmds[i].Err()) {
 			again = append(again, c)
 			continue
 		}
-		r.answer(c, cmds[i])
+		r.read(c, cmds[i])
 	}
+	r.confirmReplicas(live, replicas)
 	if len(again) > 0 {
 		// An empty script cache (a restart or failover): EVAL loads it.
-		for i, cmd := range r.pipeline(ctx, again, reserveScript.Eval) {
-			r.answer(again[i], cmd)
+		cmds, replicas := r.pipeline(ctx, again, reserveScript.Eval)
+		for i, cmd := range cmds {
+			r.read(again[i], cmd)
+		}
+		r.confirmReplicas(again, replicas)
+	}
+	if r.opts.Journal != nil {
+		r.journal(ctx, live)
+	}
+	for _, c := range live {
+		if c.err != nil {
+			c.err = fmt.Errorf("reserve in sale %s: %w", c.req.Sale, c.err)
+		}
+		close(c.done)
+	}
+}
+
+// read takes a script's reply into its call.
+func (r *Reserver) read(c *reserveCall, cmd *redis.Cmd) {
+	c.res, c.grant, c.err = reserveResult(cmd)
+	if c.err == nil && c.res.Outcome == Created {
+		g := &c.grant
+		g.Sale, g.ReservationID, g.Account, g.SKU = c.req.Sale, c.res.ReservationID, c.req.Account, c.req.SKU
+		g.IdempotencyKey, g.TokenID = c.req.IdempotencyKey, c.req.TokenID
+	}
+}
+
+// granted reports whether a call's answer promises a hold.
+func granted(c *reserveCall) bool {
+	return c.err == nil && (c.res.Outcome == Created || c.res.Outcome == Existing)
+}
+
+// confirmReplicas fails the grants of a pipeline whose WAIT was not
+// confirmed by enough replicas.
+func (r *Reserver) confirmReplicas(calls []*reserveCall, replicas *redis.Cmd) {
+	if replicas == nil {
+		return
+	}
+	n, err := replicas.Int64()
+	if err == nil && n >= int64(r.opts.WaitReplicas) {
+		return
+	}
+	for _, c := range calls {
+		if granted(c) {
+			c.err = fmt.Errorf("%d of %d replicas confirmed (%v): %w", n, r.opts.WaitReplicas, err, ErrNotDurable)
 		}
 	}
 }
 
-func (r *Reserver) answer(c *reserveCall, cmd *redis.Cmd) {
-	c.res, c.err = reserveResult(cmd)
-	if c.err != nil {
-		c.err = fmt.Errorf("reserve in sale %s: %w", c.req.Sale, c.err)
+// journal records the batch's grants in one write. A repeat (Existing) is
+// journaled again too, from its reservation's hash: its first answer may
+// have been ErrNotDurable, and this answer promises the hold as much as a
+// 201 does. If the journal fails, no grant of the batch is answered as one.
+func (r *Reserver) journal(ctx context.Context, calls []*reserveCall) {
+	var grants []intent.Grant
+	var repeats []*reserveCall
+	for _, c := range calls {
+		switch {
+		case !granted(c):
+		case c.res.Outcome == Created:
+			grants = append(grants, c.grant)
+		default:
+			repeats = append(repeats, c)
+		}
 	}
-	close(c.done)
+	if len(repeats) > 0 {
+		more, err := r.store.grants(ctx, repeats)
+		if err != nil {
+			failGrants(repeats, err)
+			repeats = nil
+		}
+		grants = append(grants, more...)
+	}
+	if len(grants) == 0 {
+		return
+	}
+	if err := r.opts.Journal.RecordGrants(ctx, grants); err != nil {
+		failGrants(calls, err)
+	}
+}
+
+func failGrants(calls []*reserveCall, err error) {
+	for _, c := range calls {
+		if granted(c) {
+			c.err = fmt.Errorf("%w: %w", ErrNotDurable, err)
+		}
+	}
+}
+
+// grants reads what the journal keeps of the reservations that repeats
+// found, from their hashes. Reservations whose hash predates the journal
+// (no epoch) or is gone have nothing to add.
+func (s *Store) grants(ctx context.Context, calls []*reserveCall) ([]intent.Grant, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = pipe.HMGet(ctx, s.keys.Reservation(c.req.Sale, c.res.ReservationID),
+			"account", "sku", "idem", "jti", "epoch", "seq", "expires_ms", "created_ms")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("read repeated reservations: %w", err)
+	}
+	var out []intent.Grant
+	for i, cmd := range cmds {
+		v := cmd.Val()
+		if toString(v[4]) == "" {
+			continue
+		}
+		out = append(out, intent.Grant{
+			Sale: calls[i].req.Sale, ReservationID: calls[i].res.ReservationID,
+			Account: toString(v[0]), SKU: toString(v[1]), IdempotencyKey: toString(v[2]), TokenID: toString(v[3]),
+			Epoch: toString(v[4]), Seq: toInt(v[5]),
+			ExpiresAt: time.UnixMilli(toInt(v[6])).UTC(), CreatedAt: time.UnixMilli(toInt(v[7])).UTC(),
+		})
+	}
+	return out, nil
 }
 
 func noScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
@@ -257,8 +392,10 @@ func noScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "
 type evalFunc func(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd
 
 // pipeline sends one script run per call; each command carries its own
-// reply or error (a connection error lands on every command).
-func (r *Reserver) pipeline(ctx context.Context, batch []*reserveCall, eval evalFunc) []*redis.Cmd {
+// reply or error (a connection error lands on every command). With
+// WaitReplicas it ends with WAIT on the same connection, which covers the
+// pipeline's writes; its command is returned (nil otherwise).
+func (r *Reserver) pipeline(ctx context.Context, batch []*reserveCall, eval evalFunc) ([]*redis.Cmd, *redis.Cmd) {
 	k := r.store.keys
 	pipe := r.store.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
@@ -267,35 +404,48 @@ func (r *Reserver) pipeline(ctx context.Context, batch []*reserveCall, eval eval
 		cmds[i] = eval(ctx, pipe,
 			[]string{
 				k.Inventory(q.Sale, q.SKU), k.Account(q.Sale, q.Account), k.Reservation(q.Sale, c.id),
-				k.Holds(q.Sale), k.Intents(q.Sale), k.Rebuilding(q.Sale),
+				k.Holds(q.Sale), k.Intents(q.Sale), k.Rebuilding(q.Sale), k.Meta(q.Sale),
 			},
 			c.id, q.Account, q.SKU, q.IdempotencyKey, q.TokenID, q.HoldTTL.Milliseconds(), r.store.retention.Milliseconds())
 	}
+	var replicas *redis.Cmd
+	if r.opts.WaitReplicas > 0 {
+		replicas = pipe.Do(ctx, "wait", r.opts.WaitReplicas, r.opts.WaitTimeout.Milliseconds())
+	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
-	return cmds
+	return cmds, replicas
 }
 
-// reserveResult turns the script's {code, id, expires_ms} into a result.
-func reserveResult(cmd *redis.Cmd) (ReserveResult, error) {
+// reserveResult turns the script's {code, id, expires_ms[, seq, epoch,
+// created_ms]} into a result, and for Created the grant's numbering.
+func reserveResult(cmd *redis.Cmd) (ReserveResult, intent.Grant, error) {
 	v, err := cmd.Slice()
 	if err != nil {
-		return ReserveResult{}, err
+		return ReserveResult{}, intent.Grant{}, err
 	}
-	if len(v) != 3 {
-		return ReserveResult{}, fmt.Errorf("reserve script returned %d values, want 3", len(v))
+	if len(v) != 3 && len(v) != 6 {
+		return ReserveResult{}, intent.Grant{}, fmt.Errorf("reserve script returned %d values, want 3 or 6", len(v))
 	}
 	code, _ := v[0].(int64)
 	id, _ := v[1].(string)
 	expires, _ := v[2].(int64)
 	res := ReserveResult{Outcome: Outcome(code), ReservationID: id}
+	var g intent.Grant
 	switch res.Outcome {
 	case Created:
+		if len(v) != 6 {
+			return ReserveResult{}, intent.Grant{}, fmt.Errorf("reserve script returned %d values for a created hold, want 6", len(v))
+		}
 		res.ExpiresAt = time.UnixMilli(expires).UTC()
+		g.Seq, _ = v[3].(int64)
+		g.Epoch, _ = v[4].(string)
+		created, _ := v[5].(int64)
+		g.ExpiresAt, g.CreatedAt = res.ExpiresAt, time.UnixMilli(created).UTC()
 	case Existing, LimitReached, UnknownSKU, SoldOut, Rebuilding:
 	default:
-		return ReserveResult{}, fmt.Errorf("reserve script returned unknown code %d", code)
+		return ReserveResult{}, intent.Grant{}, fmt.Errorf("reserve script returned unknown code %d", code)
 	}
-	return res, nil
+	return res, g, nil
 }
 
 var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)

@@ -8,17 +8,32 @@
 -- KEYS[1] inventory hash   KEYS[2] account hash   KEYS[3] new reservation hash
 -- KEYS[4] holds zset       KEYS[5] intents stream
 -- KEYS[6] rebuilding flag (set while the sale is rebuilt from Postgres)
+-- KEYS[7] sale's meta hash: epoch (written when the sale is loaded or
+--         rebuilt), seq (reserves granted in that epoch)
 -- ARGV[1] new reservation id  ARGV[2] account  ARGV[3] sku
 -- ARGV[4] idempotency key     ARGV[5] admission token id (jti)
 -- ARGV[6] hold ttl (ms)       ARGV[7] retention of per-shopper keys (ms)
 --
--- Returns {code, reservation id, expires (unix ms)}:
+-- Returns {code, reservation id, expires (unix ms)}, and for code 1 also
+-- {..., seq, epoch, created (unix ms)}:
 --   1 created; 2 existing (same token, same idempotency key, or the account's
 --   live hold); 3 limit reached (the account already bought); 4 unknown sku;
---   5 sold out; 6 rebuilding (try again shortly).
-if redis.call('EXISTS', KEYS[6]) == 1 then return {6, '', 0} end
-local token_field, idem_field = 't:' .. ARGV[5], 'i:' .. ARGV[4]
-local a = redis.call('HMGET', KEYS[2], token_field, idem_field, 'res', 'state')
+--   5 sold out; 6 rebuilding (try again shortly; also when the sale has no
+--   epoch: this Redis lost the sale's state and must not grant from it).
+--
+-- The created hold is numbered: seq counts the reserves granted in this
+-- epoch, and the origin journals (epoch, seq) in Postgres before it answers,
+-- so a Redis that comes back behind the journal is seen to have lost writes.
+local inventory, account, reservation = KEYS[1], KEYS[2], KEYS[3]
+local holds, intents, rebuilding, meta = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local id, acct, sku, idem, jti = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local ttl_ms, retention_ms = ARGV[6], ARGV[7]
+
+if redis.call('EXISTS', rebuilding) == 1 then return {6, '', 0} end
+local epoch = redis.call('HGET', meta, 'epoch')
+if not epoch then return {6, '', 0} end
+local token_field, idem_field = 't:' .. jti, 'i:' .. idem
+local a = redis.call('HMGET', account, token_field, idem_field, 'res', 'state')
 if a[1] then return {2, a[1], 0} end
 if a[2] then return {2, a[2], 0} end
 if a[3] then
@@ -26,24 +41,25 @@ if a[3] then
   return {3, a[3], 0}
 end
 
-local available = redis.call('HGET', KEYS[1], 'available')
+local available = redis.call('HGET', inventory, 'available')
 if not available then return {4, '', 0} end
 if tonumber(available) <= 0 then return {5, '', 0} end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local expires = now + tonumber(ARGV[6])
+local expires = now + tonumber(ttl_ms)
 local now_s = string.format('%.0f', now)
 local expires_s = string.format('%.0f', expires)
 
-redis.call('XADD', KEYS[5], '*', 'kind', 'reserve', 'res', ARGV[1], 'account', ARGV[2],
-  'sku', ARGV[3], 'idem', ARGV[4], 'expires_ms', expires_s, 'at_ms', now_s)
-redis.call('HINCRBY', KEYS[1], 'available', -1)
-redis.call('HINCRBY', KEYS[1], 'held', 1)
-redis.call('HSET', KEYS[3], 'account', ARGV[2], 'sku', ARGV[3], 'status', 'held',
-  'expires_ms', expires_s, 'created_ms', now_s, 'idem', ARGV[4])
-redis.call('PEXPIRE', KEYS[3], ARGV[7])
-redis.call('ZADD', KEYS[4], expires_s, ARGV[1])
-redis.call('HSET', KEYS[2], 'res', ARGV[1], 'state', 'held', token_field, ARGV[1], idem_field, ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[7])
-return {1, ARGV[1], expires}
+redis.call('XADD', intents, '*', 'kind', 'reserve', 'res', id, 'account', acct,
+  'sku', sku, 'idem', idem, 'expires_ms', expires_s, 'at_ms', now_s)
+local seq = redis.call('HINCRBY', meta, 'seq', 1)
+redis.call('HINCRBY', inventory, 'available', -1)
+redis.call('HINCRBY', inventory, 'held', 1)
+redis.call('HSET', reservation, 'account', acct, 'sku', sku, 'status', 'held',
+  'expires_ms', expires_s, 'created_ms', now_s, 'idem', idem, 'jti', jti, 'epoch', epoch, 'seq', seq)
+redis.call('PEXPIRE', reservation, retention_ms)
+redis.call('ZADD', holds, expires_s, id)
+redis.call('HSET', account, 'res', id, 'state', 'held', token_field, id, idem_field, id)
+redis.call('PEXPIRE', account, retention_ms)
+return {1, id, expires, seq, epoch, now}

@@ -92,3 +92,34 @@ func Parse(id string, values map[string]any) (Intent, error) {
 	}
 	return in, nil
 }
+
+// Grant is a reserve that Redis granted, as the reserve journal keeps it in
+// Postgres before the shopper is answered: enough to put the hold back, and
+// its burned admission token and idempotency key, should Redis lose it.
+type Grant struct {
+	Sale           string
+	ReservationID  string
+	Account        string
+	SKU            string
+	IdempotencyKey string
+	TokenID        string // the admission token's jti
+	// Epoch and Seq say where Redis numbered the grant: the sale's epoch
+	// in Redis at the time, and the grant's place in that epoch.
+	Epoch     string
+	Seq       int64
+	ExpiresAt time.Time
+	CreatedAt time.Time
+}
+
+// JournalIDPrefix starts the id of an intent replayed from the journal, so
+// it never meets a stream id (the ledger also dedupes by reservation and
+// kind, so a reserve applied from the stream is not applied again).
+const JournalIDPrefix = "journal:"
+
+// Intent is the reserve intent the grant stands for.
+func (g Grant) Intent() Intent {
+	return Intent{
+		ID: JournalIDPrefix + g.ReservationID, Kind: Reserve, ReservationID: g.ReservationID,
+		Account: g.Account, SKU: g.SKU, IdempotencyKey: g.IdempotencyKey, ExpiresAt: g.ExpiresAt, At: g.CreatedAt,
+	}
+}

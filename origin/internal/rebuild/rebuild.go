@@ -45,14 +45,25 @@ func Unapplied(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale s
 	return out, nil
 }
 
+// Result is what a rebuild put back from the reserve journal.
+type Result struct {
+	// Restored are journaled holds the ledger never got (Redis lost them
+	// with their intents) and now has.
+	Restored []intent.Intent
+	// Refused are journaled holds Postgres would not take (no stock, or the
+	// account holds another): recorded cancelled, with the reason.
+	Refused []intent.Intent
+}
+
 // Sale rebuilds one sale: it stops the sale's reserves and sweeps (they
 // answer "try again"), waits up to drain for the order writer to apply
-// every pending intent, replaces Redis's counters, holds and account keys
-// with Postgres's, and lets the sale go on.
-func Sale(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale ledger.Sale, drain time.Duration) (err error) {
+// every pending intent, applies the journaled reserves the ledger never
+// got, replaces Redis's counters, holds and account keys with Postgres's
+// under a new epoch, and lets the sale go on.
+func Sale(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale ledger.Sale, drain time.Duration) (res Result, err error) {
 	token, err := rs.BeginRebuild(ctx, sale.ID, drain+time.Minute)
 	if err != nil {
-		return err
+		return Result{}, err
 	}
 	defer func() {
 		if endErr := rs.EndRebuild(context.WithoutCancel(ctx), sale.ID, token); endErr != nil && err == nil {
@@ -63,33 +74,40 @@ func Sale(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale ledger
 	for {
 		pending, err := Unapplied(ctx, rs, ls, sale.ID)
 		if err != nil {
-			return err
+			return Result{}, err
 		}
 		if len(pending) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("sale %s: %d intents pending: %w", sale.ID, len(pending), ErrDrainTimeout)
+			return Result{}, fmt.Errorf("sale %s: %d intents pending: %w", sale.ID, len(pending), ErrDrainTimeout)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return Result{}, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	return fromLedger(ctx, rs, ls, sale)
 }
 
-// fromLedger writes Postgres's view of a sale into Redis, first counting as
-// sold every unit Postgres knows was paid for (a pay that Redis lost with
-// its intents must not come back as a held unit that expires).
-func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale ledger.Sale) error {
+// fromLedger writes Postgres's view of a sale into Redis. First it applies
+// the journaled reserves the ledger never got (Redis lost them with their
+// intents), then counts as sold every unit Postgres knows was paid for (a
+// pay that Redis lost with its intents must not come back as a held unit
+// that expires).
+func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale ledger.Sale) (Result, error) {
+	var res Result
+	var err error
+	if res.Restored, res.Refused, err = ls.Replay(ctx, sale.ID); err != nil {
+		return Result{}, err
+	}
 	if _, err := ls.SettlePaid(ctx, sale.ID); err != nil {
-		return err
+		return res, err
 	}
 	rows, err := ls.Inventory(ctx, sale.ID)
 	if err != nil {
-		return err
+		return res, err
 	}
 	stock := make(map[string]checkout.Counts, len(rows))
 	for sku, st := range rows {
@@ -97,7 +115,7 @@ func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale 
 	}
 	liveRows, err := ls.LiveReservations(ctx, sale.ID)
 	if err != nil {
-		return err
+		return res, err
 	}
 	live := make([]checkout.Reservation, len(liveRows))
 	isLive := make(map[string]bool, len(liveRows))
@@ -110,7 +128,7 @@ func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale 
 	// status, or cancelled when Postgres never heard of them.
 	held, err := rs.HeldIDs(ctx, sale.ID)
 	if err != nil {
-		return err
+		return res, err
 	}
 	var gone []string
 	for _, id := range held {
@@ -120,7 +138,7 @@ func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale 
 	}
 	statuses, err := ls.Statuses(ctx, gone)
 	if err != nil {
-		return err
+		return res, err
 	}
 	settled := make(map[string]string, len(gone))
 	for _, id := range gone {
@@ -129,36 +147,23 @@ func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale 
 			settled[id] = st
 		}
 	}
-	return rs.Rebuild(ctx, sale.ID, stock, live, settled)
-}
-
-// Missing loads into Redis every sale of sales that Redis has lost
-// entirely (no stock counters at all, as after a restart without
-// persistence, or a failover to an empty replica), from Postgres, waiting
-// up to drain for intents still in the stream. A sale another origin is
-// rebuilding is left to it; a sale whose intents do not drain in time is
-// left for the next call (its sale answers please_wait meanwhile).
-func Missing(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sales []ledger.Sale, drain time.Duration) (rebuilt []string, err error) {
-	for _, sale := range sales {
-		skus := make([]string, len(sale.SKUs))
-		for i, k := range sale.SKUs {
-			skus[i] = k.SKU
-		}
-		loaded, err := rs.Loaded(ctx, sale.ID, skus)
-		if err != nil {
-			return rebuilt, err
-		}
-		if loaded {
-			continue
-		}
-		err = Sale(ctx, rs, ls, sale, drain)
-		if errors.Is(err, checkout.ErrRebuildInProgress) || errors.Is(err, ErrDrainTimeout) {
-			continue
-		}
-		if err != nil {
-			return rebuilt, err
-		}
-		rebuilt = append(rebuilt, sale.ID)
+	grants, err := ls.Grants(ctx, sale.ID)
+	if err != nil {
+		return res, err
 	}
-	return rebuilt, nil
+	burned := make([]checkout.Burned, len(grants))
+	for i, g := range grants {
+		burned[i] = checkout.Burned{Account: g.Account, TokenID: g.TokenID, IdempotencyKey: g.IdempotencyKey, ReservationID: g.ReservationID}
+	}
+	// Postgres learns the new epoch first: should the Redis write fail, the
+	// next check sees a Redis epoch Postgres did not record and rebuilds
+	// again, rather than trusting half a rebuild.
+	epoch, err := checkout.NewEpoch()
+	if err != nil {
+		return res, err
+	}
+	if _, err := ls.SetRedisEpoch(ctx, sale.ID, epoch, false); err != nil {
+		return res, err
+	}
+	return res, rs.Rebuild(ctx, sale.ID, epoch, stock, live, settled, burned)
 }

@@ -56,7 +56,7 @@ func newFixture(t *testing.T, stock, redisStock int) *fixture {
 		t.Fatalf("CreateSale = %v", err)
 	}
 	rs := int64(redisStock)
-	if err := f.redis.Load(ctx, f.sale, map[string]checkout.Counts{"a": {Total: rs, Available: rs}}); err != nil {
+	if _, err := f.redis.Load(ctx, f.sale, "e1", map[string]checkout.Counts{"a": {Total: rs, Available: rs}}); err != nil {
 		t.Fatalf("Load = %v", err)
 	}
 	// The group a writer makes when it takes the lease, made now so the
