@@ -108,15 +108,25 @@ type ReserverOptions struct {
 // time: a caller's request joins whatever arrived while the previous
 // pipeline was in flight, so under load one round trip carries many reserves
 // and an idle system adds no wait at all.
+//
+// With a journal, the grants of a pipeline go on to a journal stage, which
+// writes whatever pipelines have handed it meanwhile in one insert: the
+// Redis pipelines never wait for Postgres, and a slow journal write makes
+// the next one larger rather than queueing more of them.
 type Reserver struct {
-	store   *Store
-	opts    ReserverOptions
-	calls   chan *reserveCall
-	stop    chan struct{}
-	exited  chan struct{} // closed once every worker has returned
-	stopped sync.WaitGroup
-	once    sync.Once
+	store      *Store
+	opts       ReserverOptions
+	calls      chan *reserveCall
+	toJournal  chan []*reserveCall // grants waiting for the journal; closed once the pipelines have stopped
+	stop       chan struct{}
+	exited     chan struct{} // closed once every worker has returned
+	pipelines  sync.WaitGroup
+	journalers sync.WaitGroup
+	once       sync.Once
 }
+
+// maxJournalBatch caps the grants one journal write carries.
+const maxJournalBatch = 2048
 
 type reserveCall struct {
 	ctx   context.Context
@@ -146,18 +156,27 @@ func NewReserver(store *Store, opts ReserverOptions) *Reserver {
 		opts.WaitTimeout = 100 * time.Millisecond
 	}
 	r := &Reserver{
-		store:  store,
-		opts:   opts,
-		calls:  make(chan *reserveCall, opts.Pipelines*opts.MaxBatch),
-		stop:   make(chan struct{}),
-		exited: make(chan struct{}),
+		store:     store,
+		opts:      opts,
+		calls:     make(chan *reserveCall, opts.Pipelines*opts.MaxBatch),
+		toJournal: make(chan []*reserveCall, 2*opts.Pipelines),
+		stop:      make(chan struct{}),
+		exited:    make(chan struct{}),
 	}
-	r.stopped.Add(opts.Pipelines)
+	r.pipelines.Add(opts.Pipelines)
 	for range opts.Pipelines {
 		go r.work()
 	}
+	if opts.Journal != nil {
+		r.journalers.Add(opts.Pipelines)
+		for range opts.Pipelines {
+			go r.journalWork()
+		}
+	}
 	go func() {
-		r.stopped.Wait()
+		r.pipelines.Wait()
+		close(r.toJournal)
+		r.journalers.Wait()
 		close(r.exited)
 	}()
 	return r
@@ -205,7 +224,7 @@ func (r *Reserver) Close() {
 }
 
 func (r *Reserver) work() {
-	defer r.stopped.Done()
+	defer r.pipelines.Done()
 	batch := make([]*reserveCall, 0, r.opts.MaxBatch)
 	for {
 		select {
@@ -275,14 +294,50 @@ func (r *Reserver) run(batch []*reserveCall) {
 		}
 		r.confirmReplicas(again, replicas)
 	}
-	if r.opts.Journal != nil {
-		r.journal(ctx, live)
-	}
+	var grants []*reserveCall
 	for _, c := range live {
-		if c.err != nil {
-			c.err = fmt.Errorf("reserve in sale %s: %w", c.req.Sale, c.err)
+		if r.opts.Journal != nil && granted(c) {
+			grants = append(grants, c)
+			continue
 		}
-		close(c.done)
+		finish(c)
+	}
+	if len(grants) > 0 {
+		r.toJournal <- grants
+	}
+}
+
+// finish hands a call its answer.
+func finish(c *reserveCall) {
+	if c.err != nil {
+		c.err = fmt.Errorf("reserve in sale %s: %w", c.req.Sale, c.err)
+	}
+	close(c.done)
+}
+
+// journalWork writes grants to the journal, each time all that the
+// pipelines have handed over meanwhile, until the pipelines stop.
+func (r *Reserver) journalWork() {
+	defer r.journalers.Done()
+	for calls := range r.toJournal {
+	more:
+		for len(calls) < maxJournalBatch {
+			select {
+			case next, ok := <-r.toJournal:
+				if !ok {
+					break more
+				}
+				calls = append(calls, next...)
+			default:
+				break more
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
+		r.journal(ctx, calls)
+		cancel()
+		for _, c := range calls {
+			finish(c)
+		}
 	}
 }
 
