@@ -252,7 +252,8 @@ func (f *Failover) promoted(old *Server) (*Server, string) {
 
 // WaitReplicated waits until every running replica of the current primary
 // has acknowledged everything the primary has written so far, so that
-// killing the primary next loses nothing; it fails t after within.
+// killing the primary next loses nothing; it fails t after within. It
+// increments the key "redistest:replicated" on the primary.
 func (f *Failover) WaitReplicated(t testing.TB, within time.Duration) {
 	t.Helper()
 	p := f.Primary(t)
