@@ -39,7 +39,10 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	}
 	str(&c.Addr, "addr", "FLASHGATE_EDGE_ADDR", "public listen address")
 	str(&c.AdminAddr, "admin-addr", "FLASHGATE_EDGE_ADMIN_ADDR", "admin listen address")
-	str(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL")
+	str(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL (with Sentinels: only its username, password and db count)")
+	str(&c.RedisSentinels, "redis-sentinels", "FLASHGATE_REDIS_SENTINELS", "comma-separated host:port of Redis Sentinels (empty: the URL names the server)")
+	str(&c.RedisMasterName, "redis-master", "FLASHGATE_REDIS_MASTER", "the Redis primary's name at the Sentinels")
+	str(&c.RedisSentinelPassword, "redis-sentinel-password", "FLASHGATE_REDIS_SENTINEL_PASSWORD", "the Sentinels' own password (empty: none)")
 	str(&c.RedisPrefix, "redis-prefix", "FLASHGATE_REDIS_PREFIX", "prefix of every Redis key")
 	str(&c.OriginURL, "origin-url", "FLASHGATE_ORIGIN_URL", "the origin's public listener")
 	str(&c.ShopURL, "shop-url", "FLASHGATE_SHOP_URL", "the shop's upstream for every other path (empty: 404)")

@@ -38,7 +38,10 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	}
 	str(&c.Addr, "addr", "FLASHGATE_ORIGIN_ADDR", "public listen address")
 	str(&c.AdminAddr, "admin-addr", "FLASHGATE_ORIGIN_ADMIN_ADDR", "admin listen address")
-	str(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL")
+	str(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL (with Sentinels: only its username, password and db count)")
+	str(&c.RedisSentinels, "redis-sentinels", "FLASHGATE_REDIS_SENTINELS", "comma-separated host:port of Redis Sentinels (empty: the URL names the server)")
+	str(&c.RedisMasterName, "redis-master", "FLASHGATE_REDIS_MASTER", "the Redis primary's name at the Sentinels")
+	str(&c.RedisSentinelPassword, "redis-sentinel-password", "FLASHGATE_REDIS_SENTINEL_PASSWORD", "the Sentinels' own password (empty: none)")
 	str(&c.PostgresURL, "postgres-url", "FLASHGATE_POSTGRES_URL", "Postgres URL")
 	str(&c.RedisPrefix, "redis-prefix", "FLASHGATE_REDIS_PREFIX", "prefix of every Redis key")
 	num(&c.PostgresMaxConns, "postgres-max-conns", "FLASHGATE_POSTGRES_MAX_CONNS", "connections in the Postgres pool")

@@ -25,6 +25,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
+	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/static"
 	"github.com/flashgate/flashgate/tokens"
 )
@@ -55,15 +56,13 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a := &App{cfg: cfg, log: log}
-	ropts, err := redis.ParseURL(cfg.RedisURL)
+	ropts, err := cfg.redis()
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
+		return nil, err
 	}
-	ropts.ContextTimeoutEnabled = true
-	if ropts.PoolSize == 0 {
-		ropts.PoolSize = 64
+	if a.rdb, err = redisconn.New(ropts); err != nil {
+		return nil, err
 	}
-	a.rdb = redis.NewClient(ropts)
 
 	keys, err := tokens.ParseKeySet(cfg.TokenKeys)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ulule/limiter/v3"
+
+	"github.com/flashgate/flashgate/internal/redisconn"
 )
 
 // Config is everything an edge node can be told. Units are in the names.
@@ -18,6 +20,15 @@ type Config struct {
 	RedisPrefix string
 	OriginURL   string // the origin's public listener
 	ShopURL     string // the shop's own upstream; "" answers 404 outside the sale
+
+	// RedisSentinels are the comma-separated host:port addresses of Redis
+	// Sentinels; "" means RedisURL names the one server. With them the
+	// node asks the Sentinels for the primary and follows a failover
+	// without restart, and of RedisURL only the username, password, db and
+	// options count.
+	RedisSentinels        string
+	RedisMasterName       string // the primary's name at the Sentinels
+	RedisSentinelPassword string // the Sentinels' own password; "" = none
 
 	AdminToken string
 	Dev        bool // dev mode: POST /v1/dev/login
@@ -65,6 +76,7 @@ func DefaultConfig() Config {
 		Addr:                   ":8080",
 		AdminAddr:              ":8081",
 		RedisURL:               "redis://127.0.0.1:6379/0",
+		RedisMasterName:        "flashgate",
 		RedisPrefix:            "fg:",
 		OriginURL:              "http://127.0.0.1:9090",
 		AdmissionTokenTTL:      5 * time.Minute,
@@ -101,6 +113,8 @@ func (c Config) Validate() error {
 		return errors.New("config: dev mode signs user tokens and needs FLASHGATE_USER_TOKEN_SECRET")
 	case c.DefaultRatePerSecond < 0:
 		return errors.New("config: the default admission rate must not be negative")
+	case c.RedisSentinels != "" && c.RedisMasterName == "":
+		return errors.New("config: FLASHGATE_REDIS_MASTER is required with FLASHGATE_REDIS_SENTINELS")
 	case c.Tick <= 0 || c.SnapshotRefresh <= 0 || c.StaleAfter <= 0 || c.AdmissionTokenTTL <= 0 ||
 		c.OriginTimeout <= 0 || c.ShopTimeout <= 0 || c.ShutdownTimeout <= 0:
 		return errors.New("config: durations must be positive")
@@ -112,6 +126,9 @@ func (c Config) Validate() error {
 		// Past the exchange's own timeout the wait would end as a timeout,
 		// not as "the pool is full".
 		return errors.New("config: the origin queue timeout must be at least 0 and shorter than the origin timeout")
+	}
+	if _, err := c.redis(); err != nil {
+		return err
 	}
 	if _, err := c.trustedProxies(); err != nil {
 		return err
@@ -125,6 +142,23 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// redisPoolSize is the Redis pool of a node unless the URL sets pool_size.
+const redisPoolSize = 64
+
+// redis says how to reach Redis, checked.
+func (c Config) redis() (redisconn.Options, error) {
+	sentinels, err := redisconn.ParseSentinels(c.RedisSentinels)
+	if err != nil {
+		return redisconn.Options{}, fmt.Errorf("config: FLASHGATE_REDIS_SENTINELS: %w", err)
+	}
+	o := redisconn.Options{URL: c.RedisURL, Sentinels: sentinels, MasterName: c.RedisMasterName,
+		SentinelPassword: c.RedisSentinelPassword, PoolSize: redisPoolSize}
+	if err := o.Validate(); err != nil {
+		return redisconn.Options{}, fmt.Errorf("config: %w", err)
+	}
+	return o, nil
 }
 
 func (c Config) trustedProxies() ([]netip.Prefix, error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/origin/internal/api"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
@@ -64,15 +65,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		}
 	}()
 
-	ropts, err := redis.ParseURL(cfg.RedisURL)
+	ropts, err := cfg.redis()
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
+		return nil, err
 	}
-	ropts.ContextTimeoutEnabled = true // every call obeys its context's deadline
-	if ropts.PoolSize == 0 {
-		ropts.PoolSize = 64
+	if a.rdb, err = redisconn.New(ropts); err != nil {
+		return nil, err
 	}
-	a.rdb = redis.NewClient(ropts)
 	if err := a.rdb.Ping(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/redisconn"
 )
 
 // Config is everything the origin can be told, from flags or, for each flag,
@@ -16,6 +18,15 @@ type Config struct {
 	RedisURL    string
 	PostgresURL string
 	RedisPrefix string // prefix of every Redis key; tests use their own
+
+	// RedisSentinels are the comma-separated host:port addresses of Redis
+	// Sentinels; "" means RedisURL names the one server. With them the
+	// origin asks the Sentinels for the primary and follows a failover
+	// without restart, and of RedisURL only the username, password, db and
+	// options count.
+	RedisSentinels        string
+	RedisMasterName       string // the primary's name at the Sentinels
+	RedisSentinelPassword string // the Sentinels' own password; "" = none
 
 	PostgresMaxConns int // connections in the Postgres pool
 
@@ -79,6 +90,7 @@ func DefaultConfig() Config {
 		Addr:               ":9090",
 		AdminAddr:          ":9091",
 		RedisURL:           "redis://127.0.0.1:6379/0",
+		RedisMasterName:    "flashgate",
 		PostgresURL:        "postgres://postgres@127.0.0.1:5432/flashgate?sslmode=disable",
 		RedisPrefix:        "fg:",
 		PostgresMaxConns:   32,
@@ -112,6 +124,8 @@ func (c Config) Validate() error {
 		return errors.New("config: FLASHGATE_TOKEN_KEYS (-token-keys) is required")
 	case (c.UserTokenSecret == "") == (c.UserTokenPublicKeyFile == ""):
 		return errors.New("config: set exactly one of FLASHGATE_USER_TOKEN_SECRET and FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE")
+	case c.RedisSentinels != "" && c.RedisMasterName == "":
+		return errors.New("config: FLASHGATE_REDIS_MASTER (-redis-master) is required with FLASHGATE_REDIS_SENTINELS")
 	case c.Instance == "":
 		return errors.New("config: the instance name must not be empty")
 	case c.ReserveWaitReplicas < 0 || (c.ReserveWaitReplicas > 0 && c.ReserveWaitTimeout <= 0):
@@ -127,5 +141,23 @@ func (c Config) Validate() error {
 	case c.WriterClaimIdle <= 0 || c.SweepInterval <= 0 || c.RequestBudget <= 0 || c.ShutdownTimeout <= 0 || c.RedisRetention <= 0 || c.RedisCheckInterval <= 0:
 		return fmt.Errorf("config: durations must be positive")
 	}
-	return nil
+	_, err := c.redis()
+	return err
+}
+
+// redisPoolSize is the origin's Redis pool unless the URL sets pool_size.
+const redisPoolSize = 64
+
+// redis says how to reach Redis, checked.
+func (c Config) redis() (redisconn.Options, error) {
+	sentinels, err := redisconn.ParseSentinels(c.RedisSentinels)
+	if err != nil {
+		return redisconn.Options{}, fmt.Errorf("config: FLASHGATE_REDIS_SENTINELS: %w", err)
+	}
+	o := redisconn.Options{URL: c.RedisURL, Sentinels: sentinels, MasterName: c.RedisMasterName,
+		SentinelPassword: c.RedisSentinelPassword, PoolSize: redisPoolSize}
+	if err := o.Validate(); err != nil {
+		return redisconn.Options{}, fmt.Errorf("config: %w", err)
+	}
+	return o, nil
 }

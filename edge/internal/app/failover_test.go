@@ -1,0 +1,86 @@
+package app_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/redisconn/redistest"
+)
+
+// TestEdgeFollowsARedisFailover: an edge node connected through Sentinels
+// follows a promotion without restart. While there is no primary, joins
+// answer 503 please_wait; within 15 s of the kill they are accepted again,
+// by the promoted replica, next in line after those who joined before, who
+// keep their places.
+func TestEdgeFollowsARedisFailover(t *testing.T) {
+	t.Parallel()
+	f := redistest.StartFailover(t, redistest.Options{})
+	origin := edgetest.NewStubOrigin(t)
+	const sale = "failover"
+	origin.SetSale(edgetest.OpenSale(sale, 10))
+	// The cluster is the test's own and goes with it: no keys to clean up.
+	r := &edgetest.Redis{URL: f.URL(), Prefix: "te" + edgetest.RandomID(t, 5) + ":", Client: f.Client(t)}
+	cfg := edgetest.Config(r, origin.URL)
+	cfg.RedisSentinels = f.SentinelList()
+	cfg.RedisMasterName = f.MasterName
+	cfg.DefaultRatePerSecond = 0.001 // keep everyone waiting
+	n := edgetest.StartNode(t, cfg)
+	n.WaitSale(t, sale)
+
+	const before = 5
+	tokens := make([]string, before)
+	for i := range before {
+		res, ans := n.Join(t, sale, fmt.Sprintf("before-%d", i))
+		if res.Status != fasthttp.StatusAccepted || ans.Position != int64(i+1) {
+			t.Fatalf("join before-%d = %d %s, want 202 at position %d", i, res.Status, res.Body, i+1)
+		}
+		tokens[i] = ans.QueueToken
+	}
+	// Asynchronous replication may lose the last writes in a failover (the
+	// origin's test covers that); here the line is replicated first.
+	f.WaitReplicated(t, 5*time.Second)
+	old := f.KillPrimary(t)
+	killed := time.Now()
+
+	refused := 0
+	var after edgetest.QueueAnswer
+	for {
+		res, ans := n.Join(t, sale, "after")
+		if res.Status == fasthttp.StatusAccepted {
+			after = ans
+			break
+		}
+		if res.Status != fasthttp.StatusServiceUnavailable || res.ErrorCode() != "please_wait" {
+			t.Fatalf("join during the failover = %d %s, want 202 or 503 please_wait", res.Status, res.Body)
+		}
+		refused++
+		if time.Since(killed) > 15*time.Second {
+			t.Fatalf("join 15 s after the primary was killed = %d %s, want 202", res.Status, res.Body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("joins accepted again %v after the kill, %d answered please_wait meanwhile", time.Since(killed).Round(time.Millisecond), refused)
+	if refused == 0 {
+		t.Errorf("no join answered please_wait: the kill went unnoticed")
+	}
+	if after.Position != before+1 || after.QueueToken == "" {
+		t.Errorf("join after the failover = position %d, token %q; want position %d with a token", after.Position, after.QueueToken, before+1)
+	}
+	if now := f.Primary(t); now == old || now != f.Data[1] {
+		t.Errorf("primary after the failover = %s, want data-1 (the killed one was %s)", now.Name, old.Name)
+	}
+	for i, tok := range tokens {
+		res, ans := n.Status(t, sale, tok)
+		if res.Status != fasthttp.StatusOK || ans.Position != int64(i+1) || ans.State != "waiting" {
+			t.Errorf("status of before-%d after the failover = %d %s, want 200 waiting at position %d", i, res.Status, res.Body, i+1)
+		}
+	}
+	// Joining again answers the same place: the dedupe key is on the new primary too.
+	if res, ans := n.Join(t, sale, "before-0"); res.Status != fasthttp.StatusAccepted || ans.Position != 1 {
+		t.Errorf("join before-0 again after the failover = %d %s, want 202 at position 1", res.Status, res.Body)
+	}
+}

@@ -1,0 +1,174 @@
+// Package redisconn builds the Redis client both binaries use, from a URL
+// and, optionally, a list of Sentinels: the one place where a client is
+// made, so the origin and the edge reach Redis the same way and both follow
+// a Sentinel failover.
+package redisconn
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Options says how to reach the Redis that holds flashgate's keys.
+type Options struct {
+	// URL is a redis:// or rediss:// URL. Without Sentinels it names the
+	// server; with them its host is ignored and only its username,
+	// password, db number, TLS and query options (pool_size, timeouts)
+	// apply, to the data nodes.
+	URL string
+	// Sentinels are the host:port addresses of Redis Sentinels; empty means
+	// URL names the one server. Any one that answers is enough to start;
+	// the client learns the others from it.
+	Sentinels []string
+	// MasterName is the name the Sentinels monitor the primary under;
+	// required with Sentinels.
+	MasterName string
+	// SentinelPassword is the Sentinels' own requirepass; "" = none.
+	SentinelPassword string
+	// PoolSize is the connection pool's size when the URL sets no
+	// pool_size; 0 leaves go-redis's default (10 per CPU).
+	PoolSize int
+}
+
+// Validate reports the first thing wrong with o, never printing a password.
+func (o Options) Validate() error {
+	ropts, err := parseURL(o.URL)
+	if err != nil {
+		return err
+	}
+	if len(o.Sentinels) == 0 {
+		return nil
+	}
+	if ropts.Network == "unix" {
+		return errors.New("with Sentinels the Redis URL must be redis:// or rediss://, not a unix socket")
+	}
+	if o.MasterName == "" {
+		return errors.New("with Sentinels a master name is required")
+	}
+	for _, addr := range o.Sentinels {
+		if err := checkAddr(addr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ParseSentinels splits a comma-separated list of Sentinel addresses,
+// dropping blanks, and checks each is host:port. "" gives none.
+func ParseSentinels(list string) ([]string, error) {
+	var out []string
+	for _, part := range strings.Split(list, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		if err := checkAddr(part); err != nil {
+			return nil, err
+		}
+		out = append(out, part)
+	}
+	return out, nil
+}
+
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return fmt.Errorf("sentinel address %q is not host:port", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("sentinel address %q: port must be 1-65535", addr)
+	}
+	return nil
+}
+
+// New returns a client for o: a plain client when there are no Sentinels,
+// else go-redis's failover client, which asks the Sentinels for the
+// primary, drops its connections to a demoted one when a Sentinel
+// announces +switch-master, and dials the new one. Either way every call
+// obeys its context's deadline (ContextTimeoutEnabled).
+//
+// Scripts run through redis.Script (EVALSHA, then EVAL on NOSCRIPT) cope
+// with a promoted replica's empty script cache; hand-rolled EVALSHA does
+// not.
+func New(o Options) (*redis.Client, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	ropts, _ := parseURL(o.URL) // checked by Validate
+	ropts.ContextTimeoutEnabled = true
+	if ropts.PoolSize == 0 {
+		ropts.PoolSize = o.PoolSize
+	}
+	if len(o.Sentinels) == 0 {
+		return redis.NewClient(ropts), nil
+	}
+	return redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:       o.MasterName,
+		SentinelAddrs:    o.Sentinels,
+		SentinelPassword: o.SentinelPassword,
+
+		ClientName: ropts.ClientName,
+		Protocol:   ropts.Protocol,
+		Username:   ropts.Username,
+		Password:   ropts.Password,
+		DB:         ropts.DB,
+		TLSConfig:  ropts.TLSConfig,
+
+		MaxRetries:            ropts.MaxRetries,
+		MinRetryBackoff:       ropts.MinRetryBackoff,
+		MaxRetryBackoff:       ropts.MaxRetryBackoff,
+		DialTimeout:           ropts.DialTimeout,
+		ReadTimeout:           ropts.ReadTimeout,
+		WriteTimeout:          ropts.WriteTimeout,
+		ContextTimeoutEnabled: ropts.ContextTimeoutEnabled,
+
+		PoolFIFO:                ropts.PoolFIFO,
+		PoolSize:                ropts.PoolSize,
+		PoolTimeout:             ropts.PoolTimeout,
+		MinIdleConns:            ropts.MinIdleConns,
+		MaxIdleConns:            ropts.MaxIdleConns,
+		MaxActiveConns:          ropts.MaxActiveConns,
+		MaxConcurrentDials:      ropts.MaxConcurrentDials,
+		PipelinePoolSize:        ropts.PipelinePoolSize,
+		PipelineReadBufferSize:  ropts.PipelineReadBufferSize,
+		PipelineWriteBufferSize: ropts.PipelineWriteBufferSize,
+		ConnMaxIdleTime:         ropts.ConnMaxIdleTime,
+		ConnMaxLifetime:         ropts.ConnMaxLifetime,
+		ConnMaxLifetimeJitter:   ropts.ConnMaxLifetimeJitter,
+	}), nil
+}
+
+// parseURL is redis.ParseURL with errors that name the URL only redacted:
+// url.Parse's own error quotes the whole URL, password included.
+func parseURL(raw string) (*redis.Options, error) {
+	ropts, err := redis.ParseURL(raw)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("redis url %s: %w", Redact(raw), err)
+	}
+	return ropts, nil
+}
+
+// Redact returns raw with any password replaced by "xxxxx", for errors and
+// logs; of a URL too broken to parse, everything up to its last "@" goes.
+func Redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return "(unparseable url)"
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		rest = "xxxxx" + rest[at:]
+	}
+	return scheme + "://" + rest
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+// The Redis Sentinel settings come from their flags or environment
+// variables, and bad ones are refused with a message naming the variable.
+func TestLoadConfigRedisSentinels(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"FLASHGATE_ADMIN_TOKEN":       "origin-test-admin-token-01234567",
+		"FLASHGATE_TOKEN_KEYS":        "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAx",
+		"FLASHGATE_USER_TOKEN_SECRET": "user-token-secret-0123456789",
+	}
+	for _, tc := range []struct {
+		name                       string
+		env                        map[string]string
+		args                       []string
+		sentinels, master, sentPwd string
+		wantErr                    string // "" = no error; else a part of it
+	}{
+		{name: "no sentinels", master: "flashgate"},
+		{name: "from env", env: map[string]string{
+			"FLASHGATE_REDIS_SENTINELS": "10.0.0.1:26379,10.0.0.2:26379", "FLASHGATE_REDIS_MASTER": "shop",
+			"FLASHGATE_REDIS_SENTINEL_PASSWORD": "spw"},
+			sentinels: "10.0.0.1:26379,10.0.0.2:26379", master: "shop", sentPwd: "spw"},
+		{name: "flag wins", env: map[string]string{"FLASHGATE_REDIS_SENTINELS": "a:1"},
+			args: []string{"-redis-sentinels", "b:2", "-redis-master", "m"}, sentinels: "b:2", master: "m"},
+		{name: "address without port", env: map[string]string{"FLASHGATE_REDIS_SENTINELS": "a:1,b"},
+			wantErr: `FLASHGATE_REDIS_SENTINELS: sentinel address "b" is not host:port`},
+		{name: "no master name", args: []string{"-redis-sentinels", "a:1", "-redis-master", ""},
+			wantErr: "FLASHGATE_REDIS_MASTER (-redis-master) is required"},
+		{name: "bad url", env: map[string]string{"FLASHGATE_REDIS_URL": "redis://u:s3cret@host:nope/0"},
+			wantErr: "redis url redis://xxxxx@host:nope/0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if v, ok := tc.env[k]; ok {
+					return v
+				}
+				return base[k]
+			}
+			c, err := loadConfig(tc.args, getenv, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "s3cret") {
+					t.Errorf("loadConfig = %v, want an error with %q and no password", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("loadConfig = %v", err)
+			}
+			if c.RedisSentinels != tc.sentinels || c.RedisMasterName != tc.master || c.RedisSentinelPassword != tc.sentPwd {
+				t.Errorf("loadConfig: sentinels %q, master %q, password %q; want %q, %q, %q",
+					c.RedisSentinels, c.RedisMasterName, c.RedisSentinelPassword, tc.sentinels, tc.master, tc.sentPwd)
+			}
+		})
+	}
+}
