@@ -60,6 +60,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	dur(&c.Tick, "tick", "FLASHGATE_TICK", "how often the admission cursor advances")
 	dur(&c.SnapshotRefresh, "snapshot-refresh", "FLASHGATE_SNAPSHOT_REFRESH", "how often sale snapshots are fetched from origin")
 	dur(&c.StaleAfter, "stale-after", "FLASHGATE_STALE_AFTER", "cursor age at which sale endpoints answer please_wait")
+	dur(&c.SnapshotStaleAfter, "snapshot-stale-after", "FLASHGATE_SNAPSHOT_STALE_AFTER", "snapshot age at which a sale's endpoints answer please_wait and the node is not ready")
 	str(&c.TrustedProxies, "trusted-proxies", "FLASHGATE_TRUSTED_PROXIES", "comma-separated CIDRs whose X-Forwarded-For is believed")
 	num(&c.OriginMaxConns, "origin-max-conns", "FLASHGATE_ORIGIN_MAX_CONNS", "connections to origin for reserves")
 	dur(&c.OriginQueueTimeout, "origin-queue-timeout", "FLASHGATE_ORIGIN_QUEUE_TIMEOUT", "how long a request may wait for a free origin connection (0: fail at once)")

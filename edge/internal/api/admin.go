@@ -26,11 +26,11 @@ func admissionOf(st queue.State) admissionJSON {
 
 // getAdmission: GET /admin/sales/{sale}/admission.
 func (s *Server) getAdmission(ctx *fasthttp.RequestCtx, params []string) error {
-	v, ok := s.views.get(params[0])
-	if !ok {
-		return errUnknownSale
+	v, err := s.saleView(params[0])
+	if err != nil {
+		return err
 	}
-	if !s.fresh(v) {
+	if !s.freshAt(v, s.Clock()) {
 		return pleaseWait
 	}
 	writeJSON(ctx, fasthttp.StatusOK, admissionOf(v.state))
@@ -40,8 +40,8 @@ func (s *Server) getAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 // putAdmission: PUT /admin/sales/{sale}/admission {rate_per_s?, paused?}.
 // The settings live in Redis; every edge node obeys them from its next tick.
 func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
-	if _, ok := s.views.get(params[0]); !ok {
-		return errUnknownSale
+	if _, err := s.saleView(params[0]); err != nil {
+		return err
 	}
 	var body struct {
 		RatePerSecond *float64 `json:"rate_per_s"`

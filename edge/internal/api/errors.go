@@ -35,6 +35,16 @@ var pleaseWait = &Error{
 	RetryAfter: 2,
 }
 
+// errNotReady is please_wait for a sale the edge cannot answer for yet: it
+// is starting, its last snapshot of the sale is older than the bound, or
+// the sale is newer than its last list of the origin's sales.
+var errNotReady = &Error{
+	Status:     fasthttp.StatusServiceUnavailable,
+	Code:       "please_wait",
+	Message:    "The sale's current state is not known here yet; please try again in a moment.",
+	RetryAfter: 1,
+}
+
 var (
 	errUnknownSale = fail(fasthttp.StatusNotFound, "unknown_sale", "There is no such sale.")
 	errSaleClosed  = fail(fasthttp.StatusConflict, "sale_closed", "The sale is over.")

@@ -13,15 +13,28 @@ import (
 // reserve: POST /v1/sales/{sale}/reserve. While the snapshot says sold
 // out, the answer is 409 for everyone, token or not — it is public, and
 // answering it before any token work keeps the stampede after the last
-// unit cheap. Otherwise the edge checks the admission token and the
-// limits, and only the rest reach origin.
+// unit cheap. While the snapshot is older than the bound the edge cannot
+// tell, and answers please_wait (sold out for good stays 409). Otherwise
+// the edge checks the admission token and the limits, and only the rest
+// reach origin. A sale the edge does not know is 404 only without a valid
+// admission token for it: with one, the sale exists and is newer than the
+// edge's last list, so the answer is please_wait while the list catches up.
 func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
-	v, ok := s.views.get(params[0])
-	if !ok {
-		return errUnknownSale
+	v, err := s.saleView(params[0])
+	if errors.Is(err, errUnknownSale) {
+		if _, terr := s.Tokens.Admission(bearer(ctx), params[0]); terr == nil {
+			v, err = s.tokenSaleView(params[0])
+		}
 	}
-	if v.sale.SoldOut {
+	if err != nil {
+		return err
+	}
+	current := s.currentAt(v, s.Clock())
+	if v.sale.SoldOut && (current || v.sale.Final) {
 		return errSoldOut
+	}
+	if !current {
+		return errNotReady
 	}
 	claims, err := s.Tokens.Admission(bearer(ctx), params[0])
 	if err != nil {

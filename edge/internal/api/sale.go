@@ -10,11 +10,17 @@ import (
 	"github.com/flashgate/flashgate/tokens"
 )
 
-// snapshot: GET /v1/sales/{sale}, from memory, cacheable by the CDN.
+// snapshot: GET /v1/sales/{sale}, from memory, cacheable by the CDN. A
+// snapshot older than the bound is not served (it could say "open, 150
+// left" of a sale that sold out meanwhile), unless nothing about it can
+// change any more: the sale ended, or sold out for good.
 func (s *Server) snapshot(ctx *fasthttp.RequestCtx, params []string) error {
-	v, ok := s.views.get(params[0])
-	if !ok {
-		return errUnknownSale
+	v, err := s.saleView(params[0])
+	if err != nil {
+		return err
+	}
+	if !v.longCache && !s.currentAt(v, s.Clock()) {
+		return errNotReady
 	}
 	if v.longCache {
 		ctx.Response.Header.Set("Cache-Control", "public, max-age=30, stale-while-revalidate=60")
@@ -62,16 +68,19 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	if err := s.limit(ctx, byIP(s.Limits.JoinIP, s.clientIP(ctx)), byAccount(s.Limits.JoinAccount, account)); err != nil {
 		return err
 	}
-	v, ok := s.views.get(params[0])
-	if !ok {
-		return errUnknownSale
+	v, err := s.saleView(params[0])
+	if err != nil {
+		return err
 	}
 	now := s.Clock()
 	if !now.Before(v.sale.EndsAt) {
 		return errSaleClosed
 	}
 	if v.sale.SoldOut && v.sale.Final {
-		return errSoldOut
+		return errSoldOut // for good: true however old the snapshot
+	}
+	if !s.currentAt(v, now) {
+		return errNotReady
 	}
 	if !s.freshAt(v, now) {
 		return pleaseWait
@@ -114,15 +123,18 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 	if err := s.limit(ctx, byIP(s.Limits.PollIP, s.clientIP(ctx)), byAccount(s.Limits.PollAccount, claims.Subject)); err != nil {
 		return err
 	}
-	v, ok := s.views.get(params[0])
-	if !ok {
-		return errUnknownSale
+	v, err := s.tokenSaleView(params[0])
+	if err != nil {
+		return err
 	}
 	now := s.Clock()
 	if !now.Before(v.sale.EndsAt) {
 		s.metrics.poll("closed").Inc()
 		writeQueueAnswer(ctx, fasthttp.StatusOK, &queueAnswer{State: "closed"})
 		return nil
+	}
+	if !s.currentAt(v, now) {
+		return errNotReady
 	}
 	if !s.freshAt(v, now) {
 		return pleaseWait

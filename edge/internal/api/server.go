@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +62,11 @@ type Options struct {
 	// StaleAfter: a cursor reading older than this means Redis is down and
 	// sale endpoints answer please_wait; 0 means 3 s.
 	StaleAfter time.Duration
+	// SnapshotStaleAfter: a sale's origin snapshot older than this is not
+	// answered from (please_wait instead of a stale "open"), and a list of
+	// the origin's sales older than this no longer proves a sale does not
+	// exist; 0 means 3 s.
+	SnapshotStaleAfter time.Duration
 	// TrustedProxies are the load balancers and CDN ranges whose
 	// X-Forwarded-For is believed; from any other peer the peer address is
 	// the client.
@@ -78,6 +84,9 @@ type Server struct {
 	opts    Options
 	views   views
 	seeds   sync.Map // sale id -> []byte; seeds never change once set
+	// tickedAt is the Clock reading (unix ns) of the last tick Redis
+	// answered; 0 before the first.
+	tickedAt atomic.Int64
 	metrics metrics
 	promh   fasthttp.RequestHandler
 }
@@ -91,6 +100,8 @@ type metrics struct {
 	upstream    *prometheus.HistogramVec
 	cursor      *prometheus.GaugeVec
 	queueLength *prometheus.GaugeVec
+	snapshotAge *prometheus.GaugeVec
+	ready       prometheus.Gauge
 
 	// The children of polls, rejections and requests that the hot paths use.
 	pollsBy      *childCache[string, prometheus.Counter]
@@ -102,6 +113,9 @@ type metrics struct {
 func New(deps Deps, opts Options) *Server {
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = 3 * time.Second
+	}
+	if opts.SnapshotStaleAfter <= 0 {
+		opts.SnapshotStaleAfter = 3 * time.Second
 	}
 	if opts.Budget <= 0 {
 		opts.Budget = 2 * time.Second
@@ -130,6 +144,10 @@ func New(deps Deps, opts Options) *Server {
 		}, []string{"upstream", "outcome"}),
 		cursor:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flashgate_edge_now_serving", Help: "Admission cursor as this node last read it."}, []string{"sale"}),
 		queueLength: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flashgate_edge_queue_length", Help: "Places handed out, as this node last read it."}, []string{"sale"}),
+		snapshotAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashgate_edge_snapshot_age_seconds", Help: "Age of this node's last good origin snapshot of each sale that has not ended.",
+		}, []string{"sale"}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flashgate_edge_ready", Help: "1 while this node is ready (GET /readyz answers 200), else 0."}),
 	}
 	s.metrics.pollsBy = newChildCache(func(state string) prometheus.Counter { return s.metrics.polls.WithLabelValues(state) })
 	s.metrics.rejectionsBy = newChildCache(func(code string) prometheus.Counter { return s.metrics.rejections.WithLabelValues(code) })
@@ -137,7 +155,7 @@ func New(deps Deps, opts Options) *Server {
 		return s.metrics.requests.WithLabelValues(k.route, strconv.Itoa(k.status))
 	})
 	m := s.metrics
-	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.rejections, m.upstream, m.cursor, m.queueLength)
+	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.rejections, m.upstream, m.cursor, m.queueLength, m.snapshotAge, m.ready)
 	s.promh = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{}))
 	return s
 }
@@ -169,6 +187,7 @@ func (s *Server) Public() fasthttp.RequestHandler {
 		{fasthttp.MethodHead, []string{""}, "static", s.static},
 		{fasthttp.MethodHead, []string{"static", "**"}, "static", s.static},
 		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
+		{fasthttp.MethodGet, []string{"readyz"}, "readyz", s.readyz},
 	}
 	if s.DevUsers != nil {
 		routes = append(routes, route{fasthttp.MethodPost, []string{"v1", "dev", "login"}, "dev_login", s.devLogin})
@@ -176,8 +195,8 @@ func (s *Server) Public() fasthttp.RequestHandler {
 	return s.router(routes, s.shop)
 }
 
-// Admin is the handler of the admin listener; all but /healthz need the
-// admin bearer token.
+// Admin is the handler of the admin listener; all but /healthz and /readyz
+// need the admin bearer token.
 func (s *Server) Admin() fasthttp.RequestHandler {
 	routes := []route{
 		{fasthttp.MethodGet, []string{"admin", "sales", "*", "admission"}, "get_admission", s.admin(s.getAdmission)},
@@ -187,6 +206,7 @@ func (s *Server) Admin() fasthttp.RequestHandler {
 			return nil
 		})},
 		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
+		{fasthttp.MethodGet, []string{"readyz"}, "readyz", s.readyz},
 	}
 	return s.router(routes, func(ctx *fasthttp.RequestCtx, _ []string) error { return errNotFound })
 }
@@ -291,8 +311,54 @@ func (s *Server) admin(h handler) handler {
 	}
 }
 
+// healthz: GET /healthz, liveness: the process serves requests. It says
+// nothing about Redis or the origin; /readyz does.
 func (s *Server) healthz(ctx *fasthttp.RequestCtx, _ []string) error {
 	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// readyzJSON is the body of GET /readyz. Ages are in milliseconds, null
+// before the first good list or tick.
+type readyzJSON struct {
+	Status     string   `json:"status"`            // "ready" or "not_ready"
+	Error      string   `json:"error,omitempty"`   // "not_ready" when not ready, as every error body has
+	Message    string   `json:"message,omitempty"` // why not
+	ListAgeMS  *int64   `json:"sales_list_age_ms"`
+	TickAgeMS  *int64   `json:"tick_age_ms"`
+	StaleSales []string `json:"stale_sales"` // listed sales answered please_wait for want of a current snapshot
+}
+
+// readyz: GET /readyz, readiness for the load balancer: 200 while the node
+// can answer sale requests, 503 with Retry-After while it is starting or
+// cannot reach the origin or its Redis.
+func (s *Server) readyz(ctx *fasthttp.RequestCtx, _ []string) error {
+	r := s.readiness(s.Clock())
+	out := readyzJSON{Status: "ready", StaleSales: r.StaleSales}
+	if out.StaleSales == nil {
+		out.StaleSales = []string{}
+	}
+	if r.ListAge >= 0 {
+		ms := r.ListAge.Milliseconds()
+		out.ListAgeMS = &ms
+	}
+	if r.TickAge >= 0 {
+		ms := r.TickAge.Milliseconds()
+		out.TickAgeMS = &ms
+	}
+	status := fasthttp.StatusOK
+	if !r.Ready {
+		status = fasthttp.StatusServiceUnavailable
+		out.Status, out.Error = "not_ready", "not_ready"
+		switch {
+		case r.ListAge < 0 || r.ListAge > s.opts.SnapshotStaleAfter:
+			out.Message = "No current list of the origin's sales: the node is starting or cannot reach the origin."
+		default:
+			out.Message = "No current admission tick: the node is starting or cannot reach its Redis."
+		}
+		ctx.Response.Header.SetCanonical(headerRetryAfter, []byte("1"))
+	}
+	writeJSON(ctx, status, out)
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 // and swapped in whole, so handlers read them without locks.
 type view struct {
 	sale      snapshot.Sale
+	fetchedAt time.Time // when the fetch that brought sale started
 	state     queue.State
 	hasState  bool
 	seed      []byte
@@ -62,12 +63,17 @@ func (v *views) get(id string) (*view, bool) {
 
 // Tick is the edge's heartbeat, run every few hundred milliseconds: it
 // makes sure every sale has its shuffle seed, advances and reads the
-// admission cursors in one Redis round trip, and rebuilds the views.
+// admission cursors in one Redis round trip, and rebuilds the views. A sale
+// whose snapshot is stale still ticks with its last known stock (sending
+// none would reset the cursor's clock for the nodes that know better); its
+// handlers answer please_wait instead. With no sale to tick it pings Redis,
+// so readiness still says whether Redis answers.
 func (s *Server) Tick(ctx context.Context) error {
-	sales := s.Snapshots.All()
-	ticks := make([]queue.Tick, 0, len(sales))
+	entries := s.Snapshots.All()
+	ticks := make([]queue.Tick, 0, len(entries))
 	var seedErr error
-	for _, sale := range sales {
+	for _, e := range entries {
+		sale := e.Sale
 		if _, ok := s.seeds.Load(sale.SaleID); !ok {
 			seed, err := queue.Seed(ctx, s.Redis, s.Keys, sale.SaleID)
 			if err != nil {
@@ -85,14 +91,25 @@ func (s *Server) Tick(ctx context.Context) error {
 		}
 		ticks = append(ticks, queue.Tick{Sale: sale.SaleID, StartsAt: sale.StartsAt, Available: available})
 	}
-	tickErr := errors.Join(seedErr, s.Cursor.Tick(ctx, ticks))
-	next := make(map[string]*view, len(sales))
-	for _, sale := range sales {
+	var redisErr error
+	if len(ticks) > 0 {
+		redisErr = s.Cursor.Tick(ctx, ticks)
+	} else {
+		redisErr = s.Redis.Ping(ctx).Err()
+	}
+	if redisErr == nil {
+		s.tickedAt.Store(s.Clock().UnixNano())
+	}
+	tickErr := errors.Join(seedErr, redisErr)
+	now := s.Clock()
+	next := make(map[string]*view, len(entries))
+	for _, e := range entries {
+		sale := e.Sale
 		seed, ok := s.seeds.Load(sale.SaleID)
 		if !ok {
 			continue
 		}
-		v := &view{sale: sale, seed: seed.([]byte)}
+		v := &view{sale: sale, fetchedAt: e.FetchedAt, seed: seed.([]byte)}
 		v.seedHash = queue.SeedHash(v.seed)
 		v.state, v.hasState = s.Cursor.State(sale.SaleID)
 		// Redis's clock decides the start, as it does for joins: the draw
@@ -122,16 +139,89 @@ func (s *Server) Tick(ctx context.Context) error {
 			s.metrics.cursor.WithLabelValues(sale.SaleID).Set(float64(v.state.NowServing))
 			s.metrics.queueLength.WithLabelValues(sale.SaleID).Set(float64(v.state.QueueLength))
 		}
+		if sale.Ended() {
+			s.metrics.snapshotAge.DeleteLabelValues(sale.SaleID) // no longer fetched: its age says nothing
+		} else {
+			s.metrics.snapshotAge.WithLabelValues(sale.SaleID).Set(now.Sub(e.FetchedAt).Seconds())
+		}
 	}
 	s.views.p.Store(&next)
+	ready := 0.0
+	if s.readiness(now).Ready {
+		ready = 1
+	}
+	s.metrics.ready.Set(ready)
 	return tickErr
 }
 
-// fresh reports whether a view's cursor reading is recent enough to answer
-// from; a stale one means Redis is unreachable.
-func (s *Server) fresh(v *view) bool { return s.freshAt(v, s.Clock()) }
-
-// freshAt is fresh at now, for handlers that have read the clock already.
+// freshAt reports whether a view's cursor reading is recent enough to
+// answer from at now; a stale one means Redis is unreachable.
 func (s *Server) freshAt(v *view, now time.Time) bool {
 	return v.hasState && now.Sub(v.state.ReadAt) <= s.opts.StaleAfter
+}
+
+// currentAt reports whether a view's origin snapshot is recent enough to
+// answer from at now; a stale one means the origin (or its Redis) is
+// unreachable or slow for this sale, and "open, 150 left" may no longer be
+// true.
+func (s *Server) currentAt(v *view, now time.Time) bool {
+	return now.Sub(v.fetchedAt) <= s.opts.SnapshotStaleAfter
+}
+
+// saleView is the view a request about sale id is answered from. Without
+// one, the answer is 404 unknown_sale only when a fresh list of the
+// origin's sales does not have the id; otherwise the edge cannot know yet
+// (it is starting, the origin or Redis is unreachable, or the sale is too
+// new for the last refresh) and the answer is please_wait.
+func (s *Server) saleView(id string) (*view, error) {
+	if v, ok := s.views.get(id); ok {
+		return v, nil
+	}
+	if s.Snapshots.Presence(id, s.opts.SnapshotStaleAfter) == snapshot.Absent {
+		return nil, errUnknownSale
+	}
+	return nil, errNotReady
+}
+
+// tokenSaleView is saleView for a request that carries a valid token we
+// signed for the sale: the token proves the sale exists, so a fresh list
+// without it only means the list is a moment older than the sale. The
+// answer is then please_wait, and the cache refreshes at once.
+func (s *Server) tokenSaleView(id string) (*view, error) {
+	v, err := s.saleView(id)
+	if errors.Is(err, errUnknownSale) {
+		s.Snapshots.Kick()
+		return nil, errNotReady
+	}
+	return v, err
+}
+
+// readiness is whether the node can answer sale requests: it has a list of
+// the origin's sales no older than SnapshotStaleAfter, and its last good
+// tick (Redis answered) is no older than StaleAfter. A single sale whose
+// snapshot is stale does not make the node unready (every node would share
+// it); it is named in StaleSales and its requests answer please_wait.
+type readiness struct {
+	Ready      bool
+	ListAge    time.Duration // -1: no list yet
+	TickAge    time.Duration // -1: no good tick yet
+	StaleSales []string
+}
+
+func (s *Server) readiness(now time.Time) readiness {
+	r := readiness{ListAge: -1, TickAge: -1}
+	if age, ok := s.Snapshots.ListAge(); ok {
+		r.ListAge = age
+	}
+	if t := s.tickedAt.Load(); t != 0 {
+		r.TickAge = now.Sub(time.Unix(0, t))
+	}
+	r.Ready = r.ListAge >= 0 && r.ListAge <= s.opts.SnapshotStaleAfter && r.TickAge >= 0 && r.TickAge <= s.opts.StaleAfter
+	for _, id := range s.Snapshots.Listed() {
+		v, ok := s.views.get(id)
+		if !ok || (!v.sale.Ended() && !s.currentAt(v, now)) {
+			r.StaleSales = append(r.StaleSales, id)
+		}
+	}
+	return r
 }

@@ -46,7 +46,8 @@ type App struct {
 }
 
 // snapshotConns is the origin pool of the snapshot refresh: a few requests
-// every refresh, which no other traffic may crowd out.
+// every refresh, which no other traffic may crowd out. Snapshot fetches use
+// all but one of them at once, so the list of sales always finds one free.
 const snapshotConns = 8
 
 // New builds an edge node; nothing runs until Start. Neither Redis nor the
@@ -83,7 +84,9 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	control, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: snapshotConns, Timeout: cfg.OriginTimeout})
+	// A snapshot is dated from the start of its fetch, so one that takes
+	// longer than SnapshotStaleAfter would arrive stale: stop waiting then.
+	control, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: snapshotConns, Timeout: min(cfg.OriginTimeout, cfg.SnapshotStaleAfter)})
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +108,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	qkeys := queue.NewKeys(cfg.RedisPrefix)
-	a.Snapshots = snapshot.New(control, log, nil)
+	a.Snapshots = snapshot.New(control, log, snapshot.Options{Concurrency: snapshotConns - 1})
 	a.Cursor = queue.NewCursor(a.rdb, qkeys, cfg.DefaultRatePerSecond, nil)
 	a.Joiner = queue.NewJoiner(a.rdb, qkeys, queue.JoinerOptions{})
 	a.API = api.New(api.Deps{
@@ -119,7 +122,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 		Log:        log,
 		Registry:   reg,
 		AdminToken: cfg.AdminToken,
-	}, api.Options{StaleAfter: cfg.StaleAfter, TrustedProxies: trusted})
+	}, api.Options{StaleAfter: cfg.StaleAfter, SnapshotStaleAfter: cfg.SnapshotStaleAfter, TrustedProxies: trusted})
 	return a, nil
 }
 
@@ -172,17 +175,19 @@ func limits(cfg Config) api.Limits {
 func (a *App) Redis() *redis.Client { return a.rdb }
 
 // Start runs the loops that keep the node's views fresh: snapshots from
-// origin, and the admission tick.
+// origin (also as soon as a handler kicks the cache), and the admission
+// tick.
 func (a *App) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopLoops = cancel
-	a.every(ctx, a.cfg.SnapshotRefresh, "snapshot refresh", a.Snapshots.Refresh)
-	a.every(ctx, a.cfg.Tick, "admission tick", a.API.Tick)
+	a.every(ctx, a.cfg.SnapshotRefresh, a.Snapshots.Kicks(), "snapshot refresh", a.Snapshots.Refresh)
+	a.every(ctx, a.cfg.Tick, nil, "admission tick", a.API.Tick)
 }
 
-// every runs f now and then every period until ctx ends, logging failures
-// once per change of state rather than every tick.
-func (a *App) every(ctx context.Context, period time.Duration, what string, f func(context.Context) error) {
+// every runs f now, then every period and whenever wake delivers (nil:
+// never), until ctx ends, logging failures once per change of state rather
+// than every tick.
+func (a *App) every(ctx context.Context, period time.Duration, wake <-chan struct{}, what string, f func(context.Context) error) {
 	a.loops.Add(1)
 	go func() {
 		defer a.loops.Done()
@@ -205,6 +210,7 @@ func (a *App) every(ctx context.Context, period time.Duration, what string, f fu
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			case <-wake:
 			}
 		}
 	}()
@@ -236,6 +242,7 @@ func (a *App) Stop(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		a.loops.Wait()
+		a.Snapshots.Wait() // fetches that outlived their round
 		close(done)
 	}()
 	var err error

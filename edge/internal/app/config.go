@@ -44,6 +44,12 @@ type Config struct {
 	Tick                 time.Duration // how often the cursor advances and views rebuild
 	SnapshotRefresh      time.Duration // how often sale snapshots are fetched from origin
 	StaleAfter           time.Duration // cursor reading age at which sale endpoints say please_wait
+	// SnapshotStaleAfter is the age at which a sale's origin snapshot is no
+	// longer answered from (its endpoints say please_wait rather than a
+	// stale "open"), and at which the list of sales stops proving a sale
+	// does not exist (unknown ids say please_wait rather than 404) and the
+	// node stops being ready. At least three refreshes.
+	SnapshotStaleAfter time.Duration
 	TrustedProxies       string        // comma-separated CIDRs whose X-Forwarded-For is believed
 
 	OriginMaxConns int // connections to origin for reserves
@@ -84,6 +90,7 @@ func DefaultConfig() Config {
 		Tick:                   100 * time.Millisecond,
 		SnapshotRefresh:        250 * time.Millisecond,
 		StaleAfter:             3 * time.Second,
+		SnapshotStaleAfter:     3 * time.Second,
 		OriginMaxConns:         256,
 		OriginPaymentsMaxConns: 128,
 		OriginQueueTimeout:     time.Second,
@@ -115,11 +122,14 @@ func (c Config) Validate() error {
 		return errors.New("config: the default admission rate must not be negative")
 	case c.RedisSentinels != "" && c.RedisMasterName == "":
 		return errors.New("config: FLASHGATE_REDIS_MASTER is required with FLASHGATE_REDIS_SENTINELS")
-	case c.Tick <= 0 || c.SnapshotRefresh <= 0 || c.StaleAfter <= 0 || c.AdmissionTokenTTL <= 0 ||
+	case c.Tick <= 0 || c.SnapshotRefresh <= 0 || c.StaleAfter <= 0 || c.SnapshotStaleAfter <= 0 || c.AdmissionTokenTTL <= 0 ||
 		c.OriginTimeout <= 0 || c.ShopTimeout <= 0 || c.ShutdownTimeout <= 0:
 		return errors.New("config: durations must be positive")
 	case c.StaleAfter < 2*c.Tick:
 		return errors.New("config: stale-after must be at least two ticks")
+	case c.SnapshotStaleAfter < 3*c.SnapshotRefresh:
+		// One slow or failed refresh must not make a sale answer please_wait.
+		return errors.New("config: snapshot-stale-after must be at least three snapshot refreshes")
 	case c.OriginMaxConns < 1 || c.OriginPaymentsMaxConns < 1 || c.ShopMaxConns < 1:
 		return errors.New("config: connection pools must have at least one connection")
 	case c.OriginQueueTimeout < 0 || c.OriginQueueTimeout >= c.OriginTimeout:

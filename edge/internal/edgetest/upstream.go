@@ -41,9 +41,16 @@ func (r Recorded) Get(name string) string {
 // NewUpstream serves h on a free port until t ends, recording each request.
 func NewUpstream(t testing.TB, h fasthttp.RequestHandler) *Upstream {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return NewUpstreamAt(t, "127.0.0.1:0", h)
+}
+
+// NewUpstreamAt is NewUpstream on addr, such as one FreeAddr returned
+// earlier (a server that comes up where a node already looks for it).
+func NewUpstreamAt(t testing.TB, addr string, h fasthttp.RequestHandler) *Upstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Fatalf("listen: %v", err)
+		t.Fatalf("listen on %s: %v", addr, err)
 	}
 	u := &Upstream{URL: "http://" + ln.Addr().String()}
 	srv := &fasthttp.Server{
@@ -190,15 +197,67 @@ func (o *StubOrigin) handle(ctx *fasthttp.RequestCtx) {
 	}
 }
 
+// FreeAddr returns a 127.0.0.1 address nothing listens on (yet): a node
+// pointed at it finds its upstream down until NewUpstreamAt starts one there.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
 // CountingProxy is a reverse proxy on a free 127.0.0.1 port in front of a
 // server the edge cannot dial itself (an in-memory listener) or whose
-// requests a test wants to count.
+// requests a test wants to count, and can slow chosen paths down.
 type CountingProxy struct {
 	*Upstream
+
+	mu     sync.Mutex               // guards delays
+	delays map[string]time.Duration // path -> wait before forwarding
+	done   chan struct{}            // closed when the test ends: delayed requests go on at once
 }
 
 // NewCountingProxy forwards every request to the server dial reaches.
 func NewCountingProxy(t testing.TB, dial func() (net.Conn, error)) *CountingProxy {
+	t.Helper()
+	return NewCountingProxyAt(t, "127.0.0.1:0", dial)
+}
+
+// Delay makes every request for exactly path (no query) wait d before it is
+// forwarded, as a slow origin would; 0 removes the delay. Waiting requests
+// are let go when the test ends.
+func (p *CountingProxy) Delay(path string, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d <= 0 {
+		delete(p.delays, path)
+		return
+	}
+	p.delays[path] = d
+}
+
+func (p *CountingProxy) wait(path string) {
+	p.mu.Lock()
+	d := p.delays[path]
+	p.mu.Unlock()
+	if d <= 0 {
+		return
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-p.done:
+	}
+}
+
+// NewCountingProxyAt is NewCountingProxy listening on addr.
+func NewCountingProxyAt(t testing.TB, addr string, dial func() (net.Conn, error)) *CountingProxy {
+	t.Helper()
 	hc := &fasthttp.HostClient{
 		Addr:                "origin.test",
 		Dial:                func(string) (net.Conn, error) { return dial() },
@@ -208,11 +267,15 @@ func NewCountingProxy(t testing.TB, dial func() (net.Conn, error)) *CountingProx
 		MaxIdleConnDuration: time.Minute,
 	}
 	t.Cleanup(hc.CloseIdleConnections)
-	return &CountingProxy{Upstream: NewUpstream(t, func(ctx *fasthttp.RequestCtx) {
+	p := &CountingProxy{delays: map[string]time.Duration{}, done: make(chan struct{})}
+	p.Upstream = NewUpstreamAt(t, addr, func(ctx *fasthttp.RequestCtx) {
+		p.wait(string(ctx.Path()))
 		if err := hc.Do(&ctx.Request, &ctx.Response); err != nil {
 			ctx.Response.Reset()
 			ctx.SetStatusCode(fasthttp.StatusBadGateway)
 			ctx.SetBodyString(`{"error":"bad_gateway","message":"` + err.Error() + `"}`)
 		}
-	})}
+	})
+	t.Cleanup(func() { close(p.done) }) // runs before the server's shutdown, which waits for handlers
+	return p
 }

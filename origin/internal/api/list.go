@@ -14,16 +14,23 @@ type saleListing struct {
 	EndsAt   time.Time `json:"ends_at"`
 }
 
-// listSales: GET /v1/sales, the sales this origin serves (those not ended
-// more than a day ago), so every edge node knows which sales exist without
-// asking about made-up ids.
+// listEndedFor is how long a sale stays listed after it ends: as long as
+// the edge's queue tokens outlive their sale (an hour), so a shopper still
+// polling hears "closed" and a late reserve "sale_closed" rather than
+// "unknown_sale". Past that, no token for the sale is valid any more, and
+// listing it would only make every edge fetch it on every refresh.
+const listEndedFor = time.Hour
+
+// listSales: GET /v1/sales, the current sales — not ended, or ended less
+// than listEndedFor ago — so every edge node knows which sales exist
+// without asking about made-up ids, and refreshes only those.
 func (s *Server) listSales(ctx *fasthttp.RequestCtx, _ context.Context, _ []string) error {
 	out := struct {
 		Sales []saleListing `json:"sales"`
 	}{Sales: []saleListing{}}
-	cutoff := s.Clock().Add(-24 * time.Hour)
+	cutoff := s.Clock().Add(-listEndedFor)
 	for _, sale := range s.Catalog.All() {
-		if sale.EndsAt.Before(cutoff) {
+		if !sale.EndsAt.After(cutoff) {
 			continue
 		}
 		out.Sales = append(out.Sales, saleListing{SaleID: sale.ID, Name: sale.Name, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt})
