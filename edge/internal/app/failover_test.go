@@ -73,6 +73,17 @@ func TestEdgeFollowsARedisFailover(t *testing.T) {
 	if now := f.Primary(t); now == old || now != f.Data[1] {
 		t.Errorf("primary after the failover = %s, want data-1 (the killed one was %s)", now.Name, old.Name)
 	}
+	// Polls answer from the node's cached cursor, which is fresh again once a
+	// tick has run against the new primary: wait for that (bounded).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		res, _ := n.Status(t, sale, tokens[0])
+		if res.Status == fasthttp.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status 10 s after joins came back = %d %s, want 200", res.Status, res.Body)
+		}
+	}
 	for i, tok := range tokens {
 		res, ans := n.Status(t, sale, tok)
 		if res.Status != fasthttp.StatusOK || ans.Position != int64(i+1) || ans.State != "waiting" {
