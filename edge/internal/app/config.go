@@ -29,11 +29,20 @@ type Config struct {
 	UserTokenIssuer        string        // required iss of user tokens; "" = not checked
 	UserTokenAudience      string        // required aud; "" = not checked
 
-	DefaultRatePerSecond float64       // admission rate of a sale until ops set one
+	DefaultRatePerSecond float64       // admission rate a sale's line starts with until ops set one
 	Tick                 time.Duration // how often the cursor advances and views rebuild
 	SnapshotRefresh      time.Duration // how often sale snapshots are fetched from origin
 	StaleAfter           time.Duration // cursor reading age at which sale endpoints say please_wait
 	TrustedProxies       string        // comma-separated CIDRs whose X-Forwarded-For is believed
+
+	// The line's durable ceilings (docs/OPERATIONS.md, "When Redis loses
+	// the line"): a join counter's ceiling is raised, in the origin first,
+	// to a block beyond the counter once the counter is within half a
+	// block of it. A block is LineBlockWindow of joins at the recent join
+	// rate, at least LineMinBlock places. Up to a block of places goes
+	// unused after Redis loses the line.
+	LineBlockWindow time.Duration
+	LineMinBlock    int
 
 	OriginMaxConns int // connections to origin for reserves
 	// OriginPaymentsMaxConns are connections to origin for orders,
@@ -72,6 +81,8 @@ func DefaultConfig() Config {
 		Tick:                   100 * time.Millisecond,
 		SnapshotRefresh:        250 * time.Millisecond,
 		StaleAfter:             3 * time.Second,
+		LineBlockWindow:        time.Second,
+		LineMinBlock:           256,
 		OriginMaxConns:         256,
 		OriginPaymentsMaxConns: 128,
 		OriginQueueTimeout:     time.Second,
@@ -104,6 +115,8 @@ func (c Config) Validate() error {
 	case c.Tick <= 0 || c.SnapshotRefresh <= 0 || c.StaleAfter <= 0 || c.AdmissionTokenTTL <= 0 ||
 		c.OriginTimeout <= 0 || c.ShopTimeout <= 0 || c.ShutdownTimeout <= 0:
 		return errors.New("config: durations must be positive")
+	case c.LineBlockWindow <= 0 || c.LineMinBlock < 1:
+		return errors.New("config: the line block window and the line's smallest block must be positive")
 	case c.StaleAfter < 2*c.Tick:
 		return errors.New("config: stale-after must be at least two ticks")
 	case c.OriginMaxConns < 1 || c.OriginPaymentsMaxConns < 1 || c.ShopMaxConns < 1:
