@@ -379,17 +379,20 @@ func (s *saleLine) record(at time.Time, length int64) {
 	s.samples = s.samples[cut:]
 }
 
+// minRateSpan is the shortest span the join rate is taken over: a handful
+// of joins arriving together is not a rate of thousands a second.
+const minRateSpan = 250 * time.Millisecond
+
 // joinRate is joins per second over the last rateWindow.
 func (s *saleLine) joinRate() float64 {
 	if len(s.samples) < 2 {
 		return 0
 	}
 	first, last := s.samples[0], s.samples[len(s.samples)-1]
-	dt := last.at.Sub(first.at).Seconds()
-	if dt <= 0 || last.length < first.length {
+	if last.length < first.length {
 		return 0
 	}
-	return float64(last.length-first.length) / dt
+	return float64(last.length-first.length) / max(last.at.Sub(first.at), minRateSpan).Seconds()
 }
 
 // joinBlock is how far ahead of its counter a join ceiling is raised.
