@@ -110,8 +110,8 @@ func (c Config) Validate() error {
 		return errors.New("config: set exactly one of FLASHGATE_USER_TOKEN_SECRET and FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE")
 	case c.Dev && c.UserTokenSecret == "":
 		return errors.New("config: dev mode signs user tokens and needs FLASHGATE_USER_TOKEN_SECRET")
-	case c.DefaultRatePerSecond < 0:
-		return errors.New("config: the default admission rate must not be negative")
+	case c.DefaultRatePerSecond < 0 || c.DefaultRatePerSecond > 1e6:
+		return errors.New("config: the default admission rate must be 0 to 1,000,000 a second")
 	case c.Tick <= 0 || c.SnapshotRefresh <= 0 || c.StaleAfter <= 0 || c.AdmissionTokenTTL <= 0 ||
 		c.OriginTimeout <= 0 || c.ShopTimeout <= 0 || c.ShutdownTimeout <= 0:
 		return errors.New("config: durations must be positive")
