@@ -19,6 +19,9 @@ type (
 	Place         = queue.Place
 )
 
+// ErrWait is the Joiner's answer while a line is at its durable ceiling.
+var ErrWait = queue.ErrWait
+
 // The edge's constructors.
 var (
 	NewApp        = app.New

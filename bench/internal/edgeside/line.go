@@ -2,6 +2,7 @@ package edgeside
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -30,7 +31,9 @@ const (
 
 // filler joins shoppers to a sale's line through the edge's real Joiner
 // (batched script calls), on a Redis client of its own so that the node's
-// heap holds none of it.
+// heap holds none of it. The node keeps raising the line's durable ceilings
+// as it fills (each tick, a block ahead at the recent join rate); a join
+// that meets a ceiling first asks again shortly, as a shopper would.
 type filler struct {
 	rdb     *redis.Client
 	joiner  *edgebench.Joiner
@@ -49,6 +52,10 @@ func (f *filler) join(ctx context.Context, sale string, startsAt time.Time, grou
 	res := drive.Run(ctx, drive.Options{Workers: f.workers, Calls: to - from, First: from}, func() drive.Func {
 		return func(ctx context.Context, i int) (int, error) {
 			p, _, err := f.joiner.Join(ctx, sale, startsAt, account(group, i))
+			for errors.Is(err, edgebench.ErrWait) && ctx.Err() == nil {
+				time.Sleep(2 * time.Millisecond)
+				p, _, err = f.joiner.Join(ctx, sale, startsAt, account(group, i))
+			}
 			if err != nil {
 				return 0, err
 			}

@@ -3,9 +3,11 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/queue"
 )
 
@@ -38,7 +40,11 @@ func (s *Server) getAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 }
 
 // putAdmission: PUT /admin/sales/{sale}/admission {rate_per_s?, paused?}.
-// The settings live in Redis; every edge node obeys them from its next tick.
+// The settings are written to the origin's durable copy of the line first,
+// then to Redis; every edge node obeys them from its next tick. When the
+// origin cannot be reached nothing changes and the answer is 503 (a pause
+// is a promise: it must outlive Redis); when Redis cannot be reached after
+// the origin took it, the answer is 503 too, and the same PUT again is safe.
 func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	if _, err := s.saleView(params[0]); err != nil {
 		return err
@@ -57,7 +63,13 @@ func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	}
 	c, cancel := s.budget()
 	defer cancel()
-	st, err := s.Cursor.Settings(c, params[0], body.RatePerSecond, body.Paused)
+	if body.RatePerSecond == nil && body.Paused == nil {
+		return s.getAdmission(ctx, params) // nothing to change
+	}
+	st, err := s.Line.Settings(c, params[0], body.RatePerSecond, body.Paused)
+	if errors.Is(err, line.ErrStaleSettings) {
+		return fail(fasthttp.StatusConflict, "stale_settings", "Another edge node recorded a later change; read the admission state and try again.")
+	}
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,14 @@
 package api
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -87,7 +89,13 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	}
 	c, cancel := s.budget()
 	defer cancel()
-	place, _, err := s.Joiner.Join(c, v.sale.SaleID, v.sale.StartsAt, account)
+	place, err := s.Line.Join(c, s.Joiner, v.sale.SaleID, v.sale.StartsAt, account)
+	if errors.Is(err, queue.ErrWait) || errors.Is(err, queue.ErrLost) {
+		// The line stayed at its durable ceiling (the origin is slow or
+		// down), or is being put back after Redis lost it: never a place
+		// from zero.
+		return pleaseWait
+	}
 	if err != nil {
 		return err
 	}

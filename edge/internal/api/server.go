@@ -11,17 +11,16 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 	"github.com/ulule/limiter/v3"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
@@ -33,8 +32,7 @@ type Deps struct {
 	Snapshots  *snapshot.Cache
 	Cursor     *queue.Cursor
 	Joiner     *queue.Joiner
-	Redis      redis.UniversalClient
-	Keys       queue.Keys
+	Line       *line.Keeper          // the line's durable copy: seeds, settings, restores
 	Tokens     *tokens.Verifier      // queue and admission tokens
 	Issuer     *tokens.Issuer        // queue and admission tokens
 	Users      *tokens.UserVerifier  // the shop's user tokens
@@ -83,7 +81,6 @@ type Server struct {
 	Deps
 	opts    Options
 	views   views
-	seeds   sync.Map // sale id -> []byte; seeds never change once set
 	// tickedAt is the Clock reading (unix ns) of the last tick Redis
 	// answered; 0 before the first.
 	tickedAt atomic.Int64

@@ -25,7 +25,7 @@ type view struct {
 	hasState  bool
 	seed      []byte
 	seedHash  string
-	shuffle   queue.Shuffle // over the pre-queue, once the sale has started
+	shuffle   queue.Shuffle // over the pre-queue, once its size is sealed after the start
 	drawn     bool          // shuffle is set
 	body      []byte        // the snapshot JSON served at GET /v1/sales/{id}
 	etag      string
@@ -62,26 +62,19 @@ func (v *views) get(id string) (*view, bool) {
 }
 
 // Tick is the edge's heartbeat, run every few hundred milliseconds: it
-// makes sure every sale has its shuffle seed, advances and reads the
-// admission cursors in one Redis round trip, and rebuilds the views. A sale
-// whose snapshot is stale still ticks with its last known stock (sending
-// none would reset the cursor's clock for the nodes that know better); its
-// handlers answer please_wait instead. With no sale to tick it pings Redis,
-// so readiness still says whether Redis answers.
+// advances and reads the admission cursors in one Redis round trip, lets
+// the line keeper start what each sale's line needs (a restore, the draw's
+// seal, a ceiling raise: in the background), and rebuilds the views. A sale
+// shows once this node has its durable seed. A sale whose snapshot is stale
+// still ticks with its last known stock (sending none would reset the
+// cursor's clock for the nodes that know better); its handlers answer
+// please_wait instead. With no sale to tick it pings Redis, so readiness
+// still says whether Redis answers.
 func (s *Server) Tick(ctx context.Context) error {
 	entries := s.Snapshots.All()
 	ticks := make([]queue.Tick, 0, len(entries))
-	var seedErr error
 	for _, e := range entries {
 		sale := e.Sale
-		if _, ok := s.seeds.Load(sale.SaleID); !ok {
-			seed, err := queue.Seed(ctx, s.Redis, s.Keys, sale.SaleID)
-			if err != nil {
-				seedErr = err // this sale waits for its seed; the others go on
-				continue
-			}
-			s.seeds.Store(sale.SaleID, seed)
-		}
 		var available int64
 		if !sale.SoldOut {
 			for _, k := range sale.SKUs {
@@ -91,40 +84,41 @@ func (s *Server) Tick(ctx context.Context) error {
 		}
 		ticks = append(ticks, queue.Tick{Sale: sale.SaleID, StartsAt: sale.StartsAt, Available: available})
 	}
-	var redisErr error
+	var tickErr error
 	if len(ticks) > 0 {
-		redisErr = s.Cursor.Tick(ctx, ticks)
+		tickErr = s.Cursor.Tick(ctx, ticks)
 	} else {
-		redisErr = s.Redis.Ping(ctx).Err()
+		tickErr = s.Cursor.Ping(ctx)
 	}
-	if redisErr == nil {
+	if tickErr == nil {
 		s.tickedAt.Store(s.Clock().UnixNano())
 	}
-	tickErr := errors.Join(seedErr, redisErr)
+	s.Line.Maintain(ticks)
 	now := s.Clock()
 	next := make(map[string]*view, len(entries))
 	for _, e := range entries {
 		sale := e.Sale
-		seed, ok := s.seeds.Load(sale.SaleID)
+		seed, ok := s.Line.Seed(sale.SaleID)
 		if !ok {
 			continue
 		}
-		v := &view{sale: sale, fetchedAt: e.FetchedAt, seed: seed.([]byte)}
+		v := &view{sale: sale, fetchedAt: e.FetchedAt, seed: seed}
 		v.seedHash = queue.SeedHash(v.seed)
 		v.state, v.hasState = s.Cursor.State(sale.SaleID)
-		// Redis's clock decides the start, as it does for joins: the draw
-		// covers exactly the pre-queue the join script closed.
+		// Redis's clock decides the start, as it does for joins; the draw
+		// covers exactly the pre-queue size sealed, durably, after it.
 		started := v.hasState && !v.state.RedisNow.Before(sale.StartsAt)
-		if started {
-			v.shuffle, v.drawn = queue.NewShuffle(v.seed, v.state.PreQueue), true
+		if started && v.state.Drawn {
+			v.shuffle, v.drawn = queue.NewShuffle(v.seed, v.state.DrawSize), true
 		}
 		pub := publicSnapshot{Sale: sale, Draw: draw{SeedSHA256: v.seedHash, Algorithm: "feistel-sha256-8"}}
 		if v.hasState {
 			pub.NowServing, pub.QueueLength = v.state.NowServing, v.state.QueueLength
 			pub.Draw.PreQueue = v.state.PreQueue
 		}
-		if started {
+		if v.drawn {
 			pub.Draw.Seed = hex.EncodeToString(v.seed)
+			pub.Draw.PreQueue = v.state.DrawSize
 		}
 		body, err := json.Marshal(pub)
 		if err != nil {
@@ -155,9 +149,10 @@ func (s *Server) Tick(ctx context.Context) error {
 }
 
 // freshAt reports whether a view's cursor reading is recent enough to
-// answer from at now; a stale one means Redis is unreachable.
+// answer from at now and its line is in Redis; a stale one means Redis is
+// unreachable, a lost one that Redis lost the line and it is being restored.
 func (s *Server) freshAt(v *view, now time.Time) bool {
-	return v.hasState && now.Sub(v.state.ReadAt) <= s.opts.StaleAfter
+	return v.hasState && !v.state.Lost && now.Sub(v.state.ReadAt) <= s.opts.StaleAfter
 }
 
 // currentAt reports whether a view's origin snapshot is recent enough to

@@ -83,7 +83,7 @@ func TestAdmissionRateAcrossNodes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < line; i += 50 {
-				if _, _, err := nodes[i%3].App.Joiner.Join(ctx, sale, snap.StartsAt, fmt.Sprintf("a%d", i)); err != nil {
+				if _, err := joinWaiting(ctx, nodes[i%3], sale, snap.StartsAt, fmt.Sprintf("a%d", i)); err != nil {
 					t.Errorf("Join(a%d) = %v", i, err)
 					return
 				}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/api"
 	"github.com/flashgate/flashgate/edge/internal/assets"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
@@ -39,6 +40,7 @@ type App struct {
 	Snapshots *snapshot.Cache
 	Cursor    *queue.Cursor
 	Joiner    *queue.Joiner
+	Line      *line.Keeper
 	API       *api.Server
 
 	stopLoops context.CancelFunc
@@ -109,10 +111,19 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 
 	qkeys := queue.NewKeys(cfg.RedisPrefix)
 	a.Snapshots = snapshot.New(control, log, snapshot.Options{Concurrency: snapshotConns - 1})
-	a.Cursor = queue.NewCursor(a.rdb, qkeys, cfg.DefaultRatePerSecond, nil)
-	a.Joiner = queue.NewJoiner(a.rdb, qkeys, queue.JoinerOptions{})
+	a.Cursor = queue.NewCursor(a.rdb, qkeys, nil)
+	// The line's durable copy lives in the origin, written over a pool of
+	// its own with requests signed by the token keys.
+	lineStore, err := line.NewOriginStore(cfg.OriginURL, tokens.NewRequestSigner(keys, nil), cfg.OriginTimeout)
+	if err != nil {
+		return nil, err
+	}
+	a.Line = line.New(queue.NewLines(a.rdb, qkeys), lineStore, a.Cursor, line.Options{
+		DefaultRatePerSecond: cfg.DefaultRatePerSecond, BlockWindow: cfg.LineBlockWindow, MinBlock: int64(cfg.LineMinBlock),
+	}, log.With("component", "line"), reg)
+	a.Joiner = queue.NewJoiner(a.rdb, qkeys, queue.JoinerOptions{Observe: a.Line.Observe})
 	a.API = api.New(api.Deps{
-		Snapshots: a.Snapshots, Cursor: a.Cursor, Joiner: a.Joiner, Redis: a.rdb, Keys: qkeys,
+		Snapshots: a.Snapshots, Cursor: a.Cursor, Joiner: a.Joiner, Line: a.Line,
 		Tokens:   tokens.NewVerifier(keys, tokens.VerifierOptions{}),
 		Issuer:   tokens.NewIssuer(keys, tokens.IssuerOptions{AdmissionTTL: cfg.AdmissionTokenTTL}),
 		Users:    users,
@@ -232,8 +243,8 @@ func (a *App) Server(h fasthttp.RequestHandler) *fasthttp.Server {
 	}
 }
 
-// Stop, after the listeners have drained: stop joins, stop the loops,
-// close Redis. ctx bounds the wait.
+// Stop, after the listeners have drained: stop joins, stop the loops, stop
+// the line's steps in flight, close Redis. ctx bounds the wait.
 func (a *App) Stop(ctx context.Context) error {
 	a.Joiner.Close()
 	if a.stopLoops != nil {
@@ -243,6 +254,7 @@ func (a *App) Stop(ctx context.Context) error {
 	go func() {
 		a.loops.Wait()
 		a.Snapshots.Wait() // fetches that outlived their round
+		a.Line.Close()
 		close(done)
 	}()
 	var err error

@@ -40,7 +40,7 @@ type Config struct {
 	UserTokenIssuer        string        // required iss of user tokens; "" = not checked
 	UserTokenAudience      string        // required aud; "" = not checked
 
-	DefaultRatePerSecond float64       // admission rate of a sale until ops set one
+	DefaultRatePerSecond float64       // admission rate a sale's line starts with until ops set one
 	Tick                 time.Duration // how often the cursor advances and views rebuild
 	SnapshotRefresh      time.Duration // how often sale snapshots are fetched from origin
 	StaleAfter           time.Duration // cursor reading age at which sale endpoints say please_wait
@@ -51,6 +51,15 @@ type Config struct {
 	// node stops being ready. At least three refreshes.
 	SnapshotStaleAfter time.Duration
 	TrustedProxies       string        // comma-separated CIDRs whose X-Forwarded-For is believed
+
+	// The line's durable ceilings (docs/OPERATIONS.md, "When Redis loses
+	// the line"): a join counter's ceiling is raised, in the origin first,
+	// to a block beyond the counter once the counter is within half a
+	// block of it. A block is LineBlockWindow of joins at the recent join
+	// rate, at least LineMinBlock places. Up to a block of places goes
+	// unused after Redis loses the line.
+	LineBlockWindow time.Duration
+	LineMinBlock    int
 
 	OriginMaxConns int // connections to origin for reserves
 	// OriginPaymentsMaxConns are connections to origin for orders,
@@ -91,6 +100,8 @@ func DefaultConfig() Config {
 		SnapshotRefresh:        250 * time.Millisecond,
 		StaleAfter:             3 * time.Second,
 		SnapshotStaleAfter:     3 * time.Second,
+		LineBlockWindow:        time.Second,
+		LineMinBlock:           256,
 		OriginMaxConns:         256,
 		OriginPaymentsMaxConns: 128,
 		OriginQueueTimeout:     time.Second,
@@ -118,13 +129,15 @@ func (c Config) Validate() error {
 		return errors.New("config: set exactly one of FLASHGATE_USER_TOKEN_SECRET and FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE")
 	case c.Dev && c.UserTokenSecret == "":
 		return errors.New("config: dev mode signs user tokens and needs FLASHGATE_USER_TOKEN_SECRET")
-	case c.DefaultRatePerSecond < 0:
-		return errors.New("config: the default admission rate must not be negative")
+	case c.DefaultRatePerSecond < 0 || c.DefaultRatePerSecond > 1e6:
+		return errors.New("config: the default admission rate must be 0 to 1,000,000 a second")
 	case c.RedisSentinels != "" && c.RedisMasterName == "":
 		return errors.New("config: FLASHGATE_REDIS_MASTER is required with FLASHGATE_REDIS_SENTINELS")
 	case c.Tick <= 0 || c.SnapshotRefresh <= 0 || c.StaleAfter <= 0 || c.SnapshotStaleAfter <= 0 || c.AdmissionTokenTTL <= 0 ||
 		c.OriginTimeout <= 0 || c.ShopTimeout <= 0 || c.ShutdownTimeout <= 0:
 		return errors.New("config: durations must be positive")
+	case c.LineBlockWindow <= 0 || c.LineMinBlock < 1:
+		return errors.New("config: the line block window and the line's smallest block must be positive")
 	case c.StaleAfter < 2*c.Tick:
 		return errors.New("config: stale-after must be at least two ticks")
 	case c.SnapshotStaleAfter < 3*c.SnapshotRefresh:

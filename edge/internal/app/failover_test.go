@@ -70,7 +70,13 @@ func TestEdgeFollowsARedisFailover(t *testing.T) {
 	if after.Position != before+1 || after.QueueToken == "" {
 		t.Errorf("join after the failover = position %d, token %q; want position %d with a token", after.Position, after.QueueToken, before+1)
 	}
-	if now := f.Primary(t); now == old || now != f.Data[1] {
+	// Sentinels learn of the promotion one after another: ask until the one
+	// asked has heard (bounded).
+	now := f.Primary(t)
+	for deadline := time.Now().Add(5 * time.Second); now == old && time.Now().Before(deadline); now = f.Primary(t) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if now == old || now != f.Data[1] {
 		t.Errorf("primary after the failover = %s, want data-1 (the killed one was %s)", now.Name, old.Name)
 	}
 	// Polls answer from the node's cached cursor, which is fresh again once a

@@ -24,21 +24,16 @@ func BenchmarkStatusHandler(b *testing.B) {
 	cfg.StaleAfter = time.Hour
 	const unreachable = "1000000000-S"
 	cfg.LimitPollIP, cfg.LimitPollAccount = unreachable, unreachable
-	n := edgetest.NewNode(b, cfg)
+	n := edgetest.StartNode(b, cfg)
+	n.WaitSale(b, sale)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := n.App.Snapshots.Refresh(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if err := n.App.API.Tick(ctx); err != nil {
-		b.Fatal(err)
-	}
 	snap, _ := n.App.Snapshots.Get(sale)
 	const shoppers = 1000
 	tokens := make([][]byte, shoppers)
 	for i := range shoppers {
 		account := fmt.Sprintf("user-%09d", i)
-		place, _, err := n.App.Joiner.Join(ctx, sale, snap.StartsAt, account)
+		place, err := joinWaiting(ctx, n, sale, snap.StartsAt, account)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -75,7 +70,7 @@ func BenchmarkStatusHandler(b *testing.B) {
 		}
 	}
 	paused := true
-	if _, err := n.App.Cursor.Settings(ctx, sale, nil, &paused); err != nil {
+	if _, err := n.App.Line.Settings(ctx, sale, nil, &paused); err != nil {
 		b.Fatal(err)
 	}
 	if err := n.App.API.Tick(ctx); err != nil {
@@ -83,7 +78,7 @@ func BenchmarkStatusHandler(b *testing.B) {
 	}
 	b.Run("waiting", func(b *testing.B) { run(b, "waiting") })
 	paused, rate := false, 1e6
-	if _, err := n.App.Cursor.Settings(ctx, sale, &rate, &paused); err != nil {
+	if _, err := n.App.Line.Settings(ctx, sale, &rate, &paused); err != nil {
 		b.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)

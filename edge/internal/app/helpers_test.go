@@ -1,13 +1,16 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/origin/origintest"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
@@ -84,6 +87,44 @@ func queueClaims(t *testing.T, token, sale string) tokens.QueueClaims {
 		t.Fatalf("queue token %q: %v", token, err)
 	}
 	return c
+}
+
+// settle runs the node's tick by hand until its line keeper has done all
+// the sale needs for now — restored the line, read the seed, sealed the
+// draw once started — and starts nothing more: where the node's own loops
+// get within a few ticks.
+func settle(t *testing.T, ctx context.Context, n *edgetest.Node, sale string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if err := n.App.API.Tick(ctx); err != nil {
+			t.Fatalf("Tick = %v", err)
+		}
+		st, ok := n.App.Cursor.State(sale)
+		_, seeded := n.App.Line.Seed(sale)
+		snap, _ := n.App.Snapshots.Get(sale)
+		if ok && !st.Lost && seeded && (st.Drawn || st.RedisNow.Before(snap.StartsAt)) && n.App.Line.Idle() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the line of %s did not settle in 5 s: state %+v (read: %v), seed known: %v", sale, st, ok, seeded)
+		}
+		for !n.App.Line.Idle() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// joinWaiting joins account through the node's Joiner, as the join
+// endpoint does, asking again while the line stays at its durable ceiling
+// (the node raises it meanwhile), as a shopper told please_wait would.
+func joinWaiting(ctx context.Context, n *edgetest.Node, sale string, startsAt time.Time, account string) (queue.Place, error) {
+	for {
+		p, err := n.App.Line.Join(ctx, n.App.Joiner, sale, startsAt, account)
+		if !errors.Is(err, queue.ErrWait) || ctx.Err() != nil {
+			return p, err
+		}
+	}
 }
 
 func reserveBody(sku, key string) []byte {

@@ -29,13 +29,11 @@ func TestPollCostsNothing(t *testing.T) {
 	if err := n.App.Snapshots.Refresh(ctx); err != nil {
 		t.Fatalf("Refresh = %v", err)
 	}
-	if err := n.App.API.Tick(ctx); err != nil {
-		t.Fatalf("Tick = %v", err)
-	}
+	settle(t, ctx, n, sale)
 
 	// Hold admission while the line forms, then admit about half of it.
 	paused, rate := true, 50.0
-	if _, err := n.App.Cursor.Settings(ctx, sale, nil, &paused); err != nil {
+	if _, err := n.App.Line.Settings(ctx, sale, nil, &paused); err != nil {
 		t.Fatalf("Settings(paused) = %v", err)
 	}
 	const shoppers = 20
@@ -48,13 +46,11 @@ func TestPollCostsNothing(t *testing.T) {
 		queueTokens[i] = ans.QueueToken
 	}
 	paused = false
-	if _, err := n.App.Cursor.Settings(ctx, sale, &rate, &paused); err != nil {
+	if _, err := n.App.Line.Settings(ctx, sale, &rate, &paused); err != nil {
 		t.Fatalf("Settings(resume) = %v", err)
 	}
 	time.Sleep(200 * time.Millisecond) // about 10 admitted at 50/s
-	if err := n.App.API.Tick(ctx); err != nil {
-		t.Fatalf("Tick = %v", err)
-	}
+	settle(t, ctx, n, sale)
 	if commands.Count() == 0 {
 		t.Fatalf("the command counter saw nothing of a refresh, joins and ticks; it cannot vouch for the polls")
 	}

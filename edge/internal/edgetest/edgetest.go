@@ -219,12 +219,13 @@ func (n *Node) DoAdmin(t testing.TB, r Request) *Response {
 }
 
 // WaitSale waits until the node serves sale's snapshot and has read its
-// admission cursor, and fails t after a few seconds.
+// admission cursor with the line in Redis, and fails t after a few seconds.
 func (n *Node) WaitSale(t testing.TB, sale string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, hasState := n.App.Cursor.State(sale)
+		st, hasState := n.App.Cursor.State(sale)
+		hasState = hasState && !st.Lost
 		if hasState {
 			if r := n.Do(t, Request{Method: "GET", Path: "/v1/sales/" + sale}); r.Status == fasthttp.StatusOK {
 				return

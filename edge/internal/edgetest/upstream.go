@@ -12,6 +12,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
+	"github.com/flashgate/flashgate/tokens"
+	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
 
 // Upstream is an HTTP server on a free 127.0.0.1 port (the edge's proxy
@@ -128,19 +130,57 @@ func NewShop(t testing.TB) *Upstream {
 
 // StubOrigin stands in for the origin where a test is about the edge alone:
 // it lists the sales it was given at GET /v1/sales, serves their snapshots
-// at GET /v1/sales/{id} exactly as set, and answers a reserve 201.
+// at GET /v1/sales/{id} exactly as set, answers a reserve 201, and keeps
+// the lines' durable copy in memory behind the signed /v1/lines routes, as
+// the origin does (signatures checked with the tokenstest keys).
 type StubOrigin struct {
 	*Upstream
 
-	mu    sync.Mutex // guards sales
-	sales map[string]snapshot.Sale
+	mu        sync.Mutex // guards sales, lines and linesDown
+	sales     map[string]snapshot.Sale
+	lines     map[string]*StubLine
+	linesDown bool
+	verifier  *tokens.RequestVerifier
+}
+
+// StubLine is a StubOrigin's durable copy of a sale's line.
+type StubLine struct {
+	SaleID          string  `json:"sale_id"`
+	Seed            string  `json:"seed"`
+	RatePerSecond   float64 `json:"rate_per_s"`
+	Paused          bool    `json:"paused"`
+	SettingsVersion int64   `json:"settings_version"`
+	PreCeiling      int64   `json:"pre_ceiling"`
+	PostCeiling     int64   `json:"post_ceiling"`
+	ServingCeiling  int64   `json:"serving_ceiling"`
+	DrawSize        *int64  `json:"draw_size"`
 }
 
 // NewStubOrigin starts a StubOrigin with no sales.
 func NewStubOrigin(t testing.TB) *StubOrigin {
-	o := &StubOrigin{sales: map[string]snapshot.Sale{}}
+	o := &StubOrigin{sales: map[string]snapshot.Sale{}, lines: map[string]*StubLine{},
+		verifier: tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{})}
 	o.Upstream = NewUpstream(t, o.handle)
 	return o
+}
+
+// Line returns a copy of a sale's durable line; false when there is none.
+func (o *StubOrigin) Line(sale string) (StubLine, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	l, ok := o.lines[sale]
+	if !ok {
+		return StubLine{}, false
+	}
+	return *l, true
+}
+
+// SetLinesDown makes the /v1/lines routes answer 503 (down) or work again,
+// as an origin that cannot reach its database would.
+func (o *StubOrigin) SetLinesDown(down bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.linesDown = down
 }
 
 // SetSale adds or replaces a sale's snapshot.
@@ -192,6 +232,9 @@ func (o *StubOrigin) handle(ctx *fasthttp.RequestCtx) {
 		write(fasthttp.StatusOK, s)
 	case ctx.IsPost() && len(segs) == 4 && segs[0] == "v1" && segs[1] == "sales" && segs[3] == "reserve":
 		write(fasthttp.StatusCreated, map[string]string{"reservation_id": "r-stub", "sale_id": segs[2], "status": "held"})
+	case len(segs) >= 3 && segs[0] == "v1" && segs[1] == "lines":
+		status, v := o.line(ctx, segs[2:])
+		write(status, v)
 	default:
 		write(fasthttp.StatusNotFound, map[string]string{"error": "not_found", "message": "stub origin"})
 	}
@@ -278,4 +321,73 @@ func NewCountingProxyAt(t testing.TB, addr string, dial func() (net.Conn, error)
 	})
 	t.Cleanup(func() { close(p.done) }) // runs before the server's shutdown, which waits for handlers
 	return p
+}
+
+// line answers the /v1/lines routes (segs after "lines"); the caller holds mu.
+func (o *StubOrigin) line(ctx *fasthttp.RequestCtx, segs []string) (int, any) {
+	if _, err := o.verifier.Verify(string(ctx.Request.Header.Peek(tokens.RequestSignatureHeader)),
+		string(ctx.Method()), string(ctx.Path()), ctx.PostBody()); err != nil {
+		return fasthttp.StatusUnauthorized, map[string]string{"error": tokens.Code(err), "message": "stub origin: bad signature"}
+	}
+	if o.linesDown {
+		return fasthttp.StatusServiceUnavailable, map[string]string{"error": "please_wait", "message": "stub origin: lines down"}
+	}
+	sale := segs[0]
+	if _, ok := o.sales[sale]; !ok {
+		return fasthttp.StatusNotFound, map[string]string{"error": "unknown_sale", "message": "stub origin"}
+	}
+	l := o.lines[sale]
+	var body struct {
+		Seed          string   `json:"seed"`
+		RatePerSecond *float64 `json:"rate_per_s"`
+		Paused        *bool    `json:"paused"`
+		Pre           int64    `json:"pre"`
+		Post          int64    `json:"post"`
+		Serving       int64    `json:"serving"`
+		PreQueue      *int64   `json:"pre_queue"`
+	}
+	if len(ctx.PostBody()) > 0 {
+		if err := json.Unmarshal(ctx.PostBody(), &body); err != nil {
+			return fasthttp.StatusBadRequest, map[string]string{"error": "invalid_json", "message": "stub origin"}
+		}
+	}
+	route := string(ctx.Method())
+	if len(segs) > 1 {
+		route += " " + segs[1]
+	}
+	if l == nil && route != "POST" {
+		return fasthttp.StatusNotFound, map[string]string{"error": "unknown_sale", "message": "stub origin: no line"}
+	}
+	switch route {
+	case "GET":
+	case "POST":
+		if l == nil {
+			l = &StubLine{SaleID: sale, Seed: body.Seed}
+			if body.RatePerSecond != nil {
+				l.RatePerSecond = *body.RatePerSecond
+			}
+			if body.Paused != nil {
+				l.Paused = *body.Paused
+			}
+			o.lines[sale] = l
+		}
+	case "PUT settings":
+		if body.RatePerSecond != nil {
+			l.RatePerSecond = *body.RatePerSecond
+		}
+		if body.Paused != nil {
+			l.Paused = *body.Paused
+		}
+		l.SettingsVersion++
+	case "POST ceilings":
+		l.PreCeiling, l.PostCeiling, l.ServingCeiling = max(l.PreCeiling, body.Pre), max(l.PostCeiling, body.Post), max(l.ServingCeiling, body.Serving)
+	case "POST draw":
+		if l.DrawSize == nil && body.PreQueue != nil {
+			n := *body.PreQueue
+			l.DrawSize = &n
+		}
+	default:
+		return fasthttp.StatusNotFound, map[string]string{"error": "not_found", "message": "stub origin"}
+	}
+	return fasthttp.StatusOK, l
 }

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -12,11 +13,23 @@ import (
 
 // State is a sale's admission state as this node last read it.
 type State struct {
+	// Lost: the last tick found that Redis does not hold the sale's line
+	// (it lost its data); the other fields are from the reading before, and
+	// nothing is answered from them until the line is restored.
+	Lost          bool
 	NowServing    int64   // positions up to this one are admitted
-	QueueLength   int64   // places handed out so far
-	PreQueue      int64   // joins before the start; they hold positions 1..PreQueue
+	QueueLength   int64   // places handed out so far: PreQueue + Post
+	PreQueue      int64   // the pre counter: later joins are numbered after it
+	Post          int64   // joins after the start
 	RatePerSecond float64 // the configured admission rate
 	Paused        bool
+	// DrawSize is the pre-queue the draw permutes (positions 1..DrawSize),
+	// sealed after the start; valid when Drawn.
+	DrawSize int64
+	Drawn    bool
+	// The line's durable ceilings as Redis holds them: the counters and
+	// the cursor never pass them.
+	PreCeiling, PostCeiling, ServingCeiling int64
 	// MeasuredRate is admissions per second over the last few seconds; the
 	// honest basis of a wait estimate.
 	MeasuredRate float64
@@ -41,10 +54,9 @@ type Tick struct {
 // advance script for all sales in one round trip; State serves the cached
 // result without touching Redis, which is what keeps a status poll free.
 type Cursor struct {
-	rdb         redis.UniversalClient
-	keys        Keys
-	defaultRate float64
-	now         func() time.Time
+	rdb  redis.UniversalClient
+	keys Keys
+	now  func() time.Time
 
 	mu     sync.RWMutex // guards states
 	states map[string]*saleState
@@ -63,16 +75,19 @@ type sample struct {
 // rateWindow is how far back MeasuredRate looks.
 const rateWindow = 5 * time.Second
 
-// NewCursor returns a Cursor; defaultRate is the admission rate of a sale
-// until ops set one. now is the clock (nil means time.Now).
-func NewCursor(rdb redis.UniversalClient, keys Keys, defaultRate float64, now func() time.Time) *Cursor {
+// NewCursor returns a Cursor; now is the clock (nil means time.Now).
+func NewCursor(rdb redis.UniversalClient, keys Keys, now func() time.Time) *Cursor {
 	if now == nil {
 		now = time.Now
 	}
-	return &Cursor{rdb: rdb, keys: keys, defaultRate: defaultRate, now: now, states: map[string]*saleState{}}
+	return &Cursor{rdb: rdb, keys: keys, now: now, states: map[string]*saleState{}}
 }
 
-// Tick advances the cursors of the given sales and refreshes the cache.
+// advanceValues is how many values advance.lua returns.
+const advanceValues = 11
+
+// Tick advances the cursors of the given sales and refreshes the cache. A
+// sale whose line Redis does not hold is cached as Lost, not as an error.
 func (c *Cursor) Tick(ctx context.Context, ticks []Tick) error {
 	if len(ticks) == 0 {
 		return nil
@@ -81,8 +96,8 @@ func (c *Cursor) Tick(ctx context.Context, ticks []Tick) error {
 		pipe := c.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(ticks))
 		for i, t := range ticks {
-			cmds[i] = eval(ctx, pipe, []string{c.keys.Cursor(t.Sale), c.keys.Pre(t.Sale), c.keys.Post(t.Sale)},
-				t.StartsAt.UnixMilli(), max(t.Available, 0), formatRate(c.defaultRate))
+			cmds[i] = eval(ctx, pipe, []string{c.keys.Cursor(t.Sale), c.keys.Pre(t.Sale), c.keys.Post(t.Sale), c.keys.Line(t.Sale)},
+				t.StartsAt.UnixMilli(), max(t.Available, 0))
 		}
 		_, _ = pipe.Exec(ctx)
 		return cmds
@@ -98,7 +113,11 @@ func (c *Cursor) Tick(ctx context.Context, ticks []Tick) error {
 	var firstErr error
 	for i, cmd := range cmds {
 		v, err := cmd.Slice()
-		if err == nil && len(v) != 6 {
+		if errors.Is(lineErr(err), ErrLost) {
+			c.lost(ticks[i].Sale, read)
+			continue
+		}
+		if err == nil && len(v) != advanceValues {
 			err = fmt.Errorf("advance script returned %d values", len(v))
 		}
 		if err != nil {
@@ -107,15 +126,15 @@ func (c *Cursor) Tick(ctx context.Context, ticks []Tick) error {
 			}
 			continue
 		}
-		serving, _ := v[0].(int64)
-		length, _ := v[1].(int64)
+		var n [advanceValues]int64
+		for k := range v {
+			n[k], _ = v[k].(int64)
+		}
 		rateStr, _ := v[2].(string)
-		paused, _ := v[3].(int64)
-		pre, _ := v[5].(int64)
-		redisNow, _ := v[4].(int64)
 		rate, _ := strconv.ParseFloat(rateStr, 64)
-		c.store(ticks[i].Sale, State{NowServing: serving, QueueLength: length, PreQueue: pre, RatePerSecond: rate, Paused: paused == 1, ReadAt: read,
-			RedisNow: time.UnixMilli(redisNow)})
+		c.store(ticks[i].Sale, State{NowServing: n[0], QueueLength: n[1], RatePerSecond: rate, Paused: n[3] == 1,
+			RedisNow: time.UnixMilli(n[4]), PreQueue: n[5], Post: n[6], DrawSize: max(n[7], 0), Drawn: n[7] >= 0,
+			PreCeiling: n[8], PostCeiling: n[9], ServingCeiling: n[10], ReadAt: read})
 	}
 	return firstErr
 }
@@ -141,6 +160,19 @@ func (c *Cursor) store(sale string, st State) {
 	s.State = st
 }
 
+// lost marks a sale's cached state Lost, keeping the reading before.
+func (c *Cursor) lost(sale string, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.states[sale]
+	if s == nil {
+		s = &saleState{}
+		c.states[sale] = s
+	}
+	s.Lost, s.ReadAt = true, at
+	s.samples = nil // the measured rate starts over with the restored line
+}
+
 // State returns a sale's cached state; false when no tick has read it yet.
 func (c *Cursor) State(sale string) (State, bool) {
 	c.mu.RLock()
@@ -152,30 +184,13 @@ func (c *Cursor) State(sale string) (State, bool) {
 	return s.State, true
 }
 
-// Settings changes a sale's rate (when rate is not nil) and pause switch
-// (when paused is not nil) in Redis; every node's next tick obeys them.
-func (c *Cursor) Settings(ctx context.Context, sale string, rate *float64, paused *bool) (State, error) {
-	rateArg, pausedArg := "", ""
-	if rate != nil {
-		rateArg = formatRate(*rate)
-	}
-	if paused != nil {
-		pausedArg = "0"
-		if *paused {
-			pausedArg = "1"
-		}
-	}
-	v, err := settingsScript.Run(ctx, c.rdb, []string{c.keys.Cursor(sale)}, rateArg, pausedArg, formatRate(c.defaultRate)).Slice()
-	if err != nil {
-		return State{}, fmt.Errorf("admission settings of sale %s: %w", sale, err)
-	}
-	st, _ := c.State(sale)
-	rs, _ := v[0].(string)
-	st.RatePerSecond, _ = strconv.ParseFloat(rs, 64)
-	p, _ := v[1].(int64)
-	st.Paused = p == 1
-	st.NowServing, _ = v[2].(int64)
-	return st, nil
-}
-
 func formatRate(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) }
+
+// Ping asks Redis whether it answers: what a tick with no sale to advance
+// still learns, so readiness says whether Redis is reachable.
+func (c *Cursor) Ping(ctx context.Context) error {
+	if err := c.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("ping redis: %w", err)
+	}
+	return nil
+}

@@ -61,13 +61,12 @@ func TestCursorHolds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := edgetest.NewRedis(t)
-			c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), 1000, nil)
+			ready(t, r, "s", 1000)
+			c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
 			tk := queue.Tick{Sale: "s", StartsAt: tc.starts, Available: tc.stock}
 			tick(t, c, tk) // an empty line: the cursor starts from now
 			if tc.paused != nil || tc.rate != nil {
-				if _, err := c.Settings(context.Background(), "s", tc.rate, tc.paused); err != nil {
-					t.Fatalf("Settings = %v", err)
-				}
+				setSettings(t, r, "s", tc.rate, tc.paused)
 			}
 			fill(t, r, "s", tc.length)
 			tick(t, c, tk)
@@ -89,9 +88,7 @@ func TestCursorHolds(t *testing.T) {
 			one := 1000.0
 			fill(t, r, "s", 10_000)
 			if tc.paused != nil || tc.rate != nil {
-				if _, err := c.Settings(context.Background(), "s", &one, &no); err != nil {
-					t.Fatalf("Settings = %v", err)
-				}
+				setSettings(t, r, "s", &one, &no)
 			}
 			tk.Available = 1_000_000
 			tick(t, c, tk)
@@ -124,9 +121,10 @@ func TestCursorConcurrentTicksAdmitAtRate(t *testing.T) {
 	keys := queue.NewKeys(r.Prefix)
 	const rate = 500.0
 	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	ready(t, r, "s", rate)
 	cursors := make([]*queue.Cursor, 3)
 	for i := range cursors {
-		cursors[i] = queue.NewCursor(r.Client, keys, rate, nil)
+		cursors[i] = queue.NewCursor(r.Client, keys, nil)
 	}
 	tick(t, cursors[0], tk)
 	fill(t, r, "s", 100_000)
@@ -194,8 +192,13 @@ func TestCursorNoCatchUpBurst(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	sale := "burst-" + edgetest.RandomID(t, 3)
+	ready(t, r, sale, 100)
 	fill(t, r, sale, 100_000)
-	c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), 100, nil)
+	// Nothing admitted since the start: no admission frontier yet.
+	if err := r.Client.HDel(context.Background(), queue.NewKeys(r.Prefix).Cursor(sale), "last_ms").Err(); err != nil {
+		t.Fatalf("HDEL last_ms = %v", err)
+	}
+	c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
 	st := tick(t, c, queue.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000})
 	if st.NowServing > 101 {
 		t.Fatalf("first tick after a minute without ticks: now_serving = %d, want at most one second's worth (100)", st.NowServing)
@@ -210,8 +213,9 @@ func TestCursorSlowRate(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	sale := "slow-" + edgetest.RandomID(t, 3)
+	ready(t, r, sale, 0.5)
 	fill(t, r, sale, 100)
-	c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), 0.5, nil)
+	c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
 	tk := queue.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
 	var st queue.State
 	deadline := time.Now().Add(2500 * time.Millisecond)
@@ -237,7 +241,8 @@ func TestCursorPacesToScarceStock(t *testing.T) {
 		{1_000_000, 800, 1200},
 	} {
 		r := edgetest.NewRedis(t)
-		c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), 1000, nil)
+		ready(t, r, "s", 1000)
+		c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
 		tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: tc.available}
 		first := tick(t, c, tk).NowServing
 		fill(t, r, "s", 100_000)

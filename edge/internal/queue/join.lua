@@ -1,23 +1,43 @@
 -- join.lua: give each account of a batch its place in a sale's line, or the
 -- place it already has. Before the start (by Redis TIME) a join takes the next
 -- pre-queue index, to be shuffled at the start; after it, the next position
--- behind the whole pre-queue, which no longer grows.
+-- behind the whole pre-queue, which no longer grows. No counter passes its
+-- durable ceiling (the line hash): the edge raises a ceiling in the origin's
+-- copy before it raises it here, so after Redis loses the line, restoring
+-- each counter to its ceiling hands no place out twice.
 --
 -- KEYS[1] pre counter  KEYS[2] post counter  KEYS[3] places hash
+-- KEYS[4] line hash (epoch, pre_ceiling, post_ceiling)
 -- ARGV[1] sale start (unix ms)  ARGV[2..] accounts (at most a few thousand:
 -- they are unpacked onto Lua's stack)
 --
--- Returns one value per account: "p<i>" (pre-queue index i, 1-based) or
--- "<position>" (1-based), then the queue length as the last value.
+-- Returns one value per account: "p<i>" (pre-queue index i, 1-based),
+-- "<position>" (1-based), or "w" (no place: the counter is at its ceiling;
+-- ask again once it is raised); then six values: the queue length, the pre
+-- counter, its ceiling, the post counter, its ceiling, and 1 before the
+-- start (0 after).
+-- Fails with LINE_LOST when the line's state is not all there (Redis lost
+-- it): nothing is handed out until the edge restores it from the origin.
 --
 -- The batch costs the same handful of calls however many accounts it carries:
 -- one HMGET reads every known place, one INCRBY numbers the new accounts in
 -- the order they come, one HSET stores them. An account that appears twice in
--- the batch gets one place. The pre counter does not move after the start, so
--- it is read once.
+-- the batch gets one place.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local starts = tonumber(ARGV[1])
+local line = redis.call('HMGET', KEYS[4], 'epoch', 'pre_ceiling', 'post_ceiling')
+local pre_s = redis.call('GET', KEYS[1])
+local post_s = redis.call('GET', KEYS[2])
+if not line[1] or not pre_s or not post_s then
+  return redis.error_reply('LINE_LOST the line of this sale is not in Redis; restore it from the origin')
+end
+local pre = tonumber(pre_s)
+local post = tonumber(post_s)
+local pre_ceiling = tonumber(line[2] or '0')
+local post_ceiling = tonumber(line[3] or '0')
+local before = now < starts
+
 local n = #ARGV - 1
 local out = redis.call('HMGET', KEYS[3], unpack(ARGV, 2))
 local first = {} -- account -> index of its first new occurrence in the batch
@@ -31,31 +51,50 @@ for i = 1, n do
     end
   end
 end
+local given = 0 -- how many of fresh get a place, in their order
 if #fresh > 0 then
-  if now < starts then
-    local base = redis.call('INCRBY', KEYS[1], #fresh) - #fresh
-    for k, i in ipairs(fresh) do
-      out[i] = 'p' .. (base + k)
+  if before then
+    given = math.max(math.min(#fresh, pre_ceiling - pre), 0)
+    if given > 0 then
+      local base = redis.call('INCRBY', KEYS[1], given) - given
+      pre = base + given
+      for k = 1, given do
+        out[fresh[k]] = 'p' .. (base + k)
+      end
     end
   else
-    local pre = tonumber(redis.call('GET', KEYS[1]) or '0')
-    local base = pre + redis.call('INCRBY', KEYS[2], #fresh) - #fresh
-    for k, i in ipairs(fresh) do
-      out[i] = tostring(base + k)
+    given = math.max(math.min(#fresh, post_ceiling - post), 0)
+    if given > 0 then
+      local base = redis.call('INCRBY', KEYS[2], given) - given
+      post = base + given
+      for k = 1, given do
+        out[fresh[k]] = tostring(pre + base + k)
+      end
     end
   end
-  local kv = {}
-  for _, i in ipairs(fresh) do
-    kv[#kv + 1] = ARGV[i + 1]
-    kv[#kv + 1] = out[i]
+  if given > 0 then
+    local kv = {}
+    for k = 1, given do
+      kv[#kv + 1] = ARGV[fresh[k] + 1]
+      kv[#kv + 1] = out[fresh[k]]
+    end
+    redis.call('HSET', KEYS[3], unpack(kv))
   end
-  redis.call('HSET', KEYS[3], unpack(kv))
+  for k = given + 1, #fresh do
+    out[fresh[k]] = 'w'
+  end
 end
 for i = 1, n do
   if not out[i] then
     out[i] = out[first[ARGV[i + 1]]]
   end
 end
-local length = tonumber(redis.call('GET', KEYS[1]) or '0') + tonumber(redis.call('GET', KEYS[2]) or '0')
-out[n + 1] = tostring(length)
+local phase = 0
+if before then phase = 1 end
+out[n + 1] = tostring(pre + post)
+out[n + 2] = tostring(pre)
+out[n + 3] = tostring(pre_ceiling)
+out[n + 4] = tostring(post)
+out[n + 5] = tostring(post_ceiling)
+out[n + 6] = tostring(phase)
 return out

@@ -6,10 +6,24 @@ package queue
 //	<prefix>{q:<sale>}:pre      string  pre-queue size: joins before the start
 //	<prefix>{q:<sale>}:post     string  joins after the start
 //	<prefix>{q:<sale>}:places   hash    account -> "p<i>" (i-th pre-queue join) or "<position>"
-//	<prefix>{q:<sale>}:seed     string  the pre-queue shuffle seed (hex), set once
-//	<prefix>{q:<sale>}:cursor   hash    now_serving, last_ms (admitted up to), rate, paused
+//	<prefix>{q:<sale>}:seed     string  the pre-queue shuffle seed (hex), from the origin's copy
+//	<prefix>{q:<sale>}:cursor   hash    now_serving, last_ms (admitted up to), rate, paused,
+//	                                    settings_version (of the origin's copy)
+//	<prefix>{q:<sale>}:line     hash    epoch (set by the restore that put the line here),
+//	                                    pre_ceiling, post_ceiling, serving_ceiling (durable
+//	                                    high-water marks: pre, post and now_serving never pass
+//	                                    them), draw_size (the pre-queue the draw permutes, set
+//	                                    once after the start)
 //
 // A shopper costs one field of the places hash and nothing else.
+//
+// The origin keeps a durable copy of the line (its /v1/lines routes): the
+// seed, rate, pause and the ceilings, each written there before here. The
+// line is whole when the line hash has its epoch, the cursor its rate, and
+// the counters and seed exist (the restore writes them all, zeros
+// included); every script that hands out or admits checks that first and
+// fails with LINE_LOST otherwise, so a Redis that lost the line never
+// starts it again from zero.
 type Keys struct {
 	prefix string
 }
@@ -33,3 +47,6 @@ func (k Keys) Seed(sale string) string { return k.sale(sale) + "seed" }
 
 // Cursor is the admission cursor with its rate and pause switch.
 func (k Keys) Cursor(sale string) string { return k.sale(sale) + "cursor" }
+
+// Line holds the line's durable ceilings, draw size and restore epoch.
+func (k Keys) Line(sale string) string { return k.sale(sale) + "line" }

@@ -5,9 +5,7 @@ package queue
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -25,11 +23,39 @@ var (
 	advanceSource string
 	//go:embed settings.lua
 	settingsSource string
+	//go:embed restore.lua
+	restoreSource string
+	//go:embed raise.lua
+	raiseSource string
+	//go:embed seal.lua
+	sealSource string
 
 	joinScript     = redis.NewScript(joinSource)
 	advanceScript  = redis.NewScript(advanceSource)
 	settingsScript = redis.NewScript(settingsSource)
+	restoreScript  = redis.NewScript(restoreSource)
+	raiseScript    = redis.NewScript(raiseSource)
+	sealScript     = redis.NewScript(sealSource)
 )
+
+// Errors callers branch on.
+var (
+	// ErrLost: Redis does not hold the sale's line (it lost its data, or
+	// the line was never restored from the origin); nothing is handed out
+	// until it is.
+	ErrLost = errors.New("queue: the sale's line is not in Redis")
+	// ErrWait: the join would pass the line's durable ceiling; it gets a
+	// place once the ceiling is raised.
+	ErrWait = errors.New("queue: the line is at its durable ceiling")
+)
+
+// lineErr turns a script's LINE_LOST failure into ErrLost.
+func lineErr(err error) error {
+	if err != nil && redis.HasErrorPrefix(err, "LINE_LOST") {
+		return ErrLost
+	}
+	return err
+}
 
 // Place is a shopper's place in line.
 type Place struct {
@@ -71,6 +97,23 @@ type JoinerOptions struct {
 	// stampede it turns many small script calls into few large ones; every
 	// join waits for it, so it is kept well under a round trip's cost.
 	Linger time.Duration
+	// Observe, when not nil, hears where each sale's counters stand after
+	// every round trip that carried its joins, so the line's ceilings can
+	// be raised before joins reach them. It runs on a join worker: it
+	// must not block.
+	Observe func(sale string, lv Level)
+}
+
+// Level is where a sale's counters stood against their durable ceilings in
+// one join round trip.
+type Level struct {
+	Lost        bool // Redis did not hold the line; nothing else is set
+	BeforeStart bool // joins took pre-queue indexes
+	Pre         int64
+	PreCeiling  int64
+	Post        int64
+	PostCeiling int64
+	Refused     int // joins that got no place: the counter was at its ceiling
 }
 
 // maxJoinBatch is the largest MaxBatch.
@@ -129,7 +172,8 @@ func NewJoiner(rdb redis.UniversalClient, keys Keys, opts JoinerOptions) *Joiner
 }
 
 // Join returns the account's place in the sale's line, and the line's length.
-// Joining again returns the same place.
+// Joining again returns the same place. Errors wrap ErrWait when the line is
+// at its durable ceiling, and ErrLost when Redis does not hold the line.
 func (j *Joiner) Join(ctx context.Context, sale string, startsAt time.Time, account string) (Place, int64, error) {
 	c := &joinCall{ctx: ctx, sale: sale, starts: startsAt, account: account, done: make(chan struct{})}
 	// calls is buffered: a send can succeed after Close, so check first.
@@ -254,7 +298,7 @@ func (j *Joiner) run(batch []*joinCall) {
 			for _, c := range calls {
 				args = append(args, c.account)
 			}
-			cmds[i] = script(ctx, pipe, []string{j.keys.Pre(sale), j.keys.Post(sale), j.keys.Places(sale)}, args...)
+			cmds[i] = script(ctx, pipe, []string{j.keys.Pre(sale), j.keys.Post(sale), j.keys.Places(sale), j.keys.Line(sale)}, args...)
 		}
 		_, _ = pipe.Exec(ctx) // errors are read per command
 		return cmds
@@ -275,43 +319,45 @@ func (j *Joiner) run(batch []*joinCall) {
 		}
 	}
 	for i, sale := range order {
-		answerJoins(bySale[sale], cmds[i])
+		lv, ok := answerJoins(bySale[sale], cmds[i])
+		if ok && j.opts.Observe != nil {
+			j.opts.Observe(sale, lv)
+		}
 	}
 }
 
-func answerJoins(calls []*joinCall, cmd *redis.Cmd) {
+// joinTail is how many values join.lua returns after the places.
+const joinTail = 6
+
+// answerJoins answers a sale's joins from its script call and returns the
+// counters' level; false when the call failed for another reason than a
+// lost line.
+func answerJoins(calls []*joinCall, cmd *redis.Cmd) (Level, bool) {
 	vals, err := cmd.StringSlice()
-	if err == nil && len(vals) != len(calls)+1 {
+	err = lineErr(err)
+	if err == nil && len(vals) != len(calls)+joinTail {
 		err = fmt.Errorf("join script returned %d values for %d joins", len(vals), len(calls))
 	}
-	var length int64
+	var tail [joinTail]int64
+	for k := 0; err == nil && k < joinTail; k++ {
+		tail[k], err = strconv.ParseInt(vals[len(calls)+k], 10, 64)
+	}
+	lv := Level{Lost: errors.Is(err, ErrLost)}
 	if err == nil {
-		length, err = strconv.ParseInt(vals[len(vals)-1], 10, 64)
+		lv = Level{Pre: tail[1], PreCeiling: tail[2], Post: tail[3], PostCeiling: tail[4], BeforeStart: tail[5] == 1}
 	}
 	for i, c := range calls {
-		if err == nil {
-			c.place, c.err = parsePlace(vals[i])
-			c.length = length
-		} else {
+		switch {
+		case err != nil:
 			c.err = fmt.Errorf("join sale %s: %w", c.sale, err)
+		case vals[i] == "w":
+			c.err = fmt.Errorf("join sale %s: %w", c.sale, ErrWait)
+			lv.Refused++
+		default:
+			c.place, c.err = parsePlace(vals[i])
+			c.length = tail[0]
 		}
 		close(c.done)
 	}
-}
-
-// Seed returns the sale's shuffle seed, creating it on first use: the first
-// edge node to ask sets it, every other node reads the same one.
-func Seed(ctx context.Context, rdb redis.UniversalClient, keys Keys, sale string) ([]byte, error) {
-	var fresh [32]byte
-	if _, err := rand.Read(fresh[:]); err != nil {
-		return nil, fmt.Errorf("new seed: %w", err)
-	}
-	if err := rdb.SetNX(ctx, keys.Seed(sale), hex.EncodeToString(fresh[:]), 0).Err(); err != nil {
-		return nil, fmt.Errorf("set seed of sale %s: %w", sale, err)
-	}
-	s, err := rdb.Get(ctx, keys.Seed(sale)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("read seed of sale %s: %w", sale, err)
-	}
-	return hex.DecodeString(s)
+	return lv, err == nil || lv.Lost
 }

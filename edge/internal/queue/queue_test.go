@@ -21,6 +21,7 @@ func TestJoinPositionsUniqueAndGapFree(t *testing.T) {
 	keys := queue.NewKeys(r.Prefix)
 	const shoppers = 10_000
 	const again = 500 // shoppers who join a second time within the burst
+	ready(t, r, "s1", 1)
 	joiners := make([]*queue.Joiner, 3)
 	for i := range joiners {
 		joiners[i] = queue.NewJoiner(r.Client, keys, queue.JoinerOptions{})
@@ -103,6 +104,7 @@ func TestJoinPositionsUniqueAndGapFree(t *testing.T) {
 func TestJoinPreQueue(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
+	ready(t, r, "s", 1)
 	j := queue.NewJoiner(r.Client, queue.NewKeys(r.Prefix), queue.JoinerOptions{})
 	t.Cleanup(j.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -162,36 +164,5 @@ func TestJoinerClosed(t *testing.T) {
 	j.Close()
 	if _, _, err := j.Join(context.Background(), "s", time.Now(), "a"); err != queue.ErrClosed {
 		t.Errorf("Join after Close = %v, want ErrClosed", err)
-	}
-}
-
-// TestSeedSetOnce: every node asking for a sale's seed at once gets the same
-// 32 bytes, and asking again returns them unchanged.
-func TestSeedSetOnce(t *testing.T) {
-	t.Parallel()
-	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
-	ctx := context.Background()
-	seeds := make([][]byte, 20)
-	var wg sync.WaitGroup
-	for i := range seeds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, err := queue.Seed(ctx, r.Client, keys, "s")
-			if err != nil {
-				t.Errorf("Seed = %v", err)
-			}
-			seeds[i] = s
-		}()
-	}
-	wg.Wait()
-	for i, s := range seeds {
-		if len(s) != 32 || string(s) != string(seeds[0]) {
-			t.Fatalf("Seed #%d = %x, want the same 32 bytes as #0 (%x)", i, s, seeds[0])
-		}
-	}
-	if other, err := queue.Seed(ctx, r.Client, keys, "other"); err != nil || string(other) == string(seeds[0]) {
-		t.Errorf("Seed(other sale) = %x, %v; want a seed of its own", other, err)
 	}
 }

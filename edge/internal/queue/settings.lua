@@ -1,23 +1,30 @@
--- settings.lua: change a sale's admission rate and/or pause switch. Every
--- edge node's next tick runs with the new values.
+-- settings.lua: put a sale's admission rate and pause switch, as the origin's
+-- durable copy of the line holds them after a change, into Redis. Every edge
+-- node's next tick runs with the new values. Two changes that race reach
+-- Redis in either order; the settings version (bumped by the origin with
+-- each change) keeps the newer.
 --
--- KEYS[1] cursor hash
--- ARGV[1] new rate per second, or '' to keep it
--- ARGV[2] '1' pause, '0' resume, '' keep
--- ARGV[3] rate per second to start from if none is set yet
+-- KEYS[1] cursor hash  KEYS[2] line hash (epoch)
+-- ARGV[1] rate per second  ARGV[2] '1' paused, '0' not  ARGV[3] settings version
 --
--- Returns {rate (string), paused (0/1), now_serving}.
+-- Returns {rate (string), paused (0/1), now_serving} as Redis holds them
+-- afterwards.
+-- Fails with LINE_LOST when the line's state is not there (Redis lost it):
+-- the edge restores it from the origin, which has the change already.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', KEYS[1], 'rate', 'paused', 'now_serving', 'last_ms')
-local rate = h[1] or ARGV[3]
-local paused = h[2] or '0'
-if ARGV[1] ~= '' then rate = ARGV[1] end
-if ARGV[2] ~= '' then paused = ARGV[2] end
--- Admission so far was at the old rate: the new one counts from now.
-local last = math.max(tonumber(h[4] or '0'), now)
-redis.call('HSET', KEYS[1], 'rate', rate, 'paused', paused, 'last_ms', string.format('%.3f', last))
-if not h[3] then redis.call('HSET', KEYS[1], 'now_serving', '0') end
+local h = redis.call('HMGET', KEYS[1], 'rate', 'paused', 'now_serving', 'last_ms', 'settings_version')
+if not redis.call('HGET', KEYS[2], 'epoch') or not h[1] then
+  return redis.error_reply('LINE_LOST the line of this sale is not in Redis; restore it from the origin')
+end
+local rate, paused = h[1], h[2] or '0'
+if tonumber(ARGV[3]) > tonumber(h[5] or '0') then
+  rate, paused = ARGV[1], ARGV[2]
+  -- Admission so far was at the old rate: the new one counts from now.
+  local last = math.max(tonumber(h[4] or '0'), now)
+  redis.call('HSET', KEYS[1], 'rate', rate, 'paused', paused, 'settings_version', ARGV[3],
+    'last_ms', string.format('%.3f', last))
+end
 local p = 0
 if paused == '1' then p = 1 end
 return {rate, p, tonumber(h[3] or '0')}

@@ -32,11 +32,12 @@ type Deps struct {
 	Redis      *checkout.Store
 	Reserver   *checkout.Reserver
 	Ledger     *ledger.Store
-	Guard      *rebuild.Guard       // finds and rebuilds sales Redis has lost
-	Orders     *orders.Service      // nil when no payment gateway is configured
-	Verifier   *tokens.Verifier     // admission tokens
-	Users      *tokens.UserVerifier // the shop's user tokens
-	Issuer     *tokens.Issuer       // dev-mode admission tokens; nil outside dev mode
+	Guard      *rebuild.Guard          // finds and rebuilds sales Redis has lost
+	Orders     *orders.Service         // nil when no payment gateway is configured
+	Verifier   *tokens.Verifier        // admission tokens
+	Users      *tokens.UserVerifier    // the shop's user tokens
+	Issuer     *tokens.Issuer          // dev-mode admission tokens; nil outside dev mode
+	Edges      *tokens.RequestVerifier // the edges' signed line requests; nil: no line routes
 	Log        *slog.Logger
 	Registry   *prometheus.Registry // metrics served on the admin listener
 	Clock      func() time.Time     // nil means time.Now
@@ -117,6 +118,11 @@ func (s *Server) publicRoutes() []route {
 		{fasthttp.MethodPost, []string{"v1", "orders"}, "create_order", s.createOrder},
 		{fasthttp.MethodGet, []string{"v1", "orders", "*"}, "order", s.order},
 		{fasthttp.MethodPost, []string{"v1", "payments", "webhook"}, "payment_webhook", s.paymentWebhook},
+		{fasthttp.MethodGet, []string{"v1", "lines", "*"}, "line", s.signed(s.getLine)},
+		{fasthttp.MethodPost, []string{"v1", "lines", "*"}, "line_ensure", s.signed(s.ensureLine)},
+		{fasthttp.MethodPut, []string{"v1", "lines", "*", "settings"}, "line_settings", s.signed(s.lineSettings)},
+		{fasthttp.MethodPost, []string{"v1", "lines", "*", "ceilings"}, "line_ceilings", s.signed(s.raiseLine)},
+		{fasthttp.MethodPost, []string{"v1", "lines", "*", "draw"}, "line_draw", s.signed(s.sealDraw)},
 		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
 	}
 }

@@ -1,0 +1,549 @@
+// Package line keeps each sale's waiting line safe from Redis losing it.
+// The origin holds a durable copy of every line (its /v1/lines routes): the
+// draw seed, the rate and pause ops set, and high-water ceilings of the
+// pre and post counters and of the admission cursor. Keeper writes that copy
+// first and Redis second; raises each ceiling a block ahead of need, so
+// joins and admission normally never wait for it; seals the pre-queue's
+// draw size at the start; and, when a tick or a join finds that Redis lost
+// a line, puts it back from the copy: counters at their ceilings (no place
+// handed out twice), the cursor at its ceiling (nobody admitted sent back),
+// the same seed, rate and pause.
+package line
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashgate/flashgate/edge/internal/queue"
+)
+
+// StateReader is the admission cursor's cache of each sale's state.
+type StateReader interface {
+	State(sale string) (queue.State, bool)
+}
+
+var _ StateReader = (*queue.Cursor)(nil)
+
+// Options tune a Keeper; zero values take the defaults.
+type Options struct {
+	// DefaultRatePerSecond is the admission rate a line starts with when
+	// the origin has no copy of it yet.
+	DefaultRatePerSecond float64
+	// BlockWindow sizes the join ceilings' blocks: a ceiling is raised to
+	// a block beyond its counter once the counter comes within half a block
+	// of it, a block being this long of joins at the recent join rate; 0
+	// means 1 s. After Redis loses a line, up to a block of places goes
+	// unused (the cursor passes them at the admission rate), so it is kept
+	// short; half a block is the lead a raise has over the joins.
+	BlockWindow time.Duration
+	// MinBlock is the smallest join block; 0 means 256.
+	MinBlock int64
+	// MaxBlock is the largest join block; 0 means 1<<20.
+	MaxBlock int64
+	// ServingWindow sizes the serving ceiling's block: this long of
+	// admissions at the set rate; 0 means 2 s. After a loss the cursor
+	// resumes at the ceiling, admitting up to a block early.
+	ServingWindow time.Duration
+	// Timeout bounds one step (a restore, a raise, a seal, a settings
+	// change), origin and Redis together; 0 means 3 s.
+	Timeout time.Duration
+	// JoinWait is how long Join holds a join that found the line at its
+	// ceiling (or lost) for the raise (or restore) under way, before it
+	// gives up with the error; 0 means 1 s. A burst larger than a block
+	// then waits a round trip to the origin, not for the shopper's retry.
+	JoinWait time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// minServingBlock is the smallest serving block, for low or zero rates.
+const minServingBlock = 16
+
+// rateWindow is how far back the join rate looks.
+const rateWindow = 2 * time.Second
+
+// Keeper keeps every sale's line and its durable copy in step. Maintain (each
+// tick) and Observe (each join round trip) decide what a sale needs and run
+// it in the background, one step per sale at a time, so neither a tick nor
+// a join ever waits for the origin.
+type Keeper struct {
+	lines  *queue.Lines
+	store  Store
+	states StateReader
+	opts   Options
+	log    *slog.Logger
+
+	ctx    context.Context // the steps' parent; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // steps in flight
+
+	mu     sync.Mutex // guards sales and closed
+	sales  map[string]*saleLine
+	closed bool
+
+	restores prometheus.Counter
+	raises   prometheus.Counter
+	waits    prometheus.Counter
+	failures *prometheus.CounterVec
+}
+
+// saleLine is what the Keeper knows of one sale.
+type saleLine struct {
+	startsAt time.Time     // as the last tick knew it; zero until then
+	changed  chan struct{} // closed (and replaced) when a raise or restore lands
+	busy     bool          // a step is in flight
+	seed     []byte        // the durable seed once read; it never changes
+	samples  []sample
+	failing  bool // the last step failed (logged once until one succeeds)
+}
+
+type sample struct {
+	at     time.Time
+	length int64
+}
+
+// New returns a Keeper; its metrics register on reg.
+func New(lines *queue.Lines, store Store, states StateReader, opts Options, log *slog.Logger, reg prometheus.Registerer) *Keeper {
+	if opts.BlockWindow <= 0 {
+		opts.BlockWindow = time.Second
+	}
+	if opts.MinBlock <= 0 {
+		opts.MinBlock = 256
+	}
+	if opts.MaxBlock <= 0 {
+		opts.MaxBlock = 1 << 20
+	}
+	opts.MaxBlock = max(opts.MaxBlock, opts.MinBlock)
+	if opts.ServingWindow <= 0 {
+		opts.ServingWindow = 2 * time.Second
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 3 * time.Second
+	}
+	if opts.JoinWait <= 0 {
+		opts.JoinWait = time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &Keeper{lines: lines, store: store, states: states, opts: opts, log: log, ctx: ctx, cancel: cancel,
+		sales: map[string]*saleLine{},
+		restores: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_line_restores_total",
+			Help: "Sale lines this node put back into Redis from the origin's durable copy after Redis lost them."}),
+		raises: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_line_raises_total",
+			Help: "Durable ceiling raises (origin, then Redis)."}),
+		waits: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_line_waits_total",
+			Help: "Joins answered please_wait because the line was at its durable ceiling."}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flashgate_edge_line_failures_total",
+			Help: "Line steps that failed, by step (restore, seed, seal, raise, settings); the origin or Redis was unreachable."}, []string{"step"}),
+	}
+	reg.MustRegister(k.restores, k.raises, k.waits, k.failures)
+	return k
+}
+
+// Joiner hands out places in line (queue.Joiner).
+type Joiner interface {
+	Join(ctx context.Context, sale string, startsAt time.Time, account string) (queue.Place, int64, error)
+}
+
+var _ Joiner = (*queue.Joiner)(nil)
+
+// Join joins account to the sale's line through j. A join that finds the
+// line at its ceiling, or lost, waits for the raise or restore that its
+// round trip set off (Observe) and tries again, for up to JoinWait; then
+// it returns the error (queue.ErrWait or queue.ErrLost), which the shopper
+// hears as please_wait.
+func (k *Keeper) Join(ctx context.Context, j Joiner, sale string, startsAt time.Time, account string) (queue.Place, error) {
+	giveUp := time.NewTimer(k.opts.JoinWait)
+	defer giveUp.Stop()
+	for {
+		changed := k.changedOf(sale) // before the attempt: a raise landing after it is not missed
+		p, _, err := j.Join(ctx, sale, startsAt, account)
+		if !errors.Is(err, queue.ErrWait) && !errors.Is(err, queue.ErrLost) {
+			return p, err
+		}
+		select {
+		case <-changed:
+		case <-giveUp.C:
+			return p, err
+		case <-ctx.Done():
+			return p, err
+		}
+	}
+}
+
+// changedOf returns the channel closed when the sale's next raise or
+// restore lands.
+func (k *Keeper) changedOf(sale string) <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := k.sale(sale)
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
+}
+
+// landed wakes the joins waiting for the sale's ceiling or restore.
+func (k *Keeper) landed(sale string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := k.sale(sale)
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+}
+
+// Seed returns a sale's durable draw seed once this node has read it.
+func (k *Keeper) Seed(sale string) ([]byte, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if s := k.sales[sale]; s != nil && s.seed != nil {
+		return s.seed, true
+	}
+	return nil, false
+}
+
+// Maintain looks at every sale after a cursor tick and starts what each
+// needs: a restore when Redis lost its line, reading its seed, sealing the
+// draw once it started, or raising ceilings that its counters or cursor
+// come near. It never blocks.
+func (k *Keeper) Maintain(ticks []queue.Tick) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, t := range ticks {
+		st, ok := k.states.State(t.Sale)
+		if !ok {
+			continue
+		}
+		s := k.sale(t.Sale)
+		s.startsAt = t.StartsAt
+		if !st.Lost {
+			s.record(st.ReadAt, st.QueueLength)
+		}
+		if s.busy || k.closed {
+			continue
+		}
+		started := !st.RedisNow.Before(t.StartsAt)
+		switch {
+		case st.Lost:
+			k.start(t.Sale, s, "restore", func(ctx context.Context) error { return k.restore(ctx, t.Sale) })
+		case s.seed == nil:
+			k.start(t.Sale, s, "seed", func(ctx context.Context) error { return k.loadSeed(ctx, t.Sale) })
+		case started && !st.Drawn:
+			pre := st.PreQueue // final: Redis's clock has passed the start
+			k.start(t.Sale, s, "seal", func(ctx context.Context) error { return k.seal(ctx, t.Sale, pre) })
+		default:
+			c := k.joinRaise(s, !started, st.PreQueue, st.PreCeiling, st.Post, st.PostCeiling, false)
+			if b := k.servingBlock(st.RatePerSecond); st.ServingCeiling-st.NowServing <= b/2 {
+				c.Serving = st.NowServing + b
+			}
+			if c != (queue.Ceilings{}) {
+				k.start(t.Sale, s, "raise", func(ctx context.Context) error { return k.raise(ctx, t.Sale, c) })
+			}
+		}
+	}
+}
+
+// Observe hears a join round trip's level (queue.JoinerOptions.Observe): it
+// counts joins that found the line at its ceiling and starts a raise, or a
+// restore, at once rather than at the next tick. It never blocks.
+func (k *Keeper) Observe(sale string, lv queue.Level) {
+	k.waits.Add(float64(lv.Refused))
+	now := k.opts.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := k.sale(sale)
+	if !lv.Lost {
+		s.record(now, lv.Pre+lv.Post)
+	}
+	if s.busy || k.closed {
+		return
+	}
+	if lv.Lost {
+		k.start(sale, s, "restore", func(ctx context.Context) error { return k.restore(ctx, sale) })
+		return
+	}
+	c := k.joinRaise(s, lv.BeforeStart, lv.Pre, lv.PreCeiling, lv.Post, lv.PostCeiling, lv.Refused > 0)
+	if c != (queue.Ceilings{}) {
+		k.start(sale, s, "raise", func(ctx context.Context) error { return k.raise(ctx, sale, c) })
+	}
+}
+
+// Settings changes a sale's rate (not nil) and pause switch (not nil): in
+// the origin's copy first — if the origin cannot be reached nothing changes
+// and the error says so — then in Redis, where every node's next tick obeys
+// it. It returns the state with the new settings. Errors wrap
+// ErrStaleSettings when the origin holds a later change.
+func (k *Keeper) Settings(ctx context.Context, sale string, rate *float64, paused *bool) (queue.State, error) {
+	row, err := k.store.Settings(ctx, sale, rate, paused)
+	if err != nil {
+		k.failures.WithLabelValues("settings").Inc()
+		return queue.State{}, fmt.Errorf("settings of sale %s in the origin: %w", sale, err)
+	}
+	applied, err := k.lines.Settings(ctx, sale, row.RatePerSecond, row.Paused, row.SettingsVersion)
+	if errors.Is(err, queue.ErrLost) {
+		// Redis lost the line: the restore brings the change back with it.
+		if err = k.restore(ctx, sale); err == nil {
+			applied, err = k.lines.Settings(ctx, sale, row.RatePerSecond, row.Paused, row.SettingsVersion)
+		}
+	}
+	if err != nil {
+		k.failures.WithLabelValues("settings").Inc()
+		return queue.State{}, fmt.Errorf("settings of sale %s: recorded by the origin, not yet in redis: %w", sale, err)
+	}
+	st, _ := k.states.State(sale)
+	st.RatePerSecond, st.Paused, st.NowServing = applied.RatePerSecond, applied.Paused, max(st.NowServing, applied.NowServing)
+	return st, nil
+}
+
+// Idle reports whether no step is in flight, for tests that tick by hand.
+func (k *Keeper) Idle() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, s := range k.sales {
+		if s.busy {
+			return false
+		}
+	}
+	return true
+}
+
+// Close stops the steps in flight and waits for them.
+func (k *Keeper) Close() {
+	k.mu.Lock()
+	k.closed = true
+	k.mu.Unlock()
+	k.cancel()
+	k.wg.Wait()
+}
+
+// sale returns the sale's record, making it; the caller holds mu.
+func (k *Keeper) sale(id string) *saleLine {
+	s := k.sales[id]
+	if s == nil {
+		s = &saleLine{}
+		k.sales[id] = s
+	}
+	return s
+}
+
+// start runs step in the background as the sale's one step in flight; the
+// caller holds mu.
+func (k *Keeper) start(sale string, s *saleLine, step string, run func(context.Context) error) {
+	s.busy = true
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		ctx, cancel := context.WithTimeout(k.ctx, k.opts.Timeout)
+		err := run(ctx)
+		cancel()
+		if err != nil {
+			k.failures.WithLabelValues(step).Inc()
+		}
+		k.mu.Lock()
+		s.busy = false
+		was := s.failing
+		s.failing = err != nil
+		k.mu.Unlock()
+		switch {
+		case err != nil && !was && k.ctx.Err() == nil:
+			k.log.Warn("sale line step failing", "sale", sale, "step", step, "err", err)
+		case err == nil && was:
+			k.log.Info("sale line steps recovered", "sale", sale, "step", step)
+		}
+	}()
+}
+
+// record adds a reading of the line's length for the join rate.
+func (s *saleLine) record(at time.Time, length int64) {
+	if n := len(s.samples); n > 0 && at.Sub(s.samples[n-1].at) < 20*time.Millisecond {
+		return
+	}
+	s.samples = append(s.samples, sample{at: at, length: length})
+	cut := 0
+	for cut < len(s.samples)-1 && at.Sub(s.samples[cut].at) > rateWindow {
+		cut++
+	}
+	s.samples = s.samples[cut:]
+}
+
+// minRateSpan is the shortest span the join rate is taken over: a handful
+// of joins arriving together is not a rate of thousands a second.
+const minRateSpan = 250 * time.Millisecond
+
+// joinRate is joins per second over the last rateWindow.
+func (s *saleLine) joinRate() float64 {
+	if len(s.samples) < 2 {
+		return 0
+	}
+	first, last := s.samples[0], s.samples[len(s.samples)-1]
+	if last.length < first.length {
+		return 0
+	}
+	return float64(last.length-first.length) / max(last.at.Sub(first.at), minRateSpan).Seconds()
+}
+
+// joinBlock is how far ahead of its counter a join ceiling is raised.
+func (k *Keeper) joinBlock(s *saleLine) int64 {
+	b := int64(math.Ceil(s.joinRate() * k.opts.BlockWindow.Seconds()))
+	return min(max(b, k.opts.MinBlock), k.opts.MaxBlock)
+}
+
+// servingBlock is how far ahead of the cursor the serving ceiling is raised.
+func (k *Keeper) servingBlock(rate float64) int64 {
+	return max(int64(math.Ceil(rate*k.opts.ServingWindow.Seconds())), minServingBlock)
+}
+
+// joinRaise returns the join ceilings to raise (0: leave one): a counter
+// within half a block of its ceiling, or one that refused joins, gets a
+// block beyond it. The pre-queue's only before the start: it is closed
+// after.
+func (k *Keeper) joinRaise(s *saleLine, before bool, pre, preCeiling, post, postCeiling int64, refused bool) queue.Ceilings {
+	b := k.joinBlock(s)
+	var c queue.Ceilings
+	if before && (preCeiling-pre <= b/2 || refused) {
+		c.Pre = pre + b
+	}
+	if postCeiling-post <= b/2 || (refused && !before) {
+		c.Post = post + b
+	}
+	return c
+}
+
+// raise raises ceilings in the origin's copy, then in Redis to what the
+// origin holds (which may be more: other nodes raise too).
+func (k *Keeper) raise(ctx context.Context, sale string, c queue.Ceilings) error {
+	row, err := k.store.Raise(ctx, sale, c)
+	if err != nil {
+		return fmt.Errorf("raise in the origin: %w", err)
+	}
+	err = k.lines.Raise(ctx, sale, queue.Ceilings{Pre: row.PreCeiling, Post: row.PostCeiling, Serving: row.ServingCeiling})
+	if errors.Is(err, queue.ErrLost) {
+		return nil // the restore takes the ceilings from the origin
+	}
+	if err == nil {
+		k.raises.Inc()
+		k.landed(sale)
+	}
+	return err
+}
+
+// seal records the pre-queue's size at the start in the origin's copy (the
+// first edge wins) and then in Redis; the draw permutes exactly that many.
+func (k *Keeper) seal(ctx context.Context, sale string, pre int64) error {
+	row, err := k.store.SealDraw(ctx, sale, pre)
+	if err != nil {
+		return fmt.Errorf("seal the draw in the origin: %w", err)
+	}
+	if row.DrawSize == nil {
+		return fmt.Errorf("seal the draw: the origin answered no draw size")
+	}
+	if _, err := k.lines.Seal(ctx, sale, *row.DrawSize); err != nil && !errors.Is(err, queue.ErrLost) {
+		return err
+	}
+	return nil
+}
+
+// loadSeed reads the sale's seed from Redis, or restores the line when
+// Redis lost it.
+func (k *Keeper) loadSeed(ctx context.Context, sale string) error {
+	seed, err := k.lines.Seed(ctx, sale)
+	if errors.Is(err, queue.ErrLost) {
+		return k.restore(ctx, sale)
+	}
+	if err != nil {
+		return err
+	}
+	k.setSeed(sale, seed)
+	return nil
+}
+
+func (k *Keeper) setSeed(sale string, seed []byte) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.sale(sale).seed = seed
+}
+
+// restore puts a sale's line back into Redis from the origin's copy, making
+// the copy first when the origin has none (a new sale, or a line that
+// predates it: then what Redis still holds is proposed and kept). Several
+// nodes may restore at once; the first to reach Redis wins and the others
+// change nothing.
+func (k *Keeper) restore(ctx context.Context, sale string) error {
+	cur, err := k.lines.Current(ctx, sale)
+	if err != nil {
+		return err
+	}
+	p := Proposal{Seed: hex.EncodeToString(cur.Seed), RatePerSecond: k.opts.DefaultRatePerSecond, Paused: cur.Paused}
+	if cur.Seed == nil {
+		var fresh [32]byte
+		if _, err := rand.Read(fresh[:]); err != nil {
+			return fmt.Errorf("new seed: %w", err)
+		}
+		p.Seed = hex.EncodeToString(fresh[:])
+	}
+	if cur.HasRate {
+		p.RatePerSecond = cur.RatePerSecond
+	}
+	row, err := k.store.Ensure(ctx, sale, p)
+	if err != nil {
+		return fmt.Errorf("line in the origin: %w", err)
+	}
+	seed, err := hex.DecodeString(row.Seed)
+	if err != nil || len(seed) == 0 {
+		return fmt.Errorf("line in the origin: seed %q is not hex", row.Seed)
+	}
+	// Resume every counter at its ceiling (or what Redis still holds, if
+	// more), and give joins and admission a block to go on with.
+	pre, post := max(row.PreCeiling, cur.Pre), max(row.PostCeiling, cur.Post)
+	serving := max(row.ServingCeiling, cur.NowServing)
+	k.mu.Lock()
+	s := k.sale(sale)
+	s.samples = nil
+	block, startsAt := k.joinBlock(s), s.startsAt
+	k.mu.Unlock()
+	c := queue.Ceilings{Post: post + block, Serving: serving + k.servingBlock(row.RatePerSecond)}
+	// The pre-queue closes at the start: raising its ceiling after would
+	// only widen the gap the next restore leaves.
+	if startsAt.IsZero() || k.opts.Now().Before(startsAt) {
+		c.Pre = pre + block
+	}
+	raised, err := k.store.Raise(ctx, sale, c)
+	if err != nil {
+		return fmt.Errorf("raise in the origin: %w", err)
+	}
+	d := queue.Durable{
+		Seed: seed, RatePerSecond: raised.RatePerSecond, Paused: raised.Paused, SettingsVersion: raised.SettingsVersion,
+		Pre: pre, Post: post, NowServing: serving,
+		PreCeiling: raised.PreCeiling, PostCeiling: raised.PostCeiling, ServingCeiling: raised.ServingCeiling,
+	}
+	if raised.DrawSize != nil {
+		d.DrawSize, d.Drawn = *raised.DrawSize, true
+	}
+	var epoch [8]byte
+	_, _ = rand.Read(epoch[:])
+	restored, err := k.lines.Restore(ctx, sale, hex.EncodeToString(epoch[:]), d)
+	if err != nil {
+		return err
+	}
+	k.landed(sale)
+	if restored {
+		k.restores.Inc()
+		k.log.Warn("sale line was not in redis; restored from the origin's durable copy", "sale", sale,
+			"pre", pre, "post", post, "now_serving", serving, "paused", d.Paused, "rate_per_s", d.RatePerSecond)
+	}
+	k.setSeed(sale, seed)
+	return nil
+}

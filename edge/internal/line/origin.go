@@ -1,0 +1,178 @@
+package line
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/tokens"
+)
+
+// Row is the origin's durable copy of a sale's line (its /v1/lines answer).
+type Row struct {
+	SaleID          string  `json:"sale_id"`
+	Seed            string  `json:"seed"` // hex
+	RatePerSecond   float64 `json:"rate_per_s"`
+	Paused          bool    `json:"paused"`
+	SettingsVersion int64   `json:"settings_version"`
+	PreCeiling      int64   `json:"pre_ceiling"`
+	PostCeiling     int64   `json:"post_ceiling"`
+	ServingCeiling  int64   `json:"serving_ceiling"`
+	DrawSize        *int64  `json:"draw_size"` // nil until sealed
+}
+
+// Proposal is what an edge proposes when it creates a line: the first
+// proposal the origin records wins.
+type Proposal struct {
+	Seed          string  `json:"seed"` // hex, 32 bytes
+	RatePerSecond float64 `json:"rate_per_s"`
+	Paused        bool    `json:"paused"`
+}
+
+// Store is the origin's durable copy of the lines.
+type Store interface {
+	// Ensure creates the line with p unless it exists, and returns it as
+	// stored.
+	Ensure(ctx context.Context, sale string, p Proposal) (Row, error)
+	// Settings changes the rate (not nil) and pause switch (not nil).
+	Settings(ctx context.Context, sale string, rate *float64, paused *bool) (Row, error)
+	// Raise raises the ceilings given (0 leaves one), never lowering any.
+	Raise(ctx context.Context, sale string, c queue.Ceilings) (Row, error)
+	// SealDraw records the pre-queue's size at the start unless recorded.
+	SealDraw(ctx context.Context, sale string, size int64) (Row, error)
+}
+
+// ErrStaleSettings: the origin holds a settings change signed later than
+// this one (clocks of two edge nodes apart, or a replay).
+var ErrStaleSettings = errors.New("line: a newer settings change is recorded")
+
+// OriginError is an answer of the origin other than 200.
+type OriginError struct {
+	Status int
+	Code   string
+}
+
+func (e *OriginError) Error() string { return fmt.Sprintf("origin answered %d %s", e.Status, e.Code) }
+
+// OriginStore is Store over the origin's public listener, every request
+// signed with the token key set's active key (tokens.RequestSigner). It
+// has a connection pool of its own, so reserves filling theirs never hold
+// up a ceiling raise.
+type OriginStore struct {
+	client  *fasthttp.HostClient
+	host    string
+	signer  *tokens.RequestSigner
+	timeout time.Duration
+}
+
+var _ Store = (*OriginStore)(nil)
+
+// originConns caps the connections of the line's calls: a few per sale a
+// second at most.
+const originConns = 8
+
+// NewOriginStore returns a Store at base (http or https, no path); timeout
+// bounds one exchange (0 means 2 s).
+func NewOriginStore(base string, signer *tokens.RequestSigner, timeout time.Duration) (*OriginStore, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("line: origin %q must be an http(s) URL", base)
+	}
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	addr := u.Host
+	switch {
+	case u.Port() != "":
+	case u.Scheme == "https":
+		addr += ":443"
+	default:
+		addr += ":80"
+	}
+	return &OriginStore{
+		client: &fasthttp.HostClient{
+			Addr: addr, IsTLS: u.Scheme == "https", MaxConns: originConns,
+			ReadTimeout: timeout, WriteTimeout: timeout, MaxIdleConnDuration: 30 * time.Second,
+			MaxResponseBodySize: 64 << 10, NoDefaultUserAgentHeader: true,
+		},
+		host: u.Host, signer: signer, timeout: timeout,
+	}, nil
+}
+
+// Ensure implements Store.
+func (o *OriginStore) Ensure(ctx context.Context, sale string, p Proposal) (Row, error) {
+	return o.call(ctx, fasthttp.MethodPost, "/v1/lines/"+sale, p)
+}
+
+// Settings implements Store.
+func (o *OriginStore) Settings(ctx context.Context, sale string, rate *float64, paused *bool) (Row, error) {
+	return o.call(ctx, fasthttp.MethodPut, "/v1/lines/"+sale+"/settings", struct {
+		RatePerSecond *float64 `json:"rate_per_s,omitempty"`
+		Paused        *bool    `json:"paused,omitempty"`
+	}{rate, paused})
+}
+
+// Raise implements Store.
+func (o *OriginStore) Raise(ctx context.Context, sale string, c queue.Ceilings) (Row, error) {
+	body := map[string]int64{}
+	for name, v := range map[string]int64{"pre": c.Pre, "post": c.Post, "serving": c.Serving} {
+		if v > 0 {
+			body[name] = v
+		}
+	}
+	return o.call(ctx, fasthttp.MethodPost, "/v1/lines/"+sale+"/ceilings", body)
+}
+
+// SealDraw implements Store.
+func (o *OriginStore) SealDraw(ctx context.Context, sale string, size int64) (Row, error) {
+	return o.call(ctx, fasthttp.MethodPost, "/v1/lines/"+sale+"/draw", map[string]int64{"pre_queue": size})
+}
+
+// call sends one signed request and decodes the line it answers.
+func (o *OriginStore) call(ctx context.Context, method, path string, in any) (Row, error) {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return Row{}, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	timeout := o.timeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	if timeout <= 0 {
+		return Row{}, fmt.Errorf("%s %s: %w", method, path, context.DeadlineExceeded)
+	}
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod(method)
+	req.SetRequestURI(path)
+	req.SetHost(o.host)
+	req.Header.SetContentType("application/json")
+	req.Header.Set(tokens.RequestSignatureHeader, o.signer.Sign(method, path, body))
+	req.SetBody(body)
+	if err := o.client.DoTimeout(req, resp, timeout); err != nil {
+		return Row{}, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode() != fasthttp.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(resp.Body(), &e)
+		if resp.StatusCode() == fasthttp.StatusConflict && e.Error == "stale_settings" {
+			return Row{}, fmt.Errorf("%s %s: %w", method, path, ErrStaleSettings)
+		}
+		return Row{}, fmt.Errorf("%s %s: %w", method, path, &OriginError{Status: resp.StatusCode(), Code: e.Error})
+	}
+	var row Row
+	if err := json.Unmarshal(resp.Body(), &row); err != nil {
+		return Row{}, fmt.Errorf("%s %s: answer: %w", method, path, err)
+	}
+	return row, nil
+}

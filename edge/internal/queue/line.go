@@ -1,0 +1,177 @@
+package queue
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Lines is the Redis side of each sale's durable line: it restores a line
+// from the origin's copy, raises ceilings and seals the draw once the origin
+// has them, and applies ops settings the origin recorded. The origin side
+// and the decisions of when to do what are package line's.
+type Lines struct {
+	rdb  redis.UniversalClient
+	keys Keys
+}
+
+// NewLines returns Lines over rdb.
+func NewLines(rdb redis.UniversalClient, keys Keys) *Lines { return &Lines{rdb: rdb, keys: keys} }
+
+// Durable is the origin's copy of a line, as Restore puts it back.
+type Durable struct {
+	Seed            []byte
+	RatePerSecond   float64
+	Paused          bool
+	SettingsVersion int64
+	// Where the counters and the cursor resume: at least what they were
+	// (the ceilings before this restore raised them).
+	Pre, Post, NowServing int64
+	// The ceilings from here on, raised in the origin's copy already.
+	PreCeiling, PostCeiling, ServingCeiling int64
+	DrawSize                                int64 // valid when Drawn
+	Drawn                                   bool
+}
+
+// Restore puts a sale's line back into Redis under a fresh epoch unless it
+// is whole already (another node restored first); it reports whether it
+// restored.
+func (l *Lines) Restore(ctx context.Context, sale, epoch string, d Durable) (bool, error) {
+	draw := ""
+	if d.Drawn {
+		draw = strconv.FormatInt(d.DrawSize, 10)
+	}
+	paused := "0"
+	if d.Paused {
+		paused = "1"
+	}
+	n, err := restoreScript.Run(ctx, l.rdb,
+		[]string{l.keys.Line(sale), l.keys.Cursor(sale), l.keys.Pre(sale), l.keys.Post(sale), l.keys.Seed(sale)},
+		epoch, hex.EncodeToString(d.Seed), formatRate(d.RatePerSecond), paused, d.SettingsVersion,
+		d.Pre, d.Post, d.NowServing, d.PreCeiling, d.PostCeiling, d.ServingCeiling, draw).Int()
+	if err != nil {
+		return false, fmt.Errorf("restore line of sale %s: %w", sale, err)
+	}
+	return n == 1, nil
+}
+
+// Ceilings are values to raise a line's ceilings to; 0 leaves one as it is.
+type Ceilings struct {
+	Pre, Post, Serving int64
+}
+
+// Raise raises a sale's ceilings in Redis (never lowers one); ErrLost when
+// Redis does not hold the line.
+func (l *Lines) Raise(ctx context.Context, sale string, c Ceilings) error {
+	arg := func(v int64) string {
+		if v <= 0 {
+			return ""
+		}
+		return strconv.FormatInt(v, 10)
+	}
+	n, err := raiseScript.Run(ctx, l.rdb, []string{l.keys.Line(sale)}, arg(c.Pre), arg(c.Post), arg(c.Serving)).Int()
+	if err != nil {
+		return fmt.Errorf("raise line of sale %s: %w", sale, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("raise line of sale %s: %w", sale, ErrLost)
+	}
+	return nil
+}
+
+// Seal records the draw size the origin holds and returns the one Redis
+// holds afterwards; ErrLost when Redis does not hold the line.
+func (l *Lines) Seal(ctx context.Context, sale string, size int64) (int64, error) {
+	n, err := sealScript.Run(ctx, l.rdb, []string{l.keys.Line(sale), l.keys.Pre(sale)}, size).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("seal draw of sale %s: %w", sale, err)
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("seal draw of sale %s: %w", sale, ErrLost)
+	}
+	return n, nil
+}
+
+// Settings puts the rate and pause switch of the origin's copy, at its
+// settings version, into Redis, and returns what Redis holds afterwards
+// (a newer version that raced ahead stays). ErrLost when Redis does not
+// hold the line.
+func (l *Lines) Settings(ctx context.Context, sale string, rate float64, paused bool, version int64) (State, error) {
+	p := "0"
+	if paused {
+		p = "1"
+	}
+	v, err := settingsScript.Run(ctx, l.rdb, []string{l.keys.Cursor(sale), l.keys.Line(sale)}, formatRate(rate), p, version).Slice()
+	if err = lineErr(err); err != nil {
+		return State{}, fmt.Errorf("admission settings of sale %s: %w", sale, err)
+	}
+	var st State
+	rs, _ := v[0].(string)
+	st.RatePerSecond, _ = strconv.ParseFloat(rs, 64)
+	ps, _ := v[1].(int64)
+	st.Paused = ps == 1
+	st.NowServing, _ = v[2].(int64)
+	return st, nil
+}
+
+// Current is what Redis holds of a line right now, whole or not: what a
+// restore proposes to the origin when the origin has no copy yet (a line
+// that predates it), and the floor of what it restores.
+type Current struct {
+	Pre, Post, NowServing int64
+	Seed                  []byte // nil when missing
+	RatePerSecond         float64
+	HasRate               bool
+	Paused                bool
+}
+
+// Current reads a sale's line as Redis holds it.
+func (l *Lines) Current(ctx context.Context, sale string) (Current, error) {
+	pipe := l.rdb.Pipeline()
+	pre := pipe.Get(ctx, l.keys.Pre(sale))
+	post := pipe.Get(ctx, l.keys.Post(sale))
+	seed := pipe.Get(ctx, l.keys.Seed(sale))
+	cur := pipe.HMGet(ctx, l.keys.Cursor(sale), "now_serving", "rate", "paused")
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Current{}, fmt.Errorf("read line of sale %s: %w", sale, err)
+	}
+	var c Current
+	c.Pre, _ = pre.Int64()
+	c.Post, _ = post.Int64()
+	if s, err := seed.Result(); err == nil {
+		if b, err := hex.DecodeString(s); err == nil && len(b) > 0 {
+			c.Seed = b
+		}
+	}
+	h := cur.Val()
+	if s, ok := h[0].(string); ok {
+		c.NowServing, _ = strconv.ParseInt(s, 10, 64)
+	}
+	if s, ok := h[1].(string); ok {
+		if r, err := strconv.ParseFloat(s, 64); err == nil {
+			c.RatePerSecond, c.HasRate = r, true
+		}
+	}
+	c.Paused = h[2] == "1"
+	return c, nil
+}
+
+// Seed reads a sale's shuffle seed; ErrLost when Redis does not hold it.
+func (l *Lines) Seed(ctx context.Context, sale string) ([]byte, error) {
+	s, err := l.rdb.Get(ctx, l.keys.Seed(sale)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("seed of sale %s: %w", sale, ErrLost)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("seed of sale %s: %w", sale, err)
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) == 0 {
+		return nil, fmt.Errorf("seed of sale %s: not hex: %w", sale, ErrLost)
+	}
+	return b, nil
+}

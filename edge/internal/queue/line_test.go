@@ -1,0 +1,323 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/edge/internal/queue"
+)
+
+// restoreAt puts sale's line back with the given ceilings, as a restore
+// after a loss would, and reports whether it restored.
+func restoreAt(t *testing.T, r *edgetest.Redis, sale string, d queue.Durable) bool {
+	t.Helper()
+	if d.Seed == nil {
+		d.Seed = testSeed
+	}
+	ok, err := queue.NewLines(r.Client, queue.NewKeys(r.Prefix)).Restore(context.Background(), sale, "e-"+edgetest.RandomID(t, 4), d)
+	if err != nil {
+		t.Fatalf("Restore(%s) = %v", sale, err)
+	}
+	return ok
+}
+
+// TestLineLostHandsOutNothing: with no line in Redis (never restored, or
+// lost), joins, the cursor, settings, raises and seals all refuse with
+// ErrLost instead of starting the line from zero, and the Joiner tells its
+// observer.
+func TestLineLostHandsOutNothing(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	keys := queue.NewKeys(r.Prefix)
+	ctx := context.Background()
+	var observed atomic.Bool
+	j := queue.NewJoiner(r.Client, keys, queue.JoinerOptions{Observe: func(_ string, lv queue.Level) {
+		if lv.Lost {
+			observed.Store(true)
+		}
+	}})
+	t.Cleanup(j.Close)
+	past := time.Now().Add(-time.Minute)
+	if _, _, err := j.Join(ctx, "s", past, "a"); !errors.Is(err, queue.ErrLost) {
+		t.Errorf("Join with no line = %v, want ErrLost", err)
+	}
+	if !observed.Load() {
+		t.Errorf("Observe heard no Lost level after a join found no line")
+	}
+	c := queue.NewCursor(r.Client, keys, nil)
+	if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 10}}); err != nil {
+		t.Errorf("Tick with no line = %v, want nil (the sale is marked lost)", err)
+	}
+	if st, ok := c.State("s"); !ok || !st.Lost {
+		t.Errorf("State after a tick with no line = %+v, %v; want Lost", st, ok)
+	}
+	lines := queue.NewLines(r.Client, keys)
+	if _, err := lines.Settings(ctx, "s", 5, true, 1); !errors.Is(err, queue.ErrLost) {
+		t.Errorf("Settings with no line = %v, want ErrLost", err)
+	}
+	if err := lines.Raise(ctx, "s", queue.Ceilings{Post: 10}); !errors.Is(err, queue.ErrLost) {
+		t.Errorf("Raise with no line = %v, want ErrLost", err)
+	}
+	if _, err := lines.Seal(ctx, "s", 3); !errors.Is(err, queue.ErrLost) {
+		t.Errorf("Seal with no line = %v, want ErrLost", err)
+	}
+	if _, err := lines.Seed(ctx, "s"); !errors.Is(err, queue.ErrLost) {
+		t.Errorf("Seed with no line = %v, want ErrLost", err)
+	}
+	if n, _ := r.Client.Exists(ctx, keys.Pre("s"), keys.Post("s"), keys.Places("s"), keys.Cursor("s"), keys.Line("s")).Result(); n != 0 {
+		t.Errorf("%d of the line's keys exist after refused calls, want none", n)
+	}
+
+	// Every key of a whole line is needed: losing any one of them is a loss.
+	restoreAt(t, r, "s", queue.Durable{RatePerSecond: 1, PreCeiling: 10, PostCeiling: 10, ServingCeiling: 10, Drawn: true})
+	if _, _, err := j.Join(ctx, "s", past, "a"); err != nil {
+		t.Fatalf("Join after the restore = %v", err)
+	}
+	for _, key := range []string{keys.Post("s"), keys.Line("s")} {
+		snap, _ := r.Client.Dump(ctx, key).Result()
+		r.Client.Del(ctx, key)
+		if _, _, err := j.Join(ctx, "s", past, "b"); !errors.Is(err, queue.ErrLost) {
+			t.Errorf("Join with %s gone = %v, want ErrLost", key, err)
+		}
+		if err := r.Client.Restore(ctx, key, 0, snap).Err(); err != nil {
+			t.Fatalf("put %s back: %v", key, err)
+		}
+	}
+}
+
+// TestJoinNeverPassesCeiling: joins stop at the durable ceiling — a batch
+// that would pass it is served in order up to it and the rest wait
+// (ErrWait, counted in Level.Refused) — before and after the start; 600
+// joins racing through three Joiners against a ceiling of 250 get exactly
+// 250 places; once the ceiling is raised the waiting joins get the next
+// places.
+func TestJoinNeverPassesCeiling(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	keys := queue.NewKeys(r.Prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	restoreAt(t, r, "s", queue.Durable{RatePerSecond: 1, PreCeiling: 5, PostCeiling: 250, ServingCeiling: 10})
+
+	var refused atomic.Int64
+	var last atomic.Pointer[queue.Level]
+	observe := func(_ string, lv queue.Level) {
+		refused.Add(int64(lv.Refused))
+		last.Store(&lv)
+	}
+	run := func(starts time.Time, accounts ...string) []string {
+		t.Helper()
+		args := []any{starts.UnixMilli()}
+		for _, a := range accounts {
+			args = append(args, a)
+		}
+		got, err := queue.JoinScript.Run(ctx, r.Client, []string{keys.Pre("s"), keys.Post("s"), keys.Places("s"), keys.Line("s")}, args...).StringSlice()
+		if err != nil {
+			t.Fatalf("join.lua %v: %v", accounts, err)
+		}
+		return got
+	}
+	// Before the start: the pre-queue stops at 5, a repeat of a waiting
+	// account waits too, and the tail tells the level.
+	got := run(time.Now().Add(time.Hour), "a", "b", "c", "d", "e", "f", "a", "g")
+	want := []string{"p1", "p2", "p3", "p4", "p5", "w", "p1", "w", "5", "5", "5", "0", "250", "1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("join.lua before the start at pre ceiling 5 = %v, want %v", got, want)
+	}
+
+	joiners := make([]*queue.Joiner, 3)
+	for i := range joiners {
+		joiners[i] = queue.NewJoiner(r.Client, keys, queue.JoinerOptions{Observe: observe})
+		t.Cleanup(joiners[i].Close)
+	}
+	past := time.Now().Add(-time.Minute)
+	var placed, waited atomic.Int64
+	var aWaiter atomic.Value // an account that got ErrWait
+	positions := sync.Map{}
+	var wg sync.WaitGroup
+	for i := range 600 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, _, err := joiners[i%3].Join(ctx, "s", past, fmt.Sprintf("post-%03d", i))
+			switch {
+			case errors.Is(err, queue.ErrWait):
+				waited.Add(1)
+				aWaiter.Store(fmt.Sprintf("post-%03d", i))
+			case err != nil:
+				t.Errorf("Join(post-%03d) = %v", i, err)
+			default:
+				placed.Add(1)
+				if _, dup := positions.LoadOrStore(p.Position, i); dup || p.Position <= 5 || p.Position > 255 {
+					t.Errorf("Join(post-%03d) = position %d, want a position of its own in 6..255", i, p.Position)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if placed.Load() != 250 || waited.Load() != 350 || refused.Load() != 350 {
+		t.Fatalf("600 joins at post ceiling 250: %d placed, %d waited, %d refused observed; want 250, 350, 350", placed.Load(), waited.Load(), refused.Load())
+	}
+	if lv := last.Load(); lv == nil || lv.Post != 250 || lv.PostCeiling != 250 || lv.BeforeStart {
+		t.Errorf("last Level = %+v, want post 250 at its ceiling 250, after the start", lv)
+	}
+	post, _ := r.Client.Get(ctx, keys.Post("s")).Int64()
+	if post != 250 {
+		t.Errorf("post counter = %d, want exactly the ceiling 250", post)
+	}
+
+	if err := queue.NewLines(r.Client, keys).Raise(ctx, "s", queue.Ceilings{Post: 260}); err != nil {
+		t.Fatalf("Raise = %v", err)
+	}
+	waiter := aWaiter.Load().(string)
+	p, length, err := joiners[0].Join(ctx, "s", past, waiter)
+	if err != nil || p.Position != 256 || length != 256 {
+		t.Errorf("Join of %s, who waited, after the raise = %+v, %d, %v; want position 256 (5 + 251), length 256", waiter, p, length, err)
+	}
+}
+
+// TestRestoreOnceAtCeilings: a restore resumes every counter at its
+// ceiling and the cursor at its ceiling (never past the restored line), so
+// new joins come after every place handed out before; when ten nodes
+// restore at once exactly one writes; and a restore finding the line
+// whole, or parts of it left, never lowers anything.
+func TestRestoreOnceAtCeilings(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	keys := queue.NewKeys(r.Prefix)
+	ctx := context.Background()
+	lines := queue.NewLines(r.Client, keys)
+
+	var wins atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := queue.Durable{Seed: testSeed, RatePerSecond: float64(10 + i), Paused: true, SettingsVersion: 4,
+				Pre: 40, Post: 300, NowServing: 500, PreCeiling: 40, PostCeiling: 400 + int64(i), ServingCeiling: 520,
+				DrawSize: 37, Drawn: true}
+			ok, err := lines.Restore(ctx, "s", fmt.Sprintf("node-%d", i), d)
+			if err != nil {
+				t.Errorf("Restore from node %d = %v", i, err)
+			}
+			if ok {
+				wins.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d of 10 racing restores wrote, want exactly 1", wins.Load())
+	}
+	c := queue.NewCursor(r.Client, keys, nil)
+	past := time.Now().Add(-time.Minute)
+	if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
+		t.Fatalf("Tick = %v", err)
+	}
+	st, _ := c.State("s")
+	// now_serving: the serving ceiling 500 is above the restored line
+	// (40 + 300), so the line's end; paused keeps it there.
+	if st.Lost || st.NowServing != 340 || st.QueueLength != 340 || !st.Paused || st.RatePerSecond < 10 ||
+		!st.Drawn || st.DrawSize != 37 || st.PreQueue != 40 || st.Post != 300 {
+		t.Errorf("State after the restore = %+v, want the line at 40 + 300, serving 340, paused, draw 37", st)
+	}
+	j := queue.NewJoiner(r.Client, keys, queue.JoinerOptions{})
+	t.Cleanup(j.Close)
+	if p, _, err := j.Join(ctx, "s", past, "new"); err != nil || p.Position != 341 {
+		t.Errorf("first join after the restore = %+v, %v; want position 341, after every place before", p, err)
+	}
+
+	// Whole: a second restore with lower values changes nothing.
+	if restoreAt(t, r, "s", queue.Durable{RatePerSecond: 99, Pre: 1, Post: 1, PreCeiling: 1, PostCeiling: 1, ServingCeiling: 1}) {
+		t.Errorf("Restore of a whole line = true, want false")
+	}
+	// Partly lost (the epoch gone, the counters left): nothing is lowered.
+	r.Client.HDel(ctx, keys.Line("s"), "epoch")
+	if !restoreAt(t, r, "s", queue.Durable{RatePerSecond: 99, SettingsVersion: 1, Pre: 1, Post: 1, PreCeiling: 1, PostCeiling: 1, ServingCeiling: 1}) {
+		t.Errorf("Restore of a line without its epoch = false, want true")
+	}
+	if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
+		t.Fatalf("Tick = %v", err)
+	}
+	st, _ = c.State("s")
+	if st.PreQueue != 40 || st.Post != 301 || st.NowServing != 340 || st.PostCeiling < 400 || !st.Paused || st.RatePerSecond == 99 || st.DrawSize != 37 {
+		t.Errorf("State after restoring lower values over a partial loss = %+v, want nothing lowered, the newer settings kept", st)
+	}
+}
+
+// TestCursorStopsAtServingCeiling: the cursor never passes the durable
+// serving ceiling and moves on once it is raised; after the start it waits
+// for the draw size to be sealed, and a seal is kept once made.
+func TestCursorStopsAtServingCeiling(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	keys := queue.NewKeys(r.Prefix)
+	ctx := context.Background()
+	lines := queue.NewLines(r.Client, keys)
+	restoreAt(t, r, "s", queue.Durable{RatePerSecond: 1000, PreCeiling: 10, PostCeiling: open, ServingCeiling: 30})
+	fill(t, r, "s", 10_000)
+	c := queue.NewCursor(r.Client, keys, nil)
+	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	wait := func(what string, ok func(queue.State) bool) queue.State {
+		t.Helper()
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			st := tick(t, c, tk)
+			if ok(st) {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: State = %+v after 3 s", what, st)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if st := tick(t, c, tk); st.NowServing != 0 || st.Drawn {
+		t.Fatalf("State before the seal = %+v, want no admission until the draw is sealed", st)
+	}
+	if n, err := lines.Seal(ctx, "s", 7); err != nil || n != 7 {
+		t.Fatalf("Seal(7) = %d, %v; want 7", n, err)
+	}
+	if n, err := lines.Seal(ctx, "s", 9); err != nil || n != 7 {
+		t.Errorf("Seal(9) after Seal(7) = %d, %v; want 7 kept", n, err)
+	}
+	wait("after the seal", func(st queue.State) bool { return st.Drawn && st.DrawSize == 7 && st.NowServing == 30 })
+	time.Sleep(100 * time.Millisecond)
+	if st := tick(t, c, tk); st.NowServing != 30 || st.ServingCeiling != 30 {
+		t.Fatalf("State 100 ms at the serving ceiling = %+v, want still 30", st)
+	}
+	if err := lines.Raise(ctx, "s", queue.Ceilings{Serving: 80}); err != nil {
+		t.Fatalf("Raise = %v", err)
+	}
+	if err := lines.Raise(ctx, "s", queue.Ceilings{Serving: 50, Pre: 3}); err != nil {
+		t.Fatalf("Raise lower = %v", err)
+	}
+	st := wait("after the raise", func(st queue.State) bool { return st.NowServing == 80 })
+	if st.ServingCeiling != 80 || st.PreCeiling != 10 {
+		t.Errorf("ceilings after raising to 80 then 50 (pre 3) = serving %d, pre %d; want 80 and 10: a raise never lowers", st.ServingCeiling, st.PreCeiling)
+	}
+}
+
+// TestSettingsKeepNewest: settings carry the origin's version; an older
+// version arriving after a newer one changes nothing.
+func TestSettingsKeepNewest(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	ready(t, r, "s", 100)
+	lines := queue.NewLines(r.Client, queue.NewKeys(r.Prefix))
+	ctx := context.Background()
+	if st, err := lines.Settings(ctx, "s", 5, true, 2); err != nil || st.RatePerSecond != 5 || !st.Paused {
+		t.Fatalf("Settings(5, paused, v2) = %+v, %v; want rate 5 paused", st, err)
+	}
+	if st, err := lines.Settings(ctx, "s", 50, false, 1); err != nil || st.RatePerSecond != 5 || !st.Paused {
+		t.Errorf("Settings(50, running, v1) after v2 = %+v, %v; want v2's rate 5, paused kept", st, err)
+	}
+}

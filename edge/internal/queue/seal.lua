@@ -1,0 +1,21 @@
+-- seal.lua: record in Redis the pre-queue's draw size, once the origin has
+-- it (the first edge to seal wins there). Until it is here the cursor does
+-- not admit and the edge shows no drawn position: the draw permutes 1..size,
+-- and a size Redis could lose and restore differently would move every
+-- pre-queue shopper.
+--
+-- KEYS[1] line hash  KEYS[2] pre counter
+-- ARGV[1] draw size, as the origin holds it
+--
+-- Returns the draw size Redis holds afterwards, or -1 when the line was lost
+-- (the restore brings the size back from the origin).
+if not redis.call('HGET', KEYS[1], 'epoch') then
+  return -1
+end
+redis.call('HSETNX', KEYS[1], 'draw_size', ARGV[1])
+local size = tonumber(redis.call('HGET', KEYS[1], 'draw_size'))
+-- Later positions are numbered after the pre counter: never below the draw.
+if tonumber(redis.call('GET', KEYS[2]) or '0') < size then
+  redis.call('SET', KEYS[2], string.format('%.0f', size))
+end
+return size

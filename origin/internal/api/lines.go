@@ -1,0 +1,193 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/origin/internal/ledger"
+	"github.com/flashgate/flashgate/tokens"
+)
+
+// The line routes keep the durable copy of each sale's waiting line for the
+// edge nodes, which restore it when their Redis loses it. Only edges call
+// them: every request is signed with the token key set the edge and origin
+// share (tokens.RequestSignatureHeader); anything else is 401.
+
+// lineJSON is a line as the routes answer it.
+type lineJSON struct {
+	SaleID          string    `json:"sale_id"`
+	Seed            string    `json:"seed"`
+	RatePerSecond   float64   `json:"rate_per_s"`
+	Paused          bool      `json:"paused"`
+	SettingsVersion int64     `json:"settings_version"`
+	PreCeiling      int64     `json:"pre_ceiling"`
+	PostCeiling     int64     `json:"post_ceiling"`
+	ServingCeiling  int64     `json:"serving_ceiling"`
+	DrawSize        *int64    `json:"draw_size"` // null until the start's pre-queue is sealed
+	UpdatedAt       time.Time `json:"updated_at"`
+}
+
+func lineOf(l ledger.Line) lineJSON {
+	out := lineJSON{SaleID: l.SaleID, Seed: l.Seed, RatePerSecond: l.RatePerSecond, Paused: l.Paused,
+		SettingsVersion: l.SettingsVersion, PreCeiling: l.PreCeiling, PostCeiling: l.PostCeiling,
+		ServingCeiling: l.ServingCeiling, UpdatedAt: l.UpdatedAt}
+	if l.Drawn {
+		out.DrawSize = &l.DrawSize
+	}
+	return out
+}
+
+// maxCeiling bounds a ceiling or a pre-queue size: far above any line, far
+// below where float64 JSON numbers lose integers.
+const maxCeiling = 1_000_000_000_000_000
+
+// signed lets only requests signed by an edge through.
+func (s *Server) signed(h handler) handler {
+	return func(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
+		if s.Edges == nil {
+			return errUnknownRoute
+		}
+		at, err := s.Edges.Verify(string(ctx.Request.Header.Peek(tokens.RequestSignatureHeader)),
+			string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
+		if err != nil {
+			return err
+		}
+		ctx.SetUserValue(signedAtKey, at)
+		if !idPattern.MatchString(params[0]) {
+			return errLineUnknownSale
+		}
+		return h(ctx, c, params)
+	}
+}
+
+var errLineUnknownSale = fail(fasthttp.StatusNotFound, "unknown_sale", "There is no such sale, or its line was never created.")
+
+// signedAtKey names the request's signing time among the RequestCtx's user values.
+const signedAtKey = "flashgate.signed_at"
+
+var errUnknownRoute = fail(fasthttp.StatusNotFound, "not_found", "There is nothing at this path.")
+
+// answerLine writes a line, or maps the store's error.
+func answerLine(ctx *fasthttp.RequestCtx, l ledger.Line, err error) error {
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return errLineUnknownSale
+	case errors.Is(err, ledger.ErrStaleSettings):
+		return fail(fasthttp.StatusConflict, "stale_settings", "A newer settings change is recorded; read the line and try again.")
+	case err != nil:
+		return err
+	}
+	writeJSON(ctx, fasthttp.StatusOK, lineOf(l))
+	return nil
+}
+
+// getLine: GET /v1/lines/{sale}.
+func (s *Server) getLine(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
+	l, err := s.Ledger.Line(c, params[0])
+	return answerLine(ctx, l, err)
+}
+
+// ensureLine: POST /v1/lines/{sale} {seed, rate_per_s, paused?}: creates the
+// line unless it exists and answers it as stored (the first seed wins).
+func (s *Server) ensureLine(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
+	var body struct {
+		Seed          string   `json:"seed"`
+		RatePerSecond *float64 `json:"rate_per_s"`
+		Paused        bool     `json:"paused"`
+	}
+	if err := decodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
+		return err
+	}
+	if !validSeed(body.Seed) {
+		return invalid("invalid_seed", "seed must be 64 lower-case hex characters (32 bytes).")
+	}
+	if body.RatePerSecond == nil || !validRate(*body.RatePerSecond) {
+		return errInvalidRate
+	}
+	l, err := s.Ledger.EnsureLine(c, params[0], body.Seed, *body.RatePerSecond, body.Paused)
+	return answerLine(ctx, l, err)
+}
+
+// lineSettings: PUT /v1/lines/{sale}/settings {rate_per_s?, paused?}.
+func (s *Server) lineSettings(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
+	var body struct {
+		RatePerSecond *float64 `json:"rate_per_s"`
+		Paused        *bool    `json:"paused"`
+	}
+	if err := decodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
+		return err
+	}
+	if body.RatePerSecond == nil && body.Paused == nil {
+		return invalid("empty_change", "Give rate_per_s, paused or both.")
+	}
+	if body.RatePerSecond != nil && !validRate(*body.RatePerSecond) {
+		return errInvalidRate
+	}
+	// The signed time orders changes: a replayed older one is refused.
+	at, _ := ctx.UserValue(signedAtKey).(time.Time)
+	l, err := s.Ledger.SetLineSettings(c, params[0], body.RatePerSecond, body.Paused, at)
+	return answerLine(ctx, l, err)
+}
+
+// raiseLine: POST /v1/lines/{sale}/ceilings {pre?, post?, serving?}: raises
+// each ceiling given to at least that value; none is ever lowered.
+func (s *Server) raiseLine(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
+	var body struct {
+		Pre     *int64 `json:"pre"`
+		Post    *int64 `json:"post"`
+		Serving *int64 `json:"serving"`
+	}
+	if err := decodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
+		return err
+	}
+	if body.Pre == nil && body.Post == nil && body.Serving == nil {
+		return invalid("empty_change", "Give pre, post, serving or several.")
+	}
+	var v [3]int64
+	for i, p := range []*int64{body.Pre, body.Post, body.Serving} {
+		if p == nil {
+			continue
+		}
+		if *p < 0 || *p > maxCeiling {
+			return invalid("invalid_ceiling", "pre, post and serving must be 0 to %d.", int64(maxCeiling))
+		}
+		v[i] = *p
+	}
+	l, err := s.Ledger.RaiseLine(c, params[0], v[0], v[1], v[2])
+	return answerLine(ctx, l, err)
+}
+
+// sealDraw: POST /v1/lines/{sale}/draw {pre_queue}: records the pre-queue's
+// size at the start unless one is recorded; answers the line as stored.
+func (s *Server) sealDraw(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
+	var body struct {
+		PreQueue *int64 `json:"pre_queue"`
+	}
+	if err := decodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
+		return err
+	}
+	if body.PreQueue == nil || *body.PreQueue < 0 || *body.PreQueue > maxCeiling {
+		return invalid("invalid_pre_queue", "pre_queue must be 0 to %d.", int64(maxCeiling))
+	}
+	l, err := s.Ledger.SealDraw(c, params[0], *body.PreQueue)
+	return answerLine(ctx, l, err)
+}
+
+var errInvalidRate = invalid("invalid_rate", "rate_per_s must be 0 to 1,000,000.")
+
+func validRate(r float64) bool { return r >= 0 && r <= 1e6 }
+
+func validSeed(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !('0' <= s[i] && s[i] <= '9' || 'a' <= s[i] && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,239 @@
+package app_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/origin/origintest"
+	"github.com/flashgate/flashgate/origin/origintest/testenv"
+	"github.com/flashgate/flashgate/tokens"
+	"github.com/flashgate/flashgate/tokens/tokenstest"
+)
+
+// lineReply is the line routes' answer.
+type lineReply struct {
+	SaleID          string  `json:"sale_id"`
+	Seed            string  `json:"seed"`
+	RatePerSecond   float64 `json:"rate_per_s"`
+	Paused          bool    `json:"paused"`
+	SettingsVersion int64   `json:"settings_version"`
+	PreCeiling      int64   `json:"pre_ceiling"`
+	PostCeiling     int64   `json:"post_ceiling"`
+	ServingCeiling  int64   `json:"serving_ceiling"`
+	DrawSize        *int64  `json:"draw_size"`
+	Error           string  `json:"error"`
+}
+
+// lineCall sends a line request signed by signer (nil: unsigned).
+func lineCall(t *testing.T, o *origintest.Origin, signer *tokens.RequestSigner, method, path, body string) (int, lineReply) {
+	t.Helper()
+	r := origintest.Request{Method: method, Path: path, Header: map[string]string{}}
+	if body != "" {
+		r.Body = []byte(body)
+	}
+	if signer != nil {
+		r.Header[tokens.RequestSignatureHeader] = signer.Sign(method, path, r.Body)
+	}
+	status, b := o.Do(t, r)
+	var l lineReply
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Errorf("%s %s answered %q, not JSON: %v", method, path, b, err)
+	}
+	return status, l
+}
+
+const seedA, seedB = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+// TestLineRoutes: the durable line an edge keeps through the origin. The
+// first seed proposed wins for every caller, also when ten edges race;
+// ceilings only ever rise, also under racing raises; settings keep what a
+// change does not name and count versions; the draw size is set once; and
+// a replayed older settings change is refused.
+func TestLineRoutes(t *testing.T) {
+	t.Parallel()
+	o := origintest.StartOrigin(t, origintest.NewEnv(t))
+	sale := "line-" + testenv.RandomID(t, 3)
+	o.MustCreateSale(t, origintest.OpenSale(sale, 10, 600))
+	sign := tokens.NewRequestSigner(tokenstest.KeySet(), nil)
+	path := "/v1/lines/" + sale
+
+	if s, l := lineCall(t, o, sign, "GET", path, ""); s != 404 || l.Error != "unknown_sale" {
+		t.Errorf("GET line before it exists = %d %+v, want 404 unknown_sale", s, l)
+	}
+	if s, l := lineCall(t, o, sign, "POST", "/v1/lines/no-such-sale", `{"seed":"`+seedA+`","rate_per_s":5}`); s != 404 || l.Error != "unknown_sale" {
+		t.Errorf("POST line of a sale that does not exist = %d %+v, want 404 unknown_sale", s, l)
+	}
+
+	// Ten edges propose ten seeds at once: one wins, all read it.
+	seeds := make([]string, 10)
+	var wg sync.WaitGroup
+	for i := range seeds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			seed := strings.Repeat(fmt.Sprintf("%x", i), 64)
+			s, l := lineCall(t, o, sign, "POST", path, `{"seed":"`+seed+`","rate_per_s":`+fmt.Sprint(i)+`}`)
+			if s != 200 {
+				t.Errorf("POST line with seed %d = %d %+v, want 200", i, s, l)
+			}
+			seeds[i] = l.Seed
+		}()
+	}
+	wg.Wait()
+	for i, s := range seeds {
+		if s != seeds[0] || len(s) != 64 {
+			t.Fatalf("racing POST line %d read seed %q, another %q: want one seed for every caller", i, s, seeds[0])
+		}
+	}
+	if s, l := lineCall(t, o, sign, "POST", path, `{"seed":"`+seedB+`","rate_per_s":7,"paused":true}`); s != 200 || l.Seed != seeds[0] || l.Paused {
+		t.Errorf("POST line again with another seed = %d %+v, want 200 with the stored seed %s, not paused", s, l, seeds[0])
+	}
+
+	// Ceilings rise, never fall; a field left out stays.
+	steps := []struct {
+		body               string
+		pre, post, serving int64
+	}{
+		{`{"post":100}`, 0, 100, 0},
+		{`{"post":50}`, 0, 100, 0},
+		{`{"pre":10,"serving":5}`, 10, 100, 5},
+		{`{"pre":3,"post":101,"serving":4}`, 10, 101, 5},
+	}
+	for _, st := range steps {
+		s, l := lineCall(t, o, sign, "POST", path+"/ceilings", st.body)
+		if s != 200 || l.PreCeiling != st.pre || l.PostCeiling != st.post || l.ServingCeiling != st.serving {
+			t.Errorf("raise %s = %d %+v, want ceilings pre %d post %d serving %d", st.body, s, l, st.pre, st.post, st.serving)
+		}
+	}
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if s, l := lineCall(t, o, sign, "POST", path+"/ceilings", fmt.Sprintf(`{"post":%d}`, 1000+i*10)); s != 200 {
+				t.Errorf("racing raise %d = %d %+v, want 200", i, s, l)
+			}
+		}()
+	}
+	wg.Wait()
+	if s, l := lineCall(t, o, sign, "GET", path, ""); s != 200 || l.PostCeiling != 1190 {
+		t.Errorf("post ceiling after 20 racing raises up to 1190 = %d %+v, want 1190", s, l)
+	}
+
+	// Settings: each change names what it changes and bumps the version.
+	s, l := lineCall(t, o, sign, "PUT", path+"/settings", `{"paused":true}`)
+	if s != 200 || !l.Paused || l.SettingsVersion != 1 {
+		t.Errorf("PUT settings paused = %d %+v, want paused at version 1", s, l)
+	}
+	rate := l.RatePerSecond
+	if s, l := lineCall(t, o, sign, "PUT", path+"/settings", `{"rate_per_s":5}`); s != 200 || !l.Paused || l.RatePerSecond != 5 || l.SettingsVersion != 2 {
+		t.Errorf("PUT settings rate 5 = %d %+v, want rate 5, still paused, version 2 (rate before: %v)", s, l, rate)
+	}
+	// A change signed a minute ago, sent after a newer one: refused.
+	old := tokens.NewRequestSigner(tokenstest.KeySet(), func() time.Time { return time.Now().Add(-time.Minute) })
+	if s, l := lineCall(t, o, old, "PUT", path+"/settings", `{"paused":false}`); s != 409 || l.Error != "stale_settings" {
+		t.Errorf("PUT settings signed before the last change = %d %+v, want 409 stale_settings", s, l)
+	}
+
+	// The draw size is set once.
+	if s, l := lineCall(t, o, sign, "POST", path+"/draw", `{"pre_queue":37}`); s != 200 || l.DrawSize == nil || *l.DrawSize != 37 {
+		t.Errorf("seal draw 37 = %d %+v, want draw_size 37", s, l)
+	}
+	if s, l := lineCall(t, o, sign, "POST", path+"/draw", `{"pre_queue":50}`); s != 200 || l.DrawSize == nil || *l.DrawSize != 37 {
+		t.Errorf("seal draw 50 after 37 = %d %+v, want draw_size still 37", s, l)
+	}
+	if s, l := lineCall(t, o, sign, "GET", path, ""); s != 200 || l.Seed != seeds[0] || !l.Paused || l.RatePerSecond != 5 ||
+		l.PreCeiling != 10 || l.PostCeiling != 1190 || l.ServingCeiling != 5 || *l.DrawSize != 37 {
+		t.Errorf("GET line at the end = %d %+v, want everything as set", s, l)
+	}
+}
+
+// TestLineRoutesRefuse: unsigned, forged, stale or misdirected requests are
+// 401 and change nothing; bad bodies are 400 (415 without JSON) with their
+// codes; nothing a client sends makes a 5xx.
+func TestLineRoutesRefuse(t *testing.T) {
+	t.Parallel()
+	o := origintest.StartOrigin(t, origintest.NewEnv(t))
+	sale := "refuse-" + testenv.RandomID(t, 3)
+	o.MustCreateSale(t, origintest.OpenSale(sale, 10, 600))
+	sign := tokens.NewRequestSigner(tokenstest.KeySet(), nil)
+	path := "/v1/lines/" + sale
+	if s, l := lineCall(t, o, sign, "POST", path, `{"seed":"`+seedA+`","rate_per_s":5}`); s != 200 {
+		t.Fatalf("POST line = %d %+v, want 200", s, l)
+	}
+
+	forged := tokens.NewRequestSigner(tokenstest.OtherKeySet(), nil)
+	stale := tokens.NewRequestSigner(tokenstest.KeySet(), func() time.Time { return time.Now().Add(-10 * time.Minute) })
+	auth := []struct {
+		name   string
+		header string
+		method string
+		path   string
+		body   string
+		want   string
+	}{
+		{"unsigned", "", "POST", path + "/ceilings", `{"post":999}`, "missing_token"},
+		{"another key", forged.Sign("POST", path+"/ceilings", []byte(`{"post":999}`)), "POST", path + "/ceilings", `{"post":999}`, "invalid_token"},
+		{"signed for another body", sign.Sign("POST", path+"/ceilings", []byte(`{"post":1}`)), "POST", path + "/ceilings", `{"post":999}`, "invalid_token"},
+		{"signed for another sale", sign.Sign("POST", "/v1/lines/other/ceilings", []byte(`{"post":999}`)), "POST", path + "/ceilings", `{"post":999}`, "invalid_token"},
+		{"signed ten minutes ago", stale.Sign("POST", path+"/ceilings", []byte(`{"post":999}`)), "POST", path + "/ceilings", `{"post":999}`, "token_expired"},
+		{"garbage", "kid=test1,t=x,v1=y", "POST", path + "/ceilings", `{"post":999}`, "invalid_token"},
+		{"bearer admission token", "", "PUT", path + "/settings", `{"paused":false}`, "missing_token"},
+		{"unsigned read", "", "GET", path, "", "missing_token"},
+	}
+	for _, tc := range auth {
+		r := origintest.Request{Method: tc.method, Path: tc.path, Header: map[string]string{}}
+		if tc.body != "" {
+			r.Body = []byte(tc.body)
+		}
+		if tc.header != "" {
+			r.Header[tokens.RequestSignatureHeader] = tc.header
+		}
+		if tc.name == "bearer admission token" {
+			r.Token = o.AdmissionToken(t, sale, "someone")
+		}
+		if s, b := o.Do(t, r); s != 401 || origintest.ErrorCode(b) != tc.want {
+			t.Errorf("%s: %s %s = %d %s, want 401 %s", tc.name, tc.method, tc.path, s, b, tc.want)
+		}
+	}
+	if s, l := lineCall(t, o, sign, "GET", path, ""); s != 200 || l.PostCeiling != 0 || l.Paused {
+		t.Errorf("line after refused requests = %d %+v, want nothing changed", s, l)
+	}
+
+	bad := []struct {
+		method, path, contentType, body string
+		status                          int
+		want                            string
+	}{
+		{"POST", path, "", `{"seed":"xyz","rate_per_s":5}`, 400, "invalid_seed"},
+		{"POST", path, "", `{"seed":"` + strings.ToUpper(seedA) + `","rate_per_s":5}`, 400, "invalid_seed"},
+		{"POST", path, "", `{"seed":"` + seedA + `"}`, 400, "invalid_rate"},
+		{"POST", path, "", `{"seed":"` + seedA + `","rate_per_s":-1}`, 400, "invalid_rate"},
+		{"POST", path, "", `{"seed":"` + seedA + `","rate_per_s":5,"extra":1}`, 400, "unknown_field"},
+		{"POST", path, "", `{"seed":`, 400, "invalid_json"},
+		{"POST", path, "text/plain", `{"seed":"` + seedA + `","rate_per_s":5}`, 415, "unsupported_media_type"},
+		{"PUT", path + "/settings", "", `{}`, 400, "empty_change"},
+		{"PUT", path + "/settings", "", `{"rate_per_s":2000000}`, 400, "invalid_rate"},
+		{"PUT", path + "/settings", "", `{"paused":"yes"}`, 400, "invalid_field"},
+		{"POST", path + "/ceilings", "", `{}`, 400, "empty_change"},
+		{"POST", path + "/ceilings", "", `{"post":-5}`, 400, "invalid_ceiling"},
+		{"POST", path + "/ceilings", "", `{"post":1e30}`, 400, "invalid_field"},
+		{"POST", path + "/ceilings", "", `{"post":1.5}`, 400, "invalid_field"},
+		{"POST", path + "/draw", "", `{}`, 400, "invalid_pre_queue"},
+		{"POST", "/v1/lines/bad%20id/draw", "", `{"pre_queue":1}`, 404, "unknown_sale"},
+		{"POST", "/v1/lines/unknown/ceilings", "", `{"post":1}`, 404, "unknown_sale"},
+	}
+	for _, tc := range bad {
+		r := origintest.Request{Method: tc.method, Path: tc.path, ContentType: tc.contentType, Body: []byte(tc.body),
+			Header: map[string]string{}}
+		// Sign the path as the server will see it, decoded.
+		signedPath := strings.ReplaceAll(tc.path, "%20", " ")
+		r.Header[tokens.RequestSignatureHeader] = sign.Sign(tc.method, signedPath, r.Body)
+		if s, b := o.Do(t, r); s != tc.status || origintest.ErrorCode(b) != tc.want {
+			t.Errorf("%s %s %s = %d %s, want %d %s", tc.method, tc.path, tc.body, s, b, tc.status, tc.want)
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrStaleSettings: a settings change signed earlier than the one recorded
+// (a replay, or a change that lost a race by more than clock skew).
+var ErrStaleSettings = errors.New("ledger: a newer settings change is recorded")
+
+// Line is the durable copy of a sale's waiting line (table sale_lines): what
+// the edge restores when Redis loses the line.
+type Line struct {
+	SaleID          string
+	Seed            string // hex, 64 characters
+	RatePerSecond   float64
+	Paused          bool
+	SettingsVersion int64 // bumped by every settings change
+	PreCeiling      int64 // no pre-queue index beyond it was ever handed out
+	PostCeiling     int64 // nor any later join beyond it
+	ServingCeiling  int64 // nor was the cursor ever beyond it
+	// DrawSize is the pre-queue's size at the start, which the draw
+	// permutes; valid when Drawn.
+	DrawSize  int64
+	Drawn     bool
+	UpdatedAt time.Time
+}
+
+const lineColumns = `sale_id, seed, rate_per_s, paused, settings_version, pre_ceiling, post_ceiling, serving_ceiling, draw_size, updated_at`
+
+func scanLine(row pgx.Row) (Line, error) {
+	var l Line
+	var draw *int64
+	err := row.Scan(&l.SaleID, &l.Seed, &l.RatePerSecond, &l.Paused, &l.SettingsVersion,
+		&l.PreCeiling, &l.PostCeiling, &l.ServingCeiling, &draw, &l.UpdatedAt)
+	if draw != nil {
+		l.DrawSize, l.Drawn = *draw, true
+	}
+	return l, err
+}
+
+// Line reads a sale's line, or ErrNotFound.
+func (s *Store) Line(ctx context.Context, sale string) (Line, error) {
+	l, err := scanLine(s.pool.QueryRow(ctx, `SELECT `+lineColumns+` FROM sale_lines WHERE sale_id = $1`, sale))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Line{}, fmt.Errorf("line of sale %s: %w", sale, ErrNotFound)
+	}
+	if err != nil {
+		return Line{}, fmt.Errorf("line of sale %s: %w", sale, err)
+	}
+	return l, nil
+}
+
+// EnsureLine creates a sale's line with the proposed seed and settings unless
+// it exists, and returns the line as stored: the first proposal wins and
+// every later caller reads it. ErrNotFound when there is no such sale.
+func (s *Store) EnsureLine(ctx context.Context, sale, seed string, rate float64, paused bool) (Line, error) {
+	_, err := s.pool.Exec(ctx, `INSERT INTO sale_lines (sale_id, seed, rate_per_s, paused) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (sale_id) DO NOTHING`, sale, seed, rate, paused)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign_key_violation: no such sale
+			return Line{}, fmt.Errorf("line of sale %s: %w", sale, ErrNotFound)
+		}
+		return Line{}, fmt.Errorf("create line of sale %s: %w", sale, err)
+	}
+	// A statement of its own: under READ COMMITTED it sees a row another
+	// caller committed while the insert waited on it.
+	return s.Line(ctx, sale)
+}
+
+// SetLineSettings changes the rate (when not nil) and the pause switch (when
+// not nil) of a sale's line as signed at at, and bumps the settings version.
+// ErrStaleSettings when a change signed later is recorded; ErrNotFound when
+// the line does not exist.
+func (s *Store) SetLineSettings(ctx context.Context, sale string, rate *float64, paused *bool, at time.Time) (Line, error) {
+	l, err := scanLine(s.pool.QueryRow(ctx, `UPDATE sale_lines SET rate_per_s = COALESCE($2, rate_per_s), paused = COALESCE($3, paused),
+			settings_version = settings_version + 1, settings_at = $4, updated_at = now()
+		WHERE sale_id = $1 AND (settings_at IS NULL OR settings_at <= $4)
+		RETURNING `+lineColumns, sale, rate, paused, at))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := s.Line(ctx, sale); err != nil {
+			return Line{}, err
+		}
+		return Line{}, fmt.Errorf("settings of sale %s: %w", sale, ErrStaleSettings)
+	}
+	if err != nil {
+		return Line{}, fmt.Errorf("settings of sale %s: %w", sale, err)
+	}
+	return l, nil
+}
+
+// RaiseLine raises a sale's ceilings to at least the values given (never
+// lowers one; 0 leaves it) and returns the line. ErrNotFound when the line
+// does not exist.
+func (s *Store) RaiseLine(ctx context.Context, sale string, pre, post, serving int64) (Line, error) {
+	l, err := scanLine(s.pool.QueryRow(ctx, `UPDATE sale_lines SET pre_ceiling = GREATEST(pre_ceiling, $2),
+			post_ceiling = GREATEST(post_ceiling, $3), serving_ceiling = GREATEST(serving_ceiling, $4), updated_at = now()
+		WHERE sale_id = $1
+		RETURNING `+lineColumns, sale, pre, post, serving))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Line{}, fmt.Errorf("raise line of sale %s: %w", sale, ErrNotFound)
+	}
+	if err != nil {
+		return Line{}, fmt.Errorf("raise line of sale %s: %w", sale, err)
+	}
+	return l, nil
+}
+
+// SealDraw records the pre-queue's size at the start unless one is recorded
+// already, and returns the line: the first edge to seal wins. ErrNotFound
+// when the line does not exist.
+func (s *Store) SealDraw(ctx context.Context, sale string, size int64) (Line, error) {
+	l, err := scanLine(s.pool.QueryRow(ctx, `UPDATE sale_lines SET draw_size = COALESCE(draw_size, $2), updated_at = now()
+		WHERE sale_id = $1
+		RETURNING `+lineColumns, sale, size))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Line{}, fmt.Errorf("seal draw of sale %s: %w", sale, ErrNotFound)
+	}
+	if err != nil {
+		return Line{}, fmt.Errorf("seal draw of sale %s: %w", sale, err)
+	}
+	return l, nil
+}
