@@ -79,13 +79,13 @@ type Options struct {
 // Server holds the handlers of both listeners.
 type Server struct {
 	Deps
-	opts    Options
-	views   views
+	opts  Options
+	views views
 	// tickedAt is the Clock reading (unix ns) of the last tick Redis
 	// answered; 0 before the first.
 	tickedAt atomic.Int64
-	metrics metrics
-	promh   fasthttp.RequestHandler
+	metrics  metrics
+	promh    fasthttp.RequestHandler
 }
 
 type metrics struct {

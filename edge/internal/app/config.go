@@ -50,7 +50,7 @@ type Config struct {
 	// does not exist (unknown ids say please_wait rather than 404) and the
 	// node stops being ready. At least three refreshes.
 	SnapshotStaleAfter time.Duration
-	TrustedProxies       string        // comma-separated CIDRs whose X-Forwarded-For is believed
+	TrustedProxies     string // comma-separated CIDRs whose X-Forwarded-For is believed
 
 	// The line's durable ceilings (docs/OPERATIONS.md, "When Redis loses
 	// the line"): a join counter's ceiling is raised, in the origin first,
