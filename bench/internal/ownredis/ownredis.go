@@ -23,8 +23,9 @@ type Options struct {
 	Binary string // redis-server executable; "" means redis-server from PATH
 	Dir    string // its working folder (AOF and RDB files); must exist
 	// Args are settings beyond the ones every server gets (port, bind,
-	// dir, no RDB snapshots, no AOF), as redis-server flags that override
-	// them: "--appendonly", "yes", ...
+	// dir, no RDB snapshots, no AOF, no wait before a replica's first
+	// sync), as redis-server flags that override them: "--appendonly",
+	// "yes", ...
 	Args []string
 	// ReplicaOf makes the server a replica of that server; Start returns
 	// once the replica has finished its first sync.
@@ -59,7 +60,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", o.Dir,
-		"--save", "", "--appendonly", "no", "--loglevel", "warning", "--logfile", "redis.log"}
+		"--save", "", "--appendonly", "no", "--loglevel", "warning", "--logfile", "redis.log",
+		// A primary otherwise waits 5 s for more replicas before its
+		// first sync; it changes nothing once the replica is in sync.
+		"--repl-diskless-sync-delay", "0"}
 	if o.ReplicaOf != nil {
 		host, p, _ := net.SplitHostPort(o.ReplicaOf.Addr)
 		args = append(args, "--replicaof", host, p)
