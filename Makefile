@@ -40,8 +40,8 @@ build: ## compile every package and put the binaries (origin, edge, sandboxgatew
 bench: ## the crowd simulator: the stack as make run starts it, 100k shoppers through the edge, the naive baseline, a report; CROWD_FLAGS=...
 	deploy/local/crowd.sh
 
-bench-reserve: ## run the reserve-path benchmark (bench/reservebench) against real Redis and Postgres
-	deploy/local/bench.sh ./bench/reservebench
+bench-reserve: ## the reserve-path benchmark (bench/reservebench): script path, durability options, HTTP path; RESERVE_FLAGS=...
+	deploy/local/bench.sh ./bench/reservebench $(RESERVE_FLAGS)
 
 bench-edge: ## run the edge benchmarks (bench/edgebench) against real Redis and Postgres
 	deploy/local/bench.sh ./bench/edgebench

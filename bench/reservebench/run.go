@@ -26,7 +26,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	rep, err := reservebench.Run(ctx, c)
-	if rep.Script != nil || rep.HTTP != nil { // a partial report still says what was measured
+	if rep.Script != nil || rep.Durability != nil || rep.HTTP != nil { // a partial report still says what was measured
 		var werr error
 		if asJSON {
 			enc := json.NewEncoder(stdout)
@@ -50,10 +50,15 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 		RedisBenchmark: redisbench.Options{Clients: 50, Pipeline: 32, KeySpace: 100_000_000},
 		HTTPRequests:   100_000,
 		HTTPConns:      64,
+		HTTPNoJournal:  true,
 		Warmup:         2_000,
 		Rounds:         1,
 		Prime:          true,
-		Timeout:        2 * time.Minute,
+		Timeout:        5 * time.Minute,
+
+		DurabilityReserves: 50_000,
+		WaitTimeout:        originside.DefaultWaitTimeout(),
+		RedisServer:        "redis-server",
 	}
 	if v := getenv("FLASHGATE_BENCH_REDIS_URL"); v != "" {
 		c.RedisURL = v
@@ -65,7 +70,12 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis on this machine ($FLASHGATE_BENCH_REDIS_URL); only keys under a random prefix are touched")
 	fs.StringVar(&c.PostgresURL, "postgres-url", c.PostgresURL, "Postgres database on this machine ($FLASHGATE_BENCH_POSTGRES_URL); the run works in a schema of its own")
-	parts := fs.String("run", "script,http", "which paths to measure: script, http or both")
+	parts := fs.String("run", "script,durability,http", "which phases to run: script, durability, http, comma-separated")
+	durability := fs.String("durability", strings.Join(reservebench.DurabilityOptions, ","), "durability phase: options to measure, each against none in the same round: "+strings.Join(reservebench.DurabilityOptions, ", "))
+	fs.IntVar(&c.DurabilityReserves, "durability-n", c.DurabilityReserves, "durability phase: timed reserves per option")
+	fs.DurationVar(&c.WaitTimeout, "wait-timeout", c.WaitTimeout, "durability phase: WAIT's timeout for the wait option (the origin's FLASHGATE_RESERVE_WAIT_TIMEOUT default)")
+	fs.StringVar(&c.RedisServer, "redis-server", c.RedisServer, "durability phase: the redis-server executable it starts its own servers with")
+	fs.BoolVar(&c.HTTPNoJournal, "http-no-journal", c.HTTPNoJournal, "HTTP path: also measure the origin with its reserve journal off")
 	fs.IntVar(&c.ScriptReserves, "n", c.ScriptReserves, "script path: timed reserves per Reserver setting, and redis-benchmark's -n")
 	fs.IntVar(&c.ScriptWorkers, "c", c.ScriptWorkers, "script path: goroutines calling Reserver.Reserve at once")
 	pipelines := fs.String("pipelines", strconv.Itoa(def.Pipelines), "script path: ReserverOptions.Pipelines; a comma list measures each (with each -max-batch)")
@@ -89,14 +99,24 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	if fs.NArg() > 0 {
 		return c, false, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	durable := false
 	for p := range strings.SplitSeq(*parts, ",") {
 		switch strings.TrimSpace(p) {
 		case "script":
 			c.Script = true
+		case "durability":
+			durable = true
 		case "http":
 			c.HTTP = true
 		default:
-			return c, false, fmt.Errorf("-run %q: want script, http or script,http", *parts)
+			return c, false, fmt.Errorf("-run %q: want some of script, durability, http", *parts)
+		}
+	}
+	if durable {
+		for d := range strings.SplitSeq(*durability, ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				c.Durability = append(c.Durability, d)
+			}
 		}
 	}
 	ps, err := ints(*pipelines)

@@ -1,12 +1,14 @@
 // Package originbench opens the origin's internals to the benchmarks under
 // bench/, which Go's internal rule keeps out of origin/internal: they measure
-// the real reserve path (checkout.Reserver) and the real HTTP handler
-// (app.App), not copies of them. Only bench/ imports it.
+// the real reserve path (checkout.Reserver), its real journal (the ledger in
+// Postgres) and the real HTTP handler (app.App), not copies of them. Only
+// bench/ imports it.
 package originbench
 
 import (
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/ledger"
 )
 
 // The origin's types under names bench/ can reach.
@@ -19,6 +21,10 @@ type (
 	ReserverOptions = checkout.ReserverOptions
 	ReserveRequest  = checkout.ReserveRequest
 	Outcome         = checkout.Outcome
+	Journal         = checkout.Journal
+	Ledger          = ledger.Store // its RecordGrants is the origin's reserve journal
+	LedgerSale      = ledger.Sale
+	LedgerSKU       = ledger.SKU
 )
 
 // Created is the outcome of a reserve that took a unit.
@@ -31,4 +37,6 @@ var (
 	NewStore      = checkout.NewStore
 	NewKeys       = checkout.NewKeys
 	NewReserver   = checkout.NewReserver
+	NewLedger     = ledger.New
+	Migrate       = ledger.Migrate // the ledger's schema, reserve journal included
 )

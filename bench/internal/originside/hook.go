@@ -35,7 +35,16 @@ func (s *scriptPath) Load(ctx context.Context, sale, sku string, stock int64) er
 }
 
 func (s *scriptPath) Reserver(opts ReserverOptions) Reserver {
-	return reserver{originbench.NewReserver(s.store, originbench.ReserverOptions{Pipelines: opts.Pipelines, MaxBatch: opts.MaxBatch})}
+	return s.DurableReserver(opts, Durable{})
+}
+
+func (s *scriptPath) DurableReserver(opts ReserverOptions, d Durable) Reserver {
+	o := originbench.ReserverOptions{Pipelines: opts.Pipelines, MaxBatch: opts.MaxBatch,
+		WaitReplicas: d.WaitReplicas, WaitTimeout: d.WaitTimeout}
+	if d.Journal != nil { // a nil *Journal in the interface would not read as "no journal"
+		o.Journal = d.Journal.ledger
+	}
+	return reserver{originbench.NewReserver(s.store, o)}
 }
 
 type reserver struct{ r *originbench.Reserver }
@@ -74,6 +83,9 @@ func startOrigin(ctx context.Context, c OriginConfig) (_ *Origin, err error) {
 	}
 	if c.Reserver.MaxBatch > 0 {
 		cfg.ReserveMaxBatch = c.Reserver.MaxBatch
+	}
+	if c.NoJournal {
+		cfg.ReserveJournal = false
 	}
 	a, err := originbench.NewApp(ctx, cfg, c.Log)
 	if err != nil {

@@ -13,9 +13,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/bench/internal/drive"
+	"github.com/flashgate/flashgate/origin/originbench"
 )
 
 // Request is one reserve as the origin's handler would make it.
@@ -38,10 +40,36 @@ type ScriptPath interface {
 	Load(ctx context.Context, sale, sku string, stock int64) error
 	// Reserver starts a checkout.Reserver with opts; Close it when done.
 	Reserver(opts ReserverOptions) Reserver
+	// DurableReserver starts a checkout.Reserver with opts that makes its
+	// grants durable as d says; Close it when done.
+	DurableReserver(opts ReserverOptions, d Durable) Reserver
 	// Created is the outcome code of a reserve that took a unit.
 	Created() int
 	// OutcomeName names an outcome code ("created", "sold_out", ...).
 	OutcomeName(code int) string
+}
+
+// Durable is how a Reserver makes a pipeline's grants durable before it
+// answers them (checkout.ReserverOptions.Journal, WaitReplicas and
+// WaitTimeout); the zero value adds nothing.
+type Durable struct {
+	Journal      *Journal      // nil: no journal
+	WaitReplicas int           // 0: no WAIT
+	WaitTimeout  time.Duration // 0: the origin's default
+}
+
+// Journal is the origin's reserve journal (ledger.Store.RecordGrants into
+// reserve_journal) in a Postgres schema of the benchmark's own.
+type Journal struct {
+	pool   *pgxpool.Pool
+	ledger *originbench.Ledger
+}
+
+// OpenJournal connects to pgURL, whose search_path names an empty schema,
+// applies the ledger's migrations there and creates sale with stock units
+// of sku (journal rows reference their sale). Close it when done.
+func OpenJournal(ctx context.Context, pgURL, sale, sku string, stock int) (*Journal, error) {
+	return openJournal(ctx, pgURL, sale, sku, stock)
 }
 
 // Reserver is a running checkout.Reserver.
@@ -64,6 +92,7 @@ type OriginConfig struct {
 	UserSecret  string // HS256 secret of user tokens
 	Reserver    ReserverOptions
 	Workers     bool // start the order writer, sweeper and catalog refresh
+	NoJournal   bool // answer reserves without journaling them (FLASHGATE_RESERVE_JOURNAL=0)
 	Log         *slog.Logger
 	// Sales are more sales to create after Sale, each with one SKU; nil
 	// creates none.
@@ -120,6 +149,10 @@ func NewScriptPath(rdb redis.UniversalClient, prefix string, retention time.Dura
 // StartOrigin builds an origin with app.New, creates the sale through its
 // admin handler, and serves its public handler on 127.0.0.1.
 func StartOrigin(ctx context.Context, c OriginConfig) (*Origin, error) { return startOrigin(ctx, c) }
+
+// DefaultWaitTimeout is the origin's default for how long a reserve
+// pipeline's WAIT waits for its replicas.
+func DefaultWaitTimeout() time.Duration { return originbench.DefaultConfig().ReserveWaitTimeout }
 
 // DefaultReserverOptions are the origin's configured defaults.
 func DefaultReserverOptions() ReserverOptions { return defaultReserverOptions() }

@@ -1,12 +1,18 @@
 // Package reservebench measures the origin's reserve path twice over, each
-// beside a ceiling measured in the same run on the same machine:
+// beside a ceiling measured in the same run on the same machine, and what
+// making a granted reserve durable costs:
 //
 //   - the script path: checkout.Reserver.Reserve from many goroutines, every
 //     reserve a distinct shopper that takes a unit, beside redis-benchmark
 //     running the same reserve.lua, pipelined, on the same stock key;
 //   - the HTTP path: POST /v1/sales/{sale}/reserve against the origin's real
 //     public handler on a loopback listener, beside a bare fasthttp handler,
-//     both driven by the same load generator with the same requests.
+//     both driven by the same load generator with the same requests, and
+//     the same origin with its reserve journal off;
+//   - the durability options (issue 9): the Reserver against redis-servers
+//     of the run's own, with the Postgres journal, AOF with appendfsync
+//     always, WAIT for a replica, each beside the same Reserver on a
+//     server without any.
 //
 // It works in a Redis key prefix and a Postgres schema of its own and
 // removes both at the end.
@@ -54,17 +60,23 @@ type Config struct {
 	RedisURL    string
 	PostgresURL string // the database must exist; the run works in a schema of its own
 
-	Script bool // run the script path
-	HTTP   bool // run the HTTP path
+	Script     bool     // run the script path
+	HTTP       bool     // run the HTTP path
+	Durability []string // durability options to measure (DurabilityOptions); none skips the phase
 
 	ScriptReserves int                          // timed reserves per Reserver setting, and redis-benchmark's -n
 	ScriptWorkers  int                          // goroutines calling Reserve at once
 	Reserver       []originside.ReserverOptions // settings to measure; the first is the headline and the HTTP origin's
 	RedisBenchmark redisbench.Options           // Requests is set from ScriptReserves
 
-	HTTPRequests int  // timed requests per server
-	HTTPConns    int  // load-generator connections per server
-	OriginWork   bool // start the origin's order writer, sweeper and catalog refresh during the HTTP run
+	HTTPRequests  int  // timed requests per server
+	HTTPConns     int  // load-generator connections per server
+	OriginWork    bool // start the origin's order writer, sweeper and catalog refresh during the HTTP run
+	HTTPNoJournal bool // also measure an origin with its reserve journal off
+
+	DurabilityReserves int           // timed reserves per durability option
+	WaitTimeout        time.Duration // WAIT's timeout for the wait option
+	RedisServer        string        // the redis-server executable the durability phase starts
 
 	Warmup     int           // untimed calls before each timed run
 	Rounds     int           // times each path is measured, its runs alternating with their ceiling's; ratios are medians
@@ -77,8 +89,10 @@ type Config struct {
 // Validate reports the first thing wrong with c.
 func (c Config) Validate() error {
 	switch {
-	case !c.Script && !c.HTTP:
-		return errors.New("nothing to run: choose script, http or both")
+	case !c.Script && !c.HTTP && len(c.Durability) == 0:
+		return errors.New("nothing to run: choose script, durability, http or some of them")
+	case len(c.Durability) > 0 && (c.DurabilityReserves < 1 || c.WaitTimeout <= 0):
+		return errors.New("durability reserves and the WAIT timeout must be positive")
 	case c.ScriptReserves < 1 || c.ScriptWorkers < 1 || c.HTTPRequests < 1 || c.HTTPConns < 1:
 		return errors.New("counts of reserves, workers, requests and connections must be positive")
 	case c.Warmup < 0 || c.Rounds < 1:
@@ -91,6 +105,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("rounds times (http requests plus warm-up) must stay under %d, the largest stock a sale takes", maxSaleStock-slack)
 	case c.Timeout <= 0:
 		return errors.New("the time cap must be positive")
+	}
+	for _, d := range c.Durability {
+		if _, ok := durabilities[d]; !ok {
+			return fmt.Errorf("durability option %q: want some of %s", d, strings.Join(DurabilityOptions, ","))
+		}
 	}
 	for _, u := range []string{c.RedisURL, c.PostgresURL} {
 		if err := scratch.Loopback(u); err != nil {
@@ -164,6 +183,13 @@ func Run(ctx context.Context, c Config) (rep Report, err error) {
 		// the tests' and the HTTP path's included: drop them now.
 		if _, err := scratch.DeletePrefix(ctx, rdb, prefix); err != nil {
 			return rep, err
+		}
+	}
+	if len(c.Durability) > 0 {
+		d, err := runDurability(ctx, c, prefix, commandsPerReserve(src))
+		rep.Durability = d
+		if err != nil {
+			return rep, fmt.Errorf("durability: %w", err)
 		}
 	}
 	if c.HTTP {
@@ -469,6 +495,34 @@ func runHTTP(ctx context.Context, c Config, rdb *redis.Client, prefix string, pe
 		defer cancel()
 		err = errors.Join(err, origin.Stop(stopCtx))
 	}()
+	// The same origin with its reserve journal off, in a schema and key
+	// prefix of its own, gets the same requests: what the journal costs.
+	var noJournal *originside.Origin
+	if c.HTTPNoJournal {
+		pgURL, drop, err := scratch.Schema(ctx, c.PostgresURL, schema+"_nojournal")
+		if err != nil {
+			return rep, err
+		}
+		defer func() {
+			dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			err = errors.Join(err, drop(dropCtx))
+		}()
+		noJournal, err = originside.StartOrigin(ctx, originside.OriginConfig{
+			RedisURL: c.RedisURL, PostgresURL: pgURL, RedisPrefix: prefix + "nojournal:",
+			Sale: httpSale, SKU: sku, Stock: total + slack,
+			TokenKeys: tokenstest.KeySet().String(), UserSecret: string(tokenstest.UserSecret()),
+			Reserver: c.Reserver[0], Workers: c.OriginWork, NoJournal: true, Log: quiet(c.Log),
+		})
+		if err != nil {
+			return rep, err
+		}
+		defer func() {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+			defer cancel()
+			err = errors.Join(err, noJournal.Stop(stopCtx))
+		}()
+	}
 	bare, err := startBare()
 	if err != nil {
 		return rep, err
@@ -483,18 +537,30 @@ func runHTTP(ctx context.Context, c Config, rdb *redis.Client, prefix string, pe
 	defer originClient.Close()
 	bareClient := httpload.New(httpload.Options{Addr: bare.addr, Conns: c.HTTPConns})
 	defer bareClient.Close()
-	var ratios []float64
+	var noJournalClient *httpload.Client
+	if noJournal != nil {
+		noJournalClient = httpload.New(httpload.Options{Addr: noJournal.Addr, Conns: c.HTTPConns})
+		defer noJournalClient.Close()
+	}
+	var ratios, journalRatios []float64
 	for round := 1; round <= c.Rounds; round++ {
-		// Each round sends both servers the same slice of requests: the
-		// origin must never see a token twice, the bare handler does not care.
+		// Each round sends every server the same slice of requests: an
+		// origin must never see a token twice, the bare handler does not
+		// care, and each origin has a Redis prefix of its own.
 		first := (round - 1) * perRound
 		out := HTTPRound{Round: round}
-		for _, target := range []struct {
+		type target struct {
 			client  *httpload.Client
 			addr    string
 			profile string
 			out     *HTTPRun
-		}{{originClient, origin.Addr, "origin", &out.Origin}, {bareClient, bare.addr, "", &out.Bare}} {
+		}
+		targets := []target{{originClient, origin.Addr, "origin", &out.Origin}}
+		if noJournal != nil {
+			out.OriginNoJournal = &HTTPRun{}
+			targets = append(targets, target{noJournalClient, noJournal.Addr, "", out.OriginNoJournal})
+		}
+		for _, target := range append(targets, target{bareClient, bare.addr, "", &out.Bare}) {
 			warm := target.client.Run(ctx, reqs, first, c.Warmup)
 			stopProfile := func() error { return nil }
 			if target.profile != "" && round == 1 {
@@ -510,7 +576,7 @@ func runHTTP(ctx context.Context, c Config, rdb *redis.Client, prefix string, pe
 				return rep, err
 			}
 			own := 0
-			if target.out == &out.Origin {
+			if target.out != &out.Bare {
 				own = res.Calls * perReserve
 			}
 			cpu.setForeign(own, res.Elapsed)
@@ -526,10 +592,41 @@ func runHTTP(ctx context.Context, c Config, rdb *redis.Client, prefix string, pe
 		}
 		out.Ratio = out.Origin.PerSecond / out.Bare.PerSecond
 		ratios = append(ratios, out.Ratio)
+		if out.OriginNoJournal != nil && out.OriginNoJournal.PerSecond > 0 {
+			out.JournalRatio = out.Origin.PerSecond / out.OriginNoJournal.PerSecond
+			journalRatios = append(journalRatios, out.JournalRatio)
+		}
 		rep.Rounds = append(rep.Rounds, out)
 	}
 	rep.Ratio = median(ratios)
+	rep.JournalRatio = median(journalRatios)
 	return rep, nil
+}
+
+// quiet passes on only the errors of log: the origin with its journal off
+// warns about it at start, which the benchmark asked for.
+func quiet(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return nil
+	}
+	return slog.New(levelFloor{log.Handler(), slog.LevelError})
+}
+
+type levelFloor struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h levelFloor) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return levelFloor{h.Handler.WithAttrs(attrs), h.min}
+}
+
+func (h levelFloor) WithGroup(name string) slog.Handler {
+	return levelFloor{h.Handler.WithGroup(name), h.min}
 }
 
 // bareBody is what the bare handler answers: the size and shape of the

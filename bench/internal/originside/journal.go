@@ -1,0 +1,65 @@
+package originside
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flashgate/flashgate/origin/originbench"
+)
+
+func openJournal(ctx context.Context, pgURL, sale, sku string, stock int) (_ *Journal, err error) {
+	pcfg, err := pgxpool.ParseConfig(pgURL)
+	if err != nil {
+		return nil, fmt.Errorf("journal: postgres url: %w", err)
+	}
+	// As many connections as the origin's pool: up to Pipelines journal
+	// writes are in flight at once, and they must not queue for one.
+	pcfg.MaxConns = int32(originbench.DefaultConfig().PostgresMaxConns)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("journal: postgres: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			pool.Close()
+		}
+	}()
+	if err := originbench.Migrate(ctx, pool); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	l := originbench.NewLedger(pool)
+	now := time.Now().UTC()
+	if _, err := l.CreateSale(ctx, originbench.LedgerSale{
+		ID: sale, Name: "reservebench journal", StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
+		HoldTTL: 10 * time.Minute, PerAccountLimit: 1,
+		SKUs: []originbench.LedgerSKU{{SKU: sku, Name: "bench unit", PriceMinor: 100, Currency: "INR", Stock: stock}},
+	}); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	return &Journal{pool: pool, ledger: l}, nil
+}
+
+// Reset empties the journal, so a run does not pay for the rows of the runs
+// before it.
+func (j *Journal) Reset(ctx context.Context) error {
+	if _, err := j.pool.Exec(ctx, "TRUNCATE reserve_journal"); err != nil {
+		return fmt.Errorf("journal: reset: %w", err)
+	}
+	return nil
+}
+
+// Rows counts the journaled reserves: a run that journals must leave one
+// row per created reserve.
+func (j *Journal) Rows(ctx context.Context) (int, error) {
+	var n int
+	if err := j.pool.QueryRow(ctx, "SELECT count(*) FROM reserve_journal").Scan(&n); err != nil {
+		return 0, fmt.Errorf("journal: count: %w", err)
+	}
+	return n, nil
+}
+
+// Close closes the journal's connections.
+func (j *Journal) Close() { j.pool.Close() }

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/flashgate/flashgate/bench/internal/reservebench"
+)
+
+func TestLoadConfigPhases(t *testing.T) {
+	none := func(string) string { return "" }
+	for _, tc := range []struct {
+		args           []string
+		script, http   bool
+		durability     []string
+		wantErrContain string
+	}{
+		{args: nil, script: true, http: true, durability: reservebench.DurabilityOptions},
+		{args: []string{"-run", "script"}, script: true},
+		{args: []string{"-run", "durability", "-durability", "none, wait"}, durability: []string{"none", "wait"}},
+		{args: []string{"-run", "http,durability", "-durability", "journal"}, http: true, durability: []string{"journal"}},
+		{args: []string{"-run", "durability", "-durability", "fsync"}, wantErrContain: `durability option "fsync"`},
+		{args: []string{"-run", "disk"}, wantErrContain: "want some of script, durability, http"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			c, _, err := loadConfig(tc.args, none, io.Discard)
+			if tc.wantErrContain != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErrContain) {
+					t.Fatalf("loadConfig(%q) error = %v, want one containing %q", tc.args, err, tc.wantErrContain)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("loadConfig(%q): %v", tc.args, err)
+			}
+			if c.Script != tc.script || c.HTTP != tc.http || !slices.Equal(c.Durability, tc.durability) {
+				t.Errorf("loadConfig(%q) = script %v, http %v, durability %v; want %v, %v, %v",
+					tc.args, c.Script, c.HTTP, c.Durability, tc.script, tc.http, tc.durability)
+			}
+			if !c.HTTPNoJournal || c.DurabilityReserves != 50_000 || c.WaitTimeout <= 0 {
+				t.Errorf("loadConfig(%q) defaults: http-no-journal %v, durability-n %d, wait timeout %s",
+					tc.args, c.HTTPNoJournal, c.DurabilityReserves, c.WaitTimeout)
+			}
+		})
+	}
+}
