@@ -3,10 +3,10 @@ package chaos
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
