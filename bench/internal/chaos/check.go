@@ -31,6 +31,7 @@ type Result struct {
 	BadFiveXX    int           // 5xx answers other than 503 please_wait
 	PleaseWait   int           // 503 please_wait answers
 	WrongAnswers int           // 404 unknown_sale for a sale that exists
+	Replays      int           // used admission tokens that took a unit again
 	Hangs        int           // requests unanswered within the request timeout
 	Refused      int           // connections refused or reset (the edge itself down)
 	MaxAnswer    time.Duration // slowest answer
@@ -67,6 +68,9 @@ func judge(r *Result) {
 	}
 	if r.Double > 0 {
 		fail("%d double charges", r.Double)
+	}
+	if r.Replays > 0 {
+		fail("%d used admission tokens took a unit again (replayed with a new idempotency key)", r.Replays)
 	}
 	if r.BadFiveXX > 0 {
 		fail("%d 5xx answers other than 503 please_wait", r.BadFiveXX)
@@ -147,6 +151,7 @@ func (t *traffic) collect(ctx context.Context, f *faultEnv, r *Result) {
 		r.Failures = append(r.Failures, "201s could not be checked: "+err.Error())
 	}
 	t.line(ctx, r)
+	t.replay(ctx, r) // last: a token that works again takes a unit
 	if len(f.notes) > 0 {
 		r.Notes = append(r.Notes, f.notes...)
 	}
@@ -673,6 +678,41 @@ func (t *traffic) line(ctx context.Context, r *Result) {
 		if got.Rate != c.rate || got.Paused != c.paused {
 			r.Line = append(r.Line, fmt.Sprintf("ops settings of %s not kept: rate %g paused %v, want rate %g paused %v", c.sale, got.Rate, got.Paused, c.rate, c.paused))
 		}
+	}
+}
+
+// replay presses Buy again with every admission token that earned a 201,
+// under a new idempotency key: a burned token must not take a unit again,
+// whatever Redis forgot. The probes' sale never sells out and the probes
+// never pay, so their accounts are free again once their holds expire: only
+// the burned token stands between a replay and a second unit.
+func (t *traffic) replay(ctx context.Context, r *Result) {
+	t.mu.Lock()
+	acc := append([]accepted(nil), t.accepted...)
+	t.mu.Unlock()
+	answers := map[string]int{}
+	var mu sync.Mutex // guards answers and r.Replays
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, a := range acc {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			rep := t.c.do(ctx, request{endpoint: "check_replay", method: "POST", url: t.edge("/v1/sales/" + a.sale + "/reserve"), token: a.admission, ip: a.ip,
+				body: map[string]string{"sku": a.sku, "idempotency_key": "replay-" + a.account}})
+			mu.Lock()
+			defer mu.Unlock()
+			answers[a.sale+" "+codeOf(rep)]++
+			if rep.status == 201 {
+				r.Replays++
+			}
+		}()
+	}
+	wg.Wait()
+	if len(answers) > 0 {
+		r.Notes = append(r.Notes, "used admission tokens replayed: "+formatCounts(answers))
 	}
 }
 

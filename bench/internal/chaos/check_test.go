@@ -50,6 +50,7 @@ func TestJudge(t *testing.T) {
 		{"bad 5xx", func(r *Result) { r.BadFiveXX = 4 }, "4 5xx answers"},
 		{"unknown sale", func(r *Result) { r.WrongAnswers = 1 }, "unknown_sale"},
 		{"hang", func(r *Result) { r.Hangs = 1 }, "hung"},
+		{"replayed token", func(r *Result) { r.Replays = 2 }, "2 used admission tokens"},
 		{"unanswered", func(r *Result) { r.Unanswered = 2 }, "2 of 10 shoppers"},
 		{"line", func(r *Result) { r.Line = []string{"3 places handed to more than one account"} }, "line: 3 places"},
 		{"stale", func(r *Result) { r.Stale = 5 * time.Second }, "snapshot disagreed"},

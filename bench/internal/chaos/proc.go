@@ -47,7 +47,7 @@ func (p *proc) Start() error {
 	}
 	fmt.Fprintf(out, "\n==== chaos: %s starts at %s\n", p.name, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(p.path, p.args...)
-	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Env = append(cleanEnv(os.Environ()), p.env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: p.cred}
 	if err := cmd.Start(); err != nil {
@@ -182,4 +182,17 @@ func waitHTTP(ctx context.Context, p *proc, url string, d time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// cleanEnv drops the caller's FLASHGATE_ settings (make run's or a shell's
+// FLASHGATE_REDIS_URL, say): a program the harness starts gets only the
+// ones the harness gives it.
+func cleanEnv(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "FLASHGATE_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

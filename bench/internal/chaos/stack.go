@@ -222,15 +222,6 @@ func (s *stack) healthy(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// redisAddr is the address of the Redis that holds the sale now (the
-// primary, with Sentinels).
-func (s *stack) redisAddr(ctx context.Context) (string, error) {
-	if s.sentinel != nil {
-		return s.sentinel.masterAddr(ctx)
-	}
-	return s.redis.addr(), nil
-}
-
 // sentinelSupport reports whether both binaries accept the Sentinel
 // settings (their -h names FLASHGATE_REDIS_SENTINELS).
 func sentinelSupport(bins string) bool {

@@ -95,6 +95,8 @@ type observation struct {
 // accepted is a 201: a unit the stack promised.
 type accepted struct {
 	id, account, sale string
+	admission         string // the admission token the 201 burned
+	sku, ip           string
 	at                time.Time
 }
 
@@ -319,7 +321,7 @@ func (t *traffic) reserve(ctx context.Context, sh *shopper, admission string) bo
 			sh.fate = "reserved"
 			if r.status == 201 {
 				sh.reservedID = res.ReservationID
-				t.accept(res.ReservationID, sh.account, shopSale)
+				t.accept(accepted{id: res.ReservationID, account: sh.account, sale: shopSale, admission: admission, sku: shopSKU, ip: sh.ip})
 			}
 			t.pay(ctx, sh, res.ReservationID)
 			return true
@@ -392,9 +394,10 @@ func (t *traffic) pay(ctx context.Context, sh *shopper, reservation string) {
 	}
 }
 
-func (t *traffic) accept(id, account, sale string) {
+func (t *traffic) accept(a accepted) {
+	a.at = time.Now()
 	t.mu.Lock()
-	t.accepted = append(t.accepted, accepted{id: id, account: account, sale: sale, at: time.Now()})
+	t.accepted = append(t.accepted, a)
 	t.mu.Unlock()
 }
 
@@ -445,7 +448,7 @@ func (t *traffic) probeReserve(ctx context.Context, account, ip string) {
 	}
 	ok := r.status == 201 && r.decode(&res) && res.ReservationID != ""
 	if ok {
-		t.accept(res.ReservationID, account, probeSale)
+		t.accept(accepted{id: res.ReservationID, account: account, sale: probeSale, admission: admission, sku: probeSKU, ip: ip})
 	}
 	t.mu.Lock()
 	t.probes = append(t.probes, probeCall{kind: "reserve", sent: sent, done: time.Now(), ok: ok})
