@@ -14,7 +14,7 @@ GO ?= go
 export GOTESTFLAGS
 export GOTESTPKGS
 
-.PHONY: help run test build bench bench-reserve bench-edge fmt vet clean
+.PHONY: help run test build bench bench-reserve bench-edge chaos fmt vet clean
 
 help: ## list the targets
 	@echo "flashgate targets:"
@@ -45,6 +45,9 @@ bench-reserve: ## the reserve-path benchmark (bench/reservebench): script path, 
 
 bench-edge: ## run the edge benchmarks (bench/edgebench) against real Redis and Postgres
 	deploy/local/bench.sh ./bench/edgebench
+
+chaos: ## break things under a running sale (kills, Postgres stop, Redis emptied/slowed/failed over, gateway, webhooks) and write docs/RELIABILITY.md; CHAOS_FLAGS=...
+	$(GO) run ./bench/chaos $(CHAOS_FLAGS)
 
 fmt: ## gofmt every Go file
 	$(GO) fmt ./...

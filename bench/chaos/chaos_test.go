@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/bench/internal/chaos"
+)
+
+// The short scenarios of make chaos (origin killed -9, Redis emptied by
+// FLUSHALL), end to end: the real binaries on their own Redis and Postgres,
+// a sale played through them, the fault, and every check. Each must pass;
+// a failure names the promise that broke (an unreported lost 201, a place
+// handed out twice, ops settings forgotten, ...).
+func TestShortScenarios(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	results, err := chaos.Run(ctx, chaos.Options{Short: true, Log: t.Logf})
+	if err != nil {
+		t.Fatalf("chaos.Run = %v", err)
+	}
+	want, _ := chaos.Select(nil, true)
+	if len(results) != len(want) {
+		t.Fatalf("chaos.Run played %d scenarios, want the %d short ones", len(results), len(want))
+	}
+	for _, r := range results {
+		// The harness itself must have seen a sale happen, or its checks prove nothing.
+		if r.Accepted == 0 || r.Sold == 0 {
+			t.Errorf("%s: %d reservations accepted, %d units sold; want a sale that happened", r.Scenario, r.Accepted, r.Sold)
+		}
+		if !r.Pass() {
+			t.Errorf("%s: FAIL\n  %s\nnotes:\n  %s\n%s", r.Scenario, strings.Join(r.Failures, "\n  "), strings.Join(r.Notes, "\n  "), r.Logs)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "RELIABILITY.md")
+	if err := writeReport(out, chaos.Report{Command: "go test ./bench/chaos", When: time.Now(), Machine: machine(), Load: chaos.DefaultLoad(), Results: results}); err != nil {
+		t.Fatalf("writeReport = %v", err)
+	}
+	md, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(md), "| origin-kill9 | 200 |") {
+		t.Errorf("report: %v\n%s", err, md)
+	}
+	t.Log("\n" + chaos.Summary(results))
+}

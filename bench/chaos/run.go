@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate/bench/internal/chaos"
+)
+
+// errFailed: the run went through and some scenario failed.
+var errFailed = errors.New("some scenarios failed")
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := chaos.Options{Load: chaos.DefaultLoad()}
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var names, out string
+	var list, verbose bool
+	fs.StringVar(&names, "scenarios", "", "comma-separated scenarios to play (default: all; -list names them)")
+	fs.BoolVar(&o.Short, "short", false, "only the short scenarios (those make test plays)")
+	fs.StringVar(&out, "out", "docs/RELIABILITY.md", "where the Markdown report goes (empty: nowhere)")
+	fs.BoolVar(&list, "list", false, "list the scenarios and exit")
+	fs.StringVar(&o.BinDir, "bin", "", "folder with origin, edge and sandboxgateway already built (default: build them)")
+	fs.StringVar(&o.WorkDir, "dir", "", "folder for the servers' data and logs (default: a temporary one, removed)")
+	fs.StringVar(&o.PostgresBin, "postgres-bin", chaos.DefaultPostgresBin, "folder with initdb and postgres")
+	fs.BoolVar(&verbose, "v", false, "print the binaries' last log lines for a failed scenario")
+	fs.IntVar(&o.Load.Shoppers, "shoppers", o.Load.Shoppers, "shoppers per scenario")
+	fs.IntVar(&o.Load.Stock, "stock", o.Load.Stock, "units per scenario")
+	seed := fs.Uint64("seed", o.Load.Seed, "seed of the crowd")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	o.Load.Seed = *seed
+	if list {
+		for _, sc := range chaos.Scenarios() {
+			short := ""
+			if sc.Short {
+				short = " (short)"
+			}
+			fmt.Fprintf(stdout, "%-24s %s%s\n", sc.Name, sc.What, short)
+		}
+		return nil
+	}
+	if names != "" {
+		o.Scenarios = strings.Split(names, ",")
+	}
+	o.Keep = o.WorkDir != ""
+	o.Log = func(format string, a ...any) { fmt.Fprintf(stderr, "chaos: "+format+"\n", a...) }
+	results, err := chaos.Run(ctx, o)
+	if err != nil && len(results) == 0 {
+		return err
+	}
+	fmt.Fprint(stdout, chaos.Summary(results))
+	if verbose {
+		for _, r := range results {
+			if !r.Pass() && r.Logs != "" {
+				fmt.Fprintf(stdout, "\n== %s: the binaries' last lines\n%s", r.Scenario, r.Logs)
+			}
+		}
+	}
+	if out != "" {
+		if werr := writeReport(out, chaos.Report{Command: command(args), When: time.Now(), Machine: machine(), Load: o.Load, Results: results}); werr != nil {
+			return werr
+		}
+		fmt.Fprintf(stdout, "report: %s\n", out)
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		if !r.Pass() {
+			return errFailed
+		}
+	}
+	return nil
+}
+
+func writeReport(path string, rep chaos.Report) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = chaos.WriteMarkdown(f, rep)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// command is how this run was started, for the report.
+func command(args []string) string {
+	if len(args) == 0 {
+		return "make chaos"
+	}
+	return "make chaos CHAOS_FLAGS='" + strings.Join(args, " ") + "'"
+}
+
+// machine names the CPU model and count.
+func machine() string {
+	model := runtime.GOARCH
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d × %s, %s", runtime.NumCPU(), model, runtime.Version())
+}
