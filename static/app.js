@@ -24,9 +24,10 @@
   const keys = {};        // idempotency key per SKU, reused on retry so a retry can never reserve twice
 
   // One fetch wrapper so every answer has the same shape: {status, data, retry (Retry-After seconds)}.
-  async function api(method, path, { token, user, body } = {}) {
+  async function api(method, path, { token, user, body, queue } = {}) {
     const headers = { Accept: 'application/json' };
     if (token) headers.Authorization = 'Bearer ' + token;
+    if (queue) headers['X-Queue-Token'] = queue;
     if (user && store.get(K.user)) headers['X-User-Token'] = store.get(K.user);
     if (body) headers['Content-Type'] = 'application/json';
     try {
@@ -168,7 +169,8 @@
     const user = store.get(K.user);
     if (!user) { joining = false; updateJoin(); return; }
     joining = true; updateJoin();
-    const res = await api('POST', salePath + '/queue', { token: user });
+    // A queue token held from before is shown: the place it carries comes back, whatever the edge lost.
+    const res = await api('POST', salePath + '/queue', { token: user, queue: store.get(K.queue) });
     if (busy(res)) { setTimeout(join, retryNotice(res, 'join')); return; } // stay "joining" until it lands
     joining = false;
     if (res.status === 202 || res.status === 200) {

@@ -606,7 +606,10 @@ func (t *traffic) line(ctx context.Context, r *Result) {
 				afters[i].state, afters[i].statusPos = a.State, a.Position
 			}
 			a = queueAnswer{}
-			rep = t.c.do(ctx, request{endpoint: "check_join", method: "POST", url: t.edge("/v1/sales/" + shopSale + "/queue"), token: sh.userToken, ip: sh.ip})
+			// Joining again shows the queue token, as the page does: the
+			// place it carries must come back, whatever Redis lost.
+			rep = t.c.do(ctx, request{endpoint: "check_join", method: "POST", url: t.edge("/v1/sales/" + shopSale + "/queue"), token: sh.userToken, ip: sh.ip,
+				header: map[string]string{"X-Queue-Token": sh.queueToken}})
 			if rep.status == 202 && rep.decode(&a) {
 				afters[i].rejoinPos = a.Position
 			}

@@ -87,6 +87,7 @@ type request struct {
 	token    string // bearer
 	ip       string // X-Forwarded-For (the edge believes 127.0.0.1)
 	body     any
+	header   map[string]string // more request headers
 }
 
 func (c *client) do(ctx context.Context, r request) reply {
@@ -107,6 +108,11 @@ func (c *client) do(ctx context.Context, r request) reply {
 	}
 	if r.ip != "" {
 		req.Header.Set("X-Forwarded-For", r.ip)
+	}
+	for name, value := range r.header {
+		if value != "" {
+			req.Header.Set(name, value)
+		}
 	}
 	sent := time.Now()
 	resp, err := c.hc.Do(req)

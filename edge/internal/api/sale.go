@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -89,7 +91,14 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	}
 	c, cancel := s.budget()
 	defer cancel()
-	place, err := s.Line.Join(c, s.Joiner, v.sale.SaleID, v.sale.StartsAt, account)
+	var place queue.Place
+	if held := ctx.Request.Header.Peek("X-Queue-Token"); len(held) > 0 {
+		// The shopper shows the place it was given: it keeps it, even
+		// when Redis lost the line meanwhile.
+		place, err = s.rejoin(c, v, account, string(held))
+	} else {
+		place, err = s.Line.Join(c, s.Joiner, v.sale.SaleID, v.sale.StartsAt, account)
+	}
 	if errors.Is(err, queue.ErrWait) || errors.Is(err, queue.ErrLost) {
 		// The line stayed at its durable ceiling (the origin is slow or
 		// down), or is being put back after Redis lost it: never a place
@@ -116,6 +125,24 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	s.setRetryAfter(ctx, &ans)
 	writeQueueAnswer(ctx, fasthttp.StatusAccepted, &ans)
 	return nil
+}
+
+// rejoin answers a join that carries the shopper's queue token: the place
+// the token holds, which Redis is told again if it lost it. A token of
+// another sale or account is refused like any bad token.
+func (s *Server) rejoin(c context.Context, v *view, account, token string) (queue.Place, error) {
+	claims, err := s.Tokens.Queue(token, v.sale.SaleID)
+	if err != nil {
+		return queue.Place{}, err
+	}
+	if claims.Subject != account {
+		return queue.Place{}, fmt.Errorf("queue token of another account: %w", tokens.ErrWrongAccount)
+	}
+	p := queue.Place{Pre: claims.Pre, Position: claims.Pos}
+	if claims.Pre {
+		p = queue.Place{Pre: true, Index: claims.Pos}
+	}
+	return s.Joiner.Claim(c, v.sale.SaleID, account, p)
 }
 
 // status: GET /v1/sales/{sale}/queue/status with a queue token. It costs no

@@ -101,7 +101,7 @@ func DefaultConfig() Config {
 		StaleAfter:             3 * time.Second,
 		SnapshotStaleAfter:     3 * time.Second,
 		LineBlockWindow:        time.Second,
-		LineMinBlock:           256,
+		LineMinBlock:           32,
 		OriginMaxConns:         256,
 		OriginPaymentsMaxConns: 128,
 		OriginQueueTimeout:     time.Second,

@@ -361,3 +361,28 @@ func answerJoins(calls []*joinCall, cmd *redis.Cmd) (Level, bool) {
 	}
 	return lv, err == nil || lv.Lost
 }
+
+// Claim gives an account back the place its queue token carries, when Redis
+// no longer knows it (Redis lost the line's data and it was restored at its
+// ceilings): the account's entry is set to that place unless it has one, and
+// the entry is returned. The token is the proof; the caller verifies it. A
+// place handed out before a loss is below the restored counters, so it can
+// never be handed to anyone else afterwards.
+func (j *Joiner) Claim(ctx context.Context, sale, account string, p Place) (Place, error) {
+	value := strconv.FormatInt(p.Position, 10)
+	if p.Pre {
+		value = "p" + strconv.FormatInt(p.Index, 10)
+	}
+	key := j.keys.Places(sale)
+	pipe := j.rdb.Pipeline()
+	pipe.HSetNX(ctx, key, account, value)
+	get := pipe.HGet(ctx, key, account)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Place{}, fmt.Errorf("claim place in sale %s: %w", sale, err)
+	}
+	have, err := parsePlace(get.Val())
+	if err != nil {
+		return Place{}, fmt.Errorf("claim place in sale %s: stored place %q: %w", sale, get.Val(), err)
+	}
+	return have, nil
+}

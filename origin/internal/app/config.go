@@ -105,7 +105,7 @@ func DefaultConfig() Config {
 		ReserveMaxBatch:    256,
 		ReserveJournal:     true,
 		ReserveWaitTimeout: 100 * time.Millisecond,
-		RedisCheckInterval: 5 * time.Second,
+		RedisCheckInterval: time.Second,
 
 		GatewayURL:        "http://127.0.0.1:9300",
 		PaymentGrace:      2 * time.Minute,
