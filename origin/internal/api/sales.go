@@ -167,7 +167,7 @@ func (s *Server) createSale(ctx *fasthttp.RequestCtx, c context.Context, _ []str
 // the sale meanwhile is restored the guarded way (journal and all), or left
 // to the origin's watch if its intents have not drained.
 func (s *Server) loadSale(c context.Context, sale ledger.Sale) error {
-	epoch, _, err := s.Ledger.RedisEpoch(c, sale.ID)
+	epoch, _, _, err := s.Ledger.RedisEpoch(c, sale.ID)
 	if err != nil {
 		return err
 	}
@@ -187,11 +187,15 @@ func (s *Server) loadSale(c context.Context, sale ledger.Sale) error {
 	if err != nil {
 		return err
 	}
+	replid, err := s.Redis.ReplicationID(c)
+	if err != nil {
+		return err
+	}
 	have, err := s.Redis.Load(c, sale.ID, fresh, load)
 	if err != nil {
 		return err
 	}
-	_, err = s.Ledger.SetRedisEpoch(c, sale.ID, have, true)
+	_, err = s.Ledger.SetRedisEpoch(c, sale.ID, have, replid, true)
 	return err
 }
 
@@ -392,7 +396,7 @@ type durabilityJSON struct {
 func (s *Server) durability(c context.Context, sale string) (durabilityJSON, error) {
 	var d durabilityJSON
 	var err error
-	if d.Epoch, d.JournalSeq, err = s.Ledger.RedisEpoch(c, sale); err != nil {
+	if d.Epoch, _, d.JournalSeq, err = s.Ledger.RedisEpoch(c, sale); err != nil {
 		return d, err
 	}
 	if d.RedisEpoch, d.RedisSeq, err = s.Redis.Meta(c, sale); err != nil {

@@ -175,3 +175,39 @@ func TestRedisBehindTheJournalIsFound(t *testing.T) {
 	}
 	origintest.CheckInvariant(t, env, sale)
 }
+
+// A sale whose epoch another Redis server holds (a replica promoted, which
+// may lack the last writes even where its sequence has run past the
+// journal's) is rebuilt from Postgres, and the event is recorded.
+func TestAnotherRedisServerIsRebuilt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := origintest.NewEnv(t)
+	a := origintest.StartOrigin(t, env, instance("origin-a"), checkOften)
+	sale := "moved-" + testenv.RandomID(t, 3)
+	a.MustCreateSale(t, origintest.OpenSale(sale, 10, 600))
+	for i := range 2 {
+		account := fmt.Sprintf("acct-%d", i)
+		if s, r := a.Reserve(t, sale, a.AdmissionToken(t, sale, account), "sku-1", "k"); s != 201 {
+			t.Fatalf("Reserve(%s) = %d %+v, want 201", account, s, r)
+		}
+	}
+	before := a.Durability(t, sale)
+	// As if the sale's epoch had been written to another server.
+	if _, err := env.DB.Exec(ctx, `UPDATE sales SET redis_replid = 'another-server' WHERE sale_id = $1`, sale); err != nil {
+		t.Fatal(err)
+	}
+	d := a.WaitDurability(t, sale, 15*time.Second, func(d origintest.Durability) bool {
+		return len(d.Losses) == 1 && d.Losses[0].RebuiltAt != nil
+	})
+	if l := d.Losses[0]; l.Kind != "server_replaced" || l.Lost != 0 {
+		t.Fatalf("loss = %+v, want server_replaced, none lost", l)
+	}
+	if d.Epoch == before.Epoch || d.RedisEpoch != d.Epoch {
+		t.Fatalf("durability after the rebuild = %+v, want a new epoch in both (was %s)", d, before.Epoch)
+	}
+	if l := a.Ledger(t, sale)["sku-1"]; l.Redis != (origintest.Counts{Available: 8, Held: 2}) || l.Drift != (origintest.Counts{}) {
+		t.Fatalf("ledger after the rebuild = %+v, want redis available 8 held 2, no drift", l)
+	}
+	origintest.CheckInvariant(t, env, sale)
+}

@@ -17,19 +17,24 @@ type journal struct {
 	grants map[string]intent.Grant
 }
 
-func (j *journal) RecordGrants(_ context.Context, grants []intent.Grant) error {
+func (j *journal) RecordGrants(_ context.Context, grants []intent.Grant) ([]string, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.broken != nil {
-		return j.broken
+		return nil, j.broken
 	}
 	if j.grants == nil {
 		j.grants = map[string]intent.Grant{}
 	}
+	var stale []string
 	for _, g := range grants {
+		if g.Epoch != "e1" {
+			stale = append(stale, g.ReservationID)
+			continue
+		}
 		j.grants[g.ReservationID] = g
 	}
-	return nil
+	return stale, nil
 }
 
 func (j *journal) set(err error) {

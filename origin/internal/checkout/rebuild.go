@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -72,6 +73,24 @@ func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[strin
 		return fmt.Errorf("rebuild sale %s: list accounts: %w", sale, err)
 	}
 	ttl := s.retention
+	// Burned tokens first, in chunks outside the transaction: there may be
+	// one per reservation the sale ever had, and while the rebuilding flag
+	// is set nothing reads them.
+	for len(burned) > 0 {
+		n := min(len(burned), burnedChunk)
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, b := range burned[:n] {
+				acct := s.keys.Account(sale, b.Account)
+				p.HSet(ctx, acct, "t:"+b.TokenID, b.ReservationID, "i:"+b.IdempotencyKey, b.ReservationID)
+				p.PExpire(ctx, acct, ttl)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("rebuild sale %s: burned tokens: %w", sale, err)
+		}
+		burned = burned[n:]
+	}
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for sku, c := range stock {
 			key := s.keys.Inventory(sale, sku)
@@ -88,6 +107,8 @@ func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[strin
 			res := s.keys.Reservation(sale, r.ID)
 			p.HSet(ctx, res, "account", r.Account, "sku", r.SKU, "status", r.Status,
 				"expires_ms", r.ExpiresAt.UnixMilli(), "created_ms", r.CreatedAt.UnixMilli(), "idem", r.IdempotencyKey)
+			// Its numbering was in an epoch now gone; Postgres has it.
+			p.HDel(ctx, res, "epoch", "seq")
 			if r.OrderID != "" {
 				// Its payment has started: the grace was given (ExpiresAt
 				// includes it) and must not be given again.
@@ -99,11 +120,6 @@ func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[strin
 			}
 			acct := s.keys.Account(sale, r.Account)
 			p.HSet(ctx, acct, "res", r.ID, "state", r.Status)
-			p.PExpire(ctx, acct, ttl)
-		}
-		for _, b := range burned {
-			acct := s.keys.Account(sale, b.Account)
-			p.HSet(ctx, acct, "t:"+b.TokenID, b.ReservationID, "i:"+b.IdempotencyKey, b.ReservationID)
 			p.PExpire(ctx, acct, ttl)
 		}
 		meta := s.keys.Meta(sale)
@@ -141,6 +157,25 @@ func (s *Store) Loaded(ctx context.Context, sale string, skus []string) (bool, e
 		return false, err
 	}
 	return len(counts) > 0, nil
+}
+
+// burnedChunk bounds the burned tokens one rebuild round trip writes.
+const burnedChunk = 1000
+
+// ReplicationID returns the replication id of the Redis server this store
+// writes to (INFO replication's master_replid): a failover or a restart
+// changes it.
+func (s *Store) ReplicationID(ctx context.Context) (string, error) {
+	info, err := s.rdb.Info(ctx, "replication").Result()
+	if err != nil {
+		return "", fmt.Errorf("read redis replication id: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "master_replid:"); ok {
+			return id, nil
+		}
+	}
+	return "", errors.New("read redis replication id: INFO replication has no master_replid")
 }
 
 // RebuildInProgress reports whether a rebuild of the sale holds its flag.

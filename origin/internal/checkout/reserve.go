@@ -72,9 +72,11 @@ type ReserveResult struct {
 }
 
 // Journal keeps granted reserves durably (the ledger's reserve journal in
-// Postgres) before they are answered.
+// Postgres) before they are answered. It returns the ids of grants it would
+// not keep because their epoch is no longer their sale's (Redis lost the
+// sale meanwhile and a rebuild moved on): those are not promised.
 type Journal interface {
-	RecordGrants(ctx context.Context, grants []intent.Grant) error
+	RecordGrants(ctx context.Context, grants []intent.Grant) (stale []string, err error)
 }
 
 // ErrNotDurable: Redis granted the reserve but it could not be made durable
@@ -400,8 +402,21 @@ func (r *Reserver) journal(ctx context.Context, calls []*reserveCall) {
 	if len(grants) == 0 {
 		return
 	}
-	if err := r.opts.Journal.RecordGrants(ctx, grants); err != nil {
+	stale, err := r.opts.Journal.RecordGrants(ctx, grants)
+	if err != nil {
 		failGrants(calls, err)
+		return
+	}
+	if len(stale) > 0 {
+		gone := make(map[string]bool, len(stale))
+		for _, id := range stale {
+			gone[id] = true
+		}
+		for _, c := range calls {
+			if granted(c) && gone[c.res.ReservationID] {
+				c.err = fmt.Errorf("granted in an epoch Redis no longer has: %w", ErrNotDurable)
+			}
+		}
 	}
 }
 

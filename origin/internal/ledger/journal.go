@@ -13,10 +13,14 @@ import (
 
 // RecordGrants writes granted reserves to the reserve journal in one
 // statement (one commit, so a whole pipeline of reserves shares one fsync).
-// A grant already journaled is left as it is, so repeats are harmless.
-func (s *Store) RecordGrants(ctx context.Context, grants []intent.Grant) error {
+// A grant already journaled is left as it is, so repeats are harmless. A
+// grant numbered in an epoch that is no longer its sale's (a rebuild moved
+// on while it was in flight) is not written: its id is returned in stale,
+// and its hold is not to be promised. A sequence number journaled twice in
+// one epoch (a Redis that lost grants and numbers again) fails the write.
+func (s *Store) RecordGrants(ctx context.Context, grants []intent.Grant) (stale []string, err error) {
 	if len(grants) == 0 {
-		return nil
+		return nil, nil
 	}
 	n := len(grants)
 	var (
@@ -30,20 +34,46 @@ func (s *Store) RecordGrants(ctx context.Context, grants []intent.Grant) error {
 		idems[i], tokens[i], epochs[i], seqs[i] = g.IdempotencyKey, g.TokenID, g.Epoch, g.Seq
 		expires[i], created[i] = g.ExpiresAt, g.CreatedAt
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO reserve_journal
-		(reservation_id, sale_id, sku, account_id, idempotency_key, token_id, epoch, seq, expires_at, created_at)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-			$8::bigint[], $9::timestamptz[], $10::timestamptz[])
-		ON CONFLICT (reservation_id) DO NOTHING`,
-		ids, sales, skus, accounts, idems, tokens, epochs, seqs, expires, created)
+	// The sales' rows are read FOR SHARE: a rebuild that moves an epoch
+	// (an UPDATE of the row) waits for journal writes in flight, and a
+	// write that waited for it sees the new epoch.
+	err = s.pool.QueryRow(ctx, `WITH cur AS (
+			SELECT sale_id, redis_epoch FROM sales WHERE sale_id = ANY($2::text[]) FOR SHARE),
+		g AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+				$8::bigint[], $9::timestamptz[], $10::timestamptz[])
+			AS g(reservation_id, sale_id, sku, account_id, idempotency_key, token_id, epoch, seq, expires_at, created_at)),
+		ins AS (
+			INSERT INTO reserve_journal
+				(reservation_id, sale_id, sku, account_id, idempotency_key, token_id, epoch, seq, expires_at, created_at)
+			SELECT g.* FROM g JOIN cur ON cur.sale_id = g.sale_id AND cur.redis_epoch = g.epoch
+			ON CONFLICT (reservation_id) DO NOTHING)
+		SELECT coalesce(array_agg(g.reservation_id), '{}') FROM g
+			LEFT JOIN cur ON cur.sale_id = g.sale_id AND cur.redis_epoch = g.epoch WHERE cur.sale_id IS NULL`,
+		ids, sales, skus, accounts, idems, tokens, epochs, seqs, expires, created).Scan(&stale)
 	if err != nil {
-		return fmt.Errorf("journal %d reserves: %w", n, err)
+		return nil, fmt.Errorf("journal %d reserves: %w", n, err)
 	}
-	return nil
+	return stale, nil
+}
+
+// Journaled reports whether the journal holds a reservation.
+func (s *Store) Journaled(ctx context.Context, id string) (bool, error) {
+	var ok bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM reserve_journal WHERE reservation_id = $1)`, id).Scan(&ok); err != nil {
+		return false, fmt.Errorf("read journal of reservation %s: %w", id, err)
+	}
+	return ok, nil
 }
 
 const selectGrants = `SELECT j.reservation_id, j.sale_id, j.sku, j.account_id, j.idempotency_key, j.token_id,
 	j.epoch, j.seq, j.expires_at, j.created_at FROM reserve_journal j`
+
+// selectUnappliedGrants reads journaled grants with no reservation row,
+// each with the later of its expiry and its order's grace.
+const selectUnappliedGrants = `SELECT j.reservation_id, j.sale_id, j.sku, j.account_id, j.idempotency_key, j.token_id,
+	j.epoch, j.seq, greatest(j.expires_at, o.hold_until), j.created_at
+	FROM reserve_journal j LEFT JOIN orders o USING (reservation_id)`
 
 func scanGrants(rows pgx.Rows) ([]intent.Grant, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (intent.Grant, error) {
@@ -73,7 +103,7 @@ func (s *Store) Grants(ctx context.Context, sale string) ([]intent.Grant, error)
 // has no reservation for: the holds Redis granted and then lost with their
 // intents before the order writer applied them.
 func (s *Store) UnappliedGrants(ctx context.Context, sale string) ([]intent.Grant, error) {
-	rows, err := s.pool.Query(ctx, selectGrants+` WHERE j.sale_id = $1
+	rows, err := s.pool.Query(ctx, selectUnappliedGrants+` WHERE j.sale_id = $1
 		AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.reservation_id = j.reservation_id)
 		ORDER BY j.created_at, j.seq`, sale)
 	if err != nil {
@@ -90,19 +120,30 @@ func (s *Store) UnappliedGrants(ctx context.Context, sale string) ([]intent.Gran
 const replayBatch = 500
 
 // Replay applies to the ledger the journaled reserves it never got, as the
-// order writer would have, and says how many it restored and how many
-// Postgres refused (they are recorded cancelled, with the reason, so their
-// shoppers' reservations answer honestly).
-func (s *Store) Replay(ctx context.Context, sale string) (restored, refused []intent.Intent, err error) {
+// order writer would have, and says which it restored and which Postgres
+// refused (recorded cancelled, with the reason, so their shoppers'
+// reservations answer honestly). A grant whose hold has run out by now is
+// restored as expired, taking no unit: it must not beat a later live hold
+// to the stock.
+func (s *Store) Replay(ctx context.Context, sale string, now time.Time) (restored, refused []intent.Intent, err error) {
 	grants, err := s.UnappliedGrants(ctx, sale)
 	if err != nil {
 		return nil, nil, err
 	}
 	for len(grants) > 0 {
 		n := min(len(grants), replayBatch)
-		batch := make([]intent.Intent, n)
-		for i, g := range grants[:n] {
-			batch[i] = g.Intent()
+		var batch, reserves []intent.Intent
+		for _, g := range grants[:n] {
+			in := g.Intent()
+			reserves = append(reserves, in)
+			batch = append(batch, in)
+			if g.ExpiresAt.Before(now) {
+				// A release that comes first records the reservation
+				// expired, and its reserve then changes nothing.
+				batch = append(batch, intent.Intent{ID: intent.JournalIDPrefix + "expire:" + g.ReservationID,
+					Kind: intent.Expire, ReservationID: g.ReservationID, Account: g.Account, SKU: g.SKU,
+					IdempotencyKey: g.IdempotencyKey, ExpiresAt: g.ExpiresAt, At: g.ExpiresAt})
+			}
 		}
 		grants = grants[n:]
 		applied, err := s.Apply(ctx, sale, batch)
@@ -114,7 +155,7 @@ func (s *Store) Replay(ctx context.Context, sale string) (restored, refused []in
 			no[r.Intent.ReservationID] = true
 			refused = append(refused, r.Intent)
 		}
-		for _, in := range batch {
+		for _, in := range reserves {
 			if !no[in.ReservationID] {
 				restored = append(restored, in)
 			}
@@ -124,29 +165,30 @@ func (s *Store) Replay(ctx context.Context, sale string) (restored, refused []in
 }
 
 // RedisEpoch reads the epoch the origin last wrote to Redis for a sale (""
-// when none was written yet) and the highest sequence journaled in it.
-func (s *Store) RedisEpoch(ctx context.Context, sale string) (epoch string, journalSeq int64, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT coalesce(s.redis_epoch, ''),
+// when none was written yet), the replication id of the Redis server it was
+// written to, and the highest sequence journaled in the epoch.
+func (s *Store) RedisEpoch(ctx context.Context, sale string) (epoch, replid string, journalSeq int64, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT coalesce(s.redis_epoch, ''), coalesce(s.redis_replid, ''),
 		coalesce((SELECT max(j.seq) FROM reserve_journal j WHERE j.sale_id = s.sale_id AND j.epoch = s.redis_epoch), 0)
-		FROM sales s WHERE s.sale_id = $1`, sale).Scan(&epoch, &journalSeq)
+		FROM sales s WHERE s.sale_id = $1`, sale).Scan(&epoch, &replid, &journalSeq)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", 0, fmt.Errorf("sale %s: %w", sale, ErrNotFound)
+		return "", "", 0, fmt.Errorf("sale %s: %w", sale, ErrNotFound)
 	}
 	if err != nil {
-		return "", 0, fmt.Errorf("read redis epoch of sale %s: %w", sale, err)
+		return "", "", 0, fmt.Errorf("read redis epoch of sale %s: %w", sale, err)
 	}
-	return epoch, journalSeq, nil
+	return epoch, replid, journalSeq, nil
 }
 
-// SetRedisEpoch records the epoch about to be written to Redis for a sale.
-// With onlyIfNone it records it only when the sale has none yet and
-// reports whether it did.
-func (s *Store) SetRedisEpoch(ctx context.Context, sale, epoch string, onlyIfNone bool) (bool, error) {
-	q := `UPDATE sales SET redis_epoch = $2 WHERE sale_id = $1`
+// SetRedisEpoch records the epoch about to be written to Redis for a sale,
+// and the replication id of that Redis server. With onlyIfNone it records
+// them only when the sale has no epoch yet and reports whether it did.
+func (s *Store) SetRedisEpoch(ctx context.Context, sale, epoch, replid string, onlyIfNone bool) (bool, error) {
+	q := `UPDATE sales SET redis_epoch = $2, redis_replid = nullif($3, '') WHERE sale_id = $1`
 	if onlyIfNone {
 		q += ` AND redis_epoch IS NULL`
 	}
-	tag, err := s.pool.Exec(ctx, q, sale, epoch)
+	tag, err := s.pool.Exec(ctx, q, sale, epoch, replid)
 	if err != nil {
 		return false, fmt.Errorf("set redis epoch of sale %s: %w", sale, err)
 	}
@@ -165,6 +207,11 @@ const (
 	// LossSequenceBehind: Redis numbered fewer reserves than the journal
 	// holds (a failover to a replica that had not caught up).
 	LossSequenceBehind LossKind = "sequence_behind"
+	// LossServerReplaced: another Redis server (a new replication id)
+	// holds the sale's epoch: a replica was promoted, or the server
+	// restarted from its files. It may lack the last writes, so the sale
+	// is rebuilt from Postgres; restored says whether any hold was missing.
+	LossServerReplaced LossKind = "server_replaced"
 )
 
 // Loss is one time Redis was found to have lost a sale's state, and what

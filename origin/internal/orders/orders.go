@@ -277,6 +277,16 @@ func FindReservation(ctx context.Context, rs *checkout.Store, ls *ledger.Store, 
 	}
 	row, err := ls.Reservation(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
+		// A hold that Redis lost before the ledger had it is still in the
+		// journal until the sale's rebuild puts it back: not "no such
+		// reservation", but "not now" (please_wait).
+		journaled, jerr := ls.Journaled(ctx, id)
+		if jerr != nil {
+			return checkout.Reservation{}, jerr
+		}
+		if journaled {
+			return checkout.Reservation{}, fmt.Errorf("reservation %s: %w", id, ErrTryAgain)
+		}
 		return checkout.Reservation{}, ErrNotFound
 	}
 	if err != nil {

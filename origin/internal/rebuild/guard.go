@@ -57,26 +57,35 @@ func NewGuard(rs *checkout.Store, ls *ledger.Store, log *slog.Logger, reg promet
 // Check looks at each sale and rebuilds those Redis has lost, waiting up to
 // drain for intents still in the stream. A sale being rebuilt by another
 // origin is left to it; a sale whose intents do not drain in time is left
-// for the next call (its reserves answer please_wait meanwhile). It returns
-// the sales it rebuilt.
+// for the next call (its reserves answer please_wait meanwhile). A sale that
+// cannot be checked does not stop the others: the errors are joined. It
+// returns the sales it rebuilt.
 func (g *Guard) Check(ctx context.Context, sales []ledger.Sale, drain time.Duration) (rebuilt []string, err error) {
+	if len(sales) == 0 {
+		return nil, nil
+	}
+	replid, err := g.redis.ReplicationID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
 	for _, sale := range sales {
-		did, err := g.checkSale(ctx, sale, drain)
+		did, err := g.checkSale(ctx, sale, replid, drain)
 		if err != nil {
-			return rebuilt, err
+			errs = append(errs, fmt.Errorf("sale %s: %w", sale.ID, err))
 		}
 		if did {
 			rebuilt = append(rebuilt, sale.ID)
 		}
 	}
-	return rebuilt, nil
+	return rebuilt, errors.Join(errs...)
 }
 
-func (g *Guard) checkSale(ctx context.Context, sale ledger.Sale, drain time.Duration) (bool, error) {
+func (g *Guard) checkSale(ctx context.Context, sale ledger.Sale, replid string, drain time.Duration) (bool, error) {
 	// Postgres first: a reserve is journaled only after Redis numbered it,
 	// so the journal read first can only be behind Redis read after, unless
 	// Redis lost writes.
-	epoch, journalSeq, err := g.ledger.RedisEpoch(ctx, sale.ID)
+	epoch, recordedReplid, journalSeq, err := g.ledger.RedisEpoch(ctx, sale.ID)
 	if err != nil {
 		return false, err
 	}
@@ -88,7 +97,7 @@ func (g *Guard) checkSale(ctx context.Context, sale ledger.Sale, drain time.Dura
 	if err != nil || busy {
 		return false, err
 	}
-	again, _, err := g.ledger.RedisEpoch(ctx, sale.ID)
+	again, _, _, err := g.ledger.RedisEpoch(ctx, sale.ID)
 	if err != nil {
 		return false, err
 	}
@@ -101,7 +110,7 @@ func (g *Guard) checkSale(ctx context.Context, sale ledger.Sale, drain time.Dura
 	case epoch == "" && redisEpoch != "":
 		// Loaded, but Postgres never recorded the epoch (an origin stopped
 		// between the two): record what Redis holds.
-		_, err := g.ledger.SetRedisEpoch(ctx, sale.ID, redisEpoch, true)
+		_, err := g.ledger.SetRedisEpoch(ctx, sale.ID, redisEpoch, replid, true)
 		return false, err
 	case epoch == "":
 		// Never loaded with an epoch (created before epochs, or a create
@@ -113,6 +122,11 @@ func (g *Guard) checkSale(ctx context.Context, sale ledger.Sale, drain time.Dura
 		kind = ledger.LossEpochForeign
 	case redisSeq < journalSeq:
 		kind = ledger.LossSequenceBehind
+	case recordedReplid != "" && recordedReplid != replid:
+		// Everything matches so far, but another server holds it: a
+		// replica promoted, which may lack the last writes even where
+		// the sequence has run on past the journal's.
+		kind = ledger.LossServerReplaced
 	default:
 		return false, nil
 	}
@@ -127,9 +141,14 @@ func (g *Guard) checkSale(ctx context.Context, sale ledger.Sale, drain time.Dura
 		lossID = id
 		if fresh {
 			g.losses.WithLabelValues(string(kind)).Inc()
-			g.log.Error("redis lost the state of a sale; rebuilding it from postgres and the reserve journal",
-				"sale", sale.ID, "kind", kind, "epoch", epoch, "redis_epoch", redisEpoch,
-				"redis_seq", redisSeq, "journal_seq", journalSeq)
+			if kind == ledger.LossServerReplaced {
+				g.log.Warn("another redis server holds the sale (a failover or a restart); rebuilding it from postgres and the reserve journal",
+					"sale", sale.ID, "epoch", epoch)
+			} else {
+				g.log.Error("redis lost the state of a sale; rebuilding it from postgres and the reserve journal",
+					"sale", sale.ID, "kind", kind, "epoch", epoch, "redis_epoch", redisEpoch,
+					"redis_seq", redisSeq, "journal_seq", journalSeq)
+			}
 		}
 	}
 	res, err := g.Rebuild(ctx, sale, drain)

@@ -97,9 +97,25 @@ func Sale(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale ledger
 // pay that Redis lost with its intents must not come back as a held unit
 // that expires).
 func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale ledger.Sale) (Result, error) {
+	// Postgres moves to a new epoch first: a journal write still in flight
+	// for a grant of the old one waits for this, then finds its epoch gone
+	// and is not promised, so every grant ever promised is in the journal
+	// the replay below reads. Should the Redis write at the end fail, the
+	// next check sees a Redis epoch Postgres did not record and rebuilds
+	// again, rather than trusting half a rebuild.
+	epoch, err := checkout.NewEpoch()
+	if err != nil {
+		return Result{}, err
+	}
+	replid, err := rs.ReplicationID(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	if _, err := ls.SetRedisEpoch(ctx, sale.ID, epoch, replid, false); err != nil {
+		return Result{}, err
+	}
 	var res Result
-	var err error
-	if res.Restored, res.Refused, err = ls.Replay(ctx, sale.ID); err != nil {
+	if res.Restored, res.Refused, err = ls.Replay(ctx, sale.ID, time.Now()); err != nil {
 		return Result{}, err
 	}
 	if _, err := ls.SettlePaid(ctx, sale.ID); err != nil {
@@ -154,16 +170,6 @@ func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale 
 	burned := make([]checkout.Burned, len(grants))
 	for i, g := range grants {
 		burned[i] = checkout.Burned{Account: g.Account, TokenID: g.TokenID, IdempotencyKey: g.IdempotencyKey, ReservationID: g.ReservationID}
-	}
-	// Postgres learns the new epoch first: should the Redis write fail, the
-	// next check sees a Redis epoch Postgres did not record and rebuilds
-	// again, rather than trusting half a rebuild.
-	epoch, err := checkout.NewEpoch()
-	if err != nil {
-		return res, err
-	}
-	if _, err := ls.SetRedisEpoch(ctx, sale.ID, epoch, false); err != nil {
-		return res, err
 	}
 	return res, rs.Rebuild(ctx, sale.ID, epoch, stock, live, settled, burned)
 }

@@ -19,13 +19,18 @@ CREATE TABLE reserve_journal (
     created_at      timestamptz NOT NULL,
     journaled_at    timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX reserve_journal_by_sequence ON reserve_journal (sale_id, epoch, seq);
+-- A sequence number is granted once per epoch: a Redis that numbers a grant
+-- again (a replica promoted before it had the last grants) cannot journal it.
+CREATE UNIQUE INDEX reserve_journal_by_sequence ON reserve_journal (sale_id, epoch, seq);
 
 -- The epoch Redis holds for a sale, as the origin last wrote it. A Redis
 -- epoch that differs, or none, means Redis lost (or never had) the sale's
 -- state; a Redis sequence behind the journal's means it lost its latest
 -- writes (a failover).
+-- The Redis server's replication id when the epoch was written: a failover or
+-- a restart gives Redis a new one, and then what it holds is rebuilt.
 ALTER TABLE sales ADD COLUMN redis_epoch text;
+ALTER TABLE sales ADD COLUMN redis_replid text;
 
 -- Each time an origin found that Redis had lost a sale's state, and what the
 -- rebuild that followed did about it.
@@ -33,7 +38,7 @@ CREATE TABLE redis_losses (
     loss_id       bigserial   PRIMARY KEY,
     sale_id       text        NOT NULL REFERENCES sales,
     detected_at   timestamptz NOT NULL DEFAULT now(),
-    kind          text        NOT NULL CHECK (kind IN ('state_missing', 'epoch_foreign', 'sequence_behind')),
+    kind          text        NOT NULL CHECK (kind IN ('state_missing', 'epoch_foreign', 'sequence_behind', 'server_replaced')),
     epoch         text        NOT NULL, -- the epoch Postgres expected
     redis_epoch   text        NOT NULL, -- what Redis had ('' for none)
     redis_seq     bigint      NOT NULL,

@@ -1,0 +1,81 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/flashgate/flashgate/origin/internal/intent"
+)
+
+func grant(res, account string, seq int64, expires time.Time) intent.Grant {
+	return intent.Grant{Sale: "s1", ReservationID: res, Account: account, SKU: "a", IdempotencyKey: "idem-" + res,
+		TokenID: "jti-" + res, Epoch: "e1", Seq: seq, ExpiresAt: expires, CreatedAt: expires.Add(-time.Minute)}
+}
+
+// A grant is journaled only under its sale's current epoch; one numbered
+// in an epoch a rebuild has left is refused (returned as stale), and a
+// sequence number journaled twice in one epoch fails the write.
+func TestRecordGrantsKeepsToTheEpoch(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, 5, 0)
+	ctx := context.Background()
+	if _, err := s.SetRedisEpoch(ctx, "s1", "e1", "r1", false); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	old := grant("r-old", "u9", 1, later)
+	old.Epoch = "e0"
+	stale, err := s.RecordGrants(ctx, []intent.Grant{grant("r-1", "u1", 1, later), old, grant("r-2", "u2", 2, later)})
+	if err != nil || len(stale) != 1 || stale[0] != "r-old" {
+		t.Fatalf("RecordGrants = %v, %v; want r-old stale", stale, err)
+	}
+	// The same grants again: nothing new, nothing refused.
+	if stale, err := s.RecordGrants(ctx, []intent.Grant{grant("r-1", "u1", 1, later)}); err != nil || len(stale) != 0 {
+		t.Fatalf("RecordGrants(again) = %v, %v; want nothing stale", stale, err)
+	}
+	epoch, replid, seq, err := s.RedisEpoch(ctx, "s1")
+	if err != nil || epoch != "e1" || replid != "r1" || seq != 2 {
+		t.Fatalf("RedisEpoch = %q, %q, %d, %v; want e1, r1, 2", epoch, replid, seq, err)
+	}
+	// A Redis that numbers again from an older point (it lost grants).
+	_, err = s.RecordGrants(ctx, []intent.Grant{grant("r-3", "u3", 2, later)})
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		t.Fatalf("RecordGrants(sequence 2 again) = %v, want a unique violation", err)
+	}
+	if ok, _ := s.Journaled(ctx, "r-3"); ok {
+		t.Fatalf("r-3 journaled despite its reused sequence")
+	}
+}
+
+// The replay gives the unit to the live hold, not to an older grant whose
+// hold ran out meanwhile: that one is restored as expired.
+func TestReplayRestoresRunOutHoldsAsExpired(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, 1, 0)
+	ctx := context.Background()
+	if _, err := s.SetRedisEpoch(ctx, "s1", "e1", "", false); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ranOut := grant("r-old", "u1", 1, now.Add(-time.Minute))
+	live := grant("r-live", "u2", 2, now.Add(time.Minute))
+	if _, err := s.RecordGrants(ctx, []intent.Grant{ranOut, live}); err != nil {
+		t.Fatal(err)
+	}
+	restored, refused, err := s.Replay(ctx, "s1", now)
+	if err != nil || len(restored) != 2 || len(refused) != 0 {
+		t.Fatalf("Replay = %d restored, %d refused, %v; want 2 and 0", len(restored), len(refused), err)
+	}
+	wantStatus(t, s, "r-old", "expired")
+	wantStatus(t, s, "r-live", "held")
+	wantStock(t, s, "a", Stock{Total: 1, Held: 1})
+	// Nothing left to replay.
+	if restored, refused, err := s.Replay(ctx, "s1", now); err != nil || len(restored)+len(refused) != 0 {
+		t.Fatalf("Replay(again) = %d, %d, %v; want nothing", len(restored), len(refused), err)
+	}
+}
