@@ -463,7 +463,10 @@ func (t *traffic) kept(ctx context.Context, db *pgView, r *Result, ledgers map[s
 		ids[i] = a.id
 	}
 	db.mu.Lock()
-	rows, err := db.conn.Query(ctx, `SELECT reservation_id FROM reservations WHERE reservation_id = ANY($1)`, ids)
+	// A row Postgres refused (cancelled for want of stock, or because the
+	// account held another) is a 201 not kept, whatever else it says.
+	rows, err := db.conn.Query(ctx, `SELECT reservation_id FROM reservations WHERE reservation_id = ANY($1)
+		AND NOT (status = 'cancelled' AND cancel_reason IN ('no_stock', 'account_has_live'))`, ids)
 	if err != nil {
 		db.mu.Unlock()
 		return err
@@ -510,8 +513,8 @@ func (t *traffic) kept(ctx context.Context, db *pgView, r *Result, ledgers map[s
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case rep.status == 200 && !strings.Contains(body.Status, "lost"):
-			case strings.Contains(rep.code, "lost") || strings.Contains(body.Status, "lost"):
+			case rep.status == 200 && body.Status != "cancelled" && !strings.Contains(body.Status, "lost"):
+			case strings.Contains(rep.code, "lost") || strings.Contains(body.Status, "lost") || body.Status == "cancelled":
 				lostBySale[a.sale]++
 				told++
 			default:

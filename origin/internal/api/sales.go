@@ -381,8 +381,9 @@ func (s *Server) ledger(ctx *fasthttp.RequestCtx, c context.Context, params []st
 // durabilityJSON says whether Redis still holds what it promised: the epoch
 // Postgres recorded and the one Redis holds, how many reserves each has
 // numbered in it, and every loss found so far with what its rebuild did.
-// Lost counts granted holds that could not be restored (their shoppers'
-// reservations answer cancelled); it should always be 0.
+// Lost counts granted holds Postgres refused (a rebuild's replay or the
+// order writer: their shoppers' reservations answer cancelled); it should
+// always be 0.
 type durabilityJSON struct {
 	Epoch      string        `json:"epoch"`
 	RedisEpoch string        `json:"redis_epoch"`
@@ -410,7 +411,9 @@ func (s *Server) durability(c context.Context, sale string) (durabilityJSON, err
 	}
 	for _, l := range d.Losses {
 		d.Restored += l.Restored
-		d.Lost += l.Lost
+	}
+	if d.Lost, err = s.Ledger.BrokenHolds(c, sale); err != nil {
+		return d, err
 	}
 	return d, nil
 }

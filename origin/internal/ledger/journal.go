@@ -278,3 +278,16 @@ func (s *Store) Losses(ctx context.Context, sale string) ([]Loss, error) {
 	}
 	return out, nil
 }
+
+// BrokenHolds counts a sale's reservations that were granted and then
+// refused by Postgres (cancelled for want of stock, or because the account
+// held another): promises Redis made that the ledger could not keep, by the
+// order writer or by a rebuild's replay. It should always be 0.
+func (s *Store) BrokenHolds(ctx context.Context, sale string) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM reservations WHERE sale_id = $1
+		AND status = 'cancelled' AND cancel_reason IN ('no_stock', 'account_has_live')`, sale).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count broken holds of sale %s: %w", sale, err)
+	}
+	return n, nil
+}
