@@ -10,6 +10,7 @@ import (
 	"github.com/ulule/limiter/v3"
 
 	"github.com/flashgate/flashgate/internal/redisconn"
+	"github.com/flashgate/flashgate/tokens"
 )
 
 // Config is everything an edge node can be told. Units are in the names.
@@ -95,7 +96,7 @@ func DefaultConfig() Config {
 		RedisMasterName:        "flashgate",
 		RedisPrefix:            "fg:",
 		OriginURL:              "http://127.0.0.1:9090",
-		AdmissionTokenTTL:      5 * time.Minute,
+		AdmissionTokenTTL:      tokens.DefaultAdmissionTTL,
 		DefaultRatePerSecond:   100,
 		Tick:                   100 * time.Millisecond,
 		SnapshotRefresh:        250 * time.Millisecond,

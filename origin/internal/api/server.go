@@ -47,7 +47,8 @@ type Deps struct {
 type Options struct {
 	// Dev switches on the dev-mode admission-token endpoint.
 	Dev bool
-	// Budget bounds the Redis and Postgres work of one request; 0 means 3 s.
+	// Budget bounds the Redis and Postgres work of one request. Required
+	// (app.Config.RequestBudget).
 	Budget time.Duration
 	// MaxPublicBody caps a public request body in bytes; 0 means 4 KiB.
 	MaxPublicBody int
@@ -67,9 +68,6 @@ type Server struct {
 
 // New returns a Server; its metrics register on deps.Registry.
 func New(deps Deps, opts Options) *Server {
-	if opts.Budget <= 0 {
-		opts.Budget = 3 * time.Second
-	}
 	if opts.MaxPublicBody <= 0 {
 		opts.MaxPublicBody = 4 << 10
 	}

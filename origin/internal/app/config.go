@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/internal/redisconn"
+	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/workers"
 )
 
 // Config is everything the origin can be told, from flags or, for each flag,
@@ -107,14 +109,14 @@ func DefaultConfig() Config {
 		Instance:           "origin-" + host,
 		WriterBatch:        500,
 		WriterClaimIdle:    10 * time.Second,
-		SweepInterval:      200 * time.Millisecond,
+		SweepInterval:      workers.DefaultSweepInterval,
 		RequestBudget:      3 * time.Second,
 		ShutdownTimeout:    15 * time.Second,
 		RedisRetention:     7 * 24 * time.Hour,
-		ReservePipelines:   4,
-		ReserveMaxBatch:    256,
+		ReservePipelines:   checkout.DefaultPipelines,
+		ReserveMaxBatch:    checkout.DefaultMaxBatch,
 		ReserveJournal:     true,
-		ReserveWaitTimeout: 100 * time.Millisecond,
+		ReserveWaitTimeout: checkout.DefaultWaitTimeout,
 		RedisCheckInterval: 5 * time.Second,
 
 		ReadTimeout:         5 * time.Second,
