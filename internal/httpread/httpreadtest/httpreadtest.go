@@ -294,3 +294,70 @@ func (c *recordingConn) got() []byte {
 	defer c.mu.Unlock()
 	return append([]byte(nil), c.read...)
 }
+
+// FreeAddr returns a 127.0.0.1 address with a port that was free a moment
+// ago, for a server that opens its own listener.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// HoldRequest starts a POST to path at addr and stops half-way through its
+// body once the server has read the head (it answers 100 Continue), so the
+// server is busy with it and its drain waits; the test's end, or the
+// returned function, lets it go.
+func HoldRequest(t testing.TB, addr, path string) (release func()) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	release = func() { _ = c.Close() }
+	t.Cleanup(release)
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	head := "POST " + path + " HTTP/1.1\r\nHost: flashgate.test\r\nContent-Type: application/json\r\nContent-Length: 40\r\nExpect: 100-continue\r\n\r\n"
+	if _, err := io.WriteString(c, head); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("answer to a head with Expect: 100-continue = %q, %v; want 100 Continue", line, err)
+	}
+	if _, err := io.WriteString(c, `{"sku":`); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	return release
+}
+
+// Status GETs url and returns the status code, or 0 when there is no
+// answer (the listener is closed).
+func Status(url string) int {
+	c := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	res, err := c.Get(url)
+	if err != nil {
+		return 0
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// WaitStatus polls url until it answers want, and fails t after within.
+func WaitStatus(t testing.TB, url string, want int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got := Status(url)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s = %d for %v, want %d (0: no answer)", url, got, within, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
