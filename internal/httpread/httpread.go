@@ -132,26 +132,25 @@ func CheckHead(h *fasthttp.RequestHeader) bool {
 	}
 	raw := h.RawHeaders()
 	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
-		}
-		line = bytes.TrimSuffix(line, []byte{'\r'})
-		if len(line) == 0 {
+		switch raw[0] {
+		case ' ', '\t':
+			return false // obs-fold
+		case '\r', '\n':
 			return true // the blank line that ends the head
 		}
-		if line[0] == ' ' || line[0] == '\t' {
-			return false // obs-fold
+		// The name, up to its colon: short, so byte by byte.
+		i := 0
+		for ; i < len(raw) && raw[i] != ':' && raw[i] != '\n'; i++ {
+			if raw[i] == ' ' || raw[i] == '\t' {
+				return false
+			}
 		}
-		name := line
-		if i := bytes.IndexByte(line, ':'); i >= 0 {
-			name = line[:i]
+		// The value, skipped to the end of its line.
+		j := bytes.IndexByte(raw[i:], '\n')
+		if j < 0 {
+			return true
 		}
-		if bytes.ContainsAny(name, " \t") {
-			return false
-		}
+		raw = raw[i+j+1:]
 	}
 	return true
 }

@@ -130,3 +130,19 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+// The check runs on every request: a browser's head of about 1 KiB.
+func BenchmarkCheckHead(b *testing.B) {
+	head := "GET /v1/sales/s1/queue/status HTTP/1.1\r\nHost: shop.example\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36\r\n" +
+		"Accept: application/json\r\nAccept-Language: en-IN,en;q=0.9\r\nAuthorization: Bearer " + strings.Repeat("t", 300) + "\r\n" +
+		"Cookie: " + strings.Repeat("c=v; ", 80) + "\r\nX-Forwarded-For: 203.0.113.7\r\n\r\n"
+	var h fasthttp.RequestHeader
+	if err := h.Read(bufio.NewReader(strings.NewReader(head))); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if !httpread.CheckHead(&h) {
+			b.Fatal("refused")
+		}
+	}
+}
