@@ -3,85 +3,60 @@ package main
 import (
 	"flag"
 	"io"
-	"strconv"
-	"time"
 
 	"github.com/flashgate/flashgate/edge/internal/app"
+	"github.com/flashgate/flashgate/internal/envflag"
 )
 
-// loadConfig reads flags from args; each flag's default comes from its
-// environment variable when set, else from app.DefaultConfig.
+// loadConfig reads the edge's Config: app.DefaultConfig, then each flag's
+// environment variable when set, then the flags in args, which win. A
+// variable that does not parse is an error naming it.
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (app.Config, error) {
 	c := app.DefaultConfig()
 	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	env := func(name, usage string) (string, string) { return getenv(name), usage + " ($" + name + ")" }
-	str := func(p *string, flagName, envName, usage string) {
-		v, u := env(envName, usage)
-		if v != "" {
-			*p = v
-		}
-		fs.StringVar(p, flagName, *p, u)
-	}
-	dur := func(p *time.Duration, flagName, envName, usage string) {
-		v, u := env(envName, usage)
-		if d, err := time.ParseDuration(v); err == nil {
-			*p = d
-		}
-		fs.DurationVar(p, flagName, *p, u)
-	}
-	num := func(p *int, flagName, envName, usage string) {
-		v, u := env(envName, usage)
-		if n, err := strconv.Atoi(v); err == nil {
-			*p = n
-		}
-		fs.IntVar(p, flagName, *p, u)
-	}
-	str(&c.Addr, "addr", "FLASHGATE_EDGE_ADDR", "public listen address")
-	str(&c.AdminAddr, "admin-addr", "FLASHGATE_EDGE_ADMIN_ADDR", "admin listen address")
-	str(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL (with Sentinels: only its username, password and db count)")
-	str(&c.RedisSentinels, "redis-sentinels", "FLASHGATE_REDIS_SENTINELS", "comma-separated host:port of Redis Sentinels (empty: the URL names the server)")
-	str(&c.RedisMasterName, "redis-master", "FLASHGATE_REDIS_MASTER", "the Redis primary's name at the Sentinels")
-	str(&c.RedisSentinelPassword, "redis-sentinel-password", "FLASHGATE_REDIS_SENTINEL_PASSWORD", "the Sentinels' own password (empty: none)")
-	str(&c.RedisPrefix, "redis-prefix", "FLASHGATE_REDIS_PREFIX", "prefix of every Redis key")
-	str(&c.OriginURL, "origin-url", "FLASHGATE_ORIGIN_URL", "the origin's public listener")
-	str(&c.ShopURL, "shop-url", "FLASHGATE_SHOP_URL", "the shop's upstream for every other path (empty: 404)")
-	str(&c.AdminToken, "admin-token", "FLASHGATE_ADMIN_TOKEN", "bearer token of the admin listener (required)")
-	c.Dev = getenv("FLASHGATE_DEV") == "1" || getenv("FLASHGATE_DEV") == "true"
-	fs.BoolVar(&c.Dev, "dev", c.Dev, "dev mode: POST /v1/dev/login ($FLASHGATE_DEV=1)")
-	str(&c.TokenKeys, "token-keys", "FLASHGATE_TOKEN_KEYS", "queue/admission-token keys kid:base64secret,...; the first signs (required)")
-	dur(&c.AdmissionTokenTTL, "admission-token-ttl", "FLASHGATE_ADMISSION_TOKEN_TTL", "lifetime of an admission token")
-	str(&c.UserTokenSecret, "user-token-secret", "FLASHGATE_USER_TOKEN_SECRET", "HS256 secret of the shop's user tokens")
-	str(&c.UserTokenPublicKeyFile, "user-token-public-key-file", "FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE", "PEM Ed25519 or RSA public key of the shop's user tokens")
-	str(&c.UserTokenIssuer, "user-token-issuer", "FLASHGATE_USER_TOKEN_ISSUER", "required iss of user tokens (empty: not checked)")
-	str(&c.UserTokenAudience, "user-token-audience", "FLASHGATE_USER_TOKEN_AUDIENCE", "required aud of user tokens (empty: not checked)")
-	rate := strconv.FormatFloat(c.DefaultRatePerSecond, 'f', -1, 64)
-	str(&rate, "default-rate", "FLASHGATE_DEFAULT_RATE", "admission rate per second a sale's line starts with until ops set one")
-	dur(&c.Tick, "tick", "FLASHGATE_TICK", "how often the admission cursor advances")
-	dur(&c.SnapshotRefresh, "snapshot-refresh", "FLASHGATE_SNAPSHOT_REFRESH", "how often sale snapshots are fetched from origin")
-	dur(&c.StaleAfter, "stale-after", "FLASHGATE_STALE_AFTER", "cursor age at which sale endpoints answer please_wait")
-	dur(&c.SnapshotStaleAfter, "snapshot-stale-after", "FLASHGATE_SNAPSHOT_STALE_AFTER", "snapshot age at which a sale's endpoints answer please_wait and the node is not ready")
-	dur(&c.LineBlockWindow, "line-block-window", "FLASHGATE_LINE_BLOCK_WINDOW", "durable join ceilings are raised a block ahead: this long of joins at the recent rate")
-	num(&c.LineMinBlock, "line-min-block", "FLASHGATE_LINE_MIN_BLOCK", "smallest block of places a durable join ceiling is raised by")
-	str(&c.TrustedProxies, "trusted-proxies", "FLASHGATE_TRUSTED_PROXIES", "comma-separated CIDRs whose X-Forwarded-For is believed")
-	num(&c.OriginMaxConns, "origin-max-conns", "FLASHGATE_ORIGIN_MAX_CONNS", "connections to origin for reserves")
-	dur(&c.OriginQueueTimeout, "origin-queue-timeout", "FLASHGATE_ORIGIN_QUEUE_TIMEOUT", "how long a request may wait for a free origin connection (0: fail at once)")
-	num(&c.OriginPaymentsMaxConns, "origin-payments-max-conns", "FLASHGATE_ORIGIN_PAYMENTS_MAX_CONNS", "connections to origin for orders, reservations and the payment webhook")
-	dur(&c.OriginTimeout, "origin-timeout", "FLASHGATE_ORIGIN_TIMEOUT", "one proxied origin exchange")
-	num(&c.ShopMaxConns, "shop-max-conns", "FLASHGATE_SHOP_MAX_CONNS", "connections to the shop")
-	dur(&c.ShopTimeout, "shop-timeout", "FLASHGATE_SHOP_TIMEOUT", "one proxied shop exchange")
-	str(&c.LimitJoinIP, "limit-join-ip", "FLASHGATE_LIMIT_JOIN_IP", "joins per client IP (n-S|M|H; empty: off)")
-	str(&c.LimitJoinAccount, "limit-join-account", "FLASHGATE_LIMIT_JOIN_ACCOUNT", "joins per account")
-	str(&c.LimitPollIP, "limit-poll-ip", "FLASHGATE_LIMIT_POLL_IP", "status polls per client IP")
-	str(&c.LimitPollAccount, "limit-poll-account", "FLASHGATE_LIMIT_POLL_ACCOUNT", "status polls per account")
-	str(&c.LimitReserveIP, "limit-reserve-ip", "FLASHGATE_LIMIT_RESERVE_IP", "reserves per client IP")
-	str(&c.LimitReserveAccount, "limit-reserve-account", "FLASHGATE_LIMIT_RESERVE_ACCOUNT", "reserves per account")
-	dur(&c.ShutdownTimeout, "shutdown-timeout", "FLASHGATE_SHUTDOWN_TIMEOUT", "how long shutdown may drain")
-	if err := fs.Parse(args); err != nil {
-		return app.Config{}, err
-	}
-	var err error
-	if c.DefaultRatePerSecond, err = strconv.ParseFloat(rate, 64); err != nil {
+	env := envflag.New(fs)
+	env.String(&c.Addr, "addr", "FLASHGATE_EDGE_ADDR", "public listen address")
+	env.String(&c.AdminAddr, "admin-addr", "FLASHGATE_EDGE_ADMIN_ADDR", "admin listen address")
+	env.String(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL (with Sentinels: only its username, password and db count)")
+	env.String(&c.RedisSentinels, "redis-sentinels", "FLASHGATE_REDIS_SENTINELS", "comma-separated host:port of Redis Sentinels (empty: the URL names the server)")
+	env.String(&c.RedisMasterName, "redis-master", "FLASHGATE_REDIS_MASTER", "the Redis primary's name at the Sentinels")
+	env.String(&c.RedisSentinelPassword, "redis-sentinel-password", "FLASHGATE_REDIS_SENTINEL_PASSWORD", "the Sentinels' own password (empty: none)")
+	env.String(&c.RedisPrefix, "redis-prefix", "FLASHGATE_REDIS_PREFIX", "prefix of every Redis key")
+	env.String(&c.OriginURL, "origin-url", "FLASHGATE_ORIGIN_URL", "the origin's public listener")
+	env.String(&c.ShopURL, "shop-url", "FLASHGATE_SHOP_URL", "the shop's upstream for every other path (empty: 404)")
+	env.String(&c.AdminToken, "admin-token", "FLASHGATE_ADMIN_TOKEN", "bearer token of the admin listener (required)")
+	env.Bool(&c.Dev, "dev", "FLASHGATE_DEV", "dev mode: POST /v1/dev/login")
+	env.String(&c.TokenKeys, "token-keys", "FLASHGATE_TOKEN_KEYS", "queue/admission-token keys kid:base64secret,...; the first signs (required)")
+	env.Duration(&c.AdmissionTokenTTL, "admission-token-ttl", "FLASHGATE_ADMISSION_TOKEN_TTL", "lifetime of an admission token")
+	env.String(&c.UserTokenSecret, "user-token-secret", "FLASHGATE_USER_TOKEN_SECRET", "HS256 secret of the shop's user tokens")
+	env.String(&c.UserTokenPublicKeyFile, "user-token-public-key-file", "FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE", "PEM Ed25519 or RSA public key of the shop's user tokens")
+	env.String(&c.UserTokenIssuer, "user-token-issuer", "FLASHGATE_USER_TOKEN_ISSUER", "required iss of user tokens (empty: not checked)")
+	env.String(&c.UserTokenAudience, "user-token-audience", "FLASHGATE_USER_TOKEN_AUDIENCE", "required aud of user tokens (empty: not checked)")
+	env.Float64(&c.DefaultRatePerSecond, "default-rate", "FLASHGATE_DEFAULT_RATE", "admission rate per second of a sale until ops set one")
+	env.Duration(&c.Tick, "tick", "FLASHGATE_TICK", "how often the admission cursor advances")
+	env.Duration(&c.SnapshotRefresh, "snapshot-refresh", "FLASHGATE_SNAPSHOT_REFRESH", "how often sale snapshots are fetched from origin")
+	env.Duration(&c.StaleAfter, "stale-after", "FLASHGATE_STALE_AFTER", "cursor age at which sale endpoints answer please_wait")
+	env.Duration(&c.SnapshotStaleAfter, "snapshot-stale-after", "FLASHGATE_SNAPSHOT_STALE_AFTER", "snapshot age at which a sale's endpoints answer please_wait and the node is not ready")
+	env.Duration(&c.LineBlockWindow, "line-block-window", "FLASHGATE_LINE_BLOCK_WINDOW", "durable join ceilings are raised a block ahead: this long of joins at the recent rate")
+	env.Int(&c.LineMinBlock, "line-min-block", "FLASHGATE_LINE_MIN_BLOCK", "smallest block of places a durable join ceiling is raised by")
+	env.String(&c.TrustedProxies, "trusted-proxies", "FLASHGATE_TRUSTED_PROXIES", "comma-separated CIDRs whose X-Forwarded-For is believed")
+	env.Int(&c.OriginMaxConns, "origin-max-conns", "FLASHGATE_ORIGIN_MAX_CONNS", "connections to origin for reserves")
+	env.Duration(&c.OriginQueueTimeout, "origin-queue-timeout", "FLASHGATE_ORIGIN_QUEUE_TIMEOUT", "how long a request may wait for a free origin connection (0: fail at once)")
+	env.Int(&c.OriginPaymentsMaxConns, "origin-payments-max-conns", "FLASHGATE_ORIGIN_PAYMENTS_MAX_CONNS", "connections to origin for orders, reservations and the payment webhook")
+	env.Duration(&c.OriginTimeout, "origin-timeout", "FLASHGATE_ORIGIN_TIMEOUT", "one proxied origin exchange")
+	env.Int(&c.ShopMaxConns, "shop-max-conns", "FLASHGATE_SHOP_MAX_CONNS", "connections to the shop")
+	env.Duration(&c.ShopTimeout, "shop-timeout", "FLASHGATE_SHOP_TIMEOUT", "one proxied shop exchange")
+	env.String(&c.LimitJoinIP, "limit-join-ip", "FLASHGATE_LIMIT_JOIN_IP", "joins per client IP (n-S|M|H; empty: off)")
+	env.String(&c.LimitJoinAccount, "limit-join-account", "FLASHGATE_LIMIT_JOIN_ACCOUNT", "joins per account")
+	env.String(&c.LimitPollIP, "limit-poll-ip", "FLASHGATE_LIMIT_POLL_IP", "status polls per client IP")
+	env.String(&c.LimitPollAccount, "limit-poll-account", "FLASHGATE_LIMIT_POLL_ACCOUNT", "status polls per account")
+	env.String(&c.LimitReserveIP, "limit-reserve-ip", "FLASHGATE_LIMIT_RESERVE_IP", "reserves per client IP")
+	env.String(&c.LimitReserveAccount, "limit-reserve-account", "FLASHGATE_LIMIT_RESERVE_ACCOUNT", "reserves per account")
+	env.Duration(&c.ReadTimeout, "read-timeout", "FLASHGATE_READ_TIMEOUT", "time to read one request from its first byte (408 after; a new connection that sends nothing is closed)")
+	env.Int(&c.MaxRequestHeadBytes, "max-request-head-bytes", "FLASHGATE_MAX_REQUEST_HEAD_BYTES", "largest request line and headers, cookies included (431 beyond)")
+	env.Duration(&c.ShutdownTimeout, "shutdown-timeout", "FLASHGATE_SHUTDOWN_TIMEOUT", "how long shutdown may drain")
+	if err := env.Parse(args, getenv); err != nil {
 		return app.Config{}, err
 	}
 	return c, c.Validate()

@@ -4,6 +4,9 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/edge/internal/app"
 )
 
 // The Redis Sentinel settings come from their flags or environment
@@ -56,6 +59,78 @@ func TestLoadConfigRedisSentinels(t *testing.T) {
 			if c.RedisSentinels != tc.sentinels || c.RedisMasterName != tc.master || c.RedisSentinelPassword != tc.sentPwd {
 				t.Errorf("loadConfig: sentinels %q, master %q, password %q; want %q, %q, %q",
 					c.RedisSentinels, c.RedisMasterName, c.RedisSentinelPassword, tc.sentinels, tc.master, tc.sentPwd)
+			}
+		})
+	}
+}
+
+// A variable that does not parse stops the edge with a message naming it,
+// rather than falling back to the default; booleans take 1, 0, true or
+// false only; and a flag wins over its variable.
+func TestLoadConfigRefusesBadValues(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"FLASHGATE_ADMIN_TOKEN":       "edge-test-admin-token-0123456789",
+		"FLASHGATE_TOKEN_KEYS":        "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAx",
+		"FLASHGATE_USER_TOKEN_SECRET": "user-token-secret-0123456789",
+	}
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		check   func(app.Config) bool // for good values: the Config they give
+		wantErr string                // "" = no error; else a part of it
+	}{
+		{name: "duration without a unit", env: map[string]string{"FLASHGATE_TICK": "100"},
+			wantErr: `$FLASHGATE_TICK="100" is not a duration`},
+		{name: "duration", env: map[string]string{"FLASHGATE_TICK": "50ms"},
+			check: func(c app.Config) bool { return c.Tick == 50*time.Millisecond }},
+		{name: "flag wins", env: map[string]string{"FLASHGATE_TICK": "50ms"}, args: []string{"-tick", "70ms"},
+			check: func(c app.Config) bool { return c.Tick == 70*time.Millisecond }},
+		{name: "a bad variable is refused even under its flag", env: map[string]string{"FLASHGATE_TICK": "soon"}, args: []string{"-tick", "70ms"},
+			wantErr: `$FLASHGATE_TICK="soon" is not a duration`},
+		{name: "whole number", env: map[string]string{"FLASHGATE_ORIGIN_MAX_CONNS": "many"},
+			wantErr: `$FLASHGATE_ORIGIN_MAX_CONNS="many" is not a whole number`},
+		{name: "whole number with a fraction", env: map[string]string{"FLASHGATE_MAX_REQUEST_HEAD_BYTES": "16.5"},
+			wantErr: `$FLASHGATE_MAX_REQUEST_HEAD_BYTES="16.5" is not a whole number`},
+		{name: "number", env: map[string]string{"FLASHGATE_DEFAULT_RATE": "fast"},
+			wantErr: `$FLASHGATE_DEFAULT_RATE="fast" is not a number`},
+		{name: "fractional rate", env: map[string]string{"FLASHGATE_DEFAULT_RATE": "0.5"},
+			check: func(c app.Config) bool { return c.DefaultRatePerSecond == 0.5 }},
+		{name: "dev yes", env: map[string]string{"FLASHGATE_DEV": "yes"},
+			wantErr: `$FLASHGATE_DEV="yes" is not 1, 0, true or false`},
+		{name: "dev TRUE", env: map[string]string{"FLASHGATE_DEV": "TRUE"},
+			wantErr: `$FLASHGATE_DEV="TRUE" is not 1, 0, true or false`},
+		{name: "dev 1", env: map[string]string{"FLASHGATE_DEV": "1"}, check: func(c app.Config) bool { return c.Dev }},
+		{name: "dev true", env: map[string]string{"FLASHGATE_DEV": "true"}, check: func(c app.Config) bool { return c.Dev }},
+		{name: "dev 0", env: map[string]string{"FLASHGATE_DEV": "0"}, check: func(c app.Config) bool { return !c.Dev }},
+		{name: "dev unset", check: func(c app.Config) bool { return !c.Dev }},
+		{name: "-dev", args: []string{"-dev"}, check: func(c app.Config) bool { return c.Dev }},
+		{name: "-dev=false over the variable", env: map[string]string{"FLASHGATE_DEV": "1"}, args: []string{"-dev=false"},
+			check: func(c app.Config) bool { return !c.Dev }},
+		{name: "-dev=yes", args: []string{"-dev=yes"}, wantErr: `invalid boolean value "yes" for -dev`},
+		{name: "head limit below 4 KiB", env: map[string]string{"FLASHGATE_MAX_REQUEST_HEAD_BYTES": "1024"},
+			wantErr: "the request head limit must be at least 4096 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if v, ok := tc.env[k]; ok {
+					return v
+				}
+				return base[k]
+			}
+			c, err := loadConfig(tc.args, getenv, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("loadConfig = %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("loadConfig = %v, want no error", err)
+			}
+			if !tc.check(c) {
+				t.Errorf("loadConfig did not give what %s should give", tc.name)
 			}
 		})
 	}

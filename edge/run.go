@@ -12,11 +12,20 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/app"
+	"github.com/flashgate/flashgate/internal/httpread"
 )
 
+// listener is one of the node's listeners: its name, for errors, and the
+// address it opens.
+type listener struct {
+	name, addr string
+	srv        *fasthttp.Server
+}
+
 // run starts an edge node and blocks until ctx ends, then shuts down in
-// order: stop accepting and drain in-flight requests, stop joins and loops,
-// close Redis — within a fresh ShutdownTimeout.
+// order: stop accepting and drain in-flight requests (the public listener,
+// then the admin one), stop joins and loops, close Redis — within a fresh
+// ShutdownTimeout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -30,18 +39,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	listeners := map[string]*fasthttp.Server{
-		cfg.Addr:      a.Server(a.API.Public()),
-		cfg.AdminAddr: a.Server(a.API.Admin()),
+	// In drain order: shoppers' requests finish while the admin listener
+	// still answers metrics and readiness.
+	listeners := []listener{
+		{"public", cfg.Addr, a.Server(a.API.Public())},
+		{"admin", cfg.AdminAddr, a.Server(a.API.Admin())},
 	}
 	errc := make(chan error, len(listeners))
-	for addr, srv := range listeners {
-		ln, err := net.Listen("tcp", addr)
+	for _, l := range listeners {
+		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
 			_ = a.Stop(context.Background())
-			return fmt.Errorf("listen %s: %w", addr, err)
+			return fmt.Errorf("listen %s: %w", l.addr, err)
 		}
-		go func() { errc <- srv.Serve(ln) }()
+		go func() { errc <- l.srv.Serve(httpread.Listener(ln)) }()
 	}
 	a.Start()
 	log.Info("edge ready", "addr", cfg.Addr, "admin_addr", cfg.AdminAddr, "origin", cfg.OriginURL, "dev", cfg.Dev)
@@ -58,9 +69,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		errs = append(errs, err)
 	}
-	for _, srv := range listeners {
-		if err := srv.ShutdownWithContext(stopCtx); err != nil {
-			errs = append(errs, fmt.Errorf("drain: %w", err))
+	for _, l := range listeners {
+		if err := l.srv.ShutdownWithContext(stopCtx); err != nil {
+			errs = append(errs, fmt.Errorf("drain the %s listener: %w", l.name, err))
 		}
 	}
 	if err := a.Stop(stopCtx); err != nil {

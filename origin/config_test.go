@@ -4,6 +4,9 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/origin/internal/app"
 )
 
 // The Redis Sentinel settings come from their flags or environment
@@ -56,6 +59,71 @@ func TestLoadConfigRedisSentinels(t *testing.T) {
 			if c.RedisSentinels != tc.sentinels || c.RedisMasterName != tc.master || c.RedisSentinelPassword != tc.sentPwd {
 				t.Errorf("loadConfig: sentinels %q, master %q, password %q; want %q, %q, %q",
 					c.RedisSentinels, c.RedisMasterName, c.RedisSentinelPassword, tc.sentinels, tc.master, tc.sentPwd)
+			}
+		})
+	}
+}
+
+// A variable that does not parse stops the origin with a message naming
+// it, rather than falling back to the default; booleans take 1, 0, true or
+// false only; and a flag wins over its variable.
+func TestLoadConfigRefusesBadValues(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"FLASHGATE_ADMIN_TOKEN":       "origin-test-admin-token-01234567",
+		"FLASHGATE_TOKEN_KEYS":        "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAx",
+		"FLASHGATE_USER_TOKEN_SECRET": "user-token-secret-0123456789",
+	}
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		check   func(app.Config) bool // for good values: the Config they give
+		wantErr string                // "" = no error; else a part of it
+	}{
+		{name: "duration without a unit", env: map[string]string{"FLASHGATE_SWEEP_INTERVAL": "200"},
+			wantErr: `$FLASHGATE_SWEEP_INTERVAL="200" is not a duration`},
+		{name: "duration", env: map[string]string{"FLASHGATE_SWEEP_INTERVAL": "1s"},
+			check: func(c app.Config) bool { return c.SweepInterval == time.Second }},
+		{name: "flag wins", env: map[string]string{"FLASHGATE_REQUEST_BUDGET": "1s"}, args: []string{"-request-budget", "2s"},
+			check: func(c app.Config) bool { return c.RequestBudget == 2*time.Second }},
+		{name: "bad whole number", env: map[string]string{"FLASHGATE_WRITER_BATCH": "1k"},
+			wantErr: `$FLASHGATE_WRITER_BATCH="1k" is not a whole number`},
+		{name: "good whole number", env: map[string]string{"FLASHGATE_WRITER_BATCH": "250"},
+			check: func(c app.Config) bool { return c.WriterBatch == 250 }},
+		{name: "dev yes", env: map[string]string{"FLASHGATE_DEV": "yes"},
+			wantErr: `$FLASHGATE_DEV="yes" is not 1, 0, true or false`},
+		{name: "dev true", env: map[string]string{"FLASHGATE_DEV": "true"}, check: func(c app.Config) bool { return c.Dev }},
+		{name: "dev unset", check: func(c app.Config) bool { return !c.Dev }},
+		{name: "journal off", env: map[string]string{"FLASHGATE_RESERVE_JOURNAL": "off"},
+			wantErr: `$FLASHGATE_RESERVE_JOURNAL="off" is not 1, 0, true or false`},
+		{name: "journal 0", env: map[string]string{"FLASHGATE_RESERVE_JOURNAL": "0"},
+			check: func(c app.Config) bool { return !c.ReserveJournal }},
+		{name: "journal on by default", check: func(c app.Config) bool { return c.ReserveJournal }},
+		{name: "-reserve-journal=false", args: []string{"-reserve-journal=false"},
+			check: func(c app.Config) bool { return !c.ReserveJournal }},
+		{name: "read timeout", env: map[string]string{"FLASHGATE_READ_TIMEOUT": "2s"},
+			check: func(c app.Config) bool { return c.ReadTimeout == 2*time.Second }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if v, ok := tc.env[k]; ok {
+					return v
+				}
+				return base[k]
+			}
+			c, err := loadConfig(tc.args, getenv, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("loadConfig = %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("loadConfig = %v, want no error", err)
+			}
+			if !tc.check(c) {
+				t.Errorf("loadConfig did not give what %s should give", tc.name)
 			}
 		})
 	}

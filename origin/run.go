@@ -12,12 +12,21 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/internal/httpread"
 	"github.com/flashgate/flashgate/origin/internal/app"
 )
 
+// listener is one of the origin's listeners: its name, for errors, and the
+// address it opens.
+type listener struct {
+	name, addr string
+	srv        *fasthttp.Server
+}
+
 // run starts the origin and blocks until ctx ends, then shuts down in order:
-// stop accepting and drain in-flight requests, stop reserves and workers,
-// close clients — all within a fresh ShutdownTimeout.
+// stop accepting and drain in-flight requests (the public listener, then the
+// admin one), stop reserves and workers, close clients — all within a fresh
+// ShutdownTimeout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -34,18 +43,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	public := a.Server(a.API.Public(), 64<<10)
-	admin := a.Server(a.API.Admin(), 2<<20)
-	listeners := map[string]*fasthttp.Server{cfg.Addr: public, cfg.AdminAddr: admin}
-
+	// In drain order: the edge's requests finish while the admin listener
+	// still answers metrics.
+	listeners := []listener{
+		{"public", cfg.Addr, a.Server(a.API.Public(), 64<<10)},
+		{"admin", cfg.AdminAddr, a.Server(a.API.Admin(), 2<<20)},
+	}
 	errc := make(chan error, len(listeners))
-	for addr, srv := range listeners {
-		ln, err := net.Listen("tcp", addr)
+	for _, l := range listeners {
+		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
 			_ = a.Stop(context.Background())
-			return fmt.Errorf("listen %s: %w", addr, err)
+			return fmt.Errorf("listen %s: %w", l.addr, err)
 		}
-		go func() { errc <- srv.Serve(ln) }()
+		go func() { errc <- l.srv.Serve(httpread.Listener(ln)) }()
 	}
 	a.Start()
 	log.Info("origin ready", "addr", cfg.Addr, "admin_addr", cfg.AdminAddr, "dev", cfg.Dev)
@@ -63,9 +74,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		errs = append(errs, err)
 	}
-	for _, srv := range listeners {
-		if err := srv.ShutdownWithContext(stopCtx); err != nil {
-			errs = append(errs, fmt.Errorf("drain: %w", err))
+	for _, l := range listeners {
+		if err := l.srv.ShutdownWithContext(stopCtx); err != nil {
+			errs = append(errs, fmt.Errorf("drain the %s listener: %w", l.name, err))
 		}
 	}
 	if err := a.Stop(stopCtx); err != nil {

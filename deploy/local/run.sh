@@ -2,14 +2,16 @@
 # `make run`: the whole stack on this machine, in the foreground until SIGINT/SIGTERM.
 #
 # Uses (or starts) Redis and Postgres through services.sh, builds bin/origin, bin/edge, bin/sandboxgateway (and
-# the main packages under bench/), starts the sandbox payment gateway, origin and edge, creates the demo sale and
-# prints the URLs.
+# the main packages under bench/), starts the sandbox payment gateway, origin and edge, creates a demo sale of its
+# own that opens within seconds (demosale.sh) and prints the URLs.
 # On SIGINT/SIGTERM it stops every process it started (TERM, up to 10 s, then KILL) and the services it started.
 #
 # Environment (all optional):
 #   FLASHGATE_ORIGIN_ADDR=:9090  FLASHGATE_ORIGIN_ADMIN_ADDR=:9091  FLASHGATE_EDGE_ADDR=:8080  FLASHGATE_EDGE_ADMIN_ADDR=:8081
 #   FLASHGATE_GATEWAY_ADDR=:9300 (the sandbox payment gateway)
-#   FLASHGATE_RUN_THEN="command"  run it once the stack is up, then stop everything (its exit status is ours)
+#   FLASHGATE_RUN_THEN="command"  run it once the stack is up, then stop everything (its exit status is ours);
+#                                 it finds the demo sale's id in FLASHGATE_DEMO_SALE_ID
+#   FLASHGATE_DEMO_STARTS_IN=15   seconds from its creation to the demo sale's start (see demosale.sh)
 #   FLASHGATE_ADMIN_TOKEN, FLASHGATE_TOKEN_KEYS, FLASHGATE_USER_TOKEN_SECRET,
 #   FLASHGATE_GATEWAY_API_KEY, FLASHGATE_GATEWAY_WEBHOOK_SECRET                 generated when unset
 #   FLASHGATE_REDIS_PORT, FLASHGATE_PG_PORT                                   see services.sh
@@ -46,11 +48,6 @@ addr_url() {
 	printf 'http://%s:%s' "$host" "$(addr_port "$1")"
 }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# RFC 3339 UTC, N seconds from now (GNU date, else BSD date).
-utc_in() {
-	date -u -d "+$1 seconds" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -v "+$1S" +%Y-%m-%dT%H:%M:%SZ
-}
 
 # --- stopping everything we started ---------------------------------------------------------------------
 
@@ -229,53 +226,12 @@ wait_healthy "$origin_admin_url/healthz" "$!" origin "$origin_log"
 
 # --- the demo sale ----------------------------------------------------------------------------------------
 
-starts_at="$(utc_in 60)"
-ends_at="$(utc_in 7200)"
-sale_body="$(
-	cat <<EOF
-{"sale_id":"demo","name":"Demo sneaker drop","starts_at":"$starts_at","ends_at":"$ends_at","hold_ttl_s":600,"per_account_limit":1,"skus":[{"sku":"sneaker-42","name":"Sneaker size 42","price_minor":499900,"currency":"INR","stock":500},{"sku":"sneaker-43","name":"Sneaker size 43","price_minor":499900,"currency":"INR","stock":500}]}
-EOF
-)"
-resp_file="$root/.data/demo-sale.json"
-status="$(curl -sS -o "$resp_file" -w '%{http_code}' --max-time 30 -X POST \
-	-H "Authorization: Bearer $FLASHGATE_ADMIN_TOKEN" -H 'Content-Type: application/json' \
-	--data "$sale_body" "$origin_admin_url/admin/sales")" || status="000"
-case "$status" in
-201) log "created the demo sale (starts $starts_at, ends $ends_at)" ;;
-200) log "the demo sale already exists with this definition" ;;
-409)
-	log "the demo sale already exists with another definition; using it as it is:"
-	log "  $(cat "$resp_file")"
-	;;
-*)
-	log "POST /admin/sales answered $status: $(cat "$resp_file" 2>/dev/null)"
+# A sale of its own for every run, opening within seconds: the database may hold the demo sales of earlier
+# runs, long ended.
+sale_id="$("$here/demosale.sh" "$origin_admin_url" "$origin_url")" || {
 	tail_log "$origin_log"
 	die "could not create the demo sale"
-	;;
-esac
-if [[ "$status" != 201 ]]; then
-	# The sale was kept in Postgres but Redis may be new and empty (e.g. a Redis that this script started):
-	# then reserves fail until the origin rebuilds Redis from Postgres.
-	ledger="$(curl -sS --max-time 10 -H "Authorization: Bearer $FLASHGATE_ADMIN_TOKEN" \
-		"$origin_admin_url/admin/sales/demo/ledger" 2>/dev/null || true)"
-	if [[ "$ledger" == *'"redis":{"available":0,"held":0,"sold":0}'* ]]; then
-		log "Redis holds none of the demo sale's stock (new Redis, sale kept in Postgres): asking origin to rebuild it"
-		rebuild_status="$(curl -sS -o "$resp_file" -w '%{http_code}' --max-time 60 -X POST \
-			-H "Authorization: Bearer $FLASHGATE_ADMIN_TOKEN" "$origin_admin_url/admin/sales/demo/rebuild")" ||
-			rebuild_status="000"
-		if [[ "$rebuild_status" == 2* ]]; then
-			log "rebuilt the demo sale's Redis state from Postgres"
-		else
-			log "warning: POST /admin/sales/demo/rebuild answered $rebuild_status; reserves may fail until Redis is rebuilt"
-			log "  (or start afresh: stop, then drop the database flashgate, e.g. 'make clean' when .data holds Postgres)"
-		fi
-	fi
-	snapshot="$(curl -sS --max-time 10 "$origin_url/v1/sales/demo" 2>/dev/null || true)"
-	if [[ "$snapshot" == *'"status":"ended"'* ]]; then
-		log "warning: the existing demo sale has ended. For a fresh one, stop and drop the database flashgate:"
-		log "  psql '$FLASHGATE_PG_BASE_URL/postgres' -c 'drop database flashgate'   (or 'make clean' when .data holds Postgres)"
-	fi
-fi
+}
 
 # --- edge -------------------------------------------------------------------------------------------------
 
@@ -298,34 +254,34 @@ fi
 	echo "flashgate is running (Ctrl-C stops everything it started)"
 	echo
 	if [[ -n "$have_edge" ]]; then
-		echo "  shop (edge)        $edge_url/            sale: $edge_url/v1/sales/demo"
+		echo "  shop (edge)        $edge_url/?sale=$sale_id        sale: $edge_url/v1/sales/$sale_id"
 		echo "  edge admin         $edge_admin_url        metrics: $edge_admin_url/metrics"
 	fi
-	echo "  origin             $origin_url        sale: $origin_url/v1/sales/demo"
+	echo "  origin             $origin_url        sale: $origin_url/v1/sales/$sale_id"
 	if [[ -n "$have_gateway" ]]; then
 		echo "  payment gateway    $gateway_url        (sandbox) intents: $gateway_url/sandbox/intents"
 	fi
 	echo "  origin admin       $origin_admin_url        metrics: $origin_admin_url/metrics"
-	echo "  demo sale ledger   $origin_admin_url/admin/sales/demo/ledger"
+	echo "  demo sale ledger   $origin_admin_url/admin/sales/$sale_id/ledger"
 	echo "  logs               .data/origin.log${have_edge:+, .data/edge.log}${have_gateway:+, .data/sandboxgateway.log}"
 	echo "  redis              $FLASHGATE_REDIS_URL"
 	echo "  postgres           $FLASHGATE_POSTGRES_URL"
 	echo
 	echo "  admin token        $FLASHGATE_ADMIN_TOKEN"
-	echo "  demo sale          starts $starts_at (if just created), ends $ends_at"
+	echo "  demo sale          $sale_id, open from ${FLASHGATE_DEMO_STARTS_IN:-15} s after it was created, for two hours"
 	echo
 	cat <<EOF
   # the ledger:
-  curl -s -H 'Authorization: Bearer $FLASHGATE_ADMIN_TOKEN' $origin_admin_url/admin/sales/demo/ledger
+  curl -s -H 'Authorization: Bearer $FLASHGATE_ADMIN_TOKEN' $origin_admin_url/admin/sales/$sale_id/ledger
   # a dev admission token for alice, then a reserve with it (once the sale has started):
   ADM=\$(curl -s -X POST -H 'Authorization: Bearer $FLASHGATE_ADMIN_TOKEN' -H 'Content-Type: application/json' \\
-    -d '{"sale_id":"demo","user_id":"alice"}' $origin_admin_url/admin/dev/admission-token \\
+    -d '{"sale_id":"$sale_id","user_id":"alice"}' $origin_admin_url/admin/dev/admission-token \\
     | sed -n 's/.*"admission_token":"\([^"]*\)".*/\1/p')
   curl -s -X POST -H "Authorization: Bearer \$ADM" -H 'Content-Type: application/json' \\
-    -d '{"sku":"sneaker-42","idempotency_key":"alice-1"}' $origin_url/v1/sales/demo/reserve
+    -d '{"sku":"sneaker-42","idempotency_key":"alice-1"}' $origin_url/v1/sales/$sale_id/reserve
 EOF
 	if [[ -n "$have_edge" ]]; then
-		echo "  # or through the edge: $edge_url/v1/sales/demo/reserve"
+		echo "  # or through the edge: $edge_url/v1/sales/$sale_id/reserve"
 	fi
 	echo
 }
@@ -335,6 +291,7 @@ EOF
 if [[ -n "${FLASHGATE_RUN_THEN:-}" ]]; then
 	export FLASHGATE_CROWD_EDGE_URL="$edge_url" FLASHGATE_CROWD_EDGE_ADMIN_URL="$edge_admin_url"
 	export FLASHGATE_CROWD_ORIGIN_ADMIN_URL="$origin_admin_url"
+	export FLASHGATE_DEMO_SALE_ID="$sale_id"
 	log "running: $FLASHGATE_RUN_THEN"
 	set +e
 	bash -c "$FLASHGATE_RUN_THEN"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/internal/httpread"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -92,14 +93,30 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	writeBody(ctx, status, body)
 }
 
-// ErrorHandler answers requests fasthttp rejects before any handler runs
-// (a body over the limit, a malformed request) in the contract's shape.
+// Answers to requests fasthttp could not read.
+var (
+	errRequestTimeout = fail(fasthttp.StatusRequestTimeout, "request_timeout", "The request did not arrive in time.")
+	errHeadTooLarge   = fail(fasthttp.StatusRequestHeaderFieldsTooLarge, "request_header_too_large", "The request's headers are larger than the edge takes.")
+	errBodyTooLarge   = fail(fasthttp.StatusRequestEntityTooLarge, "body_too_large", "The body is larger than the edge takes.")
+	errBadRequest     = fail(fasthttp.StatusBadRequest, "bad_request", "The request could not be read.")
+)
+
+// ErrorHandler answers requests fasthttp could not read (and heads
+// httpread.Strict refuses) in the contract's shape, and closes without an
+// answer a new connection on which no request arrived.
 func ErrorHandler(log *slog.Logger) func(ctx *fasthttp.RequestCtx, err error) {
 	return func(ctx *fasthttp.RequestCtx, err error) {
-		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-			writeError(ctx, log, fail(fasthttp.StatusRequestEntityTooLarge, "body_too_large", "The body is larger than the edge takes."))
-			return
+		switch httpread.Classify(ctx, err) {
+		case httpread.NothingRead:
+			httpread.HangUp(ctx)
+		case httpread.Timeout:
+			writeError(ctx, log, errRequestTimeout)
+		case httpread.HeadTooLarge:
+			writeError(ctx, log, errHeadTooLarge)
+		case httpread.BodyTooLarge:
+			writeError(ctx, log, errBodyTooLarge)
+		default:
+			writeError(ctx, log, errBadRequest)
 		}
-		writeError(ctx, log, fail(fasthttp.StatusBadRequest, "bad_request", "The request could not be read."))
 	}
 }

@@ -58,12 +58,12 @@ type Limits struct {
 // Options tune the handlers; zero values take the defaults.
 type Options struct {
 	// StaleAfter: a cursor reading older than this means Redis is down and
-	// sale endpoints answer please_wait; 0 means 3 s.
+	// sale endpoints answer please_wait. Required (app.Config.StaleAfter).
 	StaleAfter time.Duration
 	// SnapshotStaleAfter: a sale's origin snapshot older than this is not
 	// answered from (please_wait instead of a stale "open"), and a list of
 	// the origin's sales older than this no longer proves a sale does not
-	// exist; 0 means 3 s.
+	// exist. Required (app.Config.SnapshotStaleAfter).
 	SnapshotStaleAfter time.Duration
 	// TrustedProxies are the load balancers and CDN ranges whose
 	// X-Forwarded-For is believed; from any other peer the peer address is
@@ -108,12 +108,6 @@ type metrics struct {
 
 // New returns a Server; its metrics register on deps.Registry.
 func New(deps Deps, opts Options) *Server {
-	if opts.StaleAfter <= 0 {
-		opts.StaleAfter = 3 * time.Second
-	}
-	if opts.SnapshotStaleAfter <= 0 {
-		opts.SnapshotStaleAfter = 3 * time.Second
-	}
 	if opts.Budget <= 0 {
 		opts.Budget = 2 * time.Second
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
+	"github.com/flashgate/flashgate/internal/httpread"
 	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/static"
 	"github.com/flashgate/flashgate/tokens"
@@ -228,13 +229,16 @@ func (a *App) every(ctx context.Context, period time.Duration, wake <-chan struc
 }
 
 // Server returns a fasthttp server for one of the node's handlers, with
-// the limits every listener needs.
+// the limits every listener needs: heads up to MaxRequestHeadBytes and
+// strict HTTP/1.x only.
 func (a *App) Server(h fasthttp.RequestHandler) *fasthttp.Server {
+	onError := api.ErrorHandler(a.log)
 	return &fasthttp.Server{
-		Handler:               h,
-		ErrorHandler:          api.ErrorHandler(a.log),
+		Handler:               httpread.Strict(h, onError),
+		ErrorHandler:          onError,
+		ReadBufferSize:        a.cfg.MaxRequestHeadBytes,
 		Name:                  "flashgate-edge",
-		ReadTimeout:           10 * time.Second,
+		ReadTimeout:           a.cfg.ReadTimeout,
 		WriteTimeout:          10 * time.Second,
 		IdleTimeout:           60 * time.Second,
 		MaxRequestBodySize:    1 << 20,

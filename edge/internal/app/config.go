@@ -10,6 +10,7 @@ import (
 	"github.com/ulule/limiter/v3"
 
 	"github.com/flashgate/flashgate/internal/redisconn"
+	"github.com/flashgate/flashgate/tokens"
 )
 
 // Config is everything an edge node can be told. Units are in the names.
@@ -82,6 +83,16 @@ type Config struct {
 	LimitPollIP, LimitPollAccount       string
 	LimitReserveIP, LimitReserveAccount string
 
+	// ReadTimeout bounds reading one request, head and body, from its
+	// first byte (on a new connection, from the connect): a request still
+	// arriving then is answered 408, and a new connection that carried
+	// nothing is closed without an answer.
+	ReadTimeout time.Duration
+	// MaxRequestHeadBytes bounds a request's line and headers, cookies and
+	// tokens included; a larger head is answered 431. It is also the read
+	// buffer every connection holds while it waits for a request.
+	MaxRequestHeadBytes int
+
 	ShutdownTimeout time.Duration
 }
 
@@ -94,7 +105,7 @@ func DefaultConfig() Config {
 		RedisMasterName:        "flashgate",
 		RedisPrefix:            "fg:",
 		OriginURL:              "http://127.0.0.1:9090",
-		AdmissionTokenTTL:      5 * time.Minute,
+		AdmissionTokenTTL:      tokens.DefaultAdmissionTTL,
 		DefaultRatePerSecond:   100,
 		Tick:                   100 * time.Millisecond,
 		SnapshotRefresh:        250 * time.Millisecond,
@@ -114,6 +125,8 @@ func DefaultConfig() Config {
 		LimitPollAccount:       "3-S",
 		LimitReserveIP:         "120-M",
 		LimitReserveAccount:    "20-M",
+		ReadTimeout:            10 * time.Second,
+		MaxRequestHeadBytes:    16 << 10,
 		ShutdownTimeout:        15 * time.Second,
 	}
 }
@@ -134,7 +147,7 @@ func (c Config) Validate() error {
 	case c.RedisSentinels != "" && c.RedisMasterName == "":
 		return errors.New("config: FLASHGATE_REDIS_MASTER is required with FLASHGATE_REDIS_SENTINELS")
 	case c.Tick <= 0 || c.SnapshotRefresh <= 0 || c.StaleAfter <= 0 || c.SnapshotStaleAfter <= 0 || c.AdmissionTokenTTL <= 0 ||
-		c.OriginTimeout <= 0 || c.ShopTimeout <= 0 || c.ShutdownTimeout <= 0:
+		c.OriginTimeout <= 0 || c.ShopTimeout <= 0 || c.ShutdownTimeout <= 0 || c.ReadTimeout <= 0:
 		return errors.New("config: durations must be positive")
 	case c.LineBlockWindow <= 0 || c.LineMinBlock < 1:
 		return errors.New("config: the line block window and the line's smallest block must be positive")
@@ -143,6 +156,8 @@ func (c Config) Validate() error {
 	case c.SnapshotStaleAfter < 3*c.SnapshotRefresh:
 		// One slow or failed refresh must not make a sale answer please_wait.
 		return errors.New("config: snapshot-stale-after must be at least three snapshot refreshes")
+	case c.MaxRequestHeadBytes < minRequestHeadBytes:
+		return fmt.Errorf("config: the request head limit must be at least %d bytes", minRequestHeadBytes)
 	case c.OriginMaxConns < 1 || c.OriginPaymentsMaxConns < 1 || c.ShopMaxConns < 1:
 		return errors.New("config: connection pools must have at least one connection")
 	case c.OriginQueueTimeout < 0 || c.OriginQueueTimeout >= c.OriginTimeout:
@@ -166,6 +181,10 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// minRequestHeadBytes is fasthttp's own default read buffer: below it a
+// browser's ordinary request would not fit.
+const minRequestHeadBytes = 4 << 10
 
 // redisPoolSize is the Redis pool of a node unless the URL sets pool_size.
 const redisPoolSize = 64

@@ -17,7 +17,7 @@ import (
 
 // Options bound an upstream; zero values take the defaults.
 type Options struct {
-	// MaxConns caps connections to the upstream; 0 means 512. When all are
+	// MaxConns caps connections to the upstream; required. When all are
 	// busy a request waits up to QueueTimeout for one, then fails (ErrBusy)
 	// rather than queueing unbounded.
 	MaxConns int
@@ -25,7 +25,7 @@ type Options struct {
 	// burst (a wave of admitted shoppers pressing Buy at once) is absorbed
 	// instead of answered "please wait"; 0 means fail at once.
 	QueueTimeout time.Duration
-	// Timeout bounds a whole exchange; 0 means 5 s.
+	// Timeout bounds a whole exchange; required.
 	Timeout time.Duration
 	// MaxResponseBody caps a response body in bytes; 0 means 4 MiB.
 	MaxResponseBody int
@@ -47,11 +47,8 @@ func New(base string, opts Options) (*Upstream, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("proxy: upstream %q must be an http(s) URL", base)
 	}
-	if opts.MaxConns <= 0 {
-		opts.MaxConns = 512
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 5 * time.Second
+	if opts.MaxConns <= 0 || opts.Timeout <= 0 {
+		return nil, fmt.Errorf("proxy: upstream %q needs a positive MaxConns and Timeout", base)
 	}
 	if opts.MaxResponseBody <= 0 {
 		opts.MaxResponseBody = 4 << 20

@@ -80,11 +80,9 @@ func parsePlace(s string) (Place, error) {
 type JoinerOptions struct {
 	// Pipelines in flight at once; 0 means 2. Joins that arrive while
 	// every pipeline is busy wait and ride together in the next round
-	// trip, so fewer pipelines make larger batches and need less linger:
-	// with 64 joins in flight on a 2-core box, 2 pipelines and a 200 µs
-	// linger made 0.44 of the bare handler's rate against 0.36-0.37 for 4
-	// and 1 ms in interleaved runs (docs/BENCHMARKS.md, edge). The second
-	// pipeline keeps joins moving while one round trip is slow.
+	// trip, so fewer pipelines make larger batches and need less linger
+	// (the measurements behind 2 and 200 µs are in docs/BENCHMARKS.md).
+	// The second pipeline keeps joins moving while one round trip is slow.
 	Pipelines int
 	// MaxBatch caps joins per round trip; 0 means 512, and more than
 	// maxJoinBatch means maxJoinBatch (join.lua unpacks a batch onto Lua's

@@ -7,7 +7,6 @@ package api
 import (
 	"context"
 	"crypto/subtle"
-	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"github.com/flashgate/flashgate/internal/httpread"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
@@ -48,7 +48,8 @@ type Deps struct {
 type Options struct {
 	// Dev switches on the dev-mode admission-token endpoint.
 	Dev bool
-	// Budget bounds the Redis and Postgres work of one request; 0 means 3 s.
+	// Budget bounds the Redis and Postgres work of one request. Required
+	// (app.Config.RequestBudget).
 	Budget time.Duration
 	// MaxPublicBody caps a public request body in bytes; 0 means 4 KiB.
 	MaxPublicBody int
@@ -68,9 +69,6 @@ type Server struct {
 
 // New returns a Server; its metrics register on deps.Registry.
 func New(deps Deps, opts Options) *Server {
-	if opts.Budget <= 0 {
-		opts.Budget = 3 * time.Second
-	}
 	if opts.MaxPublicBody <= 0 {
 		opts.MaxPublicBody = 4 << 10
 	}
@@ -232,15 +230,29 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx, _ context.Context, _ []string
 	return nil
 }
 
-// ErrorHandler answers requests fasthttp rejects before any handler runs
-// (a body over the server's limit, a malformed request) in the contract's
-// error shape.
+// Answers to requests fasthttp could not read.
+var (
+	errRequestTimeout = fail(fasthttp.StatusRequestTimeout, "request_timeout", "The request did not arrive in time.")
+	errHeadTooLarge   = fail(fasthttp.StatusRequestHeaderFieldsTooLarge, "request_header_too_large", "The request's headers are larger than the origin takes.")
+	errBadRequest     = fail(fasthttp.StatusBadRequest, "bad_request", "The request could not be read.")
+)
+
+// ErrorHandler answers requests fasthttp could not read (and heads
+// httpread.Strict refuses) in the contract's error shape, and closes
+// without an answer a new connection on which no request arrived.
 func ErrorHandler(log *slog.Logger) func(ctx *fasthttp.RequestCtx, err error) {
 	return func(ctx *fasthttp.RequestCtx, err error) {
-		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		switch httpread.Classify(ctx, err) {
+		case httpread.NothingRead:
+			httpread.HangUp(ctx)
+		case httpread.Timeout:
+			writeError(ctx, log, errRequestTimeout)
+		case httpread.HeadTooLarge:
+			writeError(ctx, log, errHeadTooLarge)
+		case httpread.BodyTooLarge:
 			writeError(ctx, log, bodyTooLarge)
-			return
+		default:
+			writeError(ctx, log, errBadRequest)
 		}
-		writeError(ctx, log, fail(fasthttp.StatusBadRequest, "bad_request", "The request could not be read."))
 	}
 }

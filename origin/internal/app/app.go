@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/internal/httpread"
 	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/origin/internal/api"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
@@ -241,13 +242,16 @@ func (a *App) Start() {
 }
 
 // Server returns a fasthttp server for one of the app's handlers, with the
-// limits every listener needs.
+// limits every listener needs: heads up to MaxRequestHeadBytes, bodies up
+// to maxBody, strict HTTP/1.x only.
 func (a *App) Server(h fasthttp.RequestHandler, maxBody int) *fasthttp.Server {
+	onError := api.ErrorHandler(a.log)
 	return &fasthttp.Server{
-		Handler:               h,
-		ErrorHandler:          api.ErrorHandler(a.log),
+		Handler:               httpread.Strict(h, onError),
+		ErrorHandler:          onError,
+		ReadBufferSize:        a.cfg.MaxRequestHeadBytes,
 		Name:                  "flashgate-origin",
-		ReadTimeout:           5 * time.Second,
+		ReadTimeout:           a.cfg.ReadTimeout,
 		WriteTimeout:          5 * time.Second,
 		IdleTimeout:           60 * time.Second,
 		MaxRequestBodySize:    maxBody,

@@ -217,12 +217,13 @@ func TestBadInputGetsItsCode(t *testing.T) {
 			t.Errorf("chunked POST %s with 96 KiB = %d %s, want 413 body_too_large", reservePath, status, body)
 		}
 	})
-	t.Run("headers over the read buffer", func(t *testing.T) {
+	t.Run("headers over the head limit", func(t *testing.T) {
+		token := strings.Repeat("a", o.Config.MaxRequestHeadBytes)
 		raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: origin\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-			reservePath, strings.Repeat("a", 9000), len(good), good)
+			reservePath, token, len(good), good)
 		status, body := origintest.RawRequest(t, o.PublicLn, []byte(raw))
-		if code := origintest.ErrorCode(body); status != 400 || code != "bad_request" {
-			t.Errorf("POST %s with a 9 KB token = %d %s, want 400 bad_request", reservePath, status, body)
+		if code := origintest.ErrorCode(body); status != 431 || code != "request_header_too_large" {
+			t.Errorf("POST %s with a %d-byte token = %d %s, want 431 request_header_too_large", reservePath, len(token), status, body)
 		}
 	})
 	t.Run("unreadable request", func(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/internal/redisconn"
+	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/workers"
 )
 
 // Config is everything the origin can be told, from flags or, for each flag,
@@ -60,6 +62,16 @@ type Config struct {
 	// holds each current sale's state, and rebuilds a sale it lost.
 	RedisCheckInterval time.Duration
 
+	// ReadTimeout bounds reading one request, head and body, from its
+	// first byte (on a new connection, from the connect): a request still
+	// arriving then is answered 408, and a new connection that carried
+	// nothing is closed without an answer.
+	ReadTimeout time.Duration
+	// MaxRequestHeadBytes bounds a request's line and headers; a larger
+	// head is answered 431. The edge passes shoppers' heads on with a few
+	// headers added, so keep it above the edge's own limit.
+	MaxRequestHeadBytes int
+
 	// Payments: orders and the webhook are on when GatewayAPIKey is set.
 	GatewayURL        string        // base URL of the payment gateway's API
 	GatewayAPIKey     string        // the merchant's API key there
@@ -97,15 +109,18 @@ func DefaultConfig() Config {
 		Instance:           "origin-" + host,
 		WriterBatch:        500,
 		WriterClaimIdle:    10 * time.Second,
-		SweepInterval:      200 * time.Millisecond,
+		SweepInterval:      workers.DefaultSweepInterval,
 		RequestBudget:      3 * time.Second,
 		ShutdownTimeout:    15 * time.Second,
 		RedisRetention:     7 * 24 * time.Hour,
-		ReservePipelines:   4,
-		ReserveMaxBatch:    256,
+		ReservePipelines:   checkout.DefaultPipelines,
+		ReserveMaxBatch:    checkout.DefaultMaxBatch,
 		ReserveJournal:     true,
-		ReserveWaitTimeout: 100 * time.Millisecond,
+		ReserveWaitTimeout: checkout.DefaultWaitTimeout,
 		RedisCheckInterval: time.Second,
+
+		ReadTimeout:         5 * time.Second,
+		MaxRequestHeadBytes: 32 << 10, // the edge's 16 KiB, twice: room for what the edge adds
 
 		GatewayURL:        "http://127.0.0.1:9300",
 		PaymentGrace:      2 * time.Minute,
@@ -138,12 +153,18 @@ func (c Config) Validate() error {
 		return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_WEBHOOK_SECRET must name one or more secrets of at least 16 characters, comma-separated")
 	case c.PaymentsOn() && (c.PaymentGrace < 0 || c.ReconcileInterval < 0):
 		return errors.New("config: the payment grace and the reconcile interval must not be negative")
-	case c.WriterClaimIdle <= 0 || c.SweepInterval <= 0 || c.RequestBudget <= 0 || c.ShutdownTimeout <= 0 || c.RedisRetention <= 0 || c.RedisCheckInterval <= 0:
+	case c.WriterClaimIdle <= 0 || c.SweepInterval <= 0 || c.RequestBudget <= 0 || c.ShutdownTimeout <= 0 || c.RedisRetention <= 0 || c.RedisCheckInterval <= 0 || c.ReadTimeout <= 0:
 		return fmt.Errorf("config: durations must be positive")
+	case c.MaxRequestHeadBytes < minRequestHeadBytes:
+		return fmt.Errorf("config: the request head limit must be at least %d bytes", minRequestHeadBytes)
 	}
 	_, err := c.redis()
 	return err
 }
+
+// minRequestHeadBytes is fasthttp's own default read buffer: below it an
+// ordinary request would not fit.
+const minRequestHeadBytes = 4 << 10
 
 // redisPoolSize is the origin's Redis pool unless the URL sets pool_size.
 const redisPoolSize = 64

@@ -87,9 +87,11 @@ var ErrNotDurable = errors.New("checkout: the reserve could not be made durable"
 
 // ReserverOptions tune how reserves are batched into Redis and made durable.
 type ReserverOptions struct {
-	// Pipelines is how many pipelines may be in flight at once; 0 means 4.
+	// Pipelines is how many pipelines may be in flight at once; 0 means
+	// DefaultPipelines.
 	Pipelines int
-	// MaxBatch caps the reserves sent in one pipeline; 0 means 256.
+	// MaxBatch caps the reserves sent in one pipeline; 0 means
+	// DefaultMaxBatch.
 	MaxBatch int
 	// Timeout bounds one pipeline's round trip, with its journal write; 0
 	// means 2 s.
@@ -99,7 +101,7 @@ type ReserverOptions struct {
 	// has the hold (a Redis that loses its data then loses the hold).
 	Journal Journal
 	// WaitReplicas, when above 0, ends each pipeline with WAIT for that
-	// many replicas (up to WaitTimeout, 0 means 100 ms); a batch they do
+	// many replicas (up to WaitTimeout, 0 means DefaultWaitTimeout); a batch they do
 	// not confirm is answered ErrNotDurable. Redis's WAIT is best effort: a
 	// failover may still lose what it confirmed.
 	WaitReplicas int
@@ -143,19 +145,27 @@ type reserveCall struct {
 // ErrReserverClosed is returned by Reserve after Close.
 var ErrReserverClosed = errors.New("checkout: reserver closed")
 
+// Defaults of ReserverOptions. The benchmarks and tests build a Reserver
+// without a Config; the origin's Config starts from these.
+const (
+	DefaultPipelines   = 4
+	DefaultMaxBatch    = 256
+	DefaultWaitTimeout = 100 * time.Millisecond
+)
+
 // NewReserver starts the pipeline workers; Close stops them.
 func NewReserver(store *Store, opts ReserverOptions) *Reserver {
 	if opts.Pipelines <= 0 {
-		opts.Pipelines = 4
+		opts.Pipelines = DefaultPipelines
 	}
 	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = 256
+		opts.MaxBatch = DefaultMaxBatch
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Second
 	}
 	if opts.WaitTimeout <= 0 {
-		opts.WaitTimeout = 100 * time.Millisecond
+		opts.WaitTimeout = DefaultWaitTimeout
 	}
 	r := &Reserver{
 		store:     store,

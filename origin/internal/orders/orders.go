@@ -63,7 +63,8 @@ type Options struct {
 	// Tolerance is how old (or how far ahead) a signed time may be; 0
 	// means 5 minutes.
 	Tolerance time.Duration
-	// ReconcileEvery is how often Run reconciles; 0 means 30 s.
+	// ReconcileEvery is how often Run reconciles; 0 means Run returns at
+	// once (another origin reconciles). From app.Config.ReconcileInterval.
 	ReconcileEvery time.Duration
 	// ReconcileWindow is how far back the gateway's intents are compared;
 	// 0 means 48 hours.
@@ -88,9 +89,6 @@ type Service struct {
 func New(rs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, gw Gateway, opts Options, log *slog.Logger, reg prometheus.Registerer) *Service {
 	if opts.Tolerance <= 0 {
 		opts.Tolerance = payment.DefaultTolerance
-	}
-	if opts.ReconcileEvery <= 0 {
-		opts.ReconcileEvery = 30 * time.Second
 	}
 	if opts.ReconcileWindow <= 0 {
 		opts.ReconcileWindow = 48 * time.Hour

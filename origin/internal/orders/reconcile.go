@@ -156,6 +156,9 @@ func (s *Service) alert(rep *Report, kind, msg string, args ...any) {
 // Run reconciles every ReconcileEvery until ctx ends, starting shortly
 // after start-up (an origin that stopped mid-payment finds it at once).
 func (s *Service) Run(ctx context.Context) {
+	if s.opts.ReconcileEvery <= 0 {
+		return
+	}
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	for {

@@ -12,7 +12,8 @@ import (
 
 // SweeperOptions tune the hold sweeper; zero values take the defaults.
 type SweeperOptions struct {
-	// Interval between sweeps; 0 means 200 ms.
+	// Interval between sweeps; 0 means DefaultSweepInterval (tests build
+	// sweepers without a Config; the origin's Config starts from it).
 	Interval time.Duration
 	// Batch caps the holds released per script round; 0 means 500.
 	Batch int
@@ -31,10 +32,13 @@ type Sweeper struct {
 	failures prometheus.Counter
 }
 
+// DefaultSweepInterval is the pause between sweeps unless told otherwise.
+const DefaultSweepInterval = 200 * time.Millisecond
+
 // NewSweeper returns a sweeper; Run starts it.
 func NewSweeper(rs *checkout.Store, sales Sales, opts SweeperOptions, log *slog.Logger, reg prometheus.Registerer) *Sweeper {
 	if opts.Interval <= 0 {
-		opts.Interval = 200 * time.Millisecond
+		opts.Interval = DefaultSweepInterval
 	}
 	if opts.Batch <= 0 {
 		opts.Batch = 500

@@ -27,13 +27,14 @@ type WriterOptions struct {
 	// stable across restarts of one origin, so a restarted writer takes back
 	// its own unacknowledged entries at once. Required.
 	Consumer string
-	// BatchSize caps intents per Postgres transaction; 0 means 500.
+	// BatchSize caps intents per Postgres transaction. Required
+	// (app.Config.WriterBatch).
 	BatchSize int
 	// Block is how long one read waits for new intents; 0 means 1 s.
 	Block time.Duration
 	// ClaimIdle is the lease of a sale's stream: a writer that stops
 	// renewing it (it died) is taken over after this long, and its
-	// unacknowledged intents with it; 0 means 10 s.
+	// unacknowledged intents with it. Required (app.Config.WriterClaimIdle).
 	ClaimIdle time.Duration
 	// Retry is the pause after a failed batch; 0 means 500 ms.
 	Retry time.Duration
@@ -69,14 +70,8 @@ type Writer struct {
 
 // NewWriter returns a writer; Run starts it.
 func NewWriter(rs *checkout.Store, ls *ledger.Store, sales Sales, opts WriterOptions, log *slog.Logger, reg prometheus.Registerer) *Writer {
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = 500
-	}
 	if opts.Block <= 0 {
 		opts.Block = time.Second
-	}
-	if opts.ClaimIdle <= 0 {
-		opts.ClaimIdle = 10 * time.Second
 	}
 	if opts.Retry <= 0 {
 		opts.Retry = 500 * time.Millisecond
