@@ -21,6 +21,9 @@ func defaultReserverOptions() ReserverOptions {
 	return ReserverOptions{Pipelines: c.ReservePipelines, MaxBatch: c.ReserveMaxBatch}
 }
 
+// benchEpoch is the epoch every benchmark sale is loaded under.
+const benchEpoch = "bench"
+
 type scriptPath struct{ store *originbench.Store }
 
 var _ ScriptPath = (*scriptPath)(nil)
@@ -30,7 +33,7 @@ func newScriptPath(rdb redis.UniversalClient, prefix string, retention time.Dura
 }
 
 func (s *scriptPath) Load(ctx context.Context, sale, sku string, stock int64) error {
-	_, err := s.store.Load(ctx, sale, "bench", map[string]originbench.Counts{sku: {Total: stock, Available: stock}})
+	_, err := s.store.Load(ctx, sale, benchEpoch, map[string]originbench.Counts{sku: {Total: stock, Available: stock}})
 	return err
 }
 
