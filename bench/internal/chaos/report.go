@@ -36,7 +36,8 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		"from the start, holds of %d s, %.0f%% of holders paying; probes reserve (with an admission token the harness signs) and join "+
 		"on a second sale every %v; the fault starts 2–3 s after the start. A request unanswered after %v is a hang. The binaries run with their defaults "+
 		"but for what must fit in a scenario's seconds: the origin reconciles payments every 2 s (default 30 s), takes over a silent "+
-		"writer's stream after 4 s (default 10 s) and gives a paying hold 20 s of grace; the gateway retries webhooks from 200 ms.\n\n",
+		"writer's stream after 4 s (default 10 s) and gives a paying hold 20 s of grace; the edge raises the line's durable ceilings "+
+		"in blocks of at least 32 places (default 256, sized for hundreds of admissions a second); the gateway retries webhooks from 200 ms.\n\n",
 		l.Shoppers, l.Stock, l.RatePerS, l.ArrivalS, l.HoldTTLS, 100*l.PayShare, l.ProbeEvery, l.RequestTimeout)
 	p("**%d of %d scenarios pass.**\n\n", passed, len(rep.Results))
 	p("| scenario | shoppers | sold | oversold | 201s lost | lost-but-reported | double | 5xx | max answer time | recovery s | line | result |\n")

@@ -139,7 +139,11 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 	s.edge = &proc{name: "edge", path: filepath.Join(bins, "edge"), log: filepath.Join(dir, "edge.log"),
 		env: append(append([]string{}, common...),
 			"FLASHGATE_EDGE_ADDR="+s.edgeAddr, "FLASHGATE_EDGE_ADMIN_ADDR="+s.edgeAdmin,
-			"FLASHGATE_ORIGIN_URL=http://"+s.originAddr, "FLASHGATE_TRUSTED_PROXIES=127.0.0.1/32")}
+			"FLASHGATE_ORIGIN_URL=http://"+s.originAddr, "FLASHGATE_TRUSTED_PROXIES=127.0.0.1/32",
+			// Blocks of places sized to this sale's 25 admissions a second
+			// (the default 256 suits hundreds): a loss then leaves about a
+			// second of unused places, not ten.
+			"FLASHGATE_LINE_MIN_BLOCK=32")}
 
 	for _, step := range []struct {
 		p   *proc

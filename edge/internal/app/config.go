@@ -112,7 +112,7 @@ func DefaultConfig() Config {
 		StaleAfter:             3 * time.Second,
 		SnapshotStaleAfter:     3 * time.Second,
 		LineBlockWindow:        time.Second,
-		LineMinBlock:           32,
+		LineMinBlock:           256,
 		OriginMaxConns:         256,
 		OriginPaymentsMaxConns: 128,
 		OriginQueueTimeout:     time.Second,

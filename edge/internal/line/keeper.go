@@ -45,7 +45,7 @@ type Options struct {
 	// unused (the cursor passes them at the admission rate), so it is kept
 	// short; half a block is the lead a raise has over the joins.
 	BlockWindow time.Duration
-	// MinBlock is the smallest join block; 0 means 32.
+	// MinBlock is the smallest join block; 0 means 256.
 	MinBlock int64
 	// MaxBlock is the largest join block; 0 means 1<<20.
 	MaxBlock int64
@@ -117,7 +117,7 @@ func New(lines *queue.Lines, store Store, states StateReader, opts Options, log 
 		opts.BlockWindow = time.Second
 	}
 	if opts.MinBlock <= 0 {
-		opts.MinBlock = 32
+		opts.MinBlock = 256
 	}
 	if opts.MaxBlock <= 0 {
 		opts.MaxBlock = 1 << 20
