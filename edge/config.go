@@ -45,6 +45,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	str(&c.RedisSentinelPassword, "redis-sentinel-password", "FLASHGATE_REDIS_SENTINEL_PASSWORD", "the Sentinels' own password (empty: none)")
 	str(&c.RedisPrefix, "redis-prefix", "FLASHGATE_REDIS_PREFIX", "prefix of every Redis key")
 	str(&c.OriginURL, "origin-url", "FLASHGATE_ORIGIN_URL", "the origin's public listener")
+	str(&c.LineAudience, "line-audience", "FLASHGATE_LINE_AUDIENCE", "the audience the node's signed line requests name; the origins' value (empty: the origin URL's host)")
 	str(&c.ShopURL, "shop-url", "FLASHGATE_SHOP_URL", "the shop's upstream for every other path (empty: 404)")
 	str(&c.AdminToken, "admin-token", "FLASHGATE_ADMIN_TOKEN", "bearer token of the admin listener (required)")
 	c.Dev = getenv("FLASHGATE_DEV") == "1" || getenv("FLASHGATE_DEV") == "true"
