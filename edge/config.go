@@ -24,6 +24,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.String(&c.RedisSentinelPassword, "redis-sentinel-password", "FLASHGATE_REDIS_SENTINEL_PASSWORD", "the Sentinels' own password (empty: none)")
 	env.String(&c.RedisPrefix, "redis-prefix", "FLASHGATE_REDIS_PREFIX", "prefix of every Redis key")
 	env.String(&c.OriginURL, "origin-url", "FLASHGATE_ORIGIN_URL", "the origin's public listener")
+	env.String(&c.LineAudience, "line-audience", "FLASHGATE_LINE_AUDIENCE", "the audience the node's signed line requests name; the origins' value (empty: the origin URL's host)")
 	env.String(&c.ShopURL, "shop-url", "FLASHGATE_SHOP_URL", "the shop's upstream for every other path (empty: 404)")
 	env.String(&c.AdminToken, "admin-token", "FLASHGATE_ADMIN_TOKEN", "bearer token of the admin listener (required)")
 	env.Bool(&c.Dev, "dev", "FLASHGATE_DEV", "dev mode: POST /v1/dev/login")

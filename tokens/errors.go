@@ -42,6 +42,8 @@ func Code(err error) string {
 		return "wrong_sale"
 	case errors.Is(err, ErrWrongAccount):
 		return "wrong_account"
+	case errors.Is(err, ErrReplayed):
+		return "replayed_request"
 	default: // ErrMalformed, ErrInvalid and anything else
 		return "invalid_token"
 	}

@@ -3,11 +3,9 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/queue"
 )
 
@@ -40,11 +38,13 @@ func (s *Server) getAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 }
 
 // putAdmission: PUT /admin/sales/{sale}/admission {rate_per_s?, paused?}.
-// The settings are written to the origin's durable copy of the line first,
-// then to Redis; every edge node obeys them from its next tick. When the
-// origin cannot be reached nothing changes and the answer is 503 (a pause
-// is a promise: it must outlive Redis); when Redis cannot be reached after
-// the origin took it, the answer is 503 too, and the same PUT again is safe.
+// The settings are written to the origin's durable copy of the line first
+// (a pause is a promise: it must outlive Redis); from then on they are the
+// settings. When the origin cannot be reached nothing changes and the
+// answer is 503. Then they go into Redis, where every edge node obeys them
+// from its next tick: 200. When Redis does not take them now, the answer
+// is 202 — recorded, not in effect yet — and every node puts them into
+// Redis on its next tick that reaches it.
 func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	if _, err := s.saleView(params[0]); err != nil {
 		return err
@@ -66,14 +66,15 @@ func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	if body.RatePerSecond == nil && body.Paused == nil {
 		return s.getAdmission(ctx, params) // nothing to change
 	}
-	st, err := s.Line.Settings(c, params[0], body.RatePerSecond, body.Paused)
-	if errors.Is(err, line.ErrStaleSettings) {
-		return fail(fasthttp.StatusConflict, "stale_settings", "Another edge node recorded a later change; read the admission state and try again.")
-	}
+	st, applied, err := s.Line.Settings(c, params[0], body.RatePerSecond, body.Paused)
 	if err != nil {
 		return err
 	}
-	s.Log.Info("admission changed", "sale", params[0], "rate_per_s", st.RatePerSecond, "paused", st.Paused)
-	writeJSON(ctx, fasthttp.StatusOK, admissionOf(st))
+	s.Log.Info("admission changed", "sale", params[0], "rate_per_s", st.RatePerSecond, "paused", st.Paused, "in_redis", applied)
+	status := fasthttp.StatusOK
+	if !applied {
+		status = fasthttp.StatusAccepted
+	}
+	writeJSON(ctx, status, admissionOf(st))
 	return nil
 }

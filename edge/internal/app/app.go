@@ -115,7 +115,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	a.Cursor = queue.NewCursor(a.rdb, qkeys, nil)
 	// The line's durable copy lives in the origin, written over a pool of
 	// its own with requests signed by the token keys.
-	lineStore, err := line.NewOriginStore(cfg.OriginURL, tokens.NewRequestSigner(keys, nil), cfg.OriginTimeout)
+	lineStore, err := line.NewOriginStore(cfg.OriginURL, keys, cfg.LineAudience, cfg.OriginTimeout)
 	if err != nil {
 		return nil, err
 	}

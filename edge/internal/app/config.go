@@ -31,6 +31,11 @@ type Config struct {
 	RedisMasterName       string // the primary's name at the Sentinels
 	RedisSentinelPassword string // the Sentinels' own password; "" = none
 
+	// LineAudience is what the node signs its line requests to the origin
+	// for (the origins' FLASHGATE_LINE_AUDIENCE); "" means OriginURL's
+	// host, which is the Host the requests carry.
+	LineAudience string
+
 	AdminToken string
 	Dev        bool // dev mode: POST /v1/dev/login
 

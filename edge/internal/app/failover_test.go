@@ -14,8 +14,10 @@ import (
 // TestEdgeFollowsARedisFailover: an edge node connected through Sentinels
 // follows a promotion without restart. While there is no primary, joins
 // answer 503 please_wait; within 15 s of the kill they are accepted again,
-// by the promoted replica, next in line after those who joined before, who
-// keep their places.
+// by the promoted replica, after those who joined before, who keep their
+// places. (The promoted replica might have lagged, so the line resumes at
+// its durable ceilings: the next place is after the post ceiling's block,
+// and the cursor may admit up to a serving block early.)
 func TestEdgeFollowsARedisFailover(t *testing.T) {
 	t.Parallel()
 	f := redistest.StartFailover(t, redistest.Options{})
@@ -67,8 +69,8 @@ func TestEdgeFollowsARedisFailover(t *testing.T) {
 	if refused == 0 {
 		t.Errorf("no join answered please_wait: the kill went unnoticed")
 	}
-	if after.Position != before+1 || after.QueueToken == "" {
-		t.Errorf("join after the failover = position %d, token %q; want position %d with a token", after.Position, after.QueueToken, before+1)
+	if after.Position <= before || after.QueueToken == "" {
+		t.Errorf("join after the failover = position %d, token %q; want a position after %d with a token", after.Position, after.QueueToken, before)
 	}
 	// Sentinels learn of the promotion one after another: ask until the one
 	// asked has heard (bounded).
@@ -92,8 +94,8 @@ func TestEdgeFollowsARedisFailover(t *testing.T) {
 	}
 	for i, tok := range tokens {
 		res, ans := n.Status(t, sale, tok)
-		if res.Status != fasthttp.StatusOK || ans.Position != int64(i+1) || ans.State != "waiting" {
-			t.Errorf("status of before-%d after the failover = %d %s, want 200 waiting at position %d", i, res.Status, res.Body, i+1)
+		if res.Status != fasthttp.StatusOK || ans.Position != int64(i+1) || (ans.State != "waiting" && ans.State != "admitted") {
+			t.Errorf("status of before-%d after the failover = %d %s, want 200 at position %d", i, res.Status, res.Body, i+1)
 		}
 	}
 	// Joining again answers the same place: the dedupe key is on the new primary too.

@@ -70,16 +70,16 @@ func BenchmarkStatusHandler(b *testing.B) {
 		}
 	}
 	paused := true
-	if _, err := n.App.Line.Settings(ctx, sale, nil, &paused); err != nil {
-		b.Fatal(err)
+	if _, applied, err := n.App.Line.Settings(ctx, sale, nil, &paused); err != nil || !applied {
+		b.Fatalf("Settings = %v, in Redis %v; want nil, true", err, applied)
 	}
 	if err := n.App.API.Tick(ctx); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("waiting", func(b *testing.B) { run(b, "waiting") })
 	paused, rate := false, 1e6
-	if _, err := n.App.Line.Settings(ctx, sale, &rate, &paused); err != nil {
-		b.Fatal(err)
+	if _, applied, err := n.App.Line.Settings(ctx, sale, &rate, &paused); err != nil || !applied {
+		b.Fatalf("Settings = %v, in Redis %v; want nil, true", err, applied)
 	}
 	time.Sleep(50 * time.Millisecond)
 	for range 3 {

@@ -33,8 +33,8 @@ func TestPollCostsNothing(t *testing.T) {
 
 	// Hold admission while the line forms, then admit about half of it.
 	paused, rate := true, 50.0
-	if _, err := n.App.Line.Settings(ctx, sale, nil, &paused); err != nil {
-		t.Fatalf("Settings(paused) = %v", err)
+	if _, applied, err := n.App.Line.Settings(ctx, sale, nil, &paused); err != nil || !applied {
+		t.Fatalf("Settings(paused) = %v, in Redis %v; want nil, true", err, applied)
 	}
 	const shoppers = 20
 	queueTokens := make([]string, shoppers)
@@ -46,8 +46,8 @@ func TestPollCostsNothing(t *testing.T) {
 		queueTokens[i] = ans.QueueToken
 	}
 	paused = false
-	if _, err := n.App.Line.Settings(ctx, sale, &rate, &paused); err != nil {
-		t.Fatalf("Settings(resume) = %v", err)
+	if _, applied, err := n.App.Line.Settings(ctx, sale, &rate, &paused); err != nil || !applied {
+		t.Fatalf("Settings(resume) = %v, in Redis %v; want nil, true", err, applied)
 	}
 	time.Sleep(200 * time.Millisecond) // about 10 admitted at 50/s
 	settle(t, ctx, n, sale)

@@ -326,7 +326,7 @@ func NewCountingProxyAt(t testing.TB, addr string, dial func() (net.Conn, error)
 // line answers the /v1/lines routes (segs after "lines"); the caller holds mu.
 func (o *StubOrigin) line(ctx *fasthttp.RequestCtx, segs []string) (int, any) {
 	if _, err := o.verifier.Verify(string(ctx.Request.Header.Peek(tokens.RequestSignatureHeader)),
-		string(ctx.Method()), string(ctx.Path()), ctx.PostBody()); err != nil {
+		string(ctx.Host()), string(ctx.Method()), string(ctx.Path()), ctx.PostBody()); err != nil {
 		return fasthttp.StatusUnauthorized, map[string]string{"error": tokens.Code(err), "message": "stub origin: bad signature"}
 	}
 	if o.linesDown {

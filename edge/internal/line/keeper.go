@@ -5,9 +5,12 @@
 // first and Redis second; raises each ceiling a block ahead of need, so
 // joins and admission normally never wait for it; seals the pre-queue's
 // draw size at the start; and, when a tick or a join finds that Redis lost
-// a line, puts it back from the copy: counters at their ceilings (no place
-// handed out twice), the cursor at its ceiling (nobody admitted sent back),
-// the same seed, rate and pause.
+// a line — its keys gone, or writes to it lost in a failover to a replica
+// that lagged — puts it back from the copy: counters at their ceilings (no
+// place handed out twice), the cursor at its ceiling (nobody admitted sent
+// back), the same seed, rate and pause. A settings change the origin
+// recorded is the setting: every node pushes it into Redis on its next tick
+// if Redis does not hold it yet.
 package line
 
 import (
@@ -56,6 +59,11 @@ type Options struct {
 	// Timeout bounds one step (a restore, a raise, a seal, a settings
 	// change), origin and Redis together; 0 means 3 s.
 	Timeout time.Duration
+	// SyncInterval is how long a node goes without hearing the origin's
+	// copy of a line before it reads it: a settings change the origin
+	// recorded reaches Redis within this even when the node that took it
+	// could not put it there. 0 means 5 s.
+	SyncInterval time.Duration
 	// JoinWait is how long Join holds a join that found the line at its
 	// ceiling (or lost) for the raise (or restore) under way, before it
 	// gives up with the error; 0 means 1 s. A burst larger than a block
@@ -104,6 +112,12 @@ type saleLine struct {
 	seed     []byte        // the durable seed once read; it never changes
 	samples  []sample
 	failing  bool // the last step failed (logged once until one succeeds)
+	// durable is the origin's copy with the newest settings this node has
+	// had from the origin (valid when heard); heardAt is when the node last
+	// had a row from the origin or last asked for one.
+	durable Row
+	heard   bool
+	heardAt time.Time
 }
 
 type sample struct {
@@ -132,6 +146,9 @@ func New(lines *queue.Lines, store Store, states StateReader, opts Options, log 
 	if opts.JoinWait <= 0 {
 		opts.JoinWait = time.Second
 	}
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = 5 * time.Second
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -139,13 +156,13 @@ func New(lines *queue.Lines, store Store, states StateReader, opts Options, log 
 	k := &Keeper{lines: lines, store: store, states: states, opts: opts, log: log, ctx: ctx, cancel: cancel,
 		sales: map[string]*saleLine{},
 		restores: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_line_restores_total",
-			Help: "Sale lines this node put back into Redis from the origin's durable copy after Redis lost them."}),
+			Help: "Sale lines this node put back into Redis from the origin's durable copy after Redis lost them (keys gone, or writes lost in a failover)."}),
 		raises: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_line_raises_total",
 			Help: "Durable ceiling raises (origin, then Redis)."}),
 		waits: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_line_waits_total",
 			Help: "Joins answered please_wait because the line was at its durable ceiling."}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flashgate_edge_line_failures_total",
-			Help: "Line steps that failed, by step (restore, seed, seal, raise, settings); the origin or Redis was unreachable."}, []string{"step"}),
+			Help: "Line steps that failed, by step (restore, seed, seal, raise, settings, sync); the origin or Redis was unreachable."}, []string{"step"}),
 	}
 	reg.MustRegister(k.restores, k.raises, k.waits, k.failures)
 	return k
@@ -217,9 +234,11 @@ func (k *Keeper) Seed(sale string) ([]byte, bool) {
 
 // Maintain looks at every sale after a cursor tick and starts what each
 // needs: a restore when Redis lost its line, reading its seed, sealing the
-// draw once it started, or raising ceilings that its counters or cursor
-// come near. It never blocks.
+// draw once it started, putting settings the origin recorded into Redis,
+// reading the origin's copy when it has not heard it for SyncInterval, or
+// raising ceilings that its counters or cursor come near. It never blocks.
 func (k *Keeper) Maintain(ticks []queue.Tick) {
+	now := k.opts.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, t := range ticks {
@@ -244,6 +263,15 @@ func (k *Keeper) Maintain(ticks []queue.Tick) {
 		case started && !st.Drawn:
 			pre := st.PreQueue // final: Redis's clock has passed the start
 			k.start(t.Sale, s, "seal", func(ctx context.Context) error { return k.seal(ctx, t.Sale, pre) })
+		case s.heard && st.SettingsVersion < s.durable.SettingsVersion:
+			row := s.durable
+			k.start(t.Sale, s, "settings", func(ctx context.Context) error {
+				_, err := k.pushSettings(ctx, t.Sale, row)
+				return err
+			})
+		case now.Sub(s.heardAt) >= k.opts.SyncInterval:
+			s.heardAt = now // at most one read per interval, answered or not
+			k.start(t.Sale, s, "sync", func(ctx context.Context) error { return k.sync(ctx, t.Sale) })
 		default:
 			c := k.joinRaise(s, !started, st.PreQueue, st.PreCeiling, st.Post, st.PostCeiling, false)
 			if b := k.servingBlock(st.RatePerSecond); st.ServingCeiling-st.NowServing <= b/2 {
@@ -281,17 +309,36 @@ func (k *Keeper) Observe(sale string, lv queue.Level) {
 	}
 }
 
-// Settings changes a sale's rate (not nil) and pause switch (not nil): in
-// the origin's copy first — if the origin cannot be reached nothing changes
-// and the error says so — then in Redis, where every node's next tick obeys
-// it. It returns the state with the new settings. Errors wrap
-// ErrStaleSettings when the origin holds a later change.
-func (k *Keeper) Settings(ctx context.Context, sale string, rate *float64, paused *bool) (queue.State, error) {
+// Settings changes a sale's rate (not nil) and pause switch (not nil) in
+// the origin's copy — if the origin cannot be reached nothing changes and
+// the error says so — and then tries to put it into Redis, where every
+// node's next tick obeys it. Once the origin recorded it the change is the
+// setting: when Redis does not take it now, every node's tick puts it there
+// as soon as Redis answers (and a restore brings it back with the line).
+// It returns the state with the new settings and whether Redis holds them.
+func (k *Keeper) Settings(ctx context.Context, sale string, rate *float64, paused *bool) (queue.State, bool, error) {
 	row, err := k.store.Settings(ctx, sale, rate, paused)
 	if err != nil {
 		k.failures.WithLabelValues("settings").Inc()
-		return queue.State{}, fmt.Errorf("settings of sale %s in the origin: %w", sale, err)
+		return queue.State{}, false, fmt.Errorf("settings of sale %s in the origin: %w", sale, err)
 	}
+	k.heard(sale, row)
+	applied, err := k.pushSettings(ctx, sale, row)
+	st, _ := k.states.State(sale)
+	if err != nil {
+		k.failures.WithLabelValues("settings").Inc()
+		k.log.Warn("admission settings recorded by the origin, not yet in redis; the nodes' ticks put them there",
+			"sale", sale, "settings_version", row.SettingsVersion, "err", err)
+		st.RatePerSecond, st.Paused = row.RatePerSecond, row.Paused
+		return st, false, nil
+	}
+	st.RatePerSecond, st.Paused, st.NowServing = applied.RatePerSecond, applied.Paused, max(st.NowServing, applied.NowServing)
+	return st, true, nil
+}
+
+// pushSettings puts the settings of the origin's copy row into Redis (a
+// newer version there stays) and returns what Redis holds afterwards.
+func (k *Keeper) pushSettings(ctx context.Context, sale string, row Row) (queue.State, error) {
 	applied, err := k.lines.Settings(ctx, sale, row.RatePerSecond, row.Paused, row.SettingsVersion)
 	if errors.Is(err, queue.ErrLost) {
 		// Redis lost the line: the restore brings the change back with it.
@@ -300,12 +347,33 @@ func (k *Keeper) Settings(ctx context.Context, sale string, rate *float64, pause
 		}
 	}
 	if err != nil {
-		k.failures.WithLabelValues("settings").Inc()
-		return queue.State{}, fmt.Errorf("settings of sale %s: recorded by the origin, not yet in redis: %w", sale, err)
+		return queue.State{}, err
 	}
-	st, _ := k.states.State(sale)
-	st.RatePerSecond, st.Paused, st.NowServing = applied.RatePerSecond, applied.Paused, max(st.NowServing, applied.NowServing)
-	return st, nil
+	return applied, nil
+}
+
+// sync reads the origin's copy of a line, so that settings it recorded
+// reach Redis (Maintain pushes them on the next tick).
+func (k *Keeper) sync(ctx context.Context, sale string) error {
+	row, err := k.store.Line(ctx, sale)
+	if err != nil {
+		return fmt.Errorf("read the line in the origin: %w", err)
+	}
+	k.heard(sale, row)
+	return nil
+}
+
+// heard keeps a row the origin answered: its settings when newer than the
+// newest this node had.
+func (k *Keeper) heard(sale string, row Row) {
+	now := k.opts.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := k.sale(sale)
+	if !s.heard || row.SettingsVersion >= s.durable.SettingsVersion {
+		s.durable, s.heard = row, true
+	}
+	s.heardAt = now
 }
 
 // Idle reports whether no step is in flight, for tests that tick by hand.
@@ -429,6 +497,7 @@ func (k *Keeper) raise(ctx context.Context, sale string, c queue.Ceilings) error
 	if err != nil {
 		return fmt.Errorf("raise in the origin: %w", err)
 	}
+	k.heard(sale, row)
 	err = k.lines.Raise(ctx, sale, queue.Ceilings{Pre: row.PreCeiling, Post: row.PostCeiling, Serving: row.ServingCeiling})
 	if errors.Is(err, queue.ErrLost) {
 		return nil // the restore takes the ceilings from the origin
@@ -447,6 +516,7 @@ func (k *Keeper) seal(ctx context.Context, sale string, pre int64) error {
 	if err != nil {
 		return fmt.Errorf("seal the draw in the origin: %w", err)
 	}
+	k.heard(sale, row)
 	if row.DrawSize == nil {
 		return fmt.Errorf("seal the draw: the origin answered no draw size")
 	}
@@ -478,9 +548,11 @@ func (k *Keeper) setSeed(sale string, seed []byte) {
 
 // restore puts a sale's line back into Redis from the origin's copy, making
 // the copy first when the origin has none (a new sale, or a line that
-// predates it: then what Redis still holds is proposed and kept). Several
-// nodes may restore at once; the first to reach Redis wins and the others
-// change nothing.
+// predates it: then what Redis still holds is proposed and kept). It also
+// raises a line Redis holds whole but with writes lost (restore.lua: a
+// replica that lagged was promoted, or Redis holds less than this node
+// read). Several nodes may restore at once; the first to reach Redis wins
+// and the others change nothing.
 func (k *Keeper) restore(ctx context.Context, sale string) error {
 	cur, err := k.lines.Current(ctx, sale)
 	if err != nil {
@@ -524,10 +596,16 @@ func (k *Keeper) restore(ctx context.Context, sale string) error {
 	if err != nil {
 		return fmt.Errorf("raise in the origin: %w", err)
 	}
+	k.heard(sale, raised)
+	var seen queue.Seen
+	if st, ok := k.states.State(sale); ok {
+		seen = queue.Seen{Pre: st.PreQueue, Post: st.Post, NowServing: st.NowServing}
+	}
 	d := queue.Durable{
 		Seed: seed, RatePerSecond: raised.RatePerSecond, Paused: raised.Paused, SettingsVersion: raised.SettingsVersion,
 		Pre: pre, Post: post, NowServing: serving,
 		PreCeiling: raised.PreCeiling, PostCeiling: raised.PostCeiling, ServingCeiling: raised.ServingCeiling,
+		Seen: seen,
 	}
 	if raised.DrawSize != nil {
 		d.DrawSize, d.Drawn = *raised.DrawSize, true
@@ -539,9 +617,14 @@ func (k *Keeper) restore(ctx context.Context, sale string) error {
 		return err
 	}
 	k.landed(sale)
-	if restored {
+	switch restored {
+	case queue.Missing:
 		k.restores.Inc()
 		k.log.Warn("sale line was not in redis; restored from the origin's durable copy", "sale", sale,
+			"pre", pre, "post", post, "now_serving", serving, "paused", d.Paused, "rate_per_s", d.RatePerSecond)
+	case queue.Behind:
+		k.restores.Inc()
+		k.log.Warn("redis lost writes to the sale line (failover or restart); raised to the origin's durable copy", "sale", sale,
 			"pre", pre, "post", post, "now_serving", serving, "paused", d.Paused, "rate_per_s", d.RatePerSecond)
 	}
 	k.setSeed(sale, seed)

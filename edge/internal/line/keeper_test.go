@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/line"
@@ -56,6 +57,10 @@ func (m *memStore) Ensure(_ context.Context, sale string, p line.Proposal) (line
 		m.lines[sale] = &line.Row{SaleID: sale, Seed: p.Seed, RatePerSecond: p.RatePerSecond, Paused: p.Paused}
 	}
 	m.mu.Unlock()
+	return m.do(sale, func(*line.Row) {})
+}
+
+func (m *memStore) Line(_ context.Context, sale string) (line.Row, error) {
 	return m.do(sale, func(*line.Row) {})
 }
 
@@ -249,7 +254,7 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 			more, room, placed.Load(), waited.Load(), post, row.PostCeiling)
 	}
 	paused := true
-	if _, err := k.Settings(ctx, "s", nil, &paused); !errors.Is(err, errDown) {
+	if _, _, err := k.Settings(ctx, "s", nil, &paused); !errors.Is(err, errDown) {
 		t.Errorf("Settings(paused) with the origin down = %v, want its error", err)
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -261,4 +266,120 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 	if violations.Load() > 0 {
 		t.Fatalf("%d readings with Redis above the origin's copy", violations.Load())
 	}
+}
+
+// switchHook makes every command of a Redis client fail while down is set,
+// as a node cut off from Redis would see it.
+type switchHook struct{ down atomic.Bool }
+
+var errRedisDown = errors.New("redis unreachable (test)")
+
+func (h *switchHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *switchHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.down.Load() {
+			cmd.SetErr(errRedisDown)
+			return errRedisDown
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *switchHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.down.Load() {
+			for _, c := range cmds {
+				c.SetErr(errRedisDown)
+			}
+			return errRedisDown
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestRecordedSettingsAreTheSetting: once the origin has recorded a settings
+// change it is the setting, whether or not Redis took it at once. A node
+// that cannot reach Redis answers "recorded, not in Redis" (no error);
+// with Redis back, its next tick puts the change there. A change recorded
+// through a node that then went away reaches Redis through every other
+// node, which reads the origin's copy every SyncInterval.
+func TestRecordedSettingsAreTheSetting(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	keys := queue.NewKeys(r.Prefix)
+	store := newMemStore()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ticks := []queue.Tick{{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 100}}
+	type node struct {
+		k    *line.Keeper
+		c    *queue.Cursor
+		hook *switchHook
+	}
+	newNode := func(sync time.Duration) node {
+		opts, err := redis.ParseURL(r.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdb := redis.NewClient(opts)
+		t.Cleanup(func() { _ = rdb.Close() })
+		n := node{c: queue.NewCursor(rdb, keys, nil), hook: &switchHook{}}
+		rdb.AddHook(n.hook)
+		n.k = line.New(queue.NewLines(rdb, keys), store, n.c,
+			line.Options{DefaultRatePerSecond: 5, SyncInterval: sync, Timeout: time.Second},
+			slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+		t.Cleanup(n.k.Close)
+		return n
+	}
+	// tickUntil ticks n by hand until ok accepts its state with no step in
+	// flight.
+	tickUntil := func(n node, what string, ok func(queue.State) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			_ = n.c.Tick(ctx, ticks)
+			n.k.Maintain(ticks)
+			for !n.k.Idle() {
+				time.Sleep(time.Millisecond)
+			}
+			if st, _ := n.c.State("s"); ok(st) {
+				return
+			}
+			if time.Now().After(deadline) {
+				st, _ := n.c.State("s")
+				t.Fatalf("%s: state after 5 s = %+v", what, st)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	settled := func(st queue.State) bool { return !st.Lost && st.Drawn && st.RatePerSecond == 5 }
+	took := newNode(time.Hour) // reads the origin only when it changes something
+	other := newNode(50 * time.Millisecond)
+	tickUntil(took, "the line created", settled)
+	tickUntil(other, "the line read", settled)
+
+	// Redis cut off from the node that takes the change.
+	took.hook.down.Store(true)
+	paused := true
+	st, inRedis, err := took.k.Settings(ctx, "s", nil, &paused)
+	if err != nil || inRedis || !st.Paused {
+		t.Fatalf("Settings(paused) with Redis unreachable = %+v, in Redis %v, %v; want the paused state, not in Redis, no error", st, inRedis, err)
+	}
+	if row := store.row("s"); !row.Paused || row.SettingsVersion != 1 {
+		t.Fatalf("origin's copy after Settings(paused) = %+v, want paused at version 1", row)
+	}
+	took.hook.down.Store(false)
+	tickUntil(took, "the node that took the change, Redis back", func(st queue.State) bool { return st.Paused && st.SettingsVersion == 1 })
+
+	// The next change is recorded through a node that then goes away.
+	took.hook.down.Store(true)
+	rate := 9.0
+	if _, inRedis, err := took.k.Settings(ctx, "s", &rate, nil); err != nil || inRedis {
+		t.Fatalf("Settings(rate 9) with Redis unreachable = in Redis %v, %v; want not in Redis, no error", inRedis, err)
+	}
+	took.k.Close()
+	tickUntil(other, "another node, the first gone", func(st queue.State) bool {
+		return st.RatePerSecond == 9 && st.Paused && st.SettingsVersion == 2
+	})
 }

@@ -3,7 +3,6 @@ package line
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -37,20 +36,19 @@ type Proposal struct {
 
 // Store is the origin's durable copy of the lines.
 type Store interface {
+	// Line reads the line as stored.
+	Line(ctx context.Context, sale string) (Row, error)
 	// Ensure creates the line with p unless it exists, and returns it as
 	// stored.
 	Ensure(ctx context.Context, sale string, p Proposal) (Row, error)
-	// Settings changes the rate (not nil) and pause switch (not nil).
+	// Settings changes the rate (not nil) and pause switch (not nil); the
+	// origin orders changes as they reach it, bumping the version.
 	Settings(ctx context.Context, sale string, rate *float64, paused *bool) (Row, error)
 	// Raise raises the ceilings given (0 leaves one), never lowering any.
 	Raise(ctx context.Context, sale string, c queue.Ceilings) (Row, error)
 	// SealDraw records the pre-queue's size at the start unless recorded.
 	SealDraw(ctx context.Context, sale string, size int64) (Row, error)
 }
-
-// ErrStaleSettings: the origin holds a settings change signed later than
-// this one (clocks of two edge nodes apart, or a replay).
-var ErrStaleSettings = errors.New("line: a newer settings change is recorded")
 
 // OriginError is an answer of the origin other than 200.
 type OriginError struct {
@@ -61,9 +59,9 @@ type OriginError struct {
 func (e *OriginError) Error() string { return fmt.Sprintf("origin answered %d %s", e.Status, e.Code) }
 
 // OriginStore is Store over the origin's public listener, every request
-// signed with the token key set's active key (tokens.RequestSigner). It
-// has a connection pool of its own, so reserves filling theirs never hold
-// up a ceiling raise.
+// signed with the token key set's active key for the origin's audience
+// (tokens.RequestSigner). It has a connection pool of its own, so reserves
+// filling theirs never hold up a ceiling raise.
 type OriginStore struct {
 	client  *fasthttp.HostClient
 	host    string
@@ -77,9 +75,11 @@ var _ Store = (*OriginStore)(nil)
 // second at most.
 const originConns = 8
 
-// NewOriginStore returns a Store at base (http or https, no path); timeout
-// bounds one exchange (0 means 2 s).
-func NewOriginStore(base string, signer *tokens.RequestSigner, timeout time.Duration) (*OriginStore, error) {
+// NewOriginStore returns a Store at base (http or https, no path), its
+// requests signed with keys' active key for audience ("" means base's
+// host, as the request's Host header names it); timeout bounds one
+// exchange (0 means 2 s).
+func NewOriginStore(base string, keys *tokens.KeySet, audience string, timeout time.Duration) (*OriginStore, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("line: origin %q must be an http(s) URL", base)
@@ -87,6 +87,10 @@ func NewOriginStore(base string, signer *tokens.RequestSigner, timeout time.Dura
 	if timeout <= 0 {
 		timeout = 2 * time.Second
 	}
+	if audience == "" {
+		audience = u.Host
+	}
+	signer := tokens.NewRequestSigner(keys, audience, nil)
 	addr := u.Host
 	switch {
 	case u.Port() != "":
@@ -100,9 +104,28 @@ func NewOriginStore(base string, signer *tokens.RequestSigner, timeout time.Dura
 			Addr: addr, IsTLS: u.Scheme == "https", MaxConns: originConns,
 			ReadTimeout: timeout, WriteTimeout: timeout, MaxIdleConnDuration: 30 * time.Second,
 			MaxResponseBodySize: 64 << 10, NoDefaultUserAgentHeader: true,
+			RetryIfErr: func(req *fasthttp.Request, attempts int, _ error) (bool, bool) {
+				// The origin refuses a signature it has seen: a retry is a
+				// request of its own, signed again. Every line route may
+				// run twice (each only ever raises, or sets what it sets).
+				if attempts >= originAttempts {
+					return false, false
+				}
+				req.Header.Set(tokens.RequestSignatureHeader, signer.Sign(string(req.Header.Method()), string(req.URI().Path()), req.Body()))
+				return false, true
+			},
 		},
 		host: u.Host, signer: signer, timeout: timeout,
 	}, nil
+}
+
+// originAttempts bounds the tries of one exchange whose connection failed
+// (a keep-alive connection the origin closed, most often).
+const originAttempts = 2
+
+// Line implements Store.
+func (o *OriginStore) Line(ctx context.Context, sale string) (Row, error) {
+	return o.call(ctx, fasthttp.MethodGet, "/v1/lines/"+sale, nil)
 }
 
 // Ensure implements Store.
@@ -136,9 +159,13 @@ func (o *OriginStore) SealDraw(ctx context.Context, sale string, size int64) (Ro
 
 // call sends one signed request and decodes the line it answers.
 func (o *OriginStore) call(ctx context.Context, method, path string, in any) (Row, error) {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return Row{}, fmt.Errorf("%s %s: %w", method, path, err)
+	var body []byte
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return Row{}, fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		body = b
 	}
 	timeout := o.timeout
 	if d, ok := ctx.Deadline(); ok {
@@ -154,9 +181,11 @@ func (o *OriginStore) call(ctx context.Context, method, path string, in any) (Ro
 	req.Header.SetMethod(method)
 	req.SetRequestURI(path)
 	req.SetHost(o.host)
-	req.Header.SetContentType("application/json")
+	if body != nil {
+		req.Header.SetContentType("application/json")
+		req.SetBody(body)
+	}
 	req.Header.Set(tokens.RequestSignatureHeader, o.signer.Sign(method, path, body))
-	req.SetBody(body)
 	if err := o.client.DoTimeout(req, resp, timeout); err != nil {
 		return Row{}, fmt.Errorf("%s %s: %w", method, path, err)
 	}
@@ -165,9 +194,6 @@ func (o *OriginStore) call(ctx context.Context, method, path string, in any) (Ro
 			Error string `json:"error"`
 		}
 		_ = json.Unmarshal(resp.Body(), &e)
-		if resp.StatusCode() == fasthttp.StatusConflict && e.Error == "stale_settings" {
-			return Row{}, fmt.Errorf("%s %s: %w", method, path, ErrStaleSettings)
-		}
 		return Row{}, fmt.Errorf("%s %s: %w", method, path, &OriginError{Status: resp.StatusCode(), Code: e.Error})
 	}
 	var row Row

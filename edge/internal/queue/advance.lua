@@ -11,19 +11,25 @@
 -- the line.
 --
 -- KEYS[1] cursor hash  KEYS[2] pre counter  KEYS[3] post counter
--- KEYS[4] line hash (epoch, ceilings, draw_size)
+-- KEYS[4] line hash (epoch, ceilings, draw_size, replid)
 -- ARGV[1] sale start (unix ms)  ARGV[2] units available (0: none)
+-- ARGV[3] pre, ARGV[4] post, ARGV[5] now_serving floors: the highest values
+--   the calling node has read (0: none)
 --
 -- Returns {now_serving, queue length, rate (string), paused (0/1), now (unix ms),
 --   pre counter, post counter, draw size (-1 until sealed), pre ceiling,
---   post ceiling, serving ceiling}.
--- Fails with LINE_LOST when the line's state is not all there (Redis lost
--- it); the edge restores it from the origin.
+--   post ceiling, serving ceiling, settings version}.
+-- Fails with LINE_LOST when the line's state is not all there, or Redis
+-- lost writes to it: the line was last known good in another Redis history
+-- (its replication id is not this Redis's, see restore.lua), or it holds
+-- less than the caller has read before (a counter or the cursor below its
+-- floor). The edge restores it from the origin. A line without a
+-- replication id (restored where INFO was not allowed) takes this Redis's.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local starts = tonumber(ARGV[1])
-local h = redis.call('HMGET', KEYS[1], 'now_serving', 'last_ms', 'rate', 'paused')
-local line = redis.call('HMGET', KEYS[4], 'epoch', 'pre_ceiling', 'post_ceiling', 'serving_ceiling', 'draw_size')
+local h = redis.call('HMGET', KEYS[1], 'now_serving', 'last_ms', 'rate', 'paused', 'settings_version')
+local line = redis.call('HMGET', KEYS[4], 'epoch', 'pre_ceiling', 'post_ceiling', 'serving_ceiling', 'draw_size', 'replid')
 local pre_s = redis.call('GET', KEYS[2])
 local post_s = redis.call('GET', KEYS[3])
 if not line[1] or not h[3] or not pre_s or not post_s then
@@ -34,6 +40,17 @@ local rate = tonumber(h[3])
 local paused = h[4] == '1'
 local pre = tonumber(pre_s)
 local post = tonumber(post_s)
+local ok, info = pcall(redis.call, 'INFO', 'replication')
+local replid = ok and string.match(info, 'master_replid:(%x+)')
+if replid and line[6] and line[6] ~= replid then
+  return redis.error_reply('LINE_LOST this Redis took over from another and may have lost writes to the line; restore it from the origin')
+end
+if pre < tonumber(ARGV[3]) or post < tonumber(ARGV[4]) or serving < tonumber(ARGV[5]) then
+  return redis.error_reply('LINE_LOST this Redis holds less of the line than was read from it before; restore it from the origin')
+end
+if replid and not line[6] then
+  redis.call('HSET', KEYS[4], 'replid', replid)
+end
 local length = pre + post
 local serving_ceiling = tonumber(line[4] or '0')
 local drawn = line[5] ~= false
@@ -73,4 +90,4 @@ if paused then p = 1 end
 local draw = -1
 if drawn then draw = tonumber(line[5]) end
 return {serving, length, tostring(rate), p, now, pre, post, draw,
-  tonumber(line[2] or '0'), tonumber(line[3] or '0'), serving_ceiling}
+  tonumber(line[2] or '0'), tonumber(line[3] or '0'), serving_ceiling, tonumber(h[5] or '0')}

@@ -30,6 +30,9 @@ type State struct {
 	// The line's durable ceilings as Redis holds them: the counters and
 	// the cursor never pass them.
 	PreCeiling, PostCeiling, ServingCeiling int64
+	// SettingsVersion is the version of the origin's settings that Redis
+	// holds (0 before any change).
+	SettingsVersion int64
 	// MeasuredRate is admissions per second over the last few seconds; the
 	// honest basis of a wait estimate.
 	MeasuredRate float64
@@ -84,20 +87,27 @@ func NewCursor(rdb redis.UniversalClient, keys Keys, now func() time.Time) *Curs
 }
 
 // advanceValues is how many values advance.lua returns.
-const advanceValues = 11
+const advanceValues = 12
 
 // Tick advances the cursors of the given sales and refreshes the cache. A
-// sale whose line Redis does not hold is cached as Lost, not as an error.
+// sale whose line Redis does not hold, or holds with writes lost (less
+// than this node read before, or from another Redis history), is cached
+// as Lost, not as an error.
 func (c *Cursor) Tick(ctx context.Context, ticks []Tick) error {
 	if len(ticks) == 0 {
 		return nil
+	}
+	floors := make([]Seen, len(ticks))
+	for i, t := range ticks {
+		floors[i] = c.Seen(t.Sale)
 	}
 	run := func(eval func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd) []*redis.Cmd {
 		pipe := c.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(ticks))
 		for i, t := range ticks {
+			f := floors[i]
 			cmds[i] = eval(ctx, pipe, []string{c.keys.Cursor(t.Sale), c.keys.Pre(t.Sale), c.keys.Post(t.Sale), c.keys.Line(t.Sale)},
-				t.StartsAt.UnixMilli(), max(t.Available, 0))
+				t.StartsAt.UnixMilli(), max(t.Available, 0), f.Pre, f.Post, f.NowServing)
 		}
 		_, _ = pipe.Exec(ctx)
 		return cmds
@@ -134,7 +144,7 @@ func (c *Cursor) Tick(ctx context.Context, ticks []Tick) error {
 		rate, _ := strconv.ParseFloat(rateStr, 64)
 		c.store(ticks[i].Sale, State{NowServing: n[0], QueueLength: n[1], RatePerSecond: rate, Paused: n[3] == 1,
 			RedisNow: time.UnixMilli(n[4]), PreQueue: n[5], Post: n[6], DrawSize: max(n[7], 0), Drawn: n[7] >= 0,
-			PreCeiling: n[8], PostCeiling: n[9], ServingCeiling: n[10], ReadAt: read})
+			PreCeiling: n[8], PostCeiling: n[9], ServingCeiling: n[10], SettingsVersion: n[11], ReadAt: read})
 	}
 	return firstErr
 }
@@ -171,6 +181,25 @@ func (c *Cursor) lost(sale string, at time.Time) {
 	}
 	s.Lost, s.ReadAt = true, at
 	s.samples = nil // the measured rate starts over with the restored line
+}
+
+// Seen is what a node has read of a line: Redis never holds less of a line
+// it kept, so a reading below it means Redis lost writes.
+type Seen struct {
+	Pre, Post, NowServing int64
+}
+
+// Seen returns the highest values this node has read of a sale's line
+// (zeros before the first reading). The values only ever grow: a restore
+// puts back at least the durable ceilings, which are above any reading.
+func (c *Cursor) Seen(sale string) Seen {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s, ok := c.states[sale]
+	if !ok {
+		return Seen{}
+	}
+	return Seen{Pre: s.PreQueue, Post: s.Post, NowServing: s.NowServing}
 }
 
 // State returns a sale's cached state; false when no tick has read it yet.

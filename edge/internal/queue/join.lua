@@ -17,7 +17,10 @@
 -- counter, its ceiling, the post counter, its ceiling, and 1 before the
 -- start (0 after).
 -- Fails with LINE_LOST when the line's state is not all there (Redis lost
--- it): nothing is handed out until the edge restores it from the origin.
+-- it), or when the line was last known good in another Redis history (its
+-- replication id is not this Redis's: a replica that may have lagged was
+-- promoted, or a restart reloaded a file that may miss the last writes):
+-- nothing is handed out until the edge restores it from the origin.
 --
 -- The batch costs the same handful of calls however many accounts it carries:
 -- one HMGET reads every known place, one INCRBY numbers the new accounts in
@@ -26,11 +29,18 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local starts = tonumber(ARGV[1])
-local line = redis.call('HMGET', KEYS[4], 'epoch', 'pre_ceiling', 'post_ceiling')
+local line = redis.call('HMGET', KEYS[4], 'epoch', 'pre_ceiling', 'post_ceiling', 'replid')
 local pre_s = redis.call('GET', KEYS[1])
 local post_s = redis.call('GET', KEYS[2])
 if not line[1] or not pre_s or not post_s then
   return redis.error_reply('LINE_LOST the line of this sale is not in Redis; restore it from the origin')
+end
+if line[4] then
+  local ok, info = pcall(redis.call, 'INFO', 'replication')
+  local replid = ok and string.match(info, 'master_replid:(%x+)')
+  if replid and replid ~= line[4] then
+    return redis.error_reply('LINE_LOST this Redis took over from another and may have lost writes to the line; restore it from the origin')
+  end
 end
 local pre = tonumber(pre_s)
 local post = tonumber(post_s)

@@ -13,7 +13,8 @@ package queue
 //	                                    pre_ceiling, post_ceiling, serving_ceiling (durable
 //	                                    high-water marks: pre, post and now_serving never pass
 //	                                    them), draw_size (the pre-queue the draw permutes, set
-//	                                    once after the start)
+//	                                    once after the start), replid (the Redis history the
+//	                                    line is good in: INFO replication's master_replid)
 //
 // A shopper costs one field of the places hash and nothing else.
 //
@@ -23,7 +24,11 @@ package queue
 // the counters and seed exist (the restore writes them all, zeros
 // included); every script that hands out or admits checks that first and
 // fails with LINE_LOST otherwise, so a Redis that lost the line never
-// starts it again from zero.
+// starts it again from zero. They fail the same way on a line from another
+// Redis history (replid is not this Redis's: a replica that may have lagged
+// was promoted, or a restart reloaded an older file), and the cursor on a
+// line holding less than the node read before: Redis lost writes, and the
+// restore raises the line to the origin's copy.
 type Keys struct {
 	prefix string
 }

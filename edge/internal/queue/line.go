@@ -35,12 +35,29 @@ type Durable struct {
 	PreCeiling, PostCeiling, ServingCeiling int64
 	DrawSize                                int64 // valid when Drawn
 	Drawn                                   bool
+	// Seen is what the restoring node has read of the line: a line in
+	// Redis below it lost writes and is restored although whole.
+	Seen Seen
 }
 
+// Restored says what Restore found.
+type Restored int
+
+const (
+	// Whole: the line was whole, in this Redis history and at the floors
+	// (another node restored first, or nothing was lost); nothing changed.
+	Whole Restored = iota
+	// Missing: keys of the line were gone; it was put back.
+	Missing
+	// Behind: the line was there but had lost writes (a lagging replica
+	// promoted, a restart from an old file, values below the floors); it
+	// was raised to the durable copy.
+	Behind
+)
+
 // Restore puts a sale's line back into Redis under a fresh epoch unless it
-// is whole already (another node restored first); it reports whether it
-// restored.
-func (l *Lines) Restore(ctx context.Context, sale, epoch string, d Durable) (bool, error) {
+// is whole already, and says which it found (restore.lua).
+func (l *Lines) Restore(ctx context.Context, sale, epoch string, d Durable) (Restored, error) {
 	draw := ""
 	if d.Drawn {
 		draw = strconv.FormatInt(d.DrawSize, 10)
@@ -52,11 +69,12 @@ func (l *Lines) Restore(ctx context.Context, sale, epoch string, d Durable) (boo
 	n, err := restoreScript.Run(ctx, l.rdb,
 		[]string{l.keys.Line(sale), l.keys.Cursor(sale), l.keys.Pre(sale), l.keys.Post(sale), l.keys.Seed(sale)},
 		epoch, hex.EncodeToString(d.Seed), formatRate(d.RatePerSecond), paused, d.SettingsVersion,
-		d.Pre, d.Post, d.NowServing, d.PreCeiling, d.PostCeiling, d.ServingCeiling, draw).Int()
+		d.Pre, d.Post, d.NowServing, d.PreCeiling, d.PostCeiling, d.ServingCeiling, draw,
+		d.Seen.Pre, d.Seen.Post, d.Seen.NowServing).Int()
 	if err != nil {
-		return false, fmt.Errorf("restore line of sale %s: %w", sale, err)
+		return Whole, fmt.Errorf("restore line of sale %s: %w", sale, err)
 	}
-	return n == 1, nil
+	return Restored(n), nil
 }
 
 // Ceilings are values to raise a line's ceilings to; 0 leaves one as it is.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,11 +21,11 @@ func restoreAt(t *testing.T, r *edgetest.Redis, sale string, d queue.Durable) bo
 	if d.Seed == nil {
 		d.Seed = testSeed
 	}
-	ok, err := queue.NewLines(r.Client, queue.NewKeys(r.Prefix)).Restore(context.Background(), sale, "e-"+edgetest.RandomID(t, 4), d)
+	got, err := queue.NewLines(r.Client, queue.NewKeys(r.Prefix)).Restore(context.Background(), sale, "e-"+edgetest.RandomID(t, 4), d)
 	if err != nil {
 		t.Fatalf("Restore(%s) = %v", sale, err)
 	}
-	return ok
+	return got != queue.Whole
 }
 
 // TestLineLostHandsOutNothing: with no line in Redis (never restored, or
@@ -203,11 +204,11 @@ func TestRestoreOnceAtCeilings(t *testing.T) {
 			d := queue.Durable{Seed: testSeed, RatePerSecond: float64(10 + i), Paused: true, SettingsVersion: 4,
 				Pre: 40, Post: 300, NowServing: 500, PreCeiling: 40, PostCeiling: 400 + int64(i), ServingCeiling: 520,
 				DrawSize: 37, Drawn: true}
-			ok, err := lines.Restore(ctx, "s", fmt.Sprintf("node-%d", i), d)
+			got, err := lines.Restore(ctx, "s", fmt.Sprintf("node-%d", i), d)
 			if err != nil {
 				t.Errorf("Restore from node %d = %v", i, err)
 			}
-			if ok {
+			if got != queue.Whole {
 				wins.Add(1)
 			}
 		}()
@@ -319,5 +320,91 @@ func TestSettingsKeepNewest(t *testing.T) {
 	}
 	if st, err := lines.Settings(ctx, "s", 50, false, 1); err != nil || st.RatePerSecond != 5 || !st.Paused {
 		t.Errorf("Settings(50, running, v1) after v2 = %+v, %v; want v2's rate 5, paused kept", st, err)
+	}
+}
+
+// TestLineThatLostWrites: a line Redis holds whole but with writes lost is
+// found and raised. It records the Redis history it is good in (INFO
+// replication's master_replid); once it is in another history — a lagging
+// replica promoted — joins and the cursor refuse with ErrLost and change
+// nothing, and a restore raises the counters to their ceilings, the cursor
+// to its ceiling and takes the newer settings, while a second restore
+// (another node) finds it whole and changes nothing. A Redis holding less
+// than a node read before is treated the same way.
+func TestLineThatLostWrites(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	keys := queue.NewKeys(r.Prefix)
+	ctx := context.Background()
+	lines := queue.NewLines(r.Client, keys)
+	past := time.Now().Add(-time.Minute)
+	j := queue.NewJoiner(r.Client, keys, queue.JoinerOptions{})
+	t.Cleanup(j.Close)
+	c := queue.NewCursor(r.Client, keys, nil)
+	tick := func() queue.State {
+		t.Helper()
+		if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
+			t.Fatalf("Tick = %v", err)
+		}
+		st, _ := c.State("s")
+		return st
+	}
+	restoreAt(t, r, "s", queue.Durable{RatePerSecond: 1, SettingsVersion: 1, Post: 20, NowServing: 10,
+		PostCeiling: 40, ServingCeiling: 30, Drawn: true})
+	info, err := r.Client.Info(ctx, "replication").Result()
+	if err != nil {
+		t.Fatalf("INFO replication = %v", err)
+	}
+	replid, _ := r.Client.HGet(ctx, keys.Line("s"), "replid").Result()
+	if len(replid) != 40 || !strings.Contains(info, "master_replid:"+replid) {
+		t.Fatalf("line's replid after a restore = %q, want this Redis's master_replid (%s)", replid, info)
+	}
+	if st := tick(); st.Lost || st.Post != 20 || st.NowServing != 10 {
+		t.Fatalf("State of the restored line = %+v, want post 20, now_serving 10", st)
+	}
+
+	// Another history: a replica that lagged was promoted.
+	r.Client.HSet(ctx, keys.Line("s"), "replid", strings.Repeat("0", 40))
+	if _, _, err := j.Join(ctx, "s", past, "x"); !errors.Is(err, queue.ErrLost) {
+		t.Errorf("Join on a line from another Redis history = %v, want ErrLost", err)
+	}
+	if st := tick(); !st.Lost {
+		t.Errorf("State after a tick on a line from another history = %+v, want Lost", st)
+	}
+	if post, _ := r.Client.Get(ctx, keys.Post("s")).Int64(); post != 20 {
+		t.Errorf("post counter after refused calls = %d, want 20 (unchanged)", post)
+	}
+	d := queue.Durable{Seed: testSeed, RatePerSecond: 7, Paused: true, SettingsVersion: 3, Post: 40, NowServing: 30,
+		PostCeiling: 72, ServingCeiling: 46, Drawn: true, Seen: c.Seen("s")}
+	if got, err := lines.Restore(ctx, "s", "node-a", d); err != nil || got != queue.Behind {
+		t.Fatalf("Restore of a line from another history = %v, %v; want Behind", got, err)
+	}
+	d.RatePerSecond, d.Paused, d.Post, d.NowServing, d.PostCeiling, d.ServingCeiling = 1, false, 72, 46, 104, 62
+	if got, err := lines.Restore(ctx, "s", "node-b", d); err != nil || got != queue.Whole {
+		t.Errorf("a second node's Restore right after = %v, %v; want Whole", got, err)
+	}
+	st := tick()
+	if st.Lost || st.Post != 40 || st.NowServing != 30 || st.PostCeiling != 72 || st.ServingCeiling != 46 ||
+		!st.Paused || st.RatePerSecond != 7 || st.SettingsVersion != 3 {
+		t.Errorf("State after the restore = %+v, want post 40 and now_serving 30 (the ceilings), ceilings 72 and 46, paused at 7 (version 3)", st)
+	}
+	if p, _, err := j.Join(ctx, "s", past, "x"); err != nil || p.Position != 41 {
+		t.Errorf("Join after the restore = %+v, %v; want position 41, after every place handed out before", p, err)
+	}
+
+	// Less than this node read (the history the same): lost writes too.
+	st = tick()
+	r.Client.Set(ctx, keys.Post("s"), 35, 0)
+	r.Client.HSet(ctx, keys.Cursor("s"), "now_serving", 20)
+	if got := tick(); !got.Lost {
+		t.Errorf("State after a tick on a line below this node's reading = %+v, want Lost", got)
+	}
+	d = queue.Durable{Seed: testSeed, RatePerSecond: 7, Paused: true, SettingsVersion: 3, Post: 72, NowServing: 46,
+		PostCeiling: 104, ServingCeiling: 62, Drawn: true, Seen: c.Seen("s")}
+	if got, err := lines.Restore(ctx, "s", "node-a", d); err != nil || got != queue.Behind {
+		t.Fatalf("Restore of a line below the node's reading = %v, %v; want Behind", got, err)
+	}
+	if got := tick(); got.Lost || got.Post != 72 || got.NowServing != 46 || got.Post < st.Post || got.NowServing < st.NowServing {
+		t.Errorf("State after the restore = %+v, want post 72, now_serving 46 (never below the reading %+v)", got, st)
 	}
 }

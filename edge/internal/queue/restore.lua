@@ -1,14 +1,23 @@
 -- restore.lua: put back a sale's line after Redis lost it, from the origin's
--- durable copy. Several edge nodes may notice the loss and call it at once:
--- the first call restores, and every later one finds the line whole (its
--- epoch and counters there) and changes nothing.
+-- durable copy. Redis loses a line in two ways: its keys go (a restart
+-- without persistence, FLUSHALL, an empty replica promoted), or they stay
+-- with older values (a replica that lagged was promoted, or a restart
+-- reloaded a file missing the last writes). The second is found by the
+-- line's replication id — the Redis history the line was last known good
+-- in (INFO replication's master_replid, changed by every promotion and
+-- restart) — and by floors, the highest values the calling node has read:
+-- a Redis holding less has lost writes. Several edge nodes may notice at
+-- once: the first call restores, and every later one finds the line whole,
+-- in this history and at its floors (a restore raises each value past any
+-- node's reading), and changes nothing.
 --
 -- Each counter is set to at least its durable ceiling — no place at or
 -- below it can be handed out again, at the price of the unused places
 -- between where the counter really was and its ceiling — and the cursor to
 -- at least the serving ceiling (but not past the restored line), so no
--- shopper ever admitted is sent back to waiting. Values still in Redis are
--- never lowered (a partial loss). The new ceilings let joins go on at once.
+-- shopper ever admitted is sent back to waiting. Nothing still in Redis is
+-- ever lowered, and settings are taken only at a version at least Redis's.
+-- The new ceilings let joins go on at once.
 --
 -- KEYS[1] line hash  KEYS[2] cursor hash  KEYS[3] pre counter
 -- KEYS[4] post counter  KEYS[5] seed
@@ -17,17 +26,29 @@
 -- ARGV[6] pre counter  ARGV[7] post counter  ARGV[8] now_serving
 -- ARGV[9] pre ceiling  ARGV[10] post ceiling  ARGV[11] serving ceiling
 -- ARGV[12] draw size, or '' when the draw is not sealed
+-- ARGV[13] pre, ARGV[14] post, ARGV[15] now_serving floors (0: none)
 --
--- Returns 1 when it restored, 0 when the line was whole.
+-- Returns 0 when the line was whole, 1 when it restored a line whose keys
+-- were missing, 2 when it restored a line that had lost writes.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local epoch = redis.call('HGET', KEYS[1], 'epoch')
+-- '' when INFO is not allowed here: then only the floors find lost writes.
+local ok, info = pcall(redis.call, 'INFO', 'replication')
+local replid = ok and string.match(info, 'master_replid:(%x+)') or ''
+local line = redis.call('HMGET', KEYS[1], 'epoch', 'replid')
 local h = redis.call('HMGET', KEYS[2], 'now_serving', 'rate', 'settings_version')
 local pre_s = redis.call('GET', KEYS[3])
 local post_s = redis.call('GET', KEYS[4])
 local seed = redis.call('GET', KEYS[5])
-if epoch and h[2] and pre_s and post_s and seed then
-  return 0
+local outcome = 1
+if line[1] and h[2] and pre_s and post_s and seed then
+  local foreign = line[2] and replid ~= '' and line[2] ~= replid
+  local below = tonumber(pre_s) < tonumber(ARGV[13]) or tonumber(post_s) < tonumber(ARGV[14]) or
+    tonumber(h[1] or '0') < tonumber(ARGV[15])
+  if not foreign and not below then
+    return 0
+  end
+  outcome = 2
 end
 local pre = math.max(tonumber(pre_s or '0'), tonumber(ARGV[6]))
 local post = math.max(tonumber(post_s or '0'), tonumber(ARGV[7]))
@@ -41,6 +62,9 @@ if not h[2] or tonumber(ARGV[5]) >= tonumber(h[3] or '0') then
   redis.call('HSET', KEYS[2], 'rate', ARGV[3], 'paused', ARGV[4], 'settings_version', ARGV[5])
 end
 local l = redis.call('HMGET', KEYS[1], 'pre_ceiling', 'post_ceiling', 'serving_ceiling')
+if replid ~= '' then
+  redis.call('HSET', KEYS[1], 'replid', replid)
+end
 redis.call('HSET', KEYS[1], 'epoch', ARGV[1],
   'pre_ceiling', string.format('%.0f', math.max(tonumber(l[1] or '0'), tonumber(ARGV[9]))),
   'post_ceiling', string.format('%.0f', math.max(tonumber(l[2] or '0'), tonumber(ARGV[10]))),
@@ -48,4 +72,4 @@ redis.call('HSET', KEYS[1], 'epoch', ARGV[1],
 if ARGV[12] ~= '' then
   redis.call('HSETNX', KEYS[1], 'draw_size', ARGV[12])
 end
-return 1
+return outcome

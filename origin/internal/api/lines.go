@@ -14,7 +14,8 @@ import (
 // The line routes keep the durable copy of each sale's waiting line for the
 // edge nodes, which restore it when their Redis loses it. Only edges call
 // them: every request is signed with the token key set the edge and origin
-// share (tokens.RequestSignatureHeader); anything else is 401.
+// share, for this origin's audience (tokens.RequestSignatureHeader), and a
+// signature is taken once; anything else is 401.
 
 // lineJSON is a line as the routes answer it.
 type lineJSON struct {
@@ -50,12 +51,11 @@ func (s *Server) signed(h handler) handler {
 		if s.Edges == nil {
 			return errUnknownRoute
 		}
-		at, err := s.Edges.Verify(string(ctx.Request.Header.Peek(tokens.RequestSignatureHeader)),
-			string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
+		_, err := s.Edges.Verify(string(ctx.Request.Header.Peek(tokens.RequestSignatureHeader)),
+			string(ctx.Host()), string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
 		if err != nil {
 			return err
 		}
-		ctx.SetUserValue(signedAtKey, at)
 		if !idPattern.MatchString(params[0]) {
 			return errLineUnknownSale
 		}
@@ -65,9 +65,6 @@ func (s *Server) signed(h handler) handler {
 
 var errLineUnknownSale = fail(fasthttp.StatusNotFound, "unknown_sale", "There is no such sale, or its line was never created.")
 
-// signedAtKey names the request's signing time among the RequestCtx's user values.
-const signedAtKey = "flashgate.signed_at"
-
 var errUnknownRoute = fail(fasthttp.StatusNotFound, "not_found", "There is nothing at this path.")
 
 // answerLine writes a line, or maps the store's error.
@@ -75,8 +72,6 @@ func answerLine(ctx *fasthttp.RequestCtx, l ledger.Line, err error) error {
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		return errLineUnknownSale
-	case errors.Is(err, ledger.ErrStaleSettings):
-		return fail(fasthttp.StatusConflict, "stale_settings", "A newer settings change is recorded; read the line and try again.")
 	case err != nil:
 		return err
 	}
@@ -112,6 +107,10 @@ func (s *Server) ensureLine(ctx *fasthttp.RequestCtx, c context.Context, params 
 }
 
 // lineSettings: PUT /v1/lines/{sale}/settings {rate_per_s?, paused?}.
+// Changes take effect in the order they reach the origin; each bumps the
+// settings version, which orders them in the edges' Redis too. (The
+// signer's clock orders nothing: an edge whose clock ran ahead would
+// otherwise block every later change until real time caught up.)
 func (s *Server) lineSettings(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
 	var body struct {
 		RatePerSecond *float64 `json:"rate_per_s"`
@@ -126,9 +125,7 @@ func (s *Server) lineSettings(ctx *fasthttp.RequestCtx, c context.Context, param
 	if body.RatePerSecond != nil && !validRate(*body.RatePerSecond) {
 		return errInvalidRate
 	}
-	// The signed time orders changes: a replayed older one is refused.
-	at, _ := ctx.UserValue(signedAtKey).(time.Time)
-	l, err := s.Ledger.SetLineSettings(c, params[0], body.RatePerSecond, body.Paused, at)
+	l, err := s.Ledger.SetLineSettings(c, params[0], body.RatePerSecond, body.Paused)
 	return answerLine(ctx, l, err)
 }
 

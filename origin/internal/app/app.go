@@ -151,7 +151,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.API = api.New(api.Deps{
 		Catalog: a.Catalog, Redis: a.Redis, Reserver: a.Reserver, Ledger: a.Ledger, Guard: a.Guard, Orders: a.Orders,
 		Verifier: tokens.NewVerifier(keys, tokens.VerifierOptions{}), Users: users, Issuer: issuer,
-		Edges: tokens.NewRequestVerifier(keys, tokens.RequestVerifierOptions{}),
+		Edges: tokens.NewRequestVerifier(keys, tokens.RequestVerifierOptions{Audience: cfg.LineAudience}),
 		Log:   log, Registry: reg, AdminToken: cfg.AdminToken,
 	}, api.Options{Dev: cfg.Dev, Budget: cfg.RequestBudget})
 	return a, nil

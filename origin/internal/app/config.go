@@ -40,6 +40,11 @@ type Config struct {
 	UserTokenPublicKeyFile string // a PEM Ed25519/RSA public key file instead
 	UserTokenIssuer        string // required iss of user tokens; "" = not checked
 	UserTokenAudience      string // required aud of user tokens; "" = not checked
+	// LineAudience is the name the edges' signed line requests must be
+	// signed for (the edges' FLASHGATE_LINE_AUDIENCE); "" means the Host
+	// each request carries. Set it, to the same value on edges and
+	// origins, wherever environments share token keys.
+	LineAudience string
 
 	Instance         string        // this origin's name as a stream consumer; stable across restarts
 	WriterBatch      int           // intents per Postgres transaction

@@ -28,6 +28,10 @@ type lineReply struct {
 	Error           string  `json:"error"`
 }
 
+// publicHost is the Host origintest's requests to the public listener
+// carry: the audience edges sign line requests for by default.
+const publicHost = "public"
+
 // lineCall sends a line request signed by signer (nil: unsigned).
 func lineCall(t *testing.T, o *origintest.Origin, signer *tokens.RequestSigner, method, path, body string) (int, lineReply) {
 	t.Helper()
@@ -51,14 +55,15 @@ const seedA, seedB = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
 // TestLineRoutes: the durable line an edge keeps through the origin. The
 // first seed proposed wins for every caller, also when ten edges race;
 // ceilings only ever rise, also under racing raises; settings keep what a
-// change does not name and count versions; the draw size is set once; and
-// a replayed older settings change is refused.
+// change does not name and count versions, in the order changes arrive
+// whatever the signers' clocks say; a request sent again is refused; and
+// the draw size is set once.
 func TestLineRoutes(t *testing.T) {
 	t.Parallel()
 	o := origintest.StartOrigin(t, origintest.NewEnv(t))
 	sale := "line-" + testenv.RandomID(t, 3)
 	o.MustCreateSale(t, origintest.OpenSale(sale, 10, 600))
-	sign := tokens.NewRequestSigner(tokenstest.KeySet(), nil)
+	sign := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, nil)
 	path := "/v1/lines/" + sale
 
 	if s, l := lineCall(t, o, sign, "GET", path, ""); s != 404 || l.Error != "unknown_sale" {
@@ -132,10 +137,37 @@ func TestLineRoutes(t *testing.T) {
 	if s, l := lineCall(t, o, sign, "PUT", path+"/settings", `{"rate_per_s":5}`); s != 200 || !l.Paused || l.RatePerSecond != 5 || l.SettingsVersion != 2 {
 		t.Errorf("PUT settings rate 5 = %d %+v, want rate 5, still paused, version 2 (rate before: %v)", s, l, rate)
 	}
-	// A change signed a minute ago, sent after a newer one: refused.
-	old := tokens.NewRequestSigner(tokenstest.KeySet(), func() time.Time { return time.Now().Add(-time.Minute) })
-	if s, l := lineCall(t, o, old, "PUT", path+"/settings", `{"paused":false}`); s != 409 || l.Error != "stale_settings" {
-		t.Errorf("PUT settings signed before the last change = %d %+v, want 409 stale_settings", s, l)
+	// An edge whose clock runs 4 minutes fast pauses; a correctly clocked
+	// edge resumes right after, and a minute-slow one pauses again: each
+	// takes effect in the order it arrives.
+	fast := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, func() time.Time { return time.Now().Add(4 * time.Minute) })
+	slow := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, func() time.Time { return time.Now().Add(-time.Minute) })
+	for i, c := range []struct {
+		signer *tokens.RequestSigner
+		clock  string
+		body   string
+		paused bool
+	}{
+		{fast, "4 min fast", `{"paused":true}`, true},
+		{sign, "right", `{"paused":false}`, false},
+		{slow, "1 min slow", `{"paused":true}`, true},
+	} {
+		if s, l := lineCall(t, o, c.signer, "PUT", path+"/settings", c.body); s != 200 || l.Paused != c.paused || l.SettingsVersion != int64(3+i) {
+			t.Errorf("PUT settings %s from a clock %s = %d %+v, want 200 paused=%v at version %d", c.body, c.clock, s, l, c.paused, 3+i)
+		}
+	}
+	// The same signed request sent again: refused, nothing changes.
+	body := []byte(`{"paused":false}`)
+	replayed := origintest.Request{Method: "PUT", Path: path + "/settings", Body: body,
+		Header: map[string]string{tokens.RequestSignatureHeader: sign.Sign("PUT", path+"/settings", body)}}
+	if s, b := o.Do(t, replayed); s != 200 {
+		t.Errorf("PUT settings resume = %d %s, want 200", s, b)
+	}
+	if s, b := o.Do(t, replayed); s != 401 || origintest.ErrorCode(b) != "replayed_request" {
+		t.Errorf("the same signed PUT settings again = %d %s, want 401 replayed_request", s, b)
+	}
+	if s, l := lineCall(t, o, sign, "GET", path, ""); s != 200 || l.Paused || l.SettingsVersion != 6 {
+		t.Errorf("line after a replayed change = %d %+v, want not paused at version 6", s, l)
 	}
 
 	// The draw size is set once.
@@ -145,13 +177,14 @@ func TestLineRoutes(t *testing.T) {
 	if s, l := lineCall(t, o, sign, "POST", path+"/draw", `{"pre_queue":50}`); s != 200 || l.DrawSize == nil || *l.DrawSize != 37 {
 		t.Errorf("seal draw 50 after 37 = %d %+v, want draw_size still 37", s, l)
 	}
-	if s, l := lineCall(t, o, sign, "GET", path, ""); s != 200 || l.Seed != seeds[0] || !l.Paused || l.RatePerSecond != 5 ||
+	if s, l := lineCall(t, o, sign, "GET", path, ""); s != 200 || l.Seed != seeds[0] || l.Paused || l.RatePerSecond != 5 ||
 		l.PreCeiling != 10 || l.PostCeiling != 1190 || l.ServingCeiling != 5 || *l.DrawSize != 37 {
 		t.Errorf("GET line at the end = %d %+v, want everything as set", s, l)
 	}
 }
 
-// TestLineRoutesRefuse: unsigned, forged, stale or misdirected requests are
+// TestLineRoutesRefuse: unsigned, forged, stale or misdirected requests (to
+// another sale, or signed for another origin sharing the keys) are
 // 401 and change nothing; bad bodies are 400 (415 without JSON) with their
 // codes; nothing a client sends makes a 5xx.
 func TestLineRoutesRefuse(t *testing.T) {
@@ -159,14 +192,15 @@ func TestLineRoutesRefuse(t *testing.T) {
 	o := origintest.StartOrigin(t, origintest.NewEnv(t))
 	sale := "refuse-" + testenv.RandomID(t, 3)
 	o.MustCreateSale(t, origintest.OpenSale(sale, 10, 600))
-	sign := tokens.NewRequestSigner(tokenstest.KeySet(), nil)
+	sign := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, nil)
 	path := "/v1/lines/" + sale
 	if s, l := lineCall(t, o, sign, "POST", path, `{"seed":"`+seedA+`","rate_per_s":5}`); s != 200 {
 		t.Fatalf("POST line = %d %+v, want 200", s, l)
 	}
 
-	forged := tokens.NewRequestSigner(tokenstest.OtherKeySet(), nil)
-	stale := tokens.NewRequestSigner(tokenstest.KeySet(), func() time.Time { return time.Now().Add(-10 * time.Minute) })
+	forged := tokens.NewRequestSigner(tokenstest.OtherKeySet(), publicHost, nil)
+	staging := tokens.NewRequestSigner(tokenstest.KeySet(), "origin.staging.example", nil)
+	stale := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, func() time.Time { return time.Now().Add(-10 * time.Minute) })
 	auth := []struct {
 		name   string
 		header string
@@ -179,6 +213,7 @@ func TestLineRoutesRefuse(t *testing.T) {
 		{"another key", forged.Sign("POST", path+"/ceilings", []byte(`{"post":999}`)), "POST", path + "/ceilings", `{"post":999}`, "invalid_token"},
 		{"signed for another body", sign.Sign("POST", path+"/ceilings", []byte(`{"post":1}`)), "POST", path + "/ceilings", `{"post":999}`, "invalid_token"},
 		{"signed for another sale", sign.Sign("POST", "/v1/lines/other/ceilings", []byte(`{"post":999}`)), "POST", path + "/ceilings", `{"post":999}`, "invalid_token"},
+		{"signed for another origin", staging.Sign("POST", path+"/ceilings", []byte(`{"post":999}`)), "POST", path + "/ceilings", `{"post":999}`, "invalid_token"},
 		{"signed ten minutes ago", stale.Sign("POST", path+"/ceilings", []byte(`{"post":999}`)), "POST", path + "/ceilings", `{"post":999}`, "token_expired"},
 		{"garbage", "kid=test1,t=x,v1=y", "POST", path + "/ceilings", `{"post":999}`, "invalid_token"},
 		{"bearer admission token", "", "PUT", path + "/settings", `{"paused":false}`, "missing_token"},

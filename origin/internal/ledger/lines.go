@@ -10,10 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// ErrStaleSettings: a settings change signed earlier than the one recorded
-// (a replay, or a change that lost a race by more than clock skew).
-var ErrStaleSettings = errors.New("ledger: a newer settings change is recorded")
-
 // Line is the durable copy of a sale's waiting line (table sale_lines): what
 // the edge restores when Redis loses the line.
 type Line struct {
@@ -76,19 +72,17 @@ func (s *Store) EnsureLine(ctx context.Context, sale, seed string, rate float64,
 }
 
 // SetLineSettings changes the rate (when not nil) and the pause switch (when
-// not nil) of a sale's line as signed at at, and bumps the settings version.
-// ErrStaleSettings when a change signed later is recorded; ErrNotFound when
-// the line does not exist.
-func (s *Store) SetLineSettings(ctx context.Context, sale string, rate *float64, paused *bool, at time.Time) (Line, error) {
+// not nil) of a sale's line and bumps the settings version: changes are
+// ordered as they reach the database (the row lock serialises racing ones),
+// never by a clock of the edge that sent them. settings_at records when.
+// ErrNotFound when the line does not exist.
+func (s *Store) SetLineSettings(ctx context.Context, sale string, rate *float64, paused *bool) (Line, error) {
 	l, err := scanLine(s.pool.QueryRow(ctx, `UPDATE sale_lines SET rate_per_s = COALESCE($2, rate_per_s), paused = COALESCE($3, paused),
-			settings_version = settings_version + 1, settings_at = $4, updated_at = now()
-		WHERE sale_id = $1 AND (settings_at IS NULL OR settings_at <= $4)
-		RETURNING `+lineColumns, sale, rate, paused, at))
+			settings_version = settings_version + 1, settings_at = now(), updated_at = now()
+		WHERE sale_id = $1
+		RETURNING `+lineColumns, sale, rate, paused))
 	if errors.Is(err, pgx.ErrNoRows) {
-		if _, err := s.Line(ctx, sale); err != nil {
-			return Line{}, err
-		}
-		return Line{}, fmt.Errorf("settings of sale %s: %w", sale, ErrStaleSettings)
+		return Line{}, fmt.Errorf("settings of sale %s: %w", sale, ErrNotFound)
 	}
 	if err != nil {
 		return Line{}, fmt.Errorf("settings of sale %s: %w", sale, err)

@@ -15,8 +15,8 @@ CREATE TABLE sale_lines (
     rate_per_s       double precision NOT NULL CHECK (rate_per_s >= 0 AND rate_per_s <= 1000000),
     paused           boolean          NOT NULL DEFAULT false,
     -- Bumped by every settings change, so Redis keeps the latest of two
-    -- changes that race; settings_at is the newest change's signing time,
-    -- and an older (replayed) change is refused.
+    -- changes that race (changes are ordered as they reach the origin);
+    -- settings_at is when the newest change was recorded.
     settings_version bigint           NOT NULL DEFAULT 0,
     settings_at      timestamptz,
     pre_ceiling      bigint           NOT NULL DEFAULT 0 CHECK (pre_ceiling >= 0),
