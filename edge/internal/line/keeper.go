@@ -578,23 +578,26 @@ func (k *Keeper) restore(ctx context.Context, sale string) error {
 		return fmt.Errorf("line in the origin: seed %q is not hex", row.Seed)
 	}
 	// Resume every counter at its ceiling (or what Redis still holds, if
-	// more), and give joins and admission a block to go on with.
+	// more), under the ceilings the origin holds now. The line lands
+	// before any ceiling is raised: a node that lands a new sale's line
+	// at zero has then raised nothing yet, so another node that read the
+	// copy meanwhile read zero ceilings and lands the same line (or finds
+	// it landed); had the first raised first, the second could land the
+	// new line at the raised ceilings and leave a block of places unused.
+	// The next tick raises the ceilings a block ahead, and joins that meet
+	// a ceiling meanwhile wait for that raise.
 	pre, post := max(row.PreCeiling, cur.Pre), max(row.PostCeiling, cur.Post)
 	serving := max(row.ServingCeiling, cur.NowServing)
 	k.mu.Lock()
-	s := k.sale(sale)
-	s.samples = nil
-	block, startsAt := k.joinBlock(s), s.startsAt
+	k.sale(sale).samples = nil
 	k.mu.Unlock()
-	c := queue.Ceilings{Post: post + block, Serving: serving + k.servingBlock(row.RatePerSecond)}
-	// The pre-queue closes at the start: raising its ceiling after would
-	// only widen the gap the next restore leaves.
-	if startsAt.IsZero() || k.opts.Now().Before(startsAt) {
-		c.Pre = pre + block
-	}
-	raised, err := k.store.Raise(ctx, sale, c)
-	if err != nil {
-		return fmt.Errorf("raise in the origin: %w", err)
+	raised := row
+	if pre > row.PreCeiling || post > row.PostCeiling || serving > row.ServingCeiling {
+		// Redis holds more than the copy (a line from before the copy):
+		// the copy must cover it before the line is called landed.
+		if raised, err = k.store.Raise(ctx, sale, queue.Ceilings{Pre: pre, Post: post, Serving: serving}); err != nil {
+			return fmt.Errorf("raise in the origin: %w", err)
+		}
 	}
 	k.heard(sale, raised)
 	var seen queue.Seen
