@@ -172,3 +172,29 @@ func Redact(raw string) string {
 	}
 	return scheme + "://" + rest
 }
+
+// Settings are a binary's Redis settings as its configuration names them:
+// the URL, and the Sentinels (a comma-separated host:port list, empty for
+// none) with the master's name and the Sentinels' own password.
+type Settings struct {
+	URL              string
+	Sentinels        string
+	MasterName       string
+	SentinelPassword string
+}
+
+// FromSettings checks a binary's Redis settings and returns the Options to
+// connect with, pool of poolSize unless the URL sets pool_size. Errors name
+// the environment variable at fault.
+func FromSettings(s Settings, poolSize int) (Options, error) {
+	sentinels, err := ParseSentinels(s.Sentinels)
+	if err != nil {
+		return Options{}, fmt.Errorf("config: FLASHGATE_REDIS_SENTINELS: %w", err)
+	}
+	o := Options{URL: s.URL, Sentinels: sentinels, MasterName: s.MasterName,
+		SentinelPassword: s.SentinelPassword, PoolSize: poolSize}
+	if err := o.Validate(); err != nil {
+		return Options{}, fmt.Errorf("config: %w", err)
+	}
+	return o, nil
+}

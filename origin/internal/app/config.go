@@ -176,14 +176,6 @@ const redisPoolSize = 64
 
 // redis says how to reach Redis, checked.
 func (c Config) redis() (redisconn.Options, error) {
-	sentinels, err := redisconn.ParseSentinels(c.RedisSentinels)
-	if err != nil {
-		return redisconn.Options{}, fmt.Errorf("config: FLASHGATE_REDIS_SENTINELS: %w", err)
-	}
-	o := redisconn.Options{URL: c.RedisURL, Sentinels: sentinels, MasterName: c.RedisMasterName,
-		SentinelPassword: c.RedisSentinelPassword, PoolSize: redisPoolSize}
-	if err := o.Validate(); err != nil {
-		return redisconn.Options{}, fmt.Errorf("config: %w", err)
-	}
-	return o, nil
+	return redisconn.FromSettings(redisconn.Settings{URL: c.RedisURL, Sentinels: c.RedisSentinels,
+		MasterName: c.RedisMasterName, SentinelPassword: c.RedisSentinelPassword}, redisPoolSize)
 }
