@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/origin/internal/intent"
 )
 
 var (
@@ -70,19 +72,11 @@ func NewStore(rdb redis.UniversalClient, keys Keys, retention time.Duration) *St
 // Keys returns the key schema the store uses.
 func (s *Store) Keys() Keys { return s.keys }
 
-// Counts are one SKU's stock counters.
-type Counts struct {
-	Total     int64 `json:"total"`
-	Available int64 `json:"available"`
-	Held      int64 `json:"held"`
-	Sold      int64 `json:"sold"`
-}
-
 // Load puts a sale's stock into Redis, SKU by SKU, from the figures Postgres
 // holds, and gives the sale an epoch if this Redis holds none (epoch is the
 // one to give). It returns the epoch Redis holds afterwards, or
 // ErrStockMismatch when Redis already holds other figures.
-func (s *Store) Load(ctx context.Context, sale, epoch string, stock map[string]Counts) (string, error) {
+func (s *Store) Load(ctx context.Context, sale, epoch string, stock map[string]intent.Stock) (string, error) {
 	keys := make([]string, 0, 1+len(stock))
 	args := make([]any, 0, 1+4*len(stock))
 	skus := make([]string, 0, len(stock))
@@ -135,7 +129,7 @@ func NewEpoch() (string, error) {
 
 // Inventory reads the counters of the given SKUs in one round trip. SKUs
 // that are not loaded are missing from the result.
-func (s *Store) Inventory(ctx context.Context, sale string, skus []string) (map[string]Counts, error) {
+func (s *Store) Inventory(ctx context.Context, sale string, skus []string) (map[string]intent.Stock, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(skus))
 	for i, sku := range skus {
@@ -144,46 +138,33 @@ func (s *Store) Inventory(ctx context.Context, sale string, skus []string) (map[
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("read inventory of sale %s: %w", sale, err)
 	}
-	out := make(map[string]Counts, len(skus))
+	out := make(map[string]intent.Stock, len(skus))
 	for i, cmd := range cmds {
 		v := cmd.Val()
 		if v[0] == nil {
 			continue
 		}
-		out[skus[i]] = Counts{Total: toInt(v[0]), Available: toInt(v[1]), Held: toInt(v[2]), Sold: toInt(v[3])}
+		out[skus[i]] = intent.Stock{Total: toInt(v[0]), Available: toInt(v[1]), Held: toInt(v[2]), Sold: toInt(v[3])}
 	}
 	return out, nil
 }
 
-// Reservation is a hold as Redis knows it.
-type Reservation struct {
-	ID             string
-	Sale           string
-	SKU            string
-	Account        string
-	Status         string // held, paid, expired or cancelled
-	OrderID        string // set once a payment has started
-	IdempotencyKey string
-	ExpiresAt      time.Time
-	CreatedAt      time.Time
-}
-
-// Reservation reads one reservation, or ErrNotFound.
-func (s *Store) Reservation(ctx context.Context, sale, id string) (Reservation, error) {
+// Reservation reads one reservation as Redis knows it, or ErrNotFound.
+func (s *Store) Reservation(ctx context.Context, sale, id string) (intent.Reservation, error) {
 	v, err := s.rdb.HMGet(ctx, s.keys.Reservation(sale, id),
 		"account", "sku", "status", "expires_ms", "created_ms", "idem", "order").Result()
 	if err != nil {
-		return Reservation{}, fmt.Errorf("read reservation %s: %w", id, err)
+		return intent.Reservation{}, fmt.Errorf("read reservation %s: %w", id, err)
 	}
 	if v[0] == nil {
-		return Reservation{}, fmt.Errorf("reservation %s: %w", id, ErrNotFound)
+		return intent.Reservation{}, fmt.Errorf("reservation %s: %w", id, ErrNotFound)
 	}
-	return Reservation{
+	return intent.Reservation{
 		ID:             id,
 		Sale:           sale,
 		Account:        toString(v[0]),
 		SKU:            toString(v[1]),
-		Status:         toString(v[2]),
+		Status:         intent.Status(toString(v[2])),
 		ExpiresAt:      time.UnixMilli(toInt(v[3])).UTC(),
 		CreatedAt:      time.UnixMilli(toInt(v[4])).UTC(),
 		IdempotencyKey: toString(v[5]),

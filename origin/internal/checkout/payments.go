@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/origin/internal/intent"
 )
 
 var (
@@ -30,7 +32,7 @@ type Extension struct {
 	// Status is the reservation's status when it is not held: paid,
 	// expired (also when due but not yet swept), cancelled, or "" when
 	// Redis does not know the reservation.
-	Status string
+	Status intent.Status
 }
 
 // ExtendForPayment ties a live hold to its order and, the first time only,
@@ -53,9 +55,9 @@ func (s *Store) ExtendForPayment(ctx context.Context, sale string, h Hold, order
 	case -1:
 		return Extension{}, fmt.Errorf("extend hold %s: sale %s: %w", h.ID, sale, ErrRebuildInProgress)
 	case 0:
-		return Extension{Status: status}, nil
+		return Extension{Status: intent.Status(status)}, nil
 	}
-	return Extension{Held: true, ExpiresAt: time.UnixMilli(expires).UTC(), Status: "held"}, nil
+	return Extension{Held: true, ExpiresAt: time.UnixMilli(expires).UTC(), Status: intent.Held}, nil
 }
 
 // PayOutcome is what a successful payment did to its hold.

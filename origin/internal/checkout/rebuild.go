@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/origin/internal/intent"
 )
 
 // ErrRebuildInProgress: another rebuild of the sale holds the flag.
@@ -62,8 +64,8 @@ type Burned struct {
 // sale starts the given epoch with its sequence at zero. Run it between
 // BeginRebuild and EndRebuild, after the intents have drained, so no write
 // of Redis is lost by it.
-func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[string]Counts, live []Reservation,
-	settled map[string]string, burned []Burned) error {
+func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[string]intent.Stock, live []intent.Reservation,
+	settled map[string]intent.Status, burned []Burned) error {
 	var accounts []string
 	iter := s.rdb.Scan(ctx, 0, s.keys.AccountPattern(sale), 1000).Iterator()
 	for iter.Next(ctx) {
@@ -105,7 +107,7 @@ func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[strin
 		}
 		for _, r := range live {
 			res := s.keys.Reservation(sale, r.ID)
-			p.HSet(ctx, res, "account", r.Account, "sku", r.SKU, "status", r.Status,
+			p.HSet(ctx, res, "account", r.Account, "sku", r.SKU, "status", string(r.Status),
 				"expires_ms", r.ExpiresAt.UnixMilli(), "created_ms", r.CreatedAt.UnixMilli(), "idem", r.IdempotencyKey)
 			// Its numbering was in an epoch now gone; Postgres has it.
 			p.HDel(ctx, res, "epoch", "seq")
@@ -115,11 +117,11 @@ func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[strin
 				p.HSet(ctx, res, "order", r.OrderID, "extended", "1")
 			}
 			p.PExpire(ctx, res, ttl)
-			if r.Status == "held" {
+			if r.Status == intent.Held {
 				p.ZAdd(ctx, s.keys.Holds(sale), redis.Z{Score: float64(r.ExpiresAt.UnixMilli()), Member: r.ID})
 			}
 			acct := s.keys.Account(sale, r.Account)
-			p.HSet(ctx, acct, "res", r.ID, "state", r.Status)
+			p.HSet(ctx, acct, "res", r.ID, "state", string(r.Status))
 			p.PExpire(ctx, acct, ttl)
 		}
 		meta := s.keys.Meta(sale)
@@ -129,7 +131,7 @@ func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[strin
 			// Only ids found in the hold index come here, so the hash
 			// exists; its other fields stay as they are.
 			res := s.keys.Reservation(sale, id)
-			p.HSet(ctx, res, "status", status)
+			p.HSet(ctx, res, "status", string(status))
 			p.PExpire(ctx, res, ttl)
 		}
 		return nil

@@ -73,7 +73,7 @@ func TestReplayRestoresRunOutHoldsAsExpired(t *testing.T) {
 	}
 	wantStatus(t, s, "r-old", "expired")
 	wantStatus(t, s, "r-live", "held")
-	wantStock(t, s, "a", Stock{Total: 1, Held: 1})
+	wantStock(t, s, "a", intent.Stock{Total: 1, Held: 1})
 	// Nothing left to replay.
 	if restored, refused, err := s.Replay(ctx, "s1", now); err != nil || len(restored)+len(refused) != 0 {
 		t.Fatalf("Replay(again) = %d, %d, %v; want nothing", len(restored), len(refused), err)
