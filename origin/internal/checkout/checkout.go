@@ -94,7 +94,7 @@ func (s *Store) Load(ctx context.Context, sale, epoch string, stock map[string]i
 	if len(res) != 3 {
 		return "", fmt.Errorf("load sale %s: script returned %d values, want 3", sale, len(res))
 	}
-	if ok, _ := res[0].(int64); ok == 0 {
+	if code, _ := res[0].(int64); code == loadMismatch {
 		i, _ := res[1].(int64)
 		return "", fmt.Errorf("load sale %s: sku %s: %w", sale, skus[i-1], ErrStockMismatch)
 	}
@@ -207,7 +207,7 @@ func (s *Store) ReleaseDue(ctx context.Context, sale string, limit int) (int, er
 	}
 	released := 0
 	for _, r := range results {
-		if r == 1 {
+		if r == releaseReleased {
 			released++
 		}
 	}
@@ -228,7 +228,9 @@ func (s *Store) Cancel(ctx context.Context, sale string, holds []Hold) (int, err
 	}
 	cancelled := 0
 	for _, r := range results {
-		cancelled += int(r)
+		if r == cancelCancelled {
+			cancelled++
+		}
 	}
 	return cancelled, nil
 }
