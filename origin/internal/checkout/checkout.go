@@ -105,7 +105,7 @@ func (s *Store) Load(ctx context.Context, sale, epoch string, stock map[string]i
 // Meta reads the epoch this Redis holds for a sale ("" for none) and the
 // number of reserves granted in it.
 func (s *Store) Meta(ctx context.Context, sale string) (epoch string, seq int64, err error) {
-	v, err := s.rdb.HMGet(ctx, s.keys.Meta(sale), "epoch", "seq").Result()
+	v, err := s.rdb.HMGet(ctx, s.keys.Meta(sale), metaEpoch, metaSeq).Result()
 	if err != nil {
 		return "", 0, fmt.Errorf("read meta of sale %s: %w", sale, err)
 	}
@@ -133,7 +133,7 @@ func (s *Store) Inventory(ctx context.Context, sale string, skus []string) (map[
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(skus))
 	for i, sku := range skus {
-		cmds[i] = pipe.HMGet(ctx, s.keys.Inventory(sale, sku), "total", "available", "held", "sold")
+		cmds[i] = pipe.HMGet(ctx, s.keys.Inventory(sale, sku), invTotal, invAvailable, invHeld, invSold)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("read inventory of sale %s: %w", sale, err)
@@ -152,7 +152,7 @@ func (s *Store) Inventory(ctx context.Context, sale string, skus []string) (map[
 // Reservation reads one reservation as Redis knows it, or ErrNotFound.
 func (s *Store) Reservation(ctx context.Context, sale, id string) (intent.Reservation, error) {
 	v, err := s.rdb.HMGet(ctx, s.keys.Reservation(sale, id),
-		"account", "sku", "status", "expires_ms", "created_ms", "idem", "order").Result()
+		resAccount, resSKU, resStatus, resExpiresMs, resCreatedMs, resIdem, resOrder).Result()
 	if err != nil {
 		return intent.Reservation{}, fmt.Errorf("read reservation %s: %w", id, err)
 	}
@@ -241,7 +241,7 @@ func (s *Store) holds(ctx context.Context, sale string, ids []string) ([]Hold, e
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, s.keys.Reservation(sale, id), "sku", "account")
+		cmds[i] = pipe.HMGet(ctx, s.keys.Reservation(sale, id), resSKU, resAccount)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("read holds of sale %s: %w", sale, err)

@@ -448,7 +448,7 @@ func (s *Store) grants(ctx context.Context, calls []*reserveCall) ([]intent.Gran
 	cmds := make([]*redis.SliceCmd, len(calls))
 	for i, c := range calls {
 		cmds[i] = pipe.HMGet(ctx, s.keys.Reservation(c.req.Sale, c.res.ReservationID),
-			"account", "sku", "idem", "jti", "epoch", "seq", "expires_ms", "created_ms")
+			resAccount, resSKU, resIdem, resJTI, resEpoch, resSeq, resExpiresMs, resCreatedMs)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("read repeated reservations: %w", err)
