@@ -77,7 +77,7 @@ func TestReserveOutcomes(t *testing.T) {
 		t.Errorf("Inventory has unloaded SKU c")
 	}
 	res, err := s.Reservation(ctx, "s1", first.ReservationID)
-	if err != nil || res.Account != "u1" || res.SKU != "a" || res.Status != "held" || res.IdempotencyKey != "k1" {
+	if err != nil || res.Account != "u1" || res.SKU != "a" || res.Status != intent.Held || res.IdempotencyKey != "k1" {
 		t.Errorf("Reservation(%s) = %+v, %v; want u1's held unit of a", first.ReservationID, res, err)
 	}
 	if _, err := s.Reservation(ctx, "s1", "r_nope"); !errors.Is(err, ErrNotFound) {

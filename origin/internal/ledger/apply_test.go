@@ -110,8 +110,8 @@ func TestApplyReserveAndExpire(t *testing.T) {
 		t.Errorf("Apply(expire) = %+v, want 1 new", got)
 	}
 	wantStock(t, s, "a", intent.Stock{Total: 10, Available: 9, Held: 1})
-	wantStatus(t, s, "r1", "expired")
-	wantStatus(t, s, "r2", "held")
+	wantStatus(t, s, "r1", intent.Expired)
+	wantStatus(t, s, "r2", intent.Held)
 }
 
 // Intents of one reservation may arrive in any order: an expire applied
@@ -124,19 +124,19 @@ func TestApplyExpireBeforeReserve(t *testing.T) {
 		t.Errorf("Apply(expire first) = %+v, want 1 new", got)
 	}
 	wantStock(t, s, "a", intent.Stock{Total: 3, Available: 3})
-	wantStatus(t, s, "r1", "expired")
+	wantStatus(t, s, "r1", intent.Expired)
 
 	got = apply(t, s, reserve(1, "r1", "u1", "a"))
 	if got.New != 1 || len(got.Refused) != 0 {
 		t.Errorf("Apply(its reserve later) = %+v, want 1 new, nothing refused", got)
 	}
 	wantStock(t, s, "a", intent.Stock{Total: 3, Available: 3})
-	wantStatus(t, s, "r1", "expired")
+	wantStatus(t, s, "r1", intent.Expired)
 
 	// The same account may hold again afterwards.
 	apply(t, s, reserve(3, "r2", "u1", "a"))
 	wantStock(t, s, "a", intent.Stock{Total: 3, Available: 2, Held: 1})
-	wantStatus(t, s, "r2", "held")
+	wantStatus(t, s, "r2", intent.Held)
 }
 
 // A reserve and its expire in one batch cancel out.
@@ -148,7 +148,7 @@ func TestApplyReserveAndExpireInOneBatch(t *testing.T) {
 		t.Errorf("Apply(reserve, expire) = %+v, want 2 new, nothing refused", got)
 	}
 	wantStock(t, s, "a", intent.Stock{Total: 1, Available: 1})
-	wantStatus(t, s, "r1", "expired")
+	wantStatus(t, s, "r1", intent.Expired)
 }
 
 // An account whose hold expired may hold again, and the intents of both
@@ -161,8 +161,8 @@ func TestApplyExpireThenNewHoldOfSameAccountInOneBatch(t *testing.T) {
 	if len(got.Refused) != 0 {
 		t.Errorf("Apply(expire r1, reserve r2 of the same account) refused %v, want nothing refused", refusals(got))
 	}
-	wantStatus(t, s, "r1", "expired")
-	wantStatus(t, s, "r2", "held")
+	wantStatus(t, s, "r1", intent.Expired)
+	wantStatus(t, s, "r2", intent.Held)
 	wantStock(t, s, "a", intent.Stock{Total: 5, Available: 4, Held: 1})
 }
 
@@ -176,8 +176,8 @@ func TestApplyExpireFreesTheUnitAReserveInTheSameBatchTakes(t *testing.T) {
 	if len(got.Refused) != 0 {
 		t.Errorf("Apply(expire r1, reserve r2 of the freed unit) refused %v, want nothing refused", refusals(got))
 	}
-	wantStatus(t, s, "r1", "expired")
-	wantStatus(t, s, "r2", "held")
+	wantStatus(t, s, "r1", intent.Expired)
+	wantStatus(t, s, "r2", intent.Held)
 	wantStock(t, s, "a", intent.Stock{Total: 1, Held: 1})
 }
 
@@ -200,10 +200,10 @@ func TestApplyRefusesReservesBeyondStock(t *testing.T) {
 	wantStock(t, s, "a", intent.Stock{Total: 3, Held: 3})
 	wantStock(t, s, "b", intent.Stock{Total: 1, Held: 1})
 	for _, id := range []string{"r1", "r2", "r4"} {
-		wantStatus(t, s, id, "held")
+		wantStatus(t, s, id, intent.Held)
 	}
 	for _, id := range []string{"r5", "r6"} {
-		wantStatus(t, s, id, "cancelled")
+		wantStatus(t, s, id, intent.Cancelled)
 	}
 	var reason string
 	if err := s.pool.QueryRow(context.Background(), `SELECT cancel_reason FROM reservations WHERE reservation_id = 'r6'`).Scan(&reason); err != nil || reason != "no_stock" {
@@ -227,8 +227,8 @@ func TestApplyRefusesSecondLiveReservationOfAnAccount(t *testing.T) {
 	if r := refusals(got); len(r) != 1 || r["r2"] {
 		t.Errorf("Apply(two holds of one account) refused %v, want r2 (not NoStock)", r)
 	}
-	wantStatus(t, s, "r1", "held")
-	wantStatus(t, s, "r2", "cancelled")
+	wantStatus(t, s, "r1", intent.Held)
+	wantStatus(t, s, "r2", intent.Cancelled)
 	wantStock(t, s, "a", intent.Stock{Total: 5, Available: 4, Held: 1})
 	wantStock(t, s, "b", intent.Stock{Total: 5, Available: 5})
 }
@@ -335,5 +335,5 @@ func TestApplySameIntentUnderAnotherID(t *testing.T) {
 		t.Errorf("Apply(reserve again, expire twice) = New %d, Duplicates %d; want 1 and 2", again.New, again.Duplicates)
 	}
 	wantStock(t, s, "a", intent.Stock{Total: 2, Available: 2})
-	wantStatus(t, s, "r1", "expired")
+	wantStatus(t, s, "r1", intent.Expired)
 }

@@ -47,7 +47,7 @@ func TestApplyPayMovesHeldToSold(t *testing.T) {
 		t.Errorf("Apply(pay) = %+v, want 1 new, none refused", got)
 	}
 	wantStock(t, s, "a", intent.Stock{Total: 3, Available: 1, Held: 1, Sold: 1})
-	wantStatus(t, s, "r1", "paid")
+	wantStatus(t, s, "r1", intent.Paid)
 	// A redelivered pay changes nothing.
 	if got := apply(t, s, pay(3, "r1", "u1", "a")); got.Duplicates != 1 {
 		t.Errorf("Apply(pay again) = %+v, want a duplicate", got)
@@ -59,7 +59,7 @@ func TestApplyReserveAndPayInOneBatch(t *testing.T) {
 	s := newStore(t, 2, 0)
 	apply(t, s, reserve(1, "r1", "u1", "a"), pay(2, "r1", "u1", "a"))
 	wantStock(t, s, "a", intent.Stock{Total: 2, Available: 1, Held: 0, Sold: 1})
-	wantStatus(t, s, "r1", "paid")
+	wantStatus(t, s, "r1", intent.Paid)
 }
 
 func TestApplyCancelReturnsTheUnitAndCancelsTheOrder(t *testing.T) {
@@ -68,7 +68,7 @@ func TestApplyCancelReturnsTheUnitAndCancelsTheOrder(t *testing.T) {
 	order(t, s, "o1", "r1", "u1", "a")
 	apply(t, s, cancel(2, "r1", "u1", "a"))
 	wantStock(t, s, "a", intent.Stock{Total: 2, Available: 2})
-	wantStatus(t, s, "r1", "cancelled")
+	wantStatus(t, s, "r1", intent.Cancelled)
 	wantOrder(t, s, "o1", OrderCancelled, "")
 	// The account may hold again.
 	if got := apply(t, s, reserve(3, "r2", "u1", "a")); len(got.Refused) != 0 {
@@ -189,11 +189,11 @@ func TestPaidOrderMarksItsReservationAtOnce(t *testing.T) {
 		if got := payOrder(t, s, "o1"); got.Status != OrderPaid {
 			t.Fatalf("order = %s, want paid", got.Status)
 		}
-		wantStatus(t, s, "r1", "paid")
+		wantStatus(t, s, "r1", intent.Paid)
 		wantStock(t, s, "a", intent.Stock{Total: 2, Available: 1, Held: 1}) // the hot row waits for the writer
 		// An expire that Redis wrongly wrote (it lost the pay) changes nothing.
 		apply(t, s, expire(2, "r1", "u1", "a"))
-		wantStatus(t, s, "r1", "paid")
+		wantStatus(t, s, "r1", intent.Paid)
 		if got := apply(t, s, pay(3, "r1", "u1", "a")); len(got.PayRefused) != 0 {
 			t.Errorf("pay after the webhook refused: %+v", got.PayRefused)
 		}
@@ -209,7 +209,7 @@ func TestPaidOrderMarksItsReservationAtOnce(t *testing.T) {
 		if len(got.Refused) != 0 || len(got.PayRefused) != 0 {
 			t.Errorf("writer after the webhook: %+v", got)
 		}
-		wantStatus(t, s, "r1", "paid")
+		wantStatus(t, s, "r1", intent.Paid)
 		wantStock(t, s, "a", intent.Stock{Total: 2, Available: 1, Sold: 1})
 	})
 	t.Run("Redis lost the pay intent", func(t *testing.T) {
@@ -230,7 +230,7 @@ func TestPaidOrderMarksItsReservationAtOnce(t *testing.T) {
 		order(t, s, "o1", "r1", "u1", "a")
 		payOrder(t, s, "o1")
 		settlePaid(t, s, 1)
-		wantStatus(t, s, "r1", "paid")
+		wantStatus(t, s, "r1", intent.Paid)
 		wantStock(t, s, "a", intent.Stock{Total: 2, Available: 1, Sold: 1})
 		if got := apply(t, s, reserve(1, "r1", "u1", "a"), pay(2, "r1", "u1", "a")); got.New != 0 {
 			t.Errorf("late intents = %+v, want duplicates", got)
