@@ -5,6 +5,10 @@
 // the same atomic step as the change itself; the order writer reads them back
 // and applies them to the ledger. An intent carries every field the ledger
 // needs, so intents of one reservation may be applied in any order.
+//
+// The package also holds the vocabulary both sides share: a reservation's
+// Status, the Reservation itself and a SKU's Stock (reservation.go), and the
+// stream's field names.
 package intent
 
 import (
