@@ -8,6 +8,7 @@ package originbench
 import (
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 )
 
@@ -16,7 +17,7 @@ type (
 	App             = app.App
 	Config          = app.Config
 	Store           = checkout.Store
-	Counts          = checkout.Counts
+	Counts          = intent.Stock
 	Reserver        = checkout.Reserver
 	ReserverOptions = checkout.ReserverOptions
 	ReserveRequest  = checkout.ReserveRequest

@@ -23,6 +23,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/flashgate/flashgate/origin/internal/app"
+	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/origintest/testenv"
 	"github.com/flashgate/flashgate/tokens"
@@ -464,7 +465,7 @@ func (o *Origin) Snapshot(t testing.TB, sale string) Snapshot {
 }
 
 // Inventory reads the sale's inventory rows straight from Postgres.
-func Inventory(t testing.TB, env *Env, sale string) map[string]ledger.Stock {
+func Inventory(t testing.TB, env *Env, sale string) map[string]intent.Stock {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

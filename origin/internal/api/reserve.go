@@ -9,18 +9,19 @@ import (
 
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/internal/orders"
 )
 
 // reservationJSON is a reservation as the contract shows it.
 type reservationJSON struct {
-	ReservationID string    `json:"reservation_id"`
-	SaleID        string    `json:"sale_id"`
-	SKU           string    `json:"sku"`
-	Status        string    `json:"status"`
-	ExpiresAt     time.Time `json:"expires_at"`
-	OrderID       string    `json:"order_id,omitempty"`
+	ReservationID string        `json:"reservation_id"`
+	SaleID        string        `json:"sale_id"`
+	SKU           string        `json:"sku"`
+	Status        intent.Status `json:"status"`
+	ExpiresAt     time.Time     `json:"expires_at"`
+	OrderID       string        `json:"order_id,omitempty"`
 }
 
 // reserve: POST /v1/sales/{sale}/reserve with an admission token.
@@ -84,7 +85,7 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, c context.Context, params []s
 	switch res.Outcome {
 	case checkout.Created:
 		writeJSON(ctx, fasthttp.StatusCreated, reservationJSON{
-			ReservationID: res.ReservationID, SaleID: saleID, SKU: body.SKU, Status: "held", ExpiresAt: res.ExpiresAt,
+			ReservationID: res.ReservationID, SaleID: saleID, SKU: body.SKU, Status: intent.Held, ExpiresAt: res.ExpiresAt,
 		})
 		return nil
 	case checkout.Existing:

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/internal/rebuild"
 )
@@ -179,10 +180,6 @@ func (s *Server) loadSale(c context.Context, sale ledger.Sale) error {
 	if err != nil {
 		return err
 	}
-	load := make(map[string]checkout.Counts, len(stock))
-	for sku, st := range stock {
-		load[sku] = checkout.Counts{Total: st.Total, Available: st.Available, Held: st.Held, Sold: st.Sold}
-	}
 	fresh, err := checkout.NewEpoch()
 	if err != nil {
 		return err
@@ -191,7 +188,7 @@ func (s *Server) loadSale(c context.Context, sale ledger.Sale) error {
 	if err != nil {
 		return err
 	}
-	have, err := s.Redis.Load(c, sale.ID, fresh, load)
+	have, err := s.Redis.Load(c, sale.ID, fresh, stock)
 	if err != nil {
 		return err
 	}
@@ -262,7 +259,7 @@ func (s *Server) snapshot(ctx *fasthttp.RequestCtx, c context.Context, params []
 }
 
 // stock reads a sale's counters from Redis, falling back to Postgres.
-func (s *Server) stock(c context.Context, sale ledger.Sale) (map[string]checkout.Counts, error) {
+func (s *Server) stock(c context.Context, sale ledger.Sale) (map[string]intent.Stock, error) {
 	skus := make([]string, len(sale.SKUs))
 	for i, k := range sale.SKUs {
 		skus[i] = k.SKU
@@ -280,11 +277,7 @@ func (s *Server) stock(c context.Context, sale ledger.Sale) (map[string]checkout
 	if err != nil {
 		return nil, errors.Join(redisErr, err)
 	}
-	counts = make(map[string]checkout.Counts, len(rows))
-	for sku, st := range rows {
-		counts[sku] = checkout.Counts{Total: st.Total, Available: st.Available, Held: st.Held, Sold: st.Sold}
-	}
-	return counts, nil
+	return rows, nil
 }
 
 var errUnknownSale = errors.New("unknown sale")

@@ -9,14 +9,18 @@
 -- KEYS[4] holds zset
 -- ARGV[1] reservation id    ARGV[2] 1 to return the unit to available, else 0
 --
--- Returns 1 cancelled; 0 not held (already released, paid or cancelled).
-if redis.call('HGET', KEYS[1], 'status') ~= 'held' then return 0 end
-redis.call('HINCRBY', KEYS[2], 'held', -1)
-if ARGV[2] == '1' then redis.call('HINCRBY', KEYS[2], 'available', 1) end
-redis.call('HSET', KEYS[1], 'status', 'cancelled')
-redis.call('ZREM', KEYS[4], ARGV[1])
+-- Returns (codes.go names them) 1 cancelled; 0 not held (already released,
+-- paid or cancelled).
+local reservation, inventory, account, holds = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local id, return_unit = ARGV[1], ARGV[2]
+
+if redis.call('HGET', reservation, 'status') ~= 'held' then return 0 end
+redis.call('HINCRBY', inventory, 'held', -1)
+if return_unit == '1' then redis.call('HINCRBY', inventory, 'available', 1) end
+redis.call('HSET', reservation, 'status', 'cancelled')
+redis.call('ZREM', holds, id)
 -- The account may buy again; its burned tokens and idempotency keys stay.
-if redis.call('HGET', KEYS[3], 'res') == ARGV[1] then
-  redis.call('HDEL', KEYS[3], 'res', 'state')
+if redis.call('HGET', account, 'res') == id then
+  redis.call('HDEL', account, 'res', 'state')
 end
 return 1

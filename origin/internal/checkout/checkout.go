@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/origin/internal/intent"
 )
 
 var (
@@ -70,19 +72,11 @@ func NewStore(rdb redis.UniversalClient, keys Keys, retention time.Duration) *St
 // Keys returns the key schema the store uses.
 func (s *Store) Keys() Keys { return s.keys }
 
-// Counts are one SKU's stock counters.
-type Counts struct {
-	Total     int64 `json:"total"`
-	Available int64 `json:"available"`
-	Held      int64 `json:"held"`
-	Sold      int64 `json:"sold"`
-}
-
 // Load puts a sale's stock into Redis, SKU by SKU, from the figures Postgres
 // holds, and gives the sale an epoch if this Redis holds none (epoch is the
 // one to give). It returns the epoch Redis holds afterwards, or
 // ErrStockMismatch when Redis already holds other figures.
-func (s *Store) Load(ctx context.Context, sale, epoch string, stock map[string]Counts) (string, error) {
+func (s *Store) Load(ctx context.Context, sale, epoch string, stock map[string]intent.Stock) (string, error) {
 	keys := make([]string, 0, 1+len(stock))
 	args := make([]any, 0, 1+4*len(stock))
 	skus := make([]string, 0, len(stock))
@@ -100,7 +94,7 @@ func (s *Store) Load(ctx context.Context, sale, epoch string, stock map[string]C
 	if len(res) != 3 {
 		return "", fmt.Errorf("load sale %s: script returned %d values, want 3", sale, len(res))
 	}
-	if ok, _ := res[0].(int64); ok == 0 {
+	if code, _ := res[0].(int64); code == loadMismatch {
 		i, _ := res[1].(int64)
 		return "", fmt.Errorf("load sale %s: sku %s: %w", sale, skus[i-1], ErrStockMismatch)
 	}
@@ -111,7 +105,7 @@ func (s *Store) Load(ctx context.Context, sale, epoch string, stock map[string]C
 // Meta reads the epoch this Redis holds for a sale ("" for none) and the
 // number of reserves granted in it.
 func (s *Store) Meta(ctx context.Context, sale string) (epoch string, seq int64, err error) {
-	v, err := s.rdb.HMGet(ctx, s.keys.Meta(sale), "epoch", "seq").Result()
+	v, err := s.rdb.HMGet(ctx, s.keys.Meta(sale), metaEpoch, metaSeq).Result()
 	if err != nil {
 		return "", 0, fmt.Errorf("read meta of sale %s: %w", sale, err)
 	}
@@ -135,55 +129,42 @@ func NewEpoch() (string, error) {
 
 // Inventory reads the counters of the given SKUs in one round trip. SKUs
 // that are not loaded are missing from the result.
-func (s *Store) Inventory(ctx context.Context, sale string, skus []string) (map[string]Counts, error) {
+func (s *Store) Inventory(ctx context.Context, sale string, skus []string) (map[string]intent.Stock, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(skus))
 	for i, sku := range skus {
-		cmds[i] = pipe.HMGet(ctx, s.keys.Inventory(sale, sku), "total", "available", "held", "sold")
+		cmds[i] = pipe.HMGet(ctx, s.keys.Inventory(sale, sku), invTotal, invAvailable, invHeld, invSold)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("read inventory of sale %s: %w", sale, err)
 	}
-	out := make(map[string]Counts, len(skus))
+	out := make(map[string]intent.Stock, len(skus))
 	for i, cmd := range cmds {
 		v := cmd.Val()
 		if v[0] == nil {
 			continue
 		}
-		out[skus[i]] = Counts{Total: toInt(v[0]), Available: toInt(v[1]), Held: toInt(v[2]), Sold: toInt(v[3])}
+		out[skus[i]] = intent.Stock{Total: toInt(v[0]), Available: toInt(v[1]), Held: toInt(v[2]), Sold: toInt(v[3])}
 	}
 	return out, nil
 }
 
-// Reservation is a hold as Redis knows it.
-type Reservation struct {
-	ID             string
-	Sale           string
-	SKU            string
-	Account        string
-	Status         string // held, paid, expired or cancelled
-	OrderID        string // set once a payment has started
-	IdempotencyKey string
-	ExpiresAt      time.Time
-	CreatedAt      time.Time
-}
-
-// Reservation reads one reservation, or ErrNotFound.
-func (s *Store) Reservation(ctx context.Context, sale, id string) (Reservation, error) {
+// Reservation reads one reservation as Redis knows it, or ErrNotFound.
+func (s *Store) Reservation(ctx context.Context, sale, id string) (intent.Reservation, error) {
 	v, err := s.rdb.HMGet(ctx, s.keys.Reservation(sale, id),
-		"account", "sku", "status", "expires_ms", "created_ms", "idem", "order").Result()
+		resAccount, resSKU, resStatus, resExpiresMs, resCreatedMs, resIdem, resOrder).Result()
 	if err != nil {
-		return Reservation{}, fmt.Errorf("read reservation %s: %w", id, err)
+		return intent.Reservation{}, fmt.Errorf("read reservation %s: %w", id, err)
 	}
 	if v[0] == nil {
-		return Reservation{}, fmt.Errorf("reservation %s: %w", id, ErrNotFound)
+		return intent.Reservation{}, fmt.Errorf("reservation %s: %w", id, ErrNotFound)
 	}
-	return Reservation{
+	return intent.Reservation{
 		ID:             id,
 		Sale:           sale,
 		Account:        toString(v[0]),
 		SKU:            toString(v[1]),
-		Status:         toString(v[2]),
+		Status:         intent.Status(toString(v[2])),
 		ExpiresAt:      time.UnixMilli(toInt(v[3])).UTC(),
 		CreatedAt:      time.UnixMilli(toInt(v[4])).UTC(),
 		IdempotencyKey: toString(v[5]),
@@ -226,7 +207,7 @@ func (s *Store) ReleaseDue(ctx context.Context, sale string, limit int) (int, er
 	}
 	released := 0
 	for _, r := range results {
-		if r == 1 {
+		if r == releaseReleased {
 			released++
 		}
 	}
@@ -247,7 +228,9 @@ func (s *Store) Cancel(ctx context.Context, sale string, holds []Hold) (int, err
 	}
 	cancelled := 0
 	for _, r := range results {
-		cancelled += int(r)
+		if r == cancelCancelled {
+			cancelled++
+		}
 	}
 	return cancelled, nil
 }
@@ -258,7 +241,7 @@ func (s *Store) holds(ctx context.Context, sale string, ids []string) ([]Hold, e
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, s.keys.Reservation(sale, id), "sku", "account")
+		cmds[i] = pipe.HMGet(ctx, s.keys.Reservation(sale, id), resSKU, resAccount)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("read holds of sale %s: %w", sale, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
@@ -25,7 +26,7 @@ func newStore(t *testing.T, stock int64) *Store {
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
 	s := NewStore(rdb, NewKeys(env.Prefix), time.Hour)
-	if _, err := s.Load(context.Background(), "s1", "e1", map[string]Counts{
+	if _, err := s.Load(context.Background(), "s1", "e1", map[string]intent.Stock{
 		"a": {Total: stock, Available: stock}, "b": {Total: 0},
 	}); err != nil {
 		t.Fatalf("Load = %v", err)
@@ -69,14 +70,14 @@ func TestReserveOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inv["a"] != (Counts{Total: 2, Held: 2}) || inv["b"] != (Counts{}) {
+	if inv["a"] != (intent.Stock{Total: 2, Held: 2}) || inv["b"] != (intent.Stock{}) {
 		t.Errorf("Inventory = %+v, want a: 2 held; b: empty", inv)
 	}
 	if _, ok := inv["c"]; ok {
 		t.Errorf("Inventory has unloaded SKU c")
 	}
 	res, err := s.Reservation(ctx, "s1", first.ReservationID)
-	if err != nil || res.Account != "u1" || res.SKU != "a" || res.Status != "held" || res.IdempotencyKey != "k1" {
+	if err != nil || res.Account != "u1" || res.SKU != "a" || res.Status != intent.Held || res.IdempotencyKey != "k1" {
 		t.Errorf("Reservation(%s) = %+v, %v; want u1's held unit of a", first.ReservationID, res, err)
 	}
 	if _, err := s.Reservation(ctx, "s1", "r_nope"); !errors.Is(err, ErrNotFound) {
@@ -126,10 +127,10 @@ func TestLoadRefusesOtherFigures(t *testing.T) {
 	ctx := context.Background()
 	// The same figures again, or figures Redis has run ahead of: fine.
 	// The epoch given first stays.
-	if epoch, err := s.Load(ctx, "s1", "e2", map[string]Counts{"a": {Total: 5, Available: 5}}); err != nil || epoch != "e1" {
+	if epoch, err := s.Load(ctx, "s1", "e2", map[string]intent.Stock{"a": {Total: 5, Available: 5}}); err != nil || epoch != "e1" {
 		t.Errorf("Load(same figures) = %q, %v, want e1, nil", epoch, err)
 	}
-	if _, err := s.Load(ctx, "s1", "e2", map[string]Counts{"a": {Total: 6, Available: 6}}); !errors.Is(err, ErrStockMismatch) {
+	if _, err := s.Load(ctx, "s1", "e2", map[string]intent.Stock{"a": {Total: 6, Available: 6}}); !errors.Is(err, ErrStockMismatch) {
 		t.Errorf("Load(other total) = %v, want ErrStockMismatch", err)
 	}
 }
@@ -194,7 +195,7 @@ func TestReleaseDueOnce(t *testing.T) {
 		t.Errorf("released by 4 concurrent sweepers = %d, want 15", total)
 	}
 	inv, _ := s.Inventory(ctx, "s1", []string{"a"})
-	if inv["a"] != (Counts{Total: 20, Available: 15, Held: 5}) {
+	if inv["a"] != (intent.Stock{Total: 20, Available: 15, Held: 5}) {
 		t.Errorf("Inventory(a) = %+v, want 15 available, 5 held", inv["a"])
 	}
 }

@@ -14,12 +14,17 @@ package checkout
 //	<prefix>{s:<sale>}:meta                 hash    epoch (written by load and rebuild, recorded in
 //	                                                Postgres), seq (reserves granted in the epoch)
 //	<prefix>{s:<sale>}:holds                zset    reservation id scored by expiry (unix ms)
-//	<prefix>{s:<sale>}:intents              stream  intents for the order writer (see package intent)
+//	<prefix>{s:<sale>}:intents              stream  intents for the order writer (fields: intent.Field*)
 //	<prefix>{s:<sale>}:rebuilding           string  set while the sale is rebuilt from Postgres
 //	<prefix>{s:<sale>}:writer               string  the order writer holding the stream's lease
 //
 // Sale and SKU ids are validated to a safe alphabet before they reach here;
 // account ids and idempotency keys are opaque and only ever follow the tag.
+//
+// The hashes' field names the Go code reads and writes are the constants
+// below; the Lua scripts spell the same names. The intents stream's field
+// names are package intent's Field constants: intent.Parse reads them, and
+// intent cannot import this package.
 type Keys struct {
 	prefix string
 }
@@ -58,3 +63,42 @@ func (k Keys) Meta(sale string) string { return k.sale(sale) + "meta" }
 
 // WriterLease names the order writer that alone reads the intents stream.
 func (k Keys) WriterLease(sale string) string { return k.sale(sale) + "writer" }
+
+// Fields of a reservation hash (Keys.Reservation).
+const (
+	resAccount   = "account"
+	resSKU       = "sku"
+	resStatus    = "status" // an intent.Status
+	resExpiresMs = "expires_ms"
+	resCreatedMs = "created_ms"
+	resIdem      = "idem"     // the reserve's idempotency key
+	resJTI       = "jti"      // the admission token the reserve burned
+	resEpoch     = "epoch"    // the epoch the reserve was numbered in
+	resSeq       = "seq"      // its number in that epoch
+	resOrder     = "order"    // the order, once a payment has started
+	resExtended  = "extended" // "1" once the payment grace was given
+)
+
+// Fields of an account hash (Keys.Account).
+const (
+	acctRes   = "res"   // the account's live reservation
+	acctState = "state" // its status: held or paid
+	// acctTokenPrefix and acctIdemPrefix start the fields that map a burned
+	// admission token (by jti) or an idempotency key to its reservation.
+	acctTokenPrefix = "t:"
+	acctIdemPrefix  = "i:"
+)
+
+// Fields of an inventory hash (Keys.Inventory): an intent.Stock.
+const (
+	invTotal     = "total"
+	invAvailable = "available"
+	invHeld      = "held"
+	invSold      = "sold"
+)
+
+// Fields of a sale's meta hash (Keys.Meta).
+const (
+	metaEpoch = "epoch" // the sale's epoch in this Redis
+	metaSeq   = "seq"   // reserves granted in it
+)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/origin/internal/intent"
 )
 
 var (
@@ -30,7 +32,7 @@ type Extension struct {
 	// Status is the reservation's status when it is not held: paid,
 	// expired (also when due but not yet swept), cancelled, or "" when
 	// Redis does not know the reservation.
-	Status string
+	Status intent.Status
 }
 
 // ExtendForPayment ties a live hold to its order and, the first time only,
@@ -50,12 +52,14 @@ func (s *Store) ExtendForPayment(ctx context.Context, sale string, h Hold, order
 	expires, _ := v[1].(int64)
 	status, _ := v[2].(string)
 	switch code {
-	case -1:
+	case codeRebuilding:
 		return Extension{}, fmt.Errorf("extend hold %s: sale %s: %w", h.ID, sale, ErrRebuildInProgress)
-	case 0:
-		return Extension{Status: status}, nil
+	case extendNotHeld:
+		return Extension{Status: intent.Status(status)}, nil
+	case extendNow, extendBefore:
+		return Extension{Held: true, ExpiresAt: time.UnixMilli(expires).UTC(), Status: intent.Held}, nil
 	}
-	return Extension{Held: true, ExpiresAt: time.UnixMilli(expires).UTC(), Status: "held"}, nil
+	return Extension{}, fmt.Errorf("extend hold %s: unexpected reply %v", h.ID, v)
 }
 
 // PayOutcome is what a successful payment did to its hold.
@@ -82,15 +86,15 @@ func (s *Store) Pay(ctx context.Context, sale string, h Hold, orderID string) (P
 		return 0, fmt.Errorf("pay hold %s: %w", h.ID, err)
 	}
 	switch n {
-	case 1:
+	case payNow:
 		return PaidNow, nil
-	case 2:
+	case payBefore:
 		return PaidBefore, nil
-	case 0:
+	case payNotHeld:
 		return HoldGone, nil
-	case -1:
+	case codeRebuilding:
 		return 0, fmt.Errorf("pay hold %s: sale %s: %w", h.ID, sale, ErrRebuildInProgress)
-	case -2:
+	case payUnknown:
 		return HoldUnknown, nil
 	}
 	return 0, fmt.Errorf("pay hold %s: unexpected reply %d", h.ID, n)
@@ -104,10 +108,10 @@ func (s *Store) PaymentFailed(ctx context.Context, sale string, h Hold) (bool, e
 	if err != nil {
 		return false, fmt.Errorf("release hold %s after a failed payment: %w", h.ID, err)
 	}
-	if n == -1 {
+	if n == codeRebuilding {
 		return false, fmt.Errorf("release hold %s after a failed payment: sale %s: %w", h.ID, sale, ErrRebuildInProgress)
 	}
-	return n == 1, nil
+	return n == payFailReleased, nil
 }
 
 func (s *Store) paymentKeys(sale string, h Hold) []string {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/origin/internal/intent"
 )
 
 // ErrRebuildInProgress: another rebuild of the sale holds the flag.
@@ -62,8 +64,8 @@ type Burned struct {
 // sale starts the given epoch with its sequence at zero. Run it between
 // BeginRebuild and EndRebuild, after the intents have drained, so no write
 // of Redis is lost by it.
-func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[string]Counts, live []Reservation,
-	settled map[string]string, burned []Burned) error {
+func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[string]intent.Stock, live []intent.Reservation,
+	settled map[string]intent.Status, burned []Burned) error {
 	var accounts []string
 	iter := s.rdb.Scan(ctx, 0, s.keys.AccountPattern(sale), 1000).Iterator()
 	for iter.Next(ctx) {
@@ -81,7 +83,7 @@ func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[strin
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, b := range burned[:n] {
 				acct := s.keys.Account(sale, b.Account)
-				p.HSet(ctx, acct, "t:"+b.TokenID, b.ReservationID, "i:"+b.IdempotencyKey, b.ReservationID)
+				p.HSet(ctx, acct, acctTokenPrefix+b.TokenID, b.ReservationID, acctIdemPrefix+b.IdempotencyKey, b.ReservationID)
 				p.PExpire(ctx, acct, ttl)
 			}
 			return nil
@@ -95,41 +97,41 @@ func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[strin
 		for sku, c := range stock {
 			key := s.keys.Inventory(sale, sku)
 			p.Del(ctx, key)
-			p.HSet(ctx, key, "total", c.Total, "available", c.Available, "held", c.Held, "sold", c.Sold)
+			p.HSet(ctx, key, invTotal, c.Total, invAvailable, c.Available, invHeld, c.Held, invSold, c.Sold)
 		}
 		p.Del(ctx, s.keys.Holds(sale))
 		// Accounts lose their live reservation (put back below from
 		// Postgres) but keep their burned tokens and idempotency keys.
 		for _, acct := range accounts {
-			p.HDel(ctx, acct, "res", "state")
+			p.HDel(ctx, acct, acctRes, acctState)
 		}
 		for _, r := range live {
 			res := s.keys.Reservation(sale, r.ID)
-			p.HSet(ctx, res, "account", r.Account, "sku", r.SKU, "status", r.Status,
-				"expires_ms", r.ExpiresAt.UnixMilli(), "created_ms", r.CreatedAt.UnixMilli(), "idem", r.IdempotencyKey)
+			p.HSet(ctx, res, resAccount, r.Account, resSKU, r.SKU, resStatus, string(r.Status),
+				resExpiresMs, r.ExpiresAt.UnixMilli(), resCreatedMs, r.CreatedAt.UnixMilli(), resIdem, r.IdempotencyKey)
 			// Its numbering was in an epoch now gone; Postgres has it.
-			p.HDel(ctx, res, "epoch", "seq")
+			p.HDel(ctx, res, resEpoch, resSeq)
 			if r.OrderID != "" {
 				// Its payment has started: the grace was given (ExpiresAt
 				// includes it) and must not be given again.
-				p.HSet(ctx, res, "order", r.OrderID, "extended", "1")
+				p.HSet(ctx, res, resOrder, r.OrderID, resExtended, "1")
 			}
 			p.PExpire(ctx, res, ttl)
-			if r.Status == "held" {
+			if r.Status == intent.Held {
 				p.ZAdd(ctx, s.keys.Holds(sale), redis.Z{Score: float64(r.ExpiresAt.UnixMilli()), Member: r.ID})
 			}
 			acct := s.keys.Account(sale, r.Account)
-			p.HSet(ctx, acct, "res", r.ID, "state", r.Status)
+			p.HSet(ctx, acct, acctRes, r.ID, acctState, string(r.Status))
 			p.PExpire(ctx, acct, ttl)
 		}
 		meta := s.keys.Meta(sale)
 		p.Del(ctx, meta)
-		p.HSet(ctx, meta, "epoch", epoch, "seq", 0)
+		p.HSet(ctx, meta, metaEpoch, epoch, metaSeq, 0)
 		for id, status := range settled {
 			// Only ids found in the hold index come here, so the hash
 			// exists; its other fields stay as they are.
 			res := s.keys.Reservation(sale, id)
-			p.HSet(ctx, res, "status", status)
+			p.HSet(ctx, res, resStatus, string(status))
 			p.PExpire(ctx, res, ttl)
 		}
 		return nil

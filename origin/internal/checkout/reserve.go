@@ -16,23 +16,25 @@ import (
 	"github.com/flashgate/flashgate/origin/internal/intent"
 )
 
-// Outcome is what a reserve came to.
+// Outcome is what a reserve came to. Its values are the reserve script's
+// codes, but for Rebuilding, which the script answers as codeRebuilding.
 type Outcome int
 
 const (
 	// Created: a unit is now held for the account.
-	Created Outcome = 1
+	Created Outcome = reserveCreated
 	// Existing: the same token or idempotency key was seen before, or the
 	// account already holds a unit; ReservationID names that reservation.
-	Existing Outcome = 2
+	Existing Outcome = reserveExisting
 	// LimitReached: the account already bought its unit.
-	LimitReached Outcome = 3
+	LimitReached Outcome = reserveLimitReached
 	// UnknownSKU: the SKU is not part of the sale (or not loaded).
-	UnknownSKU Outcome = 4
+	UnknownSKU Outcome = reserveUnknownSKU
 	// SoldOut: no unit is available.
-	SoldOut Outcome = 5
+	SoldOut Outcome = reserveSoldOut
 	// Rebuilding: the sale's Redis state is being rebuilt from Postgres;
-	// nothing was taken, and the caller should try again shortly.
+	// nothing was taken, and the caller should try again shortly. (The
+	// script answers codeRebuilding; 6 keeps the outcomes one to six.)
 	Rebuilding Outcome = 6
 )
 
@@ -446,7 +448,7 @@ func (s *Store) grants(ctx context.Context, calls []*reserveCall) ([]intent.Gran
 	cmds := make([]*redis.SliceCmd, len(calls))
 	for i, c := range calls {
 		cmds[i] = pipe.HMGet(ctx, s.keys.Reservation(c.req.Sale, c.res.ReservationID),
-			"account", "sku", "idem", "jti", "epoch", "seq", "expires_ms", "created_ms")
+			resAccount, resSKU, resIdem, resJTI, resEpoch, resSeq, resExpiresMs, resCreatedMs)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("read repeated reservations: %w", err)
@@ -511,8 +513,8 @@ func reserveResult(cmd *redis.Cmd) (ReserveResult, intent.Grant, error) {
 	expires, _ := v[2].(int64)
 	res := ReserveResult{Outcome: Outcome(code), ReservationID: id}
 	var g intent.Grant
-	switch res.Outcome {
-	case Created:
+	switch code {
+	case reserveCreated:
 		if len(v) != 6 {
 			return ReserveResult{}, intent.Grant{}, fmt.Errorf("reserve script returned %d values for a created hold, want 6", len(v))
 		}
@@ -521,7 +523,9 @@ func reserveResult(cmd *redis.Cmd) (ReserveResult, intent.Grant, error) {
 		g.Epoch, _ = v[4].(string)
 		created, _ := v[5].(int64)
 		g.ExpiresAt, g.CreatedAt = res.ExpiresAt, time.UnixMilli(created).UTC()
-	case Existing, LimitReached, UnknownSKU, SoldOut, Rebuilding:
+	case reserveExisting, reserveLimitReached, reserveUnknownSKU, reserveSoldOut:
+	case codeRebuilding:
+		res.Outcome = Rebuilding
 	default:
 		return ReserveResult{}, intent.Grant{}, fmt.Errorf("reserve script returned unknown code %d", code)
 	}

@@ -15,11 +15,12 @@
 -- ARGV[6] hold ttl (ms)       ARGV[7] retention of per-shopper keys (ms)
 --
 -- Returns {code, reservation id, expires (unix ms)}, and for code 1 also
--- {..., seq, epoch, created (unix ms)}:
+-- {..., seq, epoch, created (unix ms)}; codes.go names the codes:
 --   1 created; 2 existing (same token, same idempotency key, or the account's
 --   live hold); 3 limit reached (the account already bought); 4 unknown sku;
---   5 sold out; 6 rebuilding (try again shortly; also when the sale has no
+--   5 sold out; -1 rebuilding (try again shortly; also when the sale has no
 --   epoch: this Redis lost the sale's state and must not grant from it).
+--   -1 means "rebuilding" in every script that checks the flag.
 --
 -- The created hold is numbered: seq counts the reserves granted in this
 -- epoch, and the origin journals (epoch, seq) in Postgres before it answers,
@@ -29,9 +30,9 @@ local holds, intents, rebuilding, meta = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, acct, sku, idem, jti = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local ttl_ms, retention_ms = ARGV[6], ARGV[7]
 
-if redis.call('EXISTS', rebuilding) == 1 then return {6, '', 0} end
+if redis.call('EXISTS', rebuilding) == 1 then return {-1, '', 0} end
 local epoch = redis.call('HGET', meta, 'epoch')
-if not epoch then return {6, '', 0} end
+if not epoch then return {-1, '', 0} end
 local token_field, idem_field = 't:' .. jti, 'i:' .. idem
 local a = redis.call('HMGET', account, token_field, idem_field, 'res', 'state')
 if a[1] then return {2, a[1], 0} end

@@ -149,12 +149,12 @@ type Lease int
 
 const (
 	// LeaseHeldByOther: another writer reads the stream.
-	LeaseHeldByOther Lease = 0
+	LeaseHeldByOther Lease = leaseHeldByOther
 	// LeaseRenewed: the caller already held the lease.
-	LeaseRenewed Lease = 1
+	LeaseRenewed Lease = leaseRenewed
 	// LeaseTaken: the lease was free and is now the caller's; whatever
 	// another writer left unacknowledged is the caller's to apply first.
-	LeaseTaken Lease = 2
+	LeaseTaken Lease = leaseTaken
 )
 
 // Lease takes or renews the lease on a sale's intents stream for consumer,

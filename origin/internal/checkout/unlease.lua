@@ -5,9 +5,12 @@
 -- KEYS[1] the key
 -- ARGV[1] the caller's value
 --
--- Returns 1 given up, 0 not held by the caller.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
+-- Returns (codes.go names them) 1 given up, 0 not held by the caller.
+local key = KEYS[1]
+local value = ARGV[1]
+
+if redis.call('GET', key) == value then
+  redis.call('DEL', key)
   return 1
 end
 return 0

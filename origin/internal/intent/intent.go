@@ -5,6 +5,10 @@
 // the same atomic step as the change itself; the order writer reads them back
 // and applies them to the ledger. An intent carries every field the ledger
 // needs, so intents of one reservation may be applied in any order.
+//
+// The package also holds the vocabulary both sides share: a reservation's
+// Status, the Reservation itself and a SKU's Stock (reservation.go), and the
+// stream's field names.
 package intent
 
 import (
@@ -53,8 +57,19 @@ type Intent struct {
 	At             time.Time // when the change happened, by Redis TIME
 }
 
-// Parse turns a stream entry's fields into an Intent. The field names are
-// the ones the Lua scripts write.
+// The fields of an intents stream entry, as the Lua scripts of package
+// checkout write them (XADD ... kind <kind> res <id> ...).
+const (
+	FieldKind        = "kind"
+	FieldReservation = "res"
+	FieldAccount     = "account"
+	FieldSKU         = "sku"
+	FieldIdempotency = "idem"
+	FieldExpiresMs   = "expires_ms" // the hold's expiry as of the intent (unix ms)
+	FieldAtMs        = "at_ms"      // when the change happened, by Redis TIME (unix ms)
+)
+
+// Parse turns a stream entry's fields into an Intent.
 func Parse(id string, values map[string]any) (Intent, error) {
 	str := func(name string) string {
 		s, _ := values[name].(string)
@@ -69,11 +84,11 @@ func Parse(id string, values map[string]any) (Intent, error) {
 	}
 	in := Intent{
 		ID:             id,
-		Kind:           Kind(str("kind")),
-		ReservationID:  str("res"),
-		Account:        str("account"),
-		SKU:            str("sku"),
-		IdempotencyKey: str("idem"),
+		Kind:           Kind(str(FieldKind)),
+		ReservationID:  str(FieldReservation),
+		Account:        str(FieldAccount),
+		SKU:            str(FieldSKU),
+		IdempotencyKey: str(FieldIdempotency),
 	}
 	switch in.Kind {
 	case Reserve, Expire, Cancel, Pay:
@@ -84,10 +99,10 @@ func Parse(id string, values map[string]any) (Intent, error) {
 		return Intent{}, fmt.Errorf("intent %s: missing reservation, account or sku", id)
 	}
 	var err error
-	if in.ExpiresAt, err = ms("expires_ms"); err != nil {
+	if in.ExpiresAt, err = ms(FieldExpiresMs); err != nil {
 		return Intent{}, err
 	}
-	if in.At, err = ms("at_ms"); err != nil {
+	if in.At, err = ms(FieldAtMs); err != nil {
 		return Intent{}, err
 	}
 	return in, nil

@@ -82,11 +82,11 @@ func (s *Store) Apply(ctx context.Context, sale string, batch []intent.Intent) (
 		// or a cancel frees may be taken again by a later reserve of the
 		// same batch. (A release whose own reserve is in the batch is then
 		// applied "before" it, which the ledger already takes in any order.)
-		if err := applyReleases(ctx, tx, sale, expires, "expired", nil); err != nil {
+		if err := applyReleases(ctx, tx, sale, expires, intent.Expired, nil); err != nil {
 			return err
 		}
 		paymentFailed := "payment_failed"
-		if err := applyReleases(ctx, tx, sale, cancels, "cancelled", &paymentFailed); err != nil {
+		if err := applyReleases(ctx, tx, sale, cancels, intent.Cancelled, &paymentFailed); err != nil {
 			return err
 		}
 		refused, err := applyReserves(ctx, tx, sale, reserves)
@@ -184,7 +184,7 @@ func applyReserves(ctx context.Context, tx pgx.Tx, sale string, reserves []inten
 		return nil, nil
 	}
 	r := rowsOf(reserves)
-	rows, err := tx.Query(ctx, insertReservations, sale, "held", r.ids, r.skus, r.accounts, r.idems, r.expires, r.created, nil)
+	rows, err := tx.Query(ctx, insertReservations, sale, intent.Held, r.ids, r.skus, r.accounts, r.idems, r.expires, r.created, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +236,7 @@ func applyReserves(ctx context.Context, tx pgx.Tx, sale string, reserves []inten
 	}
 	if len(accountRefused) > 0 {
 		a := rowsOf(accountRefused)
-		if _, err := tx.Exec(ctx, insertReservations, sale, "cancelled", a.ids, a.skus, a.accounts, a.idems, a.expires, a.created, "account_has_live"); err != nil {
+		if _, err := tx.Exec(ctx, insertReservations, sale, intent.Cancelled, a.ids, a.skus, a.accounts, a.idems, a.expires, a.created, "account_has_live"); err != nil {
 			return nil, err
 		}
 	}
@@ -295,7 +295,7 @@ func takeStock(ctx context.Context, tx pgx.Tx, sale, sku string, n int) (int, er
 // status (expired, or cancelled with reason), and their unpaid orders are
 // cancelled. A missing row (the reserve has not been applied yet) is
 // recorded released, so its reserve will change nothing.
-func applyReleases(ctx context.Context, tx pgx.Tx, sale string, releases []intent.Intent, status string, reason *string) error {
+func applyReleases(ctx context.Context, tx pgx.Tx, sale string, releases []intent.Intent, status intent.Status, reason *string) error {
 	if len(releases) == 0 {
 		return nil
 	}

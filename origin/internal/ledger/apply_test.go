@@ -66,7 +66,7 @@ func apply(t *testing.T, s *Store, batch ...intent.Intent) Applied {
 	return got
 }
 
-func wantStock(t *testing.T, s *Store, sku string, want Stock) {
+func wantStock(t *testing.T, s *Store, sku string, want intent.Stock) {
 	t.Helper()
 	inv, err := s.Inventory(context.Background(), "s1")
 	if err != nil {
@@ -77,7 +77,7 @@ func wantStock(t *testing.T, s *Store, sku string, want Stock) {
 	}
 }
 
-func wantStatus(t *testing.T, s *Store, res, want string) {
+func wantStatus(t *testing.T, s *Store, res string, want intent.Status) {
 	t.Helper()
 	r, err := s.Reservation(context.Background(), res)
 	if err != nil {
@@ -103,15 +103,15 @@ func TestApplyReserveAndExpire(t *testing.T) {
 	if got.New != 3 || got.Duplicates != 0 || len(got.Refused) != 0 {
 		t.Errorf("Apply(3 reserves) = %+v, want 3 new", got)
 	}
-	wantStock(t, s, "a", Stock{Total: 10, Available: 8, Held: 2})
-	wantStock(t, s, "b", Stock{Total: 10, Available: 9, Held: 1})
+	wantStock(t, s, "a", intent.Stock{Total: 10, Available: 8, Held: 2})
+	wantStock(t, s, "b", intent.Stock{Total: 10, Available: 9, Held: 1})
 	got = apply(t, s, expire(4, "r1", "u1", "a"))
 	if got.New != 1 {
 		t.Errorf("Apply(expire) = %+v, want 1 new", got)
 	}
-	wantStock(t, s, "a", Stock{Total: 10, Available: 9, Held: 1})
-	wantStatus(t, s, "r1", "expired")
-	wantStatus(t, s, "r2", "held")
+	wantStock(t, s, "a", intent.Stock{Total: 10, Available: 9, Held: 1})
+	wantStatus(t, s, "r1", intent.Expired)
+	wantStatus(t, s, "r2", intent.Held)
 }
 
 // Intents of one reservation may arrive in any order: an expire applied
@@ -123,20 +123,20 @@ func TestApplyExpireBeforeReserve(t *testing.T) {
 	if got.New != 1 || len(got.Refused) != 0 {
 		t.Errorf("Apply(expire first) = %+v, want 1 new", got)
 	}
-	wantStock(t, s, "a", Stock{Total: 3, Available: 3})
-	wantStatus(t, s, "r1", "expired")
+	wantStock(t, s, "a", intent.Stock{Total: 3, Available: 3})
+	wantStatus(t, s, "r1", intent.Expired)
 
 	got = apply(t, s, reserve(1, "r1", "u1", "a"))
 	if got.New != 1 || len(got.Refused) != 0 {
 		t.Errorf("Apply(its reserve later) = %+v, want 1 new, nothing refused", got)
 	}
-	wantStock(t, s, "a", Stock{Total: 3, Available: 3})
-	wantStatus(t, s, "r1", "expired")
+	wantStock(t, s, "a", intent.Stock{Total: 3, Available: 3})
+	wantStatus(t, s, "r1", intent.Expired)
 
 	// The same account may hold again afterwards.
 	apply(t, s, reserve(3, "r2", "u1", "a"))
-	wantStock(t, s, "a", Stock{Total: 3, Available: 2, Held: 1})
-	wantStatus(t, s, "r2", "held")
+	wantStock(t, s, "a", intent.Stock{Total: 3, Available: 2, Held: 1})
+	wantStatus(t, s, "r2", intent.Held)
 }
 
 // A reserve and its expire in one batch cancel out.
@@ -147,8 +147,8 @@ func TestApplyReserveAndExpireInOneBatch(t *testing.T) {
 	if got.New != 2 || len(got.Refused) != 0 {
 		t.Errorf("Apply(reserve, expire) = %+v, want 2 new, nothing refused", got)
 	}
-	wantStock(t, s, "a", Stock{Total: 1, Available: 1})
-	wantStatus(t, s, "r1", "expired")
+	wantStock(t, s, "a", intent.Stock{Total: 1, Available: 1})
+	wantStatus(t, s, "r1", intent.Expired)
 }
 
 // An account whose hold expired may hold again, and the intents of both
@@ -161,9 +161,9 @@ func TestApplyExpireThenNewHoldOfSameAccountInOneBatch(t *testing.T) {
 	if len(got.Refused) != 0 {
 		t.Errorf("Apply(expire r1, reserve r2 of the same account) refused %v, want nothing refused", refusals(got))
 	}
-	wantStatus(t, s, "r1", "expired")
-	wantStatus(t, s, "r2", "held")
-	wantStock(t, s, "a", Stock{Total: 5, Available: 4, Held: 1})
+	wantStatus(t, s, "r1", intent.Expired)
+	wantStatus(t, s, "r2", intent.Held)
+	wantStock(t, s, "a", intent.Stock{Total: 5, Available: 4, Held: 1})
 }
 
 // A unit returned by an expire may be taken by a reserve later in the same
@@ -176,9 +176,9 @@ func TestApplyExpireFreesTheUnitAReserveInTheSameBatchTakes(t *testing.T) {
 	if len(got.Refused) != 0 {
 		t.Errorf("Apply(expire r1, reserve r2 of the freed unit) refused %v, want nothing refused", refusals(got))
 	}
-	wantStatus(t, s, "r1", "expired")
-	wantStatus(t, s, "r2", "held")
-	wantStock(t, s, "a", Stock{Total: 1, Held: 1})
+	wantStatus(t, s, "r1", intent.Expired)
+	wantStatus(t, s, "r2", intent.Held)
+	wantStock(t, s, "a", intent.Stock{Total: 1, Held: 1})
 }
 
 // Postgres has the last word: a batch with more reserves than stock takes
@@ -197,13 +197,13 @@ func TestApplyRefusesReservesBeyondStock(t *testing.T) {
 	if got.New != len(batch) {
 		t.Errorf("Apply().New = %d, want %d", got.New, len(batch))
 	}
-	wantStock(t, s, "a", Stock{Total: 3, Held: 3})
-	wantStock(t, s, "b", Stock{Total: 1, Held: 1})
+	wantStock(t, s, "a", intent.Stock{Total: 3, Held: 3})
+	wantStock(t, s, "b", intent.Stock{Total: 1, Held: 1})
 	for _, id := range []string{"r1", "r2", "r4"} {
-		wantStatus(t, s, id, "held")
+		wantStatus(t, s, id, intent.Held)
 	}
 	for _, id := range []string{"r5", "r6"} {
-		wantStatus(t, s, id, "cancelled")
+		wantStatus(t, s, id, intent.Cancelled)
 	}
 	var reason string
 	if err := s.pool.QueryRow(context.Background(), `SELECT cancel_reason FROM reservations WHERE reservation_id = 'r6'`).Scan(&reason); err != nil || reason != "no_stock" {
@@ -215,7 +215,7 @@ func TestApplyRefusesReservesBeyondStock(t *testing.T) {
 	if !refusals(got)["r7"] {
 		t.Errorf("Apply(reserve when sold out) refused %v, want r7 NoStock", refusals(got))
 	}
-	wantStock(t, s, "a", Stock{Total: 3, Held: 3})
+	wantStock(t, s, "a", intent.Stock{Total: 3, Held: 3})
 }
 
 // A second live reservation of one account is refused, not as NoStock: its
@@ -227,10 +227,10 @@ func TestApplyRefusesSecondLiveReservationOfAnAccount(t *testing.T) {
 	if r := refusals(got); len(r) != 1 || r["r2"] {
 		t.Errorf("Apply(two holds of one account) refused %v, want r2 (not NoStock)", r)
 	}
-	wantStatus(t, s, "r1", "held")
-	wantStatus(t, s, "r2", "cancelled")
-	wantStock(t, s, "a", Stock{Total: 5, Available: 4, Held: 1})
-	wantStock(t, s, "b", Stock{Total: 5, Available: 5})
+	wantStatus(t, s, "r1", intent.Held)
+	wantStatus(t, s, "r2", intent.Cancelled)
+	wantStock(t, s, "a", intent.Stock{Total: 5, Available: 4, Held: 1})
+	wantStock(t, s, "b", intent.Stock{Total: 5, Available: 5})
 }
 
 // Applying the same batch again changes nothing, and reports again what was
@@ -301,7 +301,7 @@ func TestApplyConcurrentSameBatch(t *testing.T) {
 	if total != len(batch) {
 		t.Errorf("sum of Apply().New over 4 concurrent calls = %d, want %d", total, len(batch))
 	}
-	wantStock(t, s, "a", Stock{Total: 50, Available: 10, Held: 40})
+	wantStock(t, s, "a", intent.Stock{Total: 50, Available: 10, Held: 40})
 }
 
 // The schema itself refuses an inventory row that breaks the invariant.
@@ -320,7 +320,7 @@ func TestInventoryCheckConstraint(t *testing.T) {
 			t.Errorf("%s = %v, want a check violation (23514)", q, err)
 		}
 	}
-	wantStock(t, s, "a", Stock{Total: 1, Available: 1})
+	wantStock(t, s, "a", intent.Stock{Total: 1, Available: 1})
 }
 
 // An intent is known by what it does as well as by its stream id: the same
@@ -334,6 +334,6 @@ func TestApplySameIntentUnderAnotherID(t *testing.T) {
 	if again.New != 1 || again.Duplicates != 2 {
 		t.Errorf("Apply(reserve again, expire twice) = New %d, Duplicates %d; want 1 and 2", again.New, again.Duplicates)
 	}
-	wantStock(t, s, "a", Stock{Total: 2, Available: 2})
-	wantStatus(t, s, "r1", "expired")
+	wantStock(t, s, "a", intent.Stock{Total: 2, Available: 2})
+	wantStatus(t, s, "r1", intent.Expired)
 }

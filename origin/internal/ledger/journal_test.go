@@ -71,9 +71,9 @@ func TestReplayRestoresRunOutHoldsAsExpired(t *testing.T) {
 	if err != nil || len(restored) != 2 || len(refused) != 0 {
 		t.Fatalf("Replay = %d restored, %d refused, %v; want 2 and 0", len(restored), len(refused), err)
 	}
-	wantStatus(t, s, "r-old", "expired")
-	wantStatus(t, s, "r-live", "held")
-	wantStock(t, s, "a", Stock{Total: 1, Held: 1})
+	wantStatus(t, s, "r-old", intent.Expired)
+	wantStatus(t, s, "r-live", intent.Held)
+	wantStock(t, s, "a", intent.Stock{Total: 1, Held: 1})
 	// Nothing left to replay.
 	if restored, refused, err := s.Replay(ctx, "s1", now); err != nil || len(restored)+len(refused) != 0 {
 		t.Fatalf("Replay(again) = %d, %d, %v; want nothing", len(restored), len(refused), err)

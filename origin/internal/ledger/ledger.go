@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flashgate/flashgate/origin/internal/intent"
 )
 
 // Errors callers branch on.
@@ -46,14 +48,6 @@ type SKU struct {
 	PriceMinor int64
 	Currency   string
 	Stock      int
-}
-
-// Stock is one SKU's inventory row.
-type Stock struct {
-	Total     int64
-	Available int64
-	Held      int64
-	Sold      int64
 }
 
 // CreateSale writes a sale, its SKUs and their inventory. Creating the same
@@ -187,16 +181,16 @@ func (s *Store) sales(ctx context.Context, query string, args ...any) ([]Sale, e
 }
 
 // Inventory reads the inventory rows of a sale by SKU.
-func (s *Store) Inventory(ctx context.Context, sale string) (map[string]Stock, error) {
+func (s *Store) Inventory(ctx context.Context, sale string) (map[string]intent.Stock, error) {
 	rows, err := s.pool.Query(ctx, `SELECT sku, total, available, held, sold FROM inventory WHERE sale_id = $1`, sale)
 	if err != nil {
 		return nil, fmt.Errorf("read inventory of sale %s: %w", sale, err)
 	}
 	defer rows.Close()
-	out := map[string]Stock{}
+	out := map[string]intent.Stock{}
 	for rows.Next() {
 		var sku string
-		var st Stock
+		var st intent.Stock
 		if err := rows.Scan(&sku, &st.Total, &st.Available, &st.Held, &st.Sold); err != nil {
 			return nil, fmt.Errorf("read inventory of sale %s: %w", sale, err)
 		}
@@ -208,31 +202,18 @@ func (s *Store) Inventory(ctx context.Context, sale string) (map[string]Stock, e
 	return out, nil
 }
 
-// Reservation is a reservation row.
-type Reservation struct {
-	ID             string
-	Sale           string
-	SKU            string
-	Account        string
-	Status         string
-	IdempotencyKey string
-	ExpiresAt      time.Time
-	CreatedAt      time.Time
-	OrderID        string // its order, if one was made (read by Reservation and LiveReservations)
-}
-
 // Reservation reads one reservation row, with its order's id, or ErrNotFound.
-func (s *Store) Reservation(ctx context.Context, id string) (Reservation, error) {
-	var r Reservation
+func (s *Store) Reservation(ctx context.Context, id string) (intent.Reservation, error) {
+	var r intent.Reservation
 	err := s.pool.QueryRow(ctx, `SELECT r.reservation_id, r.sale_id, r.sku, r.account_id, r.status, r.idempotency_key,
 		r.expires_at, r.created_at, coalesce(o.order_id, '')
 		FROM reservations r LEFT JOIN orders o USING (reservation_id) WHERE r.reservation_id = $1`, id).
 		Scan(&r.ID, &r.Sale, &r.SKU, &r.Account, &r.Status, &r.IdempotencyKey, &r.ExpiresAt, &r.CreatedAt, &r.OrderID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Reservation{}, fmt.Errorf("reservation %s: %w", id, ErrNotFound)
+		return intent.Reservation{}, fmt.Errorf("reservation %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return Reservation{}, fmt.Errorf("read reservation %s: %w", id, err)
+		return intent.Reservation{}, fmt.Errorf("read reservation %s: %w", id, err)
 	}
 	r.ExpiresAt, r.CreatedAt = r.ExpiresAt.UTC(), r.CreatedAt.UTC()
 	return r, nil
@@ -260,7 +241,7 @@ func (s *Store) AppliedAmong(ctx context.Context, sale string, ids []string) (ma
 
 // LiveReservations reads a sale's held and paid reservations, each with its
 // order's id and, once its payment started, the expiry the grace gave it.
-func (s *Store) LiveReservations(ctx context.Context, sale string) ([]Reservation, error) {
+func (s *Store) LiveReservations(ctx context.Context, sale string) ([]intent.Reservation, error) {
 	rows, err := s.pool.Query(ctx, `SELECT r.reservation_id, r.sale_id, r.sku, r.account_id, r.status, r.idempotency_key,
 		greatest(r.expires_at, o.hold_until), r.created_at, coalesce(o.order_id, '')
 		FROM reservations r LEFT JOIN orders o USING (reservation_id)
@@ -268,8 +249,8 @@ func (s *Store) LiveReservations(ctx context.Context, sale string) ([]Reservatio
 	if err != nil {
 		return nil, fmt.Errorf("read live reservations of sale %s: %w", sale, err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Reservation, error) {
-		var r Reservation
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (intent.Reservation, error) {
+		var r intent.Reservation
 		err := row.Scan(&r.ID, &r.Sale, &r.SKU, &r.Account, &r.Status, &r.IdempotencyKey, &r.ExpiresAt, &r.CreatedAt, &r.OrderID)
 		return r, err
 	})
@@ -280,8 +261,8 @@ func (s *Store) LiveReservations(ctx context.Context, sale string) ([]Reservatio
 }
 
 // Statuses returns the status of each reservation id that has a row.
-func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]string, error) {
-	out := map[string]string{}
+func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]intent.Status, error) {
+	out := map[string]intent.Status{}
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -289,7 +270,8 @@ func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]string, 
 	if err != nil {
 		return nil, fmt.Errorf("read reservation statuses: %w", err)
 	}
-	var id, status string
+	var id string
+	var status intent.Status
 	if _, err := pgx.ForEachRow(rows, []any{&id, &status}, func() error {
 		out[id] = status
 		return nil

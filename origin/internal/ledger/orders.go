@@ -131,16 +131,16 @@ func (s *Store) SetOrderIntent(ctx context.Context, orderID, intentID, payURL st
 // Redis lose its intents, to SettlePaid). It reports false when Postgres
 // has no unit for the order: the reservation expired or was cancelled here.
 func markPaid(ctx context.Context, tx pgx.Tx, o Order) (bool, error) {
-	var status string
+	var status intent.Status
 	err := tx.QueryRow(ctx, `SELECT status FROM reservations WHERE reservation_id = $1 FOR UPDATE`, o.ReservationID).Scan(&status)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return true, nil
 	case err != nil:
 		return false, err
-	case status == "paid":
+	case status == intent.Paid:
 		return true, nil
-	case status != "held":
+	case status != intent.Held:
 		return false, nil
 	}
 	_, err = tx.Exec(ctx, `UPDATE reservations SET status = 'paid', updated_at = now() WHERE reservation_id = $1`, o.ReservationID)

@@ -46,20 +46,20 @@ func TestApplyPayMovesHeldToSold(t *testing.T) {
 	if got.New != 1 || len(got.PayRefused) != 0 {
 		t.Errorf("Apply(pay) = %+v, want 1 new, none refused", got)
 	}
-	wantStock(t, s, "a", Stock{Total: 3, Available: 1, Held: 1, Sold: 1})
-	wantStatus(t, s, "r1", "paid")
+	wantStock(t, s, "a", intent.Stock{Total: 3, Available: 1, Held: 1, Sold: 1})
+	wantStatus(t, s, "r1", intent.Paid)
 	// A redelivered pay changes nothing.
 	if got := apply(t, s, pay(3, "r1", "u1", "a")); got.Duplicates != 1 {
 		t.Errorf("Apply(pay again) = %+v, want a duplicate", got)
 	}
-	wantStock(t, s, "a", Stock{Total: 3, Available: 1, Held: 1, Sold: 1})
+	wantStock(t, s, "a", intent.Stock{Total: 3, Available: 1, Held: 1, Sold: 1})
 }
 
 func TestApplyReserveAndPayInOneBatch(t *testing.T) {
 	s := newStore(t, 2, 0)
 	apply(t, s, reserve(1, "r1", "u1", "a"), pay(2, "r1", "u1", "a"))
-	wantStock(t, s, "a", Stock{Total: 2, Available: 1, Held: 0, Sold: 1})
-	wantStatus(t, s, "r1", "paid")
+	wantStock(t, s, "a", intent.Stock{Total: 2, Available: 1, Held: 0, Sold: 1})
+	wantStatus(t, s, "r1", intent.Paid)
 }
 
 func TestApplyCancelReturnsTheUnitAndCancelsTheOrder(t *testing.T) {
@@ -67,14 +67,14 @@ func TestApplyCancelReturnsTheUnitAndCancelsTheOrder(t *testing.T) {
 	apply(t, s, reserve(1, "r1", "u1", "a"))
 	order(t, s, "o1", "r1", "u1", "a")
 	apply(t, s, cancel(2, "r1", "u1", "a"))
-	wantStock(t, s, "a", Stock{Total: 2, Available: 2})
-	wantStatus(t, s, "r1", "cancelled")
+	wantStock(t, s, "a", intent.Stock{Total: 2, Available: 2})
+	wantStatus(t, s, "r1", intent.Cancelled)
 	wantOrder(t, s, "o1", OrderCancelled, "")
 	// The account may hold again.
 	if got := apply(t, s, reserve(3, "r2", "u1", "a")); len(got.Refused) != 0 {
 		t.Errorf("reserve after cancel refused: %+v", got.Refused)
 	}
-	wantStock(t, s, "a", Stock{Total: 2, Available: 1, Held: 1})
+	wantStock(t, s, "a", intent.Stock{Total: 2, Available: 1, Held: 1})
 }
 
 func TestApplyExpireCancelsAPendingOrder(t *testing.T) {
@@ -83,7 +83,7 @@ func TestApplyExpireCancelsAPendingOrder(t *testing.T) {
 	order(t, s, "o1", "r1", "u1", "a")
 	apply(t, s, expire(2, "r1", "u1", "a"))
 	wantOrder(t, s, "o1", OrderCancelled, "")
-	wantStock(t, s, "a", Stock{Total: 1, Available: 1})
+	wantStock(t, s, "a", intent.Stock{Total: 1, Available: 1})
 }
 
 func TestApplyPayOfARefusedReserveOwesARefund(t *testing.T) {
@@ -98,7 +98,7 @@ func TestApplyPayOfARefusedReserveOwesARefund(t *testing.T) {
 	if len(got.PayRefused) != 1 || got.PayRefused[0].ReservationID != "r2" {
 		t.Errorf("Apply(pay of refused) = %+v, want r2 refused", got)
 	}
-	wantStock(t, s, "a", Stock{Total: 1, Held: 1})
+	wantStock(t, s, "a", intent.Stock{Total: 1, Held: 1})
 	wantOrder(t, s, "o2", OrderRefunded, RefundOwed)
 	owed, err := s.OrdersOwingRefunds(context.Background(), 10)
 	if err != nil || len(owed) != 1 || owed[0].ID != "o2" {
@@ -189,15 +189,15 @@ func TestPaidOrderMarksItsReservationAtOnce(t *testing.T) {
 		if got := payOrder(t, s, "o1"); got.Status != OrderPaid {
 			t.Fatalf("order = %s, want paid", got.Status)
 		}
-		wantStatus(t, s, "r1", "paid")
-		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Held: 1}) // the hot row waits for the writer
+		wantStatus(t, s, "r1", intent.Paid)
+		wantStock(t, s, "a", intent.Stock{Total: 2, Available: 1, Held: 1}) // the hot row waits for the writer
 		// An expire that Redis wrongly wrote (it lost the pay) changes nothing.
 		apply(t, s, expire(2, "r1", "u1", "a"))
-		wantStatus(t, s, "r1", "paid")
+		wantStatus(t, s, "r1", intent.Paid)
 		if got := apply(t, s, pay(3, "r1", "u1", "a")); len(got.PayRefused) != 0 {
 			t.Errorf("pay after the webhook refused: %+v", got.PayRefused)
 		}
-		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+		wantStock(t, s, "a", intent.Stock{Total: 2, Available: 1, Sold: 1})
 		settlePaid(t, s, 0) // nothing left to settle
 		wantOrder(t, s, "o1", OrderPaid, "")
 	})
@@ -209,8 +209,8 @@ func TestPaidOrderMarksItsReservationAtOnce(t *testing.T) {
 		if len(got.Refused) != 0 || len(got.PayRefused) != 0 {
 			t.Errorf("writer after the webhook: %+v", got)
 		}
-		wantStatus(t, s, "r1", "paid")
-		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+		wantStatus(t, s, "r1", intent.Paid)
+		wantStock(t, s, "a", intent.Stock{Total: 2, Available: 1, Sold: 1})
 	})
 	t.Run("Redis lost the pay intent", func(t *testing.T) {
 		s := newStore(t, 2, 0)
@@ -218,24 +218,24 @@ func TestPaidOrderMarksItsReservationAtOnce(t *testing.T) {
 		order(t, s, "o1", "r1", "u1", "a")
 		payOrder(t, s, "o1")
 		settlePaid(t, s, 1)
-		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+		wantStock(t, s, "a", intent.Stock{Total: 2, Available: 1, Sold: 1})
 		// Should the intent come after all, it changes nothing.
 		if got := apply(t, s, pay(2, "r1", "u1", "a")); got.New != 0 || got.Duplicates != 1 {
 			t.Errorf("late pay intent = %+v, want a duplicate", got)
 		}
-		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+		wantStock(t, s, "a", intent.Stock{Total: 2, Available: 1, Sold: 1})
 	})
 	t.Run("Redis lost the reserve and the pay", func(t *testing.T) {
 		s := newStore(t, 2, 0)
 		order(t, s, "o1", "r1", "u1", "a")
 		payOrder(t, s, "o1")
 		settlePaid(t, s, 1)
-		wantStatus(t, s, "r1", "paid")
-		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+		wantStatus(t, s, "r1", intent.Paid)
+		wantStock(t, s, "a", intent.Stock{Total: 2, Available: 1, Sold: 1})
 		if got := apply(t, s, reserve(1, "r1", "u1", "a"), pay(2, "r1", "u1", "a")); got.New != 0 {
 			t.Errorf("late intents = %+v, want duplicates", got)
 		}
-		wantStock(t, s, "a", Stock{Total: 2, Available: 1, Sold: 1})
+		wantStock(t, s, "a", intent.Stock{Total: 2, Available: 1, Sold: 1})
 	})
 	t.Run("lost, and no stock left here", func(t *testing.T) {
 		s := newStore(t, 1, 0)
@@ -244,7 +244,7 @@ func TestPaidOrderMarksItsReservationAtOnce(t *testing.T) {
 		payOrder(t, s, "o2")
 		settlePaid(t, s, 0)
 		wantOrder(t, s, "o2", OrderRefunded, RefundOwed)
-		wantStock(t, s, "a", Stock{Total: 1, Held: 1})
+		wantStock(t, s, "a", intent.Stock{Total: 1, Held: 1})
 	})
 	t.Run("reservation expired here", func(t *testing.T) {
 		s := newStore(t, 1, 0)
@@ -253,6 +253,6 @@ func TestPaidOrderMarksItsReservationAtOnce(t *testing.T) {
 		if got := payOrder(t, s, "o1"); got.Status != OrderRefunded || got.RefundStatus != RefundOwed {
 			t.Errorf("order = %s/%s, want refunded/owed", got.Status, got.RefundStatus)
 		}
-		wantStock(t, s, "a", Stock{Total: 1, Available: 1})
+		wantStock(t, s, "a", intent.Stock{Total: 1, Available: 1})
 	})
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/internal/payment"
 )
@@ -120,7 +121,7 @@ func (s *Service) Create(ctx context.Context, account, reservationID, idempotenc
 	case !errors.Is(err, ledger.ErrNotFound):
 		return ledger.Order{}, false, err
 	}
-	if res.Status != "held" {
+	if res.Status != intent.Held {
 		return ledger.Order{}, false, ErrHoldExpired
 	}
 	sale, err := s.catalog.Get(ctx, res.Sale)
@@ -177,7 +178,7 @@ func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Orde
 			// A repeat: the hold's expiry was recorded with the intent.
 			return o, nil
 		}
-	case ext.Status == "paid":
+	case ext.Status == intent.Paid:
 		// Paid in Redis; the webhook's write (or the reconciler) records it.
 		return o, nil
 	default:
@@ -228,7 +229,7 @@ func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Orde
 // Redis does not know the reservation at all (status ""), Postgres says:
 // still held there means Redis lost the sale and is being restored, and the
 // caller must try again shortly (ErrTryAgain); anything else means gone.
-func (s *Service) holdGone(ctx context.Context, reservationID, redisStatus string) error {
+func (s *Service) holdGone(ctx context.Context, reservationID string, redisStatus intent.Status) error {
 	if redisStatus != "" {
 		return nil
 	}
@@ -238,7 +239,7 @@ func (s *Service) holdGone(ctx context.Context, reservationID, redisStatus strin
 		return nil
 	case err != nil:
 		return err
-	case r.Status == "held":
+	case r.Status == intent.Held:
 		return fmt.Errorf("reservation %s: %w", reservationID, ErrTryAgain)
 	}
 	return nil
@@ -254,24 +255,24 @@ func (s *Service) Order(ctx context.Context, account, orderID string) (ledger.Or
 }
 
 // reservation reads a reservation wherever it stands.
-func (s *Service) reservation(ctx context.Context, id string) (checkout.Reservation, error) {
+func (s *Service) reservation(ctx context.Context, id string) (intent.Reservation, error) {
 	return FindReservation(ctx, s.redis, s.ledger, id)
 }
 
 // FindReservation reads a reservation from Redis, where it is live, or from
 // Postgres once Redis has let it go; ErrNotFound when neither knows it (or
 // the id does not name a sale).
-func FindReservation(ctx context.Context, rs *checkout.Store, ls *ledger.Store, id string) (checkout.Reservation, error) {
+func FindReservation(ctx context.Context, rs *checkout.Store, ls *ledger.Store, id string) (intent.Reservation, error) {
 	sale, ok := checkout.SaleOfReservation(id)
 	if !ok {
-		return checkout.Reservation{}, ErrNotFound
+		return intent.Reservation{}, ErrNotFound
 	}
 	r, err := rs.Reservation(ctx, sale, id)
 	if err == nil {
 		return r, nil
 	}
 	if !errors.Is(err, checkout.ErrNotFound) {
-		return checkout.Reservation{}, err
+		return intent.Reservation{}, err
 	}
 	row, err := ls.Reservation(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
@@ -280,18 +281,17 @@ func FindReservation(ctx context.Context, rs *checkout.Store, ls *ledger.Store, 
 		// reservation", but "not now" (please_wait).
 		journaled, jerr := ls.Journaled(ctx, id)
 		if jerr != nil {
-			return checkout.Reservation{}, jerr
+			return intent.Reservation{}, jerr
 		}
 		if journaled {
-			return checkout.Reservation{}, fmt.Errorf("reservation %s: %w", id, ErrTryAgain)
+			return intent.Reservation{}, fmt.Errorf("reservation %s: %w", id, ErrTryAgain)
 		}
-		return checkout.Reservation{}, ErrNotFound
+		return intent.Reservation{}, ErrNotFound
 	}
 	if err != nil {
-		return checkout.Reservation{}, err
+		return intent.Reservation{}, err
 	}
-	return checkout.Reservation{ID: id, Sale: row.Sale, SKU: row.SKU, Account: row.Account, Status: row.Status,
-		ExpiresAt: row.ExpiresAt, CreatedAt: row.CreatedAt, OrderID: row.OrderID}, nil
+	return row, nil
 }
 
 func hold(o ledger.Order) checkout.Hold {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/internal/payment"
 )
@@ -171,7 +172,7 @@ func (s *Service) paid(ctx context.Context, o ledger.Order, in payment.Intent) (
 		if err := s.holdGone(ctx, o.ReservationID, ""); err != nil {
 			return ledger.Order{}, err
 		}
-		if r, err := s.ledger.Reservation(ctx, o.ReservationID); err == nil && r.Status == "paid" {
+		if r, err := s.ledger.Reservation(ctx, o.ReservationID); err == nil && r.Status == intent.Paid {
 			outcome = checkout.PaidBefore
 		} else {
 			outcome = checkout.HoldGone
@@ -200,7 +201,7 @@ func (s *Service) failed(ctx context.Context, o ledger.Order) (ledger.Order, err
 	if !released {
 		r, err := s.redis.Reservation(ctx, o.Sale, o.ReservationID)
 		switch {
-		case err == nil && r.Status == "paid":
+		case err == nil && r.Status == intent.Paid:
 			return o, nil
 		case errors.Is(err, checkout.ErrNotFound):
 			if err := s.holdGone(ctx, o.ReservationID, ""); err != nil {

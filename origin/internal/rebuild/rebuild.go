@@ -125,19 +125,12 @@ func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale 
 	if err != nil {
 		return res, err
 	}
-	stock := make(map[string]checkout.Counts, len(rows))
-	for sku, st := range rows {
-		stock[sku] = checkout.Counts{Total: st.Total, Available: st.Available, Held: st.Held, Sold: st.Sold}
-	}
-	liveRows, err := ls.LiveReservations(ctx, sale.ID)
+	live, err := ls.LiveReservations(ctx, sale.ID)
 	if err != nil {
 		return res, err
 	}
-	live := make([]checkout.Reservation, len(liveRows))
-	isLive := make(map[string]bool, len(liveRows))
-	for i, r := range liveRows {
-		live[i] = checkout.Reservation{ID: r.ID, Sale: r.Sale, SKU: r.SKU, Account: r.Account, Status: r.Status,
-			IdempotencyKey: r.IdempotencyKey, ExpiresAt: r.ExpiresAt, CreatedAt: r.CreatedAt, OrderID: r.OrderID}
+	isLive := make(map[string]bool, len(live))
+	for _, r := range live {
 		isLive[r.ID] = true
 	}
 	// Holds Redis believes in but Postgres does not: they take Postgres's
@@ -156,9 +149,9 @@ func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale 
 	if err != nil {
 		return res, err
 	}
-	settled := make(map[string]string, len(gone))
+	settled := make(map[string]intent.Status, len(gone))
 	for _, id := range gone {
-		settled[id] = "cancelled"
+		settled[id] = intent.Cancelled
 		if st, ok := statuses[id]; ok {
 			settled[id] = st
 		}
@@ -171,5 +164,5 @@ func fromLedger(ctx context.Context, rs *checkout.Store, ls *ledger.Store, sale 
 	for i, g := range grants {
 		burned[i] = checkout.Burned{Account: g.Account, TokenID: g.TokenID, IdempotencyKey: g.IdempotencyKey, ReservationID: g.ReservationID}
 	}
-	return res, rs.Rebuild(ctx, sale.ID, epoch, stock, live, settled, burned)
+	return res, rs.Rebuild(ctx, sale.ID, epoch, rows, live, settled, burned)
 }

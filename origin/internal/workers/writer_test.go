@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
@@ -56,7 +57,7 @@ func newFixture(t *testing.T, stock, redisStock int) *fixture {
 		t.Fatalf("CreateSale = %v", err)
 	}
 	rs := int64(redisStock)
-	if _, err := f.redis.Load(ctx, f.sale, "e1", map[string]checkout.Counts{"a": {Total: rs, Available: rs}}); err != nil {
+	if _, err := f.redis.Load(ctx, f.sale, "e1", map[string]intent.Stock{"a": {Total: rs, Available: rs}}); err != nil {
 		t.Fatalf("Load = %v", err)
 	}
 	// The group a writer makes when it takes the lease, made now so the
@@ -171,7 +172,7 @@ func (f *fixture) pending(t *testing.T) int64 {
 	return p.Count
 }
 
-func (f *fixture) stock(t *testing.T) (ledger.Stock, checkout.Counts) {
+func (f *fixture) stock(t *testing.T) (intent.Stock, intent.Stock) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := f.ledger.Inventory(ctx, f.sale)
@@ -371,9 +372,9 @@ func TestWriterCancelsWhatPostgresRefuses(t *testing.T) {
 		t.Errorf("refused reserves = %v, want 3", got)
 	}
 	for i, id := range ids {
-		want := "held"
+		want := intent.Held
 		if i >= 5 {
-			want = "cancelled"
+			want = intent.Cancelled
 		}
 		r, err := f.redis.Reservation(ctx, f.sale, id)
 		if err != nil || r.Status != want {
@@ -393,10 +394,10 @@ func TestWriterCancelsWhatPostgresRefuses(t *testing.T) {
 		}
 	}
 	db, rs := f.stock(t)
-	if db != (ledger.Stock{Total: 5, Held: 5}) {
+	if db != (intent.Stock{Total: 5, Held: 5}) {
 		t.Errorf("Postgres inventory = %+v, want total 5, held 5", db)
 	}
-	if rs != (checkout.Counts{Total: 8, Held: 5}) {
+	if rs != (intent.Stock{Total: 8, Held: 5}) {
 		t.Errorf("Redis inventory = %+v, want total 8, available 0, held 5 (the phantom units are gone, not returned)", rs)
 	}
 }
