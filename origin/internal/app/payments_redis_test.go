@@ -101,7 +101,9 @@ func TestGraceSurvivesARebuild(t *testing.T) {
 // it again, and once the sale is restored from Postgres the order is paid.
 func TestPaymentWhileRedisLostTheSaleIsPaidOnceRestored(t *testing.T) {
 	t.Parallel()
-	o, p, sale := payingOrigin(t)
+	// The sale stays lost long enough for the first delivery to meet it:
+	// a check every 5 s, not every second.
+	o, p, sale := payingOriginWith(t, func(c *app.Config) { c.RedisCheckInterval = 5 * time.Second })
 	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 600))
 	s := hold(t, o, sale, "pia")
 	ord := mustOrder(t, o, s)

@@ -52,9 +52,20 @@ func settled(t *testing.T, o *origintest.Origin, sale string, want origintest.Co
 
 func payingOrigin(t *testing.T, overrides ...func(*gateway.Config)) (*origintest.Origin, *origintest.Payments, string) {
 	t.Helper()
+	return payingOriginWith(t, nil, overrides...)
+}
+
+// payingOriginWith is payingOrigin with the origin's configuration changed
+// by origin (nil: none).
+func payingOriginWith(t *testing.T, origin func(*app.Config), overrides ...func(*gateway.Config)) (*origintest.Origin, *origintest.Payments, string) {
+	t.Helper()
 	env := origintest.NewEnv(t)
 	p := origintest.StartPayments(t, overrides...)
-	o := origintest.StartOrigin(t, env, p.Configure)
+	configure := []func(*app.Config){p.Configure}
+	if origin != nil {
+		configure = append(configure, origin)
+	}
+	o := origintest.StartOrigin(t, env, configure...)
 	p.DeliverTo(o)
 	return o, p, "pay-" + testenv.RandomID(t, 3)
 }
