@@ -1,7 +1,7 @@
 // Package api is the edge's HTTP surface: the public listener (static page,
 // snapshot, queue join and status, the reserve gate, pass-through to origin
 // and to the shop) and the admin listener (admission settings, metrics).
-// Routes and answers follow shared/API.md.
+// Routes and answers follow docs/API.md.
 package api
 
 import (

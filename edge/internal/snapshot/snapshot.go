@@ -30,7 +30,7 @@ type SKU struct {
 	AvailableHint int64  `json:"available_hint"`
 }
 
-// Sale is the origin's snapshot of a sale (shared/API.md).
+// Sale is the origin's snapshot of a sale (docs/API.md).
 type Sale struct {
 	SaleID      string    `json:"sale_id"`
 	Name        string    `json:"name"`

@@ -1,7 +1,7 @@
 // Package api is the origin's HTTP surface: the public reserve, reservation
 // and snapshot endpoints (reached only through the edge) and the admin
 // listener (sales, ledger, metrics, dev tokens). Routes and answers follow
-// shared/API.md.
+// docs/API.md.
 package api
 
 import (
