@@ -154,3 +154,17 @@ func CheckHead(h *fasthttp.RequestHeader) bool {
 	}
 	return true
 }
+
+// ErrorHandler is a fasthttp Server's ErrorHandler for either tier: a new
+// connection on which nothing arrived is closed without an answer, and every
+// other failure is answered by answer, in the tier's own error shape.
+func ErrorHandler(answer func(ctx *fasthttp.RequestCtx, f Failure)) func(ctx *fasthttp.RequestCtx, err error) {
+	return func(ctx *fasthttp.RequestCtx, err error) {
+		f := Classify(ctx, err)
+		if f == NothingRead {
+			HangUp(ctx)
+			return
+		}
+		answer(ctx, f)
+	}
+}

@@ -105,18 +105,16 @@ var (
 // httpread.Strict refuses) in the contract's shape, and closes without an
 // answer a new connection on which no request arrived.
 func ErrorHandler(log *slog.Logger) func(ctx *fasthttp.RequestCtx, err error) {
-	return func(ctx *fasthttp.RequestCtx, err error) {
-		switch httpread.Classify(ctx, err) {
-		case httpread.NothingRead:
-			httpread.HangUp(ctx)
+	return httpread.ErrorHandler(func(ctx *fasthttp.RequestCtx, f httpread.Failure) {
+		e := errBadRequest
+		switch f {
 		case httpread.Timeout:
-			writeError(ctx, log, errRequestTimeout)
+			e = errRequestTimeout
 		case httpread.HeadTooLarge:
-			writeError(ctx, log, errHeadTooLarge)
+			e = errHeadTooLarge
 		case httpread.BodyTooLarge:
-			writeError(ctx, log, errBodyTooLarge)
-		default:
-			writeError(ctx, log, errBadRequest)
+			e = errBodyTooLarge
 		}
-	}
+		writeError(ctx, log, e)
+	})
 }
