@@ -27,6 +27,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/flashgate/flashgate/edge/internal/app"
+	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -34,8 +35,9 @@ import (
 // DefaultRedisURL is used when FLASHGATE_TEST_REDIS_URL is unset.
 const DefaultRedisURL = "redis://127.0.0.1:6379/0"
 
-// AdminToken is the admin bearer token of every test edge node.
-const AdminToken = "edge-test-admin-token-0123456789"
+// AdminToken is the admin bearer token of every test edge node: 32 random
+// bytes in base64, as app.Config requires.
+const AdminToken = "4HsDf6iGNz+oPrFNoESLYM86GpiwZ84eVOWgtHwtCW8="
 
 // RedisURL is the Redis server the tests use.
 func RedisURL() string {
@@ -64,16 +66,16 @@ func NewRedis(t testing.TB) *Redis {
 // NewRedisAt is NewRedis on the server at url.
 func NewRedisAt(t testing.TB, url string) *Redis {
 	t.Helper()
-	opts, err := redis.ParseURL(url)
+	opts, err := redisconn.ParseURL(url)
 	if err != nil {
-		t.Fatalf("Redis URL %q: %v", url, err)
+		t.Fatalf("test Redis: %v", err)
 	}
 	r := &Redis{URL: url, Prefix: "te" + RandomID(t, 5) + ":", Client: redis.NewClient(opts)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := r.Client.Ping(ctx).Err(); err != nil {
 		_ = r.Client.Close()
-		t.Fatalf("these tests need a real Redis at %s (set FLASHGATE_TEST_REDIS_URL): %v", url, err)
+		t.Fatalf("these tests need a real Redis at %s (set FLASHGATE_TEST_REDIS_URL): %v", redisconn.Redact(url), err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -128,7 +130,7 @@ func Config(r *Redis, originURL string) app.Config {
 	cfg.AdminToken = AdminToken
 	cfg.Dev = true
 	cfg.TokenKeys = tokenstest.KeySet().String()
-	cfg.UserTokenSecret = string(tokenstest.UserSecret())
+	cfg.DevUserTokenSecret = string(tokenstest.UserSecret())
 	cfg.Tick = 20 * time.Millisecond
 	cfg.SnapshotRefresh = 50 * time.Millisecond
 	cfg.LimitJoinIP, cfg.LimitJoinAccount = "", ""

@@ -105,6 +105,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(devModeGauge(cfg.Dev))
 
 	a.Redis = checkout.NewStore(a.rdb, checkout.NewKeys(cfg.RedisPrefix), cfg.RedisRetention)
 	a.Ledger = ledger.New(a.pool)
@@ -168,9 +169,26 @@ func secrets(list string) [][]byte {
 	return out
 }
 
+// devModeGauge is flashgate_dev_mode, 1 when dev mode is on: an alert on it
+// finds a dev-mode origin wherever it runs.
+func devModeGauge(dev bool) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "flashgate_dev_mode",
+		Help: "1 when dev mode is on (FLASHGATE_DEV: dev admission tokens; user tokens checked with the dev secret), else 0."})
+	if dev {
+		g.Set(1)
+	}
+	return g
+}
+
+// userVerifier checks user tokens with the shop's key or, in dev mode,
+// with the dev secret the edges' dev logins sign with: a production origin
+// refuses dev logins' tokens, and a dev-mode origin the shop's.
 func userVerifier(cfg Config) (*tokens.UserVerifier, error) {
 	key := tokens.UserKey{HMACSecret: []byte(cfg.UserTokenSecret)}
-	if cfg.UserTokenPublicKeyFile != "" {
+	switch {
+	case cfg.Dev:
+		key = tokens.UserKey{HMACSecret: []byte(cfg.DevUserTokenSecret)}
+	case cfg.UserTokenPublicKeyFile != "":
 		pemBytes, err := os.ReadFile(cfg.UserTokenPublicKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("user token key: %w", err)

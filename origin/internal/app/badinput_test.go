@@ -366,7 +366,7 @@ func TestAdminBadInputGetsItsCode(t *testing.T) {
 func TestDevEndpointOnlyInDevMode(t *testing.T) {
 	t.Parallel()
 	env := origintest.NewEnv(t)
-	o := origintest.StartOrigin(t, env, func(c *app.Config) { c.Dev = false })
+	o := origintest.StartOrigin(t, env, func(c *app.Config) { c.Dev, c.UserTokenSecret = false, c.DevUserTokenSecret })
 	sale := "nodev-" + testenv.RandomID(t, 3)
 	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 600))
 	status, body := o.DoAdmin(t, origintest.Request{Method: "POST", Path: "/admin/dev/admission-token", Token: origintest.AdminToken,

@@ -25,6 +25,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/internal/redisconn"
 )
 
 // Defaults of the environment variables that point tests at the servers.
@@ -63,14 +65,14 @@ func New(t testing.TB) *Env {
 		Schema:   schemaName(t.Name(), suffix),
 	}
 
-	ropts, err := redis.ParseURL(e.RedisURL)
+	ropts, err := redisconn.ParseURL(e.RedisURL)
 	if err != nil {
-		t.Fatalf("FLASHGATE_TEST_REDIS_URL %q: %v", e.RedisURL, err)
+		t.Fatalf("FLASHGATE_TEST_REDIS_URL: %v", err)
 	}
 	e.Redis = redis.NewClient(ropts)
 	if err := e.Redis.Ping(ctx).Err(); err != nil {
 		_ = e.Redis.Close()
-		t.Fatalf("these tests need a real Redis at %s (set FLASHGATE_TEST_REDIS_URL): %v", e.RedisURL, err)
+		t.Fatalf("these tests need a real Redis at %s (set FLASHGATE_TEST_REDIS_URL): %v", redisconn.Redact(e.RedisURL), err)
 	}
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
