@@ -294,7 +294,7 @@ func (e *env) nodeConfig() edgebench.Config {
 	cfg.RedisURL = e.c.RedisURL
 	cfg.RedisPrefix = e.edgePrefix
 	cfg.OriginURL = "http://" + e.origin.Addr
-	cfg.AdminToken = randomHex(16)
+	cfg.AdminToken = randomHex(32)
 	cfg.TokenKeys = e.keySpec
 	cfg.UserTokenSecret = e.userSecret
 	switch e.c.Limits {

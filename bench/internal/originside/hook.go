@@ -2,11 +2,12 @@ package originside
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,8 +77,9 @@ func startOrigin(ctx context.Context, c OriginConfig) (_ *Origin, err error) {
 	cfg.RedisURL = c.RedisURL
 	cfg.PostgresURL = c.PostgresURL
 	cfg.RedisPrefix = c.RedisPrefix
-	cfg.AdminToken = "reservebench-admin-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	cfg.Dev = true
+	adminToken := make([]byte, 32) // as strong as the origin requires
+	_, _ = rand.Read(adminToken)   // crypto/rand.Read does not fail
+	cfg.AdminToken = base64.StdEncoding.EncodeToString(adminToken)
 	cfg.TokenKeys = c.TokenKeys
 	cfg.UserTokenSecret = c.UserSecret
 	cfg.Instance = c.RedisPrefix + "origin"
