@@ -15,7 +15,7 @@ import (
 // does not parse is an error naming it. It refuses listeners that share an
 // address, and dev mode beyond loopback unless allowed; warnings are what
 // start-up logs at WARN.
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (_ app.Config, warnings []string, _ error) {
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (app.Config, []string, error) {
 	c := app.DefaultConfig()
 	fs := flag.NewFlagSet("origin", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -68,17 +68,14 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (_ 
 	if err := c.Validate(); err != nil {
 		return app.Config{}, nil, err
 	}
-	if env.Source("admin-token") == sharedAdminToken {
-		warnings = append(warnings, "one admin token ("+sharedAdminToken+") serves the origins and the edges: "+
-			"whoever holds the edges' can run the origins' admin API; set FLASHGATE_ORIGIN_ADMIN_TOKEN and FLASHGATE_EDGE_ADMIN_TOKEN instead")
-	}
-	warning, err := listenaddr.Check(c.Dev, devAnyInterface,
+	warnings, err := listenaddr.Check(c.Dev, devAnyInterface,
 		listenaddr.Listener{Name: "FLASHGATE_ORIGIN_ADDR", Addr: c.Addr}, listenaddr.Listener{Name: "FLASHGATE_ORIGIN_ADMIN_ADDR", Addr: c.AdminAddr})
 	if err != nil {
 		return app.Config{}, nil, err
 	}
-	if warning != "" {
-		warnings = append(warnings, warning)
+	if env.Source("admin-token") == sharedAdminToken {
+		warnings = append(warnings, "one admin token ("+sharedAdminToken+") serves the origins and the edges: "+
+			"whoever holds one tier's runs the other's admin API; set FLASHGATE_ORIGIN_ADMIN_TOKEN and FLASHGATE_EDGE_ADMIN_TOKEN instead")
 	}
 	return c, warnings, nil
 }

@@ -89,16 +89,16 @@ const DevAnyInterfaceEnv = "FLASHGATE_DEV_ALLOW_NON_LOOPBACK"
 // address, and in dev mode (whose endpoints hand out tokens for any
 // account) each must be loopback unless devAnyInterface allows otherwise —
 // which it then returns as a warning to log.
-func Check(dev, devAnyInterface bool, ls ...Listener) (warning string, err error) {
+func Check(dev, devAnyInterface bool, ls ...Listener) (warnings []string, err error) {
 	if err := Distinct(ls...); err != nil {
-		return "", err
+		return nil, err
 	}
 	if !dev {
-		return "", nil
+		return nil, nil
 	}
 	open := NotLoopback(ls...)
 	if len(open) == 0 {
-		return "", nil
+		return nil, nil
 	}
 	names := make([]string, len(open))
 	for i, l := range open {
@@ -106,8 +106,8 @@ func Check(dev, devAnyInterface bool, ls ...Listener) (warning string, err error
 	}
 	list := strings.Join(names, ", ")
 	if !devAnyInterface {
-		return "", fmt.Errorf("config: dev mode listens on loopback addresses only (127.0.0.1:port), not %s; "+
+		return nil, fmt.Errorf("config: dev mode listens on loopback addresses only (127.0.0.1:port), not %s; "+
 			"set %s=1 to allow it on a network you trust", list, DevAnyInterfaceEnv)
 	}
-	return fmt.Sprintf("DEV MODE LISTENS BEYOND LOOPBACK (%s=1): %s; anyone who reaches these addresses can get tokens for any account", DevAnyInterfaceEnv, list), nil
+	return []string{fmt.Sprintf("DEV MODE LISTENS BEYOND LOOPBACK (%s=1): %s; anyone who reaches these addresses can get tokens for any account", DevAnyInterfaceEnv, list)}, nil
 }

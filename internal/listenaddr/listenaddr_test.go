@@ -72,7 +72,8 @@ func TestCheck(t *testing.T) {
 		{name: "shared", ls: shared, wantErr: "PUB (127.0.0.1:8080) and ADM (127.0.0.1:8080) are one address"},
 		{name: "shared, dev, allowed", dev: true, anyInterface: true, ls: shared, wantErr: "are one address"},
 	} {
-		warning, err := listenaddr.Check(tc.dev, tc.anyInterface, tc.ls...)
+		warnings, err := listenaddr.Check(tc.dev, tc.anyInterface, tc.ls...)
+		warning := strings.Join(warnings, "\n")
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("Check(%s) = %v, want an error with %q", tc.name, err, tc.wantErr)
