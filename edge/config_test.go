@@ -1,17 +1,13 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"io"
-	"maps"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flashgate/flashgate/edge/internal/app"
+	"github.com/flashgate/flashgate/internal/configtest"
 )
 
 // The Redis Sentinel settings come from their flags or environment
@@ -19,7 +15,7 @@ import (
 func TestLoadConfigRedisSentinels(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{
-		"FLASHGATE_EDGE_ADMIN_TOKEN":  testAdminToken,
+		"FLASHGATE_EDGE_ADMIN_TOKEN":  configtest.AdminToken,
 		"FLASHGATE_TOKEN_KEYS":        "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAx",
 		"FLASHGATE_USER_TOKEN_SECRET": "user-token-secret-0123456789",
 	}
@@ -69,12 +65,12 @@ func TestLoadConfigRedisSentinels(t *testing.T) {
 	}
 }
 
-// devEnv is what dev mode needs besides FLASHGATE_DEV=dev ("" leaves it
-// unset): its own user-token secret, not the shop's, and loopback
-// listeners.
+// devEnv is what dev mode needs, with FLASHGATE_DEV=dev ("" leaves it
+// unset).
 func devEnv(dev string) map[string]string {
-	return map[string]string{"FLASHGATE_DEV": dev, "FLASHGATE_USER_TOKEN_SECRET": "",
-		"FLASHGATE_DEV_USER_TOKEN_SECRET": "dev-user-token-secret-0123456789abcdef", "FLASHGATE_EDGE_ADDR": "127.0.0.1:8080"}
+	m := edgeConfig.DevEnv()
+	m["FLASHGATE_DEV"] = dev
+	return m
 }
 
 // A variable that does not parse stops the edge with a message naming it,
@@ -83,7 +79,7 @@ func devEnv(dev string) map[string]string {
 func TestLoadConfigRefusesBadValues(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{
-		"FLASHGATE_EDGE_ADMIN_TOKEN":  testAdminToken,
+		"FLASHGATE_EDGE_ADMIN_TOKEN":  configtest.AdminToken,
 		"FLASHGATE_TOKEN_KEYS":        "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAx",
 		"FLASHGATE_USER_TOKEN_SECRET": "user-token-secret-0123456789",
 	}
@@ -149,227 +145,34 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 	}
 }
 
-// testAdminToken is a strong admin token: 32 random bytes in base64.
-const testAdminToken = "j+oVUiXKdsPorCFgHdC4M+CZ+HJQIAhw9377Zl3vnE0="
-
-// secretEnv is a valid configuration in which every secret is set, each to
-// a value no output may show.
-var secretEnv = map[string]string{
-	"FLASHGATE_EDGE_ADMIN_TOKEN":        testAdminToken,
-	"FLASHGATE_TOKEN_KEYS":              "k1:dG9rZW4ta2V5LXNlY3JldC1tYXJrZXItMDEyMzQ1Njc4OQ==",
-	"FLASHGATE_USER_TOKEN_SECRET":       "shop-user-token-secret-marker-0123456789",
-	"FLASHGATE_DEV_USER_TOKEN_SECRET":   "dev-user-token-secret-marker-0123456789",
-	"FLASHGATE_REDIS_URL":               "redis://u:redis-password-marker@127.0.0.1:6379/0",
-	"FLASHGATE_REDIS_SENTINEL_PASSWORD": "sentinel-password-marker",
+// edgeConfig is the edge under the configuration suite both binaries pass.
+var edgeConfig = configtest.Binary[app.Config]{
+	Tier: "EDGE",
+	Env: map[string]string{
+		"FLASHGATE_EDGE_ADMIN_TOKEN":        configtest.AdminToken,
+		"FLASHGATE_TOKEN_KEYS":              "k1:dG9rZW4ta2V5LXNlY3JldC1tYXJrZXItMDEyMzQ1Njc4OQ==",
+		"FLASHGATE_USER_TOKEN_SECRET":       "shop-user-token-secret-marker-0123456789",
+		"FLASHGATE_DEV_USER_TOKEN_SECRET":   "dev-user-token-secret-marker-0123456789",
+		"FLASHGATE_REDIS_URL":               "redis://u:redis-password-marker@127.0.0.1:6379/0",
+		"FLASHGATE_REDIS_SENTINEL_PASSWORD": "sentinel-password-marker",
+	},
+	Secrets: []string{configtest.AdminToken, "dG9rZW4ta2V5LXNlY3JldC1tYXJrZXItMDEyMzQ1Njc4OQ", "shop-user-token-secret-marker",
+		"dev-user-token-secret-marker", "redis-password-marker", "sentinel-password-marker"},
+	Fields: map[string]func(app.Config) string{
+		"FLASHGATE_EDGE_ADMIN_TOKEN":        func(c app.Config) string { return c.AdminToken },
+		"FLASHGATE_ADMIN_TOKEN":             func(c app.Config) string { return c.AdminToken },
+		"FLASHGATE_TOKEN_KEYS":              func(c app.Config) string { return c.TokenKeys },
+		"FLASHGATE_USER_TOKEN_SECRET":       func(c app.Config) string { return c.UserTokenSecret },
+		"FLASHGATE_DEV_USER_TOKEN_SECRET":   func(c app.Config) string { return c.DevUserTokenSecret },
+		"FLASHGATE_REDIS_URL":               func(c app.Config) string { return c.RedisURL },
+		"FLASHGATE_REDIS_SENTINEL_PASSWORD": func(c app.Config) string { return c.RedisSentinelPassword },
+	},
+	Load: loadConfig, Run: run,
+	Listeners:   func(c app.Config) (string, string, bool) { return c.Addr, c.AdminAddr, c.Dev },
+	DefaultAddr: ":8080", DefaultAdminAddr: "127.0.0.1:8081",
 }
 
-// secretValues are the values of secretEnv that must never be printed.
-func secretValues() []string {
-	return []string{testAdminToken, "dG9rZW4ta2V5LXNlY3JldC1tYXJrZXItMDEyMzQ1Njc4OQ", "shop-user-token-secret-marker",
-		"dev-user-token-secret-marker", "redis-password-marker", "sentinel-password-marker"}
-}
-
-// envWith is secretEnv with changes; "" unsets a variable.
-func envWith(changes map[string]string) func(string) string {
-	return func(k string) string {
-		if v, ok := changes[k]; ok {
-			return v
-		}
-		return secretEnv[k]
-	}
-}
-
-// Neither -h, nor a mistyped flag or value, nor a variable or setting that
-// is refused prints a secret, whether it came from a variable or a file.
-func TestSecretsAreNeverPrinted(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	fromFiles := map[string]string{}
-	for k, v := range secretEnv {
-		path := filepath.Join(dir, k)
-		if err := os.WriteFile(path, []byte(v+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		fromFiles[k], fromFiles[k+"_FILE"] = "", path
-	}
-	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		args []string
-	}{
-		{name: "-h", args: []string{"-h"}},
-		{name: "-help from files", env: fromFiles, args: []string{"-help"}},
-		{name: "unknown flag", args: []string{"-nope"}},
-		{name: "unknown flag, from files", env: fromFiles, args: []string{"-nope"}},
-		{name: "flag without its value", args: []string{"-admin-token"}},
-		{name: "bad flag value", args: []string{"-tick", "soon"}},
-		{name: "bad variable", env: map[string]string{"FLASHGATE_TICK": "soon"}},
-		{name: "refused setting", args: []string{"-dev"}},
-		{name: "refused setting, from files", env: fromFiles, args: []string{"-dev"}},
-		{name: "bad Redis URL", env: map[string]string{"FLASHGATE_REDIS_URL": "redis://u:redis-password-marker@127.0.0.1:nope/0"}},
-		{name: "Redis password with a '#'", env: map[string]string{"FLASHGATE_REDIS_URL": "redis://u:redis-password-marker#x@127.0.0.1:6379/0"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr strings.Builder
-			err := run(context.Background(), tc.args, envWith(tc.env), &stdout, &stderr)
-			if err == nil && !strings.HasPrefix(tc.name, "-h") {
-				t.Errorf("run(%q) = nil, want an error", tc.args)
-			}
-			printed := stdout.String() + stderr.String() + fmt.Sprint(err)
-			for _, secret := range secretValues() {
-				if strings.Contains(printed, secret) {
-					t.Errorf("run(%q) printed the secret %q:\n%s", tc.args, secret, printed)
-				}
-			}
-		})
-	}
-}
-
-// Every secret can come from a file instead of its variable (one trailing
-// newline dropped), and setting both is refused.
-func TestSecretFiles(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		env string
-		get func(app.Config) string
-	}{
-		{"FLASHGATE_EDGE_ADMIN_TOKEN", func(c app.Config) string { return c.AdminToken }},
-		{"FLASHGATE_ADMIN_TOKEN", func(c app.Config) string { return c.AdminToken }},
-		{"FLASHGATE_TOKEN_KEYS", func(c app.Config) string { return c.TokenKeys }},
-		{"FLASHGATE_USER_TOKEN_SECRET", func(c app.Config) string { return c.UserTokenSecret }},
-		{"FLASHGATE_DEV_USER_TOKEN_SECRET", func(c app.Config) string { return c.DevUserTokenSecret }},
-		{"FLASHGATE_REDIS_URL", func(c app.Config) string { return c.RedisURL }},
-		{"FLASHGATE_REDIS_SENTINEL_PASSWORD", func(c app.Config) string { return c.RedisSentinelPassword }},
-	} {
-		t.Run(tc.env, func(t *testing.T) {
-			want := secretEnv[tc.env]
-			changes := map[string]string{tc.env: ""}
-			if tc.env == "FLASHGATE_ADMIN_TOKEN" { // the fallback of the edge's own
-				want, changes["FLASHGATE_EDGE_ADMIN_TOKEN"] = testAdminToken, ""
-			}
-			path := filepath.Join(dir, tc.env)
-			if err := os.WriteFile(path, []byte(want+"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			changes[tc.env+"_FILE"] = path
-			c, _, err := loadConfig(nil, envWith(changes), io.Discard)
-			if err != nil || tc.get(c) != want {
-				t.Errorf("loadConfig with $%s_FILE = %v; the setting is %s, want the file's content", tc.env, err,
-					map[bool]string{true: "the file's content", false: "something else"}[err == nil && tc.get(c) == want])
-			}
-			changes[tc.env] = want
-			if _, _, err := loadConfig(nil, envWith(changes), io.Discard); err == nil || !strings.Contains(err.Error(), "set $"+tc.env+" or $"+tc.env+"_FILE, not both") {
-				t.Errorf("loadConfig with $%s and $%s_FILE = %v, want an error naming both", tc.env, tc.env, err)
-			}
-		})
-	}
-}
-
-// The edge has an admin token of its own, strong; the shared
-// FLASHGATE_ADMIN_TOKEN still works, with a warning.
-func TestAdminToken(t *testing.T) {
-	t.Parallel()
-	other := "ISvBaq64UAgPI1ccurwGHv3uyHTtnH7ZDlXgQQ4xoMs="
-	for _, tc := range []struct {
-		name        string
-		env         map[string]string
-		args        []string
-		want        string
-		wantWarning string // a part of the one warning; "" = none
-		wantErr     string
-	}{
-		{name: "the edge's own", want: testAdminToken},
-		{name: "the shared one", env: map[string]string{"FLASHGATE_EDGE_ADMIN_TOKEN": "", "FLASHGATE_ADMIN_TOKEN": other},
-			want: other, wantWarning: "one admin token (FLASHGATE_ADMIN_TOKEN) serves the edges and the origins"},
-		{name: "the edge's own wins", env: map[string]string{"FLASHGATE_ADMIN_TOKEN": other}, want: testAdminToken},
-		{name: "the flag wins, no warning", env: map[string]string{"FLASHGATE_EDGE_ADMIN_TOKEN": "", "FLASHGATE_ADMIN_TOKEN": other},
-			args: []string{"-admin-token", testAdminToken}, want: testAdminToken},
-		{name: "none", env: map[string]string{"FLASHGATE_EDGE_ADMIN_TOKEN": ""},
-			wantErr: "FLASHGATE_EDGE_ADMIN_TOKEN (-admin-token) is required; make one with `openssl rand -base64 32`"},
-		{name: "16 of one letter", env: map[string]string{"FLASHGATE_EDGE_ADMIN_TOKEN": "aaaaaaaaaaaaaaaa"},
-			wantErr: "the admin token (FLASHGATE_EDGE_ADMIN_TOKEN, -admin-token) is too weak: it is 16 hex digits"},
-		{name: "64 of one letter", env: map[string]string{"FLASHGATE_EDGE_ADMIN_TOKEN": strings.Repeat("a", 64)},
-			wantErr: "too weak: it repeats a pattern"},
-		{name: "16 random bytes", env: map[string]string{"FLASHGATE_EDGE_ADMIN_TOKEN": "9f86d081884c7d659a2feaa0c55ad015"},
-			wantErr: "too weak: it is 32 hex digits, which hold at most 128 random bits; want 256; make one with `openssl rand -base64 32`"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, warnings, err := loadConfig(tc.args, envWith(tc.env), io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Errorf("loadConfig = %v, want an error with %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || c.AdminToken != tc.want {
-				t.Fatalf("loadConfig = %v, token as wanted %v; want no error and the token", err, c.AdminToken == tc.want)
-			}
-			if got := strings.Join(warnings, "\n"); (tc.wantWarning == "") != (got == "") || !strings.Contains(got, tc.wantWarning) {
-				t.Errorf("warnings = %q, want one with %q", warnings, tc.wantWarning)
-			}
-		})
-	}
-}
-
-// The admin listener is loopback unless told otherwise; the two listeners
-// never share an address; dev mode listens on loopback only (unless
-// allowed, with a warning), with its own user-token secret and without the
-// shop's.
-func TestListenersAndDevMode(t *testing.T) {
-	t.Parallel()
-	local := map[string]string{"FLASHGATE_EDGE_ADDR": "127.0.0.1:8080", "FLASHGATE_DEV": "1", "FLASHGATE_USER_TOKEN_SECRET": ""}
-	with := func(base map[string]string, kv ...string) map[string]string {
-		m := maps.Clone(base)
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
-	for _, tc := range []struct {
-		name        string
-		env         map[string]string
-		check       func(app.Config) bool
-		wantWarning string
-		wantErr     string
-	}{
-		{name: "defaults", check: func(c app.Config) bool { return c.Addr == ":8080" && c.AdminAddr == "127.0.0.1:8081" && !c.Dev }},
-		{name: "one address", env: map[string]string{"FLASHGATE_EDGE_ADDR": ":9000", "FLASHGATE_EDGE_ADMIN_ADDR": ":9000"},
-			wantErr: "FLASHGATE_EDGE_ADDR (:9000) and FLASHGATE_EDGE_ADMIN_ADDR (:9000) are one address"},
-		{name: "one port, all interfaces and loopback", env: map[string]string{"FLASHGATE_EDGE_ADDR": ":9000", "FLASHGATE_EDGE_ADMIN_ADDR": "127.0.0.1:9000"},
-			wantErr: "are one address"},
-		{name: "dev on loopback", env: local, check: func(c app.Config) bool {
-			return c.Dev && c.DevUserTokenSecret == secretEnv["FLASHGATE_DEV_USER_TOKEN_SECRET"]
-		}},
-		{name: "dev on all interfaces", env: with(local, "FLASHGATE_EDGE_ADDR", ":8080"),
-			wantErr: "dev mode listens on loopback addresses only (127.0.0.1:port), not FLASHGATE_EDGE_ADDR=:8080; set FLASHGATE_DEV_ALLOW_NON_LOOPBACK=1"},
-		{name: "dev with an admin listener on all interfaces", env: with(local, "FLASHGATE_EDGE_ADMIN_ADDR", "0.0.0.0:8081"),
-			wantErr: "not FLASHGATE_EDGE_ADMIN_ADDR=0.0.0.0:8081"},
-		{name: "dev on all interfaces, allowed", env: with(local, "FLASHGATE_EDGE_ADDR", ":8080", "FLASHGATE_DEV_ALLOW_NON_LOOPBACK", "1"),
-			check: func(c app.Config) bool { return c.Dev }, wantWarning: "DEV MODE LISTENS BEYOND LOOPBACK (FLASHGATE_DEV_ALLOW_NON_LOOPBACK=1): FLASHGATE_EDGE_ADDR=:8080"},
-		{name: "dev without its secret", env: with(local, "FLASHGATE_DEV_USER_TOKEN_SECRET", ""),
-			wantErr: "dev mode needs FLASHGATE_DEV_USER_TOKEN_SECRET of at least 32 bytes"},
-		{name: "dev with a short secret", env: with(local, "FLASHGATE_DEV_USER_TOKEN_SECRET", "short"),
-			wantErr: "dev mode needs FLASHGATE_DEV_USER_TOKEN_SECRET of at least 32 bytes"},
-		{name: "dev with the shop's secret", env: with(local, "FLASHGATE_USER_TOKEN_SECRET", "shop-user-token-secret-marker-0123456789"),
-			wantErr: "dev mode checks user tokens with FLASHGATE_DEV_USER_TOKEN_SECRET only: unset the shop's FLASHGATE_USER_TOKEN_SECRET"},
-		{name: "dev with the shop's public key", env: with(local, "FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE", "/shop.pem"),
-			wantErr: "dev mode checks user tokens with FLASHGATE_DEV_USER_TOKEN_SECRET only"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, warnings, err := loadConfig(nil, envWith(tc.env), io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Errorf("loadConfig = %v, want an error with %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || !tc.check(c) {
-				t.Fatalf("loadConfig = %v, or not the Config %s should give", err, tc.name)
-			}
-			if got := strings.Join(warnings, "\n"); (tc.wantWarning == "") != (got == "") || !strings.Contains(got, tc.wantWarning) {
-				t.Errorf("warnings = %q, want one with %q", warnings, tc.wantWarning)
-			}
-		})
-	}
-}
+func TestSecretsAreNeverPrinted(t *testing.T) { t.Parallel(); edgeConfig.SecretsAreNeverPrinted(t) }
+func TestSecretFiles(t *testing.T)            { t.Parallel(); edgeConfig.SecretFiles(t) }
+func TestAdminTokens(t *testing.T)            { t.Parallel(); edgeConfig.AdminTokens(t) }
+func TestListenersAndDevMode(t *testing.T)    { t.Parallel(); edgeConfig.ListenersAndDevMode(t) }
