@@ -72,8 +72,8 @@ func TestWriteErrorCarriesTheRequestID(t *testing.T) {
 			t.Errorf("body %+v", body)
 		case ctx.Response.StatusCode() != 503 || string(ctx.Response.Header.Peek("Retry-After")) != "2":
 			t.Errorf("status %d, Retry-After %q", ctx.Response.StatusCode(), ctx.Response.Header.Peek("Retry-After"))
-		case string(ctx.Response.Header.Peek("Cache-Control")) != "no-store":
-			t.Errorf("Cache-Control %q", ctx.Response.Header.Peek("Cache-Control"))
+		case string(ctx.Response.Header.Peek("Cache-Control")) != "no-store" || string(ctx.Response.Header.Peek("X-Content-Type-Options")) != "nosniff":
+			t.Errorf("Cache-Control %q, X-Content-Type-Options %q", ctx.Response.Header.Peek("Cache-Control"), ctx.Response.Header.Peek("X-Content-Type-Options"))
 		case header == "" || header != body.RequestID:
 			t.Errorf("request id: header %q, body %q", header, body.RequestID)
 		case in == "cdn-7f3a.1" && header != in:

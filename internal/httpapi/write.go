@@ -11,10 +11,12 @@ import (
 // would normalize them to, so that SetCanonical can skip normalizing them
 // again on every request.
 var (
-	HeaderCacheControl = fasthttp.AppendNormalizedHeaderKey(nil, "Cache-Control")
-	HeaderRetryAfter   = fasthttp.AppendNormalizedHeaderKey(nil, "Retry-After")
-	HeaderRequestID    = fasthttp.AppendNormalizedHeaderKey(nil, "X-Request-Id")
-	noStore            = []byte("no-store")
+	HeaderCacheControl       = fasthttp.AppendNormalizedHeaderKey(nil, "Cache-Control")
+	HeaderRetryAfter         = fasthttp.AppendNormalizedHeaderKey(nil, "Retry-After")
+	HeaderRequestID          = fasthttp.AppendNormalizedHeaderKey(nil, "X-Request-Id")
+	HeaderContentTypeOptions = fasthttp.AppendNormalizedHeaderKey(nil, "X-Content-Type-Options")
+	noStore                  = []byte("no-store")
+	noSniff                  = []byte("nosniff")
 )
 
 // bufLen is the stack buffer an error answer is built in; a longer one
@@ -57,11 +59,13 @@ func WriteJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	WriteBody(ctx, status, body)
 }
 
-// WriteBody writes body (JSON) with status, not to be cached. The body is copied.
+// WriteBody writes body (JSON) with status, not to be cached and not to be
+// sniffed as anything but JSON. The body is copied.
 func WriteBody(ctx *fasthttp.RequestCtx, status int, body []byte) {
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
 	ctx.Response.Header.SetCanonical(HeaderCacheControl, noStore)
+	ctx.Response.Header.SetCanonical(HeaderContentTypeOptions, noSniff)
 	ctx.SetBody(body)
 }
 
