@@ -123,6 +123,8 @@ var tokenAnswers = map[string]*Error{
 	"wrong_sale":    New(fasthttp.StatusUnauthorized, "wrong_sale", "The token is for another sale."),
 	"wrong_account": New(fasthttp.StatusUnauthorized, "wrong_account", "The token is for another account."),
 	"invalid_token": New(fasthttp.StatusUnauthorized, "invalid_token", "The token is not valid."),
+	// A signed request (tokens.RequestVerifier) taken once already.
+	"replayed_request": New(fasthttp.StatusUnauthorized, "replayed_request", "This signed request has been taken once already."),
 }
 
 // tokenAnswer is the 401 for a token failure, or nil when err is none.

@@ -31,6 +31,7 @@ func TestClassify(t *testing.T) {
 		{"an expired token", fmt.Errorf("verify: %w", tokens.ErrExpired), "token_expired", 401, true},
 		{"a token for another sale", tokens.ErrWrongSale, "wrong_sale", 401, true},
 		{"a malformed token", tokens.ErrMalformed, "invalid_token", 401, true},
+		{"a replayed signed request", fmt.Errorf("verify: %w", fmt.Errorf("%w: %w", tokens.ErrReplayed, tokens.ErrInvalid)), "replayed_request", 401, true},
 		{"a dependency down", errors.New("dial tcp: connection refused"), "please_wait", 503, false},
 	}
 	for _, tt := range tests {
