@@ -44,6 +44,7 @@ const (
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeUnauthorized     = "unauthorized"
+	CodeRateLimited      = "rate_limited"
 	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeInvalidJSON      = "invalid_json"
 	CodeInvalidField     = "invalid_field"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 
@@ -162,6 +163,20 @@ func TestDecodeJSON(t *testing.T) {
 			t.Errorf("%s %q: err %v, decoded %+v", tt.contentType, tt.body, err, v)
 		case tt.code != "" && (!errors.As(err, &e) || e.Code != tt.code):
 			t.Errorf("%s %q: err %v, want code %s", tt.contentType, tt.body, err, tt.code)
+		}
+	}
+}
+
+func TestAddressKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"203.0.113.7":          "203.0.113.7",
+		"::ffff:203.0.113.7":   "203.0.113.7",
+		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64",
+		"2001:db8:1:2:ffff::1": "2001:db8:1:2::/64",
+		"2001:db8:1:3::1":      "2001:db8:1:3::/64",
+	} {
+		if got := AddressKey(net.ParseIP(in)); got != want {
+			t.Errorf("AddressKey(%s) = %s, want %s", in, got, want)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"strconv"
 	"strings"
 
@@ -155,4 +156,15 @@ func ReadFailureAnswer(f httpread.Failure) *Error {
 		return ErrBodyTooLarge
 	}
 	return ErrBadRequest
+}
+
+// AddressKey is ip as the key of a per-address limit: an IPv4 address as
+// it is, an IPv6 address by its /64, which one host or customer usually
+// holds whole (keyed by /128, one host could take a limit's budget many
+// times over and fill the limiter's memory).
+func AddressKey(ip net.IP) string {
+	if v4 := ip.To4(); v4 != nil {
+		return v4.String()
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }

@@ -80,7 +80,6 @@ var (
 	errStaleSignature   = httpapi.New(fasthttp.StatusUnauthorized, codeStaleSignature, "The Payment-Signature's time is outside the tolerance.")
 	errInvalidEvent     = httpapi.New(fasthttp.StatusBadRequest, codeInvalidEvent, "The body is not a payment event.")
 	errMethodNotAllowed = httpapi.New(fasthttp.StatusMethodNotAllowed, httpapi.CodeMethodNotAllowed, "This path does not take that method.")
-	errNotAdmin         = httpapi.New(fasthttp.StatusUnauthorized, httpapi.CodeUnauthorized, "This listener needs Authorization: Bearer <admin token>.")
 
 	errInvalidSKU            = badRequest(codeInvalidSKU, "sku must be 1 to 64 letters, digits, '_' or '-'.")
 	errInvalidIdempotencyKey = badRequest(codeInvalidIdempotencyKey, "idempotency_key must be 1 to 128 printable characters without spaces.")

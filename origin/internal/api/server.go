@@ -6,7 +6,6 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"github.com/flashgate/flashgate/internal/adminauth"
 	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
@@ -143,11 +143,12 @@ func (s *Server) adminRoutes() []route {
 
 // Public is the handler of the public listener.
 func (s *Server) Public() fasthttp.RequestHandler {
-	return s.router(s.publicRoutes(), false)
+	return s.router(s.publicRoutes())
 }
 
-// Admin is the handler of the admin listener: every route but /healthz
-// needs the admin bearer token.
+// Admin is the handler of the admin listener: every request but /healthz
+// is authenticated with the admin bearer token before it is routed, and an
+// address that keeps failing is throttled (see adminauth).
 func (s *Server) Admin() fasthttp.RequestHandler {
 	routes := append(s.adminRoutes(),
 		route{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
@@ -156,10 +157,11 @@ func (s *Server) Admin() fasthttp.RequestHandler {
 			return nil
 		}},
 	)
-	return s.router(routes, true)
+	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz"}})
+	return guard.Handler(s.router(routes))
 }
 
-func (s *Server) router(routes []route, admin bool) fasthttp.RequestHandler {
+func (s *Server) router(routes []route) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
 		name := "not_found"
@@ -191,10 +193,6 @@ func (s *Server) router(routes []route, admin bool) fasthttp.RequestHandler {
 			return
 		}
 		name = match.name
-		if admin && name != "healthz" && !s.isAdmin(ctx) {
-			s.fail(ctx, errNotAdmin)
-			return
-		}
 		// fasthttp's RequestCtx has no deadline: every request gets its own
 		// budget for the Redis and Postgres calls it makes.
 		c, cancel := context.WithTimeout(context.Background(), s.opts.Budget)
@@ -222,11 +220,6 @@ func matchPath(pattern, segs []string) ([]string, bool) {
 		}
 	}
 	return params, true
-}
-
-func (s *Server) isAdmin(ctx *fasthttp.RequestCtx) bool {
-	got := httpapi.Bearer(ctx)
-	return s.AdminToken != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.AdminToken)) == 1
 }
 
 func (s *Server) healthz(ctx *fasthttp.RequestCtx, _ context.Context, _ []string) error {
