@@ -42,6 +42,7 @@ import (
 	"github.com/flashgate/flashgate/bench/internal/originside"
 	"github.com/flashgate/flashgate/bench/internal/scratch"
 	"github.com/flashgate/flashgate/edge/edgebench"
+	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -190,9 +191,9 @@ func Run(ctx context.Context, c Config) (rep Report, err error) {
 	rep.Settings = Settings{Conns: c.Conns, Requests: c.Requests, ProxyRequests: c.ProxyRequests, Warmup: c.Warmup, Rounds: c.Rounds,
 		Limits: c.Limits, PollLine: c.PollLine, PollAdmitted: c.PollAdmitted, OriginWorkers: c.OriginWorkers}
 
-	ropts, err := redis.ParseURL(c.RedisURL)
+	ropts, err := redisconn.ParseURL(c.RedisURL)
 	if err != nil {
-		return rep, fmt.Errorf("redis url: %w", err)
+		return rep, err
 	}
 	ropts.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(ropts)

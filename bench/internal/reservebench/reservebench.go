@@ -44,6 +44,7 @@ import (
 	"github.com/flashgate/flashgate/bench/internal/originside"
 	"github.com/flashgate/flashgate/bench/internal/redisbench"
 	"github.com/flashgate/flashgate/bench/internal/scratch"
+	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -143,9 +144,9 @@ func Run(ctx context.Context, c Config) (rep Report, err error) {
 			err = fmt.Errorf("%w (the run reached its %s cap: raise -timeout, or lower -n and -http-n)", err, c.Timeout)
 		}
 	}()
-	ropts, err := redis.ParseURL(c.RedisURL)
+	ropts, err := redisconn.ParseURL(c.RedisURL)
 	if err != nil {
-		return Report{}, fmt.Errorf("redis url: %w", err)
+		return Report{}, err
 	}
 	ropts.ContextTimeoutEnabled = true
 	ropts.PoolSize = 64 // as the origin's app.New
