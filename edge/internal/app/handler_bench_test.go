@@ -90,3 +90,73 @@ func BenchmarkStatusHandler(b *testing.B) {
 	}
 	b.Run("admitted", func(b *testing.B) { run(b, "admitted") })
 }
+
+// serveInProcess runs h on req from a fixed peer and returns the answer's
+// status; the context is reused, as fasthttp's server reuses it.
+func serveInProcess(h fasthttp.RequestHandler, rc *fasthttp.RequestCtx, req *fasthttp.Request) int {
+	rc.Init(req, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}, nil)
+	h(rc)
+	return rc.Response.StatusCode()
+}
+
+// BenchmarkJoinHandler runs the public handler on joins in-process, each by
+// a new account: the CPU and allocations of the join path, its Redis round
+// trip included (the Joiner's linger is the floor of its latency).
+func BenchmarkJoinHandler(b *testing.B) {
+	origin := edgetest.NewStubOrigin(b)
+	const sale = "bench-join"
+	origin.SetSale(edgetest.OpenSale(sale, 10))
+	cfg := edgetest.Config(edgetest.NewRedis(b), origin.URL)
+	cfg.StaleAfter = time.Hour
+	n := edgetest.StartNode(b, cfg)
+	n.WaitSale(b, sale)
+	const accounts = 1 << 14
+	users := make([][]byte, accounts)
+	for i := range users {
+		users[i] = []byte("Bearer " + edgetest.UserToken(b, fmt.Sprintf("joiner-%09d", i)))
+	}
+	h := n.App.API.Public()
+	var rc fasthttp.RequestCtx
+	var req fasthttp.Request
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		req.Reset()
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.SetRequestURI("/v1/sales/" + sale + "/queue")
+		req.Header.SetBytesV(fasthttp.HeaderAuthorization, users[i%accounts])
+		i++
+		if status := serveInProcess(h, &rc, &req); status != fasthttp.StatusAccepted {
+			b.Fatalf("join = %d %s", status, rc.Response.Body())
+		}
+	}
+}
+
+// BenchmarkSoldOutReserve runs the public handler on reserves of a sale the
+// snapshot says is sold out: the 409 the stampede after the last unit gets,
+// answered before any token work.
+func BenchmarkSoldOutReserve(b *testing.B) {
+	origin := edgetest.NewStubOrigin(b)
+	const sale = "bench-soldout"
+	s := edgetest.OpenSale(sale, 0)
+	s.Status, s.SoldOut, s.Final = "sold_out", true, true
+	origin.SetSale(s)
+	cfg := edgetest.Config(edgetest.NewRedis(b), origin.URL)
+	n := edgetest.StartNode(b, cfg)
+	n.WaitSale(b, sale)
+	h := n.App.API.Public()
+	var rc fasthttp.RequestCtx
+	var req fasthttp.Request
+	body := reserveBody("sku-1", "late")
+	b.ReportAllocs()
+	for b.Loop() {
+		req.Reset()
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.SetRequestURI("/v1/sales/" + sale + "/reserve")
+		req.Header.SetContentType("application/json")
+		req.SetBody(body)
+		if status := serveInProcess(h, &rc, &req); status != fasthttp.StatusConflict {
+			b.Fatalf("reserve = %d %s", status, rc.Response.Body())
+		}
+	}
+}
