@@ -19,7 +19,8 @@ import (
 func BenchmarkStatusHandler(b *testing.B) {
 	origin := edgetest.NewStubOrigin(b)
 	const sale = "bench"
-	origin.SetSale(edgetest.OpenSale(sale, 10))
+	// Stock enough that admission runs at the set rate, not paced to scarce units.
+	origin.SetSale(edgetest.OpenSale(sale, 1_000_000))
 	cfg := edgetest.Config(edgetest.NewRedis(b), origin.URL)
 	cfg.StaleAfter = time.Hour
 	const unreachable = "1000000000-S"
@@ -28,6 +29,14 @@ func BenchmarkStatusHandler(b *testing.B) {
 	n.WaitSale(b, sale)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// Paused while the shoppers join, so that all of them wait.
+	paused := true
+	if _, applied, err := n.App.Line.Settings(ctx, sale, nil, &paused); err != nil || !applied {
+		b.Fatalf("Settings = %v, in Redis %v; want nil, true", err, applied)
+	}
+	if err := n.App.API.Tick(ctx); err != nil {
+		b.Fatal(err)
+	}
 	snap, _ := n.App.Snapshots.Get(sale)
 	const shoppers = 1000
 	tokens := make([][]byte, shoppers)
@@ -69,24 +78,23 @@ func BenchmarkStatusHandler(b *testing.B) {
 			b.Fatalf("poll answer %s, want state %s", body, wantState)
 		}
 	}
-	paused := true
-	if _, applied, err := n.App.Line.Settings(ctx, sale, nil, &paused); err != nil || !applied {
-		b.Fatalf("Settings = %v, in Redis %v; want nil, true", err, applied)
-	}
-	if err := n.App.API.Tick(ctx); err != nil {
-		b.Fatal(err)
-	}
 	b.Run("waiting", func(b *testing.B) { run(b, "waiting") })
 	paused, rate := false, 1e6
 	if _, applied, err := n.App.Line.Settings(ctx, sale, &rate, &paused); err != nil || !applied {
 		b.Fatalf("Settings = %v, in Redis %v; want nil, true", err, applied)
 	}
-	time.Sleep(50 * time.Millisecond)
-	for range 3 {
+	// The cursor moves as fast as the line keeper raises its serving
+	// ceiling: tick until it has passed every shopper.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if err := n.App.API.Tick(ctx); err != nil {
 			b.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		if st, _ := n.App.Cursor.State(sale); st.NowServing >= shoppers {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the cursor did not pass %d shoppers in 10 s", shoppers)
+		}
 	}
 	b.Run("admitted", func(b *testing.B) { run(b, "admitted") })
 }
