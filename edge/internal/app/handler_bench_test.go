@@ -34,7 +34,7 @@ func BenchmarkStatusHandler(b *testing.B) {
 	if _, applied, err := n.App.Line.Settings(ctx, sale, nil, &paused); err != nil || !applied {
 		b.Fatalf("Settings = %v, in Redis %v; want nil, true", err, applied)
 	}
-	if err := n.App.API.Tick(ctx); err != nil {
+	if err := n.App.Admission.Tick(ctx); err != nil {
 		b.Fatal(err)
 	}
 	snap, _ := n.App.Snapshots.Get(sale)
@@ -86,10 +86,10 @@ func BenchmarkStatusHandler(b *testing.B) {
 	// The cursor moves as fast as the line keeper raises its serving
 	// ceiling: tick until it has passed every shopper.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if err := n.App.API.Tick(ctx); err != nil {
+		if err := n.App.Admission.Tick(ctx); err != nil {
 			b.Fatal(err)
 		}
-		if st, _ := n.App.Cursor.State(sale); st.NowServing >= shoppers {
+		if st, _ := n.App.Admission.State(sale); st.NowServing >= shoppers {
 			break
 		}
 		if time.Now().After(deadline) {
