@@ -54,27 +54,12 @@ func BenchmarkStatusHandler(b *testing.B) {
 	}
 	h := n.App.API.Public()
 	run := func(b *testing.B, wantState string) {
-		var rc fasthttp.RequestCtx
-		var req fasthttp.Request
-		addr := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			req.Reset()
+		last := serveLoop(b, h, fasthttp.StatusOK, func(req *fasthttp.Request, i int) {
 			req.Header.SetMethod(fasthttp.MethodGet)
 			req.SetRequestURI("/v1/sales/" + sale + "/queue/status")
 			req.Header.SetBytesV(fasthttp.HeaderAuthorization, tokens[i%shoppers])
-			i++
-			rc.Init(&req, addr, nil)
-			h(&rc)
-			if rc.Response.StatusCode() != fasthttp.StatusOK {
-				b.Fatalf("poll = %d %s", rc.Response.StatusCode(), rc.Response.Body())
-			}
-		}
-		var probe fasthttp.RequestCtx
-		probe.Init(&req, addr, nil)
-		h(&probe)
-		if body := string(probe.Response.Body()); len(body) < 12 || body[:10] != `{"state":"` || body[10:10+len(wantState)] != wantState {
+		})
+		if body := string(last); len(body) < 12 || body[:10] != `{"state":"` || body[10:10+len(wantState)] != wantState {
 			b.Fatalf("poll answer %s, want state %s", body, wantState)
 		}
 	}
@@ -99,12 +84,29 @@ func BenchmarkStatusHandler(b *testing.B) {
 	b.Run("admitted", func(b *testing.B) { run(b, "admitted") })
 }
 
-// serveInProcess runs h on req from a fixed peer and returns the answer's
-// status; the context is reused, as fasthttp's server reuses it.
-func serveInProcess(h fasthttp.RequestHandler, rc *fasthttp.RequestCtx, req *fasthttp.Request) int {
-	rc.Init(req, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}, nil)
-	h(rc)
-	return rc.Response.StatusCode()
+// benchPeer is the client address of the in-process benchmarks.
+var benchPeer = &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}
+
+// serveLoop runs h in-process once per benchmark iteration i on the request
+// set(req, i) writes (into a request reset each time), reusing the request
+// context as fasthttp's server does, and fails b on any answer other than
+// want. It returns the last answer's body.
+func serveLoop(b *testing.B, h fasthttp.RequestHandler, want int, set func(req *fasthttp.Request, i int)) []byte {
+	var rc fasthttp.RequestCtx
+	var req fasthttp.Request
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		req.Reset()
+		set(&req, i)
+		i++
+		rc.Init(&req, benchPeer, nil)
+		h(&rc)
+		if status := rc.Response.StatusCode(); status != want {
+			b.Fatalf("%s %s = %d %s, want %d", req.Header.Method(), req.RequestURI(), status, rc.Response.Body(), want)
+		}
+	}
+	return append([]byte(nil), rc.Response.Body()...)
 }
 
 // BenchmarkJoinHandler runs the public handler on joins in-process, each by
@@ -123,21 +125,11 @@ func BenchmarkJoinHandler(b *testing.B) {
 	for i := range users {
 		users[i] = []byte("Bearer " + edgetest.UserToken(b, fmt.Sprintf("joiner-%09d", i)))
 	}
-	h := n.App.API.Public()
-	var rc fasthttp.RequestCtx
-	var req fasthttp.Request
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		req.Reset()
+	serveLoop(b, n.App.API.Public(), fasthttp.StatusAccepted, func(req *fasthttp.Request, i int) {
 		req.Header.SetMethod(fasthttp.MethodPost)
 		req.SetRequestURI("/v1/sales/" + sale + "/queue")
 		req.Header.SetBytesV(fasthttp.HeaderAuthorization, users[i%accounts])
-		i++
-		if status := serveInProcess(h, &rc, &req); status != fasthttp.StatusAccepted {
-			b.Fatalf("join = %d %s", status, rc.Response.Body())
-		}
-	}
+	})
 }
 
 // BenchmarkSoldOutReserve runs the public handler on reserves of a sale the
@@ -152,19 +144,11 @@ func BenchmarkSoldOutReserve(b *testing.B) {
 	cfg := edgetest.Config(edgetest.NewRedis(b), origin.URL)
 	n := edgetest.StartNode(b, cfg)
 	n.WaitSale(b, sale)
-	h := n.App.API.Public()
-	var rc fasthttp.RequestCtx
-	var req fasthttp.Request
 	body := reserveBody("sku-1", "late")
-	b.ReportAllocs()
-	for b.Loop() {
-		req.Reset()
+	serveLoop(b, n.App.API.Public(), fasthttp.StatusConflict, func(req *fasthttp.Request, _ int) {
 		req.Header.SetMethod(fasthttp.MethodPost)
 		req.SetRequestURI("/v1/sales/" + sale + "/reserve")
 		req.Header.SetContentType("application/json")
 		req.SetBody(body)
-		if status := serveInProcess(h, &rc, &req); status != fasthttp.StatusConflict {
-			b.Fatalf("reserve = %d %s", status, rc.Response.Body())
-		}
-	}
+	})
 }
