@@ -4,6 +4,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
+	"github.com/flashgate/flashgate/edge/internal/assets"
 	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/internal/httpapi"
 )
@@ -45,13 +46,15 @@ var (
 		`The body must be {"user_id": "..."}: 1 to 128 printable characters without spaces.`)
 	errAdmissionBody = httpapi.New(fasthttp.StatusBadRequest, httpapi.CodeInvalidJSON,
 		`The body must be JSON like {"rate_per_s": 2000, "paused": false}.`)
-	errRate = httpapi.New(fasthttp.StatusBadRequest, codeInvalidRate, "rate_per_s must be 0 to 1,000,000.")
+	errRate   = httpapi.New(fasthttp.StatusBadRequest, codeInvalidRate, "rate_per_s must be 0 to 1,000,000.")
+	errNoFile = httpapi.New(fasthttp.StatusNotFound, httpapi.CodeNotFound, "There is no such file.")
 )
 
 // errorTable is the edge's one mapping from an error to its answer, for the
 // response and the metrics alike. What it does not know (Redis or an
 // upstream failing) answers please_wait and is logged.
 var errorTable = httpapi.NewTable(httpapi.PleaseWait).
+	Map(assets.ErrNotFound, errNoFile).
 	Map(admission.ErrUnknownSale, errUnknownSale).
 	Map(admission.ErrNotReady, errNotReady).
 	// Redis is unreachable, or the line is being restored after Redis lost it.

@@ -97,8 +97,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, u *proxy.Upstream, name strin
 
 // static: the shopper's page and its assets.
 func (s *Server) static(ctx *fasthttp.RequestCtx, _ []string) error {
-	s.Static(ctx)
-	return nil
+	return s.Static(ctx)
 }
 
 // devLogin: POST /v1/dev/login {"user_id"}, dev mode only.

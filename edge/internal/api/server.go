@@ -33,15 +33,15 @@ import (
 type Deps struct {
 	Admission  *admission.Controller // each sale's view, its readiness and estimates
 	Joiner     *queue.Joiner
-	Line       *line.Keeper          // the line's durable copy: joins that wait for it, settings
-	Tokens     *tokens.Verifier      // queue and admission tokens
-	Issuer     *tokens.Issuer        // queue and admission tokens
-	Users      *tokens.UserVerifier  // the shop's user tokens
-	DevUsers   *tokens.DevUserIssuer // dev mode only; nil otherwise
-	Origin     *proxy.Upstream       // reserves
-	Payments   *proxy.Upstream       // orders, reservations and the payment webhook, to the same origin
-	Shop       *proxy.Upstream       // nil: paths outside the sale answer 404
-	Static     fasthttp.RequestHandler
+	Line       *line.Keeper                     // the line's durable copy: joins that wait for it, settings
+	Tokens     *tokens.Verifier                 // queue and admission tokens
+	Issuer     *tokens.Issuer                   // queue and admission tokens
+	Users      *tokens.UserVerifier             // the shop's user tokens
+	DevUsers   *tokens.DevUserIssuer            // dev mode only; nil otherwise
+	Origin     *proxy.Upstream                  // reserves
+	Payments   *proxy.Upstream                  // orders, reservations and the payment webhook, to the same origin
+	Shop       *proxy.Upstream                  // nil: paths outside the sale answer 404
+	Static     func(*fasthttp.RequestCtx) error // the page and its files (assets.Handler)
 	Limits     Limits
 	Log        *slog.Logger
 	Registry   *prometheus.Registry
@@ -289,9 +289,10 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx, _ []string) error {
 // readyzJSON is the body of GET /readyz. Ages are in milliseconds, null
 // before the first good list or tick.
 type readyzJSON struct {
-	Status     string   `json:"status"`            // "ready" or "not_ready"
-	Error      string   `json:"error,omitempty"`   // "not_ready" when not ready, as every error body has
-	Message    string   `json:"message,omitempty"` // why not
+	Status     string   `json:"status"`               // "ready" or "not_ready"
+	Error      string   `json:"error,omitempty"`      // "not_ready" when not ready, as every error body has
+	Message    string   `json:"message,omitempty"`    // why not
+	RequestID  string   `json:"request_id,omitempty"` // when not ready, as every error body has
 	ListAgeMS  *int64   `json:"sales_list_age_ms"`
 	TickAgeMS  *int64   `json:"tick_age_ms"`
 	StaleSales []string `json:"stale_sales"` // listed sales answered please_wait for want of a current snapshot
@@ -317,7 +318,8 @@ func (s *Server) readyz(ctx *fasthttp.RequestCtx, _ []string) error {
 	status := fasthttp.StatusOK
 	if !r.Ready {
 		status = fasthttp.StatusServiceUnavailable
-		out.Status, out.Error = codeNotReady, codeNotReady
+		out.Status, out.Error, out.RequestID = codeNotReady, codeNotReady, httpapi.RequestID(ctx)
+		ctx.Response.Header.SetCanonical(httpapi.HeaderRequestID, []byte(out.RequestID))
 		if !r.ListCurrent {
 			out.Message = "No current list of the origin's sales: the node is starting or cannot reach the origin."
 		} else {
