@@ -120,14 +120,21 @@ func (c *Cursor) Tick(ctx context.Context, ticks []queue.Tick) error {
 	return firstErr
 }
 
-func (c *Cursor) store(sale string, st queue.State) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// entry is a sale's cached state, made on first use; c.mu must be held.
+func (c *Cursor) entry(sale string) *saleState {
 	s := c.states[sale]
 	if s == nil {
 		s = &saleState{}
 		c.states[sale] = s
 	}
+	return s
+}
+
+// store caches a reading, with the rate measured over the recent ones.
+func (c *Cursor) store(sale string, st queue.State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.entry(sale)
 	s.samples = append(s.samples, sample{at: st.ReadAt, serving: st.NowServing})
 	cut := 0
 	for cut < len(s.samples)-1 && st.ReadAt.Sub(s.samples[cut].at) > rateWindow {
@@ -145,11 +152,7 @@ func (c *Cursor) store(sale string, st queue.State) {
 func (c *Cursor) lost(sale string, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := c.states[sale]
-	if s == nil {
-		s = &saleState{}
-		c.states[sale] = s
-	}
+	s := c.entry(sale)
 	s.Lost, s.ReadAt = true, at
 	s.samples = nil // the measured rate starts over with the restored line
 }
