@@ -1,6 +1,8 @@
-// Package queue is the waiting room's shared state in Redis: places in line
-// (joins batched into one script call), the pre-queue shuffle, and the
-// admission cursor that every edge node advances and caches.
+// Package queue is the waiting line's shared state in Redis: its key schema
+// (keys.go), places in line (joins batched into one script call), the
+// pre-queue shuffle, the Redis side of the line's durable copy (Lines), and
+// State, what a read of a line says. Package admission advances and reads
+// the cursor; package line keeps the durable copy.
 package queue
 
 import (
@@ -19,8 +21,6 @@ import (
 var (
 	//go:embed join.lua
 	joinSource string
-	//go:embed advance.lua
-	advanceSource string
 	//go:embed settings.lua
 	settingsSource string
 	//go:embed restore.lua
@@ -31,7 +31,6 @@ var (
 	sealSource string
 
 	joinScript     = redis.NewScript(joinSource)
-	advanceScript  = redis.NewScript(advanceSource)
 	settingsScript = redis.NewScript(settingsSource)
 	restoreScript  = redis.NewScript(restoreSource)
 	raiseScript    = redis.NewScript(raiseSource)
