@@ -40,8 +40,6 @@ var (
 	// the same alphabet: a join is refused now, not after the wait in line.
 	errAccountID = httpapi.New(fasthttp.StatusUnauthorized, codeInvalidToken,
 		"The account id in the user token is not one this sale can serve (1 to 128 printable characters without spaces).")
-	errAdminToken = httpapi.New(fasthttp.StatusUnauthorized, httpapi.CodeUnauthorized,
-		"This listener needs Authorization: Bearer <admin token>.")
 	errUserID = httpapi.New(fasthttp.StatusBadRequest, codeInvalidUserID,
 		`The body must be {"user_id": "..."}: 1 to 128 printable characters without spaces.`)
 	errAdmissionBody = httpapi.New(fasthttp.StatusBadRequest, httpapi.CodeInvalidJSON,

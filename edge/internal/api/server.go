@@ -8,7 +8,6 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"log/slog"
 	"net/netip"
 	"strconv"
@@ -25,6 +24,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/internal/adminauth"
 	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/tokens"
 )
@@ -159,20 +159,22 @@ func (s *Server) Public() fasthttp.RequestHandler {
 	return s.router(routes, s.shop)
 }
 
-// Admin is the handler of the admin listener; all but /healthz and /readyz
-// need the admin bearer token.
+// Admin is the handler of the admin listener: every request but /healthz
+// and /readyz is authenticated with the admin bearer token before it is
+// routed, and an address that keeps failing is throttled (see adminauth).
 func (s *Server) Admin() fasthttp.RequestHandler {
 	routes := []route{
-		{fasthttp.MethodGet, []string{"admin", "sales", "*", "admission"}, "get_admission", s.admin(s.getAdmission)},
-		{fasthttp.MethodPut, []string{"admin", "sales", "*", "admission"}, "put_admission", s.admin(s.putAdmission)},
-		{fasthttp.MethodGet, []string{"metrics"}, "metrics", s.admin(func(ctx *fasthttp.RequestCtx, _ []string) error {
+		{fasthttp.MethodGet, []string{"admin", "sales", "*", "admission"}, "get_admission", s.getAdmission},
+		{fasthttp.MethodPut, []string{"admin", "sales", "*", "admission"}, "put_admission", s.putAdmission},
+		{fasthttp.MethodGet, []string{"metrics"}, "metrics", func(ctx *fasthttp.RequestCtx, _ []string) error {
 			s.promh(ctx)
 			return nil
-		})},
+		}},
 		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
 		{fasthttp.MethodGet, []string{"readyz"}, "readyz", s.readyz},
 	}
-	return s.router(routes, func(ctx *fasthttp.RequestCtx, _ []string) error { return httpapi.ErrNotFound })
+	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz", "/readyz"}})
+	return guard.Handler(s.router(routes, func(ctx *fasthttp.RequestCtx, _ []string) error { return httpapi.ErrNotFound }))
 }
 
 func (s *Server) router(routes []route, fallback handler) fasthttp.RequestHandler {
@@ -267,16 +269,6 @@ func matchPath(pattern, segs []string) ([]string, bool) {
 		}
 	}
 	return params, len(pattern) == len(segs)
-}
-
-func (s *Server) admin(h handler) handler {
-	return func(ctx *fasthttp.RequestCtx, params []string) error {
-		got := httpapi.Bearer(ctx)
-		if s.AdminToken == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.AdminToken)) != 1 {
-			return errAdminToken
-		}
-		return h(ctx, params)
-	}
 }
 
 // healthz: GET /healthz, liveness: the process serves requests. It says
