@@ -11,7 +11,8 @@ import (
 )
 
 // TestShopProxyHygiene: a request to a shop path reaches the shop without
-// the client's forwarding headers, hop-by-hop headers or the headers its
+// the client's forwarding headers (CDNs' client-address headers such as
+// True-Client-IP among them), hop-by-hop headers or the headers its
 // Connection header names, with X-Forwarded-For set to the client address
 // as the edge trusts it (the peer, or behind a trusted proxy the right-most
 // untrusted X-Forwarded-For hop), and with everything else intact.
@@ -27,6 +28,11 @@ func TestShopProxyHygiene(t *testing.T) {
 		"X-Forwarded-For":     "6.6.6.6",
 		"Forwarded":           "for=6.6.6.6;proto=https",
 		"X-Real-Ip":           "6.6.6.6",
+		"True-Client-IP":      "6.6.6.6",
+		"CF-Connecting-IP":    "6.6.6.6",
+		"X-Client-IP":         "6.6.6.6",
+		"Fastly-Client-IP":    "6.6.6.6",
+		"X-Cluster-Client-IP": "6.6.6.6",
 		"X-Forwarded-Proto":   "https",
 		"Connection":          "keep-alive, X-Hop-Secret",
 		"X-Hop-Secret":        "must not pass",
@@ -68,7 +74,8 @@ func TestShopProxyHygiene(t *testing.T) {
 			if p := got.Get("X-Forwarded-Proto"); p != "http" {
 				t.Errorf("shop got X-Forwarded-Proto %q, want http (the edge's own listener)", p)
 			}
-			for _, name := range []string{"Forwarded", "X-Real-Ip", "X-Hop-Secret", "Keep-Alive", "Proxy-Authorization", "Te"} {
+			for _, name := range []string{"Forwarded", "X-Real-Ip", "True-Client-IP", "CF-Connecting-IP", "X-Client-IP", "Fastly-Client-IP",
+				"X-Cluster-Client-IP", "X-Hop-Secret", "Keep-Alive", "Proxy-Authorization", "Te"} {
 				if v, ok := got.Header[strings.ToLower(name)]; ok {
 					t.Errorf("shop got %s: %q, want it stripped", name, v)
 				}
@@ -101,7 +108,7 @@ func TestRequestIDReachesTheOrigin(t *testing.T) {
 	reserve := func(header map[string]string) edgetest.Recorded {
 		t.Helper()
 		before := origin.Count()
-		res := n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: token,
+		res := n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: token, User: edgetest.Owner(t, token),
 			Body: reserveBody("sku-1", "k"), Header: header})
 		reqs := origin.Requests()
 		if res.Status != fasthttp.StatusCreated || len(reqs) <= before {

@@ -91,7 +91,15 @@ var hopHeaders = []string{
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-var forwardingHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip"}
+// forwardingHeaders name the client, its host or its scheme. The edge writes
+// X-Forwarded-For, -Host and -Proto afresh; the others (CDNs' own client
+// headers among them) it does not set, so whatever a request carries came
+// from the client, and an upstream that believed one (the shop, say) would
+// take a forged address for the shopper's.
+var forwardingHeaders = []string{
+	"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip",
+	"True-Client-Ip", "Cf-Connecting-Ip", "X-Client-Ip", "Fastly-Client-Ip", "X-Cluster-Client-Ip",
+}
 
 // Forward sends the request of ctx upstream and writes the answer into ctx.
 // clientIP is the caller's address as the edge trusts it. On error nothing
