@@ -120,6 +120,30 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 		{name: "-dev=yes", args: []string{"-dev=yes"}, wantErr: `invalid boolean value "yes" for -dev`},
 		{name: "head limit below 4 KiB", env: map[string]string{"FLASHGATE_MAX_REQUEST_HEAD_BYTES": "1024"},
 			wantErr: "the request head limit must be at least 4096 bytes"},
+		{name: "payment limits", env: map[string]string{"FLASHGATE_LIMIT_ORDER_ACCOUNT": "5-M", "FLASHGATE_LIMIT_ORDER_READ_ACCOUNT": "2-S",
+			"FLASHGATE_LIMIT_MAX_KEYS": "5000"},
+			check: func(c app.Config) bool {
+				return c.LimitOrderAccount == "5-M" && c.LimitOrderReadAccount == "2-S" && c.LimitWebhookIP == "1000-S" && c.LimitMaxKeys == 5000
+			}},
+		{name: "payment limits off by flag", args: []string{"-limit-order-account=", "-limit-webhook-ip="},
+			check: func(c app.Config) bool {
+				return c.LimitOrderAccount == "" && c.LimitWebhookIP == "" && c.LimitOrderReadAccount == "120-M"
+			}},
+		{name: "bad order limit", env: map[string]string{"FLASHGATE_LIMIT_ORDER_ACCOUNT": "5 a minute"},
+			wantErr: `rate limit "5 a minute"`},
+		{name: "bad webhook limit", env: map[string]string{"FLASHGATE_LIMIT_WEBHOOK_IP": "fast"},
+			wantErr: `rate limit "fast"`},
+		{name: "no limit keys", env: map[string]string{"FLASHGATE_LIMIT_MAX_KEYS": "0"},
+			wantErr: "FLASHGATE_LIMIT_MAX_KEYS"},
+		{name: "webhook allow-list", env: map[string]string{"FLASHGATE_WEBHOOK_ALLOW": "203.0.113.0/24, 2001:db8::/48"},
+			check: func(c app.Config) bool { return c.WebhookAllow == "203.0.113.0/24, 2001:db8::/48" }},
+		{name: "webhook allow-list of a bare address", env: map[string]string{"FLASHGATE_WEBHOOK_ALLOW": "203.0.113.7"},
+			wantErr: `webhook allow-list entry "203.0.113.7"`},
+		{name: "webhook body bound", env: map[string]string{"FLASHGATE_WEBHOOK_MAX_BODY_BYTES": "8192"},
+			check: func(c app.Config) bool { return c.WebhookMaxBodyBytes == 8192 }},
+		{name: "webhook body bound default", check: func(c app.Config) bool { return c.WebhookMaxBodyBytes == 64<<10 }},
+		{name: "webhook body bound beyond the server's", env: map[string]string{"FLASHGATE_WEBHOOK_MAX_BODY_BYTES": "2000000"},
+			wantErr: "FLASHGATE_WEBHOOK_MAX_BODY_BYTES"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv := func(k string) string {

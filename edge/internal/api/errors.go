@@ -19,6 +19,9 @@ const (
 	codeInvalidUserID = "invalid_user_id"
 	codeInvalidRate   = "invalid_rate"
 	codeNotReady      = "not_ready" // GET /readyz while the node is not ready
+	codeMissingToken  = "missing_token"
+	// codeAddressNotAllowed: a webhook from outside the gateway's addresses.
+	codeAddressNotAllowed = "address_not_allowed"
 )
 
 // The edge's answers other than success. Handlers return them, or the
@@ -46,6 +49,12 @@ var (
 		`The body must be JSON like {"rate_per_s": 2000, "paused": false}.`)
 	errRate   = httpapi.New(fasthttp.StatusBadRequest, codeInvalidRate, "rate_per_s must be 0 to 1,000,000.")
 	errNoFile = httpapi.New(fasthttp.StatusNotFound, httpapi.CodeNotFound, "There is no such file.")
+	// Status polls and reserves carry the shopper's user token besides
+	// the queue or admission token.
+	errNoUserToken = httpapi.New(fasthttp.StatusUnauthorized, codeMissingToken,
+		"This request needs the shopper's user token in X-User-Token as well as the queue or admission token.")
+	errWebhookAddress = httpapi.New(fasthttp.StatusForbidden, codeAddressNotAllowed,
+		"This address may not send payment webhooks.")
 )
 
 // errorTable is the edge's one mapping from an error to its answer, for the

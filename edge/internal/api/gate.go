@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ulule/limiter/v3"
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
@@ -46,25 +47,62 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
 	if err := s.sameAccount(ctx, claims.Subject); err != nil {
 		return err
 	}
-	if err := s.limit(ctx, byIP(s.Limits.ReserveIP, s.clientIP(ctx)), byAccount(s.Limits.ReserveAccount, claims.Subject)); err != nil {
+	if err := s.limit(ctx, byAccount(s.Limits.ReserveAccount, claims.Subject), byIP(s.Limits.ReserveIP, s.addressKey(ctx))); err != nil {
 		return err
 	}
 	return s.forward(ctx, s.Origin, "origin")
 }
 
-// userPassThrough: orders and reservations go to origin for a signed-in
-// shopper; the edge turns away a missing or bad user token itself.
-func (s *Server) userPassThrough(ctx *fasthttp.RequestCtx, _ []string) error {
-	if _, err := s.Users.Account(httpapi.Bearer(ctx)); err != nil {
+// userPassThrough is the handler of a route that goes to origin for a
+// signed-in shopper (orders, reservations), limited per account by l: the
+// edge turns away a missing or bad user token, and an account over its
+// limit, itself. Each of these costs the origin Redis and Postgres work on
+// a pool it shares with the order writer.
+func (s *Server) userPassThrough(l *limiter.Limiter) handler {
+	return func(ctx *fasthttp.RequestCtx, _ []string) error {
+		account, err := s.Users.Account(httpapi.Bearer(ctx))
+		if err != nil {
+			return err
+		}
+		if err := s.limit(ctx, byAccount(l, account)); err != nil {
+			return err
+		}
+		return s.forward(ctx, s.Payments, "origin_payments")
+	}
+}
+
+// webhook: the payment gateway's call goes to origin untouched, which
+// checks its signature. The edge only bounds it: the gateway's addresses
+// when ops name them, a rate per address and the body's size.
+func (s *Server) webhook(ctx *fasthttp.RequestCtx, _ []string) error {
+	if !s.webhookAllowed(ctx) {
+		return errWebhookAddress
+	}
+	if err := s.limit(ctx, byIP(s.Limits.WebhookIP, s.addressKey(ctx))); err != nil {
 		return err
+	}
+	if len(ctx.PostBody()) > s.opts.WebhookMaxBodyBytes {
+		return httpapi.ErrBodyTooLarge
 	}
 	return s.forward(ctx, s.Payments, "origin_payments")
 }
 
-// webhook: the payment gateway's call goes to origin untouched; origin
-// checks its signature.
-func (s *Server) webhook(ctx *fasthttp.RequestCtx, _ []string) error {
-	return s.forward(ctx, s.Payments, "origin_payments")
+// webhookAllowed reports whether the caller's address may send webhooks:
+// any address when no allow-list is set, else one inside it.
+func (s *Server) webhookAllowed(ctx *fasthttp.RequestCtx) bool {
+	if len(s.opts.WebhookAllow) == 0 {
+		return true
+	}
+	a, hop := s.clientAddr(ctx)
+	if hop != "" {
+		return false
+	}
+	for _, p := range s.opts.WebhookAllow {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // shop: every path outside the sale goes to the shop's own upstream, over

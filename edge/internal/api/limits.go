@@ -10,10 +10,14 @@ import (
 	"github.com/flashgate/flashgate/internal/httpapi"
 )
 
-// limit counts one request against each limiter under its key and answers
-// 429 rate_limited, with Retry-After and X-RateLimit-* headers, once any is
-// reached. A limiter that fails lets the request through: the limits shed
-// abuse, they are not the sale's correctness.
+// limit counts one request against each limiter under its key, in order,
+// and answers 429 rate_limited, with Retry-After and X-RateLimit-* headers,
+// at the first that is reached; the checks after it count nothing. So
+// callers check the account before the address: an account over its limit
+// does not use up the budget of the address it shares with others (a
+// household, an office behind one NAT). A limiter that fails lets the
+// request through: the limits shed abuse, they are not the sale's
+// correctness.
 func (s *Server) limit(ctx *fasthttp.RequestCtx, checks ...limitCheck) error {
 	for _, c := range checks {
 		if c.l == nil {
@@ -46,7 +50,8 @@ type limitCheck struct {
 	key string
 }
 
-func byIP(l *limiter.Limiter, ip string) limitCheck { return limitCheck{l, "ip:" + ip} }
+// byIP is a per-address check; addr is an addressKey.
+func byIP(l *limiter.Limiter, addr string) limitCheck { return limitCheck{l, "ip:" + addr} }
 
 func byAccount(l *limiter.Limiter, account string) limitCheck {
 	return limitCheck{l, "acct:" + account}

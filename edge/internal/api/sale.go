@@ -67,7 +67,7 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	if !httpapi.ValidOpaque(account) {
 		return errAccountID
 	}
-	if err := s.limit(ctx, byIP(s.Limits.JoinIP, s.clientIP(ctx)), byAccount(s.Limits.JoinAccount, account)); err != nil {
+	if err := s.limit(ctx, byAccount(s.Limits.JoinAccount, account), byIP(s.Limits.JoinIP, s.addressKey(ctx))); err != nil {
 		return err
 	}
 	v, err := s.Admission.View(params[0])
@@ -134,7 +134,8 @@ func (s *Server) rejoin(c context.Context, v *admission.View, account, token str
 	return s.Joiner.Claim(c, v.Sale.SaleID, account, p)
 }
 
-// status: GET /v1/sales/{sale}/queue/status with a queue token. It costs no
+// status: GET /v1/sales/{sale}/queue/status with a queue token and the
+// same account's user token. It costs no
 // Redis and no origin call: the token carries the place, the view the rest.
 func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 	claims, err := s.Tokens.Queue(httpapi.Bearer(ctx), params[0])
@@ -144,7 +145,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 	if err := s.sameAccount(ctx, claims.Subject); err != nil {
 		return err
 	}
-	if err := s.limit(ctx, byIP(s.Limits.PollIP, s.clientIP(ctx)), byAccount(s.Limits.PollAccount, claims.Subject)); err != nil {
+	if err := s.limit(ctx, byAccount(s.Limits.PollAccount, claims.Subject), byIP(s.Limits.PollIP, s.addressKey(ctx))); err != nil {
 		return err
 	}
 	v, err := s.Admission.TokenView(params[0])
@@ -183,12 +184,14 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 	return nil
 }
 
-// sameAccount checks, when the request also carries the shopper's user
-// token (X-User-Token), that a queue or admission token is theirs.
+// sameAccount checks that the request carries the shopper's user token
+// (X-User-Token) and that a queue or admission token is theirs: a queue or
+// admission token that leaked (a shared screenshot, a log line) is not
+// enough without the account's own sign-in.
 func (s *Server) sameAccount(ctx *fasthttp.RequestCtx, subject string) error {
 	user := ctx.Request.Header.Peek("X-User-Token")
 	if len(user) == 0 {
-		return nil
+		return errNoUserToken
 	}
 	account, err := s.Users.Account(string(user))
 	if err != nil {

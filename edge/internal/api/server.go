@@ -49,11 +49,16 @@ type Deps struct {
 	AdminToken string
 }
 
-// Limits are the per-IP and per-account rate limits of the sale endpoints.
+// Limits are the per-address and per-account rate limits of the public
+// routes; a nil limiter is no limit. Addresses are keyed by
+// httpapi.AddressKey (an IPv6 address by its /64).
 type Limits struct {
 	JoinIP, JoinAccount       *limiter.Limiter
 	PollIP, PollAccount       *limiter.Limiter
 	ReserveIP, ReserveAccount *limiter.Limiter
+	OrderAccount              *limiter.Limiter // POST /v1/orders
+	OrderReadAccount          *limiter.Limiter // GET /v1/orders/{id} and GET /v1/reservations/{id}
+	WebhookIP                 *limiter.Limiter // POST /v1/payments/webhook
 }
 
 // Options tune the handlers; zero values take the defaults.
@@ -64,7 +69,17 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	// Budget bounds the Redis work of one request; 0 means 2 s.
 	Budget time.Duration
+	// WebhookAllow are the payment gateway's addresses: a webhook from
+	// any other client address is answered 403. Empty: any address.
+	WebhookAllow []netip.Prefix
+	// WebhookMaxBodyBytes bounds a webhook's body (413 beyond); 0 means
+	// DefaultWebhookMaxBodyBytes.
+	WebhookMaxBodyBytes int
 }
+
+// DefaultWebhookMaxBodyBytes is the webhook body bound unless set: a
+// gateway's event is a few hundred bytes.
+const DefaultWebhookMaxBodyBytes = 64 << 10
 
 // Server holds the handlers of both listeners.
 type Server struct {
@@ -92,6 +107,9 @@ type metrics struct {
 func New(deps Deps, opts Options) *Server {
 	if opts.Budget <= 0 {
 		opts.Budget = 2 * time.Second
+	}
+	if opts.WebhookMaxBodyBytes <= 0 {
+		opts.WebhookMaxBodyBytes = DefaultWebhookMaxBodyBytes
 	}
 	if deps.Clock == nil {
 		deps.Clock = time.Now
@@ -142,9 +160,9 @@ func (s *Server) Public() fasthttp.RequestHandler {
 		{fasthttp.MethodPost, []string{"v1", "sales", "*", "queue"}, "join", s.join},
 		{fasthttp.MethodGet, []string{"v1", "sales", "*", "queue", "status"}, "status", s.status},
 		{fasthttp.MethodPost, []string{"v1", "sales", "*", "reserve"}, "reserve", s.reserve},
-		{fasthttp.MethodPost, []string{"v1", "orders"}, "orders", s.userPassThrough},
-		{fasthttp.MethodGet, []string{"v1", "orders", "*"}, "order", s.userPassThrough},
-		{fasthttp.MethodGet, []string{"v1", "reservations", "*"}, "reservation", s.userPassThrough},
+		{fasthttp.MethodPost, []string{"v1", "orders"}, "orders", s.userPassThrough(s.Limits.OrderAccount)},
+		{fasthttp.MethodGet, []string{"v1", "orders", "*"}, "order", s.userPassThrough(s.Limits.OrderReadAccount)},
+		{fasthttp.MethodGet, []string{"v1", "reservations", "*"}, "reservation", s.userPassThrough(s.Limits.OrderReadAccount)},
 		{fasthttp.MethodPost, []string{"v1", "payments", "webhook"}, "webhook", s.webhook},
 		{fasthttp.MethodGet, []string{""}, "static", s.static},
 		{fasthttp.MethodGet, []string{"static", "**"}, "static", s.static},
@@ -329,17 +347,36 @@ func (s *Server) budget() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.opts.Budget)
 }
 
-// clientIP is the caller's address: the peer, or when the peer is a
+// clientIP is the caller's address (clientAddr) as a string.
+func (s *Server) clientIP(ctx *fasthttp.RequestCtx) string {
+	a, hop := s.clientAddr(ctx)
+	if hop != "" {
+		return hop
+	}
+	return a.String()
+}
+
+// addressKey is the caller's address as the key of a per-address limit:
+// httpapi.AddressKey, so an IPv6 client is counted by its /64.
+func (s *Server) addressKey(ctx *fasthttp.RequestCtx) string {
+	a, hop := s.clientAddr(ctx)
+	if hop != "" {
+		return hop
+	}
+	return httpapi.AddressKey(a.AsSlice())
+}
+
+// clientAddr is the caller's address: the peer, or when the peer is a
 // trusted proxy, the right-most untrusted hop of X-Forwarded-For (every
 // header line of it, in order). A hop that is no address (a port added,
-// "unknown") is taken as the client's key as it stands, rather than
-// falling back to the proxy's address and putting every shopper in one
-// rate-limit bucket.
-func (s *Server) clientIP(ctx *fasthttp.RequestCtx) string {
+// "unknown") is returned as hop, the client's key as it stands, rather
+// than falling back to the proxy's address and putting every shopper in
+// one rate-limit bucket.
+func (s *Server) clientAddr(ctx *fasthttp.RequestCtx) (addr netip.Addr, hop string) {
 	peer, _ := netip.AddrFromSlice(ctx.RemoteIP())
 	peer = peer.Unmap()
 	if !s.trusted(peer) {
-		return peer.String()
+		return peer, ""
 	}
 	var hops []string
 	for _, line := range ctx.Request.Header.PeekAll("X-Forwarded-For") {
@@ -354,16 +391,16 @@ func (s *Server) clientIP(ctx *fasthttp.RequestCtx) string {
 				if hop == "" {
 					continue
 				}
-				return hop
+				return netip.Addr{}, hop
 			}
 			a = ap.Addr()
 		}
 		a = a.Unmap()
 		if !s.trusted(a) {
-			return a.String()
+			return a, ""
 		}
 	}
-	return peer.String()
+	return peer, ""
 }
 
 func (s *Server) trusted(a netip.Addr) bool {

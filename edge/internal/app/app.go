@@ -17,12 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/ulule/limiter/v3"
-	"github.com/ulule/limiter/v3/drivers/store/memory"
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/api"
 	"github.com/flashgate/flashgate/edge/internal/assets"
+	"github.com/flashgate/flashgate/edge/internal/limitstore"
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
@@ -110,6 +110,10 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	webhookAllow, err := cfg.webhookAllow()
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(devModeGauge(cfg.Dev))
@@ -137,11 +141,11 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 		Users:    users,
 		DevUsers: devUsers,
 		Origin:   origin, Payments: payments, Shop: shop, Static: page,
-		Limits:     limits(cfg),
+		Limits:     limits(cfg, reg),
 		Log:        log,
 		Registry:   reg,
 		AdminToken: cfg.AdminToken,
-	}, api.Options{TrustedProxies: trusted})
+	}, api.Options{TrustedProxies: trusted, WebhookAllow: webhookAllow, WebhookMaxBodyBytes: cfg.WebhookMaxBodyBytes})
 	return a, nil
 }
 
@@ -189,22 +193,30 @@ func devModeGauge(dev bool) prometheus.Gauge {
 
 // limits builds the in-memory limiters: a status poll must cost no Redis
 // call, so limits are per node (a shopper's budget is the limit times the
-// number of nodes the load balancer spreads them over).
-func limits(cfg Config) api.Limits {
-	build := func(format string) *limiter.Limiter {
+// number of nodes the load balancer spreads them over). Each limit has a
+// store of its own holding at most cfg.LimitMaxKeys keys; the keys pushed
+// out at the cap are counted on /metrics.
+func limits(cfg Config, reg prometheus.Registerer) api.Limits {
+	build := func(name, format string) *limiter.Limiter {
 		if format == "" {
 			return nil
 		}
 		rate, _ := limiter.NewRateFromFormatted(format) // checked by Validate
-		// Sweep expired keys as often as the period allows (the default is
-		// every 30 s), so a one-second poll limit holds one second of keys.
-		sweep := min(max(rate.Period, time.Second), limiter.DefaultCleanUpInterval)
-		return limiter.New(memory.NewStoreWithOptions(limiter.StoreOptions{CleanUpInterval: sweep}), rate)
+		store := limitstore.New(limitstore.Options{MaxKeys: cfg.LimitMaxKeys})
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "flashgate_edge_limit_keys_evicted_total",
+			Help:        "Rate-limit keys forgotten before their window ended because the limit held FLASHGATE_LIMIT_MAX_KEYS keys.",
+			ConstLabels: prometheus.Labels{"limit": name},
+		}, func() float64 { return float64(store.Evicted()) }))
+		return limiter.New(store, rate)
 	}
 	return api.Limits{
-		JoinIP: build(cfg.LimitJoinIP), JoinAccount: build(cfg.LimitJoinAccount),
-		PollIP: build(cfg.LimitPollIP), PollAccount: build(cfg.LimitPollAccount),
-		ReserveIP: build(cfg.LimitReserveIP), ReserveAccount: build(cfg.LimitReserveAccount),
+		JoinIP: build("join_ip", cfg.LimitJoinIP), JoinAccount: build("join_account", cfg.LimitJoinAccount),
+		PollIP: build("poll_ip", cfg.LimitPollIP), PollAccount: build("poll_account", cfg.LimitPollAccount),
+		ReserveIP: build("reserve_ip", cfg.LimitReserveIP), ReserveAccount: build("reserve_account", cfg.LimitReserveAccount),
+		OrderAccount:     build("order_account", cfg.LimitOrderAccount),
+		OrderReadAccount: build("order_read_account", cfg.LimitOrderReadAccount),
+		WebhookIP:        build("webhook_ip", cfg.LimitWebhookIP),
 	}
 }
 
@@ -266,7 +278,7 @@ func (a *App) Server(h fasthttp.RequestHandler) *fasthttp.Server {
 		ReadTimeout:           a.cfg.ReadTimeout,
 		WriteTimeout:          10 * time.Second,
 		IdleTimeout:           60 * time.Second,
-		MaxRequestBodySize:    1 << 20,
+		MaxRequestBodySize:    maxRequestBodyBytes,
 		NoDefaultServerHeader: true,
 		CloseOnShutdown:       true,
 	}

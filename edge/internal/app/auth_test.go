@@ -15,9 +15,9 @@ import (
 
 // TestTokensRejected: a join with a missing, forged or expired user token,
 // and a status poll or reserve with a forged, expired, unsigned,
-// other-sale, other-account, wrong-kind or missing token, is answered 401
-// with the matching code at the edge and never reaches the origin; the
-// genuine token passes.
+// other-sale, other-account, wrong-kind or missing token, or without the
+// shopper's own user token beside it, is answered 401 with the matching
+// code at the edge and never reaches the origin; the genuine tokens pass.
 func TestTokensRejected(t *testing.T) {
 	t.Parallel()
 	origin := edgetest.NewStubOrigin(t)
@@ -94,9 +94,11 @@ func TestTokensRejected(t *testing.T) {
 			{"queue token", validQueue, "", fasthttp.StatusUnauthorized, "invalid_token"},
 		}},
 		{"status", "GET", "/v1/sales/" + sale + "/queue/status", nil, fasthttp.StatusOK, []attempt{
-			{"genuine", validQueue, "", fasthttp.StatusOK, ""},
 			{"genuine, own user token", validQueue, alice, fasthttp.StatusOK, ""},
-			{"missing", "", "", fasthttp.StatusUnauthorized, "missing_token"},
+			{"genuine, no user token", validQueue, "", fasthttp.StatusUnauthorized, "missing_token"},
+			{"genuine, forged user token", validQueue, forgedUser, fasthttp.StatusUnauthorized, "invalid_token"},
+			{"genuine, expired user token", validQueue, expiredUser, fasthttp.StatusUnauthorized, "token_expired"},
+			{"missing", "", alice, fasthttp.StatusUnauthorized, "missing_token"},
 			{"garbage", "not.a.jwt", "", fasthttp.StatusUnauthorized, "invalid_token"},
 			{"unknown kid", queueTok(forgedKID, sale, "alice", ends), "", fasthttp.StatusUnauthorized, "invalid_token"},
 			{"forged signature", queueTok(forgedSig, sale, "alice", ends), "", fasthttp.StatusUnauthorized, "invalid_token"},
@@ -107,9 +109,11 @@ func TestTokensRejected(t *testing.T) {
 			{"admission token", validAdmission, "", fasthttp.StatusUnauthorized, "invalid_token"},
 		}},
 		{"reserve", "POST", "/v1/sales/" + sale + "/reserve", reserveBody("sku-1", "k1"), fasthttp.StatusCreated, []attempt{
-			{"genuine", validAdmission, "", fasthttp.StatusCreated, ""},
 			{"genuine, own user token", validAdmission, alice, fasthttp.StatusCreated, ""},
-			{"missing", "", "", fasthttp.StatusUnauthorized, "missing_token"},
+			{"genuine, no user token", validAdmission, "", fasthttp.StatusUnauthorized, "missing_token"},
+			{"genuine, forged user token", validAdmission, forgedUser, fasthttp.StatusUnauthorized, "invalid_token"},
+			{"genuine, expired user token", validAdmission, expiredUser, fasthttp.StatusUnauthorized, "token_expired"},
+			{"missing", "", alice, fasthttp.StatusUnauthorized, "missing_token"},
 			{"garbage", "not.a.jwt", "", fasthttp.StatusUnauthorized, "invalid_token"},
 			{"unknown kid", admissionTok(forgedKID, sale, "alice"), "", fasthttp.StatusUnauthorized, "invalid_token"},
 			{"forged signature", admissionTok(forgedSig, sale, "alice"), "", fasthttp.StatusUnauthorized, "invalid_token"},
@@ -124,11 +128,7 @@ func TestTokensRejected(t *testing.T) {
 		for _, a := range ep.attempts {
 			t.Run(ep.name+"/"+a.name, func(t *testing.T) {
 				before := origin.CountMatching("POST", ep.path)
-				req := edgetest.Request{Method: ep.method, Path: ep.path, Token: a.token, Body: ep.body}
-				if a.user != "" {
-					req.Header = map[string]string{"X-User-Token": a.user}
-				}
-				res := n.Do(t, req)
+				res := n.Do(t, edgetest.Request{Method: ep.method, Path: ep.path, Token: a.token, User: a.user, Body: ep.body})
 				if res.Status != a.status || (a.code != "" && res.ErrorCode() != a.code) {
 					t.Errorf("%s %s with %s token = %d %s, want %d %s", ep.method, ep.path, a.name, res.Status, res.Body, a.status, a.code)
 				}
@@ -205,7 +205,7 @@ func TestRateLimits(t *testing.T) {
 	}
 	path := "/v1/sales/" + sale + "/reserve"
 	reserve := func(c *edgetest.Client) *edgetest.Response {
-		return c.Do(t, edgetest.Request{Method: "POST", Path: path, Token: admission, Body: reserveBody("sku-1", "k")})
+		return c.Do(t, edgetest.Request{Method: "POST", Path: path, Token: admission, User: edgetest.Owner(t, admission), Body: reserveBody("sku-1", "k")})
 	}
 	for i := range 2 {
 		if res := reserve(ip1); res.Status != fasthttp.StatusCreated {

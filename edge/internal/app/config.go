@@ -9,6 +9,8 @@ import (
 
 	"github.com/ulule/limiter/v3"
 
+	"github.com/flashgate/flashgate/edge/internal/api"
+	"github.com/flashgate/flashgate/edge/internal/limitstore"
 	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/internal/secretcheck"
 	"github.com/flashgate/flashgate/tokens"
@@ -89,13 +91,35 @@ type Config struct {
 	ShopMaxConns       int           // connections to the shop
 	ShopTimeout        time.Duration // one proxied shop exchange
 
-	// Rate limits in ulule/limiter's "<n>-<S|M|H>" form, per client IP and
-	// per account, on join, status poll and reserve. A limiter remembers
+	// Rate limits in ulule/limiter's "<n>-<S|M|H>" form, per client
+	// address (an IPv6 address by its /64) and per account, on join,
+	// status poll and reserve; "" switches one off. A limiter remembers
 	// each key for its period, so the poll limits use a one-second period:
 	// the node's memory then follows polls per second, not shoppers in line.
 	LimitJoinIP, LimitJoinAccount       string
 	LimitPollIP, LimitPollAccount       string
 	LimitReserveIP, LimitReserveAccount string
+	// Per-account limits of the routes the edge passes to origin for a
+	// signed-in shopper: creating orders, and reading orders and
+	// reservations (one budget for both, which the page polls).
+	LimitOrderAccount, LimitOrderReadAccount string
+	// LimitWebhookIP limits payment webhooks per client address. A gateway
+	// sends about one event per paying shopper, from few addresses: size
+	// it above the sale's peak payments per second per gateway address
+	// (the gateway retries a 429, later).
+	LimitWebhookIP string
+	// LimitMaxKeys caps the keys each limit remembers (limitstore: at the
+	// cap the key whose window ends soonest is forgotten), so a flood of
+	// distinct addresses cannot grow the node's memory.
+	LimitMaxKeys int
+
+	// WebhookAllow are the comma-separated CIDRs of the payment gateway's
+	// addresses (client addresses, as TrustedProxies tell them); a webhook
+	// from elsewhere is answered 403 address_not_allowed. "" = any address.
+	WebhookAllow string
+	// WebhookMaxBodyBytes bounds a webhook's body; a larger one is
+	// answered 413 body_too_large without reaching origin.
+	WebhookMaxBodyBytes int
 
 	// ReadTimeout bounds reading one request, head and body, from its
 	// first byte (on a new connection, from the connect): a request still
@@ -139,6 +163,11 @@ func DefaultConfig() Config {
 		LimitPollAccount:       "3-S",
 		LimitReserveIP:         "120-M",
 		LimitReserveAccount:    "20-M",
+		LimitOrderAccount:      "20-M",
+		LimitOrderReadAccount:  "120-M",
+		LimitWebhookIP:         "1000-S",
+		LimitMaxKeys:           limitstore.DefaultMaxKeys,
+		WebhookMaxBodyBytes:    api.DefaultWebhookMaxBodyBytes,
 		ReadTimeout:            10 * time.Second,
 		MaxRequestHeadBytes:    16 << 10,
 		ShutdownTimeout:        15 * time.Second,
@@ -174,6 +203,10 @@ func (c Config) Validate() error {
 		return errors.New("config: snapshot-stale-after must be at least three snapshot refreshes")
 	case c.MaxRequestHeadBytes < minRequestHeadBytes:
 		return fmt.Errorf("config: the request head limit must be at least %d bytes", minRequestHeadBytes)
+	case c.LimitMaxKeys < 1:
+		return errors.New("config: the rate limits' key cap (FLASHGATE_LIMIT_MAX_KEYS) must be at least 1")
+	case c.WebhookMaxBodyBytes < 1 || c.WebhookMaxBodyBytes > maxRequestBodyBytes:
+		return fmt.Errorf("config: the webhook body bound (FLASHGATE_WEBHOOK_MAX_BODY_BYTES) must be 1 to %d bytes", maxRequestBodyBytes)
 	case c.OriginMaxConns < 1 || c.OriginPaymentsMaxConns < 1 || c.ShopMaxConns < 1:
 		return errors.New("config: connection pools must have at least one connection")
 	case c.OriginQueueTimeout < 0 || c.OriginQueueTimeout >= c.OriginTimeout:
@@ -190,7 +223,11 @@ func (c Config) Validate() error {
 	if _, err := c.trustedProxies(); err != nil {
 		return err
 	}
-	for _, r := range []string{c.LimitJoinIP, c.LimitJoinAccount, c.LimitPollIP, c.LimitPollAccount, c.LimitReserveIP, c.LimitReserveAccount} {
+	if _, err := c.webhookAllow(); err != nil {
+		return err
+	}
+	for _, r := range []string{c.LimitJoinIP, c.LimitJoinAccount, c.LimitPollIP, c.LimitPollAccount, c.LimitReserveIP, c.LimitReserveAccount,
+		c.LimitOrderAccount, c.LimitOrderReadAccount, c.LimitWebhookIP} {
 		if r == "" {
 			continue // "" switches that limit off
 		}
@@ -205,6 +242,10 @@ func (c Config) Validate() error {
 // browser's ordinary request would not fit.
 const minRequestHeadBytes = 4 << 10
 
+// maxRequestBodyBytes is the largest body any request may have (413
+// beyond, before a handler sees it).
+const maxRequestBodyBytes = 1 << 20
+
 // redisPoolSize is the Redis pool of a node unless the URL sets pool_size.
 const redisPoolSize = 64
 
@@ -215,11 +256,21 @@ func (c Config) redis() (redisconn.Options, error) {
 }
 
 func (c Config) trustedProxies() ([]netip.Prefix, error) {
+	return prefixes(c.TrustedProxies, "trusted proxy")
+}
+
+func (c Config) webhookAllow() ([]netip.Prefix, error) {
+	return prefixes(c.WebhookAllow, "webhook allow-list entry")
+}
+
+// prefixes parses a comma-separated list of CIDRs; what names an entry in
+// errors.
+func prefixes(list, what string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	for _, s := range splitList(c.TrustedProxies) {
+	for _, s := range splitList(list) {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("config: trusted proxy %q: %w", s, err)
+			return nil, fmt.Errorf("config: %s %q: %w", what, s, err)
 		}
 		out = append(out, p)
 	}

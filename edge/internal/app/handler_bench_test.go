@@ -14,7 +14,8 @@ import (
 
 // BenchmarkStatusHandler runs the public handler on status polls in-process
 // (no listener, no client): the CPU and allocations of the poll path alone.
-// The limiters run with limits out of reach. Polls of waiting shoppers only,
+// The limiters run with limits out of reach. Each poll carries the
+// shopper's user token too, as the page sends it. Polls of waiting shoppers only,
 // then with every shopper admitted (each poll signs an admission token).
 func BenchmarkStatusHandler(b *testing.B) {
 	origin := edgetest.NewStubOrigin(b)
@@ -39,7 +40,7 @@ func BenchmarkStatusHandler(b *testing.B) {
 	}
 	snap, _ := n.App.Snapshots.Get(sale)
 	const shoppers = 1000
-	tokens := make([][]byte, shoppers)
+	tokens, users := make([][]byte, shoppers), make([][]byte, shoppers)
 	for i := range shoppers {
 		account := fmt.Sprintf("user-%09d", i)
 		place, err := joinWaiting(ctx, n, sale, snap.StartsAt, account)
@@ -50,7 +51,7 @@ func BenchmarkStatusHandler(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		tokens[i] = []byte("Bearer " + tok)
+		tokens[i], users[i] = []byte("Bearer "+tok), []byte(edgetest.UserToken(b, account))
 	}
 	h := n.App.API.Public()
 	run := func(b *testing.B, wantState string) {
@@ -58,6 +59,7 @@ func BenchmarkStatusHandler(b *testing.B) {
 			req.Header.SetMethod(fasthttp.MethodGet)
 			req.SetRequestURI("/v1/sales/" + sale + "/queue/status")
 			req.Header.SetBytesV(fasthttp.HeaderAuthorization, tokens[i%shoppers])
+			req.Header.SetBytesV("X-User-Token", users[i%shoppers])
 		})
 		if body := string(last); len(body) < 12 || body[:10] != `{"state":"` || body[10:10+len(wantState)] != wantState {
 			b.Fatalf("poll answer %s, want state %s", body, wantState)

@@ -85,7 +85,7 @@ func wantNotReady(t *testing.T, n *edgetest.Node, sale, why string) {
 	wantPleaseWait(t, "join "+why, res)
 	res, _ = n.Status(t, sale, queueToken)
 	wantPleaseWait(t, "status "+why, res)
-	res = n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: admissionToken, Body: reserveBody("sku-1", "k-"+sale)})
+	res = n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: admissionToken, User: edgetest.Owner(t, admissionToken), Body: reserveBody("sku-1", "k-"+sale)})
 	wantPleaseWait(t, "reserve "+why, res)
 	res = n.Do(t, edgetest.Request{Method: "GET", Path: "/v1/sales/" + sale})
 	wantPleaseWait(t, "snapshot "+why, res)
@@ -211,7 +211,7 @@ func TestSlowSaleSnapshot(t *testing.T) {
 	wantPleaseWait(t, "join of a sale whose snapshot is stale", res)
 	res, _ = n.Status(t, slow, queueToken)
 	wantPleaseWait(t, "status of a sale whose snapshot is stale", res)
-	res = n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + slow + "/reserve", Token: admissionToken, Body: reserveBody("sku-1", "k-slow")})
+	res = n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + slow + "/reserve", Token: admissionToken, User: edgetest.Owner(t, admissionToken), Body: reserveBody("sku-1", "k-slow")})
 	wantPleaseWait(t, "reserve of a sale whose snapshot is stale", res)
 	res = n.Do(t, edgetest.Request{Method: "GET", Path: "/v1/sales/" + slow})
 	wantPleaseWait(t, "snapshot of a sale whose snapshot is stale", res)
@@ -298,7 +298,7 @@ func TestReserveRightAfterSaleCreated(t *testing.T) {
 	o.MustCreateSale(t, origintest.OpenSale(sale, 3, 600))
 	_, admissionToken := saleTokens(t, sale, "quick-shopper")
 	reserve := func() *edgetest.Response {
-		return n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: admissionToken, Body: reserveBody("sku-1", "k-quick")})
+		return n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: admissionToken, User: edgetest.Owner(t, admissionToken), Body: reserveBody("sku-1", "k-quick")})
 	}
 	wantPleaseWait(t, "reserve of a sale created after the edge's last list", reserve())
 	if res := n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/never-made/reserve", Body: reserveBody("sku-1", "k")}); res.Status != fasthttp.StatusNotFound || res.ErrorCode() != "unknown_sale" {

@@ -41,7 +41,7 @@ func TestSoldOutAnsweredAtEdge(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			_, admitted = n.Status(t, sale, joined.QueueToken)
 		}
-		res = n.Do(t, edgetest.Request{Method: "POST", Path: reservePath, Token: admitted.AdmissionToken,
+		res = n.Do(t, edgetest.Request{Method: "POST", Path: reservePath, Token: admitted.AdmissionToken, User: edgetest.Owner(t, admitted.AdmissionToken),
 			Body: reserveBody("sku-1", "idem-"+account)})
 		if res.Status != fasthttp.StatusCreated {
 			t.Fatalf("reserve of %s through the edge = %d %s, want 201 from origin", account, res.Status, res.Body)

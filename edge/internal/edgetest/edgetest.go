@@ -11,6 +11,7 @@ package edgetest
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
@@ -120,7 +121,8 @@ func RandomID(t testing.TB, n int) string {
 
 // Config returns the Config of a test edge node on r with origin as its
 // origin: dev mode, the tokenstest keys and user secret, a 20 ms tick, a
-// 50 ms snapshot refresh and no rate limits.
+// 50 ms snapshot refresh and no rate limits (the webhook allows any
+// address).
 func Config(r *Redis, originURL string) app.Config {
 	cfg := app.DefaultConfig()
 	cfg.Addr, cfg.AdminAddr = "inmemory", "inmemory-admin"
@@ -136,6 +138,7 @@ func Config(r *Redis, originURL string) app.Config {
 	cfg.LimitJoinIP, cfg.LimitJoinAccount = "", ""
 	cfg.LimitPollIP, cfg.LimitPollAccount = "", ""
 	cfg.LimitReserveIP, cfg.LimitReserveAccount = "", ""
+	cfg.LimitOrderAccount, cfg.LimitOrderReadAccount, cfg.LimitWebhookIP = "", "", ""
 	cfg.ShutdownTimeout = 10 * time.Second
 	return cfg
 }
@@ -263,6 +266,7 @@ type Request struct {
 	Method string
 	Path   string
 	Token  string // bearer token; "" sends no Authorization header
+	User   string // the shopper's user token in X-User-Token (status, reserve); "" sends none
 	Body   []byte // sent as application/json
 	Header map[string]string
 }
@@ -300,6 +304,9 @@ func (c *Client) Do(t testing.TB, r Request) *Response {
 	if r.Token != "" {
 		req.Header.Set(fasthttp.HeaderAuthorization, "Bearer "+r.Token)
 	}
+	if r.User != "" {
+		req.Header.Set("X-User-Token", r.User)
+	}
 	if r.Body != nil {
 		req.Header.SetContentType("application/json")
 		req.SetBody(r.Body)
@@ -326,6 +333,29 @@ func UserToken(t testing.TB, account string) string {
 		t.Fatalf("Issue(%s) = %v", account, err)
 	}
 	return tok
+}
+
+// Owner returns a user token of the account a queue or admission token is
+// for (its sub, read without checking the token): what the shopper holding
+// the token sends beside it in X-User-Token. A token it cannot read gives
+// "", which sends none.
+func Owner(t testing.TB, token string) string {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		Sub string `json:"sub"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || claims.Sub == "" {
+		return ""
+	}
+	return UserToken(t, claims.Sub)
 }
 
 // QueueAnswer is the body of a join or a status poll.
@@ -355,9 +385,10 @@ func (c *Client) Join(t testing.TB, sale, account string) (*Response, QueueAnswe
 	return r, a
 }
 
-// Status polls sale's queue status with a queue token.
+// Status polls sale's queue status with a queue token, as the shopper it
+// is for (with their user token: Owner).
 func (c *Client) Status(t testing.TB, sale, queueToken string) (*Response, QueueAnswer) {
-	r := c.Do(t, Request{Method: "GET", Path: "/v1/sales/" + sale + "/queue/status", Token: queueToken})
+	r := c.Do(t, Request{Method: "GET", Path: "/v1/sales/" + sale + "/queue/status", Token: queueToken, User: Owner(t, queueToken)})
 	var a QueueAnswer
 	if r.Status == fasthttp.StatusOK {
 		if err := json.Unmarshal(r.Body, &a); err != nil {
