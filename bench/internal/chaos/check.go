@@ -604,7 +604,8 @@ func (t *traffic) line(ctx context.Context, r *Result) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			var a queueAnswer
-			rep := t.c.do(ctx, request{endpoint: "check_status", method: "GET", url: t.edge("/v1/sales/" + shopSale + "/queue/status"), token: sh.queueToken, ip: sh.ip})
+			rep := t.c.do(ctx, request{endpoint: "check_status", method: "GET", url: t.edge("/v1/sales/" + shopSale + "/queue/status"), token: sh.queueToken, ip: sh.ip,
+				header: map[string]string{"X-User-Token": sh.userToken}})
 			if rep.status == 200 && rep.decode(&a) {
 				afters[i].state, afters[i].statusPos = a.State, a.Position
 			}
@@ -706,8 +707,12 @@ func (t *traffic) replay(ctx context.Context, r *Result) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			user, err := t.users.Issue(a.account)
+			if err != nil {
+				return
+			}
 			rep := t.c.do(ctx, request{endpoint: "check_replay", method: "POST", url: t.edge("/v1/sales/" + a.sale + "/reserve"), token: a.admission, ip: a.ip,
-				body: map[string]string{"sku": a.sku, "idempotency_key": "replay-" + a.account}})
+				body: map[string]string{"sku": a.sku, "idempotency_key": "replay-" + a.account}, header: map[string]string{"X-User-Token": user}})
 			mu.Lock()
 			defer mu.Unlock()
 			answers[a.sale+" "+codeOf(rep)]++

@@ -276,7 +276,8 @@ func (t *traffic) shop(ctx context.Context, sh *shopper) {
 		if !sleepFor(ctx, wait) {
 			return
 		}
-		r := t.c.do(t.ctx, request{endpoint: "status", method: "GET", url: t.edge("/v1/sales/" + shopSale + "/queue/status"), token: sh.queueToken, ip: sh.ip})
+		r := t.c.do(t.ctx, request{endpoint: "status", method: "GET", url: t.edge("/v1/sales/" + shopSale + "/queue/status"), token: sh.queueToken, ip: sh.ip,
+			header: map[string]string{"X-User-Token": sh.userToken}})
 		if r.status != 200 {
 			if !retriable(r) {
 				sh.fate = "refused:" + codeOf(r)
@@ -312,7 +313,8 @@ func (t *traffic) shop(ctx context.Context, sh *shopper) {
 func (t *traffic) reserve(ctx context.Context, sh *shopper, admission string) bool {
 	body := map[string]string{"sku": shopSKU, "idempotency_key": "k-" + sh.account}
 	for {
-		r := t.c.do(t.ctx, request{endpoint: "reserve", method: "POST", url: t.edge("/v1/sales/" + shopSale + "/reserve"), token: admission, ip: sh.ip, body: body})
+		r := t.c.do(t.ctx, request{endpoint: "reserve", method: "POST", url: t.edge("/v1/sales/" + shopSale + "/reserve"), token: admission, ip: sh.ip, body: body,
+			header: map[string]string{"X-User-Token": sh.userToken}})
 		var res struct {
 			ReservationID string `json:"reservation_id"`
 		}
@@ -440,9 +442,13 @@ func (t *traffic) probeReserve(ctx context.Context, account, ip string) {
 	if err != nil {
 		return
 	}
+	user, err := t.users.Issue(account)
+	if err != nil {
+		return
+	}
 	sent := time.Now()
 	r := t.c.do(t.ctx, request{endpoint: "probe_reserve", method: "POST", url: t.edge("/v1/sales/" + probeSale + "/reserve"),
-		token: admission, ip: ip, body: map[string]string{"sku": probeSKU, "idempotency_key": "p-" + account}})
+		token: admission, ip: ip, body: map[string]string{"sku": probeSKU, "idempotency_key": "p-" + account}, header: map[string]string{"X-User-Token": user}})
 	var res struct {
 		ReservationID string `json:"reservation_id"`
 	}

@@ -77,6 +77,7 @@ type queueAnswer struct {
 func (s *sim) shop(ctx context.Context, sh *shopper) {
 	sh.started = s.since()
 	xff := map[string]string{"X-Forwarded-For": sh.ip}
+	polling := map[string]string{"X-Forwarded-For": sh.ip, "X-User-Token": sh.userToken} // as the page polls
 	if s.pageSaysSoldOut(sh) {
 		return
 	}
@@ -124,7 +125,7 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 		if !s.sleep(ctx, nextPoll-s.since()) {
 			return
 		}
-		r := s.edge.do(request{endpoint: epStatus, method: "GET", path: "/v1/sales/" + s.sale + "/queue/status", token: queueToken, header: xff})
+		r := s.edge.do(request{endpoint: epStatus, method: "GET", path: "/v1/sales/" + s.sale + "/queue/status", token: queueToken, header: polling})
 		if r.status != 200 {
 			if r.status == 429 || r.status == 503 || r.status == 0 {
 				failures++
@@ -207,7 +208,7 @@ const (
 
 // reserve presses Buy with an admission token, and pays or walks away.
 func (s *sim) reserve(ctx context.Context, sh *shopper, admission string) reserveResult {
-	xff := map[string]string{"X-Forwarded-For": sh.ip}
+	xff := map[string]string{"X-Forwarded-For": sh.ip, "X-User-Token": sh.userToken}
 	body := map[string]string{"sku": s.sku, "idempotency_key": "k-" + sh.account}
 	for attempt := 0; ; attempt++ {
 		r := s.edge.do(request{endpoint: epReserve, method: "POST", path: "/v1/sales/" + s.sale + "/reserve", token: admission, body: body, header: xff})

@@ -493,9 +493,14 @@ func (e *env) status(ctx context.Context) (*Path, error) {
 	if err != nil {
 		return p, err
 	}
-	auth, err := build(c.PollLine, func(i int) ([]byte, error) {
+	polls, err := build(c.PollLine, func(i int) (httpload.Request, error) {
 		tok, _, err := e.issuer.Queue(salePoll, account(groupPoll, i), pos[i], false, e.endsAt)
-		return []byte("Bearer " + tok), err
+		if err != nil {
+			return httpload.Request{}, err
+		}
+		user, err := e.users.Issue(account(groupPoll, i)) // the page sends the shopper's user token too
+		return httpload.Request{Method: fasthttp.MethodGet, Path: "/v1/sales/" + salePoll + "/queue/status",
+			Authorization: []byte("Bearer " + tok), UserToken: []byte(user)}, err
 	})
 	if err != nil {
 		return p, err
@@ -511,7 +516,7 @@ func (e *env) status(ctx context.Context) (*Path, error) {
 	}
 	reqs := make([]httpload.Request, c.Rounds*(c.Warmup+c.Requests))
 	for i := range reqs {
-		reqs[i] = httpload.Request{Method: fasthttp.MethodGet, Path: "/v1/sales/" + salePoll + "/queue/status", Authorization: auth[i%len(auth)]}
+		reqs[i] = polls[i%len(polls)]
 	}
 	return p, e.measurePath(ctx, p, c.Requests, e.pair(reqs))
 }
@@ -555,8 +560,12 @@ func (e *env) reserves(sale string, group, n int) ([]httpload.Request, error) {
 	return build(n, func(i int) (httpload.Request, error) {
 		acct := account(group, i)
 		tok, _, err := e.issuer.Admission(sale, acct, int64(i+1))
+		if err != nil {
+			return httpload.Request{}, err
+		}
+		user, err := e.users.Issue(acct)
 		return httpload.Request{
-			Method: fasthttp.MethodPost, Path: "/v1/sales/" + sale + "/reserve", Authorization: []byte("Bearer " + tok),
+			Method: fasthttp.MethodPost, Path: "/v1/sales/" + sale + "/reserve", Authorization: []byte("Bearer " + tok), UserToken: []byte(user),
 			ContentType: "application/json", Body: fmt.Appendf(nil, `{"sku":%q,"idempotency_key":"k-%s"}`, sku, acct),
 		}, err
 	})

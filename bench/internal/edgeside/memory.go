@@ -73,7 +73,12 @@ func (e *env) memory(ctx context.Context, mem *Memory) (err error) {
 		reqs, err := build(c.MemPolls, func(i int) (httpload.Request, error) {
 			k := i % len(shoppers)
 			tok, _, err := e.issuer.Queue(saleLine, account(groupLine, shoppers[k]), pos[k], false, e.endsAt)
-			return httpload.Request{Method: fasthttp.MethodGet, Path: "/v1/sales/" + saleLine + "/queue/status", Authorization: []byte("Bearer " + tok)}, err
+			if err != nil {
+				return httpload.Request{}, err
+			}
+			user, err := e.users.Issue(account(groupLine, shoppers[k]))
+			return httpload.Request{Method: fasthttp.MethodGet, Path: "/v1/sales/" + saleLine + "/queue/status",
+				Authorization: []byte("Bearer " + tok), UserToken: []byte(user)}, err
 		})
 		if err != nil {
 			return err

@@ -17,6 +17,7 @@ type Request struct {
 	Method        string
 	Path          string
 	Authorization []byte // the whole header value; nil sends none
+	UserToken     []byte // X-User-Token (the edge's status poll and reserve); nil sends none
 	ContentType   string
 	Body          []byte
 }
@@ -65,6 +66,9 @@ func (c *Client) Run(ctx context.Context, reqs []Request, first, n int) drive.Re
 			req.SetHost(c.opts.Addr)
 			if r.Authorization != nil {
 				req.Header.SetBytesV(fasthttp.HeaderAuthorization, r.Authorization)
+			}
+			if r.UserToken != nil {
+				req.Header.SetBytesV("X-User-Token", r.UserToken)
 			}
 			if r.ContentType != "" {
 				req.Header.SetContentType(r.ContentType)
