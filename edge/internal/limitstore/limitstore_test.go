@@ -9,27 +9,11 @@ import (
 	"time"
 
 	"github.com/ulule/limiter/v3"
+
+	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
 
-// clock is a settable time for the store.
-type clock struct {
-	mu  sync.Mutex // guards now
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func newClock() *clock { return &clock{now: time.Unix(1_800_000_000, 0)} }
+func newClock() *tokenstest.Clock { return tokenstest.NewClock(time.Time{}) }
 
 var threeAMinute = limiter.Rate{Limit: 3, Period: time.Minute}
 
