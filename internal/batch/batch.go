@@ -113,36 +113,41 @@ func (b *Batcher[T]) work() {
 }
 
 // fill adds to batch the items already queued and, with a linger timer,
-// those arriving before it fires, up to MaxBatch. After Close the queue
-// still yields what was submitted before it; a closed, empty queue ends the
-// filling at once.
+// those arriving before it fires, up to MaxBatch.
 func (b *Batcher[T]) fill(batch []T, linger *time.Timer) []T {
-	if linger == nil {
-		for len(batch) < b.opts.MaxBatch {
-			select {
-			case it, ok := <-b.items:
-				if !ok {
-					return batch
-				}
-				batch = append(batch, it)
-			default:
-				return batch
-			}
-		}
-		return batch
+	var timeout <-chan time.Time
+	if linger != nil {
+		linger.Reset(b.opts.Linger)
+		defer linger.Stop()
+		timeout = linger.C
 	}
-	linger.Reset(b.opts.Linger)
-	defer linger.Stop()
 	for len(batch) < b.opts.MaxBatch {
-		select {
-		case it, ok := <-b.items:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, it)
-		case <-linger.C:
+		it, ok := b.next(timeout)
+		if !ok {
 			return batch
 		}
+		batch = append(batch, it)
 	}
 	return batch
+}
+
+// next takes a queued item, or waits for one until timeout fires (nil: not
+// at all); false when it has none. After Close the queue still yields what
+// was submitted before it; a closed, empty queue yields nothing at once.
+func (b *Batcher[T]) next(timeout <-chan time.Time) (T, bool) {
+	select {
+	case it, ok := <-b.items:
+		return it, ok
+	default:
+	}
+	var none T
+	if timeout == nil {
+		return none, false
+	}
+	select {
+	case it, ok := <-b.items:
+		return it, ok
+	case <-timeout:
+		return none, false
+	}
 }

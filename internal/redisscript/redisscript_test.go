@@ -8,23 +8,21 @@ import (
 	"net"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/internal/commandlog"
 	"github.com/flashgate/flashgate/internal/redisscript"
 )
 
-// env is a test's client to the test Redis, its own key prefix, and a
-// record of the pipelines the client sent.
+// env is a test's client to the test Redis, its own key prefix, and a log
+// of the round trips the client makes.
 type env struct {
 	rdb    *redis.Client
 	prefix string
-
-	mu        sync.Mutex
-	pipelines [][]string // command names of each pipeline sent
+	log    *commandlog.Log
 }
 
 func newEnv(t *testing.T) *env {
@@ -46,7 +44,7 @@ func newEnv(t *testing.T) *env {
 	if err := e.rdb.Ping(ctx).Err(); err != nil {
 		t.Fatalf("these tests need a real Redis at %s (set FLASHGATE_TEST_REDIS_URL): %v", url, err)
 	}
-	e.rdb.AddHook(e)
+	e.log = commandlog.Attach(e.rdb)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -56,38 +54,6 @@ func newEnv(t *testing.T) *env {
 		_ = e.rdb.Close()
 	})
 	return e
-}
-
-func (e *env) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (e *env) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-
-func (e *env) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		var names []string
-		for _, c := range cmds {
-			if n := c.Name(); n != "client" && n != "hello" { // a new connection's handshake
-				names = append(names, n)
-			}
-		}
-		if len(names) > 0 {
-			e.mu.Lock()
-			e.pipelines = append(e.pipelines, names)
-			e.mu.Unlock()
-		}
-		return next(ctx, cmds)
-	}
-}
-
-var _ redis.Hook = (*env)(nil)
-
-// sent returns the pipelines sent since the last call.
-func (e *env) sent() [][]string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p := e.pipelines
-	e.pipelines = nil
-	return p
 }
 
 // maxItems bounds the items of a test (each has a key of its own).
@@ -156,21 +122,21 @@ func TestEach(t *testing.T) {
 	eval := slices.Repeat([]string{"eval"}, len(items))
 
 	check(t, "uncached", redisscript.Each(ctx, e.rdb, script, len(items), e.items(items)), items, 1)
-	if got := e.sent(); !slices.EqualFunc(got, [][]string{evalsha, eval}, slices.Equal) {
+	if got := e.log.Take(); !slices.EqualFunc(got, [][]string{evalsha, eval}, slices.Equal) {
 		t.Errorf("uncached: pipelines sent %v, want one of EVALSHA, then one of EVAL", got)
 	}
 
 	check(t, "cached", redisscript.Each(ctx, e.rdb, script, len(items), e.items(items)), items, 2)
-	if got := e.sent(); !slices.EqualFunc(got, [][]string{evalsha}, slices.Equal) {
+	if got := e.log.Take(); !slices.EqualFunc(got, [][]string{evalsha}, slices.Equal) {
 		t.Errorf("cached: pipelines sent %v, want one of EVALSHA", got)
 	}
 
 	if err := e.rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatalf("SCRIPT FLUSH = %v", err)
 	}
-	e.sent()
+	e.log.Take()
 	check(t, "after SCRIPT FLUSH", redisscript.Each(ctx, e.rdb, script, len(items), e.items(items)), items, 3)
-	if got := e.sent(); !slices.EqualFunc(got, [][]string{evalsha, eval}, slices.Equal) {
+	if got := e.log.Take(); !slices.EqualFunc(got, [][]string{evalsha, eval}, slices.Equal) {
 		t.Errorf("after SCRIPT FLUSH: pipelines sent %v, want one of EVALSHA, then one of EVAL", got)
 	}
 	if ok, err := e.rdb.ScriptExists(ctx, script.Hash()).Result(); err != nil || !ok[0] {
@@ -187,12 +153,12 @@ func TestEachKeepsItemErrors(t *testing.T) {
 	script := newScript(t)
 	items := []string{"a", "fail", "c", "fail", "e"}
 	check(t, "uncached", redisscript.Each(ctx, e.rdb, script, len(items), e.items(items)), items, 1)
-	got := e.sent()
+	got := e.log.Take()
 	if len(got) != 2 || len(got[1]) != len(items) {
 		t.Errorf("uncached: pipelines sent %v, want every item again with EVAL", got)
 	}
 	check(t, "cached", redisscript.Each(ctx, e.rdb, script, len(items), e.items(items)), items, 2)
-	if got := e.sent(); len(got) != 1 {
+	if got := e.log.Take(); len(got) != 1 {
 		t.Errorf("cached: pipelines sent %v, want one: a script's error is not NOSCRIPT", got)
 	}
 }
@@ -215,7 +181,7 @@ func TestEachThen(t *testing.T) {
 		t.Errorf("GET after the EVAL pipeline's runs = %q, %v; want 1", v, err)
 	}
 	want := [][]string{{"evalsha", "evalsha", "evalsha", "get"}, {"eval", "eval", "eval", "get"}}
-	if got := e.sent(); !slices.EqualFunc(got, want, slices.Equal) {
+	if got := e.log.Take(); !slices.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("pipelines sent %v, want %v", got, want)
 	}
 
@@ -227,7 +193,7 @@ func TestEachThen(t *testing.T) {
 	if v, err := after[0].Result(); err != nil || v != "2" {
 		t.Errorf("GET after the runs = %q, %v; want 2", v, err)
 	}
-	e.sent()
+	e.log.Take()
 
 	down := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1})
 	defer down.Close()
@@ -236,7 +202,7 @@ func TestEachThen(t *testing.T) {
 			t.Errorf("item %d through an unreachable server = %v, want the connection error", i, cmd.Err())
 		}
 	}
-	if cmds := redisscript.Each(ctx, e.rdb, script, 0, e.items(nil)); cmds != nil || len(e.sent()) != 0 {
+	if cmds := redisscript.Each(ctx, e.rdb, script, 0, e.items(nil)); cmds != nil || len(e.log.Take()) != 0 {
 		t.Errorf("Each of no items = %v, want nothing sent", cmds)
 	}
 }

@@ -2,55 +2,12 @@ package checkout
 
 import (
 	"context"
-	"sync"
+	"slices"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/flashgate/flashgate/internal/commandlog"
 )
-
-// commandLog records the names of the commands a client sends.
-type commandLog struct {
-	mu    sync.Mutex
-	names []string
-}
-
-func (l *commandLog) add(cmds ...redis.Cmder) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range cmds {
-		if n := c.Name(); n != "client" && n != "hello" { // a new connection's handshake
-			l.names = append(l.names, n)
-		}
-	}
-}
-
-// take returns the names logged since the last call.
-func (l *commandLog) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := l.names
-	l.names = nil
-	return n
-}
-
-func (l *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (l *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		l.add(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (l *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		l.add(cmds...)
-		return next(ctx, cmds)
-	}
-}
-
-var _ redis.Hook = (*commandLog)(nil)
 
 // A repeated reserve is answered, and journaled again, from the one script
 // run: the reply carries the reservation as Redis holds it, and no second
@@ -82,8 +39,7 @@ func TestReserveExistingCarriesTheReservation(t *testing.T) {
 	wantGrant.ExpiresAt = stored.ExpiresAt
 	delete(j.grants, first.ReservationID)
 
-	log := &commandLog{}
-	s.rdb.AddHook(log)
+	log := commandlog.Attach(s.rdb)
 	for _, c := range []struct {
 		name string
 		req  ReserveRequest
@@ -99,8 +55,8 @@ func TestReserveExistingCarriesTheReservation(t *testing.T) {
 		if got.Reservation == nil || *got.Reservation != stored {
 			t.Errorf("Reserve(%s).Reservation = %+v, want %+v as Redis holds it", c.name, got.Reservation, stored)
 		}
-		if cmds := log.take(); len(cmds) != 1 || cmds[0] != "evalsha" {
-			t.Errorf("Reserve(%s) sent %v, want the one script run", c.name, cmds)
+		if trips := log.Take(); !slices.EqualFunc(trips, [][]string{{"evalsha"}}, slices.Equal) {
+			t.Errorf("Reserve(%s) made round trips %v, want the one script run", c.name, trips)
 		}
 		if g := j.grants[first.ReservationID]; g != wantGrant {
 			t.Errorf("Reserve(%s) journaled %+v, want the first reserve's grant %+v", c.name, g, wantGrant)
