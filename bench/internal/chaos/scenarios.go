@@ -86,8 +86,8 @@ func Scenarios() []Scenario {
 					return err
 				}
 				f.begin()
-				f.st.redis.kill9()
-				err := f.st.redis.start(ctx)
+				f.st.redis.Kill()
+				err := f.st.redis.Start(ctx)
 				f.finish()
 				return err
 			}},
@@ -96,7 +96,7 @@ func Scenarios() []Scenario {
 				return err
 			}
 			f.begin()
-			err := f.st.redis.flushAll(ctx)
+			err := flushAll(ctx, f.st.redis)
 			f.finish()
 			return err
 		}},
@@ -110,7 +110,7 @@ func Scenarios() []Scenario {
 				if err := f.at(ctx, 4500*time.Millisecond); err != nil {
 					return err
 				}
-				if err := f.st.redis.flushAll(ctx); err != nil {
+				if err := flushAll(ctx, f.st.redis); err != nil {
 					return err
 				}
 				if err := f.at(ctx, 6*time.Second); err != nil {
@@ -126,24 +126,17 @@ func Scenarios() []Scenario {
 				if err := f.at(ctx, 3*time.Second); err != nil {
 					return err
 				}
-				old := f.st.sentinel.primary.addr()
-				f.begin()
-				f.st.sentinel.primary.kill9()
-				deadline := time.Now().Add(30 * time.Second)
-				for {
-					addr, err := f.st.sentinel.masterAddr(ctx)
-					if err == nil && addr != old {
-						break
-					}
-					if time.Now().After(deadline) {
-						f.finish()
-						return fmt.Errorf("the sentinels did not promote the replica within 30 s")
-					}
-					if !sleepFor(ctx, 100*time.Millisecond) {
-						return ctx.Err()
-					}
+				old, err := f.st.sentinel.Primary(ctx)
+				if err != nil {
+					return err
 				}
+				f.begin()
+				old.Kill()
+				_, err = f.st.sentinel.WaitPromotion(ctx, old, 30*time.Second)
 				f.finish()
+				if err != nil {
+					return fmt.Errorf("the sentinels did not promote the replica: %w", err)
+				}
 				f.note("the replica was promoted %.1f s after the kill", f.end.Sub(f.start).Seconds())
 				return nil
 			}},

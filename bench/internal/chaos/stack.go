@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/redisserver"
 )
 
 // Secrets the stack is configured with. The harness mints user tokens and
@@ -46,10 +48,10 @@ type stack struct {
 	pg   *pgCluster
 	db   string
 
-	redis    *redisServer // plainRedis
-	proxy    *DelayProxy  // plainRedis: origin and edge reach Redis through it
-	sentinel *sentinelSet // sentinelRedis
-	notes    []string     // what the report should say about the set-up
+	redis    *redisserver.Server   // plainRedis
+	proxy    *DelayProxy           // plainRedis: origin and edge reach Redis through it
+	sentinel *redisserver.Failover // sentinelRedis
+	notes    []string              // what the report should say about the set-up
 
 	gatewayAddr, originAddr, originAdmin, edgeAddr, edgeAdmin string
 	gateway, origin, edge                                     *proc
@@ -69,32 +71,26 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	redisBin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, fmt.Errorf("redis-server is not on PATH: %w", err)
-	}
 	var redisEnv []string
+	var err error
 	switch topo {
 	case sentinelRedis:
-		if s.sentinel, err = newSentinelSet(ctx, redisBin, dir); err != nil {
+		if s.sentinel, err = startSentinels(ctx, dir); err != nil {
 			return nil, err
 		}
 		if sentinelSupport {
-			redisEnv = []string{"FLASHGATE_REDIS_SENTINELS=" + s.sentinel.addrs(), "FLASHGATE_REDIS_MASTER=" + s.sentinel.master}
+			redisEnv = []string{"FLASHGATE_REDIS_SENTINELS=" + s.sentinel.SentinelList(), "FLASHGATE_REDIS_MASTER=" + s.sentinel.MasterName}
 		} else {
 			// Without Sentinel support the binaries can only be pointed at
 			// the primary: the failover shows what that costs.
-			redisEnv = []string{"FLASHGATE_REDIS_URL=redis://" + s.sentinel.primary.addr() + "/0"}
+			redisEnv = []string{"FLASHGATE_REDIS_URL=" + s.sentinel.Data[0].URL}
 			s.notes = append(s.notes, "origin and edge have no Sentinel settings (FLASHGATE_REDIS_SENTINELS): they were pointed at the primary")
 		}
 	default:
-		if s.redis, err = newRedisServer(redisBin, dir, "redis"); err != nil {
+		if s.redis, err = startRedis(ctx, dir); err != nil {
 			return nil, err
 		}
-		if err := s.redis.start(ctx); err != nil {
-			return nil, err
-		}
-		if s.proxy, err = NewDelayProxy(s.redis.addr()); err != nil {
+		if s.proxy, err = NewDelayProxy(s.redis.Addr); err != nil {
 			return nil, err
 		}
 		redisEnv = []string{"FLASHGATE_REDIS_URL=redis://" + s.proxy.Addr() + "/0"}
@@ -181,10 +177,10 @@ func (s *stack) close() {
 		_ = s.proxy.Close()
 	}
 	if s.redis != nil {
-		s.redis.stop()
+		s.redis.Kill()
 	}
 	if s.sentinel != nil {
-		s.sentinel.stop()
+		s.sentinel.Kill()
 	}
 }
 

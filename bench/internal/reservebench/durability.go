@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -15,8 +14,8 @@ import (
 
 	"github.com/flashgate/flashgate/bench/internal/drive"
 	"github.com/flashgate/flashgate/bench/internal/originside"
-	"github.com/flashgate/flashgate/bench/internal/ownredis"
 	"github.com/flashgate/flashgate/bench/internal/scratch"
+	"github.com/flashgate/flashgate/internal/redisserver"
 )
 
 // The durability options the durability phase measures (issue 9: a 201
@@ -52,17 +51,17 @@ var durabilities = map[string]durability{
 	DurWait:       {server: "primary", wait: 1, about: "the same primary; WAIT 1 ending each pipeline"},
 }
 
-// serverArgs are each server's settings beyond the common ones (no RDB
+// serverConfig are each server's settings beyond the common ones (no RDB
 // snapshots, no AOF): the servers differ in these alone.
-var serverArgs = map[string][]string{
+var serverConfig = map[string][]string{
 	"plain":   nil,
-	"aof":     {"--appendonly", "yes", "--appendfsync", "always"},
+	"aof":     {"appendonly yes", "appendfsync always"},
 	"primary": nil,
 }
 
 // durServer is one of the run's redis-servers with the script path on it.
 type durServer struct {
-	srv, replica *ownredis.Server
+	srv, replica *redisserver.Server
 	rdb          *redis.Client
 	sp           originside.ScriptPath
 }
@@ -76,9 +75,11 @@ func runDurability(ctx context.Context, c Config, prefix string, perReserve int)
 		options = append([]string{DurNone}, options...)
 	}
 
-	dir, err := ownredis.TempDir("reservebench")
+	// The servers' folder is under the system's temporary folder, which
+	// must be a real disk for AOF figures to mean anything.
+	dir, err := os.MkdirTemp("", "reservebench-")
 	if err != nil {
-		return rep, err
+		return rep, fmt.Errorf("redis-server folder: %w", err)
 	}
 	rep.Dir = dir
 	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
@@ -87,8 +88,10 @@ func runDurability(ctx context.Context, c Config, prefix string, perReserve int)
 	defer func() {
 		for _, s := range servers {
 			s.rdb.Close()
-			s.replica.Stop()
-			s.srv.Stop()
+			if s.replica != nil {
+				s.replica.Kill()
+			}
+			s.srv.Kill()
 		}
 	}()
 	var journal *originside.Journal
@@ -120,9 +123,9 @@ func runDurability(ctx context.Context, c Config, prefix string, perReserve int)
 		if err != nil {
 			return rep, err
 		}
-		rep.Servers[d.server] = strings.Join(s.srv.Args, " ")
+		rep.Servers[d.server] = strings.Join(s.srv.Settings(), "; ")
 		if s.replica != nil {
-			rep.Servers[d.server+" replica"] = strings.Join(s.replica.Args, " ")
+			rep.Servers[d.server+" replica"] = strings.Join(s.replica.Settings(), "; ")
 		}
 	}
 
@@ -229,15 +232,11 @@ func runDurability(ctx context.Context, c Config, prefix string, perReserve int)
 	return rep, nil
 }
 
-// startDurServer starts the named server (with a replica for "primary"), in
-// a folder of its own under dir.
+// startDurServer starts the named server (with a replica for "primary"), its
+// files in dir.
 func startDurServer(ctx context.Context, c Config, dir, name, prefix string) (*durServer, error) {
-	start := func(sub string, replicaOf *ownredis.Server) (*ownredis.Server, error) {
-		d := filepath.Join(dir, sub)
-		if err := os.Mkdir(d, 0o700); err != nil {
-			return nil, fmt.Errorf("redis-server folder: %w", err)
-		}
-		return ownredis.Start(ctx, ownredis.Options{Binary: c.RedisServer, Dir: d, Args: serverArgs[name], ReplicaOf: replicaOf})
+	start := func(server string, replicaOf *redisserver.Server) (*redisserver.Server, error) {
+		return redisserver.Start(ctx, redisserver.Options{Binary: c.RedisServer, Dir: dir, Name: server, Config: serverConfig[name], ReplicaOf: replicaOf})
 	}
 	srv, err := start(name, nil)
 	if err != nil {
@@ -246,7 +245,7 @@ func startDurServer(ctx context.Context, c Config, dir, name, prefix string) (*d
 	s := &durServer{srv: srv}
 	ropts, err := redis.ParseURL(srv.URL)
 	if err != nil {
-		srv.Stop()
+		srv.Kill()
 		return nil, fmt.Errorf("redis url: %w", err)
 	}
 	ropts.ContextTimeoutEnabled = true

@@ -116,7 +116,7 @@ type DurabilityReport struct {
 	Reserver          originside.ReserverOptions `json:"reserver"`
 	WaitTimeoutMillis float64                    `json:"wait_timeout_ms"`
 	Dir               string                     `json:"dir"`     // where the servers kept their files (AOF included)
-	Servers           map[string]string          `json:"servers"` // each server's redis-server flags
+	Servers           map[string]string          `json:"servers"` // each server's settings beyond port, bind, dir and logfile
 	Runs              []DurabilityRun            `json:"runs"`    // one per option and round
 	Options           []DurabilityOption         `json:"options"` // one per option, medians over rounds
 }
@@ -349,7 +349,7 @@ func (d *DurabilityReport) writeTable(b *strings.Builder) error {
 		return err
 	}
 	fmt.Fprintln(b, "Redis CPU is the server the run used (the primary for replica and wait); journaled: rows in Postgres after the run.")
-	fmt.Fprintln(b, "Every server: redis-server --bind 127.0.0.1 --save '' --appendonly no, a port and folder of its own; aof adds")
-	fmt.Fprintln(b, "--appendonly yes --appendfsync always, and the primary has a replica (--replicaof) of the same settings.")
+	fmt.Fprintln(b, "Every server: redis-server bound to 127.0.0.1 with save \"\" and appendonly no, a port and folder of its own; aof adds")
+	fmt.Fprintln(b, "appendonly yes and appendfsync always, and the primary has a replica (replicaof) of the same settings.")
 	return nil
 }
