@@ -14,7 +14,7 @@ import (
 
 	"github.com/flashgate/flashgate/bench/internal/crowd"
 	"github.com/flashgate/flashgate/bench/internal/report"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // A small crowd end to end, the way make bench runs the big one: the real

@@ -40,8 +40,8 @@ import (
 	"github.com/flashgate/flashgate/bench/internal/drive"
 	"github.com/flashgate/flashgate/bench/internal/httpload"
 	"github.com/flashgate/flashgate/bench/internal/originside"
-	"github.com/flashgate/flashgate/bench/internal/scratch"
 	"github.com/flashgate/flashgate/edge/edgebench"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -148,7 +148,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, u := range []string{c.RedisURL, c.PostgresURL} {
-		if err := scratch.Loopback(u); err != nil {
+		if err := testenv.LoopbackOnly(u); err != nil {
 			return err
 		}
 	}
@@ -200,13 +200,13 @@ func Run(ctx context.Context, c Config) (rep Report, err error) {
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return rep, fmt.Errorf("redis: %w", err)
 	}
-	prefix := scratch.Name("edgebench") + ":"
+	prefix := testenv.Name("edgebench") + ":"
 	rep.Prefix = prefix
 	defer func() {
 		// A fresh budget: the run's may be spent, or the run interrupted.
 		cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
-		n, cerr := scratch.DeletePrefix(cleanCtx, rdb, prefix)
+		n, cerr := testenv.DeleteKeys(cleanCtx, rdb, prefix)
 		rep.Cleanup.RedisKeys = n
 		err = errors.Join(err, cerr)
 	}()
@@ -263,7 +263,7 @@ func (e *env) start(ctx context.Context, prefix string) (stop func(context.Conte
 	e.users = tokens.NewDevUserIssuer([]byte(e.userSecret), "", c.Timeout+time.Hour, nil)
 
 	schema := strings.TrimSuffix(prefix, ":") // lowercase letters, digits and _
-	pgURL, drop, err := scratch.Schema(ctx, c.PostgresURL, schema)
+	pgURL, drop, err := testenv.CreateSchema(ctx, c.PostgresURL, schema)
 	if err != nil {
 		return stop, err
 	}

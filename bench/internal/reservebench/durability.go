@@ -14,8 +14,8 @@ import (
 
 	"github.com/flashgate/flashgate/bench/internal/drive"
 	"github.com/flashgate/flashgate/bench/internal/originside"
-	"github.com/flashgate/flashgate/bench/internal/scratch"
 	"github.com/flashgate/flashgate/internal/redisserver"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // The durability options the durability phase measures (issue 9: a 201
@@ -99,7 +99,7 @@ func runDurability(ctx context.Context, c Config, prefix string, perReserve int)
 		d := durabilities[name]
 		if d.journal && journal == nil {
 			schema := strings.TrimSuffix(prefix, ":") + "_journal"
-			pgURL, drop, err := scratch.Schema(ctx, c.PostgresURL, schema)
+			pgURL, drop, err := testenv.CreateSchema(ctx, c.PostgresURL, schema)
 			if err != nil {
 				return rep, err
 			}

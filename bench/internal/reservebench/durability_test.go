@@ -10,8 +10,7 @@ import (
 
 	"github.com/flashgate/flashgate/bench/internal/originside"
 	"github.com/flashgate/flashgate/bench/internal/redisbench"
-	"github.com/flashgate/flashgate/bench/internal/scratch"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // TestDurabilityPhaseRunsEveryOption runs the durability phase small: every
@@ -27,7 +26,7 @@ func TestDurabilityPhaseRunsEveryOption(t *testing.T) {
 		Reserver:       []originside.ReserverOptions{{Pipelines: 2, MaxBatch: 32}},
 		RedisBenchmark: redisbench.Options{KeySpace: 1000},
 	}
-	prefix := scratch.Name("reservebenchtest") + ":"
+	prefix := testenv.Name("reservebenchtest") + ":"
 	rep, err := runDurability(ctx, c, prefix, 12)
 	if err != nil {
 		t.Fatalf("runDurability: %v", err)

@@ -43,7 +43,7 @@ import (
 	"github.com/flashgate/flashgate/bench/internal/httpload"
 	"github.com/flashgate/flashgate/bench/internal/originside"
 	"github.com/flashgate/flashgate/bench/internal/redisbench"
-	"github.com/flashgate/flashgate/bench/internal/scratch"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -112,7 +112,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, u := range []string{c.RedisURL, c.PostgresURL} {
-		if err := scratch.Loopback(u); err != nil {
+		if err := testenv.LoopbackOnly(u); err != nil {
 			return err
 		}
 	}
@@ -154,13 +154,13 @@ func Run(ctx context.Context, c Config) (rep Report, err error) {
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return Report{}, fmt.Errorf("redis: %w", err)
 	}
-	prefix := scratch.Name("reservebench") + ":"
+	prefix := testenv.Name("reservebench") + ":"
 	rep.Prefix = prefix
 	defer func() {
 		// A fresh budget: the run's may be spent, or the run interrupted.
 		cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
-		n, cerr := scratch.DeletePrefix(cleanCtx, rdb, prefix)
+		n, cerr := testenv.DeleteKeys(cleanCtx, rdb, prefix)
 		rep.Cleanup.RedisKeys = n
 		err = errors.Join(err, cerr)
 	}()
@@ -181,7 +181,7 @@ func Run(ctx context.Context, c Config) (rep Report, err error) {
 		}
 		// Hundreds of thousands of keys slow every SCAN on this Redis,
 		// the tests' and the HTTP path's included: drop them now.
-		if _, err := scratch.DeletePrefix(ctx, rdb, prefix); err != nil {
+		if _, err := testenv.DeleteKeys(ctx, rdb, prefix); err != nil {
 			return rep, err
 		}
 	}
@@ -263,7 +263,7 @@ func runScript(ctx context.Context, c Config, rdb *redis.Client, prefix, src str
 	// Every run starts from an empty prefix and a fresh stock key of the
 	// same name, so no run pays for the keys of the ones before it.
 	reset := func(stock int) error {
-		if _, err := scratch.DeletePrefix(ctx, rdb, prefix); err != nil {
+		if _, err := testenv.DeleteKeys(ctx, rdb, prefix); err != nil {
 			return err
 		}
 		return sp.Load(ctx, scriptSale, sku, int64(stock))
@@ -472,7 +472,7 @@ func runHTTP(ctx context.Context, c Config, rdb *redis.Client, prefix string, pe
 	}
 
 	schema := strings.TrimSuffix(prefix, ":") // lowercase letters, digits and _
-	pgURL, drop, err := scratch.Schema(ctx, c.PostgresURL, schema)
+	pgURL, drop, err := testenv.CreateSchema(ctx, c.PostgresURL, schema)
 	if err != nil {
 		return rep, err
 	}
@@ -499,7 +499,7 @@ func runHTTP(ctx context.Context, c Config, rdb *redis.Client, prefix string, pe
 	// prefix of its own, gets the same requests: what the journal costs.
 	var noJournal *originside.Origin
 	if c.HTTPNoJournal {
-		pgURL, drop, err := scratch.Schema(ctx, c.PostgresURL, schema+"_nojournal")
+		pgURL, drop, err := testenv.CreateSchema(ctx, c.PostgresURL, schema+"_nojournal")
 		if err != nil {
 			return rep, err
 		}
