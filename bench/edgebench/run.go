@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/edgeside"
+	"github.com/flashgate/flashgate/bench/internal/edgeperf"
 )
 
 // run reads flags (defaults from getenv), runs the benchmark and writes its
@@ -23,7 +23,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rep, err := edgeside.Run(ctx, c)
+	rep, err := edgeperf.Run(ctx, c)
 	if len(rep.Paths) > 0 || rep.Memory != nil { // a partial report still says what was measured
 		var werr error
 		if asJSON {
@@ -38,8 +38,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return err
 }
 
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c edgeside.Config, asJSON bool, err error) {
-	c = edgeside.Config{
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c edgeperf.Config, asJSON bool, err error) {
+	c = edgeperf.Config{
 		RedisURL:      "redis://127.0.0.1:6379/0",
 		PostgresURL:   "postgres://postgres@127.0.0.1:5432/flashgate_bench?sslmode=disable",
 		Requests:      30_000,
@@ -51,7 +51,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 		PollAdmitted:  0.2,
 		MemPolls:      100_000,
 		FillWorkers:   2_048,
-		Limits:        edgeside.LimitsProduction,
+		Limits:        edgeperf.LimitsProduction,
 		Timeout:       3 * time.Minute,
 	}
 	if v := getenv("FLASHGATE_BENCH_REDIS_URL"); v != "" {
@@ -64,7 +64,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis on this machine ($FLASHGATE_BENCH_REDIS_URL); only keys under a random prefix are touched")
 	fs.StringVar(&c.PostgresURL, "postgres-url", c.PostgresURL, "Postgres database on this machine ($FLASHGATE_BENCH_POSTGRES_URL); the origin works in a schema of its own")
-	parts := fs.String("run", strings.Join(edgeside.AllPaths, ","), "which parts to run: "+strings.Join(edgeside.AllPaths, ", "))
+	parts := fs.String("run", strings.Join(edgeperf.AllPaths, ","), "which parts to run: "+strings.Join(edgeperf.AllPaths, ", "))
 	fs.IntVar(&c.Requests, "n", c.Requests, "timed requests per server per round (every path but the proxied reserve)")
 	fs.IntVar(&c.ProxyRequests, "proxy-n", c.ProxyRequests, "timed requests per server per round for the proxied reserve and the origin alone")
 	fs.IntVar(&c.Conns, "c", c.Conns, "load-generator connections per server")

@@ -14,7 +14,7 @@ import (
 
 	"github.com/flashgate/flashgate/bench/internal/originside"
 	"github.com/flashgate/flashgate/bench/internal/redisbench"
-	"github.com/flashgate/flashgate/bench/internal/reservebench"
+	"github.com/flashgate/flashgate/bench/internal/reserveperf"
 )
 
 // run reads flags (defaults from getenv), runs the benchmark and writes its
@@ -25,7 +25,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rep, err := reservebench.Run(ctx, c)
+	rep, err := reserveperf.Run(ctx, c)
 	if rep.Script != nil || rep.Durability != nil || rep.HTTP != nil { // a partial report still says what was measured
 		var werr error
 		if asJSON {
@@ -40,9 +40,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return err
 }
 
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c reservebench.Config, asJSON bool, err error) {
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c reserveperf.Config, asJSON bool, err error) {
 	def := originside.DefaultReserverOptions()
-	c = reservebench.Config{
+	c = reserveperf.Config{
 		RedisURL:       "redis://127.0.0.1:6379/0",
 		PostgresURL:    "postgres://postgres@127.0.0.1:5432/flashgate_bench?sslmode=disable",
 		ScriptReserves: 200_000,
@@ -71,7 +71,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis on this machine ($FLASHGATE_BENCH_REDIS_URL); only keys under a random prefix are touched")
 	fs.StringVar(&c.PostgresURL, "postgres-url", c.PostgresURL, "Postgres database on this machine ($FLASHGATE_BENCH_POSTGRES_URL); the run works in a schema of its own")
 	parts := fs.String("run", "script,durability,http", "which phases to run: script, durability, http, comma-separated")
-	durability := fs.String("durability", strings.Join(reservebench.DurabilityOptions, ","), "durability phase: options to measure, each against none in the same round: "+strings.Join(reservebench.DurabilityOptions, ", "))
+	durability := fs.String("durability", strings.Join(reserveperf.DurabilityOptions, ","), "durability phase: options to measure, each against none in the same round: "+strings.Join(reserveperf.DurabilityOptions, ", "))
 	fs.IntVar(&c.DurabilityReserves, "durability-n", c.DurabilityReserves, "durability phase: timed reserves per option")
 	fs.DurationVar(&c.WaitTimeout, "wait-timeout", c.WaitTimeout, "durability phase: WAIT's timeout for the wait option (the origin's FLASHGATE_RESERVE_WAIT_TIMEOUT default)")
 	fs.StringVar(&c.RedisServer, "redis-server", c.RedisServer, "durability phase: the redis-server executable it starts its own servers with")

@@ -12,28 +12,28 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/bench/internal/drive"
-	"github.com/flashgate/flashgate/origin/originbench"
+	"github.com/flashgate/flashgate/bench/internal/loadgen"
+	"github.com/flashgate/flashgate/origin/origininternals"
 )
 
 func defaultReserverOptions() ReserverOptions {
-	c := originbench.DefaultConfig()
+	c := origininternals.DefaultConfig()
 	return ReserverOptions{Pipelines: c.ReservePipelines, MaxBatch: c.ReserveMaxBatch}
 }
 
 // benchEpoch is the epoch every benchmark sale is loaded under.
 const benchEpoch = "bench"
 
-type scriptPath struct{ store *originbench.Store }
+type scriptPath struct{ store *origininternals.Store }
 
 var _ ScriptPath = (*scriptPath)(nil)
 
 func newScriptPath(rdb redis.UniversalClient, prefix string, retention time.Duration) (ScriptPath, error) {
-	return &scriptPath{store: originbench.NewStore(rdb, originbench.NewKeys(prefix), retention)}, nil
+	return &scriptPath{store: origininternals.NewStore(rdb, origininternals.NewKeys(prefix), retention)}, nil
 }
 
 func (s *scriptPath) Load(ctx context.Context, sale, sku string, stock int64) error {
-	_, err := s.store.Load(ctx, sale, benchEpoch, map[string]originbench.Counts{sku: {Total: stock, Available: stock}})
+	_, err := s.store.Load(ctx, sale, benchEpoch, map[string]origininternals.Counts{sku: {Total: stock, Available: stock}})
 	return err
 }
 
@@ -42,21 +42,21 @@ func (s *scriptPath) Reserver(opts ReserverOptions) Reserver {
 }
 
 func (s *scriptPath) DurableReserver(opts ReserverOptions, d Durable) Reserver {
-	o := originbench.ReserverOptions{Pipelines: opts.Pipelines, MaxBatch: opts.MaxBatch,
+	o := origininternals.ReserverOptions{Pipelines: opts.Pipelines, MaxBatch: opts.MaxBatch,
 		WaitReplicas: d.WaitReplicas, WaitTimeout: d.WaitTimeout}
 	if d.Journal != nil { // a nil *Journal in the interface would not read as "no journal"
 		o.Journal = d.Journal.ledger
 	}
-	return reserver{originbench.NewReserver(s.store, o)}
+	return reserver{origininternals.NewReserver(s.store, o)}
 }
 
-type reserver struct{ r *originbench.Reserver }
+type reserver struct{ r *origininternals.Reserver }
 
-func (r reserver) Run(ctx context.Context, d drive.Options, reqs []Request) drive.Result {
-	return drive.Run(ctx, d, func() drive.Func {
+func (r reserver) Run(ctx context.Context, d loadgen.Options, reqs []Request) loadgen.Result {
+	return loadgen.Run(ctx, d, func() loadgen.Func {
 		return func(ctx context.Context, i int) (int, error) {
 			q := &reqs[i]
-			res, err := r.r.Reserve(ctx, originbench.ReserveRequest{
+			res, err := r.r.Reserve(ctx, origininternals.ReserveRequest{
 				Sale: q.Sale, SKU: q.SKU, Account: q.Account, TokenID: q.TokenID,
 				IdempotencyKey: q.IdempotencyKey, HoldTTL: q.HoldTTL,
 			})
@@ -67,12 +67,12 @@ func (r reserver) Run(ctx context.Context, d drive.Options, reqs []Request) driv
 
 func (r reserver) Close() { r.r.Close() }
 
-func (s *scriptPath) Created() int { return int(originbench.Created) }
+func (s *scriptPath) Created() int { return int(origininternals.Created) }
 
-func (s *scriptPath) OutcomeName(code int) string { return originbench.Outcome(code).String() }
+func (s *scriptPath) OutcomeName(code int) string { return origininternals.Outcome(code).String() }
 
 func startOrigin(ctx context.Context, c OriginConfig) (_ *Origin, err error) {
-	cfg := originbench.DefaultConfig()
+	cfg := origininternals.DefaultConfig()
 	cfg.RedisURL = c.RedisURL
 	cfg.PostgresURL = c.PostgresURL
 	cfg.RedisPrefix = c.RedisPrefix
@@ -90,7 +90,7 @@ func startOrigin(ctx context.Context, c OriginConfig) (_ *Origin, err error) {
 	if c.NoJournal {
 		cfg.ReserveJournal = false
 	}
-	a, err := originbench.NewApp(ctx, cfg, c.Log)
+	a, err := origininternals.NewApp(ctx, cfg, c.Log)
 	if err != nil {
 		return nil, fmt.Errorf("origin: %w", err)
 	}

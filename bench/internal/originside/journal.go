@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/flashgate/flashgate/origin/originbench"
+	"github.com/flashgate/flashgate/origin/origininternals"
 )
 
 func openJournal(ctx context.Context, pgURL, sale, sku string, stock int) (_ *Journal, err error) {
@@ -17,7 +17,7 @@ func openJournal(ctx context.Context, pgURL, sale, sku string, stock int) (_ *Jo
 	}
 	// As many connections as the origin's pool: up to Pipelines journal
 	// writes are in flight at once, and they must not queue for one.
-	pcfg.MaxConns = int32(originbench.DefaultConfig().PostgresMaxConns)
+	pcfg.MaxConns = int32(origininternals.DefaultConfig().PostgresMaxConns)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("journal: postgres: %w", err)
@@ -27,15 +27,15 @@ func openJournal(ctx context.Context, pgURL, sale, sku string, stock int) (_ *Jo
 			pool.Close()
 		}
 	}()
-	if err := originbench.Migrate(ctx, pool); err != nil {
+	if err := origininternals.Migrate(ctx, pool); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	l := originbench.NewLedger(pool)
+	l := origininternals.NewLedger(pool)
 	now := time.Now().UTC()
-	if _, err := l.CreateSale(ctx, originbench.LedgerSale{
+	if _, err := l.CreateSale(ctx, origininternals.LedgerSale{
 		ID: sale, Name: "reservebench journal", StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
 		HoldTTL: 10 * time.Minute, PerAccountLimit: 1,
-		SKUs: []originbench.LedgerSKU{{SKU: sku, Name: "bench unit", PriceMinor: 100, Currency: "INR", Stock: stock}},
+		SKUs: []origininternals.LedgerSKU{{SKU: sku, Name: "bench unit", PriceMinor: 100, Currency: "INR", Stock: stock}},
 	}); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}

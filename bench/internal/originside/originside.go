@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashgate/flashgate/bench/internal/drive"
-	"github.com/flashgate/flashgate/origin/originbench"
+	"github.com/flashgate/flashgate/bench/internal/loadgen"
+	"github.com/flashgate/flashgate/origin/origininternals"
 )
 
 // Request is one reserve as the origin's handler would make it.
@@ -62,7 +62,7 @@ type Durable struct {
 // reserve_journal) in a Postgres schema of the benchmark's own.
 type Journal struct {
 	pool   *pgxpool.Pool
-	ledger *originbench.Ledger
+	ledger *origininternals.Ledger
 }
 
 // OpenJournal connects to pgURL, whose search_path names an empty schema,
@@ -76,7 +76,7 @@ func OpenJournal(ctx context.Context, pgURL, sale, sku string, stock int) (*Jour
 type Reserver interface {
 	// Run makes reserves reqs[d.First] to reqs[d.First+d.Calls-1] from
 	// d.Workers goroutines, each labelled with its outcome code.
-	Run(ctx context.Context, d drive.Options, reqs []Request) drive.Result
+	Run(ctx context.Context, d loadgen.Options, reqs []Request) loadgen.Result
 	// Close stops the Reserver's pipelines.
 	Close()
 }
@@ -152,7 +152,7 @@ func StartOrigin(ctx context.Context, c OriginConfig) (*Origin, error) { return 
 
 // DefaultWaitTimeout is the origin's default for how long a reserve
 // pipeline's WAIT waits for its replicas.
-func DefaultWaitTimeout() time.Duration { return originbench.DefaultConfig().ReserveWaitTimeout }
+func DefaultWaitTimeout() time.Duration { return origininternals.DefaultConfig().ReserveWaitTimeout }
 
 // DefaultReserverOptions are the origin's configured defaults.
 func DefaultReserverOptions() ReserverOptions { return defaultReserverOptions() }
