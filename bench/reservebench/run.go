@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,9 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/originside"
+	"github.com/flashgate/flashgate/bench/internal/benchcmd"
 	"github.com/flashgate/flashgate/bench/internal/redisbench"
 	"github.com/flashgate/flashgate/bench/internal/reserveperf"
+	"github.com/flashgate/flashgate/bench/internal/reservescript"
 )
 
 // run reads flags (defaults from getenv), runs the benchmark and writes its
@@ -27,24 +27,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	rep, err := reserveperf.Run(ctx, c)
 	if rep.Script != nil || rep.Durability != nil || rep.HTTP != nil { // a partial report still says what was measured
-		var werr error
-		if asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			werr = enc.Encode(rep)
-		} else {
-			werr = rep.WriteTable(stdout)
-		}
-		err = errors.Join(err, werr)
+		err = errors.Join(err, benchcmd.Write(stdout, rep, asJSON))
 	}
 	return err
 }
 
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c reserveperf.Config, asJSON bool, err error) {
-	def := originside.DefaultReserverOptions()
+	def := reservescript.DefaultReserverOptions()
 	c = reserveperf.Config{
-		RedisURL:       "redis://127.0.0.1:6379/0",
-		PostgresURL:    "postgres://postgres@127.0.0.1:5432/flashgate_bench?sslmode=disable",
 		ScriptReserves: 200_000,
 		ScriptWorkers:  256,
 		RedisBenchmark: redisbench.Options{Clients: 50, Pipeline: 32, KeySpace: 100_000_000},
@@ -57,19 +47,12 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 		Timeout:        5 * time.Minute,
 
 		DurabilityReserves: 50_000,
-		WaitTimeout:        originside.DefaultWaitTimeout(),
+		WaitTimeout:        reservescript.DefaultWaitTimeout(),
 		RedisServer:        "redis-server",
-	}
-	if v := getenv("FLASHGATE_BENCH_REDIS_URL"); v != "" {
-		c.RedisURL = v
-	}
-	if v := getenv("FLASHGATE_BENCH_POSTGRES_URL"); v != "" {
-		c.PostgresURL = v
 	}
 	fs := flag.NewFlagSet("reservebench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis on this machine ($FLASHGATE_BENCH_REDIS_URL); only keys under a random prefix are touched")
-	fs.StringVar(&c.PostgresURL, "postgres-url", c.PostgresURL, "Postgres database on this machine ($FLASHGATE_BENCH_POSTGRES_URL); the run works in a schema of its own")
+	benchcmd.ServiceFlags(fs, getenv, &c.RedisURL, &c.PostgresURL)
 	parts := fs.String("run", "script,durability,http", "which phases to run: script, durability, http, comma-separated")
 	durability := fs.String("durability", strings.Join(reserveperf.DurabilityOptions, ","), "durability phase: options to measure, each against none in the same round: "+strings.Join(reserveperf.DurabilityOptions, ", "))
 	fs.IntVar(&c.DurabilityReserves, "durability-n", c.DurabilityReserves, "durability phase: timed reserves per option")
@@ -129,7 +112,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	}
 	for _, p := range ps {
 		for _, b := range bs {
-			c.Reserver = append(c.Reserver, originside.ReserverOptions{Pipelines: p, MaxBatch: b})
+			c.Reserver = append(c.Reserver, reservescript.ReserverOptions{Pipelines: p, MaxBatch: b})
 		}
 	}
 	return c, asJSON, c.Validate()

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 )
 
 func TestMeanDigits(t *testing.T) {
@@ -62,19 +64,6 @@ func TestAccountIsFourteenCharacters(t *testing.T) {
 	}
 }
 
-func TestMedian(t *testing.T) {
-	for _, tc := range []struct {
-		xs   []float64
-		want float64
-	}{
-		{nil, 0}, {[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5},
-	} {
-		if got := median(tc.xs); got != tc.want {
-			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
-		}
-	}
-}
-
 func validConfig() Config {
 	return Config{
 		RedisURL: "redis://127.0.0.1:6379/0", PostgresURL: "postgres://postgres@127.0.0.1:5432/x",
@@ -112,16 +101,9 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestCountersBetween(t *testing.T) {
-	got := countersBetween(map[string]float64{"poll waiting": 5, "joined": 2}, map[string]float64{"poll waiting": 9, "joined": 2, "poll admitted": 3})
-	if len(got) != 2 || got["poll waiting"] != 4 || got["poll admitted"] != 3 {
-		t.Errorf("countersBetween = %v, want poll waiting 4, poll admitted 3", got)
-	}
-}
-
 func TestWriteTable(t *testing.T) {
 	run := func(server string, rate float64) ServerRun {
-		return ServerRun{Server: server, Timing: Timing{Calls: 10, PerSecond: rate, Answers: map[string]int{"200": 10}}, Ratio: rate / 100}
+		return ServerRun{Server: server, Timing: benchreport.Timing{Calls: 10, PerSecond: rate, Answers: map[string]int{"200": 10}}, Ratio: rate / 100}
 	}
 	rep := Report{
 		Settings: Settings{Rounds: 1},

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
-	"sync/atomic"
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
+	"github.com/flashgate/flashgate/bench/internal/cpustat"
+	"github.com/flashgate/flashgate/bench/internal/edgeapp"
+	"github.com/flashgate/flashgate/bench/internal/heapstat"
 	"github.com/flashgate/flashgate/bench/internal/httpload"
 	"github.com/flashgate/flashgate/bench/internal/loadgen"
 )
@@ -32,21 +34,21 @@ func (e *env) memory(ctx context.Context, mem *Memory) (err error) {
 	if err != nil {
 		return err
 	}
-	client := httpload.New(httpload.Options{Addr: n.addr, Conns: c.Conns})
+	client := httpload.New(httpload.Options{Addr: n.Addr, Conns: c.Conns})
 	defer func() {
 		client.Close()
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		err = errors.Join(err, n.stop(stopCtx))
+		err = errors.Join(err, n.Stop(stopCtx))
 	}()
-	f := newFiller(e.rdb, n.keys, c.FillWorkers)
+	f := newFiller(e.rdb, n.Keys, c.FillWorkers)
 	defer f.close()
-	starts := n.startsAt(saleLine)
+	starts := n.StartsAt(saleLine)
 	usedBefore, err := usedMemory(ctx, e.rdb)
 	if err != nil {
 		return err
 	}
-	mem.Baseline = readHeap()
+	mem.Baseline = heapstat.Read()
 
 	filled := 0
 	for _, size := range c.MemSizes {
@@ -57,7 +59,7 @@ func (e *env) memory(ctx context.Context, mem *Memory) (err error) {
 		}
 		z.FillSeconds, z.FillPerSecond = res.Elapsed.Seconds(), res.PerSecond()
 		filled = size
-		if z.Redis, err = lineMemory(ctx, e.rdb, n.keys, saleLine, size, float64(len(account(groupLine, 0))), meanDigits(size), usedBefore); err != nil {
+		if z.Redis, err = lineMemory(ctx, e.rdb, n.Keys, saleLine, size, float64(len(account(groupLine, 0))), meanDigits(size), usedBefore); err != nil {
 			return err
 		}
 
@@ -66,7 +68,7 @@ func (e *env) memory(ctx context.Context, mem *Memory) (err error) {
 		for k := range shoppers {
 			shoppers[k] = int(int64(k) * int64(size) / int64(z.DistinctPollers))
 		}
-		pos, err := positions(ctx, e.rdb, n.keys, saleLine, groupLine, shoppers)
+		pos, err := positions(ctx, e.rdb, n.Keys, saleLine, groupLine, shoppers)
 		if err != nil {
 			return err
 		}
@@ -80,9 +82,9 @@ func (e *env) memory(ctx context.Context, mem *Memory) (err error) {
 		}
 		shoppers, pos = nil, nil
 
-		before := n.counters()
-		peak := samplePeak()
-		res, cpu, err := measure(ctx, e.rdb, func() loadgen.Result { return client.Run(ctx, reqs, 0, c.MemPolls) })
+		before := n.Counters()
+		peak := heapstat.SamplePeak()
+		res, cpu, err := cpustat.Around(ctx, e.rdb, func() loadgen.Result { return client.Run(ctx, reqs, 0, c.MemPolls) })
 		z.PeakInuseBytes = peak()
 		if err != nil {
 			return err
@@ -90,9 +92,9 @@ func (e *env) memory(ctx context.Context, mem *Memory) (err error) {
 		// The requests are the benchmark's, not the node's: released before
 		// the heap is read, so what stays is what the node keeps.
 		reqs = nil
-		z.Heap = readHeap()
-		z.Polls = newTiming(res, cpu)
-		z.Node = countersBetween(before, n.counters())
+		z.Heap = heapstat.Read()
+		z.Polls = benchreport.NewTiming(res, strconv.Itoa, cpu)
+		z.Node = edgeapp.CountersBetween(before, n.Counters())
 		mem.Sizes = append(mem.Sizes, z)
 		if res.Cut {
 			return fmt.Errorf("time cap reached after %d of %d polls", res.Calls, c.MemPolls)
@@ -115,37 +117,6 @@ func (e *env) memory(ctx context.Context, mem *Memory) (err error) {
 	return nil
 }
 
-// samplePeak reads HeapInuse ten times a second, without forcing a GC,
-// until the function it returns is called; that returns the largest value.
-func samplePeak() func() uint64 {
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		var m runtime.MemStats
-		for {
-			runtime.ReadMemStats(&m)
-			if m.HeapInuse > peak.Load() {
-				peak.Store(m.HeapInuse)
-			}
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		return peak.Load()
-	}
-}
-
 // meanDigits is the mean length of the decimal numbers 1 to n: the places
 // of a line of n shoppers who all joined after the start.
 func meanDigits(n int) float64 {
@@ -159,27 +130,4 @@ func meanDigits(n int) float64 {
 		lo *= 10
 	}
 	return float64(total) / float64(n)
-}
-
-// settleHeap collects garbage until the heap in use is back to at most
-// target, for up to wait or until ctx ends. A stopped node lingers:
-// fasthttp's worker-pool cleaner holds its server (and through the handler
-// the whole App) until its next wake-up, up to 10 s later, and
-// ulule/limiter stops its cleaners only from finalizers, which run after a
-// collection finds the store unreachable.
-func settleHeap(ctx context.Context, target uint64, wait time.Duration) {
-	deadline := time.Now().Add(wait)
-	var m runtime.MemStats
-	for time.Now().Before(deadline) {
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		if m.HeapInuse <= target {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }

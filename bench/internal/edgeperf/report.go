@@ -3,25 +3,23 @@ package edgeperf
 import (
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/loadgen"
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
+	"github.com/flashgate/flashgate/bench/internal/heapstat"
 )
 
 // Report is what one run measured; its JSON form is the -json output.
 type Report struct {
-	Machine  Machine  `json:"machine"`
-	Prefix   string   `json:"redis_prefix"`
-	Settings Settings `json:"settings"`
-	Paths    []*Path  `json:"paths,omitempty"`
+	Machine  benchreport.Machine `json:"machine"`
+	Prefix   string              `json:"redis_prefix"`
+	Settings Settings            `json:"settings"`
+	Paths    []*Path             `json:"paths,omitempty"`
 	// PathsHeap is the process's heap before the paths' node started.
-	PathsHeap Heap    `json:"paths_start_heap"`
-	Memory    *Memory `json:"memory,omitempty"`
-	Seconds   float64 `json:"seconds"` // wall time of the whole run
+	PathsHeap heapstat.Heap `json:"paths_start_heap"`
+	Memory    *Memory       `json:"memory,omitempty"`
+	Seconds   float64       `json:"seconds"` // wall time of the whole run
 	Cleanup   struct {
 		RedisKeys int `json:"redis_keys_deleted"`
 	} `json:"cleanup"`
@@ -41,37 +39,6 @@ type Settings struct {
 	PollAdmitted  float64 `json:"poll_admitted"`
 	OriginWorkers bool    `json:"origin_workers"`
 }
-
-// Timing is one timed run of requests against one server.
-type Timing struct {
-	Calls      int            `json:"calls"`
-	Seconds    float64        `json:"seconds"`
-	PerSecond  float64        `json:"per_second"`
-	P50Millis  float64        `json:"p50_ms"`
-	P99Millis  float64        `json:"p99_ms"`
-	MaxMillis  float64        `json:"max_ms"`
-	Answers    map[string]int `json:"answers"` // by HTTP status
-	Errors     int            `json:"errors"`
-	FirstError string         `json:"first_error,omitempty"`
-	CPU        CPU            `json:"cpu"`
-}
-
-func newTiming(r loadgen.Result, cpu CPU) Timing {
-	out := Timing{CPU: cpu,
-		Calls: r.Calls, Seconds: r.Elapsed.Seconds(), PerSecond: r.PerSecond(),
-		P50Millis: millis(r.P50), P99Millis: millis(r.P99), MaxMillis: millis(r.Max),
-		Answers: map[string]int{}, Errors: r.Errors,
-	}
-	for l, n := range r.Labels {
-		out.Answers[fmt.Sprint(l)] = n
-	}
-	if r.Err != nil {
-		out.FirstError = r.Err.Error()
-	}
-	return out
-}
-
-func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Path is one request path of the edge, measured beside the bare handler.
 type Path struct {
@@ -100,7 +67,7 @@ type Round struct {
 type ServerRun struct {
 	Server string `json:"server"` // "bare", "edge" or "origin"
 	Addr   string `json:"addr"`
-	Timing
+	benchreport.Timing
 	Ratio float64 `json:"ratio"` // to the bare handler in the same round
 	// ProcessMicros and RedisMicros are CPU time per request, in µs, of
 	// this process and of redis-server: unlike req/s they barely move when
@@ -127,10 +94,10 @@ func (r Round) run(server string) (ServerRun, bool) {
 
 // Memory is the node's heap and the line's Redis bytes with growing lines.
 type Memory struct {
-	Sale     string    `json:"sale"`
-	Polls    int       `json:"polls_per_size"`
-	Baseline Heap      `json:"baseline"` // node started, line empty, nothing polled
-	Sizes    []MemSize `json:"sizes"`
+	Sale     string        `json:"sale"`
+	Polls    int           `json:"polls_per_size"`
+	Baseline heapstat.Heap `json:"baseline"` // node started, line empty, nothing polled
+	Sizes    []MemSize     `json:"sizes"`
 	// HeapRatio is heap in use with the longest line over the shortest.
 	HeapRatio float64 `json:"heap_ratio"`
 	HeapGoal  float64 `json:"heap_goal"`
@@ -143,15 +110,15 @@ type Memory struct {
 
 // MemSize is one line length.
 type MemSize struct {
-	Shoppers        int            `json:"shoppers"`
-	FillSeconds     float64        `json:"fill_seconds"` // joining the shoppers added since the last size
-	FillPerSecond   float64        `json:"fill_per_second"`
-	DistinctPollers int            `json:"distinct_pollers"`
-	Polls           Timing         `json:"polls"`
-	Node            map[string]int `json:"node_counters,omitempty"`
-	Heap            Heap           `json:"heap"`
-	PeakInuseBytes  uint64         `json:"peak_heap_inuse_bytes"` // sampled during the polls, without forcing GC
-	Redis           RedisLine      `json:"redis"`
+	Shoppers        int                `json:"shoppers"`
+	FillSeconds     float64            `json:"fill_seconds"` // joining the shoppers added since the last size
+	FillPerSecond   float64            `json:"fill_per_second"`
+	DistinctPollers int                `json:"distinct_pollers"`
+	Polls           benchreport.Timing `json:"polls"`
+	Node            map[string]int     `json:"node_counters,omitempty"`
+	Heap            heapstat.Heap      `json:"heap"`
+	PeakInuseBytes  uint64             `json:"peak_heap_inuse_bytes"` // sampled during the polls, without forcing GC
+	Redis           RedisLine          `json:"redis"`
 }
 
 // WriteTable writes the report for people.
@@ -202,7 +169,7 @@ func (r Report) WriteTable(w io.Writer) error {
 		for _, p := range r.Paths {
 			goal := "reported only"
 			if p.Goal > 0 {
-				goal = fmt.Sprintf("goal >= %.2f: %s", p.Goal, verdict(p.Ratio >= p.Goal))
+				goal = fmt.Sprintf("goal >= %.2f: %s", p.Goal, benchreport.Verdict(p.Ratio >= p.Goal))
 			}
 			fmt.Fprintf(&b, "%-18s %-36s edge / bare %.2f (%s); CPU-bound %.2f", p.Name+":", p.Request, p.Ratio, goal, p.CPUBoundRatio)
 			if p.OriginRatio > 0 {
@@ -233,12 +200,12 @@ func (r Report) WriteTable(w io.Writer) error {
 			last.Shoppers, mo.DictEntry, mo.Field, last.Redis.FieldBytes, mo.Value, last.Redis.ValueBytes, mo.Buckets, mo.Total)
 		if mem.HeapRatio > 0 {
 			fmt.Fprintf(&b, "node heap, %d vs %d shoppers in line: %.2f (goal flat, <= %.2f: %s); %.0f B per extra distinct poller\n",
-				last.Shoppers, first.Shoppers, mem.HeapRatio, mem.HeapGoal, verdict(mem.HeapRatio <= mem.HeapGoal), mem.PerExtraPoller)
+				last.Shoppers, first.Shoppers, mem.HeapRatio, mem.HeapGoal, benchreport.Verdict(mem.HeapRatio <= mem.HeapGoal), mem.PerExtraPoller)
 		} else {
 			fmt.Fprintln(&b, "node heap: not compared (the phase did not finish every line size)")
 		}
 		for _, z := range mem.Sizes {
-			fmt.Fprintf(&b, "Redis bytes per queued shopper at %d: %.1f (goal <= %.0f: %s)\n", z.Shoppers, z.Redis.PerShopper, mem.RedisGoal, verdict(z.Redis.PerShopper <= mem.RedisGoal))
+			fmt.Fprintf(&b, "Redis bytes per queued shopper at %d: %.1f (goal <= %.0f: %s)\n", z.Shoppers, z.Redis.PerShopper, mem.RedisGoal, benchreport.Verdict(z.Redis.PerShopper <= mem.RedisGoal))
 		}
 	}
 	fmt.Fprintf(&b, "\n%.1f s; cleanup: %d Redis keys under %s unlinked\n", r.Seconds, r.Cleanup.RedisKeys, r.Prefix)
@@ -262,13 +229,6 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss (ratios are medians)", n, what)
 }
 
-func verdict(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "NOT met"
-}
-
 // pollStates is the node's poll counters by state, for example
 // "admitted 87, waiting 4913".
 func pollStates(node map[string]int) string {
@@ -284,13 +244,11 @@ func pollStates(node map[string]int) string {
 	return answers(states, 0)
 }
 
+// answers is m by key, and errs when there were any.
 func answers(m map[string]int, errs int) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
-	}
+	s := benchreport.Counts(m)
 	if errs > 0 {
-		parts = append(parts, fmt.Sprintf("errors %d", errs))
+		s += fmt.Sprintf(", errors %d", errs)
 	}
-	return strings.Join(parts, ", ")
+	return s
 }

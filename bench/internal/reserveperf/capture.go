@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/bench/internal/loadgen"
-	"github.com/flashgate/flashgate/bench/internal/originside"
+	"github.com/flashgate/flashgate/bench/internal/reservescript"
 )
 
 // Markers the probe reserve carries where redis-benchmark will put
@@ -38,21 +38,18 @@ func reserveCommand(ctx context.Context, c Config, prefix, sha string) ([]string
 	defer rdb.Close()
 	rec := &recorder{}
 	rdb.AddHook(rec)
-	sp, err := originside.NewScriptPath(rdb, prefix, retention)
-	if err != nil {
-		return nil, err
-	}
-	probe := originside.Request{
+	sp := reservescript.New(rdb, prefix, retention)
+	probe := reservescript.Request{
 		Sale: scriptSale, SKU: sku, HoldTTL: holdTTL,
 		Account: "a" + markAccount, TokenID: "j000000000" + markToken, IdempotencyKey: "k" + markIdem,
 	}
 	r := sp.Reserver(c.Reserver[0])
-	res := r.Run(ctx, loadgen.Options{Workers: 1, Calls: 1}, []originside.Request{probe})
+	res := r.Run(ctx, loadgen.Options{Workers: 1, Calls: 1}, []reservescript.Request{probe})
 	r.Close()
 	if res.Err != nil {
 		return nil, fmt.Errorf("probe reserve: %w", res.Err)
 	}
-	if res.Labels[sp.Created()] != 1 {
+	if res.Labels[reservescript.Created] != 1 {
 		return nil, fmt.Errorf("probe reserve: outcome %v, want created", res.Labels)
 	}
 	args := rec.last()

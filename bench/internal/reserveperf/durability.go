@@ -12,8 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/loadgen"
-	"github.com/flashgate/flashgate/bench/internal/originside"
+	"github.com/flashgate/flashgate/bench/internal/reservescript"
 	"github.com/flashgate/flashgate/internal/redisserver"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
@@ -63,13 +64,13 @@ var serverConfig = map[string][]string{
 type durServer struct {
 	srv, replica *redisserver.Server
 	rdb          *redis.Client
-	sp           originside.ScriptPath
+	sp           *reservescript.Path
 }
 
 func runDurability(ctx context.Context, c Config, prefix string, perReserve int) (_ *DurabilityReport, err error) {
 	opts := c.Reserver[0]
 	rep := &DurabilityReport{Workers: c.ScriptWorkers, Reserves: c.DurabilityReserves, Warmup: c.Warmup, Primed: c.Prime,
-		Reserver: opts, WaitTimeoutMillis: millis(c.WaitTimeout), Servers: map[string]string{}}
+		Reserver: opts, WaitTimeoutMillis: benchreport.Millis(c.WaitTimeout), Servers: map[string]string{}}
 	options := c.Durability
 	if !slices.Contains(options, DurNone) {
 		options = append([]string{DurNone}, options...)
@@ -94,7 +95,7 @@ func runDurability(ctx context.Context, c Config, prefix string, perReserve int)
 			s.srv.Kill()
 		}
 	}()
-	var journal *originside.Journal
+	var journal *reservescript.Journal
 	for _, name := range options {
 		d := durabilities[name]
 		if d.journal && journal == nil {
@@ -108,7 +109,7 @@ func runDurability(ctx context.Context, c Config, prefix string, perReserve int)
 				defer cancel()
 				err = errors.Join(err, drop(dropCtx))
 			}()
-			if journal, err = originside.OpenJournal(ctx, pgURL, scriptSale, sku, maxSaleStock); err != nil {
+			if journal, err = reservescript.OpenJournal(ctx, pgURL, scriptSale, sku, maxSaleStock); err != nil {
 				return rep, err
 			}
 			defer journal.Close()
@@ -169,25 +170,16 @@ func runDurability(ctx context.Context, c Config, prefix string, perReserve int)
 			if err := reset(s, d.journal); err != nil {
 				return rep, err
 			}
-			dur := originside.Durable{WaitReplicas: d.wait, WaitTimeout: c.WaitTimeout}
+			dur := reservescript.Durable{WaitReplicas: d.wait, WaitTimeout: c.WaitTimeout}
 			if d.journal {
 				dur.Journal = journal
 			}
-			r := s.sp.DurableReserver(opts, dur)
-			warm := r.Run(ctx, loadgen.Options{Workers: c.ScriptWorkers, Calls: c.Warmup}, reqs)
-			res, cpu, err := measure(ctx, s.rdb, func() loadgen.Result {
-				return r.Run(ctx, loadgen.Options{Workers: c.ScriptWorkers, Calls: c.DurabilityReserves, First: c.Warmup}, reqs)
-			})
-			r.Close()
+			warm, res, cpu, err := timeReserver(ctx, c, s.rdb, s.sp.DurableReserver(opts, dur), reqs, c.DurabilityReserves, perReserve)
 			if err != nil {
 				return rep, err
 			}
-			if warm.Err != nil && res.Err == nil {
-				res.Err = warm.Err
-			}
-			cpu.setForeign(res.Calls*perReserve, res.Elapsed)
-			run := DurabilityRun{Round: round, Option: name, Server: d.server, Timing: newTiming(res, s.sp.OutcomeName, cpu),
-				Created: res.Labels[s.sp.Created()]}
+			run := DurabilityRun{Round: round, Option: name, Server: d.server, Timing: benchreport.NewTiming(res, reservescript.OutcomeName, cpu),
+				Created: res.Labels[reservescript.Created]}
 			run.Other = run.Calls - run.Created
 			if d.journal {
 				// Every created reserve, warm-up included, must have its row:
@@ -197,7 +189,7 @@ func runDurability(ctx context.Context, c Config, prefix string, perReserve int)
 					return rep, err
 				}
 				run.Journaled = n
-				if want := warm.Labels[s.sp.Created()] + run.Created; n != want {
+				if want := warm.Labels[reservescript.Created] + run.Created; n != want {
 					rep.Runs = append(rep.Runs, run)
 					return rep, fmt.Errorf("%s: the journal holds %d reserves, want %d", name, n, want)
 				}
@@ -227,7 +219,7 @@ func runDurability(ctx context.Context, c Config, prefix string, perReserve int)
 			}
 		}
 		rep.Options = append(rep.Options, DurabilityOption{Option: name, About: durabilities[name].about,
-			PerSecond: median(ps), P50Millis: median(p50), P99Millis: median(p99), Ratio: median(ratio)})
+			PerSecond: benchreport.Median(ps), P50Millis: benchreport.Median(p50), P99Millis: benchreport.Median(p99), Ratio: benchreport.Median(ratio)})
 	}
 	return rep, nil
 }
@@ -251,9 +243,7 @@ func startDurServer(ctx context.Context, c Config, dir, name, prefix string) (*d
 	ropts.ContextTimeoutEnabled = true
 	ropts.PoolSize = 64 // as the origin's app.New
 	s.rdb = redis.NewClient(ropts)
-	if s.sp, err = originside.NewScriptPath(s.rdb, prefix, retention); err != nil {
-		return s, err
-	}
+	s.sp = reservescript.New(s.rdb, prefix, retention)
 	if name == "primary" {
 		if s.replica, err = start(name+"-replica", srv); err != nil {
 			return s, err

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/originside"
 	"github.com/flashgate/flashgate/bench/internal/redisbench"
+	"github.com/flashgate/flashgate/bench/internal/reservescript"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -23,7 +23,7 @@ func TestDurabilityPhaseRunsEveryOption(t *testing.T) {
 	c := Config{
 		PostgresURL: env.PostgresURL, Durability: []string{DurJournal, DurAOF, DurJournalAOF, DurReplica, DurWait},
 		DurabilityReserves: 300, ScriptWorkers: 16, Warmup: 20, Rounds: 1, WaitTimeout: time.Second,
-		Reserver:       []originside.ReserverOptions{{Pipelines: 2, MaxBatch: 32}},
+		Reserver:       []reservescript.ReserverOptions{{Pipelines: 2, MaxBatch: 32}},
 		RedisBenchmark: redisbench.Options{KeySpace: 1000},
 	}
 	prefix := testenv.Name("reservebenchtest") + ":"
@@ -73,7 +73,7 @@ func TestValidateDurabilityOptions(t *testing.T) {
 	base := Config{
 		RedisURL: testenv.DefaultRedisURL, PostgresURL: testenv.DefaultPostgresURL,
 		ScriptReserves: 1, ScriptWorkers: 1, HTTPRequests: 1, HTTPConns: 1, Rounds: 1, Timeout: time.Minute,
-		Reserver:           []originside.ReserverOptions{{}},
+		Reserver:           []reservescript.ReserverOptions{{}},
 		RedisBenchmark:     redisbench.Options{Clients: 1, Pipeline: 1, KeySpace: 1},
 		DurabilityReserves: 1, WaitTimeout: time.Millisecond,
 	}

@@ -3,70 +3,25 @@ package reserveperf
 import (
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/loadgen"
-	"github.com/flashgate/flashgate/bench/internal/originside"
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
+	"github.com/flashgate/flashgate/bench/internal/cpustat"
+	"github.com/flashgate/flashgate/bench/internal/reservescript"
 )
 
 // Report is what one run measured; its JSON form is the -json output.
 type Report struct {
-	Machine    Machine           `json:"machine"`
-	Prefix     string            `json:"redis_prefix"`
-	Script     *ScriptReport     `json:"script,omitempty"`
-	Durability *DurabilityReport `json:"durability,omitempty"`
-	HTTP       *HTTPReport       `json:"http,omitempty"`
+	Machine    benchreport.Machine `json:"machine"`
+	Prefix     string              `json:"redis_prefix"`
+	Script     *ScriptReport       `json:"script,omitempty"`
+	Durability *DurabilityReport   `json:"durability,omitempty"`
+	HTTP       *HTTPReport         `json:"http,omitempty"`
 	Cleanup    struct {
 		RedisKeys int `json:"redis_keys_deleted"`
 	} `json:"cleanup"`
 }
-
-// Machine is where the run happened.
-type Machine struct {
-	CPUs       int    `json:"cpus"`
-	GOMAXPROCS int    `json:"gomaxprocs"`
-	Go         string `json:"go"`
-	Redis      string `json:"redis"`
-	Postgres   string `json:"postgres"`
-	// LoadAverage is the 1, 5 and 15 minute load average at the start: other
-	// work on the machine shows up here, and in lower figures.
-	LoadAverage string `json:"load_average,omitempty"`
-}
-
-// Timing is one timed run of calls.
-type Timing struct {
-	Calls      int            `json:"calls"`
-	Seconds    float64        `json:"seconds"`
-	PerSecond  float64        `json:"per_second"`
-	P50Millis  float64        `json:"p50_ms"`
-	P99Millis  float64        `json:"p99_ms"`
-	MaxMillis  float64        `json:"max_ms"`
-	Answers    map[string]int `json:"answers"` // by outcome or HTTP status
-	Errors     int            `json:"errors"`
-	FirstError string         `json:"first_error,omitempty"`
-	CPU        CPU            `json:"cpu"`
-}
-
-func newTiming(r loadgen.Result, name func(int) string, cpu CPU) Timing {
-	out := Timing{CPU: cpu,
-		Calls: r.Calls, Seconds: r.Elapsed.Seconds(), PerSecond: r.PerSecond(),
-		P50Millis: millis(r.P50), P99Millis: millis(r.P99), MaxMillis: millis(r.Max),
-		Answers: map[string]int{}, Errors: r.Errors,
-	}
-	for l, n := range r.Labels {
-		out.Answers[name(l)] = n
-	}
-	if r.Err != nil {
-		out.FirstError = r.Err.Error()
-	}
-	return out
-}
-
-func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // ScriptReport is the script path.
 type ScriptReport struct {
@@ -84,8 +39,8 @@ type ScriptReport struct {
 // ScriptRun is checkout.Reserver with one setting.
 type ScriptRun struct {
 	Round int `json:"round"`
-	originside.ReserverOptions
-	Timing
+	reservescript.ReserverOptions
+	benchreport.Timing
 	Created int     `json:"created"`
 	Other   int     `json:"other"` // every other outcome, errors included
 	Ratio   float64 `json:"ratio"` // to redis-benchmark in the same round
@@ -93,32 +48,32 @@ type ScriptRun struct {
 
 // RedisBenchmarkRun is redis-benchmark with the same script and stock key.
 type RedisBenchmarkRun struct {
-	Round     int      `json:"round"`
-	Args      []string `json:"args"`
-	Requests  int      `json:"requests"`
-	Clients   int      `json:"clients"`
-	Pipeline  int      `json:"pipeline"`
-	PerSecond float64  `json:"per_second"`
-	P50Millis float64  `json:"p50_ms"`
-	P99Millis float64  `json:"p99_ms"`
-	Created   int      `json:"created"` // units the run took from the stock key
-	Other     int      `json:"other"`
-	CPU       CPU      `json:"cpu"` // Bench is redis-benchmark's own
+	Round     int           `json:"round"`
+	Args      []string      `json:"args"`
+	Requests  int           `json:"requests"`
+	Clients   int           `json:"clients"`
+	Pipeline  int           `json:"pipeline"`
+	PerSecond float64       `json:"per_second"`
+	P50Millis float64       `json:"p50_ms"`
+	P99Millis float64       `json:"p99_ms"`
+	Created   int           `json:"created"` // units the run took from the stock key
+	Other     int           `json:"other"`
+	CPU       cpustat.Usage `json:"cpu"` // Process is redis-benchmark's own
 }
 
 // DurabilityReport is the durability options (issue 9), each run by the
 // Reserver with the headline setting against redis-servers of the run's own.
 type DurabilityReport struct {
-	Workers           int                        `json:"workers"`
-	Reserves          int                        `json:"reserves"`
-	Warmup            int                        `json:"warmup"`
-	Primed            bool                       `json:"primed"` // each server had an untimed pass first
-	Reserver          originside.ReserverOptions `json:"reserver"`
-	WaitTimeoutMillis float64                    `json:"wait_timeout_ms"`
-	Dir               string                     `json:"dir"`     // where the servers kept their files (AOF included)
-	Servers           map[string]string          `json:"servers"` // each server's settings beyond port, bind, dir and logfile
-	Runs              []DurabilityRun            `json:"runs"`    // one per option and round
-	Options           []DurabilityOption         `json:"options"` // one per option, medians over rounds
+	Workers           int                           `json:"workers"`
+	Reserves          int                           `json:"reserves"`
+	Warmup            int                           `json:"warmup"`
+	Primed            bool                          `json:"primed"` // each server had an untimed pass first
+	Reserver          reservescript.ReserverOptions `json:"reserver"`
+	WaitTimeoutMillis float64                       `json:"wait_timeout_ms"`
+	Dir               string                        `json:"dir"`     // where the servers kept their files (AOF included)
+	Servers           map[string]string             `json:"servers"` // each server's settings beyond port, bind, dir and logfile
+	Runs              []DurabilityRun               `json:"runs"`    // one per option and round
+	Options           []DurabilityOption            `json:"options"` // one per option, medians over rounds
 }
 
 // DurabilityRun is one option in one round.
@@ -126,7 +81,7 @@ type DurabilityRun struct {
 	Round  int    `json:"round"`
 	Option string `json:"option"`
 	Server string `json:"server"` // plain, aof or primary (with a replica)
-	Timing
+	benchreport.Timing
 	Created   int     `json:"created"`
 	Other     int     `json:"other"`               // every other outcome, errors included
 	Journaled int     `json:"journaled,omitempty"` // journal rows after the run, warm-up included
@@ -170,7 +125,7 @@ type HTTPRound struct {
 // HTTPRun is one server under the load generator.
 type HTTPRun struct {
 	Addr string `json:"addr"`
-	Timing
+	benchreport.Timing
 	Created int `json:"status_201"`
 	Other   int `json:"other"` // every other status, errors included
 }
@@ -197,12 +152,12 @@ func (r Report) WriteTable(w io.Writer) error {
 				}
 				fmt.Fprintf(t, "%d\tReserver, %d goroutines\t%d\t%d\t%.0f\t%.2f\t%.2f\t%d\t%d\t%.2f\t%.2f\t%s\t%.0f\t%.2f\t\n",
 					run.Round, s.Workers, run.Pipelines, run.MaxBatch, run.PerSecond, run.P50Millis, run.P99Millis,
-					run.Created, run.Other, run.CPU.Bench, run.CPU.Redis, perRead(run.Calls, run.CPU),
+					run.Created, run.Other, run.CPU.Process, run.CPU.Redis, perRead(run.Calls, run.CPU),
 					run.CPU.RedisForeign, run.Ratio)
 			}
 			fmt.Fprintf(t, "%d\tredis-benchmark -c %d\t-P %d\t\t%.0f\t%.2f\t%.2f\t%d\t%d\t%.2f\t%.2f\t%s\t%.0f\t1.00\t\n",
 				rb.Round, rb.Clients, rb.Pipeline, rb.PerSecond, rb.P50Millis, rb.P99Millis, rb.Created, rb.Other,
-				rb.CPU.Bench, rb.CPU.Redis, perRead(rb.Requests, rb.CPU),
+				rb.CPU.Process, rb.CPU.Redis, perRead(rb.Requests, rb.CPU),
 				rb.CPU.RedisForeign)
 		}
 		if err := t.Flush(); err != nil {
@@ -213,13 +168,13 @@ func (r Report) WriteTable(w io.Writer) error {
 				fmt.Fprintf(&b, "  round %d, %d x %d: %d errors, first: %s\n", run.Round, run.Pipelines, run.MaxBatch, run.Errors, run.FirstError)
 			}
 			if run.Other > 0 {
-				fmt.Fprintf(&b, "  round %d, %d x %d: outcomes %s\n", run.Round, run.Pipelines, run.MaxBatch, answers(run.Answers))
+				fmt.Fprintf(&b, "  round %d, %d x %d: outcomes %s\n", run.Round, run.Pipelines, run.MaxBatch, benchreport.Counts(run.Answers))
 			}
 		}
 		fmt.Fprintln(&b, "CPU: cores busy during the timed run (1.00 = one core; Redis uses at most one); client is this process or redis-benchmark.")
 		fmt.Fprintln(&b, "per read: reserves per read event in Redis, the pipelining it saw. other: every outcome but created, errors included.")
 		fmt.Fprintln(&b, "foreign/s: commands per second Redis ran for other clients meanwhile; Redis CPU includes them.")
-		fmt.Fprintf(&b, "Reserver / redis-benchmark: %.2f (%s; goal >= %.2f: %s)\n", s.Ratio, medianOf(len(s.RedisBenchmark)), s.Goal, verdict(s.Ratio, s.Goal))
+		fmt.Fprintf(&b, "Reserver / redis-benchmark: %.2f (%s; goal >= %.2f: %s)\n", s.Ratio, medianOf(len(s.RedisBenchmark)), s.Goal, benchreport.Verdict(s.Ratio >= s.Goal))
 	}
 	if d := r.Durability; d != nil && len(d.Runs) > 0 {
 		if err := d.writeTable(&b); err != nil {
@@ -247,7 +202,7 @@ func (r Report) WriteTable(w io.Writer) error {
 			for _, row := range append(rows, row{"bare fasthttp handler", round.Bare}) {
 				fmt.Fprintf(t, "%d\t%s\t%.0f\t%.2f\t%.2f\t%d\t%d\t%.2f\t%.2f\t%.0f\t%.2f\t\n", round.Round, row.name,
 					row.run.PerSecond, row.run.P50Millis, row.run.P99Millis, row.run.Created, row.run.Other,
-					row.run.CPU.Bench, row.run.CPU.Redis, row.run.CPU.RedisForeign,
+					row.run.CPU.Process, row.run.CPU.Redis, row.run.CPU.RedisForeign,
 					row.run.PerSecond/round.Bare.PerSecond)
 			}
 		}
@@ -261,13 +216,13 @@ func (r Report) WriteTable(w io.Writer) error {
 			}
 			for _, run := range runs {
 				if run.Other > 0 {
-					fmt.Fprintf(&b, "  round %d, %s answered %s; first error: %s\n", round.Round, run.Addr, answers(run.Answers), run.FirstError)
+					fmt.Fprintf(&b, "  round %d, %s answered %s; first error: %s\n", round.Round, run.Addr, benchreport.Counts(run.Answers), run.FirstError)
 				}
 			}
 		}
 		fmt.Fprintln(&b, "process CPU: this process, which runs the server and the load generator; Redis CPU: redis-server,")
 		fmt.Fprintln(&b, "which meanwhile ran foreign/s commands per second for other clients.")
-		fmt.Fprintf(&b, "origin / bare: %.2f (%s; goal >= %.2f: %s)\n", h.Ratio, medianOf(len(h.Rounds)), h.Goal, verdict(h.Ratio, h.Goal))
+		fmt.Fprintf(&b, "origin / bare: %.2f (%s; goal >= %.2f: %s)\n", h.Ratio, medianOf(len(h.Rounds)), h.Goal, benchreport.Verdict(h.Ratio >= h.Goal))
 		if h.JournalRatio > 0 {
 			fmt.Fprintf(&b, "origin / origin with the reserve journal off: %.2f (%s)\n", h.JournalRatio, medianOf(len(h.Rounds)))
 		}
@@ -285,26 +240,11 @@ func medianOf(rounds int) string {
 }
 
 // perRead is calls per Redis read event: how much pipelining Redis saw.
-func perRead(calls int, cpu CPU) string {
+func perRead(calls int, cpu cpustat.Usage) string {
 	if cpu.RedisReads <= 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", float64(calls)/float64(cpu.RedisReads))
-}
-
-func verdict(ratio, goal float64) string {
-	if ratio >= goal {
-		return "met"
-	}
-	return "NOT met"
-}
-
-func answers(m map[string]int) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
-	}
-	return strings.Join(parts, ", ")
 }
 
 func (d *DurabilityReport) writeTable(b *strings.Builder) error {
@@ -323,7 +263,7 @@ func (d *DurabilityReport) writeTable(b *strings.Builder) error {
 		}
 		fmt.Fprintf(t, "%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%d\t%d\t%s\t%.2f\t%.2f\t%s\t%.2f\t\n",
 			run.Round, run.Option, run.Server, run.PerSecond, run.P50Millis, run.P99Millis, run.Created, run.Other,
-			journaled, run.CPU.Bench, run.CPU.Redis, perRead(run.Calls, run.CPU), run.Ratio)
+			journaled, run.CPU.Process, run.CPU.Redis, perRead(run.Calls, run.CPU), run.Ratio)
 	}
 	if err := t.Flush(); err != nil {
 		return err
@@ -333,7 +273,7 @@ func (d *DurabilityReport) writeTable(b *strings.Builder) error {
 			fmt.Fprintf(b, "  round %d, %s: %d errors, first: %s\n", run.Round, run.Option, run.Errors, run.FirstError)
 		}
 		if run.Other > 0 {
-			fmt.Fprintf(b, "  round %d, %s: outcomes %s\n", run.Round, run.Option, answers(run.Answers))
+			fmt.Fprintf(b, "  round %d, %s: outcomes %s\n", run.Round, run.Option, benchreport.Counts(run.Answers))
 		}
 	}
 	rounds := 0

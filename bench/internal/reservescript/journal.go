@@ -1,4 +1,4 @@
-package originside
+package reservescript
 
 import (
 	"context"
@@ -10,7 +10,17 @@ import (
 	"github.com/flashgate/flashgate/origin/origininternals"
 )
 
-func openJournal(ctx context.Context, pgURL, sale, sku string, stock int) (_ *Journal, err error) {
+// Journal is the origin's reserve journal (ledger.Store.RecordGrants into
+// reserve_journal) in a Postgres schema of the benchmark's own.
+type Journal struct {
+	pool   *pgxpool.Pool
+	ledger *origininternals.Ledger
+}
+
+// OpenJournal connects to pgURL, whose search_path names an empty schema,
+// applies the ledger's migrations there and creates sale with stock units
+// of sku (journal rows reference their sale). Close it when done.
+func OpenJournal(ctx context.Context, pgURL, sale, sku string, stock int) (_ *Journal, err error) {
 	pcfg, err := pgxpool.ParseConfig(pgURL)
 	if err != nil {
 		return nil, fmt.Errorf("journal: postgres url: %w", err)
@@ -33,15 +43,15 @@ func openJournal(ctx context.Context, pgURL, sale, sku string, stock int) (_ *Jo
 	l := origininternals.NewLedger(pool)
 	now := time.Now().UTC()
 	if _, err := l.CreateSale(ctx, origininternals.LedgerSale{
-		ID: sale, Name: "reservebench journal", StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
+		ID: sale, Name: "reserve benchmark journal", StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
 		HoldTTL: 10 * time.Minute, PerAccountLimit: 1,
 		SKUs: []origininternals.LedgerSKU{{SKU: sku, Name: "bench unit", PriceMinor: 100, Currency: "INR", Stock: stock}},
 	}); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	// The journal keeps only grants of the sale's current epoch: the one
-	// the script path loads every sale with.
-	if _, err := l.SetRedisEpoch(ctx, sale, benchEpoch, "", false); err != nil {
+	// Path.Load loads every sale with.
+	if _, err := l.SetRedisEpoch(ctx, sale, epoch, "", false); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	return &Journal{pool: pool, ledger: l}, nil

@@ -1,0 +1,66 @@
+// Package benchcmd is what the bench commands share around their run
+// function: main's signal handling and exit status, the flags that point a
+// benchmark at this machine's Redis and Postgres, and the report written as a
+// table or as JSON.
+package benchcmd
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Main runs run with a context that ends on SIGINT or SIGTERM, and exits 1
+// with "name: error" on stderr when it fails.
+func Main(name string, run func(ctx context.Context) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+// Defaults of the services a benchmark uses: the Redis and Postgres make
+// run starts, and the database make bench-reserve and make bench-edge create.
+const (
+	DefaultRedisURL    = "redis://127.0.0.1:6379/0"
+	DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/flashgate_bench?sslmode=disable"
+)
+
+// ServiceFlags adds -redis-url and -postgres-url to fs, their defaults taken
+// from FLASHGATE_BENCH_REDIS_URL and FLASHGATE_BENCH_POSTGRES_URL through
+// getenv, else DefaultRedisURL and DefaultPostgresURL.
+func ServiceFlags(fs *flag.FlagSet, getenv func(string) string, redisURL, postgresURL *string) {
+	def := func(name, fallback string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return fallback
+	}
+	fs.StringVar(redisURL, "redis-url", def("FLASHGATE_BENCH_REDIS_URL", DefaultRedisURL),
+		"Redis on this machine ($FLASHGATE_BENCH_REDIS_URL); only keys under a random prefix are touched")
+	fs.StringVar(postgresURL, "postgres-url", def("FLASHGATE_BENCH_POSTGRES_URL", DefaultPostgresURL),
+		"Postgres database on this machine ($FLASHGATE_BENCH_POSTGRES_URL); the run works in schemas of its own")
+}
+
+// Table is a report that can write itself for people.
+type Table interface {
+	WriteTable(w io.Writer) error
+}
+
+// Write writes rep to w: indented JSON when asJSON, else its table.
+func Write(w io.Writer, rep Table, asJSON bool) error {
+	if !asJSON {
+		return rep.WriteTable(w)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
