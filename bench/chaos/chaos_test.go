@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/faults"
 )
 
@@ -37,7 +38,7 @@ func TestShortScenarios(t *testing.T) {
 		}
 	}
 	out := filepath.Join(t.TempDir(), "RELIABILITY.md")
-	if err := writeReport(out, faults.Report{Command: "go test ./bench/chaos", When: time.Now(), Machine: machine(), Load: faults.DefaultLoad(), Results: results}); err != nil {
+	if err := writeReport(out, faults.Report{Command: "go test ./bench/chaos", When: time.Now(), Machine: benchreport.MachineLine(), Load: faults.DefaultLoad(), Results: results}); err != nil {
 		t.Fatalf("writeReport = %v", err)
 	}
 	md, err := os.ReadFile(out)

@@ -8,10 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/faults"
 )
 
@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if out != "" {
-		if werr := writeReport(out, faults.Report{Command: command(args), When: time.Now(), Machine: machine(), Load: o.Load, Results: results}); werr != nil {
+		if werr := writeReport(out, faults.Report{Command: command(args), When: time.Now(), Machine: benchreport.MachineLine(), Load: o.Load, Results: results}); werr != nil {
 			return werr
 		}
 		fmt.Fprintf(stdout, "report: %s\n", out)
@@ -107,18 +107,4 @@ func command(args []string) string {
 		return "make chaos"
 	}
 	return "make chaos CHAOS_FLAGS='" + strings.Join(args, " ") + "'"
-}
-
-// machine names the CPU model and count.
-func machine() string {
-	model := runtime.GOARCH
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	return fmt.Sprintf("%d × %s, %s", runtime.NumCPU(), model, runtime.Version())
 }

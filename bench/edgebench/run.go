@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -22,12 +20,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c.Log = benchcmd.Logger(stderr)
 	rep, err := edgeperf.Run(ctx, c)
-	if len(rep.Paths) > 0 || rep.Memory != nil { // a partial report still says what was measured
-		err = errors.Join(err, benchcmd.Write(stdout, rep, asJSON))
-	}
-	return err
+	return benchcmd.Finish(stdout, rep, asJSON, err)
 }
 
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c edgeperf.Config, asJSON bool, err error) {

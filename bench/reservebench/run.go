@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -24,12 +22,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c.Log = benchcmd.Logger(stderr)
 	rep, err := reserveperf.Run(ctx, c)
-	if rep.Script != nil || rep.Durability != nil || rep.HTTP != nil { // a partial report still says what was measured
-		err = errors.Join(err, benchcmd.Write(stdout, rep, asJSON))
-	}
-	return err
+	return benchcmd.Finish(stdout, rep, asJSON, err)
 }
 
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c reserveperf.Config, asJSON bool, err error) {

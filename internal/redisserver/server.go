@@ -6,9 +6,9 @@
 //
 // Tests reach it through thin wrappers (internal/redisconn/redistest,
 // edge/internal/edgetest) and the bench tools directly, so it reports errors
-// and never imports testing. On Linux every server is killed when the
-// process that started it dies, so an interrupted test binary or benchmark
-// leaves none behind.
+// and never imports testing. Each server is a childproc.Proc: on Linux it is
+// killed when the process that started it dies, so an interrupted test
+// binary or benchmark leaves none behind.
 package redisserver
 
 import (
@@ -21,10 +21,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/internal/childproc"
 )
 
 // Budgets of a start: how long a server may take to answer PING, and a
@@ -71,15 +72,8 @@ type Server struct {
 	Addr string // 127.0.0.1:Port
 	URL  string // redis://Addr/0
 
-	bin      string
-	conf     string // config file
-	log      string // the server's log, its stderr included
 	settings []string
-	args     []string // after the config file: "--sentinel" or nothing
-
-	mu   sync.Mutex    // guards cmd and done
-	cmd  *exec.Cmd     // nil while stopped
-	done chan struct{} // closed when cmd has exited
+	proc     *childproc.Proc // its log is the server's, stderr included
 }
 
 // Start prepares a server as o says, starts it and waits until it answers
@@ -127,8 +121,9 @@ func newServer(o Options) (*Server, error) {
 		return nil, fmt.Errorf("redis-server %s: %w", o.Name, err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port))
-	s := &Server{Name: o.Name, Port: o.Port, Addr: addr, URL: "redis://" + addr + "/0", bin: path,
-		conf: filepath.Join(o.Dir, o.Name+".conf"), log: filepath.Join(o.Dir, o.Name+".log")}
+	conf, log := filepath.Join(o.Dir, o.Name+".conf"), filepath.Join(o.Dir, o.Name+".log")
+	s := &Server{Name: o.Name, Port: o.Port, Addr: addr, URL: "redis://" + addr + "/0",
+		proc: &childproc.Proc{Name: "redis-server " + o.Name, Path: path, Args: []string{conf}, Log: log}}
 	if !o.Sentinel {
 		s.settings = append(s.settings, baseConfig...)
 	}
@@ -137,10 +132,10 @@ func newServer(o Options) (*Server, error) {
 	}
 	s.settings = append(s.settings, o.Config...)
 	if o.Sentinel {
-		s.args = []string{"--sentinel"}
+		s.proc.Args = append(s.proc.Args, "--sentinel")
 	}
-	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n%s\n", o.Port, data, s.log, strings.Join(s.settings, "\n"))
-	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
+	text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n%s\n", o.Port, data, log, strings.Join(s.settings, "\n"))
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		return nil, fmt.Errorf("redis-server %s: %w", o.Name, err)
 	}
 	return s, nil
@@ -153,36 +148,16 @@ func (s *Server) Settings() []string { return append([]string(nil), s.settings..
 // Start starts the server (again) from its config file and waits until it
 // answers PING. A running server is left as it is.
 func (s *Server) Start(ctx context.Context) error {
-	s.mu.Lock()
-	if s.cmd != nil {
-		s.mu.Unlock()
+	if s.proc.Running() {
 		return nil
 	}
-	out, err := os.OpenFile(s.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("redis-server %s: %w", s.Name, err)
-	}
-	cmd := exec.Command(s.bin, append([]string{s.conf}, s.args...)...)
 	// Before the config file names the log, redis-server writes to
-	// stderr: a config it refuses is explained there.
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		out.Close()
-		s.mu.Unlock()
-		return fmt.Errorf("start redis-server %s: %w", s.Name, err)
+	// stderr, which goes to the same file: a config it refuses is
+	// explained there.
+	if err := s.proc.Start(); err != nil {
+		return err
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		out.Close()
-		close(done)
-	}()
-	s.cmd, s.done = cmd, done
-	s.mu.Unlock()
-
-	if err := s.waitPing(ctx, done); err != nil {
+	if err := s.waitPing(ctx, s.proc.Exited()); err != nil {
 		s.Kill()
 		return fmt.Errorf("redis-server %s on port %d: %w\n%s", s.Name, s.Port, err, s.LogTail(15))
 	}
@@ -231,32 +206,10 @@ func (s *Server) waitSynced(ctx context.Context) error {
 
 // Kill sends the server SIGKILL, so nothing in its buffers reaches anyone,
 // and waits for it to exit. A stopped server stays stopped.
-func (s *Server) Kill() {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.cmd, s.done = nil, nil
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	<-done
-}
+func (s *Server) Kill() { s.proc.Kill() }
 
 // Running reports whether the server's process is alive.
-func (s *Server) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return false
-	}
-	select {
-	case <-s.done:
-		return false
-	default:
-		return true
-	}
-}
+func (s *Server) Running() bool { return s.proc.Running() }
 
 // Client returns a client of this server alone, without retries, for
 // checks and faults; the caller closes it.
@@ -266,17 +219,7 @@ func (s *Server) Client() *redis.Client {
 }
 
 // LogTail is the last n lines of the server's log.
-func (s *Server) LogTail(n int) string {
-	b, err := os.ReadFile(s.log)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (s *Server) LogTail(n int) string { return s.proc.Tail(n) }
 
 // FreePorts finds n distinct free 127.0.0.1 ports, holding each until all
 // are found. Another process may take one before it is bound; starting a

@@ -20,6 +20,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"time"
@@ -64,26 +65,61 @@ type Redis struct {
 // key under it in t.Cleanup. It fails t when Redis cannot be reached.
 func NewRedis(t TB, url string) *Redis {
 	t.Helper()
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatalf("Redis URL %q: %v", url, err)
-	}
-	r := &Redis{URL: url, Prefix: "t" + RandomHex(5) + ":", Client: redis.NewClient(opts)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := r.Client.Ping(ctx).Err(); err != nil {
-		_ = r.Client.Close()
+	r, err := connect(ctx, url, "t"+RandomHex(5)+":", func(*redis.Options) {})
+	if err != nil {
 		t.Fatalf("these tests need a real Redis at %s (set FLASHGATE_TEST_REDIS_URL): %v", url, err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := DeleteKeys(ctx, r.Client, r.Prefix); err != nil {
-			t.Errorf("delete the test's Redis keys %s*: %v", r.Prefix, err)
+		if _, err := r.Remove(context.Background()); err != nil {
+			t.Errorf("%v", err)
 		}
-		_ = r.Client.Close()
 	})
 	return r
+}
+
+// OpenRedis connects a benchmark run to the Redis at url, with context
+// deadlines honoured and poolSize connections (0: go-redis's default),
+// checks that it answers, and makes a prefix from kind that no other run
+// uses: Name(kind) and ":". Remove undoes it.
+func OpenRedis(ctx context.Context, url, kind string, poolSize int) (*Redis, error) {
+	return connect(ctx, url, Name(kind)+":", func(o *redis.Options) {
+		o.ContextTimeoutEnabled = true
+		if poolSize > 0 {
+			o.PoolSize = poolSize
+		}
+	})
+}
+
+// connect makes a client of the Redis at url, its options set by tune, and
+// checks that the server answers.
+func connect(ctx context.Context, url, prefix string, tune func(*redis.Options)) (*Redis, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis url: %w", err)
+	}
+	tune(opts)
+	r := &Redis{URL: url, Prefix: prefix, Client: redis.NewClient(opts)}
+	if err := r.Client.Ping(ctx).Err(); err != nil {
+		_ = r.Client.Close()
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	return r, nil
+}
+
+// Remove deletes every key under the prefix, with a budget of its own (the
+// caller's may be spent, or its run interrupted), closes the client, and
+// reports how many keys it deleted.
+func (r *Redis) Remove(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	n, err := DeleteKeys(ctx, r.Client, r.Prefix)
+	_ = r.Client.Close()
+	if err != nil {
+		return n, fmt.Errorf("delete the Redis keys %s*: %w", r.Prefix, err)
+	}
+	return n, nil
 }
 
 // Env is one test's share of Redis and Postgres.

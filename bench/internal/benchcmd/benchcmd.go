@@ -7,9 +7,11 @@ package benchcmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -50,17 +52,32 @@ func ServiceFlags(fs *flag.FlagSet, getenv func(string) string, redisURL, postgr
 		"Postgres database on this machine ($FLASHGATE_BENCH_POSTGRES_URL); the run works in schemas of its own")
 }
 
-// Table is a report that can write itself for people.
-type Table interface {
-	WriteTable(w io.Writer) error
+// Logger is the log of the code a benchmark runs (the edge node, the
+// origin): its warnings and errors, as text on stderr.
+func Logger(stderr io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// Write writes rep to w: indented JSON when asJSON, else its table.
-func Write(w io.Writer, rep Table, asJSON bool) error {
+// Report is a benchmark's report.
+type Report interface {
+	// WriteTable writes the report for people.
+	WriteTable(w io.Writer) error
+	// Measured reports whether the report holds any figure: a run that
+	// failed part-way still says what it measured.
+	Measured() bool
+}
+
+// Finish writes rep to w when it measured anything, as indented JSON when
+// asJSON and else as its table, and returns runErr, the run's own error,
+// with the writing's.
+func Finish(w io.Writer, rep Report, asJSON bool, runErr error) error {
+	if !rep.Measured() {
+		return runErr
+	}
 	if !asJSON {
-		return rep.WriteTable(w)
+		return errors.Join(runErr, rep.WriteTable(w))
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
+	return errors.Join(runErr, enc.Encode(rep))
 }

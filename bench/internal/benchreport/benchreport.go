@@ -101,6 +101,21 @@ func DescribeMachine(ctx context.Context, rdb *redis.Client, pgURL string) (Mach
 	return m, nil
 }
 
+// MachineLine names this machine in one line for a report: its CPUs
+// (count and model), its OS, and the Go that built the run.
+func MachineLine() string {
+	model := runtime.GOARCH
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil { // Linux only; elsewhere the architecture
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d × %s, %s, %s", runtime.NumCPU(), model, runtime.GOOS, runtime.Version())
+}
+
 // Median is the median of xs; 0 when there are none.
 func Median(xs []float64) float64 {
 	if len(xs) == 0 {

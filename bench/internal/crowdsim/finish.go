@@ -17,8 +17,41 @@ func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 	res.ReservesPerS = s.rec.rateOf(epReserve, 201)
 	s.timeline(res)
 
-	var reservedT, soldOutT, answerT, lags []float64
+	tallyFates(res, shoppers, s.ended, sc.Bots, sc.Stock)
+	var lags []float64
 	clientPaid := 0
+	for _, sh := range shoppers {
+		if !sh.launched {
+			continue
+		}
+		lags = append(lags, (sh.started - sh.arrival).Seconds())
+		if sh.paid {
+			res.Fates.Paid++
+			clientPaid++
+		}
+		if sh.abandoned {
+			res.Fates.Abandoned++
+		}
+	}
+	lag := dist(lags)
+	res.StartLag = lag
+	if lag.P99 > 0.1 {
+		res.Notes = append(res.Notes, fmt.Sprintf("The simulator, sharing the machine's cores with the stack, set shoppers going late: "+
+			"p50 %.2f s, p99 %.2f s, max %.2f s after their planned click. Times to an answer count from when a shopper actually started; "+
+			"request latencies include any wait inside the simulator's own process.", lag.P50, lag.P99, lag.Max))
+	}
+	s.soldOutNotice(res, shoppers)
+	s.fairness(res, shoppers)
+	s.ledger(ctx, res)
+	res.Oversold = max(0, clientPaid-sc.Stock, res.Sold+res.Held-sc.Stock)
+}
+
+// tallyFates counts the shoppers' fates into res, the flashgate run's and
+// the naive baseline's alike: how long the reserved and the sold-out took,
+// the fates never learnt, how many launched shoppers had an answer and how
+// soon, and the bots' units and share of the stock.
+func tallyFates(res *Result, shoppers []*shopper, ended time.Duration, bots, stock int) {
+	var reservedT, soldOutT, answerT []float64
 	for _, sh := range shoppers {
 		took := (sh.fateAt - sh.started).Seconds()
 		switch sh.fate {
@@ -32,37 +65,16 @@ func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 		default:
 			res.Fates.Unknown++
 		}
-		if !sh.launched {
-			continue
-		}
-		answerT = append(answerT, answerTime(sh, s.ended))
-		lags = append(lags, (sh.started - sh.arrival).Seconds())
-		if sh.paid {
-			res.Fates.Paid++
-			clientPaid++
-		}
-		if sh.abandoned {
-			res.Fates.Abandoned++
+		if sh.launched {
+			answerT = append(answerT, answerTime(sh, ended))
 		}
 	}
 	res.Fates.Reserved, res.Fates.SoldOut = dist(reservedT), dist(soldOutT)
-	res.Fates.Answered = answeredCount(shoppers)
-	res.Fates.AnswerP99 = dist(answerT).P99
-	lag := dist(lags)
-	res.StartLag = lag
-	if lag.P99 > 0.1 {
-		res.Notes = append(res.Notes, fmt.Sprintf("The simulator, sharing the machine's cores with the stack, set shoppers going late: "+
-			"p50 %.2f s, p99 %.2f s, max %.2f s after their planned click. Times to an answer count from when a shopper actually started; "+
-			"request latencies include any wait inside the simulator's own process.", lag.P50, lag.P99, lag.Max))
+	res.Fates.Answered, res.Fates.AnswerP99 = answeredCount(shoppers), dist(answerT).P99
+	res.Fairness.BotAccounts = bots
+	if stock > 0 {
+		res.Fairness.BotShare = float64(res.Fairness.BotUnits) / float64(stock)
 	}
-	res.Fairness.BotAccounts = sc.Bots
-	if sc.Stock > 0 {
-		res.Fairness.BotShare = float64(res.Fairness.BotUnits) / float64(sc.Stock)
-	}
-	s.soldOutNotice(res, shoppers)
-	s.fairness(res, shoppers)
-	s.ledger(ctx, res)
-	res.Oversold = max(0, clientPaid-sc.Stock, res.Sold+res.Held-sc.Stock)
 }
 
 // timeline adds the monitor's samples (the last of each second) to the

@@ -3,9 +3,9 @@ package crowdsim
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/naive"
 )
 
@@ -39,53 +39,22 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	go s.watchBudget(runCtx, cancel)
 	cfg.Progress("naive baseline: %d shoppers for %d units, every buy an UPDATE on one Postgres row", len(shoppers), cfg.Stock)
 	cpuBefore, crowdStart := cpuTimes(), time.Now()
-	var wg sync.WaitGroup
 	for _, sh := range shoppers {
 		sh.arrival = max(sh.arrival, 0)
-		if !s.sleep(runCtx, time.Until(s.zero.Add(sh.arrival))) {
-			break
-		}
-		wg.Add(1)
-		sh.launched = true
-		go func() {
-			defer wg.Done()
-			sh.started = s.since()
-			s.buyNaively(runCtx, sh)
-		}()
 	}
-	wg.Wait()
+	s.launch(runCtx, shoppers, func(ctx context.Context, sh *shopper) {
+		sh.started = s.since()
+		s.buyNaively(ctx, sh)
+	})
 	cancel()
 	s.ended = s.since()
 	cfg.Progress("naive baseline: done after %.1f s (%d requests)", s.since().Seconds(), s.rec.count())
 
-	res := &Result{Mode: "naive", Scenario: cfg.Scenario, Machine: machine(), Started: started, Stock: cfg.Stock}
+	res := &Result{Mode: "naive", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started, Stock: cfg.Stock}
 	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes()), time.Since(crowdStart).Seconds()
 	res.Endpoints = s.rec.endpoints()
 	s.rec.totals(res, 0, cfg.BurstS)
-	var reservedT, soldOutT, answerT []float64
-	for _, sh := range shoppers {
-		took := (sh.fateAt - sh.started).Seconds()
-		switch sh.fate {
-		case fateReserved:
-			reservedT = append(reservedT, took)
-			if sh.bot {
-				res.Fairness.BotUnits++
-			}
-		case fateSoldOut:
-			soldOutT = append(soldOutT, took)
-		default:
-			res.Fates.Unknown++
-		}
-		if sh.launched {
-			answerT = append(answerT, answerTime(sh, s.ended))
-		}
-	}
-	res.Fates.Reserved, res.Fates.SoldOut = dist(reservedT), dist(soldOutT)
-	res.Fates.Answered, res.Fates.AnswerP99 = answeredCount(shoppers), dist(answerT).P99
-	res.Fairness.BotAccounts = cfg.Bots
-	if cfg.Stock > 0 {
-		res.Fairness.BotShare = float64(res.Fairness.BotUnits) / float64(cfg.Stock)
-	}
+	tallyFates(res, shoppers, s.ended, cfg.Bots, cfg.Stock)
 	orders, left, err := srv.Sold(ctx)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package crowdsim
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -328,6 +329,25 @@ func (s *sim) maxRetries(sh *shopper) int {
 		return 200
 	}
 	return 20
+}
+
+// launch sets each shopper going at its arrival (shoppers are sorted by
+// arrival), each with run in a goroutine of its own, until ctx ends, and
+// waits for every one it set going.
+func (s *sim) launch(ctx context.Context, shoppers []*shopper, run func(context.Context, *shopper)) {
+	var wg sync.WaitGroup
+	for _, sh := range shoppers {
+		if !s.sleep(ctx, time.Until(s.zero.Add(sh.arrival))) {
+			break
+		}
+		wg.Add(1)
+		sh.launched = true
+		go func() {
+			defer wg.Done()
+			run(ctx, sh)
+		}()
+	}
+	wg.Wait()
 }
 
 // sleep waits d or until the run ends; it reports whether to go on.

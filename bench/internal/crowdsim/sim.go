@@ -10,14 +10,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -129,24 +127,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.Progress("%s: %d shoppers (%d bots) for %d units at %g/s; the sale opens in %v",
 		s.sale, len(shoppers), cfg.Bots, cfg.Stock, cfg.RatePerS, time.Until(s.zero).Round(100*time.Millisecond))
 	cpuBefore, crowdStart := cpuTimes(), time.Now()
-	var wg sync.WaitGroup
-	for _, sh := range shoppers { // sorted by arrival
-		if !s.sleep(runCtx, time.Until(s.zero.Add(sh.arrival))) {
-			break
-		}
-		wg.Add(1)
-		sh.launched = true
-		go func() {
-			defer wg.Done()
-			s.shop(runCtx, sh)
-		}()
-	}
-	wg.Wait()
+	s.launch(runCtx, shoppers, s.shop)
 	cancel()
 	s.ended = s.since()
 	cfg.Progress("%s: the crowd is done after %.1f s (%d requests)", s.sale, s.since().Seconds(), s.rec.count())
 
-	res := &Result{Mode: "flashgate", Scenario: cfg.Scenario, Machine: machine(), Started: started}
+	res := &Result{Mode: "flashgate", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started}
 	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes()), time.Since(crowdStart).Seconds()
 	s.finish(ctx, res, shoppers)
 	res.Notes = append(res.Notes, fmt.Sprintf("Snapshot loads go through a simulated CDN that keeps the edge's answer for its max-age "+
@@ -320,18 +306,4 @@ func (s *sim) watchBudget(ctx context.Context, stop context.CancelFunc) {
 			}
 		}
 	}
-}
-
-// machine names the CPU model and count, and the Go that built the run.
-func machine() string {
-	model := runtime.GOARCH
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	return fmt.Sprintf("%d × %s, %s, %s", runtime.NumCPU(), model, runtime.GOOS, runtime.Version())
 }

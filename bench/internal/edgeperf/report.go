@@ -252,3 +252,6 @@ func answers(m map[string]int, errs int) string {
 	}
 	return s
 }
+
+// Measured reports whether r holds any figure.
+func (r Report) Measured() bool { return len(r.Paths) > 0 || r.Memory != nil }

@@ -54,26 +54,17 @@ func Run(ctx context.Context, c Config) (rep Report, err error) {
 	rep.Settings = Settings{Conns: c.Conns, Requests: c.Requests, ProxyRequests: c.ProxyRequests, Warmup: c.Warmup, Rounds: c.Rounds,
 		Limits: c.Limits, PollLine: c.PollLine, PollAdmitted: c.PollAdmitted, OriginWorkers: c.OriginWorkers}
 
-	ropts, err := redis.ParseURL(c.RedisURL)
+	r, err := testenv.OpenRedis(ctx, c.RedisURL, "edgebench", 0)
 	if err != nil {
-		return rep, fmt.Errorf("redis url: %w", err)
+		return rep, err
 	}
-	ropts.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(ropts)
-	defer rdb.Close()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return rep, fmt.Errorf("redis: %w", err)
-	}
-	prefix := testenv.Name("edgebench") + ":"
-	rep.Prefix = prefix
 	defer func() {
-		// A fresh budget: the run's may be spent, or the run interrupted.
-		cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		n, cerr := testenv.DeleteKeys(cleanCtx, rdb, prefix)
+		n, cerr := r.Remove(ctx)
 		rep.Cleanup.RedisKeys = n
 		err = errors.Join(err, cerr)
 	}()
+	rdb, prefix := r.Client, r.Prefix
+	rep.Prefix = prefix
 	if rep.Machine, err = benchreport.DescribeMachine(ctx, rdb, c.PostgresURL); err != nil {
 		return rep, err
 	}

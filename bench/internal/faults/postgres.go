@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/flashgate/flashgate/internal/childproc"
 )
 
 // DefaultPostgresBin is where Debian keeps initdb and postgres.
@@ -26,7 +28,7 @@ const DefaultPostgresBin = "/usr/lib/postgresql/15/bin"
 type pgCluster struct {
 	port int
 	data string
-	proc *proc
+	proc *childproc.Proc
 }
 
 // newPgCluster runs initdb into dir/postgres; it does not start the server.
@@ -68,7 +70,7 @@ func newPgCluster(ctx context.Context, bin, dir string) (*pgCluster, error) {
 	args := []string{"-D", data, "-p", strconv.Itoa(port), "-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories=", "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200"}
 	return &pgCluster{port: port, data: data,
-		proc: &proc{name: "postgres", path: filepath.Join(bin, "postgres"), args: args, log: logFile, cred: cred}}, nil
+		proc: &childproc.Proc{Name: "postgres", Path: filepath.Join(bin, "postgres"), Args: args, Env: childEnv(), Log: logFile, Credential: cred}}, nil
 }
 
 // postgresCredential is nil when not root, else the user to run as.
@@ -110,8 +112,8 @@ func (c *pgCluster) start(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if !c.proc.running() {
-			return fmt.Errorf("postgres exited:\n%s", c.proc.tail(15))
+		if !c.proc.Running() {
+			return fmt.Errorf("postgres exited:\n%s", c.proc.Tail(15))
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("postgres on port %d not ready: %w", c.port, err)

@@ -134,7 +134,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		results = append(results, r)
 		// A scenario that stopped Postgres has started it again; if that
 		// failed, the next ones need it.
-		if !pg.proc.running() {
+		if !pg.proc.Running() {
 			if err := pg.start(ctx); err != nil {
 				return results, fmt.Errorf("postgres did not come back after %s: %w", sc.Name, err)
 			}

@@ -62,7 +62,7 @@ func Scenarios() []Scenario {
 				return err
 			}
 			f.begin()
-			f.st.edge.Kill9()
+			f.st.edge.Kill()
 			err := f.st.edge.Start()
 			f.finish()
 			return err
@@ -164,7 +164,7 @@ func Scenarios() []Scenario {
 				if err := f.t.keepGatewayIntents(ctx); err != nil {
 					f.note("could not list the gateway's intents before the kill: %v", err)
 				}
-				f.st.gateway.Kill9()
+				f.st.gateway.Kill()
 				if err := f.at(ctx, 6*time.Second); err != nil {
 					return err
 				}
@@ -197,7 +197,7 @@ func killOrigin(fresh bool) func(context.Context, *faultEnv) error {
 			return err
 		}
 		f.begin()
-		f.st.origin.Kill9()
+		f.st.origin.Kill()
 		err := f.st.restartOrigin(fresh)
 		f.finish()
 		return err

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/childproc"
 	"github.com/flashgate/flashgate/internal/redisserver"
 )
 
@@ -54,7 +55,7 @@ type stack struct {
 	notes    []string              // what the report should say about the set-up
 
 	gatewayAddr, originAddr, originAdmin, edgeAddr, edgeAdmin string
-	gateway, origin, edge                                     *proc
+	gateway, origin, edge                                     *childproc.Proc
 	originEnv                                                 []string
 	instance                                                  int // the origin's instance number, for restarts under a new name
 }
@@ -119,30 +120,30 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 		"FLASHGATE_POSTGRES_URL=" + pg.url(db),
 		"FLASHGATE_SHUTDOWN_TIMEOUT=3s",
 	}, redisEnv...)
-	s.gateway = &proc{name: "sandboxgateway", path: filepath.Join(bins, "sandboxgateway"), log: filepath.Join(dir, "gateway.log"),
-		env: append(append([]string{}, common...),
+	s.gateway = &childproc.Proc{Name: "sandboxgateway", Path: filepath.Join(bins, "sandboxgateway"), Log: filepath.Join(dir, "gateway.log"),
+		Env: childEnv(append(append([]string{}, common...),
 			"FLASHGATE_GATEWAY_ADDR="+s.gatewayAddr, "FLASHGATE_GATEWAY_PUBLIC_URL=http://"+s.gatewayAddr,
 			"FLASHGATE_GATEWAY_WEBHOOK_URL=http://"+s.edgeAddr+"/v1/payments/webhook",
-			"FLASHGATE_GATEWAY_RETRY_BASE=200ms", "FLASHGATE_GATEWAY_RETRY_MAX=2s", "FLASHGATE_GATEWAY_SEED=7")}
+			"FLASHGATE_GATEWAY_RETRY_BASE=200ms", "FLASHGATE_GATEWAY_RETRY_MAX=2s", "FLASHGATE_GATEWAY_SEED=7")...)}
 	// A reconciler every 2 s and a stream lease of 4 s: what the defaults
 	// do in 30 s and 10 s, within a scenario's few seconds.
 	s.originEnv = append(append([]string{}, common...),
 		"FLASHGATE_ORIGIN_ADDR="+s.originAddr, "FLASHGATE_ORIGIN_ADMIN_ADDR="+s.originAdmin,
 		"FLASHGATE_GATEWAY_URL=http://"+s.gatewayAddr, "FLASHGATE_POSTGRES_MAX_CONNS=16",
 		"FLASHGATE_RECONCILE_INTERVAL=2s", "FLASHGATE_WRITER_CLAIM_IDLE=4s", "FLASHGATE_PAYMENT_GRACE=20s")
-	s.origin = &proc{name: "origin", path: filepath.Join(bins, "origin"), log: filepath.Join(dir, "origin.log"),
-		env: append(append([]string{}, s.originEnv...), "FLASHGATE_INSTANCE=chaos-origin-1")}
-	s.edge = &proc{name: "edge", path: filepath.Join(bins, "edge"), log: filepath.Join(dir, "edge.log"),
-		env: append(append([]string{}, common...),
+	s.origin = &childproc.Proc{Name: "origin", Path: filepath.Join(bins, "origin"), Log: filepath.Join(dir, "origin.log"),
+		Env: childEnv(append(append([]string{}, s.originEnv...), "FLASHGATE_INSTANCE=chaos-origin-1")...)}
+	s.edge = &childproc.Proc{Name: "edge", Path: filepath.Join(bins, "edge"), Log: filepath.Join(dir, "edge.log"),
+		Env: childEnv(append(append([]string{}, common...),
 			"FLASHGATE_EDGE_ADDR="+s.edgeAddr, "FLASHGATE_EDGE_ADMIN_ADDR="+s.edgeAdmin,
 			"FLASHGATE_ORIGIN_URL=http://"+s.originAddr, "FLASHGATE_TRUSTED_PROXIES=127.0.0.1/32",
 			// Blocks of places sized to this sale's 25 admissions a second
 			// (the default 256 suits hundreds): a loss then leaves about a
 			// second of unused places, not ten.
-			"FLASHGATE_LINE_MIN_BLOCK=32")}
+			"FLASHGATE_LINE_MIN_BLOCK=32")...)}
 
 	for _, step := range []struct {
-		p   *proc
+		p   *childproc.Proc
 		url string
 	}{
 		{s.gateway, "http://" + s.gatewayAddr + "/healthz"},
@@ -163,7 +164,7 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 // close stops everything the stack started; the Postgres cluster stays.
 func (s *stack) close() {
 	var wg sync.WaitGroup
-	for _, p := range []*proc{s.edge, s.origin, s.gateway} {
+	for _, p := range []*childproc.Proc{s.edge, s.origin, s.gateway} {
 		if p != nil {
 			wg.Add(1)
 			go func() {
@@ -187,9 +188,9 @@ func (s *stack) close() {
 // logs is the tail of each binary's log, for a failed scenario.
 func (s *stack) logs(n int) string {
 	var b strings.Builder
-	for _, p := range []*proc{s.gateway, s.origin, s.edge} {
+	for _, p := range []*childproc.Proc{s.gateway, s.origin, s.edge} {
 		if p != nil {
-			fmt.Fprintf(&b, "--- %s (%s)\n%s\n", p.name, p.log, p.tail(n))
+			fmt.Fprintf(&b, "--- %s (%s)\n%s\n", p.Name, p.Log, p.Tail(n))
 		}
 	}
 	return b.String()
@@ -200,7 +201,7 @@ func (s *stack) logs(n int) string {
 func (s *stack) restartOrigin(fresh bool) error {
 	if fresh {
 		s.instance++
-		s.origin.env = append(append([]string{}, s.originEnv...), "FLASHGATE_INSTANCE=chaos-origin-"+strconv.Itoa(s.instance))
+		s.origin.Env = childEnv(append(append([]string{}, s.originEnv...), "FLASHGATE_INSTANCE=chaos-origin-"+strconv.Itoa(s.instance))...)
 	}
 	return s.origin.Start()
 }
@@ -208,7 +209,7 @@ func (s *stack) restartOrigin(fresh bool) error {
 // healthy waits until the three binaries answer their health checks.
 func (s *stack) healthy(ctx context.Context, d time.Duration) error {
 	for _, c := range []struct {
-		p   *proc
+		p   *childproc.Proc
 		url string
 	}{
 		{s.gateway, "http://" + s.gatewayAddr + "/healthz"},

@@ -293,3 +293,6 @@ func (d *DurabilityReport) writeTable(b *strings.Builder) error {
 	fmt.Fprintln(b, "appendonly yes and appendfsync always, and the primary has a replica (replicaof) of the same settings.")
 	return nil
 }
+
+// Measured reports whether r holds any figure.
+func (r Report) Measured() bool { return r.Script != nil || r.Durability != nil || r.HTTP != nil }

@@ -26,8 +26,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/redisbench"
 	"github.com/flashgate/flashgate/bench/internal/reservescript"
@@ -129,27 +127,17 @@ func Run(ctx context.Context, c Config) (rep Report, err error) {
 			err = fmt.Errorf("%w (the run reached its %s cap: raise -timeout, or lower -n and -http-n)", err, c.Timeout)
 		}
 	}()
-	ropts, err := redis.ParseURL(c.RedisURL)
+	r, err := testenv.OpenRedis(ctx, c.RedisURL, "reservebench", 64) // 64 connections, as the origin's app.New
 	if err != nil {
-		return Report{}, fmt.Errorf("redis url: %w", err)
+		return Report{}, err
 	}
-	ropts.ContextTimeoutEnabled = true
-	ropts.PoolSize = 64 // as the origin's app.New
-	rdb := redis.NewClient(ropts)
-	defer rdb.Close()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return Report{}, fmt.Errorf("redis: %w", err)
-	}
-	prefix := testenv.Name("reservebench") + ":"
-	rep.Prefix = prefix
 	defer func() {
-		// A fresh budget: the run's may be spent, or the run interrupted.
-		cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		n, cerr := testenv.DeleteKeys(cleanCtx, rdb, prefix)
+		n, cerr := r.Remove(ctx)
 		rep.Cleanup.RedisKeys = n
 		err = errors.Join(err, cerr)
 	}()
+	rdb, prefix := r.Client, r.Prefix
+	rep.Prefix = prefix
 
 	rep.Machine, err = benchreport.DescribeMachine(ctx, rdb, c.PostgresURL)
 	if err != nil {
