@@ -6,31 +6,39 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/app"
 	"github.com/flashgate/flashgate/internal/envflag"
+	"github.com/flashgate/flashgate/internal/listenaddr"
 )
 
 // loadConfig reads the edge's Config: app.DefaultConfig, then each flag's
-// environment variable when set, then the flags in args, which win. A
-// variable that does not parse is an error naming it.
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (app.Config, error) {
+// environment variable when set (a secret's also from the file
+// $NAME_FILE names), then the flags in args, which win. A variable that
+// does not parse is an error naming it. It refuses listeners that share an
+// address, and dev mode beyond loopback unless allowed; warnings are what
+// start-up logs at WARN.
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (app.Config, []string, error) {
 	c := app.DefaultConfig()
 	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	env := envflag.New(fs)
 	env.String(&c.Addr, "addr", "FLASHGATE_EDGE_ADDR", "public listen address")
 	env.String(&c.AdminAddr, "admin-addr", "FLASHGATE_EDGE_ADMIN_ADDR", "admin listen address")
-	env.String(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL (with Sentinels: only its username, password and db count)")
+	env.Secret(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL (with Sentinels: only its username, password and db count)")
 	env.String(&c.RedisSentinels, "redis-sentinels", "FLASHGATE_REDIS_SENTINELS", "comma-separated host:port of Redis Sentinels (empty: the URL names the server)")
 	env.String(&c.RedisMasterName, "redis-master", "FLASHGATE_REDIS_MASTER", "the Redis primary's name at the Sentinels")
-	env.String(&c.RedisSentinelPassword, "redis-sentinel-password", "FLASHGATE_REDIS_SENTINEL_PASSWORD", "the Sentinels' own password (empty: none)")
+	env.Secret(&c.RedisSentinelPassword, "redis-sentinel-password", "FLASHGATE_REDIS_SENTINEL_PASSWORD", "the Sentinels' own password (empty: none)")
 	env.String(&c.RedisPrefix, "redis-prefix", "FLASHGATE_REDIS_PREFIX", "prefix of every Redis key")
 	env.String(&c.OriginURL, "origin-url", "FLASHGATE_ORIGIN_URL", "the origin's public listener")
 	env.String(&c.LineAudience, "line-audience", "FLASHGATE_LINE_AUDIENCE", "the audience the node's signed line requests name; the origins' value (empty: the origin URL's host)")
 	env.String(&c.ShopURL, "shop-url", "FLASHGATE_SHOP_URL", "the shop's upstream for every other path (empty: 404)")
-	env.String(&c.AdminToken, "admin-token", "FLASHGATE_ADMIN_TOKEN", "bearer token of the admin listener (required)")
-	env.Bool(&c.Dev, "dev", "FLASHGATE_DEV", "dev mode: POST /v1/dev/login")
-	env.String(&c.TokenKeys, "token-keys", "FLASHGATE_TOKEN_KEYS", "queue/admission-token keys kid:base64secret,...; the first signs (required)")
+	env.Secret(&c.AdminToken, "admin-token", "FLASHGATE_EDGE_ADMIN_TOKEN",
+		"bearer token of the admin listener, 32 random bytes' worth: openssl rand -base64 32 (required)", sharedAdminToken)
+	env.Bool(&c.Dev, "dev", "FLASHGATE_DEV", "dev mode: POST /v1/dev/login signs user tokens for any account; loopback listeners only")
+	env.Secret(&c.DevUserTokenSecret, "dev-user-token-secret", "FLASHGATE_DEV_USER_TOKEN_SECRET", "dev mode: HS256 secret of dev logins' user tokens, the origins' too")
+	var devAnyInterface bool
+	env.Bool(&devAnyInterface, "dev-allow-non-loopback", listenaddr.DevAnyInterfaceEnv, "dev mode: allow listeners beyond loopback (logged at WARN)")
+	env.Secret(&c.TokenKeys, "token-keys", "FLASHGATE_TOKEN_KEYS", "queue/admission-token keys kid:base64secret,...; the first signs (required)")
 	env.Duration(&c.AdmissionTokenTTL, "admission-token-ttl", "FLASHGATE_ADMISSION_TOKEN_TTL", "lifetime of an admission token")
-	env.String(&c.UserTokenSecret, "user-token-secret", "FLASHGATE_USER_TOKEN_SECRET", "HS256 secret of the shop's user tokens")
+	env.Secret(&c.UserTokenSecret, "user-token-secret", "FLASHGATE_USER_TOKEN_SECRET", "HS256 secret of the shop's user tokens")
 	env.String(&c.UserTokenPublicKeyFile, "user-token-public-key-file", "FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE", "PEM Ed25519 or RSA public key of the shop's user tokens")
 	env.String(&c.UserTokenIssuer, "user-token-issuer", "FLASHGATE_USER_TOKEN_ISSUER", "required iss of user tokens (empty: not checked)")
 	env.String(&c.UserTokenAudience, "user-token-audience", "FLASHGATE_USER_TOKEN_AUDIENCE", "required aud of user tokens (empty: not checked)")
@@ -58,7 +66,23 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.Int(&c.MaxRequestHeadBytes, "max-request-head-bytes", "FLASHGATE_MAX_REQUEST_HEAD_BYTES", "largest request line and headers, cookies included (431 beyond)")
 	env.Duration(&c.ShutdownTimeout, "shutdown-timeout", "FLASHGATE_SHUTDOWN_TIMEOUT", "how long shutdown may drain")
 	if err := env.Parse(args, getenv); err != nil {
-		return app.Config{}, err
+		return app.Config{}, nil, err
 	}
-	return c, c.Validate()
+	if err := c.Validate(); err != nil {
+		return app.Config{}, nil, err
+	}
+	warnings, err := listenaddr.Check(c.Dev, devAnyInterface,
+		listenaddr.Listener{Name: "FLASHGATE_EDGE_ADDR", Addr: c.Addr}, listenaddr.Listener{Name: "FLASHGATE_EDGE_ADMIN_ADDR", Addr: c.AdminAddr})
+	if err != nil {
+		return app.Config{}, nil, err
+	}
+	if env.Source("admin-token") == sharedAdminToken {
+		warnings = append(warnings, "one admin token ("+sharedAdminToken+") serves the edges and the origins: "+
+			"whoever holds one tier's runs the other's admin API; set FLASHGATE_EDGE_ADMIN_TOKEN and FLASHGATE_ORIGIN_ADMIN_TOKEN instead")
+	}
+	return c, warnings, nil
 }
+
+// sharedAdminToken is the variable the admin token falls back to: one token
+// for both tiers, as before each tier had its own.
+const sharedAdminToken = "FLASHGATE_ADMIN_TOKEN"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/edge/internal/app"
+	"github.com/flashgate/flashgate/internal/configtest"
 )
 
 // The Redis Sentinel settings come from their flags or environment
@@ -14,7 +15,7 @@ import (
 func TestLoadConfigRedisSentinels(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{
-		"FLASHGATE_ADMIN_TOKEN":       "edge-test-admin-token-0123456789",
+		"FLASHGATE_EDGE_ADMIN_TOKEN":  configtest.AdminToken,
 		"FLASHGATE_TOKEN_KEYS":        "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAx",
 		"FLASHGATE_USER_TOKEN_SECRET": "user-token-secret-0123456789",
 	}
@@ -46,7 +47,7 @@ func TestLoadConfigRedisSentinels(t *testing.T) {
 				}
 				return base[k]
 			}
-			c, err := loadConfig(tc.args, getenv, io.Discard)
+			c, _, err := loadConfig(tc.args, getenv, io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "s3cret") {
 					t.Errorf("loadConfig = %v, want an error with %q and no password", err, tc.wantErr)
@@ -64,13 +65,21 @@ func TestLoadConfigRedisSentinels(t *testing.T) {
 	}
 }
 
+// devEnv is what dev mode needs, with FLASHGATE_DEV=dev ("" leaves it
+// unset).
+func devEnv(dev string) map[string]string {
+	m := edgeConfig.DevEnv()
+	m["FLASHGATE_DEV"] = dev
+	return m
+}
+
 // A variable that does not parse stops the edge with a message naming it,
 // rather than falling back to the default; booleans take 1, 0, true or
 // false only; and a flag wins over its variable.
 func TestLoadConfigRefusesBadValues(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{
-		"FLASHGATE_ADMIN_TOKEN":       "edge-test-admin-token-0123456789",
+		"FLASHGATE_EDGE_ADMIN_TOKEN":  configtest.AdminToken,
 		"FLASHGATE_TOKEN_KEYS":        "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAx",
 		"FLASHGATE_USER_TOKEN_SECRET": "user-token-secret-0123456789",
 	}
@@ -101,11 +110,11 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 			wantErr: `$FLASHGATE_DEV="yes" is not 1, 0, true or false`},
 		{name: "dev TRUE", env: map[string]string{"FLASHGATE_DEV": "TRUE"},
 			wantErr: `$FLASHGATE_DEV="TRUE" is not 1, 0, true or false`},
-		{name: "dev 1", env: map[string]string{"FLASHGATE_DEV": "1"}, check: func(c app.Config) bool { return c.Dev }},
-		{name: "dev true", env: map[string]string{"FLASHGATE_DEV": "true"}, check: func(c app.Config) bool { return c.Dev }},
+		{name: "dev 1", env: devEnv("1"), check: func(c app.Config) bool { return c.Dev }},
+		{name: "dev true", env: devEnv("true"), check: func(c app.Config) bool { return c.Dev }},
 		{name: "dev 0", env: map[string]string{"FLASHGATE_DEV": "0"}, check: func(c app.Config) bool { return !c.Dev }},
 		{name: "dev unset", check: func(c app.Config) bool { return !c.Dev }},
-		{name: "-dev", args: []string{"-dev"}, check: func(c app.Config) bool { return c.Dev }},
+		{name: "-dev", env: devEnv(""), args: []string{"-dev"}, check: func(c app.Config) bool { return c.Dev }},
 		{name: "-dev=false over the variable", env: map[string]string{"FLASHGATE_DEV": "1"}, args: []string{"-dev=false"},
 			check: func(c app.Config) bool { return !c.Dev }},
 		{name: "-dev=yes", args: []string{"-dev=yes"}, wantErr: `invalid boolean value "yes" for -dev`},
@@ -119,7 +128,7 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 				}
 				return base[k]
 			}
-			c, err := loadConfig(tc.args, getenv, io.Discard)
+			c, _, err := loadConfig(tc.args, getenv, io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("loadConfig = %v, want an error with %q", err, tc.wantErr)
@@ -135,3 +144,35 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 		})
 	}
 }
+
+// edgeConfig is the edge under the configuration suite both binaries pass.
+var edgeConfig = configtest.Binary[app.Config]{
+	Tier: "EDGE",
+	Env: map[string]string{
+		"FLASHGATE_EDGE_ADMIN_TOKEN":        configtest.AdminToken,
+		"FLASHGATE_TOKEN_KEYS":              "k1:dG9rZW4ta2V5LXNlY3JldC1tYXJrZXItMDEyMzQ1Njc4OQ==",
+		"FLASHGATE_USER_TOKEN_SECRET":       "shop-user-token-secret-marker-0123456789",
+		"FLASHGATE_DEV_USER_TOKEN_SECRET":   "dev-user-token-secret-marker-0123456789",
+		"FLASHGATE_REDIS_URL":               "redis://u:redis-password-marker@127.0.0.1:6379/0",
+		"FLASHGATE_REDIS_SENTINEL_PASSWORD": "sentinel-password-marker",
+	},
+	Secrets: []string{configtest.AdminToken, "dG9rZW4ta2V5LXNlY3JldC1tYXJrZXItMDEyMzQ1Njc4OQ", "shop-user-token-secret-marker",
+		"dev-user-token-secret-marker", "redis-password-marker", "sentinel-password-marker"},
+	Fields: map[string]func(app.Config) string{
+		"FLASHGATE_EDGE_ADMIN_TOKEN":        func(c app.Config) string { return c.AdminToken },
+		"FLASHGATE_ADMIN_TOKEN":             func(c app.Config) string { return c.AdminToken },
+		"FLASHGATE_TOKEN_KEYS":              func(c app.Config) string { return c.TokenKeys },
+		"FLASHGATE_USER_TOKEN_SECRET":       func(c app.Config) string { return c.UserTokenSecret },
+		"FLASHGATE_DEV_USER_TOKEN_SECRET":   func(c app.Config) string { return c.DevUserTokenSecret },
+		"FLASHGATE_REDIS_URL":               func(c app.Config) string { return c.RedisURL },
+		"FLASHGATE_REDIS_SENTINEL_PASSWORD": func(c app.Config) string { return c.RedisSentinelPassword },
+	},
+	Load: loadConfig, Run: run,
+	Listeners:   func(c app.Config) (string, string, bool) { return c.Addr, c.AdminAddr, c.Dev },
+	DefaultAddr: ":8080", DefaultAdminAddr: "127.0.0.1:8081",
+}
+
+func TestSecretsAreNeverPrinted(t *testing.T) { t.Parallel(); edgeConfig.SecretsAreNeverPrinted(t) }
+func TestSecretFiles(t *testing.T)            { t.Parallel(); edgeConfig.SecretFiles(t) }
+func TestAdminTokens(t *testing.T)            { t.Parallel(); edgeConfig.AdminTokens(t) }
+func TestListenersAndDevMode(t *testing.T)    { t.Parallel(); edgeConfig.ListenersAndDevMode(t) }

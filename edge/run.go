@@ -27,7 +27,7 @@ type listener struct {
 // then the admin one), stop joins and loops, close Redis — within a fresh
 // ShutdownTimeout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := loadConfig(args, getenv, stderr)
+	cfg, warnings, err := loadConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil // -h printed the flags
 	}
@@ -35,6 +35,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "edge")
+	if cfg.Dev {
+		log.Warn("DEV MODE: POST /v1/dev/login signs a user token for any account with FLASHGATE_DEV_USER_TOKEN_SECRET; never where shoppers or the shop's production secrets are", "dev", true)
+	}
+	for _, w := range warnings {
+		log.Warn(w)
+	}
 	a, err := app.New(cfg, log)
 	if err != nil {
 		return err

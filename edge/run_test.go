@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +31,7 @@ func TestRunDrainsPublicBeforeAdmin(t *testing.T) {
 			"FLASHGATE_REDIS_URL":         r.URL,
 			"FLASHGATE_REDIS_PREFIX":      r.Prefix,
 			"FLASHGATE_ORIGIN_URL":        "http://127.0.0.1:1",
-			"FLASHGATE_ADMIN_TOKEN":       edgetest.AdminToken,
+			"FLASHGATE_EDGE_ADMIN_TOKEN":  edgetest.AdminToken,
 			"FLASHGATE_TOKEN_KEYS":        tokenstest.KeySet().String(),
 			"FLASHGATE_USER_TOKEN_SECRET": string(tokenstest.UserSecret()),
 		}
@@ -58,4 +60,56 @@ func TestRunDrainsPublicBeforeAdmin(t *testing.T) {
 			t.Errorf("GET admin /healthz after run returned = %d, want no answer", got)
 		}
 	}
+}
+
+// Dev mode says so at WARN when the node starts, and so does the override
+// that lets it listen beyond loopback.
+func TestRunWarnsOfDevMode(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	public, admin := httpreadtest.FreeAddr(t), httpreadtest.FreeAddr(t)
+	env := map[string]string{
+		"FLASHGATE_EDGE_ADDR":              strings.Replace(public, "127.0.0.1", "0.0.0.0", 1),
+		"FLASHGATE_EDGE_ADMIN_ADDR":        admin,
+		"FLASHGATE_REDIS_URL":              r.URL,
+		"FLASHGATE_REDIS_PREFIX":           r.Prefix,
+		"FLASHGATE_ORIGIN_URL":             "http://127.0.0.1:1",
+		"FLASHGATE_EDGE_ADMIN_TOKEN":       edgetest.AdminToken,
+		"FLASHGATE_TOKEN_KEYS":             tokenstest.KeySet().String(),
+		"FLASHGATE_DEV":                    "1",
+		"FLASHGATE_DEV_USER_TOKEN_SECRET":  string(tokenstest.UserSecret()),
+		"FLASHGATE_DEV_ALLOW_NON_LOOPBACK": "1",
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, &logs, io.Discard) }()
+	httpreadtest.WaitStatus(t, "http://"+admin+"/healthz", http.StatusOK, 10*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run = %v", err)
+	}
+	for _, want := range []string{`"level":"WARN","msg":"DEV MODE: POST /v1/dev/login`, `"level":"WARN","msg":"DEV MODE LISTENS BEYOND LOOPBACK`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("start-up log lacks %s:\n%s", want, logs.String())
+		}
+	}
+}
+
+// syncBuffer is a strings.Builder safe for the node's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex // guards b
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -5,30 +5,38 @@ import (
 	"io"
 
 	"github.com/flashgate/flashgate/internal/envflag"
+	"github.com/flashgate/flashgate/internal/listenaddr"
 	"github.com/flashgate/flashgate/origin/internal/app"
 )
 
 // loadConfig reads the origin's Config: app.DefaultConfig, then each
-// flag's environment variable when set, then the flags in args, which win.
-// A variable that does not parse is an error naming it.
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (app.Config, error) {
+// flag's environment variable when set (a secret's also from the file
+// $NAME_FILE names), then the flags in args, which win. A variable that
+// does not parse is an error naming it. It refuses listeners that share an
+// address, and dev mode beyond loopback unless allowed; warnings are what
+// start-up logs at WARN.
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (app.Config, []string, error) {
 	c := app.DefaultConfig()
 	fs := flag.NewFlagSet("origin", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	env := envflag.New(fs)
 	env.String(&c.Addr, "addr", "FLASHGATE_ORIGIN_ADDR", "public listen address")
 	env.String(&c.AdminAddr, "admin-addr", "FLASHGATE_ORIGIN_ADMIN_ADDR", "admin listen address")
-	env.String(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL (with Sentinels: only its username, password and db count)")
+	env.Secret(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL (with Sentinels: only its username, password and db count)")
 	env.String(&c.RedisSentinels, "redis-sentinels", "FLASHGATE_REDIS_SENTINELS", "comma-separated host:port of Redis Sentinels (empty: the URL names the server)")
 	env.String(&c.RedisMasterName, "redis-master", "FLASHGATE_REDIS_MASTER", "the Redis primary's name at the Sentinels")
-	env.String(&c.RedisSentinelPassword, "redis-sentinel-password", "FLASHGATE_REDIS_SENTINEL_PASSWORD", "the Sentinels' own password (empty: none)")
-	env.String(&c.PostgresURL, "postgres-url", "FLASHGATE_POSTGRES_URL", "Postgres URL")
+	env.Secret(&c.RedisSentinelPassword, "redis-sentinel-password", "FLASHGATE_REDIS_SENTINEL_PASSWORD", "the Sentinels' own password (empty: none)")
+	env.Secret(&c.PostgresURL, "postgres-url", "FLASHGATE_POSTGRES_URL", "Postgres URL")
 	env.String(&c.RedisPrefix, "redis-prefix", "FLASHGATE_REDIS_PREFIX", "prefix of every Redis key")
 	env.Int(&c.PostgresMaxConns, "postgres-max-conns", "FLASHGATE_POSTGRES_MAX_CONNS", "connections in the Postgres pool")
-	env.String(&c.AdminToken, "admin-token", "FLASHGATE_ADMIN_TOKEN", "bearer token of the admin listener (required)")
-	env.Bool(&c.Dev, "dev", "FLASHGATE_DEV", "dev mode: dev-only endpoints")
-	env.String(&c.TokenKeys, "token-keys", "FLASHGATE_TOKEN_KEYS", "admission-token keys kid:base64secret,...; the first signs (required)")
-	env.String(&c.UserTokenSecret, "user-token-secret", "FLASHGATE_USER_TOKEN_SECRET", "HS256 secret of the shop's user tokens")
+	env.Secret(&c.AdminToken, "admin-token", "FLASHGATE_ORIGIN_ADMIN_TOKEN",
+		"bearer token of the admin listener, 32 random bytes' worth: openssl rand -base64 32 (required)", sharedAdminToken)
+	env.Bool(&c.Dev, "dev", "FLASHGATE_DEV", "dev mode: POST /admin/dev/admission-token, user tokens checked with the dev secret; loopback listeners only")
+	env.Secret(&c.DevUserTokenSecret, "dev-user-token-secret", "FLASHGATE_DEV_USER_TOKEN_SECRET", "dev mode: HS256 secret of dev logins' user tokens, the edges' too")
+	var devAnyInterface bool
+	env.Bool(&devAnyInterface, "dev-allow-non-loopback", listenaddr.DevAnyInterfaceEnv, "dev mode: allow listeners beyond loopback (logged at WARN)")
+	env.Secret(&c.TokenKeys, "token-keys", "FLASHGATE_TOKEN_KEYS", "admission-token keys kid:base64secret,...; the first signs (required)")
+	env.Secret(&c.UserTokenSecret, "user-token-secret", "FLASHGATE_USER_TOKEN_SECRET", "HS256 secret of the shop's user tokens")
 	env.String(&c.UserTokenPublicKeyFile, "user-token-public-key-file", "FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE", "PEM Ed25519 or RSA public key of the shop's user tokens")
 	env.String(&c.UserTokenIssuer, "user-token-issuer", "FLASHGATE_USER_TOKEN_ISSUER", "required iss of user tokens (empty: not checked)")
 	env.String(&c.UserTokenAudience, "user-token-audience", "FLASHGATE_USER_TOKEN_AUDIENCE", "required aud of user tokens (empty: not checked)")
@@ -49,13 +57,29 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.Duration(&c.RedisCheckInterval, "redis-check-interval", "FLASHGATE_REDIS_CHECK_INTERVAL", "how often Redis is checked for sales whose state it lost")
 	env.Duration(&c.ReserveWaitTimeout, "reserve-wait-timeout", "FLASHGATE_RESERVE_WAIT_TIMEOUT", "how long a reserve pipeline's WAIT may take")
 	env.String(&c.GatewayURL, "gateway-url", "FLASHGATE_GATEWAY_URL", "base URL of the payment gateway's API")
-	env.String(&c.GatewayAPIKey, "gateway-api-key", "FLASHGATE_GATEWAY_API_KEY", "merchant API key at the payment gateway (empty: orders and payments are off)")
-	env.String(&c.WebhookSecrets, "webhook-secret", "FLASHGATE_GATEWAY_WEBHOOK_SECRET", "secrets of the gateway's webhook signatures, comma-separated; any may match (rotation)")
+	env.Secret(&c.GatewayAPIKey, "gateway-api-key", "FLASHGATE_GATEWAY_API_KEY", "merchant API key at the payment gateway (empty: orders and payments are off)")
+	env.Secret(&c.WebhookSecrets, "webhook-secret", "FLASHGATE_GATEWAY_WEBHOOK_SECRET", "secrets of the gateway's webhook signatures, comma-separated; any may match (rotation)")
 	env.Duration(&c.PaymentGrace, "payment-grace", "FLASHGATE_PAYMENT_GRACE", "how much longer a hold lives once its payment starts (given once)")
 	env.String(&c.PaymentReturnURL, "payment-return-url", "FLASHGATE_PAYMENT_RETURN_URL", "where the gateway's pay page sends the shopper afterwards (empty: no link)")
 	env.Duration(&c.ReconcileInterval, "reconcile-interval", "FLASHGATE_RECONCILE_INTERVAL", "how often gateway records are reconciled with orders (0: not by this origin)")
 	if err := env.Parse(args, getenv); err != nil {
-		return app.Config{}, err
+		return app.Config{}, nil, err
 	}
-	return c, c.Validate()
+	if err := c.Validate(); err != nil {
+		return app.Config{}, nil, err
+	}
+	warnings, err := listenaddr.Check(c.Dev, devAnyInterface,
+		listenaddr.Listener{Name: "FLASHGATE_ORIGIN_ADDR", Addr: c.Addr}, listenaddr.Listener{Name: "FLASHGATE_ORIGIN_ADMIN_ADDR", Addr: c.AdminAddr})
+	if err != nil {
+		return app.Config{}, nil, err
+	}
+	if env.Source("admin-token") == sharedAdminToken {
+		warnings = append(warnings, "one admin token ("+sharedAdminToken+") serves the origins and the edges: "+
+			"whoever holds one tier's runs the other's admin API; set FLASHGATE_ORIGIN_ADMIN_TOKEN and FLASHGATE_EDGE_ADMIN_TOKEN instead")
+	}
+	return c, warnings, nil
 }
+
+// sharedAdminToken is the variable the admin token falls back to: one token
+// for both tiers, as before each tier had its own.
+const sharedAdminToken = "FLASHGATE_ADMIN_TOKEN"

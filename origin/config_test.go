@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/configtest"
 	"github.com/flashgate/flashgate/origin/internal/app"
 )
 
@@ -14,9 +15,9 @@ import (
 func TestLoadConfigRedisSentinels(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{
-		"FLASHGATE_ADMIN_TOKEN":       "origin-test-admin-token-01234567",
-		"FLASHGATE_TOKEN_KEYS":        "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAx",
-		"FLASHGATE_USER_TOKEN_SECRET": "user-token-secret-0123456789",
+		"FLASHGATE_ORIGIN_ADMIN_TOKEN": configtest.AdminToken,
+		"FLASHGATE_TOKEN_KEYS":         "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAx",
+		"FLASHGATE_USER_TOKEN_SECRET":  "user-token-secret-0123456789",
 	}
 	for _, tc := range []struct {
 		name                       string
@@ -46,7 +47,7 @@ func TestLoadConfigRedisSentinels(t *testing.T) {
 				}
 				return base[k]
 			}
-			c, err := loadConfig(tc.args, getenv, io.Discard)
+			c, _, err := loadConfig(tc.args, getenv, io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "s3cret") {
 					t.Errorf("loadConfig = %v, want an error with %q and no password", err, tc.wantErr)
@@ -64,15 +65,23 @@ func TestLoadConfigRedisSentinels(t *testing.T) {
 	}
 }
 
+// devEnv is what dev mode needs, with FLASHGATE_DEV=dev ("" leaves it
+// unset).
+func devEnv(dev string) map[string]string {
+	m := originConfig.DevEnv()
+	m["FLASHGATE_DEV"] = dev
+	return m
+}
+
 // A variable that does not parse stops the origin with a message naming
 // it, rather than falling back to the default; booleans take 1, 0, true or
 // false only; and a flag wins over its variable.
 func TestLoadConfigRefusesBadValues(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{
-		"FLASHGATE_ADMIN_TOKEN":       "origin-test-admin-token-01234567",
-		"FLASHGATE_TOKEN_KEYS":        "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAx",
-		"FLASHGATE_USER_TOKEN_SECRET": "user-token-secret-0123456789",
+		"FLASHGATE_ORIGIN_ADMIN_TOKEN": configtest.AdminToken,
+		"FLASHGATE_TOKEN_KEYS":         "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAx",
+		"FLASHGATE_USER_TOKEN_SECRET":  "user-token-secret-0123456789",
 	}
 	for _, tc := range []struct {
 		name    string
@@ -93,7 +102,7 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 			check: func(c app.Config) bool { return c.WriterBatch == 250 }},
 		{name: "dev yes", env: map[string]string{"FLASHGATE_DEV": "yes"},
 			wantErr: `$FLASHGATE_DEV="yes" is not 1, 0, true or false`},
-		{name: "dev true", env: map[string]string{"FLASHGATE_DEV": "true"}, check: func(c app.Config) bool { return c.Dev }},
+		{name: "dev true", env: devEnv("true"), check: func(c app.Config) bool { return c.Dev }},
 		{name: "dev unset", check: func(c app.Config) bool { return !c.Dev }},
 		{name: "journal off", env: map[string]string{"FLASHGATE_RESERVE_JOURNAL": "off"},
 			wantErr: `$FLASHGATE_RESERVE_JOURNAL="off" is not 1, 0, true or false`},
@@ -112,7 +121,7 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 				}
 				return base[k]
 			}
-			c, err := loadConfig(tc.args, getenv, io.Discard)
+			c, _, err := loadConfig(tc.args, getenv, io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("loadConfig = %v, want an error with %q", err, tc.wantErr)
@@ -128,3 +137,42 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 		})
 	}
 }
+
+// originConfig is the origin under the configuration suite both binaries pass.
+var originConfig = configtest.Binary[app.Config]{
+	Tier: "ORIGIN",
+	Env: map[string]string{
+		"FLASHGATE_ORIGIN_ADMIN_TOKEN":      configtest.AdminToken,
+		"FLASHGATE_TOKEN_KEYS":              "k1:dG9rZW4ta2V5LXNlY3JldC1tYXJrZXItMDEyMzQ1Njc4OQ==",
+		"FLASHGATE_USER_TOKEN_SECRET":       "shop-user-token-secret-marker-0123456789",
+		"FLASHGATE_DEV_USER_TOKEN_SECRET":   "dev-user-token-secret-marker-0123456789",
+		"FLASHGATE_REDIS_URL":               "redis://u:redis-password-marker@127.0.0.1:6379/0",
+		"FLASHGATE_REDIS_SENTINEL_PASSWORD": "sentinel-password-marker",
+		"FLASHGATE_POSTGRES_URL":            "postgres://u:postgres-password-marker@127.0.0.1:5432/db",
+		"FLASHGATE_GATEWAY_API_KEY":         "gateway-api-key-marker",
+		"FLASHGATE_GATEWAY_WEBHOOK_SECRET":  "webhook-secret-marker-0123456789",
+	},
+	Secrets: []string{configtest.AdminToken, "dG9rZW4ta2V5LXNlY3JldC1tYXJrZXItMDEyMzQ1Njc4OQ", "shop-user-token-secret-marker",
+		"dev-user-token-secret-marker", "redis-password-marker", "sentinel-password-marker", "postgres-password-marker",
+		"gateway-api-key-marker", "webhook-secret-marker"},
+	Fields: map[string]func(app.Config) string{
+		"FLASHGATE_ORIGIN_ADMIN_TOKEN":      func(c app.Config) string { return c.AdminToken },
+		"FLASHGATE_ADMIN_TOKEN":             func(c app.Config) string { return c.AdminToken },
+		"FLASHGATE_TOKEN_KEYS":              func(c app.Config) string { return c.TokenKeys },
+		"FLASHGATE_USER_TOKEN_SECRET":       func(c app.Config) string { return c.UserTokenSecret },
+		"FLASHGATE_DEV_USER_TOKEN_SECRET":   func(c app.Config) string { return c.DevUserTokenSecret },
+		"FLASHGATE_REDIS_URL":               func(c app.Config) string { return c.RedisURL },
+		"FLASHGATE_REDIS_SENTINEL_PASSWORD": func(c app.Config) string { return c.RedisSentinelPassword },
+		"FLASHGATE_POSTGRES_URL":            func(c app.Config) string { return c.PostgresURL },
+		"FLASHGATE_GATEWAY_API_KEY":         func(c app.Config) string { return c.GatewayAPIKey },
+		"FLASHGATE_GATEWAY_WEBHOOK_SECRET":  func(c app.Config) string { return c.WebhookSecrets },
+	},
+	Load: loadConfig, Run: run,
+	Listeners:   func(c app.Config) (string, string, bool) { return c.Addr, c.AdminAddr, c.Dev },
+	DefaultAddr: ":9090", DefaultAdminAddr: "127.0.0.1:9091",
+}
+
+func TestSecretsAreNeverPrinted(t *testing.T) { t.Parallel(); originConfig.SecretsAreNeverPrinted(t) }
+func TestSecretFiles(t *testing.T)            { t.Parallel(); originConfig.SecretFiles(t) }
+func TestAdminTokens(t *testing.T)            { t.Parallel(); originConfig.AdminTokens(t) }
+func TestListenersAndDevMode(t *testing.T)    { t.Parallel(); originConfig.ListenersAndDevMode(t) }

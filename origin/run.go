@@ -28,7 +28,7 @@ type listener struct {
 // admin one), stop reserves and workers, close clients — all within a fresh
 // ShutdownTimeout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := loadConfig(args, getenv, stderr)
+	cfg, warnings, err := loadConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil // -h printed the flags
 	}
@@ -36,6 +36,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "origin", "instance", cfg.Instance)
+	if cfg.Dev {
+		log.Warn("DEV MODE: POST /admin/dev/admission-token hands out admission tokens, and user tokens are checked with FLASHGATE_DEV_USER_TOKEN_SECRET; never in production", "dev", true)
+	}
+	for _, w := range warnings {
+		log.Warn(w)
+	}
 
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	a, err := app.New(startCtx, cfg, log)

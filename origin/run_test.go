@@ -30,7 +30,7 @@ func TestRunDrainsPublicBeforeAdmin(t *testing.T) {
 			"FLASHGATE_REDIS_PREFIX":       e.Prefix,
 			"FLASHGATE_POSTGRES_URL":       e.PostgresURL,
 			"FLASHGATE_POSTGRES_MAX_CONNS": "4",
-			"FLASHGATE_ADMIN_TOKEN":        origintest.AdminToken,
+			"FLASHGATE_ORIGIN_ADMIN_TOKEN": origintest.AdminToken,
 			"FLASHGATE_TOKEN_KEYS":         tokenstest.KeySet().String(),
 			"FLASHGATE_USER_TOKEN_SECRET":  string(tokenstest.UserSecret()),
 			"FLASHGATE_INSTANCE":           "origin-drain-test",

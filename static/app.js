@@ -345,8 +345,18 @@
 
   // ---- start ----
   // The shop may hand over its token in the URL fragment (#user_token=…), which never reaches any server log.
+  // A crafted link could carry someone else's token and sign the shopper in as them (who could then be led to
+  // pay for that account's order), so a handed-over token is taken only when nobody is signed in (or it is a
+  // fresh token for the same account), and the page then says whose account it is.
   const handed = new URLSearchParams(location.hash.slice(1)).get('user_token');
-  if (handed) { setUser(handed, subOf(handed)); history.replaceState(null, '', location.pathname + location.search); }
+  if (handed) {
+    history.replaceState(null, '', location.pathname + location.search);
+    const handedWho = subOf(handed), current = store.get(K.user);
+    if (!handedWho) notice('The sign-in link is not valid; please sign in.', 'handover');
+    else if (!current) { setUser(handed, handedWho); notice('Signed in by the shop as ' + handedWho + '. Not you? Sign out.', 'handover'); }
+    else if (subOf(current) === handedWho) setUser(handed, handedWho);
+    else notice('A sign-in link for another account (' + handedWho + ') was ignored: you are signed in as ' + (store.get(K.who) || subOf(current)) + '. Sign out first to switch.', 'handover');
+  }
   renderAuth();
   loadSale();
   setInterval(tick, 1000);

@@ -39,12 +39,11 @@ func TestCrowdAgainstTheRealStack(t *testing.T) {
 	}
 	edgeAddr, edgeAdmin, originAddr, originAdmin, gatewayAddr := port(), port(), port(), port(), port()
 	common := []string{
-		"FLASHGATE_ADMIN_TOKEN=e2e-admin-token-0123456789abcdef",
+		"FLASHGATE_ADMIN_TOKEN=4iVSe0dZ1Gzs8Zf0cQvCw6E2u0Vh5bIuPqX0jXyqOaA=",
 		"FLASHGATE_TOKEN_KEYS=k1:" + "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
 		"FLASHGATE_USER_TOKEN_SECRET=e2e-user-secret-0123456789abcdef",
 		"FLASHGATE_GATEWAY_API_KEY=sk_e2e_0123456789abcdef",
 		"FLASHGATE_GATEWAY_WEBHOOK_SECRET=whsec_e2e_0123456789abcdef",
-		"FLASHGATE_DEV=1",
 		"FLASHGATE_REDIS_URL=" + env.RedisURL,
 		"FLASHGATE_REDIS_PREFIX=" + env.Prefix,
 		"FLASHGATE_POSTGRES_URL=" + env.PostgresURL,
@@ -89,7 +88,7 @@ func TestCrowdAgainstTheRealStack(t *testing.T) {
 	res, err := crowdsim.Run(context.Background(), crowdsim.Config{
 		Scenario: sc, EdgeURL: "http://" + edgeAddr, EdgeAdminURL: "http://" + edgeAdmin,
 		OriginAdminURL: "http://" + originAdmin, GatewayURL: "http://" + gatewayAddr,
-		AdminToken: "e2e-admin-token-0123456789abcdef", UserSecret: []byte("e2e-user-secret-0123456789abcdef"),
+		AdminToken: "4iVSe0dZ1Gzs8Zf0cQvCw6E2u0Vh5bIuPqX0jXyqOaA=", UserSecret: []byte("e2e-user-secret-0123456789abcdef"),
 		Conns: 64, Seed: 3, Progress: t.Logf,
 	})
 	if err != nil {

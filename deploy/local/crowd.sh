@@ -11,5 +11,11 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # The simulated shoppers reach the edge through a simulated CDN on 127.0.0.1, which names each shopper's
 # address in X-Forwarded-For: believe it from there, as a deployment believes its CDN.
 export FLASHGATE_TRUSTED_PROXIES="${FLASHGATE_TRUSTED_PROXIES:-127.0.0.1/32}"
+# The crowd drives both admin listeners (the sale, the admission rate) with one token: run.sh gives it to both
+# tiers (this stack lives for one run).
+if [[ -z "${FLASHGATE_ADMIN_TOKEN:-}" ]]; then
+	FLASHGATE_ADMIN_TOKEN="$(openssl rand -base64 32)"
+	export FLASHGATE_ADMIN_TOKEN
+fi
 export FLASHGATE_RUN_THEN="bin/crowd ${CROWD_FLAGS:-}"
 exec "$here/run.sh"

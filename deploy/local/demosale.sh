@@ -6,7 +6,7 @@
 #
 # Usage: demosale.sh ORIGIN_ADMIN_URL ORIGIN_URL
 # Environment:
-#   FLASHGATE_ADMIN_TOKEN       the origin's admin token (required)
+#   FLASHGATE_ORIGIN_ADMIN_TOKEN the origin's admin token (required; FLASHGATE_ADMIN_TOKEN if unset)
 #   FLASHGATE_DEMO_STARTS_IN=15 seconds from now to the sale's start (shoppers may queue before it)
 #   FLASHGATE_DEMO_LASTS=7200   seconds the sale stays open
 # Prints the sale id on stdout, progress on stderr; exits 1 when the origin does not take the sale.
@@ -21,7 +21,8 @@ die() {
 [[ $# -eq 2 ]] || die "usage: demosale.sh ORIGIN_ADMIN_URL ORIGIN_URL"
 origin_admin_url="$1"
 origin_url="$2"
-: "${FLASHGATE_ADMIN_TOKEN:?demosale.sh needs FLASHGATE_ADMIN_TOKEN}"
+admin_token="${FLASHGATE_ORIGIN_ADMIN_TOKEN:-${FLASHGATE_ADMIN_TOKEN:-}}"
+[[ -n "$admin_token" ]] || die "demosale.sh needs FLASHGATE_ORIGIN_ADMIN_TOKEN"
 starts_in="${FLASHGATE_DEMO_STARTS_IN:-15}"
 lasts="${FLASHGATE_DEMO_LASTS:-7200}"
 
@@ -41,7 +42,7 @@ EOF
 resp="$(mktemp)"
 trap 'rm -f "$resp"' EXIT
 status="$(curl -sS -o "$resp" -w '%{http_code}' --max-time 30 -X POST \
-	-H "Authorization: Bearer $FLASHGATE_ADMIN_TOKEN" -H 'Content-Type: application/json' \
+	-H "Authorization: Bearer $admin_token" -H 'Content-Type: application/json' \
 	--data "$sale_body" "$origin_admin_url/admin/sales")" || status="000"
 case "$status" in
 201 | 200) log "created the demo sale $sale_id (starts $starts_at, ends $ends_at)" ;;

@@ -36,7 +36,7 @@ func TestDemoSaleOpensOnADatabaseWithAnEndedOne(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "demosale.sh", admin, public)
-	cmd.Env = append(cmd.Environ(), "FLASHGATE_ADMIN_TOKEN="+origintest.AdminToken, "FLASHGATE_DEMO_STARTS_IN=1")
+	cmd.Env = append(cmd.Environ(), "FLASHGATE_ORIGIN_ADMIN_TOKEN="+origintest.AdminToken, "FLASHGATE_DEMO_STARTS_IN=1")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

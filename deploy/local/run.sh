@@ -6,15 +6,24 @@
 # own that opens within seconds (demosale.sh) and prints the URLs.
 # On SIGINT/SIGTERM it stops every process it started (TERM, up to 10 s, then KILL) and the services it started.
 #
+# The stack runs in dev mode (FLASHGATE_DEV=1), which the binaries allow on loopback addresses only: everything
+# listens on 127.0.0.1. To reach it from elsewhere set the addresses and FLASHGATE_DEV_ALLOW_NON_LOOPBACK=1 (the
+# binaries then warn that anyone who reaches them can sign in as anyone).
+#
 # Environment (all optional):
-#   FLASHGATE_ORIGIN_ADDR=:9090  FLASHGATE_ORIGIN_ADMIN_ADDR=:9091  FLASHGATE_EDGE_ADDR=:8080  FLASHGATE_EDGE_ADMIN_ADDR=:8081
-#   FLASHGATE_GATEWAY_ADDR=:9300 (the sandbox payment gateway)
+#   FLASHGATE_ORIGIN_ADDR=127.0.0.1:9090  FLASHGATE_ORIGIN_ADMIN_ADDR=127.0.0.1:9091
+#   FLASHGATE_EDGE_ADDR=127.0.0.1:8080    FLASHGATE_EDGE_ADMIN_ADDR=127.0.0.1:8081
+#   FLASHGATE_GATEWAY_ADDR=127.0.0.1:9300 (the sandbox payment gateway)
 #   FLASHGATE_RUN_THEN="command"  run it once the stack is up, then stop everything (its exit status is ours);
 #                                 it finds the demo sale's id in FLASHGATE_DEMO_SALE_ID
 #   FLASHGATE_DEMO_STARTS_IN=15   seconds from its creation to the demo sale's start (see demosale.sh)
-#   FLASHGATE_ADMIN_TOKEN, FLASHGATE_TOKEN_KEYS, FLASHGATE_USER_TOKEN_SECRET,
-#   FLASHGATE_GATEWAY_API_KEY, FLASHGATE_GATEWAY_WEBHOOK_SECRET                 generated when unset
+#   FLASHGATE_EDGE_ADMIN_TOKEN, FLASHGATE_ORIGIN_ADMIN_TOKEN, FLASHGATE_TOKEN_KEYS,
+#   FLASHGATE_DEV_USER_TOKEN_SECRET, FLASHGATE_GATEWAY_API_KEY,
+#   FLASHGATE_GATEWAY_WEBHOOK_SECRET                                          generated when unset
+#   FLASHGATE_ADMIN_TOKEN         one admin token for both tiers instead of a token each
 #   FLASHGATE_REDIS_PORT, FLASHGATE_PG_PORT                                   see services.sh
+# FLASHGATE_RUN_THEN's command also gets the dev user-token secret as FLASHGATE_USER_TOKEN_SECRET: it plays the
+# shop (make bench's crowd signs its shoppers' user tokens with it).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,11 +41,11 @@ for tool in go curl openssl; do
 	command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed"
 done
 
-export FLASHGATE_ORIGIN_ADDR="${FLASHGATE_ORIGIN_ADDR:-:9090}"
-export FLASHGATE_ORIGIN_ADMIN_ADDR="${FLASHGATE_ORIGIN_ADMIN_ADDR:-:9091}"
-export FLASHGATE_EDGE_ADDR="${FLASHGATE_EDGE_ADDR:-:8080}"
-export FLASHGATE_EDGE_ADMIN_ADDR="${FLASHGATE_EDGE_ADMIN_ADDR:-:8081}"
-export FLASHGATE_GATEWAY_ADDR="${FLASHGATE_GATEWAY_ADDR:-:9300}"
+export FLASHGATE_ORIGIN_ADDR="${FLASHGATE_ORIGIN_ADDR:-127.0.0.1:9090}"
+export FLASHGATE_ORIGIN_ADMIN_ADDR="${FLASHGATE_ORIGIN_ADMIN_ADDR:-127.0.0.1:9091}"
+export FLASHGATE_EDGE_ADDR="${FLASHGATE_EDGE_ADDR:-127.0.0.1:8080}"
+export FLASHGATE_EDGE_ADMIN_ADDR="${FLASHGATE_EDGE_ADMIN_ADDR:-127.0.0.1:8081}"
+export FLASHGATE_GATEWAY_ADDR="${FLASHGATE_GATEWAY_ADDR:-127.0.0.1:9300}"
 # Our own stop gives each process 10 s before KILL: let it finish draining before that.
 export FLASHGATE_SHUTDOWN_TIMEOUT="${FLASHGATE_SHUTDOWN_TIMEOUT:-8s}"
 
@@ -127,17 +136,30 @@ export FLASHGATE_REDIS_URL
 
 # --- secrets and dev mode ---------------------------------------------------------------------------------
 
-if [[ -z "${FLASHGATE_ADMIN_TOKEN:-}" ]]; then
-	FLASHGATE_ADMIN_TOKEN="$(openssl rand -hex 16)"
-	log "generated FLASHGATE_ADMIN_TOKEN"
-fi
+# Each tier's admin token, unless one is given for both; 32 random bytes, as the binaries require.
+for tier in EDGE ORIGIN; do
+	var="FLASHGATE_${tier}_ADMIN_TOKEN"
+	if [[ -z "${!var:-}" ]]; then
+		if [[ -n "${FLASHGATE_ADMIN_TOKEN:-}" ]]; then
+			printf -v "$var" '%s' "$FLASHGATE_ADMIN_TOKEN"
+		else
+			printf -v "$var" '%s' "$(openssl rand -base64 32)"
+			log "generated $var"
+		fi
+	fi
+done
 if [[ -z "${FLASHGATE_TOKEN_KEYS:-}" ]]; then
 	FLASHGATE_TOKEN_KEYS="k1:$(openssl rand -base64 32)"
 	log "generated FLASHGATE_TOKEN_KEYS (kid k1)"
 fi
-if [[ -z "${FLASHGATE_USER_TOKEN_SECRET:-}" ]]; then
-	FLASHGATE_USER_TOKEN_SECRET="$(openssl rand -base64 32)"
-	log "generated FLASHGATE_USER_TOKEN_SECRET"
+# Dev mode signs (POST /v1/dev/login) and checks user tokens with a secret of its own and refuses the shop's.
+if [[ -n "${FLASHGATE_USER_TOKEN_SECRET:-}${FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE:-}" ]]; then
+	log "dev mode: not passing FLASHGATE_USER_TOKEN_SECRET / FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE on (set FLASHGATE_DEV_USER_TOKEN_SECRET)"
+	unset FLASHGATE_USER_TOKEN_SECRET FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE
+fi
+if [[ -z "${FLASHGATE_DEV_USER_TOKEN_SECRET:-}" ]]; then
+	FLASHGATE_DEV_USER_TOKEN_SECRET="$(openssl rand -base64 32)"
+	log "generated FLASHGATE_DEV_USER_TOKEN_SECRET"
 fi
 if [[ -z "${FLASHGATE_GATEWAY_API_KEY:-}" ]]; then
 	FLASHGATE_GATEWAY_API_KEY="sk_sandbox_$(openssl rand -hex 16)"
@@ -147,7 +169,7 @@ if [[ -z "${FLASHGATE_GATEWAY_WEBHOOK_SECRET:-}" ]]; then
 	FLASHGATE_GATEWAY_WEBHOOK_SECRET="whsec_$(openssl rand -hex 24)"
 	log "generated FLASHGATE_GATEWAY_WEBHOOK_SECRET"
 fi
-export FLASHGATE_ADMIN_TOKEN FLASHGATE_TOKEN_KEYS FLASHGATE_USER_TOKEN_SECRET
+export FLASHGATE_EDGE_ADMIN_TOKEN FLASHGATE_ORIGIN_ADMIN_TOKEN FLASHGATE_TOKEN_KEYS FLASHGATE_DEV_USER_TOKEN_SECRET
 export FLASHGATE_GATEWAY_API_KEY FLASHGATE_GATEWAY_WEBHOOK_SECRET
 export FLASHGATE_DEV=1
 
@@ -267,14 +289,17 @@ fi
 	echo "  redis              $FLASHGATE_REDIS_URL"
 	echo "  postgres           $FLASHGATE_POSTGRES_URL"
 	echo
-	echo "  admin token        $FLASHGATE_ADMIN_TOKEN"
+	if [[ -n "$have_edge" ]]; then
+		echo "  edge admin token   $FLASHGATE_EDGE_ADMIN_TOKEN"
+	fi
+	echo "  origin admin token $FLASHGATE_ORIGIN_ADMIN_TOKEN"
 	echo "  demo sale          $sale_id, open from ${FLASHGATE_DEMO_STARTS_IN:-15} s after it was created, for two hours"
 	echo
 	cat <<EOF
   # the ledger:
-  curl -s -H 'Authorization: Bearer $FLASHGATE_ADMIN_TOKEN' $origin_admin_url/admin/sales/$sale_id/ledger
+  curl -s -H 'Authorization: Bearer $FLASHGATE_ORIGIN_ADMIN_TOKEN' $origin_admin_url/admin/sales/$sale_id/ledger
   # a dev admission token for alice, then a reserve with it (once the sale has started):
-  ADM=\$(curl -s -X POST -H 'Authorization: Bearer $FLASHGATE_ADMIN_TOKEN' -H 'Content-Type: application/json' \\
+  ADM=\$(curl -s -X POST -H 'Authorization: Bearer $FLASHGATE_ORIGIN_ADMIN_TOKEN' -H 'Content-Type: application/json' \\
     -d '{"sale_id":"$sale_id","user_id":"alice"}' $origin_admin_url/admin/dev/admission-token \\
     | sed -n 's/.*"admission_token":"\([^"]*\)".*/\1/p')
   curl -s -X POST -H "Authorization: Bearer \$ADM" -H 'Content-Type: application/json' \\
@@ -294,7 +319,7 @@ if [[ -n "${FLASHGATE_RUN_THEN:-}" ]]; then
 	export FLASHGATE_DEMO_SALE_ID="$sale_id"
 	log "running: $FLASHGATE_RUN_THEN"
 	set +e
-	bash -c "$FLASHGATE_RUN_THEN"
+	FLASHGATE_USER_TOKEN_SECRET="$FLASHGATE_DEV_USER_TOKEN_SECRET" bash -c "$FLASHGATE_RUN_THEN"
 	rc=$?
 	set -e
 	exit "$rc"

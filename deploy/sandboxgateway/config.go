@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/envflag"
 )
 
 // config is the binary's configuration: where it listens, how long it may
@@ -56,8 +57,9 @@ func (c config) Validate() error {
 	return c.Gateway.Validate()
 }
 
-// loadConfig reads the configuration: defaults, then environment variables,
-// then flags in args, which win.
+// loadConfig reads the configuration: defaults, then environment variables
+// (a secret's also from the file $NAME_FILE names), then flags in args,
+// which win. No secret is printed, by -h or by any error.
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	c := defaultConfig()
 	var secrets string
@@ -69,49 +71,22 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 			"also be set by the environment variable named after it; the flag wins.\n\n")
 		fs.PrintDefaults()
 	}
-
-	type binding struct{ flag, env string }
-	var bindings []binding
-	bind := func(name, env, usage string) string {
-		bindings = append(bindings, binding{name, env})
-		return usage + " ($" + env + ")"
-	}
-	fs.StringVar(&c.Addr, "addr", c.Addr, bind("addr", "FLASHGATE_GATEWAY_ADDR", "listen address"))
-	fs.StringVar(&c.Gateway.PublicURL, "public-url", c.Gateway.PublicURL,
-		bind("public-url", "FLASHGATE_GATEWAY_PUBLIC_URL", "base URL shoppers reach the pay page at; pay_url is <public-url>/pay/<intent_id>"))
-	fs.StringVar(&c.Gateway.WebhookURL, "webhook-url", c.Gateway.WebhookURL,
-		bind("webhook-url", "FLASHGATE_GATEWAY_WEBHOOK_URL", "where events are POSTed; empty: recorded, never sent"))
-	fs.StringVar(&secrets, "webhook-secret", "",
-		bind("webhook-secret", "FLASHGATE_GATEWAY_WEBHOOK_SECRET", "webhook signing secrets, comma-separated; each adds a v1= signature (required)"))
-	fs.StringVar(&c.Gateway.APIKey, "api-key", "",
-		bind("api-key", "FLASHGATE_GATEWAY_API_KEY", "bearer token the API requires (required)"))
-	fs.DurationVar(&c.Gateway.Latency, "latency", c.Gateway.Latency,
-		bind("latency", "FLASHGATE_GATEWAY_LATENCY", "delay before answering each /v1 call"))
-	fs.Float64Var(&c.Gateway.FailureRate, "failure-rate", c.Gateway.FailureRate,
-		bind("failure-rate", "FLASHGATE_GATEWAY_FAILURE_RATE", "probability, 0 to 1, that a /v1 call is answered 503 unavailable"))
-	fs.Float64Var(&c.Gateway.DuplicateRate, "duplicate-rate", c.Gateway.DuplicateRate,
-		bind("duplicate-rate", "FLASHGATE_GATEWAY_DUPLICATE_RATE", "probability, 0 to 1, that a delivered webhook is delivered again"))
-	fs.IntVar(&c.Gateway.MaxAttempts, "max-attempts", c.Gateway.MaxAttempts,
-		bind("max-attempts", "FLASHGATE_GATEWAY_MAX_ATTEMPTS", "webhook deliveries per event, the first included"))
-	fs.DurationVar(&c.Gateway.RetryBase, "retry-base", c.Gateway.RetryBase,
-		bind("retry-base", "FLASHGATE_GATEWAY_RETRY_BASE", "wait after the first failed delivery; doubles per attempt"))
-	fs.DurationVar(&c.Gateway.RetryMax, "retry-max", c.Gateway.RetryMax,
-		bind("retry-max", "FLASHGATE_GATEWAY_RETRY_MAX", "longest wait between deliveries"))
-	fs.DurationVar(&c.Gateway.DeliveryTimeout, "delivery-timeout", c.Gateway.DeliveryTimeout,
-		bind("delivery-timeout", "FLASHGATE_GATEWAY_DELIVERY_TIMEOUT", "time one delivery attempt may take"))
-	fs.Int64Var(&c.Gateway.Seed, "seed", c.Gateway.Seed,
-		bind("seed", "FLASHGATE_GATEWAY_SEED", "seed of the failure, duplicate and jitter randomness; 0: random"))
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout,
-		bind("shutdown-timeout", "FLASHGATE_GATEWAY_SHUTDOWN_TIMEOUT", "how long stopping may take"))
-
-	for _, b := range bindings {
-		if v := getenv(b.env); v != "" {
-			if err := fs.Set(b.flag, v); err != nil {
-				return config{}, fmt.Errorf("$%s=%q is not a valid -%s: %w", b.env, v, b.flag, err)
-			}
-		}
-	}
-	if err := fs.Parse(args); err != nil {
+	env := envflag.New(fs)
+	env.String(&c.Addr, "addr", "FLASHGATE_GATEWAY_ADDR", "listen address")
+	env.String(&c.Gateway.PublicURL, "public-url", "FLASHGATE_GATEWAY_PUBLIC_URL", "base URL shoppers reach the pay page at; pay_url is <public-url>/pay/<intent_id>")
+	env.String(&c.Gateway.WebhookURL, "webhook-url", "FLASHGATE_GATEWAY_WEBHOOK_URL", "where events are POSTed; empty: recorded, never sent")
+	env.Secret(&secrets, "webhook-secret", "FLASHGATE_GATEWAY_WEBHOOK_SECRET", "webhook signing secrets, comma-separated; each adds a v1= signature (required)")
+	env.Secret(&c.Gateway.APIKey, "api-key", "FLASHGATE_GATEWAY_API_KEY", "bearer token the API requires (required)")
+	env.Duration(&c.Gateway.Latency, "latency", "FLASHGATE_GATEWAY_LATENCY", "delay before answering each /v1 call")
+	env.Float64(&c.Gateway.FailureRate, "failure-rate", "FLASHGATE_GATEWAY_FAILURE_RATE", "probability, 0 to 1, that a /v1 call is answered 503 unavailable")
+	env.Float64(&c.Gateway.DuplicateRate, "duplicate-rate", "FLASHGATE_GATEWAY_DUPLICATE_RATE", "probability, 0 to 1, that a delivered webhook is delivered again")
+	env.Int(&c.Gateway.MaxAttempts, "max-attempts", "FLASHGATE_GATEWAY_MAX_ATTEMPTS", "webhook deliveries per event, the first included")
+	env.Duration(&c.Gateway.RetryBase, "retry-base", "FLASHGATE_GATEWAY_RETRY_BASE", "wait after the first failed delivery; doubles per attempt")
+	env.Duration(&c.Gateway.RetryMax, "retry-max", "FLASHGATE_GATEWAY_RETRY_MAX", "longest wait between deliveries")
+	env.Duration(&c.Gateway.DeliveryTimeout, "delivery-timeout", "FLASHGATE_GATEWAY_DELIVERY_TIMEOUT", "time one delivery attempt may take")
+	env.Int64(&c.Gateway.Seed, "seed", "FLASHGATE_GATEWAY_SEED", "seed of the failure, duplicate and jitter randomness; 0: random")
+	env.Duration(&c.ShutdownTimeout, "shutdown-timeout", "FLASHGATE_GATEWAY_SHUTDOWN_TIMEOUT", "how long stopping may take")
+	if err := env.Parse(args, getenv); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {

@@ -38,7 +38,7 @@ type Options struct {
 
 // Validate reports the first thing wrong with o, never printing a password.
 func (o Options) Validate() error {
-	ropts, err := parseURL(o.URL)
+	ropts, err := ParseURL(o.URL)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func New(o Options) (*redis.Client, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	ropts, _ := parseURL(o.URL) // checked by Validate
+	ropts, _ := ParseURL(o.URL) // checked by Validate
 	ropts.ContextTimeoutEnabled = true
 	if ropts.PoolSize == 0 {
 		ropts.PoolSize = o.PoolSize
@@ -143,15 +143,16 @@ func New(o Options) (*redis.Client, error) {
 	}), nil
 }
 
-// parseURL is redis.ParseURL with errors that name the URL only redacted:
-// url.Parse's own error quotes the whole URL, password included.
-func parseURL(raw string) (*redis.Options, error) {
+// ParseURL is redis.ParseURL with errors that never show the URL's
+// password: they name the URL redacted, and a URL that does not parse at
+// all gets no detail (url.Parse's own, such as `invalid port ":pa" after
+// host`, may quote a piece of a password holding a '#', '?' or '/').
+func ParseURL(raw string) (*redis.Options, error) {
+	if _, err := url.Parse(raw); err != nil {
+		return nil, fmt.Errorf("redis url %s: not a URL (a password's @ : / ? # and %% must be percent-encoded)", Redact(raw))
+	}
 	ropts, err := redis.ParseURL(raw)
 	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
 		return nil, fmt.Errorf("redis url %s: %w", Redact(raw), err)
 	}
 	return ropts, nil

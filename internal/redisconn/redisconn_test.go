@@ -85,6 +85,15 @@ func TestPasswordsAreRedacted(t *testing.T) {
 			t.Errorf("New(%s) = %v, want an error without the password", redisconn.Redact(raw), err)
 		}
 	}
+	// A password holding an unencoded '#', '?' or '/' cuts the URL short:
+	// url.Parse then reads the start of the password as a port and quotes
+	// it in its error.
+	for _, raw := range []string{"redis://u:zq1#kx9@host:1/0", "redis://u:zq1?kx9@host/0", "redis://u:zq1/kx9@host/0"} {
+		_, err := redisconn.ParseURL(raw)
+		if err == nil || strings.Contains(err.Error(), "zq1") || strings.Contains(err.Error(), "kx9") {
+			t.Errorf("ParseURL(a URL with a password of '#', '?' or '/') = %v, want an error without any of the password", err)
+		}
+	}
 }
 
 // The pool is as large as the URL says, else as Options.PoolSize says, and
@@ -136,7 +145,7 @@ func TestPlainClientReachesTheServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
-		t.Fatalf("Ping through %s = %v", testRedisURL(), err)
+		t.Fatalf("Ping through %s = %v", redisconn.Redact(testRedisURL()), err)
 	}
 }
 

@@ -27,6 +27,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/internal/redisconn"
 )
 
 // Defaults of the environment variables that point tests at the servers.
@@ -69,7 +71,7 @@ func NewRedis(t TB, url string) *Redis {
 	defer cancel()
 	r, err := connect(ctx, url, "t"+RandomHex(5)+":", func(*redis.Options) {})
 	if err != nil {
-		t.Fatalf("these tests need a real Redis at %s (set FLASHGATE_TEST_REDIS_URL): %v", url, err)
+		t.Fatalf("these tests need a real Redis at %s (set FLASHGATE_TEST_REDIS_URL): %v", redisconn.Redact(url), err)
 	}
 	t.Cleanup(func() {
 		if _, err := r.Remove(context.Background()); err != nil {
@@ -95,9 +97,9 @@ func OpenRedis(ctx context.Context, url, kind string, poolSize int) (*Redis, err
 // connect makes a client of the Redis at url, its options set by tune, and
 // checks that the server answers.
 func connect(ctx context.Context, url, prefix string, tune func(*redis.Options)) (*Redis, error) {
-	opts, err := redis.ParseURL(url)
+	opts, err := redisconn.ParseURL(url) // its errors never show a password
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
+		return nil, err
 	}
 	tune(opts)
 	r := &Redis{URL: url, Prefix: prefix, Client: redis.NewClient(opts)}

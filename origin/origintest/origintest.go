@@ -40,8 +40,9 @@ func NewEnv(t testing.TB) *Env {
 	return testenv.New(t)
 }
 
-// AdminToken is the admin bearer token of every test origin (32 characters).
-const AdminToken = "test-admin-token-0123456789abcde"
+// AdminToken is the admin bearer token of every test origin: 32 random
+// bytes in base64, as app.Config requires.
+const AdminToken = "ISvBaq64UAgPI1ccurwGHv3uyHTtnH7ZDlXgQQ4xoMs="
 
 // Body limits of the two listeners, as command origin sets them.
 const (
@@ -61,7 +62,7 @@ type Origin struct {
 	PublicLn, AdminLn *fasthttputil.InmemoryListener
 	// Issuer signs admission and queue tokens with the origin's keys.
 	Issuer *tokens.Issuer
-	// Users signs user tokens with the origin's user-token secret.
+	// Users signs user tokens with the origin's (dev mode) user-token secret.
 	Users *tokens.DevUserIssuer
 
 	public, admin *fasthttp.HostClient
@@ -86,7 +87,7 @@ func StartOrigin(t testing.TB, env *Env, overrides ...func(*app.Config)) *Origin
 	cfg.AdminToken = AdminToken
 	cfg.Dev = true
 	cfg.TokenKeys = tokenstest.KeySet().String()
-	cfg.UserTokenSecret = string(tokenstest.UserSecret())
+	cfg.DevUserTokenSecret = string(tokenstest.UserSecret())
 	cfg.Instance = "origin-" + testenv.RandomHex(4)
 	cfg.SweepInterval = 50 * time.Millisecond
 	for _, o := range overrides {

@@ -136,7 +136,7 @@ func (e *env) nodeConfig() edgeinternals.Config {
 	cfg.RedisURL = e.c.RedisURL
 	cfg.RedisPrefix = e.edgePrefix
 	cfg.OriginURL = "http://" + e.origin.Addr
-	cfg.AdminToken = testenv.RandomHex(16)
+	cfg.AdminToken = testenv.RandomHex(32) // 32 random bytes, as strong as the edge requires
 	cfg.TokenKeys = e.keySpec
 	cfg.UserTokenSecret = e.userSecret
 	switch e.c.Limits {

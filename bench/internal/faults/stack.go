@@ -19,7 +19,7 @@ import (
 // Secrets the stack is configured with. The harness mints user tokens and
 // admission tokens with them, as the shop and the edge would.
 const (
-	adminToken    = "chaos-admin-token-0123456789abcdef"
+	adminToken    = "doimxBez0OgvwcnmaZhqQkZTW6psFJzwp3KxZUUIilY=" // 32 random bytes: both tiers refuse weaker
 	tokenKeys     = "k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 	userSecret    = "chaos-user-secret-0123456789abcdef"
 	gatewayKey    = "sk_chaos_0123456789abcdef"
@@ -115,7 +115,6 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 		"FLASHGATE_USER_TOKEN_SECRET=" + userSecret,
 		"FLASHGATE_GATEWAY_API_KEY=" + gatewayKey,
 		"FLASHGATE_GATEWAY_WEBHOOK_SECRET=" + webhookSecret,
-		"FLASHGATE_DEV=1",
 		"FLASHGATE_REDIS_PREFIX=" + redisPrefix,
 		"FLASHGATE_POSTGRES_URL=" + pg.url(db),
 		"FLASHGATE_SHUTDOWN_TIMEOUT=3s",

@@ -80,8 +80,7 @@ func Start(ctx context.Context, c Config) (_ *Origin, err error) {
 	cfg.RedisURL = c.RedisURL
 	cfg.PostgresURL = schemaURL
 	cfg.RedisPrefix = c.RedisPrefix
-	cfg.AdminToken = testenv.RandomHex(16)
-	cfg.Dev = true
+	cfg.AdminToken = testenv.RandomHex(32) // 32 random bytes, as strong as the origin requires
 	cfg.TokenKeys = c.TokenKeys
 	cfg.UserTokenSecret = c.UserSecret
 	cfg.Instance = c.RedisPrefix + "origin"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashgate/flashgate/bench/internal/loadgen"
 	"github.com/flashgate/flashgate/bench/internal/reservescript"
+	"github.com/flashgate/flashgate/internal/redisconn"
 )
 
 // Markers the probe reserve carries where redis-benchmark will put
@@ -29,9 +30,9 @@ const (
 // __rand_int__ substitution markers. redis-benchmark then sends exactly what the
 // Reserver sends, whatever keys and arguments reserve.lua takes today.
 func reserveCommand(ctx context.Context, c Config, prefix, sha string) ([]string, error) {
-	opts, err := redis.ParseURL(c.RedisURL)
+	opts, err := redisconn.ParseURL(c.RedisURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
+		return nil, err
 	}
 	opts.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(opts)

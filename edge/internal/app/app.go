@@ -109,6 +109,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(devModeGauge(cfg.Dev))
 
 	qkeys := queue.NewKeys(cfg.RedisPrefix)
 	a.Snapshots = snapshot.New(control, log, snapshot.Options{Concurrency: snapshotConns - 1})
@@ -138,9 +139,16 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	return a, nil
 }
 
+// userTokens returns the verifier of user tokens and, in dev mode, the
+// issuer of POST /v1/dev/login. Dev mode signs and checks with its own
+// secret, never the shop's: a dev login cannot mint a token the shop's
+// production key accepts, nor can the shop's tokens be used in dev mode.
 func userTokens(cfg Config) (*tokens.UserVerifier, *tokens.DevUserIssuer, error) {
 	key := tokens.UserKey{HMACSecret: []byte(cfg.UserTokenSecret)}
-	if cfg.UserTokenPublicKeyFile != "" {
+	switch {
+	case cfg.Dev:
+		key = tokens.UserKey{HMACSecret: []byte(cfg.DevUserTokenSecret)}
+	case cfg.UserTokenPublicKeyFile != "":
 		pemBytes, err := os.ReadFile(cfg.UserTokenPublicKeyFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("user token key: %w", err)
@@ -157,9 +165,20 @@ func userTokens(cfg Config) (*tokens.UserVerifier, *tokens.DevUserIssuer, error)
 	}
 	var dev *tokens.DevUserIssuer
 	if cfg.Dev {
-		dev = tokens.NewDevUserIssuer([]byte(cfg.UserTokenSecret), cfg.UserTokenIssuer, 0, nil)
+		dev = tokens.NewDevUserIssuer([]byte(cfg.DevUserTokenSecret), cfg.UserTokenIssuer, 0, nil)
 	}
 	return v, dev, nil
+}
+
+// devModeGauge is flashgate_dev_mode, 1 when dev mode is on: an alert on it
+// finds a dev-mode node wherever it runs.
+func devModeGauge(dev bool) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "flashgate_dev_mode",
+		Help: "1 when dev mode is on (FLASHGATE_DEV: POST /v1/dev/login signs user tokens for any account), else 0."})
+	if dev {
+		g.Set(1)
+	}
+	return g
 }
 
 // limits builds the in-memory limiters: a status poll must cost no Redis

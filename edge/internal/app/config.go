@@ -10,13 +10,14 @@ import (
 	"github.com/ulule/limiter/v3"
 
 	"github.com/flashgate/flashgate/internal/redisconn"
+	"github.com/flashgate/flashgate/internal/secretcheck"
 	"github.com/flashgate/flashgate/tokens"
 )
 
 // Config is everything an edge node can be told. Units are in the names.
 type Config struct {
 	Addr        string // public listener (behind the CDN and load balancer)
-	AdminAddr   string // admin listener: admission settings, metrics
+	AdminAddr   string // admin listener: admission settings, metrics; loopback by default
 	RedisURL    string
 	RedisPrefix string
 	OriginURL   string // the origin's public listener
@@ -36,8 +37,16 @@ type Config struct {
 	// host, which is the Host the requests carry.
 	LineAudience string
 
+	// AdminToken is the admin listener's bearer token: required, and
+	// strong (internal/secretcheck: 32 random bytes' worth).
 	AdminToken string
-	Dev        bool // dev mode: POST /v1/dev/login
+	// Dev is dev mode: POST /v1/dev/login on the public listener signs a
+	// user token for any account with DevUserTokenSecret, and user tokens
+	// are checked with that secret instead of the shop's key, whose
+	// settings dev mode refuses (a production configuration with dev mode
+	// switched on does not start).
+	Dev                bool
+	DevUserTokenSecret string // HS256 secret of dev mode's user tokens; the origins' too
 
 	TokenKeys              string        // queue/admission-token keys "kid:base64,..."; first signs
 	AdmissionTokenTTL      time.Duration // lifetime of an admission token
@@ -105,7 +114,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Addr:                   ":8080",
-		AdminAddr:              ":8081",
+		AdminAddr:              "127.0.0.1:8081",
 		RedisURL:               "redis://127.0.0.1:6379/0",
 		RedisMasterName:        "flashgate",
 		RedisPrefix:            "fg:",
@@ -139,14 +148,16 @@ func DefaultConfig() Config {
 // Validate reports the first thing wrong with c.
 func (c Config) Validate() error {
 	switch {
-	case c.AdminToken == "" || len(c.AdminToken) < 16:
-		return errors.New("config: FLASHGATE_ADMIN_TOKEN of at least 16 characters is required")
+	case c.AdminToken == "":
+		return errors.New("config: FLASHGATE_EDGE_ADMIN_TOKEN (-admin-token) is required; " + secretcheck.HowToMake)
 	case c.TokenKeys == "":
 		return errors.New("config: FLASHGATE_TOKEN_KEYS is required")
-	case (c.UserTokenSecret == "") == (c.UserTokenPublicKeyFile == ""):
+	case !c.Dev && (c.UserTokenSecret == "") == (c.UserTokenPublicKeyFile == ""):
 		return errors.New("config: set exactly one of FLASHGATE_USER_TOKEN_SECRET and FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE")
-	case c.Dev && c.UserTokenSecret == "":
-		return errors.New("config: dev mode signs user tokens and needs FLASHGATE_USER_TOKEN_SECRET")
+	case c.Dev && (c.UserTokenSecret != "" || c.UserTokenPublicKeyFile != ""):
+		return errors.New("config: dev mode checks user tokens with FLASHGATE_DEV_USER_TOKEN_SECRET only: unset the shop's FLASHGATE_USER_TOKEN_SECRET and FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE (or switch dev mode off)")
+	case c.Dev && len(c.DevUserTokenSecret) < tokens.MinSecretLen:
+		return fmt.Errorf("config: dev mode needs FLASHGATE_DEV_USER_TOKEN_SECRET of at least %d bytes, the same on the origins; %s", tokens.MinSecretLen, secretcheck.HowToMake)
 	case c.DefaultRatePerSecond < 0 || c.DefaultRatePerSecond > 1e6:
 		return errors.New("config: the default admission rate must be 0 to 1,000,000 a second")
 	case c.RedisSentinels != "" && c.RedisMasterName == "":
@@ -169,6 +180,9 @@ func (c Config) Validate() error {
 		// Past the exchange's own timeout the wait would end as a timeout,
 		// not as "the pool is full".
 		return errors.New("config: the origin queue timeout must be at least 0 and shorter than the origin timeout")
+	}
+	if err := secretcheck.Strong(c.AdminToken); err != nil {
+		return fmt.Errorf("config: the admin token (FLASHGATE_EDGE_ADMIN_TOKEN, -admin-token) is too weak: %w; %s", err, secretcheck.HowToMake)
 	}
 	if _, err := c.redis(); err != nil {
 		return err

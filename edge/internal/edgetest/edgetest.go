@@ -32,8 +32,9 @@ import (
 // DefaultRedisURL is used when FLASHGATE_TEST_REDIS_URL is unset.
 const DefaultRedisURL = testenv.DefaultRedisURL
 
-// AdminToken is the admin bearer token of every test edge node.
-const AdminToken = "edge-test-admin-token-0123456789"
+// AdminToken is the admin bearer token of every test edge node: 32 random
+// bytes in base64, as app.Config requires.
+const AdminToken = "4HsDf6iGNz+oPrFNoESLYM86GpiwZ84eVOWgtHwtCW8="
 
 // RedisURL is the Redis server the tests use.
 func RedisURL() string { return testenv.RedisURL() }
@@ -77,7 +78,7 @@ func Config(r *Redis, originURL string) app.Config {
 	cfg.AdminToken = AdminToken
 	cfg.Dev = true
 	cfg.TokenKeys = tokenstest.KeySet().String()
-	cfg.UserTokenSecret = string(tokenstest.UserSecret())
+	cfg.DevUserTokenSecret = string(tokenstest.UserSecret())
 	cfg.Tick = 20 * time.Millisecond
 	cfg.SnapshotRefresh = 50 * time.Millisecond
 	cfg.LimitJoinIP, cfg.LimitJoinAccount = "", ""

@@ -8,6 +8,7 @@ package pagetest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -181,6 +182,47 @@ func TestShopperPage(t *testing.T) {
 			t.Errorf("ledger of %s/%s in Redis = %+v, want %+v (early-bird's hold only)", sale, sku, ledger.Redis, want)
 		}
 		p.screenshot("shopper-page-sold-out.png")
+	})
+	t.Run("security", func(t *testing.T) {
+		const sale = "page-security"
+		def := s.openSale(t, sale, 1)
+
+		// The page runs under its Content-Security-Policy: its own stylesheet applies (the
+		// script running is shown by every other subtest), and it may not be framed.
+		resp, err := http.Get(s.BaseURL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || resp.Header.Get("Referrer-Policy") != "no-referrer" {
+			t.Errorf("GET / Content-Security-Policy %q, Referrer-Policy %q; want frame-ancestors 'none' and no-referrer", csp, resp.Header.Get("Referrer-Policy"))
+		}
+
+		// Nobody signed in: the shop's handed-over token signs the shopper in, and the page says as whom.
+		p := newPage(t, browser)
+		handover := func(query, account string) {
+			p.do("open the shop's sign-in link",
+				chromedp.Navigate(s.BaseURL+"/?sale="+url.QueryEscape(sale)+query+"#user_token="+url.QueryEscape(s.Origin.UserToken(t, account))))
+			p.waitUntil("the sale's name", fmt.Sprintf(`document.getElementById('sale-name').textContent === %q`, def.Name), 10*time.Second)
+		}
+		handover("", "shopper-dan")
+		p.waitUntil("signed in as the link's account", `document.getElementById('who').textContent === 'shopper-dan'`, 5*time.Second)
+		if got := p.text("notice"); !strings.Contains(got, "shopper-dan") {
+			t.Errorf("#notice = %q, want it to say whose account the link signed in", got)
+		}
+		if style, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`getComputedStyle(document.body).maxWidth`)); err != nil || style != "640px" {
+			t.Errorf("body max-width = %q (%v), want 640px from style.css: the policy blocked the page's own stylesheet", style, err)
+		}
+
+		// Signed in: a crafted link carrying another account's token is ignored, and the page says so.
+		handover("&again=1", "attacker-eve")
+		p.waitUntil("the ignored link's notice", `document.getElementById('notice').textContent.includes('attacker-eve')`, 5*time.Second)
+		if got := p.text("who"); got != "shopper-dan" {
+			t.Errorf("after a link with attacker-eve's token, #who = %q, want shopper-dan still", got)
+		}
+		if got := p.text("notice"); !strings.Contains(got, "ignored") {
+			t.Errorf("#notice = %q, want it to say the link was ignored", got)
+		}
 	})
 	t.Logf("TestShopperPage took %v", time.Since(start).Round(time.Millisecond))
 }

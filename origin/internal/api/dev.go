@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/internal/httpapi"
 )
 
 // devAdmissionToken: POST /admin/dev/admission-token {"sale_id","user_id"},
@@ -13,17 +15,17 @@ func (s *Server) devAdmissionToken(ctx *fasthttp.RequestCtx, c context.Context, 
 		SaleID string `json:"sale_id"`
 		UserID string `json:"user_id"`
 	}
-	if err := decodeJSON(ctx, s.opts.MaxAdminBody, &body); err != nil {
+	if err := httpapi.DecodeJSON(ctx, s.opts.MaxAdminBody, &body); err != nil {
 		return err
 	}
-	if !idPattern.MatchString(body.SaleID) {
-		return fail(fasthttp.StatusBadRequest, "invalid_sale_id", "sale_id must be 1 to 64 letters, digits, '_' or '-'.")
+	if !httpapi.ValidID(body.SaleID) {
+		return errInvalidSaleID
 	}
-	if !validOpaque(body.UserID) {
-		return fail(fasthttp.StatusBadRequest, "invalid_user_id", "user_id must be 1 to 128 printable characters without spaces.")
+	if !httpapi.ValidOpaque(body.UserID) {
+		return errInvalidUserID
 	}
 	if _, err := s.Catalog.Get(c, body.SaleID); err != nil {
-		return saleError(err)
+		return err
 	}
 	token, _, err := s.Issuer.Admission(body.SaleID, body.UserID, 0)
 	if err != nil {

@@ -2,11 +2,11 @@ package api
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/tokens"
 )
@@ -49,30 +49,23 @@ const maxCeiling = 1_000_000_000_000_000
 func (s *Server) signed(h handler) handler {
 	return func(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
 		if s.Edges == nil {
-			return errUnknownRoute
+			return httpapi.ErrNotFound
 		}
 		_, err := s.Edges.Verify(string(ctx.Request.Header.Peek(tokens.RequestSignatureHeader)),
 			string(ctx.Host()), string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
 		if err != nil {
 			return err
 		}
-		if !idPattern.MatchString(params[0]) {
-			return errLineUnknownSale
+		if !httpapi.ValidID(params[0]) {
+			return errUnknownLine
 		}
 		return h(ctx, c, params)
 	}
 }
 
-var errLineUnknownSale = fail(fasthttp.StatusNotFound, "unknown_sale", "There is no such sale, or its line was never created.")
-
-var errUnknownRoute = fail(fasthttp.StatusNotFound, "not_found", "There is nothing at this path.")
-
-// answerLine writes a line, or maps the store's error.
+// answerLine writes a line, or returns the store's error.
 func answerLine(ctx *fasthttp.RequestCtx, l ledger.Line, err error) error {
-	switch {
-	case errors.Is(err, ledger.ErrNotFound):
-		return errLineUnknownSale
-	case err != nil:
+	if err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, lineOf(l))
@@ -93,11 +86,11 @@ func (s *Server) ensureLine(ctx *fasthttp.RequestCtx, c context.Context, params 
 		RatePerSecond *float64 `json:"rate_per_s"`
 		Paused        bool     `json:"paused"`
 	}
-	if err := decodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
+	if err := httpapi.DecodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
 		return err
 	}
 	if !validSeed(body.Seed) {
-		return invalid("invalid_seed", "seed must be 64 lower-case hex characters (32 bytes).")
+		return errInvalidSeed
 	}
 	if body.RatePerSecond == nil || !validRate(*body.RatePerSecond) {
 		return errInvalidRate
@@ -116,11 +109,11 @@ func (s *Server) lineSettings(ctx *fasthttp.RequestCtx, c context.Context, param
 		RatePerSecond *float64 `json:"rate_per_s"`
 		Paused        *bool    `json:"paused"`
 	}
-	if err := decodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
+	if err := httpapi.DecodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
 		return err
 	}
 	if body.RatePerSecond == nil && body.Paused == nil {
-		return invalid("empty_change", "Give rate_per_s, paused or both.")
+		return errNoSettings
 	}
 	if body.RatePerSecond != nil && !validRate(*body.RatePerSecond) {
 		return errInvalidRate
@@ -137,11 +130,11 @@ func (s *Server) raiseLine(ctx *fasthttp.RequestCtx, c context.Context, params [
 		Post    *int64 `json:"post"`
 		Serving *int64 `json:"serving"`
 	}
-	if err := decodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
+	if err := httpapi.DecodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
 		return err
 	}
 	if body.Pre == nil && body.Post == nil && body.Serving == nil {
-		return invalid("empty_change", "Give pre, post, serving or several.")
+		return errNoCeilings
 	}
 	var v [3]int64
 	for i, p := range []*int64{body.Pre, body.Post, body.Serving} {
@@ -149,7 +142,7 @@ func (s *Server) raiseLine(ctx *fasthttp.RequestCtx, c context.Context, params [
 			continue
 		}
 		if *p < 0 || *p > maxCeiling {
-			return invalid("invalid_ceiling", "pre, post and serving must be 0 to %d.", int64(maxCeiling))
+			return errInvalidCeiling
 		}
 		v[i] = *p
 	}
@@ -163,17 +156,15 @@ func (s *Server) sealDraw(ctx *fasthttp.RequestCtx, c context.Context, params []
 	var body struct {
 		PreQueue *int64 `json:"pre_queue"`
 	}
-	if err := decodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
+	if err := httpapi.DecodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
 		return err
 	}
 	if body.PreQueue == nil || *body.PreQueue < 0 || *body.PreQueue > maxCeiling {
-		return invalid("invalid_pre_queue", "pre_queue must be 0 to %d.", int64(maxCeiling))
+		return errInvalidPreQueue
 	}
 	l, err := s.Ledger.SealDraw(c, params[0], *body.PreQueue)
 	return answerLine(ctx, l, err)
 }
-
-var errInvalidRate = invalid("invalid_rate", "rate_per_s must be 0 to 1,000,000.")
 
 func validRate(r float64) bool { return r >= 0 && r <= 1e6 }
 

@@ -2,15 +2,12 @@ package api
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
-	"github.com/flashgate/flashgate/origin/internal/orders"
-	"github.com/flashgate/flashgate/origin/internal/payment"
 )
 
 // orderJSON is an order as the contract shows it.
@@ -60,23 +57,13 @@ func orderView(o ledger.Order) orderJSON {
 	return v
 }
 
-var (
-	errNoOrder      = fail(fasthttp.StatusNotFound, "unknown_order", "There is no such order.")
-	errHoldExpired  = fail(fasthttp.StatusConflict, "hold_expired", "The hold on this unit has ended; it can no longer be paid for.")
-	errNoPayments   = &Error{Status: fasthttp.StatusServiceUnavailable, Code: "please_wait", Message: "Payments are not available right now; please try again in a moment.", RetryAfter: 5}
-	errInvalidSig   = fail(fasthttp.StatusUnauthorized, "invalid_signature", "The Payment-Signature does not verify.")
-	errStaleSig     = fail(fasthttp.StatusUnauthorized, "stale_signature", "The Payment-Signature's time is outside the tolerance.")
-	errInvalidEvent = fail(fasthttp.StatusBadRequest, "invalid_event", "The body is not a payment event.")
-	errInvalidResID = fail(fasthttp.StatusBadRequest, "invalid_reservation_id", "reservation_id must be a reservation id as the reserve answer gave it.")
-)
-
 // maxWebhookBodySize caps a webhook body; an event is a few KiB.
 const maxWebhookBodySize = 64 << 10
 
 // createOrder: POST /v1/orders {reservation_id, idempotency_key} for the
 // reservation's owner.
 func (s *Server) createOrder(ctx *fasthttp.RequestCtx, c context.Context, _ []string) error {
-	account, err := s.Users.Account(bearer(ctx))
+	account, err := s.Users.Account(httpapi.Bearer(ctx))
 	if err != nil {
 		return err
 	}
@@ -84,27 +71,20 @@ func (s *Server) createOrder(ctx *fasthttp.RequestCtx, c context.Context, _ []st
 		ReservationID  string `json:"reservation_id"`
 		IdempotencyKey string `json:"idempotency_key"`
 	}
-	if err := decodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
+	if err := httpapi.DecodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
 		return err
 	}
-	if sale, ok := checkout.SaleOfReservation(body.ReservationID); !ok || !idPattern.MatchString(sale) || !validOpaque(body.ReservationID) {
-		return errInvalidResID // never a key or a query
+	if !validReservationID(body.ReservationID) {
+		return errInvalidReservationID // never a key or a query
 	}
-	if !validOpaque(body.IdempotencyKey) {
-		return fail(fasthttp.StatusBadRequest, "invalid_idempotency_key", "idempotency_key must be 1 to 128 printable characters without spaces.")
+	if !httpapi.ValidOpaque(body.IdempotencyKey) {
+		return errInvalidIdempotencyKey
 	}
 	if s.Orders == nil {
 		return errNoPayments
 	}
 	o, created, err := s.Orders.Create(c, account, body.ReservationID, body.IdempotencyKey)
-	switch {
-	case errors.Is(err, orders.ErrNotFound):
-		return errNoReservation
-	case errors.Is(err, orders.ErrHoldExpired):
-		return errHoldExpired
-	case errors.Is(err, orders.ErrTryAgain), errors.Is(err, checkout.ErrRebuildInProgress):
-		return pleaseWait
-	case err != nil:
+	if err != nil {
 		return err
 	}
 	status := fasthttp.StatusOK
@@ -117,17 +97,14 @@ func (s *Server) createOrder(ctx *fasthttp.RequestCtx, c context.Context, _ []st
 
 // order: GET /v1/orders/{id} for its owner.
 func (s *Server) order(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
-	account, err := s.Users.Account(bearer(ctx))
+	account, err := s.Users.Account(httpapi.Bearer(ctx))
 	if err != nil {
 		return err
 	}
-	if !validOpaque(params[0]) || s.Orders == nil {
-		return errNoOrder
+	if !httpapi.ValidOpaque(params[0]) || s.Orders == nil {
+		return errUnknownOrder
 	}
 	o, err := s.Orders.Order(c, account, params[0])
-	if errors.Is(err, orders.ErrNotFound) {
-		return errNoOrder
-	}
 	if err != nil {
 		return err
 	}
@@ -135,26 +112,18 @@ func (s *Server) order(ctx *fasthttp.RequestCtx, c context.Context, params []str
 	return nil
 }
 
-// paymentWebhook: POST /v1/payments/webhook from the gateway, signed.
+// paymentWebhook: POST /v1/payments/webhook from the gateway, signed. An
+// error answer makes the gateway deliver it again.
 func (s *Server) paymentWebhook(ctx *fasthttp.RequestCtx, c context.Context, _ []string) error {
 	if s.Orders == nil {
 		return errNoPayments
 	}
 	body := ctx.PostBody()
 	if len(body) > maxWebhookBodySize {
-		return bodyTooLarge
+		return httpapi.ErrBodyTooLarge
 	}
 	result, err := s.Orders.HandleWebhook(c, string(ctx.Request.Header.Peek("Payment-Signature")), body)
-	switch {
-	case errors.Is(err, payment.ErrBadSignature):
-		return errInvalidSig
-	case errors.Is(err, payment.ErrStaleSignature):
-		return errStaleSig
-	case errors.Is(err, payment.ErrBadEvent):
-		return errInvalidEvent
-	case errors.Is(err, orders.ErrTryAgain), errors.Is(err, checkout.ErrRebuildInProgress):
-		return pleaseWait // the gateway delivers it again
-	case err != nil:
+	if err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"received": true, "result": result})

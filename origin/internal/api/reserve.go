@@ -7,11 +7,12 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/origin/internal/catalog"
+	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
-	"github.com/flashgate/flashgate/origin/internal/orders"
+	"github.com/flashgate/flashgate/origin/internal/sales"
+	"github.com/flashgate/flashgate/tokens"
 )
 
 // reservationJSON is a reservation as the contract shows it.
@@ -27,41 +28,41 @@ type reservationJSON struct {
 // reserve: POST /v1/sales/{sale}/reserve with an admission token.
 func (s *Server) reserve(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
 	saleID := params[0]
-	claims, err := s.Verifier.Admission(bearer(ctx), saleID)
+	claims, err := s.Verifier.Admission(httpapi.Bearer(ctx), saleID)
 	if err != nil {
 		return err
 	}
-	if !idPattern.MatchString(saleID) {
-		return saleError(errUnknownSale) // never a key or a query
+	if !httpapi.ValidID(saleID) {
+		return errUnknownSale // never a key or a query
 	}
-	if !validOpaque(claims.Subject) {
+	if !httpapi.ValidOpaque(claims.Subject) {
 		// Genuine but unusable: such an account could not be stored in
 		// the ledger, and its intent would stop the order writer.
-		return fail(fasthttp.StatusUnauthorized, "invalid_token", "The token is not valid.")
+		return tokens.ErrInvalid
 	}
 	var body struct {
 		SKU            string `json:"sku"`
 		IdempotencyKey string `json:"idempotency_key"`
 	}
-	if err := decodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
+	if err := httpapi.DecodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
 		return err
 	}
-	if !idPattern.MatchString(body.SKU) {
-		return fail(fasthttp.StatusBadRequest, "invalid_sku", "sku must be 1 to 64 letters, digits, '_' or '-'.")
+	if !httpapi.ValidID(body.SKU) {
+		return errInvalidSKU
 	}
-	if !validOpaque(body.IdempotencyKey) {
-		return fail(fasthttp.StatusBadRequest, "invalid_idempotency_key", "idempotency_key must be 1 to 128 printable characters without spaces.")
+	if !httpapi.ValidOpaque(body.IdempotencyKey) {
+		return errInvalidIdempotencyKey
 	}
 	sale, err := s.Catalog.Get(c, saleID)
 	if err != nil {
-		return saleError(err)
+		return err
 	}
 	now := s.Clock()
 	if now.Before(sale.StartsAt) {
-		return fail(fasthttp.StatusConflict, "sale_not_open", "The sale has not started yet.")
+		return errSaleNotOpen
 	}
 	if !now.Before(sale.EndsAt) {
-		return fail(fasthttp.StatusConflict, "sale_closed", "The sale is over.")
+		return errSaleClosed
 	}
 	res, err := s.Reserver.Reserve(c, checkout.ReserveRequest{
 		Sale:           saleID,
@@ -75,8 +76,8 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, c context.Context, params []s
 		// Redis has the hold but the journal (or the replicas) did not
 		// confirm it: not promised yet. The same token finds it again.
 		s.reserves.WithLabelValues("not_durable").Inc()
-		s.Log.Warn("reserve not made durable; answered please_wait", "sale", saleID, "err", err)
-		return pleaseWait
+		s.Log.Warn("reserve not made durable; answered please_wait", "request_id", httpapi.RequestID(ctx), "sale", saleID, "err", err)
+		return httpapi.PleaseWait
 	}
 	if err != nil {
 		return err
@@ -96,66 +97,57 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, c context.Context, params []s
 		writeJSON(ctx, fasthttp.StatusOK, r)
 		return nil
 	case checkout.LimitReached:
-		return fail(fasthttp.StatusForbidden, "limit_reached", "This account has already bought its limit in this sale.")
+		return errLimitReached
 	case checkout.Rebuilding:
-		return pleaseWait
+		return httpapi.PleaseWait
 	case checkout.UnknownSKU:
 		if hasSKU(sale, body.SKU) {
 			// The sale has it but Redis does not: Redis lost the sale and
 			// it is being restored from Postgres.
-			return pleaseWait
+			return httpapi.PleaseWait
 		}
-		return fail(fasthttp.StatusNotFound, "unknown_sku", "This sale has no such SKU.")
+		return errUnknownSKU
 	default:
-		return fail(fasthttp.StatusConflict, "sold_out", "Sold out.")
+		return errSoldOut
 	}
 }
 
 // reservation: GET /v1/reservations/{id} for its owner.
 func (s *Server) reservation(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
-	account, err := s.Users.Account(bearer(ctx))
+	account, err := s.Users.Account(httpapi.Bearer(ctx))
 	if err != nil {
 		return err
 	}
-	r, owner, err := s.reservationWithOwner(c, params[0])
+	if !validReservationID(params[0]) {
+		return sales.ErrUnknownReservation // never a key or a query
+	}
+	r, err := s.Sales.AccountReservation(c, account, params[0])
 	if err != nil {
 		return err
 	}
-	if owner != account {
-		return errNoReservation // not yours: it does not exist for you
-	}
-	writeJSON(ctx, fasthttp.StatusOK, r)
+	writeJSON(ctx, fasthttp.StatusOK, reservationOf(r))
 	return nil
 }
 
-var errNoReservation = fail(fasthttp.StatusNotFound, "unknown_reservation", "There is no such reservation.")
-
+// findReservation reads a reservation wherever it stands, as the contract
+// shows it.
 func (s *Server) findReservation(c context.Context, id string) (reservationJSON, error) {
-	r, _, err := s.reservationWithOwner(c, id)
-	return r, err
-}
-
-// reservationWithOwner reads a reservation wherever it stands (Redis while
-// live, Postgres after) and says whose it is.
-func (s *Server) reservationWithOwner(c context.Context, id string) (reservationJSON, string, error) {
-	if saleID, ok := checkout.SaleOfReservation(id); !ok || !idPattern.MatchString(saleID) {
-		return reservationJSON{}, "", errNoReservation
-	}
-	r, err := orders.FindReservation(c, s.Redis, s.Ledger, id)
-	if errors.Is(err, orders.ErrNotFound) {
-		return reservationJSON{}, "", errNoReservation
-	}
+	r, err := s.Sales.Reservation(c, id)
 	if err != nil {
-		return reservationJSON{}, "", err
+		return reservationJSON{}, err
 	}
-	return reservationJSON{ReservationID: id, SaleID: r.Sale, SKU: r.SKU, Status: r.Status, ExpiresAt: r.ExpiresAt, OrderID: r.OrderID}, r.Account, nil
+	return reservationOf(r), nil
 }
 
-func saleError(err error) error {
-	if errors.Is(err, catalog.ErrUnknownSale) || errors.Is(err, errUnknownSale) {
-		return fail(fasthttp.StatusNotFound, "unknown_sale", "There is no such sale.")
-	}
-	return err
+func reservationOf(r intent.Reservation) reservationJSON {
+	return reservationJSON{ReservationID: r.ID, SaleID: r.Sale, SKU: r.SKU, Status: r.Status, ExpiresAt: r.ExpiresAt, OrderID: r.OrderID}
+}
+
+// validReservationID accepts ids as the reserve answer gives them: printable,
+// and naming a sale by a valid id.
+func validReservationID(id string) bool {
+	sale, ok := checkout.SaleOfReservation(id)
+	return ok && httpapi.ValidID(sale) && httpapi.ValidOpaque(id)
 }
 
 func hasSKU(sale ledger.Sale, sku string) bool {

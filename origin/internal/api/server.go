@@ -6,7 +6,6 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -17,22 +16,22 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
-	"github.com/flashgate/flashgate/internal/httpread"
+	"github.com/flashgate/flashgate/internal/adminauth"
+	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/internal/orders"
-	"github.com/flashgate/flashgate/origin/internal/rebuild"
+	"github.com/flashgate/flashgate/origin/internal/sales"
 	"github.com/flashgate/flashgate/tokens"
 )
 
 // Deps are the components the handlers use.
 type Deps struct {
 	Catalog    *catalog.Catalog
-	Redis      *checkout.Store
 	Reserver   *checkout.Reserver
-	Ledger     *ledger.Store
-	Guard      *rebuild.Guard          // finds and rebuilds sales Redis has lost
+	Sales      *sales.Service          // creates sales, their snapshots and books, rebuilds, finds reservations
+	Ledger     *ledger.Store           // the edges' durable copies of their lines
 	Orders     *orders.Service         // nil when no payment gateway is configured
 	Verifier   *tokens.Verifier        // admission tokens
 	Users      *tokens.UserVerifier    // the shop's user tokens
@@ -63,6 +62,7 @@ type Server struct {
 	opts Options
 
 	requests *prometheus.HistogramVec
+	errors   *prometheus.CounterVec
 	reserves *prometheus.CounterVec
 	metrics  fasthttp.RequestHandler
 }
@@ -86,12 +86,16 @@ func New(deps Deps, opts Options) *Server {
 			Help:    "Origin HTTP requests by route and status, with their latency.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route", "status"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashgate_origin_rejections_total",
+			Help: "Origin requests answered with an error, by code: the error table's classification, as answered.",
+		}, []string{"code"}),
 		reserves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_reserves_total",
 			Help: "Reserve script outcomes (created, existing, limit_reached, unknown_sku, sold_out).",
 		}, []string{"outcome"}),
 	}
-	deps.Registry.MustRegister(s.requests, s.reserves)
+	deps.Registry.MustRegister(s.requests, s.errors, s.reserves)
 	s.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{}))
 	return s
 }
@@ -139,11 +143,12 @@ func (s *Server) adminRoutes() []route {
 
 // Public is the handler of the public listener.
 func (s *Server) Public() fasthttp.RequestHandler {
-	return s.router(s.publicRoutes(), false)
+	return s.router(s.publicRoutes())
 }
 
-// Admin is the handler of the admin listener: every route but /healthz
-// needs the admin bearer token.
+// Admin is the handler of the admin listener: every request but /healthz
+// is authenticated with the admin bearer token before it is routed, and an
+// address that keeps failing is throttled (see adminauth).
 func (s *Server) Admin() fasthttp.RequestHandler {
 	routes := append(s.adminRoutes(),
 		route{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
@@ -152,10 +157,11 @@ func (s *Server) Admin() fasthttp.RequestHandler {
 			return nil
 		}},
 	)
-	return s.router(routes, true)
+	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz"}})
+	return guard.Handler(s.router(routes))
 }
 
-func (s *Server) router(routes []route, admin bool) fasthttp.RequestHandler {
+func (s *Server) router(routes []route) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
 		name := "not_found"
@@ -180,23 +186,19 @@ func (s *Server) router(routes []route, admin bool) fasthttp.RequestHandler {
 		}
 		if match == nil {
 			if methodMismatch {
-				writeError(ctx, s.Log, fail(fasthttp.StatusMethodNotAllowed, "method_not_allowed", "This path does not take that method."))
+				s.fail(ctx, errMethodNotAllowed)
 				return
 			}
-			writeError(ctx, s.Log, fail(fasthttp.StatusNotFound, "not_found", "There is nothing at this path."))
+			s.fail(ctx, httpapi.ErrNotFound)
 			return
 		}
 		name = match.name
-		if admin && name != "healthz" && !s.isAdmin(ctx) {
-			writeError(ctx, s.Log, fail(fasthttp.StatusUnauthorized, "unauthorized", "This listener needs Authorization: Bearer <admin token>."))
-			return
-		}
 		// fasthttp's RequestCtx has no deadline: every request gets its own
 		// budget for the Redis and Postgres calls it makes.
 		c, cancel := context.WithTimeout(context.Background(), s.opts.Budget)
 		defer cancel()
 		if err := match.h(ctx, c, params); err != nil {
-			writeError(ctx, s.Log, err)
+			s.fail(ctx, err)
 		}
 	}
 }
@@ -220,37 +222,7 @@ func matchPath(pattern, segs []string) ([]string, bool) {
 	return params, true
 }
 
-func (s *Server) isAdmin(ctx *fasthttp.RequestCtx) bool {
-	got := bearer(ctx)
-	return s.AdminToken != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.AdminToken)) == 1
-}
-
 func (s *Server) healthz(ctx *fasthttp.RequestCtx, _ context.Context, _ []string) error {
 	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"})
 	return nil
-}
-
-// Answers to requests fasthttp could not read.
-var (
-	errRequestTimeout = fail(fasthttp.StatusRequestTimeout, "request_timeout", "The request did not arrive in time.")
-	errHeadTooLarge   = fail(fasthttp.StatusRequestHeaderFieldsTooLarge, "request_header_too_large", "The request's headers are larger than the origin takes.")
-	errBadRequest     = fail(fasthttp.StatusBadRequest, "bad_request", "The request could not be read.")
-)
-
-// ErrorHandler answers requests fasthttp could not read (and heads
-// httpread.Strict refuses) in the contract's error shape, and closes
-// without an answer a new connection on which no request arrived.
-func ErrorHandler(log *slog.Logger) func(ctx *fasthttp.RequestCtx, err error) {
-	return httpread.ErrorHandler(func(ctx *fasthttp.RequestCtx, f httpread.Failure) {
-		e := errBadRequest
-		switch f {
-		case httpread.Timeout:
-			e = errRequestTimeout
-		case httpread.HeadTooLarge:
-			e = errHeadTooLarge
-		case httpread.BodyTooLarge:
-			e = bodyTooLarge
-		}
-		writeError(ctx, log, e)
-	})
 }

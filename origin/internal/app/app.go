@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/internal/httpread"
 	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/origin/internal/api"
@@ -27,7 +28,7 @@ import (
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/internal/orders"
 	"github.com/flashgate/flashgate/origin/internal/payment"
-	"github.com/flashgate/flashgate/origin/internal/rebuild"
+	"github.com/flashgate/flashgate/origin/internal/sales"
 	"github.com/flashgate/flashgate/origin/internal/workers"
 	"github.com/flashgate/flashgate/tokens"
 )
@@ -40,9 +41,9 @@ type App struct {
 	pool *pgxpool.Pool
 
 	Catalog  *catalog.Catalog
-	Redis    *checkout.Store
-	Ledger   *ledger.Store
-	Guard    *rebuild.Guard
+	Checkout *checkout.Store // the sales' state in Redis
+	Ledger   *ledger.Store   // the sales' books in Postgres
+	Sales    *sales.Service
 	Reserver *checkout.Reserver
 	Writer   *workers.Writer
 	Sweeper  *workers.Sweeper
@@ -105,18 +106,20 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(devModeGauge(cfg.Dev))
 
-	a.Redis = checkout.NewStore(a.rdb, checkout.NewKeys(cfg.RedisPrefix), cfg.RedisRetention)
+	a.Checkout = checkout.NewStore(a.rdb, checkout.NewKeys(cfg.RedisPrefix), cfg.RedisRetention)
 	a.Ledger = ledger.New(a.pool)
-	a.Guard = rebuild.NewGuard(a.Redis, a.Ledger, log.With("component", "guard"), reg)
 	a.Catalog = catalog.New(a.Ledger, log, 0)
 	if err := a.Catalog.Refresh(ctx); err != nil {
 		return nil, err
 	}
+	a.Sales = sales.New(a.Checkout, a.Ledger, a.Catalog, sales.Options{CheckEvery: cfg.RedisCheckInterval},
+		log.With("component", "sales"), reg)
 	// A Redis that restarted empty, or failed over, may have lost sales:
 	// put back, from Postgres, those that are not over, before taking any
 	// request.
-	if err := a.checkRedis(ctx, 0); err != nil {
+	if err := a.Sales.CheckCurrent(ctx, 0); err != nil {
 		return nil, fmt.Errorf("check redis for lost sales: %w", err)
 	}
 	ropt := checkout.ReserverOptions{
@@ -128,14 +131,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	} else {
 		log.Warn("the reserve journal is off (FLASHGATE_RESERVE_JOURNAL=0): a Redis that loses its data loses the holds it granted since the order writer last ran")
 	}
-	a.Reserver = checkout.NewReserver(a.Redis, ropt)
-	a.Writer = workers.NewWriter(a.Redis, a.Ledger, a.Catalog, workers.WriterOptions{
+	a.Reserver = checkout.NewReserver(a.Checkout, ropt)
+	a.Writer = workers.NewWriter(a.Checkout, a.Ledger, a.Catalog, workers.WriterOptions{
 		Consumer: cfg.Instance, BatchSize: cfg.WriterBatch, ClaimIdle: cfg.WriterClaimIdle,
 	}, log.With("component", "writer"), reg)
-	a.Sweeper = workers.NewSweeper(a.Redis, a.Catalog, workers.SweeperOptions{Interval: cfg.SweepInterval},
+	a.Sweeper = workers.NewSweeper(a.Checkout, a.Catalog, workers.SweeperOptions{Interval: cfg.SweepInterval},
 		log.With("component", "sweeper"), reg)
 	if cfg.PaymentsOn() {
-		a.Orders = orders.New(a.Redis, a.Ledger, a.Catalog,
+		a.Orders = orders.New(a.Checkout, a.Ledger, a.Catalog, a.Sales,
 			payment.NewClient(cfg.GatewayURL, cfg.GatewayAPIKey, payment.ClientOptions{}),
 			orders.Options{
 				Grace: cfg.PaymentGrace, ReturnURL: cfg.PaymentReturnURL, WebhookSecrets: secrets(cfg.WebhookSecrets),
@@ -149,7 +152,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		issuer = tokens.NewIssuer(keys, tokens.IssuerOptions{})
 	}
 	a.API = api.New(api.Deps{
-		Catalog: a.Catalog, Redis: a.Redis, Reserver: a.Reserver, Ledger: a.Ledger, Guard: a.Guard, Orders: a.Orders,
+		Catalog: a.Catalog, Reserver: a.Reserver, Sales: a.Sales, Ledger: a.Ledger, Orders: a.Orders,
 		Verifier: tokens.NewVerifier(keys, tokens.VerifierOptions{}), Users: users, Issuer: issuer,
 		Edges: tokens.NewRequestVerifier(keys, tokens.RequestVerifierOptions{Audience: cfg.LineAudience}),
 		Log:   log, Registry: reg, AdminToken: cfg.AdminToken,
@@ -168,9 +171,26 @@ func secrets(list string) [][]byte {
 	return out
 }
 
+// devModeGauge is flashgate_dev_mode, 1 when dev mode is on: an alert on it
+// finds a dev-mode origin wherever it runs.
+func devModeGauge(dev bool) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "flashgate_dev_mode",
+		Help: "1 when dev mode is on (FLASHGATE_DEV: dev admission tokens; user tokens checked with the dev secret), else 0."})
+	if dev {
+		g.Set(1)
+	}
+	return g
+}
+
+// userVerifier checks user tokens with the shop's key or, in dev mode,
+// with the dev secret the edges' dev logins sign with: a production origin
+// refuses dev logins' tokens, and a dev-mode origin the shop's.
 func userVerifier(cfg Config) (*tokens.UserVerifier, error) {
 	key := tokens.UserKey{HMACSecret: []byte(cfg.UserTokenSecret)}
-	if cfg.UserTokenPublicKeyFile != "" {
+	switch {
+	case cfg.Dev:
+		key = tokens.UserKey{HMACSecret: []byte(cfg.DevUserTokenSecret)}
+	case cfg.UserTokenPublicKeyFile != "":
 		pemBytes, err := os.ReadFile(cfg.UserTokenPublicKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("user token key: %w", err)
@@ -188,47 +208,13 @@ func userVerifier(cfg Config) (*tokens.UserVerifier, error) {
 	return v, nil
 }
 
-// checkRedis rebuilds, from Postgres and the reserve journal, every
-// current sale whose state Redis has lost, waiting up to drain for its
-// pending intents.
-func (a *App) checkRedis(ctx context.Context, drain time.Duration) error {
-	var current []ledger.Sale
-	for _, sale := range a.Catalog.All() {
-		if time.Now().Before(sale.EndsAt) {
-			current = append(current, sale)
-		}
-	}
-	_, err := a.Guard.Check(ctx, current, drain)
-	return err
-}
-
-// watchRedis checks, every RedisCheckInterval, that Redis still holds its
-// sales' state (a failover, a flush, a restart without data) and restores
-// lost sales, until ctx ends.
-func (a *App) watchRedis(ctx context.Context) {
-	every := a.cfg.RedisCheckInterval
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c, cancel := context.WithTimeout(ctx, every+time.Minute)
-			if err := a.checkRedis(c, max(every, time.Second)); err != nil && ctx.Err() == nil {
-				a.log.Warn("cannot check redis for lost sales", "err", err)
-			}
-			cancel()
-		}
-	}
-}
-
 // Start runs the background workers: catalog refresh, order writer, sweeper,
-// the watch for sales Redis has lost, and the payment reconciler.
+// the watch for sales Redis has lost (sales.Service.Run), and the payment
+// reconciler.
 func (a *App) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopWorkers = cancel
-	runs := []func(context.Context){a.Catalog.Run, a.Writer.Run, a.Sweeper.Run, a.watchRedis}
+	runs := []func(context.Context){a.Catalog.Run, a.Writer.Run, a.Sweeper.Run, a.Sales.Run}
 	if a.Orders != nil && a.cfg.ReconcileInterval > 0 {
 		runs = append(runs, a.Orders.Run)
 	}
@@ -245,7 +231,7 @@ func (a *App) Start() {
 // limits every listener needs: heads up to MaxRequestHeadBytes, bodies up
 // to maxBody, strict HTTP/1.x only.
 func (a *App) Server(h fasthttp.RequestHandler, maxBody int) *fasthttp.Server {
-	onError := api.ErrorHandler(a.log)
+	onError := httpapi.ErrorHandler()
 	return &fasthttp.Server{
 		Handler:               httpread.Strict(h, onError),
 		ErrorHandler:          onError,

@@ -234,7 +234,7 @@ func TestBadInputGetsItsCode(t *testing.T) {
 	})
 }
 
-// The admin listener wants its token on every route, and answers a bad sale
+// The admin listener wants its token on every path, and answers a bad sale
 // definition with 400 and a code naming what is wrong.
 func TestAdminBadInputGetsItsCode(t *testing.T) {
 	t.Parallel()
@@ -256,6 +256,9 @@ func TestAdminBadInputGetsItsCode(t *testing.T) {
 		{"ledger, no token", "", origintest.Request{Method: "GET", Path: "/admin/sales/" + sale + "/ledger"}},
 		{"metrics, no token", "", origintest.Request{Method: "GET", Path: "/metrics"}},
 		{"dev token, no token", "", origintest.Request{Method: "POST", Path: "/admin/dev/admission-token", Body: []byte(`{"sale_id":"` + sale + `","user_id":"u"}`)}},
+		// Authenticated before routed: an outsider cannot map the routes by 404 and 405.
+		{"unknown path, no token", "", origintest.Request{Method: "GET", Path: "/admin/no-such-route"}},
+		{"wrong method, no token", "", origintest.Request{Method: "DELETE", Path: "/admin/sales"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.req.Token = c.token
@@ -366,7 +369,7 @@ func TestAdminBadInputGetsItsCode(t *testing.T) {
 func TestDevEndpointOnlyInDevMode(t *testing.T) {
 	t.Parallel()
 	env := origintest.NewEnv(t)
-	o := origintest.StartOrigin(t, env, func(c *app.Config) { c.Dev = false })
+	o := origintest.StartOrigin(t, env, func(c *app.Config) { c.Dev, c.UserTokenSecret = false, c.DevUserTokenSecret })
 	sale := "nodev-" + testenv.RandomID(t, 3)
 	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 600))
 	status, body := o.DoAdmin(t, origintest.Request{Method: "POST", Path: "/admin/dev/admission-token", Token: origintest.AdminToken,

@@ -8,15 +8,17 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/internal/redisconn"
+	"github.com/flashgate/flashgate/internal/secretcheck"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/workers"
+	"github.com/flashgate/flashgate/tokens"
 )
 
 // Config is everything the origin can be told, from flags or, for each flag,
 // its environment variable (the flag wins). Units are in the field names.
 type Config struct {
 	Addr        string // public listener, reached only through the edge
-	AdminAddr   string // admin listener: sales, ledger, metrics, dev tokens
+	AdminAddr   string // admin listener: sales, ledger, metrics, dev tokens; loopback by default
 	RedisURL    string
 	PostgresURL string
 	RedisPrefix string // prefix of every Redis key; tests use their own
@@ -32,8 +34,15 @@ type Config struct {
 
 	PostgresMaxConns int // connections in the Postgres pool
 
-	AdminToken string // bearer token of the admin listener; required
-	Dev        bool   // dev mode: the dev admission-token endpoint
+	// AdminToken is the admin listener's bearer token: required, and
+	// strong (internal/secretcheck: 32 random bytes' worth).
+	AdminToken string
+	// Dev is dev mode: the dev admission-token endpoint on the admin
+	// listener, and user tokens checked with DevUserTokenSecret (the
+	// edges' dev logins sign with it) instead of the shop's key, whose
+	// settings dev mode refuses.
+	Dev                bool
+	DevUserTokenSecret string // HS256 secret of dev mode's user tokens; the edges' too
 
 	TokenKeys              string // admission-token keys "kid:base64,..."; first signs
 	UserTokenSecret        string // HS256 secret of the shop's user tokens, or
@@ -105,7 +114,7 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
 		Addr:               ":9090",
-		AdminAddr:          ":9091",
+		AdminAddr:          "127.0.0.1:9091",
 		RedisURL:           "redis://127.0.0.1:6379/0",
 		RedisMasterName:    "flashgate",
 		PostgresURL:        "postgres://postgres@127.0.0.1:5432/flashgate?sslmode=disable",
@@ -137,13 +146,15 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	switch {
 	case c.AdminToken == "":
-		return errors.New("config: FLASHGATE_ADMIN_TOKEN (-admin-token) is required")
-	case len(c.AdminToken) < 16:
-		return errors.New("config: the admin token must be at least 16 characters")
+		return errors.New("config: FLASHGATE_ORIGIN_ADMIN_TOKEN (-admin-token) is required; " + secretcheck.HowToMake)
 	case c.TokenKeys == "":
 		return errors.New("config: FLASHGATE_TOKEN_KEYS (-token-keys) is required")
-	case (c.UserTokenSecret == "") == (c.UserTokenPublicKeyFile == ""):
+	case !c.Dev && (c.UserTokenSecret == "") == (c.UserTokenPublicKeyFile == ""):
 		return errors.New("config: set exactly one of FLASHGATE_USER_TOKEN_SECRET and FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE")
+	case c.Dev && (c.UserTokenSecret != "" || c.UserTokenPublicKeyFile != ""):
+		return errors.New("config: dev mode checks user tokens with FLASHGATE_DEV_USER_TOKEN_SECRET only: unset the shop's FLASHGATE_USER_TOKEN_SECRET and FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE (or switch dev mode off)")
+	case c.Dev && len(c.DevUserTokenSecret) < tokens.MinSecretLen:
+		return fmt.Errorf("config: dev mode needs FLASHGATE_DEV_USER_TOKEN_SECRET of at least %d bytes, the same as the edges'; %s", tokens.MinSecretLen, secretcheck.HowToMake)
 	case c.RedisSentinels != "" && c.RedisMasterName == "":
 		return errors.New("config: FLASHGATE_REDIS_MASTER (-redis-master) is required with FLASHGATE_REDIS_SENTINELS")
 	case c.Instance == "":
@@ -162,6 +173,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: durations must be positive")
 	case c.MaxRequestHeadBytes < minRequestHeadBytes:
 		return fmt.Errorf("config: the request head limit must be at least %d bytes", minRequestHeadBytes)
+	}
+	if err := secretcheck.Strong(c.AdminToken); err != nil {
+		return fmt.Errorf("config: the admin token (FLASHGATE_ORIGIN_ADMIN_TOKEN, -admin-token) is too weak: %w; %s", err, secretcheck.HowToMake)
 	}
 	_, err := c.redis()
 	return err

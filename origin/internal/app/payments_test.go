@@ -405,7 +405,7 @@ func TestReconciliationRepairsAPaymentTheOriginMissed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The webhook's first step, then death before the order is written.
-	if _, err := a.App.Redis.Pay(context.Background(), sale,
+	if _, err := a.App.Checkout.Pay(context.Background(), sale,
 		checkout.Hold{ID: half.reservationID, SKU: "sku-1", Account: half.account}, halfOrder.OrderID); err != nil {
 		t.Fatal(err)
 	}

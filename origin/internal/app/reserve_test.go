@@ -121,7 +121,7 @@ func TestReserveStampedeOverThreeOrigins(t *testing.T) {
 	if accounts != stock || matching != stock {
 		t.Errorf("Postgres reservations: %d distinct accounts, %d matching the 201 answers; want %d and %d", accounts, matching, stock, stock)
 	}
-	stream := origins[0].App.Redis.Keys().Intents(sale)
+	stream := origins[0].App.Checkout.Keys().Intents(sale)
 	if n := env.Redis.XLen(ctx, stream).Val(); n != stock {
 		t.Errorf("XLEN intents = %d, want %d (one reserve intent per unit taken)", n, stock)
 	}

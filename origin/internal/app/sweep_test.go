@@ -60,7 +60,7 @@ func TestHoldsExpireOnceUnderRacingSweepers(t *testing.T) {
 		firstRelease time.Time
 	)
 	for i, o := range []*origintest.Origin{a, b} {
-		sw := workers.NewSweeper(o.App.Redis, saleList{sale}, workers.SweeperOptions{Batch: 7}, quiet, nil)
+		sw := workers.NewSweeper(o.App.Checkout, saleList{sale}, workers.SweeperOptions{Batch: 7}, quiet, nil)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -105,7 +105,7 @@ func TestHoldsExpireOnceUnderRacingSweepers(t *testing.T) {
 		t.Errorf("Redis after the sweep = %+v, want available %d, held 0", l.Redis, stock)
 	}
 	expires := 0
-	for _, m := range env.Redis.XRange(context.Background(), a.App.Redis.Keys().Intents(sale), "-", "+").Val() {
+	for _, m := range env.Redis.XRange(context.Background(), a.App.Checkout.Keys().Intents(sale), "-", "+").Val() {
 		if m.Values["kind"] == "expire" {
 			expires++
 		}
@@ -148,7 +148,7 @@ func TestHoldsExpireOnceUnderRacingSweepers(t *testing.T) {
 		t.Errorf("Reservation(made-up id) = %d %+v, want 404 unknown_reservation", s, r)
 	}
 	// Once Redis has let the reservation go, Postgres answers.
-	if err := env.Redis.Del(context.Background(), a.App.Redis.Keys().Reservation(sale, ids[7])).Err(); err != nil {
+	if err := env.Redis.Del(context.Background(), a.App.Checkout.Keys().Reservation(sale, ids[7])).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if s, r := b.Reservation(t, owner, ids[7]); s != 200 || r.Status != "expired" {

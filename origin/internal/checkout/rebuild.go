@@ -152,15 +152,6 @@ func (s *Store) HeldIDs(ctx context.Context, sale string) ([]string, error) {
 	return ids, nil
 }
 
-// Loaded reports whether Redis holds stock counters for any of the SKUs.
-func (s *Store) Loaded(ctx context.Context, sale string, skus []string) (bool, error) {
-	counts, err := s.Inventory(ctx, sale, skus)
-	if err != nil {
-		return false, err
-	}
-	return len(counts) > 0, nil
-}
-
 // burnedChunk bounds the burned tokens one rebuild round trip writes.
 const burnedChunk = 1000
 

@@ -10,6 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+// ErrUnknownLine: the sale has no line, or there is no such sale.
+var ErrUnknownLine = errors.New("ledger: no such line")
+
 // Line is the durable copy of a sale's waiting line (table sale_lines): what
 // the edge restores when Redis loses the line.
 type Line struct {
@@ -41,11 +44,11 @@ func scanLine(row pgx.Row) (Line, error) {
 	return l, err
 }
 
-// Line reads a sale's line, or ErrNotFound.
+// Line reads a sale's line, or ErrUnknownLine.
 func (s *Store) Line(ctx context.Context, sale string) (Line, error) {
 	l, err := scanLine(s.pool.QueryRow(ctx, `SELECT `+lineColumns+` FROM sale_lines WHERE sale_id = $1`, sale))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Line{}, fmt.Errorf("line of sale %s: %w", sale, ErrNotFound)
+		return Line{}, fmt.Errorf("line of sale %s: %w", sale, ErrUnknownLine)
 	}
 	if err != nil {
 		return Line{}, fmt.Errorf("line of sale %s: %w", sale, err)
@@ -55,14 +58,14 @@ func (s *Store) Line(ctx context.Context, sale string) (Line, error) {
 
 // EnsureLine creates a sale's line with the proposed seed and settings unless
 // it exists, and returns the line as stored: the first proposal wins and
-// every later caller reads it. ErrNotFound when there is no such sale.
+// every later caller reads it. ErrUnknownLine when there is no such sale.
 func (s *Store) EnsureLine(ctx context.Context, sale, seed string, rate float64, paused bool) (Line, error) {
 	_, err := s.pool.Exec(ctx, `INSERT INTO sale_lines (sale_id, seed, rate_per_s, paused) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (sale_id) DO NOTHING`, sale, seed, rate, paused)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign_key_violation: no such sale
-			return Line{}, fmt.Errorf("line of sale %s: %w", sale, ErrNotFound)
+			return Line{}, fmt.Errorf("line of sale %s: %w", sale, ErrUnknownLine)
 		}
 		return Line{}, fmt.Errorf("create line of sale %s: %w", sale, err)
 	}
@@ -75,14 +78,14 @@ func (s *Store) EnsureLine(ctx context.Context, sale, seed string, rate float64,
 // not nil) of a sale's line and bumps the settings version: changes are
 // ordered as they reach the database (the row lock serialises racing ones),
 // never by a clock of the edge that sent them. settings_at records when.
-// ErrNotFound when the line does not exist.
+// ErrUnknownLine when the line does not exist.
 func (s *Store) SetLineSettings(ctx context.Context, sale string, rate *float64, paused *bool) (Line, error) {
 	l, err := scanLine(s.pool.QueryRow(ctx, `UPDATE sale_lines SET rate_per_s = COALESCE($2, rate_per_s), paused = COALESCE($3, paused),
 			settings_version = settings_version + 1, settings_at = now(), updated_at = now()
 		WHERE sale_id = $1
 		RETURNING `+lineColumns, sale, rate, paused))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Line{}, fmt.Errorf("settings of sale %s: %w", sale, ErrNotFound)
+		return Line{}, fmt.Errorf("settings of sale %s: %w", sale, ErrUnknownLine)
 	}
 	if err != nil {
 		return Line{}, fmt.Errorf("settings of sale %s: %w", sale, err)
@@ -91,7 +94,7 @@ func (s *Store) SetLineSettings(ctx context.Context, sale string, rate *float64,
 }
 
 // RaiseLine raises a sale's ceilings to at least the values given (never
-// lowers one; 0 leaves it) and returns the line. ErrNotFound when the line
+// lowers one; 0 leaves it) and returns the line. ErrUnknownLine when the line
 // does not exist.
 func (s *Store) RaiseLine(ctx context.Context, sale string, pre, post, serving int64) (Line, error) {
 	l, err := scanLine(s.pool.QueryRow(ctx, `UPDATE sale_lines SET pre_ceiling = GREATEST(pre_ceiling, $2),
@@ -99,7 +102,7 @@ func (s *Store) RaiseLine(ctx context.Context, sale string, pre, post, serving i
 		WHERE sale_id = $1
 		RETURNING `+lineColumns, sale, pre, post, serving))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Line{}, fmt.Errorf("raise line of sale %s: %w", sale, ErrNotFound)
+		return Line{}, fmt.Errorf("raise line of sale %s: %w", sale, ErrUnknownLine)
 	}
 	if err != nil {
 		return Line{}, fmt.Errorf("raise line of sale %s: %w", sale, err)
@@ -108,14 +111,14 @@ func (s *Store) RaiseLine(ctx context.Context, sale string, pre, post, serving i
 }
 
 // SealDraw records the pre-queue's size at the start unless one is recorded
-// already, and returns the line: the first edge to seal wins. ErrNotFound
+// already, and returns the line: the first edge to seal wins. ErrUnknownLine
 // when the line does not exist.
 func (s *Store) SealDraw(ctx context.Context, sale string, size int64) (Line, error) {
 	l, err := scanLine(s.pool.QueryRow(ctx, `UPDATE sale_lines SET draw_size = COALESCE(draw_size, $2), updated_at = now()
 		WHERE sale_id = $1
 		RETURNING `+lineColumns, sale, size))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Line{}, fmt.Errorf("seal draw of sale %s: %w", sale, ErrNotFound)
+		return Line{}, fmt.Errorf("seal draw of sale %s: %w", sale, ErrUnknownLine)
 	}
 	if err != nil {
 		return Line{}, fmt.Errorf("seal draw of sale %s: %w", sale, err)

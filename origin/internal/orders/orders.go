@@ -28,6 +28,7 @@ import (
 	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/internal/payment"
+	"github.com/flashgate/flashgate/origin/internal/sales"
 )
 
 // Gateway is the payment gateway as orders use it.
@@ -39,16 +40,21 @@ type Gateway interface {
 
 var _ Gateway = (*payment.Client)(nil)
 
-// Errors the API maps to answers.
+// Errors the API maps to answers. A reservation's lookup answers with the
+// sales package's: sales.ErrUnknownReservation and sales.ErrRestoring.
 var (
-	// ErrNotFound: no such reservation or order for this account.
-	ErrNotFound = errors.New("orders: not found")
+	// ErrUnknownOrder: no such order for this account.
+	ErrUnknownOrder = errors.New("orders: no such order")
 	// ErrHoldExpired: the reservation's hold is gone; it cannot be paid.
 	ErrHoldExpired = errors.New("orders: the hold has expired")
-	// ErrTryAgain: Redis has lost the sale and is being restored from
-	// Postgres; the same call succeeds shortly.
-	ErrTryAgain = errors.New("orders: the sale is being restored; try again shortly")
 )
+
+// Reservations finds a reservation for its owner wherever it stands.
+type Reservations interface {
+	AccountReservation(ctx context.Context, account, id string) (intent.Reservation, error)
+}
+
+var _ Reservations = (*sales.Service)(nil)
 
 // Options tune the service; zero values take the defaults.
 type Options struct {
@@ -77,17 +83,18 @@ type Options struct {
 
 // Service is the order and payment flow. It is safe for concurrent use.
 type Service struct {
-	redis   *checkout.Store
-	ledger  *ledger.Store
-	catalog *catalog.Catalog
-	gateway Gateway
-	opts    Options
-	log     *slog.Logger
-	m       metrics
+	checkout     *checkout.Store
+	ledger       *ledger.Store
+	catalog      *catalog.Catalog
+	reservations Reservations
+	gateway      Gateway
+	opts         Options
+	log          *slog.Logger
+	m            metrics
 }
 
 // New returns a Service; Run starts its reconciler.
-func New(rs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, gw Gateway, opts Options, log *slog.Logger, reg prometheus.Registerer) *Service {
+func New(cs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, rs Reservations, gw Gateway, opts Options, log *slog.Logger, reg prometheus.Registerer) *Service {
 	if opts.Tolerance <= 0 {
 		opts.Tolerance = payment.DefaultTolerance
 	}
@@ -97,21 +104,18 @@ func New(rs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, gw Gateway,
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	return &Service{redis: rs, ledger: ls, catalog: cat, gateway: gw, opts: opts, log: log, m: newMetrics(reg)}
+	return &Service{checkout: cs, ledger: ls, catalog: cat, reservations: rs, gateway: gw, opts: opts, log: log, m: newMetrics(reg)}
 }
 
 // Create makes the order of a held reservation and its payment intent, or
 // returns the order the reservation already has (created = false) — a
-// double click makes one order and one intent. It fails with ErrNotFound
-// when the reservation is not the account's, and ErrHoldExpired when its
-// hold is gone (unless its order is paid).
+// double click makes one order and one intent. It fails with
+// sales.ErrUnknownReservation when the reservation is not the account's,
+// and ErrHoldExpired when its hold is gone (unless its order is paid).
 func (s *Service) Create(ctx context.Context, account, reservationID, idempotencyKey string) (_ ledger.Order, created bool, err error) {
-	res, err := s.reservation(ctx, reservationID)
+	res, err := s.reservations.AccountReservation(ctx, account, reservationID)
 	if err != nil {
 		return ledger.Order{}, false, err
-	}
-	if res.Account != account {
-		return ledger.Order{}, false, ErrNotFound // not yours: it does not exist for you
 	}
 	o, err := s.ledger.OrderOfReservation(ctx, reservationID)
 	switch {
@@ -168,7 +172,7 @@ func (s *Service) existing(ctx context.Context, o ledger.Order) (ledger.Order, e
 // request that failed half-way is finished by the shopper's retry. It
 // never hands out a way to pay for a hold that is gone.
 func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Order, error) {
-	ext, err := s.redis.ExtendForPayment(ctx, o.Sale, hold(o), o.ID, s.opts.Grace)
+	ext, err := s.checkout.ExtendForPayment(ctx, o.Sale, hold(o), o.ID, s.opts.Grace)
 	if err != nil {
 		return ledger.Order{}, err
 	}
@@ -228,7 +232,8 @@ func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Orde
 // holdGone confirms that a hold Redis does not show as held is gone. When
 // Redis does not know the reservation at all (status ""), Postgres says:
 // still held there means Redis lost the sale and is being restored, and the
-// caller must try again shortly (ErrTryAgain); anything else means gone.
+// caller must try again shortly (sales.ErrRestoring); anything else means
+// gone.
 func (s *Service) holdGone(ctx context.Context, reservationID string, redisStatus intent.Status) error {
 	if redisStatus != "" {
 		return nil
@@ -240,58 +245,18 @@ func (s *Service) holdGone(ctx context.Context, reservationID string, redisStatu
 	case err != nil:
 		return err
 	case r.Status == intent.Held:
-		return fmt.Errorf("reservation %s: %w", reservationID, ErrTryAgain)
+		return fmt.Errorf("reservation %s: %w", reservationID, sales.ErrRestoring)
 	}
 	return nil
 }
 
-// Order reads an order for its owner.
+// Order reads an order for its owner, or ErrUnknownOrder.
 func (s *Service) Order(ctx context.Context, account, orderID string) (ledger.Order, error) {
 	o, err := s.ledger.Order(ctx, orderID)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && o.Account != account) {
-		return ledger.Order{}, ErrNotFound
+		return ledger.Order{}, ErrUnknownOrder
 	}
 	return o, err
-}
-
-// reservation reads a reservation wherever it stands.
-func (s *Service) reservation(ctx context.Context, id string) (intent.Reservation, error) {
-	return FindReservation(ctx, s.redis, s.ledger, id)
-}
-
-// FindReservation reads a reservation from Redis, where it is live, or from
-// Postgres once Redis has let it go; ErrNotFound when neither knows it (or
-// the id does not name a sale).
-func FindReservation(ctx context.Context, rs *checkout.Store, ls *ledger.Store, id string) (intent.Reservation, error) {
-	sale, ok := checkout.SaleOfReservation(id)
-	if !ok {
-		return intent.Reservation{}, ErrNotFound
-	}
-	r, err := rs.Reservation(ctx, sale, id)
-	if err == nil {
-		return r, nil
-	}
-	if !errors.Is(err, checkout.ErrNotFound) {
-		return intent.Reservation{}, err
-	}
-	row, err := ls.Reservation(ctx, id)
-	if errors.Is(err, ledger.ErrNotFound) {
-		// A hold that Redis lost before the ledger had it is still in the
-		// journal until the sale's rebuild puts it back: not "no such
-		// reservation", but "not now" (please_wait).
-		journaled, jerr := ls.Journaled(ctx, id)
-		if jerr != nil {
-			return intent.Reservation{}, jerr
-		}
-		if journaled {
-			return intent.Reservation{}, fmt.Errorf("reservation %s: %w", id, ErrTryAgain)
-		}
-		return intent.Reservation{}, ErrNotFound
-	}
-	if err != nil {
-		return intent.Reservation{}, err
-	}
-	return row, nil
 }
 
 func hold(o ledger.Order) checkout.Hold {

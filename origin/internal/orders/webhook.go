@@ -163,7 +163,7 @@ func (s *Service) paid(ctx context.Context, o ledger.Order, in payment.Intent) (
 			"paid", in.AmountMinor, "currency", in.Currency, "price", o.AmountMinor)
 		return owe(o), nil
 	}
-	outcome, err := s.redis.Pay(ctx, o.Sale, hold(o), o.ID)
+	outcome, err := s.checkout.Pay(ctx, o.Sale, hold(o), o.ID)
 	if err != nil {
 		return ledger.Order{}, err
 	}
@@ -194,12 +194,12 @@ func (s *Service) failed(ctx context.Context, o ledger.Order) (ledger.Order, err
 	if o.Status != ledger.OrderPendingPayment {
 		return o, nil
 	}
-	released, err := s.redis.PaymentFailed(ctx, o.Sale, hold(o))
+	released, err := s.checkout.PaymentFailed(ctx, o.Sale, hold(o))
 	if err != nil {
 		return ledger.Order{}, err
 	}
 	if !released {
-		r, err := s.redis.Reservation(ctx, o.Sale, o.ReservationID)
+		r, err := s.checkout.Reservation(ctx, o.Sale, o.ReservationID)
 		switch {
 		case err == nil && r.Status == intent.Paid:
 			return o, nil

@@ -1,10 +1,9 @@
-package rebuild
+package sales
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,7 +12,7 @@ import (
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 )
 
-// Guard finds sales whose state Redis has lost, reports each loss, and
+// The guard finds sales whose state Redis has lost, reports each loss, and
 // rebuilds the sale from Postgres and the reserve journal.
 //
 // Loss is detected, not inferred from a missing key: every load and rebuild
@@ -23,23 +22,18 @@ import (
 // recorded one has lost the sale's state (restarted empty, flushed, an empty
 // replica promoted), and one whose sequence is behind the journal's has lost
 // its latest writes (a replica promoted before it caught up).
-type Guard struct {
-	redis  *checkout.Store
-	ledger *ledger.Store
-	log    *slog.Logger
 
+type metrics struct {
 	losses   *prometheus.CounterVec
 	restored prometheus.Counter
 	lost     prometheus.Counter
 }
 
-// NewGuard returns a Guard; its metrics are registered with reg.
-func NewGuard(rs *checkout.Store, ls *ledger.Store, log *slog.Logger, reg prometheus.Registerer) *Guard {
-	g := &Guard{
-		redis: rs, ledger: ls, log: log,
+func newMetrics(reg prometheus.Registerer) metrics {
+	m := metrics{
 		losses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_redis_losses_total",
-			Help: "Times Redis was found to have lost a sale's state, by how it was found (state_missing, epoch_foreign, sequence_behind).",
+			Help: "Times Redis was found to have lost a sale's state, by how it was found (state_missing, epoch_foreign, sequence_behind, server_replaced).",
 		}, []string{"kind"}),
 		restored: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "flashgate_reservations_restored_total",
@@ -50,27 +44,64 @@ func NewGuard(rs *checkout.Store, ls *ledger.Store, log *slog.Logger, reg promet
 			Help: "Granted holds that Redis lost and Postgres could not take back (cancelled, with the reason). Alert on any.",
 		}),
 	}
-	reg.MustRegister(g.losses, g.restored, g.lost)
-	return g
+	reg.MustRegister(m.losses, m.restored, m.lost)
+	return m
 }
 
-// Check looks at each sale and rebuilds those Redis has lost, waiting up to
+// CheckCurrent rebuilds every current sale (not ended) whose state Redis
+// has lost, waiting up to drain for each one's pending intents. The origin
+// calls it before taking requests: a Redis that restarted empty, or failed
+// over, may have lost sales.
+func (s *Service) CheckCurrent(ctx context.Context, drain time.Duration) error {
+	now := s.opts.Clock()
+	var current []ledger.Sale
+	for _, sale := range s.catalog.All() {
+		if now.Before(sale.EndsAt) {
+			current = append(current, sale)
+		}
+	}
+	_, err := s.check(ctx, current, drain)
+	return err
+}
+
+// Run checks, every CheckEvery, that Redis still holds the current sales'
+// state (a failover, a flush, a restart without data) and restores lost
+// sales, until ctx ends.
+func (s *Service) Run(ctx context.Context) {
+	every := s.opts.CheckEvery
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c, cancel := context.WithTimeout(ctx, every+time.Minute)
+			if err := s.CheckCurrent(c, max(every, time.Second)); err != nil && ctx.Err() == nil {
+				s.log.Warn("cannot check redis for lost sales", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// check looks at each sale and rebuilds those Redis has lost, waiting up to
 // drain for intents still in the stream. A sale being rebuilt by another
 // origin is left to it; a sale whose intents do not drain in time is left
 // for the next call (its reserves answer please_wait meanwhile). A sale that
 // cannot be checked does not stop the others: the errors are joined. It
 // returns the sales it rebuilt.
-func (g *Guard) Check(ctx context.Context, sales []ledger.Sale, drain time.Duration) (rebuilt []string, err error) {
+func (s *Service) check(ctx context.Context, sales []ledger.Sale, drain time.Duration) (rebuilt []string, err error) {
 	if len(sales) == 0 {
 		return nil, nil
 	}
-	replid, err := g.redis.ReplicationID(ctx)
+	replid, err := s.checkout.ReplicationID(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var errs []error
 	for _, sale := range sales {
-		did, err := g.checkSale(ctx, sale, replid, drain)
+		did, err := s.checkSale(ctx, sale, replid, drain)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sale %s: %w", sale.ID, err))
 		}
@@ -81,23 +112,23 @@ func (g *Guard) Check(ctx context.Context, sales []ledger.Sale, drain time.Durat
 	return rebuilt, errors.Join(errs...)
 }
 
-func (g *Guard) checkSale(ctx context.Context, sale ledger.Sale, replid string, drain time.Duration) (bool, error) {
+func (s *Service) checkSale(ctx context.Context, sale ledger.Sale, replid string, drain time.Duration) (bool, error) {
 	// Postgres first: a reserve is journaled only after Redis numbered it,
 	// so the journal read first can only be behind Redis read after, unless
 	// Redis lost writes.
-	epoch, recordedReplid, journalSeq, err := g.ledger.RedisEpoch(ctx, sale.ID)
+	epoch, recordedReplid, journalSeq, err := s.ledger.RedisEpoch(ctx, sale.ID)
 	if err != nil {
 		return false, err
 	}
-	redisEpoch, redisSeq, err := g.redis.Meta(ctx, sale.ID)
+	redisEpoch, redisSeq, err := s.checkout.Meta(ctx, sale.ID)
 	if err != nil {
 		return false, err
 	}
-	busy, err := g.redis.RebuildInProgress(ctx, sale.ID)
+	busy, err := s.checkout.RebuildInProgress(ctx, sale.ID)
 	if err != nil || busy {
 		return false, err
 	}
-	again, _, _, err := g.ledger.RedisEpoch(ctx, sale.ID)
+	again, _, _, err := s.ledger.RedisEpoch(ctx, sale.ID)
 	if err != nil {
 		return false, err
 	}
@@ -110,7 +141,7 @@ func (g *Guard) checkSale(ctx context.Context, sale ledger.Sale, replid string, 
 	case epoch == "" && redisEpoch != "":
 		// Loaded, but Postgres never recorded the epoch (an origin stopped
 		// between the two): record what Redis holds.
-		_, err := g.ledger.SetRedisEpoch(ctx, sale.ID, redisEpoch, replid, true)
+		_, err := s.ledger.SetRedisEpoch(ctx, sale.ID, redisEpoch, replid, true)
 		return false, err
 	case epoch == "":
 		// Never loaded with an epoch (created before epochs, or a create
@@ -133,25 +164,25 @@ func (g *Guard) checkSale(ctx context.Context, sale ledger.Sale, replid string, 
 
 	var lossID int64
 	if kind != "" {
-		id, fresh, err := g.ledger.RecordLoss(ctx, ledger.Loss{Sale: sale.ID, Kind: kind, Epoch: epoch,
+		id, fresh, err := s.ledger.RecordLoss(ctx, ledger.Loss{Sale: sale.ID, Kind: kind, Epoch: epoch,
 			RedisEpoch: redisEpoch, RedisSeq: redisSeq, JournalSeq: journalSeq})
 		if err != nil {
 			return false, err
 		}
 		lossID = id
 		if fresh {
-			g.losses.WithLabelValues(string(kind)).Inc()
+			s.m.losses.WithLabelValues(string(kind)).Inc()
 			if kind == ledger.LossServerReplaced {
-				g.log.Warn("another redis server holds the sale (a failover or a restart); rebuilding it from postgres and the reserve journal",
+				s.log.Warn("another redis server holds the sale (a failover or a restart); rebuilding it from postgres and the reserve journal",
 					"sale", sale.ID, "epoch", epoch)
 			} else {
-				g.log.Error("redis lost the state of a sale; rebuilding it from postgres and the reserve journal",
+				s.log.Error("redis lost the state of a sale; rebuilding it from postgres and the reserve journal",
 					"sale", sale.ID, "kind", kind, "epoch", epoch, "redis_epoch", redisEpoch,
 					"redis_seq", redisSeq, "journal_seq", journalSeq)
 			}
 		}
 	}
-	res, err := g.Rebuild(ctx, sale, drain)
+	res, err := s.rebuild(ctx, sale, drain)
 	if errors.Is(err, checkout.ErrRebuildInProgress) || errors.Is(err, ErrDrainTimeout) {
 		return false, nil
 	}
@@ -159,32 +190,9 @@ func (g *Guard) checkSale(ctx context.Context, sale ledger.Sale, replid string, 
 		return false, err
 	}
 	if lossID != 0 {
-		if err := g.ledger.FinishLoss(ctx, lossID, len(res.Restored), len(res.Refused)); err != nil {
+		if err := s.ledger.FinishLoss(ctx, lossID, len(res.Restored), len(res.Refused)); err != nil {
 			return true, err
 		}
 	}
 	return true, nil
-}
-
-// Rebuild rebuilds one sale (see Sale) and reports what it put back from
-// the reserve journal: counted, and logged as an error for every hold it
-// could not restore.
-func (g *Guard) Rebuild(ctx context.Context, sale ledger.Sale, drain time.Duration) (Result, error) {
-	res, err := Sale(ctx, g.redis, g.ledger, sale, drain)
-	if err != nil {
-		return res, fmt.Errorf("rebuild sale %s: %w", sale.ID, err)
-	}
-	g.restored.Add(float64(len(res.Restored)))
-	g.lost.Add(float64(len(res.Refused)))
-	if len(res.Refused) > 0 {
-		ids := make([]string, len(res.Refused))
-		for i, in := range res.Refused {
-			ids[i] = in.ReservationID
-		}
-		g.log.Error("granted holds lost with redis could not be restored; they are cancelled",
-			"sale", sale.ID, "lost", len(ids), "reservations", ids)
-	}
-	g.log.Warn("sale rebuilt from postgres", "sale", sale.ID, "restored_from_journal", len(res.Restored),
-		"lost", len(res.Refused))
-	return res, nil
 }

@@ -1,0 +1,155 @@
+// Package adminauth guards an admin listener. Every request is
+// authenticated before it is routed, so a caller without the token gets the
+// same 401 for every path and method and learns nothing about which routes
+// exist (or whether dev mode is on); and an address that keeps failing is
+// refused for a while without its token being looked at, so guessing
+// tokens costs the guesser time rather than costing the service work.
+package adminauth
+
+import (
+	"crypto/subtle"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/internal/httpapi"
+)
+
+// Options tune a Guard; zero values take the defaults.
+type Options struct {
+	// OpenPaths are served without the token: liveness and readiness
+	// probes, which say nothing an outsider could use.
+	OpenPaths []string
+	// MaxFailures is how many failed attempts an address may make within
+	// Window before it is refused until the window ends (default 10).
+	MaxFailures int
+	// Window is the period failures are counted over (default 1 minute).
+	Window time.Duration
+	// MaxAddresses bounds the addresses whose failures are remembered
+	// (default 10,000); beyond it, failures from new addresses count
+	// together, so a spread-out guesser is throttled as one.
+	MaxAddresses int
+	// Now is the clock (default time.Now); tests set it.
+	Now func() time.Time
+}
+
+// Guard authenticates an admin listener's requests with one bearer token.
+type Guard struct {
+	token []byte
+	open  map[string]bool
+	opts  Options
+
+	mu       sync.Mutex
+	failures map[string]*record // by address (an IPv6 address by its /64)
+}
+
+// record counts an address's failures in the window that began at start.
+type record struct {
+	start time.Time
+	count int
+}
+
+// overflow is the key failures from new addresses share once MaxAddresses
+// are remembered.
+const overflow = "overflow"
+
+// New returns a Guard for token. An empty token refuses every request but
+// those to OpenPaths.
+func New(token string, opts Options) *Guard {
+	if opts.MaxFailures <= 0 {
+		opts.MaxFailures = 10
+	}
+	if opts.Window <= 0 {
+		opts.Window = time.Minute
+	}
+	if opts.MaxAddresses <= 0 {
+		opts.MaxAddresses = 10_000
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	open := make(map[string]bool, len(opts.OpenPaths))
+	for _, p := range opts.OpenPaths {
+		open[p] = true
+	}
+	return &Guard{token: []byte(token), open: open, opts: opts, failures: map[string]*record{}}
+}
+
+var errUnauthorized = httpapi.New(fasthttp.StatusUnauthorized, httpapi.CodeUnauthorized,
+	"This listener needs Authorization: Bearer <admin token>.")
+
+// Handler returns next behind the guard.
+func (g *Guard) Handler(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		if g.open[string(ctx.Path())] {
+			next(ctx)
+			return
+		}
+		addr := httpapi.AddressKey(ctx.RemoteIP())
+		if wait := g.refusedFor(addr); wait > 0 {
+			httpapi.WriteError(ctx, &httpapi.Error{
+				Status: fasthttp.StatusTooManyRequests, Code: httpapi.CodeRateLimited,
+				Message:    "Too many failed attempts from this address; try again in " + strconv.Itoa(wait) + " s.",
+				RetryAfter: wait,
+			})
+			return
+		}
+		if len(g.token) == 0 || subtle.ConstantTimeCompare([]byte(httpapi.Bearer(ctx)), g.token) != 1 {
+			g.failed(addr)
+			httpapi.WriteError(ctx, errUnauthorized)
+			return
+		}
+		next(ctx)
+	}
+}
+
+// refusedFor returns how many seconds addr stays refused, or 0.
+func (g *Guard) refusedFor(addr string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, ok := g.failures[addr]
+	if !ok {
+		if len(g.failures) < g.opts.MaxAddresses {
+			return 0
+		}
+		r, ok = g.failures[overflow]
+		if !ok {
+			return 0
+		}
+	}
+	left := r.start.Add(g.opts.Window).Sub(g.opts.Now())
+	if r.count < g.opts.MaxFailures || left <= 0 {
+		return 0
+	}
+	return int((left + time.Second - 1) / time.Second)
+}
+
+// failed counts a failure of addr.
+func (g *Guard) failed(addr string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.opts.Now()
+	r, ok := g.failures[addr]
+	if !ok && len(g.failures) >= g.opts.MaxAddresses {
+		g.forgetExpired(now)
+		if len(g.failures) >= g.opts.MaxAddresses {
+			addr = overflow
+			r, ok = g.failures[addr]
+		}
+	}
+	if !ok || now.Sub(r.start) >= g.opts.Window {
+		r = &record{start: now}
+		g.failures[addr] = r
+	}
+	r.count++
+}
+
+func (g *Guard) forgetExpired(now time.Time) {
+	for addr, r := range g.failures {
+		if now.Sub(r.start) >= g.opts.Window {
+			delete(g.failures, addr)
+		}
+	}
+}
