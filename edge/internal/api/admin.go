@@ -6,7 +6,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/internal/httpapi"
 )
 
 type admissionJSON struct {
@@ -26,14 +28,14 @@ func admissionOf(st queue.State) admissionJSON {
 
 // getAdmission: GET /admin/sales/{sale}/admission.
 func (s *Server) getAdmission(ctx *fasthttp.RequestCtx, params []string) error {
-	v, err := s.saleView(params[0])
+	v, err := s.Admission.View(params[0])
 	if err != nil {
 		return err
 	}
-	if !s.freshAt(v, s.Clock()) {
-		return pleaseWait
+	if !v.Fresh(s.Clock()) {
+		return admission.ErrCursorStale
 	}
-	writeJSON(ctx, fasthttp.StatusOK, admissionOf(v.state))
+	httpapi.WriteJSON(ctx, fasthttp.StatusOK, admissionOf(v.State))
 	return nil
 }
 
@@ -46,7 +48,7 @@ func (s *Server) getAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 // is 202 — recorded, not in effect yet — and every node puts them into
 // Redis on its next tick that reaches it.
 func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
-	if _, err := s.saleView(params[0]); err != nil {
+	if _, err := s.Admission.View(params[0]); err != nil {
 		return err
 	}
 	var body struct {
@@ -56,10 +58,10 @@ func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	dec := json.NewDecoder(bytes.NewReader(ctx.PostBody()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
-		return fail(fasthttp.StatusBadRequest, "invalid_json", `The body must be JSON like {"rate_per_s": 2000, "paused": false}.`)
+		return errAdmissionBody
 	}
 	if body.RatePerSecond != nil && (*body.RatePerSecond < 0 || *body.RatePerSecond > 1e6) {
-		return fail(fasthttp.StatusBadRequest, "invalid_rate", "rate_per_s must be 0 to 1,000,000.")
+		return errRate
 	}
 	c, cancel := s.budget()
 	defer cancel()
@@ -75,6 +77,6 @@ func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	if !applied {
 		status = fasthttp.StatusAccepted
 	}
-	writeJSON(ctx, status, admissionOf(st))
+	httpapi.WriteJSON(ctx, status, admissionOf(st))
 	return nil
 }

@@ -34,23 +34,6 @@ func TestAppendQueueAnswerMatchesJSON(t *testing.T) {
 	}
 }
 
-func TestAppendErrorBodyMatchesJSON(t *testing.T) {
-	for _, code := range []string{"sold_out", "rate_limited", `x"y`} {
-		for _, msg := range []string{"Sold out.", "Too many requests; slow down and try again in 3 s.", "<b>&</b> é \n"} {
-			want, err := json.Marshal(struct {
-				Error   string `json:"error"`
-				Message string `json:"message"`
-			}{code, msg})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := appendErrorBody(nil, code, msg); string(got) != string(want) {
-				t.Errorf("appendErrorBody(%q, %q) = %s, want %s", code, msg, got, want)
-			}
-		}
-	}
-}
-
 func TestSplitPath(t *testing.T) {
 	for _, p := range []string{"", "a", "a/b", "v1/sales/s1/queue/status", "a//b", "/", "a/", "/a", strings.Repeat("x/", 20)} {
 		if got, want := splitPath(p, nil), strings.Split(p, "/"); !slices.Equal(got, want) {

@@ -3,11 +3,14 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
+	"github.com/flashgate/flashgate/internal/httpapi"
 )
 
 // reserve: POST /v1/sales/{sale}/reserve. While the snapshot says sold
@@ -20,23 +23,23 @@ import (
 // admission token for it: with one, the sale exists and is newer than the
 // edge's last list, so the answer is please_wait while the list catches up.
 func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
-	v, err := s.saleView(params[0])
-	if errors.Is(err, errUnknownSale) {
-		if _, terr := s.Tokens.Admission(bearer(ctx), params[0]); terr == nil {
-			v, err = s.tokenSaleView(params[0])
+	v, err := s.Admission.View(params[0])
+	if errors.Is(err, admission.ErrUnknownSale) {
+		if _, terr := s.Tokens.Admission(httpapi.Bearer(ctx), params[0]); terr == nil {
+			v, err = s.Admission.TokenView(params[0])
 		}
 	}
 	if err != nil {
 		return err
 	}
-	current := s.currentAt(v, s.Clock())
-	if v.sale.SoldOut && (current || v.sale.Final) {
+	current := v.Current(s.Clock())
+	if v.Sale.SoldOut && (current || v.Sale.Final) {
 		return errSoldOut
 	}
 	if !current {
-		return errNotReady
+		return admission.ErrNotReady
 	}
-	claims, err := s.Tokens.Admission(bearer(ctx), params[0])
+	claims, err := s.Tokens.Admission(httpapi.Bearer(ctx), params[0])
 	if err != nil {
 		return err
 	}
@@ -52,7 +55,7 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
 // userPassThrough: orders and reservations go to origin for a signed-in
 // shopper; the edge turns away a missing or bad user token itself.
 func (s *Server) userPassThrough(ctx *fasthttp.RequestCtx, _ []string) error {
-	if _, err := s.Users.Account(bearer(ctx)); err != nil {
+	if _, err := s.Users.Account(httpapi.Bearer(ctx)); err != nil {
 		return err
 	}
 	return s.forward(ctx, s.Payments, "origin_payments")
@@ -68,11 +71,13 @@ func (s *Server) webhook(ctx *fasthttp.RequestCtx, _ []string) error {
 // its own pool, so the sale cannot starve the shop.
 func (s *Server) shop(ctx *fasthttp.RequestCtx, _ []string) error {
 	if s.Shop == nil {
-		return errNotFound
+		return httpapi.ErrNotFound
 	}
 	return s.forward(ctx, s.Shop, "shop")
 }
 
+// forward proxies the request to upstream u (name is its metrics label). A
+// failure is returned for the router to log and answer please_wait.
 func (s *Server) forward(ctx *fasthttp.RequestCtx, u *proxy.Upstream, name string) error {
 	start := time.Now()
 	err := u.Forward(ctx, s.clientIP(ctx))
@@ -85,16 +90,14 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, u *proxy.Upstream, name strin
 	}
 	s.metrics.upstream.WithLabelValues(name, outcome).Observe(time.Since(start).Seconds())
 	if err != nil {
-		s.Log.Warn("upstream failed", "upstream", name, "err", err)
-		return pleaseWait
+		return fmt.Errorf("upstream %s: %w", name, err)
 	}
 	return nil
 }
 
 // static: the shopper's page and its assets.
 func (s *Server) static(ctx *fasthttp.RequestCtx, _ []string) error {
-	s.Static(ctx)
-	return nil
+	return s.Static(ctx)
 }
 
 // devLogin: POST /v1/dev/login {"user_id"}, dev mode only.
@@ -102,25 +105,13 @@ func (s *Server) devLogin(ctx *fasthttp.RequestCtx, _ []string) error {
 	var body struct {
 		UserID string `json:"user_id"`
 	}
-	if err := json.Unmarshal(ctx.PostBody(), &body); err != nil || !validAccount(body.UserID) {
-		return fail(fasthttp.StatusBadRequest, "invalid_user_id", `The body must be {"user_id": "..."}: 1 to 128 printable characters without spaces.`)
+	if err := json.Unmarshal(ctx.PostBody(), &body); err != nil || !httpapi.ValidOpaque(body.UserID) {
+		return errUserID
 	}
 	token, err := s.DevUsers.Issue(body.UserID)
 	if err != nil {
 		return err
 	}
-	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"user_token": token})
+	httpapi.WriteJSON(ctx, fasthttp.StatusOK, map[string]string{"user_token": token})
 	return nil
-}
-
-func validAccount(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/ulule/limiter/v3"
 	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/internal/httpapi"
 )
 
 // limit counts one request against each limiter under its key and answers
@@ -29,8 +31,8 @@ func (s *Server) limit(ctx *fasthttp.RequestCtx, checks ...limitCheck) error {
 		h.SetCanonical(headerRateLimitReset, strconv.AppendInt(buf[:0], lc.Reset, 10))
 		if lc.Reached {
 			wait := max(lc.Reset-s.Clock().Unix(), 1)
-			return &Error{
-				Status: fasthttp.StatusTooManyRequests, Code: "rate_limited",
+			return &httpapi.Error{
+				Status: fasthttp.StatusTooManyRequests, Code: codeRateLimited,
 				Message:    "Too many requests; slow down and try again in " + strconv.FormatInt(wait, 10) + " s.",
 				RetryAfter: int(wait),
 			}

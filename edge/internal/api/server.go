@@ -1,17 +1,17 @@
 // Package api is the edge's HTTP surface: the public listener (static page,
 // snapshot, queue join and status, the reserve gate, pass-through to origin
 // and to the shop) and the admin listener (admission settings, metrics).
-// Routes and answers follow docs/API.md.
+// Routes and answers follow docs/API.md. Handlers read the request, call the
+// admission controller, the line and the upstreams, and answer; every
+// failure is answered through errorTable (errors.go).
 package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"log/slog"
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,27 +20,28 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
-	"github.com/flashgate/flashgate/edge/internal/snapshot"
+	"github.com/flashgate/flashgate/internal/adminauth"
+	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/tokens"
 )
 
 // Deps are the components the handlers use.
 type Deps struct {
-	Snapshots  *snapshot.Cache
-	Cursor     *queue.Cursor
+	Admission  *admission.Controller // each sale's view, its readiness and estimates
 	Joiner     *queue.Joiner
-	Line       *line.Keeper          // the line's durable copy: seeds, settings, restores
-	Tokens     *tokens.Verifier      // queue and admission tokens
-	Issuer     *tokens.Issuer        // queue and admission tokens
-	Users      *tokens.UserVerifier  // the shop's user tokens
-	DevUsers   *tokens.DevUserIssuer // dev mode only; nil otherwise
-	Origin     *proxy.Upstream       // reserves
-	Payments   *proxy.Upstream       // orders, reservations and the payment webhook, to the same origin
-	Shop       *proxy.Upstream       // nil: paths outside the sale answer 404
-	Static     fasthttp.RequestHandler
+	Line       *line.Keeper                     // the line's durable copy: joins that wait for it, settings
+	Tokens     *tokens.Verifier                 // queue and admission tokens
+	Issuer     *tokens.Issuer                   // queue and admission tokens
+	Users      *tokens.UserVerifier             // the shop's user tokens
+	DevUsers   *tokens.DevUserIssuer            // dev mode only; nil otherwise
+	Origin     *proxy.Upstream                  // reserves
+	Payments   *proxy.Upstream                  // orders, reservations and the payment webhook, to the same origin
+	Shop       *proxy.Upstream                  // nil: paths outside the sale answer 404
+	Static     func(*fasthttp.RequestCtx) error // the page and its files (assets.Handler)
 	Limits     Limits
 	Log        *slog.Logger
 	Registry   *prometheus.Registry
@@ -57,48 +58,29 @@ type Limits struct {
 
 // Options tune the handlers; zero values take the defaults.
 type Options struct {
-	// StaleAfter: a cursor reading older than this means Redis is down and
-	// sale endpoints answer please_wait. Required (app.Config.StaleAfter).
-	StaleAfter time.Duration
-	// SnapshotStaleAfter: a sale's origin snapshot older than this is not
-	// answered from (please_wait instead of a stale "open"), and a list of
-	// the origin's sales older than this no longer proves a sale does not
-	// exist. Required (app.Config.SnapshotStaleAfter).
-	SnapshotStaleAfter time.Duration
 	// TrustedProxies are the load balancers and CDN ranges whose
 	// X-Forwarded-For is believed; from any other peer the peer address is
 	// the client.
 	TrustedProxies []netip.Prefix
 	// Budget bounds the Redis work of one request; 0 means 2 s.
 	Budget time.Duration
-	// MaxPollAfter caps the poll interval told to a shopper far back in
-	// line; 0 means 30 s.
-	MaxPollAfter time.Duration
 }
 
 // Server holds the handlers of both listeners.
 type Server struct {
 	Deps
-	opts  Options
-	views views
-	// tickedAt is the Clock reading (unix ns) of the last tick Redis
-	// answered; 0 before the first.
-	tickedAt atomic.Int64
-	metrics  metrics
-	promh    fasthttp.RequestHandler
+	opts    Options
+	metrics metrics
+	promh   fasthttp.RequestHandler
 }
 
 type metrics struct {
-	requests    *prometheus.HistogramVec
-	joins       prometheus.Counter
-	polls       *prometheus.CounterVec
-	admitted    prometheus.Counter
-	rejections  *prometheus.CounterVec
-	upstream    *prometheus.HistogramVec
-	cursor      *prometheus.GaugeVec
-	queueLength *prometheus.GaugeVec
-	snapshotAge *prometheus.GaugeVec
-	ready       prometheus.Gauge
+	requests   *prometheus.HistogramVec
+	joins      prometheus.Counter
+	polls      *prometheus.CounterVec
+	admitted   prometheus.Counter
+	rejections *prometheus.CounterVec
+	upstream   *prometheus.HistogramVec
 
 	// The children of polls, rejections and requests that the hot paths use.
 	pollsBy      *childCache[string, prometheus.Counter]
@@ -110,9 +92,6 @@ type metrics struct {
 func New(deps Deps, opts Options) *Server {
 	if opts.Budget <= 0 {
 		opts.Budget = 2 * time.Second
-	}
-	if opts.MaxPollAfter <= 0 {
-		opts.MaxPollAfter = 30 * time.Second
 	}
 	if deps.Clock == nil {
 		deps.Clock = time.Now
@@ -133,12 +112,6 @@ func New(deps Deps, opts Options) *Server {
 			Name: "flashgate_edge_upstream_seconds", Help: "Proxied requests by upstream and outcome, with their latency.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"upstream", "outcome"}),
-		cursor:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flashgate_edge_now_serving", Help: "Admission cursor as this node last read it."}, []string{"sale"}),
-		queueLength: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flashgate_edge_queue_length", Help: "Places handed out, as this node last read it."}, []string{"sale"}),
-		snapshotAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "flashgate_edge_snapshot_age_seconds", Help: "Age of this node's last good origin snapshot of each sale that has not ended.",
-		}, []string{"sale"}),
-		ready: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flashgate_edge_ready", Help: "1 while this node is ready (GET /readyz answers 200), else 0."}),
 	}
 	s.metrics.pollsBy = newChildCache(func(state string) prometheus.Counter { return s.metrics.polls.WithLabelValues(state) })
 	s.metrics.rejectionsBy = newChildCache(func(code string) prometheus.Counter { return s.metrics.rejections.WithLabelValues(code) })
@@ -146,7 +119,7 @@ func New(deps Deps, opts Options) *Server {
 		return s.metrics.requests.WithLabelValues(k.route, strconv.Itoa(k.status))
 	})
 	m := s.metrics
-	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.rejections, m.upstream, m.cursor, m.queueLength, m.snapshotAge, m.ready)
+	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.rejections, m.upstream)
 	s.promh = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{}))
 	return s
 }
@@ -186,20 +159,22 @@ func (s *Server) Public() fasthttp.RequestHandler {
 	return s.router(routes, s.shop)
 }
 
-// Admin is the handler of the admin listener; all but /healthz and /readyz
-// need the admin bearer token.
+// Admin is the handler of the admin listener: every request but /healthz
+// and /readyz is authenticated with the admin bearer token before it is
+// routed, and an address that keeps failing is throttled (see adminauth).
 func (s *Server) Admin() fasthttp.RequestHandler {
 	routes := []route{
-		{fasthttp.MethodGet, []string{"admin", "sales", "*", "admission"}, "get_admission", s.admin(s.getAdmission)},
-		{fasthttp.MethodPut, []string{"admin", "sales", "*", "admission"}, "put_admission", s.admin(s.putAdmission)},
-		{fasthttp.MethodGet, []string{"metrics"}, "metrics", s.admin(func(ctx *fasthttp.RequestCtx, _ []string) error {
+		{fasthttp.MethodGet, []string{"admin", "sales", "*", "admission"}, "get_admission", s.getAdmission},
+		{fasthttp.MethodPut, []string{"admin", "sales", "*", "admission"}, "put_admission", s.putAdmission},
+		{fasthttp.MethodGet, []string{"metrics"}, "metrics", func(ctx *fasthttp.RequestCtx, _ []string) error {
 			s.promh(ctx)
 			return nil
-		})},
+		}},
 		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
 		{fasthttp.MethodGet, []string{"readyz"}, "readyz", s.readyz},
 	}
-	return s.router(routes, func(ctx *fasthttp.RequestCtx, _ []string) error { return errNotFound })
+	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz", "/readyz"}})
+	return guard.Handler(s.router(routes, func(ctx *fasthttp.RequestCtx, _ []string) error { return httpapi.ErrNotFound }))
 }
 
 func (s *Server) router(routes []route, fallback handler) fasthttp.RequestHandler {
@@ -220,19 +195,23 @@ func (s *Server) router(routes []route, fallback handler) fasthttp.RequestHandle
 			}
 		}
 		if err := h(ctx, params); err != nil {
-			var code string
-			if e, ok := err.(*Error); ok {
-				code = e.Code
-			} else if isTokenError(err) {
-				code = tokens.Code(err)
-			} else {
-				code = "please_wait"
-			}
-			s.metrics.rejected(code).Inc()
-			writeError(ctx, s.Log, err)
+			s.answerError(ctx, err)
 		}
 		s.metrics.request(name, ctx.Response.StatusCode()).Observe(time.Since(start).Seconds())
 	}
+}
+
+// answerError answers err as errorTable says, counts it under the code it
+// is answered with, and logs it, with the request id its answer carries,
+// when the table did not expect it.
+func (s *Server) answerError(ctx *fasthttp.RequestCtx, err error) {
+	e, expected := errorTable.Classify(err)
+	if !expected {
+		s.Log.Warn("request failed", "method", string(ctx.Method()), "path", string(ctx.Path()),
+			"request_id", httpapi.RequestID(ctx), "err", err)
+	}
+	s.metrics.rejected(e.Code).Inc()
+	httpapi.WriteError(ctx, e)
 }
 
 // matchesPath reports whether matchPath would match pattern to segs.
@@ -292,29 +271,20 @@ func matchPath(pattern, segs []string) ([]string, bool) {
 	return params, len(pattern) == len(segs)
 }
 
-func (s *Server) admin(h handler) handler {
-	return func(ctx *fasthttp.RequestCtx, params []string) error {
-		got := bearer(ctx)
-		if s.AdminToken == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.AdminToken)) != 1 {
-			return fail(fasthttp.StatusUnauthorized, "unauthorized", "This listener needs Authorization: Bearer <admin token>.")
-		}
-		return h(ctx, params)
-	}
-}
-
 // healthz: GET /healthz, liveness: the process serves requests. It says
 // nothing about Redis or the origin; /readyz does.
 func (s *Server) healthz(ctx *fasthttp.RequestCtx, _ []string) error {
-	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"})
+	httpapi.WriteJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"})
 	return nil
 }
 
 // readyzJSON is the body of GET /readyz. Ages are in milliseconds, null
 // before the first good list or tick.
 type readyzJSON struct {
-	Status     string   `json:"status"`            // "ready" or "not_ready"
-	Error      string   `json:"error,omitempty"`   // "not_ready" when not ready, as every error body has
-	Message    string   `json:"message,omitempty"` // why not
+	Status     string   `json:"status"`               // "ready" or "not_ready"
+	Error      string   `json:"error,omitempty"`      // "not_ready" when not ready, as every error body has
+	Message    string   `json:"message,omitempty"`    // why not
+	RequestID  string   `json:"request_id,omitempty"` // when not ready, as every error body has
 	ListAgeMS  *int64   `json:"sales_list_age_ms"`
 	TickAgeMS  *int64   `json:"tick_age_ms"`
 	StaleSales []string `json:"stale_sales"` // listed sales answered please_wait for want of a current snapshot
@@ -324,7 +294,7 @@ type readyzJSON struct {
 // can answer sale requests, 503 with Retry-After while it is starting or
 // cannot reach the origin or its Redis.
 func (s *Server) readyz(ctx *fasthttp.RequestCtx, _ []string) error {
-	r := s.readiness(s.Clock())
+	r := s.Admission.Readiness()
 	out := readyzJSON{Status: "ready", StaleSales: r.StaleSales}
 	if out.StaleSales == nil {
 		out.StaleSales = []string{}
@@ -340,16 +310,16 @@ func (s *Server) readyz(ctx *fasthttp.RequestCtx, _ []string) error {
 	status := fasthttp.StatusOK
 	if !r.Ready {
 		status = fasthttp.StatusServiceUnavailable
-		out.Status, out.Error = "not_ready", "not_ready"
-		switch {
-		case r.ListAge < 0 || r.ListAge > s.opts.SnapshotStaleAfter:
+		out.Status, out.Error, out.RequestID = codeNotReady, codeNotReady, httpapi.RequestID(ctx)
+		ctx.Response.Header.SetCanonical(httpapi.HeaderRequestID, []byte(out.RequestID))
+		if !r.ListCurrent {
 			out.Message = "No current list of the origin's sales: the node is starting or cannot reach the origin."
-		default:
+		} else {
 			out.Message = "No current admission tick: the node is starting or cannot reach its Redis."
 		}
-		ctx.Response.Header.SetCanonical(headerRetryAfter, []byte("1"))
+		ctx.Response.Header.SetCanonical(httpapi.HeaderRetryAfter, []byte("1"))
 	}
-	writeJSON(ctx, status, out)
+	httpapi.WriteJSON(ctx, status, out)
 	return nil
 }
 
@@ -357,15 +327,6 @@ func (s *Server) readyz(ctx *fasthttp.RequestCtx, _ []string) error {
 // RequestCtx has none.
 func (s *Server) budget() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.opts.Budget)
-}
-
-// bearer returns the token of an Authorization: Bearer header, or "".
-func bearer(ctx *fasthttp.RequestCtx) string {
-	h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
-	if len(h) > 7 && strings.EqualFold(string(h[:7]), "bearer ") {
-		return strings.TrimSpace(string(h[7:]))
-	}
-	return ""
 }
 
 // clientIP is the caller's address: the peer, or when the peer is a

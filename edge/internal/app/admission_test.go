@@ -133,7 +133,7 @@ func TestAdmissionRateAcrossNodes(t *testing.T) {
 		// the tick right after it reads the cursor: wait for both.
 		for i, n := range nodes {
 			for {
-				st, _ := n.App.Cursor.State(sale)
+				st, _ := n.App.Admission.State(sale)
 				res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/sales/" + sale + "/admission"})
 				var view struct {
 					RatePerSecond float64 `json:"rate_per_s"`

@@ -20,12 +20,14 @@ import (
 	"github.com/ulule/limiter/v3/drivers/store/memory"
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/api"
 	"github.com/flashgate/flashgate/edge/internal/assets"
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
+	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/internal/httpread"
 	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/static"
@@ -39,7 +41,8 @@ type App struct {
 	rdb *redis.Client
 
 	Snapshots *snapshot.Cache
-	Cursor    *queue.Cursor
+	Admission *admission.Controller // the tick, and the views handlers answer from
+	Cursor    *admission.Cursor     // the controller's, for benchmarks that read it
 	Joiner    *queue.Joiner
 	Line      *line.Keeper
 	API       *api.Server
@@ -113,7 +116,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 
 	qkeys := queue.NewKeys(cfg.RedisPrefix)
 	a.Snapshots = snapshot.New(control, log, snapshot.Options{Concurrency: snapshotConns - 1})
-	a.Cursor = queue.NewCursor(a.rdb, qkeys, nil)
+	a.Cursor = admission.NewCursor(a.rdb, qkeys, nil)
 	// The line's durable copy lives in the origin, written over a pool of
 	// its own with requests signed by the token keys.
 	lineStore, err := line.NewOriginStore(cfg.OriginURL, keys, cfg.LineAudience, cfg.OriginTimeout)
@@ -124,8 +127,11 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 		DefaultRatePerSecond: cfg.DefaultRatePerSecond, BlockWindow: cfg.LineBlockWindow, MinBlock: int64(cfg.LineMinBlock),
 	}, log.With("component", "line"), reg)
 	a.Joiner = queue.NewJoiner(a.rdb, qkeys, queue.JoinerOptions{Observe: a.Line.Observe})
+	a.Admission = admission.New(a.Cursor, a.Snapshots, a.Line, admission.Options{
+		StaleAfter: cfg.StaleAfter, SnapshotStaleAfter: cfg.SnapshotStaleAfter,
+	}, reg)
 	a.API = api.New(api.Deps{
-		Snapshots: a.Snapshots, Cursor: a.Cursor, Joiner: a.Joiner, Line: a.Line,
+		Admission: a.Admission, Joiner: a.Joiner, Line: a.Line,
 		Tokens:   tokens.NewVerifier(keys, tokens.VerifierOptions{}),
 		Issuer:   tokens.NewIssuer(keys, tokens.IssuerOptions{AdmissionTTL: cfg.AdmissionTokenTTL}),
 		Users:    users,
@@ -135,7 +141,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 		Log:        log,
 		Registry:   reg,
 		AdminToken: cfg.AdminToken,
-	}, api.Options{StaleAfter: cfg.StaleAfter, SnapshotStaleAfter: cfg.SnapshotStaleAfter, TrustedProxies: trusted})
+	}, api.Options{TrustedProxies: trusted})
 	return a, nil
 }
 
@@ -212,7 +218,7 @@ func (a *App) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopLoops = cancel
 	a.every(ctx, a.cfg.SnapshotRefresh, a.Snapshots.Kicks(), "snapshot refresh", a.Snapshots.Refresh)
-	a.every(ctx, a.cfg.Tick, nil, "admission tick", a.API.Tick)
+	a.every(ctx, a.cfg.Tick, nil, "admission tick", a.Admission.Tick)
 }
 
 // every runs f now, then every period and whenever wake delivers (nil:
@@ -251,7 +257,7 @@ func (a *App) every(ctx context.Context, period time.Duration, wake <-chan struc
 // the limits every listener needs: heads up to MaxRequestHeadBytes and
 // strict HTTP/1.x only.
 func (a *App) Server(h fasthttp.RequestHandler) *fasthttp.Server {
-	onError := api.ErrorHandler(a.log)
+	onError := httpapi.ErrorHandler()
 	return &fasthttp.Server{
 		Handler:               httpread.Strict(h, onError),
 		ErrorHandler:          onError,

@@ -97,10 +97,10 @@ func settle(t *testing.T, ctx context.Context, n *edgetest.Node, sale string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if err := n.App.API.Tick(ctx); err != nil {
+		if err := n.App.Admission.Tick(ctx); err != nil {
 			t.Fatalf("Tick = %v", err)
 		}
-		st, ok := n.App.Cursor.State(sale)
+		st, ok := n.App.Admission.State(sale)
 		_, seeded := n.App.Line.Seed(sale)
 		snap, _ := n.App.Snapshots.Get(sale)
 		if ok && !st.Lost && seeded && (st.Drawn || st.RedisNow.Before(snap.StartsAt)) && n.App.Line.Idle() {

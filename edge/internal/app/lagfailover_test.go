@@ -145,7 +145,7 @@ func TestLineSurvivesFailoverToLaggingReplica(t *testing.T) {
 	// Polls answer again once a tick has read the line from the new primary.
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		res, _ := n.Status(t, sale, tokens["a-0"])
-		st, _ := n.App.Cursor.State(sale)
+		st, _ := n.App.Admission.State(sale)
 		if res.Status == fasthttp.StatusOK && !st.Lost && st.ReadAt.After(promoted) {
 			break
 		}

@@ -174,9 +174,9 @@ func TestLineSurvivesRedisLoss(t *testing.T) {
 			t.Errorf("node %s after the loss: admission %+v, want still paused at rate 10, now_serving at least %d", name, got, held.NowServing)
 		}
 	}
-	restored, _ := a.App.Cursor.State(sale)
+	restored, _ := a.App.Admission.State(sale)
 	time.Sleep(300 * time.Millisecond)
-	if st, _ := a.App.Cursor.State(sale); st.NowServing != restored.NowServing {
+	if st, _ := a.App.Admission.State(sale); st.NowServing != restored.NowServing {
 		t.Errorf("now_serving moved %d -> %d while paused after the restore, want it still", restored.NowServing, st.NowServing)
 	}
 	if line, err := o.App.Ledger.Line(context.Background(), sale); err != nil || restored.NowServing > line.ServingCeiling ||

@@ -45,7 +45,7 @@ func TestRedisOutage(t *testing.T) {
 	pleaseWait("join", res)
 	res, _ = n.Status(t, sale, joined.QueueToken)
 	pleaseWait("status", res)
-	if _, ok := n.App.Cursor.State(sale); !ok {
+	if _, ok := n.App.Admission.State(sale); !ok {
 		t.Errorf("the node forgot the sale's state during the outage")
 	}
 	res = n.Do(t, edgetest.Request{Method: "GET", Path: "/account/orders?page=2"})

@@ -81,7 +81,7 @@ func TestPollCostsNothing(t *testing.T) {
 	}
 
 	// The counters are live: the next tick is counted.
-	if err := n.App.API.Tick(ctx); err != nil {
+	if err := n.App.Admission.Tick(ctx); err != nil {
 		t.Fatalf("Tick = %v", err)
 	}
 	if commands.Count() == 0 {

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -76,5 +77,62 @@ func TestShopProxyHygiene(t *testing.T) {
 				t.Errorf("shop got Connection: %q, want the client's stripped", c)
 			}
 		})
+	}
+}
+
+// TestRequestIDReachesTheOrigin: the edge sends every request it forwards
+// with its request id in X-Request-Id — the shopper's (or CDN's) own when
+// it sent a well-formed one, else one the edge made — so the origin's log
+// line shows the id the edge answers with; an error answer carries the id
+// in X-Request-Id and in its body.
+func TestRequestIDReachesTheOrigin(t *testing.T) {
+	t.Parallel()
+	origin := edgetest.NewStubOrigin(t)
+	const sale = "ids"
+	origin.SetSale(edgetest.OpenSale(sale, 10))
+	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
+	cfg.ShopURL = "http://" + edgetest.FreeAddr(t) // nothing listens: the shop is down
+	n := edgetest.StartNode(t, cfg)
+	n.WaitSale(t, sale)
+	token, _, err := issuer.Admission(sale, "shopper", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserve := func(header map[string]string) edgetest.Recorded {
+		t.Helper()
+		before := origin.Count()
+		res := n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: token,
+			Body: reserveBody("sku-1", "k"), Header: header})
+		reqs := origin.Requests()
+		if res.Status != fasthttp.StatusCreated || len(reqs) <= before {
+			t.Fatalf("reserve through the edge = %d %s, want the origin's 201", res.Status, res.Body)
+		}
+		for _, r := range reqs[before:] {
+			if r.Method == "POST" {
+				return r
+			}
+		}
+		t.Fatalf("the origin saw no POST among %+v", reqs[before:])
+		return edgetest.Recorded{}
+	}
+	if got := reserve(map[string]string{"X-Request-Id": "cdn-7f3a.1"}).Get("X-Request-Id"); got != "cdn-7f3a.1" {
+		t.Errorf("origin got X-Request-Id %q, want the shopper's cdn-7f3a.1", got)
+	}
+	made := reserve(map[string]string{"X-Request-Id": `not "an" id`}).Get("X-Request-Id")
+	if made == "" || strings.ContainsAny(made, `" `) {
+		t.Errorf("origin got X-Request-Id %q for a malformed incoming id, want one the edge made", made)
+	}
+
+	res := n.Do(t, edgetest.Request{Method: "GET", Path: "/cart", Header: map[string]string{"X-Request-Id": "cdn-9"}})
+	var body struct {
+		Error     string `json:"error"`
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal(res.Body, &body); err != nil {
+		t.Fatalf("answer with the shop down %q: %v", res.Body, err)
+	}
+	if res.Status != fasthttp.StatusServiceUnavailable || body.Error != "please_wait" || body.RequestID != "cdn-9" || res.Get("X-Request-Id") != "cdn-9" {
+		t.Errorf("answer with the shop down = %d %s, X-Request-Id %q; want 503 please_wait with request id cdn-9 in both",
+			res.Status, res.Body, res.Get("X-Request-Id"))
 	}
 }

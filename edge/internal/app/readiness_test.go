@@ -91,8 +91,9 @@ func wantNotReady(t *testing.T, n *edgetest.Node, sale, why string) {
 	wantPleaseWait(t, "snapshot "+why, res)
 	for _, admin := range []bool{false, true} {
 		res, body := readyz(t, n, admin)
-		if res.Status != fasthttp.StatusServiceUnavailable || body.Status != "not_ready" || body.Error != "not_ready" || res.Get("Retry-After") == "" {
-			t.Errorf("GET /readyz (admin %v) %s = %d %s, want 503 not_ready with Retry-After", admin, why, res.Status, res.Body)
+		if res.Status != fasthttp.StatusServiceUnavailable || body.Status != "not_ready" || body.Error != "not_ready" || res.Get("Retry-After") == "" ||
+			res.Get("X-Request-Id") == "" || !strings.Contains(string(res.Body), `"request_id":"`+res.Get("X-Request-Id")+`"`) {
+			t.Errorf("GET /readyz (admin %v) %s = %d %s, want 503 not_ready with Retry-After and the request id", admin, why, res.Status, res.Body)
 		}
 	}
 	if res := n.Do(t, edgetest.Request{Method: "GET", Path: "/healthz"}); res.Status != fasthttp.StatusOK {

@@ -47,8 +47,9 @@ func TestStaticFiles(t *testing.T) {
 			}
 		})
 	}
-	if res := n.Do(t, edgetest.Request{Method: "GET", Path: "/static/missing.js"}); res.Status != fasthttp.StatusNotFound {
-		t.Errorf("GET /static/missing.js = %d %s, want 404", res.Status, res.Body)
+	if res := n.Do(t, edgetest.Request{Method: "GET", Path: "/static/missing.js"}); res.Status != fasthttp.StatusNotFound ||
+		res.ErrorCode() != "not_found" || res.Get("X-Request-Id") == "" {
+		t.Errorf("GET /static/missing.js = %d %s, want 404 not_found with a request id", res.Status, res.Body)
 	}
 	if res := n.Do(t, edgetest.Request{Method: "GET", Path: "/"}); res.Get("Content-Type") != "text/html; charset=utf-8" {
 		t.Errorf("GET / Content-Type = %q, want text/html; charset=utf-8", res.Get("Content-Type"))

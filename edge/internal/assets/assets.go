@@ -6,6 +6,7 @@ package assets
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"mime"
@@ -21,9 +22,12 @@ type file struct {
 	contentType string
 }
 
+// ErrNotFound: there is no such file; nothing was written, the caller answers.
+var ErrNotFound = errors.New("assets: no such file")
+
 // Handler serves "/" as index.html and "/static/<name>" as the file name,
 // from files read once at start-up.
-func Handler(files fs.FS) (fasthttp.RequestHandler, error) {
+func Handler(files fs.FS) (func(ctx *fasthttp.RequestCtx) error, error) {
 	byPath := map[string]file{}
 	err := fs.WalkDir(files, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasSuffix(name, ".go") {
@@ -51,13 +55,10 @@ func Handler(files fs.FS) (fasthttp.RequestHandler, error) {
 	if _, ok := byPath["/"]; !ok {
 		return nil, fmt.Errorf("assets: no index.html")
 	}
-	return func(ctx *fasthttp.RequestCtx) {
+	return func(ctx *fasthttp.RequestCtx) error {
 		f, ok := byPath[string(ctx.Path())]
 		if !ok {
-			ctx.SetStatusCode(fasthttp.StatusNotFound)
-			ctx.SetContentType("application/json")
-			ctx.SetBodyString(`{"error":"not_found","message":"There is no such file."}`)
-			return
+			return ErrNotFound
 		}
 		h := &ctx.Response.Header
 		h.Set("Cache-Control", "public, max-age=300, stale-while-revalidate=60")
@@ -66,12 +67,13 @@ func Handler(files fs.FS) (fasthttp.RequestHandler, error) {
 		setPageSecurity(h)
 		if string(ctx.Request.Header.Peek("If-None-Match")) == f.etag {
 			ctx.SetStatusCode(fasthttp.StatusNotModified)
-			return
+			return nil
 		}
 		ctx.SetContentType(f.contentType)
 		if !ctx.IsHead() {
 			ctx.SetBody(f.body)
 		}
+		return nil
 	}, nil
 }
 

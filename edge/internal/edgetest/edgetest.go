@@ -103,7 +103,7 @@ const DefaultClientIP = "192.0.2.1"
 
 // NewNode builds a node from cfg with app.New and serves its handlers on
 // in-memory listeners, without starting its loops: call Start, or run
-// App.Snapshots.Refresh and App.API.Tick by hand. Everything stops in
+// App.Snapshots.Refresh and App.Admission.Tick by hand. Everything stops in
 // t.Cleanup.
 func NewNode(t testing.TB, cfg app.Config) *Node {
 	t.Helper()
@@ -174,7 +174,7 @@ func (n *Node) WaitSale(t testing.TB, sale string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		st, hasState := n.App.Cursor.State(sale)
+		st, hasState := n.App.Admission.State(sale)
 		hasState = hasState && !st.Lost
 		if hasState {
 			if r := n.Do(t, Request{Method: "GET", Path: "/v1/sales/" + sale}); r.Status == fasthttp.StatusOK {

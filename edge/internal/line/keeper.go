@@ -29,12 +29,11 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/queue"
 )
 
-// StateReader is the admission cursor's cache of each sale's state.
+// StateReader is the admission cursor's cache of each sale's state
+// (admission.Cursor).
 type StateReader interface {
 	State(sale string) (queue.State, bool)
 }
-
-var _ StateReader = (*queue.Cursor)(nil)
 
 // Options tune a Keeper; zero values take the defaults.
 type Options struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/queue"
@@ -112,7 +113,7 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 	r := edgetest.NewRedis(t)
 	keys := queue.NewKeys(r.Prefix)
 	store := newMemStore()
-	cursor := queue.NewCursor(r.Client, keys, nil)
+	cursor := admission.NewCursor(r.Client, keys, nil)
 	k := line.New(queue.NewLines(r.Client, keys), store, cursor,
 		line.Options{DefaultRatePerSecond: 50, MinBlock: 32, JoinWait: 200 * time.Millisecond},
 		slog.New(slog.DiscardHandler), prometheus.NewRegistry())
@@ -314,7 +315,7 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 	ticks := []queue.Tick{{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 100}}
 	type node struct {
 		k    *line.Keeper
-		c    *queue.Cursor
+		c    *admission.Cursor
 		hook *switchHook
 	}
 	newNode := func(sync time.Duration) node {
@@ -324,7 +325,7 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 		}
 		rdb := redis.NewClient(opts)
 		t.Cleanup(func() { _ = rdb.Close() })
-		n := node{c: queue.NewCursor(rdb, keys, nil), hook: &switchHook{}}
+		n := node{c: admission.NewCursor(rdb, keys, nil), hook: &switchHook{}}
 		rdb.AddHook(n.hook)
 		n.k = line.New(queue.NewLines(rdb, keys), store, n.c,
 			line.Options{DefaultRatePerSecond: 5, SyncInterval: sync, Timeout: time.Second},

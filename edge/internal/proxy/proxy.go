@@ -2,7 +2,9 @@
 // or the shop) over a bounded connection pool, with the hygiene of
 // net/http/httputil's ReverseProxy: hop-by-hop headers and client-supplied
 // forwarding headers are stripped, forwarding headers are written afresh,
-// and bodies and times are bounded.
+// and bodies and times are bounded. Each forwarded request carries the
+// edge's request id (X-Request-Id), so the upstream's log line and error
+// answer show the id the edge's do.
 package proxy
 
 import (
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/internal/httpapi"
 )
 
 // Options bound an upstream; zero values take the defaults.
@@ -110,6 +114,8 @@ func (u *Upstream) Forward(ctx *fasthttp.RequestCtx, clientIP string) error {
 		proto = "https"
 	}
 	req.Header.Set("X-Forwarded-Proto", proto)
+	var id [128]byte
+	req.Header.SetCanonical(httpapi.HeaderRequestID, httpapi.AppendRequestID(id[:0], ctx))
 	req.SetHost(u.host)
 
 	resp := fasthttp.AcquireResponse()

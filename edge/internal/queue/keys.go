@@ -8,7 +8,9 @@ package queue
 //	<prefix>{q:<sale>}:places   hash    account -> "p<i>" (i-th pre-queue join) or "<position>"
 //	<prefix>{q:<sale>}:seed     string  the pre-queue shuffle seed (hex), from the origin's copy
 //	<prefix>{q:<sale>}:cursor   hash    now_serving, last_ms (admitted up to), rate, paused,
-//	                                    settings_version (of the origin's copy)
+//	                                    settings_version (of the origin's copy); created only
+//	                                    by restore.lua, then advanced by package admission's
+//	                                    advance.lua and changed by settings.lua
 //	<prefix>{q:<sale>}:line     hash    epoch (set by the restore that put the line here),
 //	                                    pre_ceiling, post_ceiling, serving_ceiling (durable
 //	                                    high-water marks: pre, post and now_serving never pass

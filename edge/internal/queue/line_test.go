@@ -10,23 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/queue"
 )
-
-// restoreAt puts sale's line back with the given ceilings, as a restore
-// after a loss would, and reports whether it restored.
-func restoreAt(t *testing.T, r *edgetest.Redis, sale string, d queue.Durable) bool {
-	t.Helper()
-	if d.Seed == nil {
-		d.Seed = testSeed
-	}
-	got, err := queue.NewLines(r.Client, queue.NewKeys(r.Prefix)).Restore(context.Background(), sale, "e-"+edgetest.RandomID(t, 4), d)
-	if err != nil {
-		t.Fatalf("Restore(%s) = %v", sale, err)
-	}
-	return got != queue.Whole
-}
 
 // TestLineLostHandsOutNothing: with no line in Redis (never restored, or
 // lost), joins, the cursor, settings, raises and seals all refuse with
@@ -51,7 +38,7 @@ func TestLineLostHandsOutNothing(t *testing.T) {
 	if !observed.Load() {
 		t.Errorf("Observe heard no Lost level after a join found no line")
 	}
-	c := queue.NewCursor(r.Client, keys, nil)
+	c := admission.NewCursor(r.Client, keys, nil)
 	if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 10}}); err != nil {
 		t.Errorf("Tick with no line = %v, want nil (the sale is marked lost)", err)
 	}
@@ -217,7 +204,7 @@ func TestRestoreOnceAtCeilings(t *testing.T) {
 	if wins.Load() != 1 {
 		t.Fatalf("%d of 10 racing restores wrote, want exactly 1", wins.Load())
 	}
-	c := queue.NewCursor(r.Client, keys, nil)
+	c := admission.NewCursor(r.Client, keys, nil)
 	past := time.Now().Add(-time.Minute)
 	if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
 		t.Fatalf("Tick = %v", err)
@@ -250,60 +237,6 @@ func TestRestoreOnceAtCeilings(t *testing.T) {
 	st, _ = c.State("s")
 	if st.PreQueue != 40 || st.Post != 301 || st.NowServing != 340 || st.PostCeiling < 400 || !st.Paused || st.RatePerSecond == 99 || st.DrawSize != 37 {
 		t.Errorf("State after restoring lower values over a partial loss = %+v, want nothing lowered, the newer settings kept", st)
-	}
-}
-
-// TestCursorStopsAtServingCeiling: the cursor never passes the durable
-// serving ceiling and moves on once it is raised; after the start it waits
-// for the draw size to be sealed, and a seal is kept once made.
-func TestCursorStopsAtServingCeiling(t *testing.T) {
-	t.Parallel()
-	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
-	ctx := context.Background()
-	lines := queue.NewLines(r.Client, keys)
-	restoreAt(t, r, "s", queue.Durable{RatePerSecond: 1000, PreCeiling: 10, PostCeiling: open, ServingCeiling: 30})
-	fill(t, r, "s", 10_000)
-	c := queue.NewCursor(r.Client, keys, nil)
-	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
-	wait := func(what string, ok func(queue.State) bool) queue.State {
-		t.Helper()
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			st := tick(t, c, tk)
-			if ok(st) {
-				return st
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: State = %+v after 3 s", what, st)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	time.Sleep(100 * time.Millisecond)
-	if st := tick(t, c, tk); st.NowServing != 0 || st.Drawn {
-		t.Fatalf("State before the seal = %+v, want no admission until the draw is sealed", st)
-	}
-	if n, err := lines.Seal(ctx, "s", 7); err != nil || n != 7 {
-		t.Fatalf("Seal(7) = %d, %v; want 7", n, err)
-	}
-	if n, err := lines.Seal(ctx, "s", 9); err != nil || n != 7 {
-		t.Errorf("Seal(9) after Seal(7) = %d, %v; want 7 kept", n, err)
-	}
-	wait("after the seal", func(st queue.State) bool { return st.Drawn && st.DrawSize == 7 && st.NowServing == 30 })
-	time.Sleep(100 * time.Millisecond)
-	if st := tick(t, c, tk); st.NowServing != 30 || st.ServingCeiling != 30 {
-		t.Fatalf("State 100 ms at the serving ceiling = %+v, want still 30", st)
-	}
-	if err := lines.Raise(ctx, "s", queue.Ceilings{Serving: 80}); err != nil {
-		t.Fatalf("Raise = %v", err)
-	}
-	if err := lines.Raise(ctx, "s", queue.Ceilings{Serving: 50, Pre: 3}); err != nil {
-		t.Fatalf("Raise lower = %v", err)
-	}
-	st := wait("after the raise", func(st queue.State) bool { return st.NowServing == 80 })
-	if st.ServingCeiling != 80 || st.PreCeiling != 10 {
-		t.Errorf("ceilings after raising to 80 then 50 (pre 3) = serving %d, pre %d; want 80 and 10: a raise never lowers", st.ServingCeiling, st.PreCeiling)
 	}
 }
 
@@ -340,7 +273,7 @@ func TestLineThatLostWrites(t *testing.T) {
 	past := time.Now().Add(-time.Minute)
 	j := queue.NewJoiner(r.Client, keys, queue.JoinerOptions{})
 	t.Cleanup(j.Close)
-	c := queue.NewCursor(r.Client, keys, nil)
+	c := admission.NewCursor(r.Client, keys, nil)
 	tick := func() queue.State {
 		t.Helper()
 		if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {

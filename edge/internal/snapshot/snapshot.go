@@ -48,6 +48,16 @@ type Sale struct {
 // not change again, so it is not fetched again.
 func (s Sale) Ended() bool { return s.Status == "ended" }
 
+// Available is the units the snapshot shows available, summed over its
+// SKUs (a negative hint counts as none).
+func (s Sale) Available() int64 {
+	var n int64
+	for _, k := range s.SKUs {
+		n += max(k.AvailableHint, 0)
+	}
+	return n
+}
+
 // Entry is a sale's last good snapshot and when the fetch that brought it
 // started (the snapshot is at least that old).
 type Entry struct {

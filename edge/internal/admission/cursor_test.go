@@ -1,4 +1,4 @@
-package queue_test
+package admission_test
 
 import (
 	"context"
@@ -8,19 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/queue/queuetest"
 )
 
-// fill sets a sale's queue to length shoppers, all after the start.
-func fill(t *testing.T, r *edgetest.Redis, sale string, length int64) {
-	t.Helper()
-	if err := r.Client.Set(context.Background(), queue.NewKeys(r.Prefix).Post(sale), length, 0).Err(); err != nil {
-		t.Fatalf("SET post = %v", err)
-	}
-}
-
-func tick(t *testing.T, c *queue.Cursor, tk queue.Tick) queue.State {
+func tick(t *testing.T, c *admission.Cursor, tk queue.Tick) queue.State {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -61,14 +55,14 @@ func TestCursorHolds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := edgetest.NewRedis(t)
-			ready(t, r, "s", 1000)
-			c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
+			queuetest.Ready(t, r, "s", 1000)
+			c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
 			tk := queue.Tick{Sale: "s", StartsAt: tc.starts, Available: tc.stock}
 			tick(t, c, tk) // an empty line: the cursor starts from now
 			if tc.paused != nil || tc.rate != nil {
-				setSettings(t, r, "s", tc.rate, tc.paused)
+				queuetest.SetSettings(t, r, "s", tc.rate, tc.paused)
 			}
-			fill(t, r, "s", tc.length)
+			queuetest.Fill(t, r, "s", tc.length)
 			tick(t, c, tk)
 			time.Sleep(300 * time.Millisecond)
 			released := redisTime(t, r) // no admission may count time before this
@@ -86,9 +80,9 @@ func TestCursorHolds(t *testing.T) {
 			// Lift what held the cursor: it resumes at its rate, without a
 			// burst for the 300 ms it waited.
 			one := 1000.0
-			fill(t, r, "s", 10_000)
+			queuetest.Fill(t, r, "s", 10_000)
 			if tc.paused != nil || tc.rate != nil {
-				setSettings(t, r, "s", &one, &no)
+				queuetest.SetSettings(t, r, "s", &one, &no)
 			}
 			tk.Available = 1_000_000
 			tick(t, c, tk)
@@ -121,13 +115,13 @@ func TestCursorConcurrentTicksAdmitAtRate(t *testing.T) {
 	keys := queue.NewKeys(r.Prefix)
 	const rate = 500.0
 	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
-	ready(t, r, "s", rate)
-	cursors := make([]*queue.Cursor, 3)
+	queuetest.Ready(t, r, "s", rate)
+	cursors := make([]*admission.Cursor, 3)
 	for i := range cursors {
-		cursors[i] = queue.NewCursor(r.Client, keys, nil)
+		cursors[i] = admission.NewCursor(r.Client, keys, nil)
 	}
 	tick(t, cursors[0], tk)
-	fill(t, r, "s", 100_000)
+	queuetest.Fill(t, r, "s", 100_000)
 	// read returns the cursor and the instant it has admitted up to
 	// (last_ms), with Redis's clock, in one transaction.
 	read := func() (int64, float64, time.Time) {
@@ -192,13 +186,13 @@ func TestCursorNoCatchUpBurst(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	sale := "burst-" + edgetest.RandomID(t, 3)
-	ready(t, r, sale, 100)
-	fill(t, r, sale, 100_000)
+	queuetest.Ready(t, r, sale, 100)
+	queuetest.Fill(t, r, sale, 100_000)
 	// Nothing admitted since the start: no admission frontier yet.
 	if err := r.Client.HDel(context.Background(), queue.NewKeys(r.Prefix).Cursor(sale), "last_ms").Err(); err != nil {
 		t.Fatalf("HDEL last_ms = %v", err)
 	}
-	c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
+	c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
 	st := tick(t, c, queue.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000})
 	if st.NowServing > 101 {
 		t.Fatalf("first tick after a minute without ticks: now_serving = %d, want at most one second's worth (100)", st.NowServing)
@@ -213,9 +207,9 @@ func TestCursorSlowRate(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	sale := "slow-" + edgetest.RandomID(t, 3)
-	ready(t, r, sale, 0.5)
-	fill(t, r, sale, 100)
-	c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
+	queuetest.Ready(t, r, sale, 0.5)
+	queuetest.Fill(t, r, sale, 100)
+	c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
 	tk := queue.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
 	var st queue.State
 	deadline := time.Now().Add(2500 * time.Millisecond)
@@ -241,11 +235,11 @@ func TestCursorPacesToScarceStock(t *testing.T) {
 		{1_000_000, 800, 1200},
 	} {
 		r := edgetest.NewRedis(t)
-		ready(t, r, "s", 1000)
-		c := queue.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
+		queuetest.Ready(t, r, "s", 1000)
+		c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
 		tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: tc.available}
 		first := tick(t, c, tk).NowServing
-		fill(t, r, "s", 100_000)
+		queuetest.Fill(t, r, "s", 100_000)
 		start := time.Now()
 		var st queue.State
 		for time.Since(start) < time.Second {
@@ -258,5 +252,59 @@ func TestCursorPacesToScarceStock(t *testing.T) {
 		if st.RatePerSecond != 1000 {
 			t.Errorf("available %d: RatePerSecond = %v, want the configured 1000 (pacing is not a setting)", tc.available, st.RatePerSecond)
 		}
+	}
+}
+
+// TestCursorStopsAtServingCeiling: the cursor never passes the durable
+// serving ceiling and moves on once it is raised; after the start it waits
+// for the draw size to be sealed, and a seal is kept once made.
+func TestCursorStopsAtServingCeiling(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	keys := queue.NewKeys(r.Prefix)
+	ctx := context.Background()
+	lines := queue.NewLines(r.Client, keys)
+	queuetest.Restore(t, r, "s", queue.Durable{RatePerSecond: 1000, PreCeiling: 10, PostCeiling: queuetest.Open, ServingCeiling: 30})
+	queuetest.Fill(t, r, "s", 10_000)
+	c := admission.NewCursor(r.Client, keys, nil)
+	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	wait := func(what string, ok func(queue.State) bool) queue.State {
+		t.Helper()
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			st := tick(t, c, tk)
+			if ok(st) {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: State = %+v after 3 s", what, st)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if st := tick(t, c, tk); st.NowServing != 0 || st.Drawn {
+		t.Fatalf("State before the seal = %+v, want no admission until the draw is sealed", st)
+	}
+	if n, err := lines.Seal(ctx, "s", 7); err != nil || n != 7 {
+		t.Fatalf("Seal(7) = %d, %v; want 7", n, err)
+	}
+	if n, err := lines.Seal(ctx, "s", 9); err != nil || n != 7 {
+		t.Errorf("Seal(9) after Seal(7) = %d, %v; want 7 kept", n, err)
+	}
+	wait("after the seal", func(st queue.State) bool { return st.Drawn && st.DrawSize == 7 && st.NowServing == 30 })
+	time.Sleep(100 * time.Millisecond)
+	if st := tick(t, c, tk); st.NowServing != 30 || st.ServingCeiling != 30 {
+		t.Fatalf("State 100 ms at the serving ceiling = %+v, want still 30", st)
+	}
+	if err := lines.Raise(ctx, "s", queue.Ceilings{Serving: 80}); err != nil {
+		t.Fatalf("Raise = %v", err)
+	}
+	if err := lines.Raise(ctx, "s", queue.Ceilings{Serving: 50, Pre: 3}); err != nil {
+		t.Fatalf("Raise lower = %v", err)
+	}
+	st := wait("after the raise", func(st queue.State) bool { return st.NowServing == 80 })
+	if st.ServingCeiling != 80 || st.PreCeiling != 10 {
+		t.Errorf("ceilings after raising to 80 then 50 (pre 3) = serving %d, pre %d; want 80 and 10: a raise never lowers", st.ServingCeiling, st.PreCeiling)
 	}
 }

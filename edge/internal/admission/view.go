@@ -1,0 +1,162 @@
+package admission
+
+import (
+	"math"
+	"time"
+
+	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/snapshot"
+)
+
+// View is everything the node knows about a sale at one tick: the origin's
+// snapshot, this node's reading of the admission cursor and the pre-queue
+// draw, and the snapshot body ready to serve. Nothing in it changes after
+// the tick that built it.
+type View struct {
+	Sale snapshot.Sale
+	// State is this node's reading of the sale's line; valid when HasState.
+	State    queue.State
+	HasState bool
+	// Body is the snapshot JSON served at GET /v1/sales/{id}, ETag its tag.
+	Body []byte
+	ETag string
+	// LongCache: finally sold out or ended; nothing in Body will change.
+	LongCache bool
+
+	fetchedAt time.Time // when the fetch that brought Sale started
+	seed      []byte
+	shuffle   queue.Shuffle // over the pre-queue, once its size is sealed after the start
+	drawn     bool          // shuffle is set
+	available int64         // the units Sale shows available
+	opts      *Options      // the controller's
+}
+
+// Current reports whether the view's origin snapshot is recent enough to
+// answer from at now; a stale one means the origin (or its Redis) is
+// unreachable or slow for this sale, and "open, 150 left" may no longer be
+// true.
+func (v *View) Current(now time.Time) bool {
+	return now.Sub(v.fetchedAt) <= v.opts.SnapshotStaleAfter
+}
+
+// Fresh reports whether the view's cursor reading is recent enough to
+// answer from at now and its line is in Redis; a stale one means Redis is
+// unreachable, a lost one that Redis lost the line and it is being restored.
+func (v *View) Fresh(now time.Time) bool {
+	return v.HasState && !v.State.Lost && now.Sub(v.State.ReadAt) <= v.opts.StaleAfter
+}
+
+// Ready is nil when a shopper's place can be answered from the view at now:
+// ErrNotReady while its snapshot is not Current, ErrCursorStale while its
+// cursor reading is not Fresh.
+func (v *View) Ready(now time.Time) error {
+	if !v.Current(now) {
+		return ErrNotReady
+	}
+	if !v.Fresh(now) {
+		return ErrCursorStale
+	}
+	return nil
+}
+
+// Estimate is what a shopper at a place in line hears.
+type Estimate struct {
+	// Position is the place in line: for the pre-queue the drawn one, 0
+	// until the draw.
+	Position    int64
+	NowServing  int64
+	WaitS       int64 // estimated wait in seconds
+	PollAfterMS int64 // when to ask again
+	PreQueue    bool
+	Paused      bool // admission is paused by ops; WaitS assumes the set rate
+	// Admitted: the cursor has reached Position; the shopper may reserve.
+	Admitted bool
+}
+
+// Estimate answers for a shopper at place pos (the join index for the
+// pre-queue): the position (drawn for the pre-queue once the sale starts),
+// the wait at the measured admission rate, and a poll interval that grows
+// with the distance from the front.
+func (v *View) Estimate(pre bool, pos int64, now time.Time) Estimate {
+	e := Estimate{PreQueue: pre, NowServing: v.State.NowServing}
+	maxPoll := v.opts.MaxPollAfter
+	if pre {
+		if !v.drawn {
+			// Places are drawn at the start: until then, only the time to
+			// it. Come back after the draw, each at its own moment of a
+			// window as long as the pre-queue takes to admit (up to 10 s),
+			// so the whole pre-queue does not poll in the same second.
+			untilStart := max(v.Sale.StartsAt.Sub(now), 0)
+			e.WaitS = int64(math.Ceil(untilStart.Seconds()))
+			e.PollAfterMS = clampMS(untilStart+spread(pos, v.preQueueWindow()), time.Second, maxPoll)
+			return e
+		}
+		drawn, err := v.shuffle.Position(pos)
+		if err != nil {
+			drawn = pos // the token names an index the draw does not have: keep it honest
+		}
+		pos = drawn
+	}
+	e.Position = pos
+	ahead := pos - v.State.NowServing
+	if ahead <= 0 {
+		e.Admitted = pos > 0
+		e.PollAfterMS = min(jitter(1000, pos), maxPoll.Milliseconds())
+		return e
+	}
+	rate := v.State.MeasuredRate
+	if rate <= 0 {
+		rate = v.State.RatePerSecond
+	}
+	if v.State.Paused {
+		// Paused: the estimate is what the wait will be once admission
+		// resumes at the configured rate, and the answer says it is paused.
+		rate = v.State.RatePerSecond
+		e.Paused = true
+	}
+	wait := 30 * time.Second
+	if rate > 0 {
+		wait = time.Duration(float64(ahead) / rate * float64(time.Second))
+	}
+	if now.Before(v.Sale.StartsAt) {
+		wait += v.Sale.StartsAt.Sub(now)
+	}
+	e.WaitS = int64(math.Ceil(wait.Seconds()))
+	e.PollAfterMS = min(jitter(clampMS(wait/4, time.Second, maxPoll), pos), maxPoll.Milliseconds())
+	return e
+}
+
+// preQueueWindow is how long the part of the pre-queue that the stock can
+// serve takes to admit at the set rate, between 1 and 10 seconds: the window
+// its first polls after the draw are spread over. Shorter than that would
+// bring the whole pre-queue back in one instant; longer would let shoppers
+// drawn early learn it only after later ones (who polled sooner) had taken
+// the units.
+func (v *View) preQueueWindow() time.Duration {
+	served := min(v.State.PreQueue, v.available)
+	seconds := 10.0
+	if v.State.RatePerSecond > 0 {
+		seconds = float64(served) / v.State.RatePerSecond
+	}
+	return time.Duration(min(max(seconds, 1), 10) * float64(time.Second))
+}
+
+// spread places a shopper's index evenly and fixedly in [0, window): the
+// same shopper always gets the same moment (a fixed stride through 1,000
+// steps, so neighbours in line land far apart).
+func spread(index int64, window time.Duration) time.Duration {
+	const steps = 1000
+	return window * time.Duration(uint64(index)*2654435761%steps) / steps
+}
+
+// jitter lengthens a poll interval by up to a quarter, by the shopper's
+// place (a fixed stride through 250 steps): shoppers told the same interval
+// at the same moment would otherwise all come back in the same instant,
+// wave after wave.
+func jitter(ms, pos int64) int64 {
+	return ms + ms*int64(uint64(pos)*2654435761%250)/1000
+}
+
+func clampMS(d, lo, hi time.Duration) int64 {
+	return min(max(d, lo), hi).Milliseconds()
+}

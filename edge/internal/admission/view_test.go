@@ -1,0 +1,94 @@
+package admission
+
+import (
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/snapshot"
+)
+
+func TestEstimate(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	opts := &Options{StaleAfter: time.Second, SnapshotStaleAfter: time.Second, MaxPollAfter: 30 * time.Second}
+	open := snapshot.Sale{SaleID: "s", StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
+		SKUs: []snapshot.SKU{{SKU: "a", AvailableHint: 30}, {SKU: "b", AvailableHint: 20}, {SKU: "c", AvailableHint: -3}}}
+	upcoming := open
+	upcoming.StartsAt = now.Add(20 * time.Second)
+	view := func(sale snapshot.Sale, st queue.State) *View {
+		return &View{Sale: sale, State: st, HasState: true, fetchedAt: now, available: sale.Available(), opts: opts}
+	}
+	running := queue.State{NowServing: 100, RatePerSecond: 50, MeasuredRate: 10, ReadAt: now}
+
+	t.Run("within the cursor: admitted", func(t *testing.T) {
+		e := view(open, running).Estimate(false, 100, now)
+		if !e.Admitted || e.Position != 100 || e.WaitS != 0 || e.PollAfterMS < 1000 || e.PollAfterMS > 1250 {
+			t.Errorf("Estimate(100) with now_serving 100 = %+v, want admitted, polling in 1 to 1.25 s", e)
+		}
+	})
+	t.Run("behind the cursor: the wait at the measured rate", func(t *testing.T) {
+		e := view(open, running).Estimate(false, 300, now)
+		if e.Admitted || e.Position != 300 || e.WaitS != 20 || e.Paused {
+			t.Errorf("Estimate(300) with now_serving 100 at 10/s measured = %+v, want waiting 20 s", e)
+		}
+		if e.PollAfterMS < 5000 || e.PollAfterMS > 6250 {
+			t.Errorf("PollAfterMS = %d, want a quarter of the wait plus up to a quarter of that", e.PollAfterMS)
+		}
+	})
+	t.Run("paused: the wait at the set rate", func(t *testing.T) {
+		st := running
+		st.Paused = true
+		e := view(open, st).Estimate(false, 300, now)
+		if !e.Paused || e.WaitS != 4 {
+			t.Errorf("Estimate(300) paused, set rate 50/s = %+v, want paused, 4 s", e)
+		}
+	})
+	t.Run("far back: the poll interval is capped", func(t *testing.T) {
+		e := view(open, running).Estimate(false, 1_000_000, now)
+		if e.PollAfterMS != opts.MaxPollAfter.Milliseconds() {
+			t.Errorf("PollAfterMS far back = %d, want the cap %d", e.PollAfterMS, opts.MaxPollAfter.Milliseconds())
+		}
+	})
+	t.Run("pre-queue before the draw: the time to the start", func(t *testing.T) {
+		// 1,000 in the pre-queue, 50 units available (the negative hint
+		// counts as none) at 10/s: the first polls after the draw spread
+		// over the 5 s the units take to admit.
+		st := queue.State{PreQueue: 1000, RatePerSecond: 10, ReadAt: now}
+		v := view(upcoming, st)
+		if got := v.preQueueWindow(); got != 5*time.Second {
+			t.Errorf("preQueueWindow = %v, want 5 s (50 units at 10/s)", got)
+		}
+		for _, index := range []int64{1, 2, 500, 999} {
+			e := v.Estimate(true, index, now)
+			if e.Admitted || e.Position != 0 || !e.PreQueue || e.WaitS != 20 || e.PollAfterMS < 20_000 || e.PollAfterMS >= 25_000 {
+				t.Errorf("Estimate(pre %d) before the draw = %+v, want position 0, 20 s wait, a poll 20 to 25 s from now", index, e)
+			}
+		}
+	})
+}
+
+func TestViewReady(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	opts := &Options{StaleAfter: time.Second, SnapshotStaleAfter: 2 * time.Second}
+	tests := []struct {
+		name     string
+		fetched  time.Duration // ago
+		read     time.Duration // ago
+		hasState bool
+		lost     bool
+		want     error
+	}{
+		{"current and fresh", 0, 0, true, false, nil},
+		{"snapshot stale", 3 * time.Second, 0, true, false, ErrNotReady},
+		{"cursor stale", 0, 2 * time.Second, true, false, ErrCursorStale},
+		{"cursor never read", 0, 0, false, false, ErrCursorStale},
+		{"line lost", 0, 0, true, true, ErrCursorStale},
+	}
+	for _, tt := range tests {
+		v := &View{fetchedAt: now.Add(-tt.fetched), HasState: tt.hasState,
+			State: queue.State{Lost: tt.lost, ReadAt: now.Add(-tt.read)}, opts: opts}
+		if got := v.Ready(now); got != tt.want {
+			t.Errorf("%s: Ready = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
