@@ -15,7 +15,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -346,70 +345,3 @@ func (w *testLogWriter) close() {
 	w.closed = true
 	w.mu.Unlock()
 }
-
-// CommandCounter is a go-redis hook that counts the commands a client
-// sends, pipelined or not.
-type CommandCounter struct {
-	n     atomic.Int64
-	mu    sync.Mutex // guards names
-	names map[string]int
-}
-
-// CountCommands adds a CommandCounter to rdb.
-func CountCommands(rdb *redis.Client) *CommandCounter {
-	c := &CommandCounter{names: map[string]int{}}
-	rdb.AddHook(c)
-	return c
-}
-
-// Count is the number of commands sent since the last Reset.
-func (c *CommandCounter) Count() int64 { return c.n.Load() }
-
-// Names counts the commands sent since the last Reset by name.
-func (c *CommandCounter) Names() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.names))
-	for k, v := range c.names {
-		out[k] = v
-	}
-	return out
-}
-
-// Reset sets the counts to zero.
-func (c *CommandCounter) Reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n.Store(0)
-	c.names = map[string]int{}
-}
-
-func (c *CommandCounter) add(cmds ...redis.Cmder) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, cmd := range cmds {
-		c.n.Add(1)
-		c.names[cmd.Name()]++
-	}
-}
-
-// DialHook implements redis.Hook.
-func (c *CommandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-// ProcessHook implements redis.Hook.
-func (c *CommandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.add(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-// ProcessPipelineHook implements redis.Hook.
-func (c *CommandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.add(cmds...)
-		return next(ctx, cmds)
-	}
-}
-
-var _ redis.Hook = (*CommandCounter)(nil)
