@@ -4,23 +4,12 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
-
-	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/app"
-	"github.com/flashgate/flashgate/internal/httpread"
+	"github.com/flashgate/flashgate/internal/serve"
 )
-
-// listener is one of the node's listeners: its name, for errors, and the
-// address it opens.
-type listener struct {
-	name, addr string
-	srv        *fasthttp.Server
-}
 
 // run starts an edge node and blocks until ctx ends, then shuts down in
 // order: stop accepting and drain in-flight requests (the public listener,
@@ -47,42 +36,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	// In drain order: shoppers' requests finish while the admin listener
 	// still answers metrics and readiness.
-	listeners := []listener{
-		{"public", cfg.Addr, a.Server(a.API.Public())},
-		{"admin", cfg.AdminAddr, a.Server(a.API.Admin())},
-	}
-	errc := make(chan error, len(listeners))
-	for _, l := range listeners {
-		ln, err := net.Listen("tcp", l.addr)
-		if err != nil {
-			_ = a.Stop(context.Background())
-			return fmt.Errorf("listen %s: %w", l.addr, err)
-		}
-		go func() { errc <- l.srv.Serve(httpread.Listener(ln)) }()
-	}
-	a.Start()
-	log.Info("edge ready", "addr", cfg.Addr, "admin_addr", cfg.AdminAddr, "origin", cfg.OriginURL, "dev", cfg.Dev)
-
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-		log.Error("listener failed", "err", err)
-	}
-	log.Info("edge stopping")
-	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, l := range listeners {
-		if err := l.srv.ShutdownWithContext(stopCtx); err != nil {
-			errs = append(errs, fmt.Errorf("drain the %s listener: %w", l.name, err))
-		}
-	}
-	if err := a.Stop(stopCtx); err != nil {
-		errs = append(errs, err)
-	}
-	log.Info("edge stopped")
-	return errors.Join(errs...)
+	log.Info("edge starting", "origin", cfg.OriginURL, "dev", cfg.Dev)
+	return serve.Run(ctx, log, a, cfg.ShutdownTimeout,
+		serve.Listener{Name: "public", Addr: cfg.Addr, Server: a.Server(a.API.Public())},
+		serve.Listener{Name: "admin", Addr: cfg.AdminAddr, Server: a.Server(a.API.Admin())})
 }

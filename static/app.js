@@ -5,6 +5,16 @@
   const $ = (id) => document.getElementById(id);
   const sale = new URLSearchParams(location.search).get('sale') || 'demo';
   const salePath = '/v1/sales/' + encodeURIComponent(sale);
+  // Ids from the page's address become parts of API paths, and the shopper's token goes with those requests:
+  // only the alphabet the servers use, so that a crafted `?sale=..` or `?order=..` cannot steer the page (and
+  // the token) to another path.
+  const validID = (s, max) => new RegExp('^[A-Za-z0-9_-]{1,' + max + '}$').test(s);
+  if (!validID(sale, 64)) {
+    $('sale-status').textContent = 'No such sale';
+    $('notice').textContent = 'This link does not name a valid sale.';
+    $('notice').hidden = false;
+    return;
+  }
   const MIN_POLL_MS = 1000; // never hammer the edge, whatever it answers
 
   // sessionStorage, not localStorage: tokens die with the tab, and a reload resumes where we were.
@@ -365,5 +375,5 @@
   if (saved && saved.reservation_id && store.get(K.user)) { holdReservation(saved); pollReservation(); }
   else if (store.get(K.queue) && store.get(K.user)) { $('queue-state').textContent = 'Resuming your place in line…'; startPolling(0); }
   const returned = new URLSearchParams(location.search).get('order');
-  if (returned && store.get(K.user)) watchOrder(returned);
+  if (returned && validID(returned, 128) && store.get(K.user)) watchOrder(returned);
 })();

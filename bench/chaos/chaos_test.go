@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/chaos"
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
+	"github.com/flashgate/flashgate/bench/internal/faults"
 )
 
 // The short scenarios of make chaos (origin killed -9, Redis emptied by
@@ -19,13 +20,13 @@ import (
 func TestShortScenarios(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	results, err := chaos.Run(ctx, chaos.Options{Short: true, Log: t.Logf})
+	results, err := faults.Run(ctx, faults.Options{Short: true, Log: t.Logf})
 	if err != nil {
-		t.Fatalf("chaos.Run = %v", err)
+		t.Fatalf("faults.Run = %v", err)
 	}
-	want, _ := chaos.Select(nil, true)
+	want, _ := faults.Select(nil, true)
 	if len(results) != len(want) {
-		t.Fatalf("chaos.Run played %d scenarios, want the %d short ones", len(results), len(want))
+		t.Fatalf("faults.Run played %d scenarios, want the %d short ones", len(results), len(want))
 	}
 	for _, r := range results {
 		// The harness itself must have seen a sale happen, or its checks prove nothing.
@@ -37,12 +38,12 @@ func TestShortScenarios(t *testing.T) {
 		}
 	}
 	out := filepath.Join(t.TempDir(), "RELIABILITY.md")
-	if err := writeReport(out, chaos.Report{Command: "go test ./bench/chaos", When: time.Now(), Machine: machine(), Load: chaos.DefaultLoad(), Results: results}); err != nil {
+	if err := writeReport(out, faults.Report{Command: "go test ./bench/chaos", When: time.Now(), Machine: benchreport.MachineLine(), Load: faults.DefaultLoad(), Results: results}); err != nil {
 		t.Fatalf("writeReport = %v", err)
 	}
 	md, err := os.ReadFile(out)
 	if err != nil || !strings.Contains(string(md), "| origin-kill9 | 200 |") {
 		t.Errorf("report: %v\n%s", err, md)
 	}
-	t.Log("\n" + chaos.Summary(results))
+	t.Log("\n" + faults.Summary(results))
 }

@@ -8,18 +8,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/chaos"
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
+	"github.com/flashgate/flashgate/bench/internal/faults"
 )
 
 // errFailed: the run went through and some scenario failed.
 var errFailed = errors.New("some scenarios failed")
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o := chaos.Options{Load: chaos.DefaultLoad()}
+	o := faults.Options{Load: faults.DefaultLoad()}
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var names, out string
@@ -30,7 +30,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&list, "list", false, "list the scenarios and exit")
 	fs.StringVar(&o.BinDir, "bin", "", "folder with origin, edge and sandboxgateway already built (default: build them)")
 	fs.StringVar(&o.WorkDir, "dir", "", "folder for the servers' data and logs (default: a temporary one, removed)")
-	fs.StringVar(&o.PostgresBin, "postgres-bin", chaos.DefaultPostgresBin, "folder with initdb and postgres")
+	fs.StringVar(&o.PostgresBin, "postgres-bin", faults.DefaultPostgresBin, "folder with initdb and postgres")
 	fs.BoolVar(&verbose, "v", false, "print the binaries' last log lines for a failed scenario")
 	fs.IntVar(&o.Load.Shoppers, "shoppers", o.Load.Shoppers, "shoppers per scenario")
 	fs.IntVar(&o.Load.Stock, "stock", o.Load.Stock, "units per scenario")
@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	o.Load.Seed = *seed
 	if list {
-		for _, sc := range chaos.Scenarios() {
+		for _, sc := range faults.Scenarios() {
 			short := ""
 			if sc.Short {
 				short = " (short)"
@@ -57,11 +57,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	o.Keep = o.WorkDir != ""
 	o.Log = func(format string, a ...any) { fmt.Fprintf(stderr, "chaos: "+format+"\n", a...) }
-	results, err := chaos.Run(ctx, o)
+	results, err := faults.Run(ctx, o)
 	if err != nil && len(results) == 0 {
 		return err
 	}
-	fmt.Fprint(stdout, chaos.Summary(results))
+	fmt.Fprint(stdout, faults.Summary(results))
 	if verbose {
 		for _, r := range results {
 			if !r.Pass() && r.Logs != "" {
@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if out != "" {
-		if werr := writeReport(out, chaos.Report{Command: command(args), When: time.Now(), Machine: machine(), Load: o.Load, Results: results}); werr != nil {
+		if werr := writeReport(out, faults.Report{Command: command(args), When: time.Now(), Machine: benchreport.MachineLine(), Load: o.Load, Results: results}); werr != nil {
 			return werr
 		}
 		fmt.Fprintf(stdout, "report: %s\n", out)
@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func writeReport(path string, rep chaos.Report) error {
+func writeReport(path string, rep faults.Report) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func writeReport(path string, rep chaos.Report) error {
 	if err != nil {
 		return err
 	}
-	err = chaos.WriteMarkdown(f, rep)
+	err = faults.WriteMarkdown(f, rep)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -107,18 +107,4 @@ func command(args []string) string {
 		return "make chaos"
 	}
 	return "make chaos CHAOS_FLAGS='" + strings.Join(args, " ") + "'"
-}
-
-// machine names the CPU model and count.
-func machine() string {
-	model := runtime.GOARCH
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	return fmt.Sprintf("%d × %s, %s", runtime.NumCPU(), model, runtime.Version())
 }

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/crowd"
-	"github.com/flashgate/flashgate/bench/internal/report"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
+	"github.com/flashgate/flashgate/bench/internal/crowdreport"
+	"github.com/flashgate/flashgate/bench/internal/crowdsim"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // A small crowd end to end, the way make bench runs the big one: the real
@@ -82,17 +82,17 @@ func TestCrowdAgainstTheRealStack(t *testing.T) {
 		"FLASHGATE_ORIGIN_URL=http://"+originAddr, "FLASHGATE_TRUSTED_PROXIES=127.0.0.1/32")
 	waitHealthy(t, "http://"+edgeAdmin+"/healthz")
 
-	sc := crowd.DefaultScenario()
+	sc := crowdsim.DefaultScenario()
 	sc.Shoppers, sc.Stock, sc.RatePerS, sc.Bots, sc.BotIPs = 600, 60, 100, 20, 2
 	sc.PreQueueS, sc.BurstS, sc.TailS, sc.HoldTTLS, sc.MaxDurationS = 2, 2, 3, 3, 30
-	res, err := crowd.Run(context.Background(), crowd.Config{
+	res, err := crowdsim.Run(context.Background(), crowdsim.Config{
 		Scenario: sc, EdgeURL: "http://" + edgeAddr, EdgeAdminURL: "http://" + edgeAdmin,
 		OriginAdminURL: "http://" + originAdmin, GatewayURL: "http://" + gatewayAddr,
 		AdminToken: "4iVSe0dZ1Gzs8Zf0cQvCw6E2u0Vh5bIuPqX0jXyqOaA=", UserSecret: []byte("e2e-user-secret-0123456789abcdef"),
 		Conns: 64, Seed: 3, Progress: t.Logf,
 	})
 	if err != nil {
-		t.Fatalf("crowd.Run = %v", err)
+		t.Fatalf("crowdsim.Run = %v", err)
 	}
 	if res.Oversold != 0 || res.Status5xx != 0 || !res.InvariantOK {
 		t.Errorf("oversold %d, 5xx %d, invariant %v; want 0, 0, true", res.Oversold, res.Status5xx, res.InvariantOK)
@@ -111,14 +111,14 @@ func TestCrowdAgainstTheRealStack(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if err := writeReport(dir, report.Runs{Flashgate: *res}); err != nil {
+	if err := writeReport(dir, crowdreport.Runs{Flashgate: *res}); err != nil {
 		t.Fatalf("writeReport = %v", err)
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
 	if err != nil || !strings.Contains(string(md), "oversold") {
 		t.Errorf("report.md: %v, %d bytes", err, len(md))
 	}
-	t.Log(report.Summary(report.Runs{Flashgate: *res}))
+	t.Log(crowdreport.Summary(crowdreport.Runs{Flashgate: *res}))
 }
 
 func waitHealthy(t *testing.T, url string) {

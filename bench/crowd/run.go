@@ -12,12 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/crowd"
-	"github.com/flashgate/flashgate/bench/internal/report"
+	"github.com/flashgate/flashgate/bench/internal/crowdreport"
+	"github.com/flashgate/flashgate/bench/internal/crowdsim"
 )
 
 type options struct {
-	crowd.Config
+	crowdsim.Config
 	PostgresURL     string
 	Naive           bool
 	Ceiling         bool
@@ -26,7 +26,7 @@ type options struct {
 }
 
 func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
-	o := options{Config: crowd.Config{Scenario: crowd.DefaultScenario()}, Naive: true, CeilingShoppers: 20_000}
+	o := options{Config: crowdsim.Config{Scenario: crowdsim.DefaultScenario()}, Naive: true, CeilingShoppers: 20_000}
 	fs := flag.NewFlagSet("crowd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	env := func(name, def string) string {
@@ -104,15 +104,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	o.Progress = func(format string, a ...any) {
 		fmt.Fprintf(stderr, "crowd: "+format+"\n", a...)
 	}
-	var runs report.Runs
-	fg, err := crowd.Run(ctx, o.Config)
+	var runs crowdreport.Runs
+	fg, err := crowdsim.Run(ctx, o.Config)
 	if err != nil {
 		return err
 	}
 	fg.Command = command(args)
 	runs.Flashgate = *fg
 	if o.Naive {
-		nv, err := crowd.RunNaive(ctx, o.Config, o.PostgresURL)
+		nv, err := crowdsim.RunNaive(ctx, o.Config, o.PostgresURL)
 		if err != nil {
 			return err
 		}
@@ -123,7 +123,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		c := o.Config
 		c.SaleID = ""
 		c.Scenario = ceilingScenario(o.Scenario, o.CeilingShoppers)
-		ceil, err := crowd.Run(ctx, c)
+		ceil, err := crowdsim.Run(ctx, c)
 		if err != nil {
 			return err
 		}
@@ -133,23 +133,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := writeReport(o.Out, runs); err != nil {
 		return err
 	}
-	fmt.Fprint(stdout, report.Summary(runs))
+	fmt.Fprint(stdout, crowdreport.Summary(runs))
 	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(o.Out, "report.md"))
 	return nil
 }
 
 // writeReport writes report.json, report.md and the charts into dir.
-func writeReport(dir string, runs report.Runs) error {
+func writeReport(dir string, runs crowdreport.Runs) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	charts, err := report.WriteCharts(dir, runs)
+	charts, err := crowdreport.WriteCharts(dir, runs)
 	if err != nil {
 		return fmt.Errorf("charts: %w", err)
 	}
 	for name, write := range map[string]func(io.Writer) error{
-		"report.json": func(w io.Writer) error { return report.WriteJSON(w, runs) },
-		"report.md":   func(w io.Writer) error { return report.WriteMarkdown(w, runs, charts) },
+		"report.json": func(w io.Writer) error { return crowdreport.WriteJSON(w, runs) },
+		"report.md":   func(w io.Writer) error { return crowdreport.WriteMarkdown(w, runs, charts) },
 	} {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
@@ -190,7 +190,7 @@ func command(args []string) string {
 // ceilingScenario: as many units as shoppers, all arriving at the open,
 // admitted as fast as they come, nobody paying: what limits is the reserve
 // path end to end.
-func ceilingScenario(base crowd.Scenario, shoppers int) crowd.Scenario {
+func ceilingScenario(base crowdsim.Scenario, shoppers int) crowdsim.Scenario {
 	sc := base
 	sc.Shoppers, sc.Stock, sc.RatePerS = shoppers, shoppers, 0
 	sc.PreQueueS, sc.PreQueueShare, sc.BurstS, sc.BurstShare, sc.TailS = 0.5, 0, 2, 1, 0

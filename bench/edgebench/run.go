@@ -2,17 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/edgeside"
+	"github.com/flashgate/flashgate/bench/internal/benchcmd"
+	"github.com/flashgate/flashgate/bench/internal/edgeperf"
 )
 
 // run reads flags (defaults from getenv), runs the benchmark and writes its
@@ -22,26 +20,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rep, err := edgeside.Run(ctx, c)
-	if len(rep.Paths) > 0 || rep.Memory != nil { // a partial report still says what was measured
-		var werr error
-		if asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			werr = enc.Encode(rep)
-		} else {
-			werr = rep.WriteTable(stdout)
-		}
-		err = errors.Join(err, werr)
-	}
-	return err
+	c.Log = benchcmd.Logger(stderr)
+	rep, err := edgeperf.Run(ctx, c)
+	return benchcmd.Finish(stdout, rep, asJSON, err)
 }
 
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c edgeside.Config, asJSON bool, err error) {
-	c = edgeside.Config{
-		RedisURL:      "redis://127.0.0.1:6379/0",
-		PostgresURL:   "postgres://postgres@127.0.0.1:5432/flashgate_bench?sslmode=disable",
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c edgeperf.Config, asJSON bool, err error) {
+	c = edgeperf.Config{
 		Requests:      30_000,
 		ProxyRequests: 10_000,
 		Conns:         64,
@@ -51,20 +36,13 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 		PollAdmitted:  0.2,
 		MemPolls:      100_000,
 		FillWorkers:   2_048,
-		Limits:        edgeside.LimitsProduction,
+		Limits:        edgeperf.LimitsProduction,
 		Timeout:       3 * time.Minute,
-	}
-	if v := getenv("FLASHGATE_BENCH_REDIS_URL"); v != "" {
-		c.RedisURL = v
-	}
-	if v := getenv("FLASHGATE_BENCH_POSTGRES_URL"); v != "" {
-		c.PostgresURL = v
 	}
 	fs := flag.NewFlagSet("edgebench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis on this machine ($FLASHGATE_BENCH_REDIS_URL); only keys under a random prefix are touched")
-	fs.StringVar(&c.PostgresURL, "postgres-url", c.PostgresURL, "Postgres database on this machine ($FLASHGATE_BENCH_POSTGRES_URL); the origin works in a schema of its own")
-	parts := fs.String("run", strings.Join(edgeside.AllPaths, ","), "which parts to run: "+strings.Join(edgeside.AllPaths, ", "))
+	benchcmd.ServiceFlags(fs, getenv, &c.RedisURL, &c.PostgresURL)
+	parts := fs.String("run", strings.Join(edgeperf.AllPaths, ","), "which parts to run: "+strings.Join(edgeperf.AllPaths, ", "))
 	fs.IntVar(&c.Requests, "n", c.Requests, "timed requests per server per round (every path but the proxied reserve)")
 	fs.IntVar(&c.ProxyRequests, "proxy-n", c.ProxyRequests, "timed requests per server per round for the proxied reserve and the origin alone")
 	fs.IntVar(&c.Conns, "c", c.Conns, "load-generator connections per server")

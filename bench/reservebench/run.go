@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/originside"
+	"github.com/flashgate/flashgate/bench/internal/benchcmd"
 	"github.com/flashgate/flashgate/bench/internal/redisbench"
-	"github.com/flashgate/flashgate/bench/internal/reservebench"
+	"github.com/flashgate/flashgate/bench/internal/reserveperf"
+	"github.com/flashgate/flashgate/bench/internal/reservescript"
 )
 
 // run reads flags (defaults from getenv), runs the benchmark and writes its
@@ -24,27 +22,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rep, err := reservebench.Run(ctx, c)
-	if rep.Script != nil || rep.Durability != nil || rep.HTTP != nil { // a partial report still says what was measured
-		var werr error
-		if asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			werr = enc.Encode(rep)
-		} else {
-			werr = rep.WriteTable(stdout)
-		}
-		err = errors.Join(err, werr)
-	}
-	return err
+	c.Log = benchcmd.Logger(stderr)
+	rep, err := reserveperf.Run(ctx, c)
+	return benchcmd.Finish(stdout, rep, asJSON, err)
 }
 
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c reservebench.Config, asJSON bool, err error) {
-	def := originside.DefaultReserverOptions()
-	c = reservebench.Config{
-		RedisURL:       "redis://127.0.0.1:6379/0",
-		PostgresURL:    "postgres://postgres@127.0.0.1:5432/flashgate_bench?sslmode=disable",
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c reserveperf.Config, asJSON bool, err error) {
+	def := reservescript.DefaultReserverOptions()
+	c = reserveperf.Config{
 		ScriptReserves: 200_000,
 		ScriptWorkers:  256,
 		RedisBenchmark: redisbench.Options{Clients: 50, Pipeline: 32, KeySpace: 100_000_000},
@@ -57,21 +42,14 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 		Timeout:        5 * time.Minute,
 
 		DurabilityReserves: 50_000,
-		WaitTimeout:        originside.DefaultWaitTimeout(),
+		WaitTimeout:        reservescript.DefaultWaitTimeout(),
 		RedisServer:        "redis-server",
-	}
-	if v := getenv("FLASHGATE_BENCH_REDIS_URL"); v != "" {
-		c.RedisURL = v
-	}
-	if v := getenv("FLASHGATE_BENCH_POSTGRES_URL"); v != "" {
-		c.PostgresURL = v
 	}
 	fs := flag.NewFlagSet("reservebench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis on this machine ($FLASHGATE_BENCH_REDIS_URL); only keys under a random prefix are touched")
-	fs.StringVar(&c.PostgresURL, "postgres-url", c.PostgresURL, "Postgres database on this machine ($FLASHGATE_BENCH_POSTGRES_URL); the run works in a schema of its own")
+	benchcmd.ServiceFlags(fs, getenv, &c.RedisURL, &c.PostgresURL)
 	parts := fs.String("run", "script,durability,http", "which phases to run: script, durability, http, comma-separated")
-	durability := fs.String("durability", strings.Join(reservebench.DurabilityOptions, ","), "durability phase: options to measure, each against none in the same round: "+strings.Join(reservebench.DurabilityOptions, ", "))
+	durability := fs.String("durability", strings.Join(reserveperf.DurabilityOptions, ","), "durability phase: options to measure, each against none in the same round: "+strings.Join(reserveperf.DurabilityOptions, ", "))
 	fs.IntVar(&c.DurabilityReserves, "durability-n", c.DurabilityReserves, "durability phase: timed reserves per option")
 	fs.DurationVar(&c.WaitTimeout, "wait-timeout", c.WaitTimeout, "durability phase: WAIT's timeout for the wait option (the origin's FLASHGATE_RESERVE_WAIT_TIMEOUT default)")
 	fs.StringVar(&c.RedisServer, "redis-server", c.RedisServer, "durability phase: the redis-server executable it starts its own servers with")
@@ -129,7 +107,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	}
 	for _, p := range ps {
 		for _, b := range bs {
-			c.Reserver = append(c.Reserver, originside.ReserverOptions{Pipelines: p, MaxBatch: b})
+			c.Reserver = append(c.Reserver, reservescript.ReserverOptions{Pipelines: p, MaxBatch: b})
 		}
 	}
 	return c, asJSON, c.Validate()

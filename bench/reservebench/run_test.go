@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flashgate/flashgate/bench/internal/reservebench"
+	"github.com/flashgate/flashgate/bench/internal/reserveperf"
 )
 
 func TestLoadConfigPhases(t *testing.T) {
@@ -17,7 +17,7 @@ func TestLoadConfigPhases(t *testing.T) {
 		durability     []string
 		wantErrContain string
 	}{
-		{args: nil, script: true, http: true, durability: reservebench.DurabilityOptions},
+		{args: nil, script: true, http: true, durability: reserveperf.DurabilityOptions},
 		{args: []string{"-run", "script"}, script: true},
 		{args: []string{"-run", "durability", "-durability", "none, wait"}, durability: []string{"none", "wait"}},
 		{args: []string{"-run", "http,durability", "-durability", "journal"}, http: true, durability: []string{"journal"}},

@@ -22,20 +22,23 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
 
-// Env is one test's Redis prefix and Postgres schema; see package testenv.
+// Env is one test's Redis prefix and Postgres schema; see internal/testenv.
 type Env = testenv.Env
 
 // NewEnv makes a fresh Redis prefix and Postgres schema for t, removed in
 // t.Cleanup. It fails t when Redis or Postgres cannot be reached.
-func NewEnv(t testing.TB) *Env { return testenv.New(t) }
+func NewEnv(t testing.TB) *Env {
+	t.Helper()
+	return testenv.New(t)
+}
 
 // AdminToken is the admin bearer token of every test origin: 32 random
 // bytes in base64, as app.Config requires.
@@ -85,7 +88,7 @@ func StartOrigin(t testing.TB, env *Env, overrides ...func(*app.Config)) *Origin
 	cfg.Dev = true
 	cfg.TokenKeys = tokenstest.KeySet().String()
 	cfg.DevUserTokenSecret = string(tokenstest.UserSecret())
-	cfg.Instance = "origin-" + testenv.RandomID(t, 4)
+	cfg.Instance = "origin-" + testenv.RandomHex(4)
 	cfg.SweepInterval = 50 * time.Millisecond
 	for _, o := range overrides {
 		o(&cfg)

@@ -59,3 +59,62 @@ func Take(ctx context.Context, rdb *redis.Client) (Sample, error) {
 	}
 	return s, nil
 }
+
+// Usage is how busy each process was between two samples, in cores (CPU
+// seconds per second of wall time): 1.0 is one core all the time.
+type Usage struct {
+	// Process is this process: the code under test and the load
+	// generator (for a redis-benchmark run, redis-benchmark's own).
+	Process float64 `json:"process_cores"`
+	// Redis is redis-server, whatever it ran; it is single-threaded, so
+	// 1.0 is its ceiling.
+	Redis float64 `json:"redis_cores"`
+	// RedisReads is how many read events redis-server processed, over
+	// every client: calls per read is the pipelining Redis actually saw.
+	RedisReads int64 `json:"redis_reads"`
+	// RedisCommands is how many commands redis-server ran for all its
+	// clients, each command a script runs counted too.
+	RedisCommands int64 `json:"redis_commands"`
+	// RedisForeign is the rate of commands beyond the run's own (see
+	// SetForeign): other clients sharing the Redis, whose work is in Redis
+	// too.
+	RedisForeign float64 `json:"redis_foreign_per_s,omitempty"`
+}
+
+// Between is the Usage from a to b.
+func Between(a, b Sample) Usage {
+	wall := b.At.Sub(a.At).Seconds()
+	if wall <= 0 {
+		return Usage{}
+	}
+	return Usage{
+		Process:       (b.Self - a.Self).Seconds() / wall,
+		Redis:         (b.Redis - a.Redis).Seconds() / wall,
+		RedisReads:    b.Reads - a.Reads,
+		RedisCommands: b.Commands - a.Commands,
+	}
+}
+
+// SetForeign sets RedisForeign from the commands the run itself caused
+// over elapsed.
+func (u *Usage) SetForeign(own int, elapsed time.Duration) {
+	if elapsed > 0 {
+		u.RedisForeign = max(0, float64(u.RedisCommands-int64(own))/elapsed.Seconds())
+	}
+}
+
+// Around runs f between two samples and returns its result with the Usage
+// meanwhile.
+func Around[T any](ctx context.Context, rdb *redis.Client, f func() T) (T, Usage, error) {
+	a, err := Take(ctx, rdb)
+	if err != nil {
+		var zero T
+		return zero, Usage{}, err
+	}
+	res := f()
+	b, err := Take(ctx, rdb)
+	if err != nil {
+		return res, Usage{}, err
+	}
+	return res, Between(a, b), nil
+}

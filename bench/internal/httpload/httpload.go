@@ -9,7 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/bench/internal/drive"
+	"github.com/flashgate/flashgate/bench/internal/loadgen"
 )
 
 // Request is one pre-built request: everything but the host.
@@ -56,8 +56,8 @@ func New(opts Options) *Client {
 
 // Run sends reqs[first] to reqs[first+n-1] and labels each answer with its
 // HTTP status.
-func (c *Client) Run(ctx context.Context, reqs []Request, first, n int) drive.Result {
-	return drive.Run(ctx, drive.Options{Workers: c.opts.Conns, Calls: n, First: first}, func() drive.Func {
+func (c *Client) Run(ctx context.Context, reqs []Request, first, n int) loadgen.Result {
+	return loadgen.Run(ctx, loadgen.Options{Workers: c.opts.Conns, Calls: n, First: first}, func() loadgen.Func {
 		req, resp := new(fasthttp.Request), new(fasthttp.Response)
 		return func(_ context.Context, i int) (int, error) {
 			r := &reqs[i]

@@ -7,7 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // The baseline is correct, only slow: 60 concurrent buys of 10 units sell
@@ -15,7 +15,7 @@ import (
 func TestNaiveSellsExactlyTheStock(t *testing.T) {
 	env := testenv.New(t)
 	ctx := context.Background()
-	srv, err := Start(ctx, env.PostgresURL, 10, Options{Schema: "naive_" + testenv.RandomID(t, 4), PoolSize: 8})
+	srv, err := Start(ctx, env.PostgresURL, 10, Options{Schema: "naive_" + testenv.RandomHex(4), PoolSize: 8})
 	if err != nil {
 		t.Fatalf("Start = %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/internal/redisscript"
 )
 
 var (
@@ -72,24 +73,11 @@ func (c *Cursor) Tick(ctx context.Context, ticks []queue.Tick) error {
 	for i, t := range ticks {
 		floors[i] = c.Seen(t.Sale)
 	}
-	run := func(eval func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd) []*redis.Cmd {
-		pipe := c.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(ticks))
-		for i, t := range ticks {
-			f := floors[i]
-			cmds[i] = eval(ctx, pipe, []string{c.keys.Cursor(t.Sale), c.keys.Pre(t.Sale), c.keys.Post(t.Sale), c.keys.Line(t.Sale)},
-				t.StartsAt.UnixMilli(), max(t.Available, 0), f.Pre, f.Post, f.NowServing)
-		}
-		_, _ = pipe.Exec(ctx)
-		return cmds
-	}
-	cmds := run(advanceScript.EvalSha)
-	for _, cmd := range cmds {
-		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			cmds = run(advanceScript.Eval) // advancing twice in a row is harmless
-			break
-		}
-	}
+	cmds := redisscript.Each(ctx, c.rdb, advanceScript, len(ticks), func(i int) ([]string, []any) {
+		t, f := ticks[i], floors[i]
+		return []string{c.keys.Cursor(t.Sale), c.keys.Pre(t.Sale), c.keys.Post(t.Sale), c.keys.Line(t.Sale)},
+			[]any{t.StartsAt.UnixMilli(), max(t.Available, 0), f.Pre, f.Post, f.NowServing}
+	})
 	read := c.now()
 	var firstErr error
 	for i, cmd := range cmds {

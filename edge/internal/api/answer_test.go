@@ -2,8 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"slices"
-	"strings"
 	"testing"
 )
 
@@ -34,43 +32,9 @@ func TestAppendQueueAnswerMatchesJSON(t *testing.T) {
 	}
 }
 
-func TestSplitPath(t *testing.T) {
-	for _, p := range []string{"", "a", "a/b", "v1/sales/s1/queue/status", "a//b", "/", "a/", "/a", strings.Repeat("x/", 20)} {
-		if got, want := splitPath(p, nil), strings.Split(p, "/"); !slices.Equal(got, want) {
-			t.Errorf("splitPath(%q) = %q, want %q", p, got, want)
-		}
-	}
-}
-
 func TestWriteQueueAnswerAllocs(t *testing.T) {
 	a := queueAnswer{State: "waiting", Position: 1234, NowServing: 1000, EstimatedWaitS: 3, PollAfterMS: 1000}
 	if n := testing.AllocsPerRun(100, func() { _ = appendQueueAnswer(make([]byte, 0, answerBufLen), &a) }); n > 1 {
 		t.Errorf("appendQueueAnswer allocs = %v, want at most the buffer", n)
-	}
-}
-
-func TestMatchPath(t *testing.T) {
-	tests := []struct {
-		pattern []string
-		path    string
-		params  []string
-		ok      bool
-	}{
-		{[]string{"v1", "sales", "*"}, "v1/sales/s1", []string{"s1"}, true},
-		{[]string{"v1", "sales", "*"}, "v1/sales/s1/queue", nil, false},
-		{[]string{"v1", "sales", "*"}, "v1/sales/", nil, false},
-		{[]string{"v1", "sales", "*"}, "v1/sales", nil, false},
-		{[]string{"v1", "sales", "*", "queue", "status"}, "v1/sales/s1/queue/status", []string{"s1"}, true},
-		{[]string{"v1", "sales", "*", "queue", "status"}, "v1/sales/s1/queue/statu", nil, false},
-		{[]string{"static", "**"}, "static/a/b.css", []string{"a/b.css"}, true},
-		{[]string{"static", "**"}, "static", nil, false},
-		{[]string{""}, "", nil, true},
-		{[]string{""}, "x", nil, false},
-	}
-	for _, tt := range tests {
-		params, ok := matchPath(tt.pattern, strings.Split(tt.path, "/"))
-		if ok != tt.ok || (ok && !slices.Equal(params, tt.params)) {
-			t.Errorf("matchPath(%q, %q) = %q, %v; want %q, %v", tt.pattern, tt.path, params, ok, tt.params, tt.ok)
-		}
 	}
 }

@@ -200,14 +200,14 @@ func (s *Server) router(routes []route, fallback handler) fasthttp.RequestHandle
 		start := time.Now()
 		name := "other"
 		var segBuf [8]string
-		segs := splitPath(strings.Trim(string(ctx.Path()), "/"), segBuf[:0])
+		segs := httpapi.SplitPath(strings.Trim(string(ctx.Path()), "/"), segBuf[:0])
 		h := fallback
 		var params []string
 		for i := range routes {
 			if routes[i].method != string(ctx.Method()) {
 				continue
 			}
-			if p, ok := matchPath(routes[i].pattern, segs); ok {
+			if p, ok := httpapi.MatchPath(routes[i].pattern, segs); ok {
 				h, params, name = routes[i].h, p, routes[i].name
 				break
 			}
@@ -230,63 +230,6 @@ func (s *Server) answerError(ctx *fasthttp.RequestCtx, err error) {
 	}
 	s.metrics.rejected(e.Code).Inc()
 	httpapi.WriteError(ctx, e)
-}
-
-// matchesPath reports whether matchPath would match pattern to segs.
-func matchesPath(pattern, segs []string) bool {
-	for i, p := range pattern {
-		switch {
-		case p == "**":
-			return i < len(segs)
-		case i >= len(segs):
-			return false
-		case p == "*":
-			if segs[i] == "" {
-				return false
-			}
-		case p != segs[i]:
-			return false
-		}
-	}
-	return len(pattern) == len(segs)
-}
-
-// splitPath appends the "/"-separated segments of p to dst, as strings.Split
-// would return them.
-func splitPath(p string, dst []string) []string {
-	for {
-		i := strings.IndexByte(p, '/')
-		if i < 0 {
-			return append(dst, p)
-		}
-		dst = append(dst, p[:i])
-		p = p[i+1:]
-	}
-}
-
-func matchPath(pattern, segs []string) ([]string, bool) {
-	if !matchesPath(pattern, segs) {
-		return nil, false // most routes: decided without allocating
-	}
-	var params []string
-	for i, p := range pattern {
-		if p == "**" {
-			return append(params, strings.Join(segs[i:], "/")), i < len(segs)
-		}
-		if i >= len(segs) {
-			return nil, false
-		}
-		switch {
-		case p == "*":
-			if segs[i] == "" {
-				return nil, false
-			}
-			params = append(params, segs[i])
-		case p != segs[i]:
-			return nil, false
-		}
-	}
-	return params, len(pattern) == len(segs)
 }
 
 // healthz: GET /healthz, liveness: the process serves requests. It says

@@ -27,9 +27,8 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
-	"github.com/flashgate/flashgate/internal/httpapi"
-	"github.com/flashgate/flashgate/internal/httpread"
 	"github.com/flashgate/flashgate/internal/redisconn"
+	"github.com/flashgate/flashgate/internal/serve"
 	"github.com/flashgate/flashgate/static"
 	"github.com/flashgate/flashgate/tokens"
 )
@@ -269,19 +268,10 @@ func (a *App) every(ctx context.Context, period time.Duration, wake <-chan struc
 // the limits every listener needs: heads up to MaxRequestHeadBytes and
 // strict HTTP/1.x only.
 func (a *App) Server(h fasthttp.RequestHandler) *fasthttp.Server {
-	onError := httpapi.ErrorHandler()
-	return &fasthttp.Server{
-		Handler:               httpread.Strict(h, onError),
-		ErrorHandler:          onError,
-		ReadBufferSize:        a.cfg.MaxRequestHeadBytes,
-		Name:                  "flashgate-edge",
-		ReadTimeout:           a.cfg.ReadTimeout,
-		WriteTimeout:          10 * time.Second,
-		IdleTimeout:           60 * time.Second,
-		MaxRequestBodySize:    maxRequestBodyBytes,
-		NoDefaultServerHeader: true,
-		CloseOnShutdown:       true,
-	}
+	return serve.NewServer(h, serve.ServerOptions{
+		Name: "flashgate-edge", MaxHeadBytes: a.cfg.MaxRequestHeadBytes, MaxBodyBytes: maxRequestBodyBytes,
+		ReadTimeout: a.cfg.ReadTimeout, WriteTimeout: 10 * time.Second,
+	})
 }
 
 // Stop, after the listeners have drained: stop joins, stop the loops, stop

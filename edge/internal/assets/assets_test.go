@@ -1,6 +1,7 @@
 package assets
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -10,7 +11,7 @@ import (
 
 // TestPageSecurityHeaders: the page and its files carry a policy that runs
 // only the page's own script and style, keeps it out of frames and sends no
-// referrer; unknown paths are 404.
+// referrer; an unknown path is ErrNotFound, for the caller's error table.
 func TestPageSecurityHeaders(t *testing.T) {
 	h, err := Handler(fstest.MapFS{
 		"index.html": {Data: []byte("<!doctype html><title>sale</title>")},
@@ -22,7 +23,9 @@ func TestPageSecurityHeaders(t *testing.T) {
 	for _, path := range []string{"/", "/static/app.js"} {
 		var ctx fasthttp.RequestCtx
 		ctx.Request.SetRequestURI(path)
-		h(&ctx)
+		if err := h(&ctx); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
 		header := func(name string) string { return string(ctx.Response.Header.Peek(name)) }
 		if ctx.Response.StatusCode() != fasthttp.StatusOK {
 			t.Fatalf("GET %s = %d", path, ctx.Response.StatusCode())
@@ -48,8 +51,7 @@ func TestPageSecurityHeaders(t *testing.T) {
 	}
 	var ctx fasthttp.RequestCtx
 	ctx.Request.SetRequestURI("/static/missing.js")
-	h(&ctx)
-	if ctx.Response.StatusCode() != fasthttp.StatusNotFound {
-		t.Errorf("GET /static/missing.js = %d, want 404", ctx.Response.StatusCode())
+	if err := h(&ctx); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GET /static/missing.js: %v, want ErrNotFound", err)
 	}
 }

@@ -10,16 +10,12 @@ package edgetest
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,96 +24,47 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/flashgate/flashgate/edge/internal/app"
-	"github.com/flashgate/flashgate/internal/redisconn"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
 
 // DefaultRedisURL is used when FLASHGATE_TEST_REDIS_URL is unset.
-const DefaultRedisURL = "redis://127.0.0.1:6379/0"
+const DefaultRedisURL = testenv.DefaultRedisURL
 
 // AdminToken is the admin bearer token of every test edge node: 32 random
 // bytes in base64, as app.Config requires.
 const AdminToken = "4HsDf6iGNz+oPrFNoESLYM86GpiwZ84eVOWgtHwtCW8="
 
 // RedisURL is the Redis server the tests use.
-func RedisURL() string {
-	if v := os.Getenv("FLASHGATE_TEST_REDIS_URL"); v != "" {
-		return v
-	}
-	return DefaultRedisURL
-}
+func RedisURL() string { return testenv.RedisURL() }
 
 // Redis is one test's share of a Redis server: its key prefix and a client
 // for the test's own checks.
-type Redis struct {
-	URL    string
-	Prefix string // for example "te3f9a0c2d1e:"
-	Client *redis.Client
-}
+type Redis = testenv.Redis
 
 // NewRedis makes a fresh key prefix on the test Redis and deletes every key
 // under it (found with SCAN) in t.Cleanup. It fails t when Redis cannot be
 // reached.
 func NewRedis(t testing.TB) *Redis {
 	t.Helper()
-	return NewRedisAt(t, RedisURL())
+	return testenv.NewRedis(t, RedisURL())
 }
 
 // NewRedisAt is NewRedis on the server at url.
 func NewRedisAt(t testing.TB, url string) *Redis {
 	t.Helper()
-	opts, err := redisconn.ParseURL(url)
-	if err != nil {
-		t.Fatalf("test Redis: %v", err)
-	}
-	r := &Redis{URL: url, Prefix: "te" + RandomID(t, 5) + ":", Client: redis.NewClient(opts)}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := r.Client.Ping(ctx).Err(); err != nil {
-		_ = r.Client.Close()
-		t.Fatalf("these tests need a real Redis at %s (set FLASHGATE_TEST_REDIS_URL): %v", redisconn.Redact(url), err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := DeleteKeys(ctx, r.Client, r.Prefix); err != nil {
-			t.Errorf("delete the test's Redis keys %s*: %v", r.Prefix, err)
-		}
-		_ = r.Client.Close()
-	})
-	return r
+	return testenv.NewRedis(t, url)
 }
 
 // DeleteKeys deletes every key that starts with prefix, found with SCAN.
 func DeleteKeys(ctx context.Context, rdb *redis.Client, prefix string) error {
-	var cursor uint64
-	for {
-		keys, next, err := rdb.Scan(ctx, cursor, prefix+"*", 10000).Result()
-		if err != nil {
-			return err
-		}
-		if len(keys) > 0 {
-			if err := rdb.Del(ctx, keys...).Err(); err != nil {
-				return err
-			}
-		}
-		if next == 0 {
-			return nil
-		}
-		cursor = next
-	}
+	_, err := testenv.DeleteKeys(ctx, rdb, prefix)
+	return err
 }
 
 // RandomID returns n random bytes as lower-case hex.
-func RandomID(t testing.TB, n int) string {
-	t.Helper()
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatalf("random: %v", err)
-	}
-	return hex.EncodeToString(b)
-}
+func RandomID(t testing.TB, n int) string { return testenv.RandomHex(n) }
 
 // Config returns the Config of a test edge node on r with origin as its
 // origin: dev mode, the tokenstest keys and user secret, a 20 ms tick, a
@@ -429,70 +376,3 @@ func (w *testLogWriter) close() {
 	w.closed = true
 	w.mu.Unlock()
 }
-
-// CommandCounter is a go-redis hook that counts the commands a client
-// sends, pipelined or not.
-type CommandCounter struct {
-	n     atomic.Int64
-	mu    sync.Mutex // guards names
-	names map[string]int
-}
-
-// CountCommands adds a CommandCounter to rdb.
-func CountCommands(rdb *redis.Client) *CommandCounter {
-	c := &CommandCounter{names: map[string]int{}}
-	rdb.AddHook(c)
-	return c
-}
-
-// Count is the number of commands sent since the last Reset.
-func (c *CommandCounter) Count() int64 { return c.n.Load() }
-
-// Names counts the commands sent since the last Reset by name.
-func (c *CommandCounter) Names() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.names))
-	for k, v := range c.names {
-		out[k] = v
-	}
-	return out
-}
-
-// Reset sets the counts to zero.
-func (c *CommandCounter) Reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n.Store(0)
-	c.names = map[string]int{}
-}
-
-func (c *CommandCounter) add(cmds ...redis.Cmder) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, cmd := range cmds {
-		c.n.Add(1)
-		c.names[cmd.Name()]++
-	}
-}
-
-// DialHook implements redis.Hook.
-func (c *CommandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-// ProcessHook implements redis.Hook.
-func (c *CommandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.add(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-// ProcessPipelineHook implements redis.Hook.
-func (c *CommandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.add(cmds...)
-		return next(ctx, cmds)
-	}
-}
-
-var _ redis.Hook = (*CommandCounter)(nil)

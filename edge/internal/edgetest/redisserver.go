@@ -2,15 +2,10 @@ package edgetest
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os/exec"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/flashgate/flashgate/internal/redisserver"
 )
 
 // RedisServer is a redis-server of the test's own on a free 127.0.0.1 port,
@@ -21,72 +16,32 @@ type RedisServer struct {
 	URL  string
 
 	t   testing.TB
-	bin string
-	dir string
-
-	mu  sync.Mutex // guards cmd
-	cmd *exec.Cmd  // nil while stopped
+	srv *redisserver.Server
 }
 
 // StartRedisServer starts a redis-server from PATH; it fails t when there
 // is none.
 func StartRedisServer(t testing.TB) *RedisServer {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := redisserver.Start(ctx, redisserver.Options{Dir: t.TempDir()})
 	if err != nil {
-		t.Fatalf("this test runs a redis-server of its own and needs one on PATH: %v", err)
+		t.Fatalf("this test runs a redis-server of its own (redis-server on PATH): %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	s := &RedisServer{Port: port, URL: fmt.Sprintf("redis://127.0.0.1:%d/0", port), t: t, bin: bin, dir: t.TempDir()}
-	s.Start()
-	t.Cleanup(s.Stop)
-	return s
+	t.Cleanup(srv.Kill)
+	return &RedisServer{Port: srv.Port, URL: srv.URL, t: t, srv: srv}
 }
 
 // Start starts the server (again) and waits until it answers PING.
 func (s *RedisServer) Start() {
 	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		return
-	}
-	cmd := exec.Command(s.bin, "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir)
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server on port %d: %v", s.Port, err)
-	}
-	s.cmd = cmd
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(s.Port), MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on port %d does not answer: %v", s.Port, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.srv.Start(ctx); err != nil {
+		s.t.Fatal(err)
 	}
 }
 
 // Stop kills the server and waits for it to exit.
-func (s *RedisServer) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return
-	}
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	s.cmd = nil
-}
+func (s *RedisServer) Stop() { s.srv.Kill() }

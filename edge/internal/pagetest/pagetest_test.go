@@ -223,6 +223,21 @@ func TestShopperPage(t *testing.T) {
 		if got := p.text("notice"); !strings.Contains(got, "ignored") {
 			t.Errorf("#notice = %q, want it to say the link was ignored", got)
 		}
+
+		// Ids in the page's address are checked before they become API paths: `?sale=..` would
+		// otherwise send the shopper's token to /v1/queue, a path of the shop's.
+		crafted := newPage(t, browser)
+		crafted.do("open a crafted link", chromedp.Navigate(s.BaseURL+"/?sale=..&order=..#user_token="+url.QueryEscape(s.Origin.UserToken(t, "shopper-fay"))))
+		crafted.waitUntil("the invalid-sale notice", `document.getElementById('notice').textContent.includes('not name a valid sale')`, 5*time.Second)
+		requested, err := chromedp.Run(crafted.ctx, chromedp.Evaluate[[]string](`performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range requested {
+			if strings.HasPrefix(path, "/v1/") {
+				t.Errorf("the page with ?sale=.. requested %s; want no API request", path)
+			}
+		}
 	})
 	t.Logf("TestShopperPage took %v", time.Since(start).Round(time.Millisecond))
 }

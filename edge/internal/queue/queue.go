@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/internal/batch"
+	"github.com/flashgate/flashgate/internal/redisscript"
 )
 
 var (
@@ -96,8 +98,8 @@ type JoinerOptions struct {
 	Linger time.Duration
 	// Observe, when not nil, hears where each sale's counters stand after
 	// every round trip that carried its joins, so the line's ceilings can
-	// be raised before joins reach them. It runs on a join worker: it
-	// must not block.
+	// be raised before joins reach them. It runs on a join worker before
+	// the round trip's joins are answered: it must not block.
 	Observe func(sale string, lv Level)
 }
 
@@ -120,14 +122,10 @@ const maxJoinBatch = 2048
 // in flight ride together in the next one: one script call per sale carries
 // all of that sale's joins.
 type Joiner struct {
-	rdb    redis.UniversalClient
-	keys   Keys
-	opts   JoinerOptions
-	calls  chan *joinCall
-	stop   chan struct{} // closed by Close: take no more joins
-	exited chan struct{} // closed once every worker has returned
-	wg     sync.WaitGroup
-	once   sync.Once
+	rdb   redis.UniversalClient
+	keys  Keys
+	opts  JoinerOptions
+	joins *batch.Batcher[*joinCall]
 }
 
 type joinCall struct {
@@ -159,12 +157,8 @@ func NewJoiner(rdb redis.UniversalClient, keys Keys, opts JoinerOptions) *Joiner
 	if opts.Linger == 0 {
 		opts.Linger = 200 * time.Microsecond
 	}
-	j := &Joiner{rdb: rdb, keys: keys, opts: opts,
-		calls: make(chan *joinCall, opts.Pipelines*opts.MaxBatch), stop: make(chan struct{}), exited: make(chan struct{})}
-	j.wg.Add(opts.Pipelines)
-	for range opts.Pipelines {
-		go j.work()
-	}
+	j := &Joiner{rdb: rdb, keys: keys, opts: opts}
+	j.joins = batch.New(batch.Options{Workers: opts.Pipelines, MaxBatch: opts.MaxBatch, Linger: max(opts.Linger, 0)}, j.run)
 	return j
 }
 
@@ -173,30 +167,15 @@ func NewJoiner(rdb redis.UniversalClient, keys Keys, opts JoinerOptions) *Joiner
 // at its durable ceiling, and ErrLost when Redis does not hold the line.
 func (j *Joiner) Join(ctx context.Context, sale string, startsAt time.Time, account string) (Place, int64, error) {
 	c := &joinCall{ctx: ctx, sale: sale, starts: startsAt, account: account, done: make(chan struct{})}
-	// calls is buffered: a send can succeed after Close, so check first.
-	select {
-	case <-j.stop:
-		return Place{}, 0, ErrClosed
-	default:
-	}
-	select {
-	case j.calls <- c:
-	case <-j.stop:
-		return Place{}, 0, ErrClosed
-	case <-ctx.Done():
-		return Place{}, 0, ctx.Err()
+	if err := j.joins.Submit(ctx, c); err != nil {
+		if errors.Is(err, batch.ErrClosed) {
+			return Place{}, 0, ErrClosed
+		}
+		return Place{}, 0, err
 	}
 	select {
 	case <-c.done:
 		return c.place, c.length, c.err
-	case <-j.exited:
-		// Queued just as the workers drained and left: nobody will answer.
-		select {
-		case <-c.done:
-			return c.place, c.length, c.err
-		default:
-			return Place{}, 0, ErrClosed
-		}
 	case <-ctx.Done():
 		return Place{}, 0, ctx.Err()
 	}
@@ -204,72 +183,13 @@ func (j *Joiner) Join(ctx context.Context, sale string, startsAt time.Time, acco
 
 // Close stops the workers after answering the joins already queued; a join
 // that arrives later gets ErrClosed.
-func (j *Joiner) Close() {
-	j.once.Do(func() {
-		close(j.stop)
-		j.wg.Wait()
-		close(j.exited)
-	})
-	<-j.exited
-}
-
-func (j *Joiner) work() {
-	defer j.wg.Done()
-	batch := make([]*joinCall, 0, j.opts.MaxBatch)
-	for {
-		select {
-		case c := <-j.calls:
-			batch = append(batch[:0], c)
-		case <-j.stop:
-			for {
-				select {
-				case c := <-j.calls:
-					j.run([]*joinCall{c})
-				default:
-					return
-				}
-			}
-		}
-		batch = j.fill(batch)
-		j.run(batch)
-	}
-}
-
-// fill adds to batch the joins already waiting, then those arriving within
-// the linger, up to MaxBatch.
-func (j *Joiner) fill(batch []*joinCall) []*joinCall {
-	if j.opts.Linger < 0 {
-		for len(batch) < j.opts.MaxBatch {
-			select {
-			case c := <-j.calls:
-				batch = append(batch, c)
-			default:
-				return batch
-			}
-		}
-		return batch
-	}
-	t := time.NewTimer(j.opts.Linger)
-	defer t.Stop()
-	linger := t.C
-	for len(batch) < j.opts.MaxBatch {
-		select {
-		case c := <-j.calls:
-			batch = append(batch, c)
-		case <-linger:
-			return batch
-		case <-j.stop:
-			return batch
-		}
-	}
-	return batch
-}
+func (j *Joiner) Close() { j.joins.Close() }
 
 // run sends one script call per sale in the batch, all in one pipeline.
-func (j *Joiner) run(batch []*joinCall) {
+func (j *Joiner) run(calls []*joinCall) {
 	bySale := map[string][]*joinCall{}
 	var order []string
-	for _, c := range batch {
+	for _, c := range calls {
 		if err := c.ctx.Err(); err != nil {
 			c.err = err
 			close(c.done)
@@ -285,40 +205,26 @@ func (j *Joiner) run(batch []*joinCall) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Timeout)
 	defer cancel()
-	eval := func(script func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd, sales []string) []*redis.Cmd {
-		pipe := j.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(sales))
-		for i, sale := range sales {
-			calls := bySale[sale]
-			args := make([]any, 0, len(calls)+1)
-			args = append(args, calls[0].starts.UnixMilli())
-			for _, c := range calls {
-				args = append(args, c.account)
-			}
-			cmds[i] = script(ctx, pipe, []string{j.keys.Pre(sale), j.keys.Post(sale), j.keys.Places(sale), j.keys.Line(sale)}, args...)
+	cmds := redisscript.Each(ctx, j.rdb, joinScript, len(order), func(i int) ([]string, []any) {
+		sale := order[i]
+		calls := bySale[sale]
+		args := make([]any, 0, len(calls)+1)
+		args = append(args, calls[0].starts.UnixMilli())
+		for _, c := range calls {
+			args = append(args, c.account)
 		}
-		_, _ = pipe.Exec(ctx) // errors are read per command
-		return cmds
-	}
-	cmds := eval(joinScript.EvalSha, order)
-	var again []string
-	var againAt []int
-	for i, cmd := range cmds {
-		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			again = append(again, order[i])
-			againAt = append(againAt, i)
-		}
-	}
-	if len(again) > 0 {
-		// An empty script cache (a restart or failover): EVAL loads it.
-		for k, cmd := range eval(joinScript.Eval, again) {
-			cmds[againAt[k]] = cmd
-		}
-	}
+		return []string{j.keys.Pre(sale), j.keys.Post(sale), j.keys.Places(sale), j.keys.Line(sale)}, args
+	})
 	for i, sale := range order {
-		lv, ok := answerJoins(bySale[sale], cmds[i])
+		calls := bySale[sale]
+		lv, ok := readJoins(calls, cmds[i])
+		// The observer hears first, so a caller that sees its join's
+		// answer knows the level was reported.
 		if ok && j.opts.Observe != nil {
 			j.opts.Observe(sale, lv)
+		}
+		for _, c := range calls {
+			close(c.done)
 		}
 	}
 }
@@ -326,10 +232,10 @@ func (j *Joiner) run(batch []*joinCall) {
 // joinTail is how many values join.lua returns after the places.
 const joinTail = 6
 
-// answerJoins answers a sale's joins from its script call and returns the
-// counters' level; false when the call failed for another reason than a
-// lost line.
-func answerJoins(calls []*joinCall, cmd *redis.Cmd) (Level, bool) {
+// readJoins fills in a sale's joins' answers from its script call (the
+// caller hands them over) and returns the counters' level; false when the
+// call failed for another reason than a lost line.
+func readJoins(calls []*joinCall, cmd *redis.Cmd) (Level, bool) {
 	vals, err := cmd.StringSlice()
 	err = lineErr(err)
 	if err == nil && len(vals) != len(calls)+joinTail {
@@ -354,7 +260,6 @@ func answerJoins(calls []*joinCall, cmd *redis.Cmd) (Level, bool) {
 			c.place, c.err = parsePlace(vals[i])
 			c.length = tail[0]
 		}
-		close(c.done)
 	}
 	return lv, err == nil || lv.Lost
 }

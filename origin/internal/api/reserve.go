@@ -90,6 +90,13 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, c context.Context, params []s
 		})
 		return nil
 	case checkout.Existing:
+		if r := res.Reservation; r != nil { // the script read it along
+			writeJSON(ctx, fasthttp.StatusOK, reservationJSON{
+				ReservationID: r.ID, SaleID: r.Sale, SKU: r.SKU, Status: r.Status, ExpiresAt: r.ExpiresAt, OrderID: r.OrderID,
+			})
+			return nil
+		}
+		// Redis no longer holds its hash: ask wherever it stands.
 		r, err := s.findReservation(c, res.ReservationID)
 		if err != nil {
 			return err

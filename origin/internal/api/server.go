@@ -168,12 +168,13 @@ func (s *Server) router(routes []route) fasthttp.RequestHandler {
 		defer func() {
 			s.requests.WithLabelValues(name, strconv.Itoa(ctx.Response.StatusCode())).Observe(time.Since(start).Seconds())
 		}()
-		segs := strings.Split(strings.Trim(string(ctx.Path()), "/"), "/")
+		var segBuf [8]string
+		segs := httpapi.SplitPath(strings.Trim(string(ctx.Path()), "/"), segBuf[:0])
 		var match *route
 		var params []string
 		methodMismatch := false
 		for i := range routes {
-			p, ok := matchPath(routes[i].pattern, segs)
+			p, ok := httpapi.MatchPath(routes[i].pattern, segs)
 			if !ok {
 				continue
 			}
@@ -201,25 +202,6 @@ func (s *Server) router(routes []route) fasthttp.RequestHandler {
 			s.fail(ctx, err)
 		}
 	}
-}
-
-func matchPath(pattern, segs []string) ([]string, bool) {
-	if len(pattern) != len(segs) {
-		return nil, false
-	}
-	var params []string
-	for i, p := range pattern {
-		switch {
-		case p == "*":
-			if segs[i] == "" {
-				return nil, false
-			}
-			params = append(params, segs[i])
-		case p != segs[i]:
-			return nil, false
-		}
-	}
-	return params, true
 }
 
 func (s *Server) healthz(ctx *fasthttp.RequestCtx, _ context.Context, _ []string) error {

@@ -19,9 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/internal/httpapi"
-	"github.com/flashgate/flashgate/internal/httpread"
 	"github.com/flashgate/flashgate/internal/redisconn"
+	"github.com/flashgate/flashgate/internal/serve"
 	"github.com/flashgate/flashgate/origin/internal/api"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
@@ -231,19 +230,10 @@ func (a *App) Start() {
 // limits every listener needs: heads up to MaxRequestHeadBytes, bodies up
 // to maxBody, strict HTTP/1.x only.
 func (a *App) Server(h fasthttp.RequestHandler, maxBody int) *fasthttp.Server {
-	onError := httpapi.ErrorHandler()
-	return &fasthttp.Server{
-		Handler:               httpread.Strict(h, onError),
-		ErrorHandler:          onError,
-		ReadBufferSize:        a.cfg.MaxRequestHeadBytes,
-		Name:                  "flashgate-origin",
-		ReadTimeout:           a.cfg.ReadTimeout,
-		WriteTimeout:          5 * time.Second,
-		IdleTimeout:           60 * time.Second,
-		MaxRequestBodySize:    maxBody,
-		NoDefaultServerHeader: true,
-		CloseOnShutdown:       true,
-	}
+	return serve.NewServer(h, serve.ServerOptions{
+		Name: "flashgate-origin", MaxHeadBytes: a.cfg.MaxRequestHeadBytes, MaxBodyBytes: maxBody,
+		ReadTimeout: a.cfg.ReadTimeout, WriteTimeout: 5 * time.Second,
+	})
 }
 
 // Stop is the second half of an ordered shutdown, after the listeners have

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/internal/redisscript"
 	"github.com/flashgate/flashgate/origin/internal/intent"
 )
 
@@ -270,32 +271,9 @@ func (s *Store) runEach(ctx context.Context, script *redis.Script, holds []Hold,
 	if len(holds) == 0 {
 		return nil, nil
 	}
-	run := func(eval evalFunc, holds []Hold) []*redis.Cmd {
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(holds))
-		for i, h := range holds {
-			cmds[i] = eval(ctx, pipe, keys(h), h.ID, h.ReturnUnit)
-		}
-		_, _ = pipe.Exec(ctx) // errors are read per command
-		return cmds
-	}
-	cmds := run(script.EvalSha, holds)
-	var again []int
-	for i, cmd := range cmds {
-		if noScript(cmd.Err()) {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		// An empty script cache (a restart or failover): EVAL loads it.
-		retry := make([]Hold, len(again))
-		for j, i := range again {
-			retry[j] = holds[i]
-		}
-		for j, cmd := range run(script.Eval, retry) {
-			cmds[again[j]] = cmd
-		}
-	}
+	cmds := redisscript.Each(ctx, s.rdb, script, len(holds), func(i int) ([]string, []any) {
+		return keys(holds[i]), []any{holds[i].ID, holds[i].ReturnUnit}
+	})
 	out := make([]int64, len(cmds))
 	for i, cmd := range cmds {
 		n, err := cmd.Int64()

@@ -16,7 +16,7 @@ import (
 
 // newStore returns a Store under the test's own prefix, with sale "s1"
 // loaded: SKU "a" with stock units, SKU "b" with none.
-func newStore(t *testing.T, stock int64) *Store {
+func newStore(t testing.TB, stock int64) *Store {
 	t.Helper()
 	env := testenv.New(t)
 	opts, err := redis.ParseURL(env.RedisURL)

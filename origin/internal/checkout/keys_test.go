@@ -3,6 +3,7 @@ package checkout
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +67,18 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 		intent.FieldIdempotency, intent.FieldExpiresMs, intent.FieldAtMs)
 	if !slices.Equal(got, want) {
 		t.Errorf("intent entry fields = %v, want %v", got, want)
+	}
+}
+
+// reserve.lua finds an existing reservation's hash by putting its id in
+// place of the new one at the end of the new reservation's key.
+func TestReservationKeyEndsWithItsID(t *testing.T) {
+	t.Parallel()
+	k := NewKeys("fg:")
+	for _, id := range []string{"r_0123456789abcdef_s1", "r_x_s1", ""} {
+		key := k.Reservation("s1", id)
+		if base, ok := strings.CutSuffix(key, id); !ok || base != k.Reservation("s1", "") {
+			t.Errorf("Reservation(s1, %q) = %q, want %q followed by the id", id, key, k.Reservation("s1", ""))
+		}
 	}
 }

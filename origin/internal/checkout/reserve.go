@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/internal/batch"
+	"github.com/flashgate/flashgate/internal/redisscript"
 	"github.com/flashgate/flashgate/origin/internal/intent"
 )
 
@@ -71,6 +72,11 @@ type ReserveResult struct {
 	Outcome       Outcome
 	ReservationID string    // set for Created, Existing and LimitReached
 	ExpiresAt     time.Time // set for Created
+	// Reservation, for Existing, is the reservation the repeat found, as
+	// Redis holds it, read in the same script run; nil when Redis no
+	// longer holds its hash (its retention passed), and only the ledger
+	// can tell. (A pointer: a created hold's answer stays small.)
+	Reservation *intent.Reservation
 }
 
 // Journal keeps granted reserves durably (the ledger's reserve journal in
@@ -120,18 +126,16 @@ type ReserverOptions struct {
 // Redis pipelines never wait for Postgres, and a slow journal write makes
 // the next one larger rather than queueing more of them.
 type Reserver struct {
-	store      *Store
-	opts       ReserverOptions
-	calls      chan *reserveCall
-	toJournal  chan []*reserveCall // grants waiting for the journal; closed once the pipelines have stopped
-	stop       chan struct{}
-	exited     chan struct{} // closed once every worker has returned
-	pipelines  sync.WaitGroup
-	journalers sync.WaitGroup
-	once       sync.Once
+	store     *Store
+	opts      ReserverOptions
+	pipelines *batch.Batcher[*reserveCall]
+	// journal takes the grants of each pipeline, as one item, so that a
+	// pipeline's grants share a journal write; nil without a journal.
+	journal *batch.Batcher[[]*reserveCall]
 }
 
-// maxJournalBatch caps the grants one journal write carries.
+// maxJournalBatch caps the grants one journal write carries, roughly: it
+// carries whole pipelines.
 const maxJournalBatch = 2048
 
 type reserveCall struct {
@@ -139,7 +143,7 @@ type reserveCall struct {
 	req   ReserveRequest
 	id    string
 	res   ReserveResult
-	grant intent.Grant // what the journal keeps, for Created
+	grant intent.Grant // what the journal keeps, for Created and Existing
 	err   error
 	done  chan struct{}
 }
@@ -169,30 +173,15 @@ func NewReserver(store *Store, opts ReserverOptions) *Reserver {
 	if opts.WaitTimeout <= 0 {
 		opts.WaitTimeout = DefaultWaitTimeout
 	}
-	r := &Reserver{
-		store:     store,
-		opts:      opts,
-		calls:     make(chan *reserveCall, opts.Pipelines*opts.MaxBatch),
-		toJournal: make(chan []*reserveCall, 2*opts.Pipelines),
-		stop:      make(chan struct{}),
-		exited:    make(chan struct{}),
-	}
-	r.pipelines.Add(opts.Pipelines)
-	for range opts.Pipelines {
-		go r.work()
-	}
+	r := &Reserver{store: store, opts: opts}
 	if opts.Journal != nil {
-		r.journalers.Add(opts.Pipelines)
-		for range opts.Pipelines {
-			go r.journalWork()
-		}
+		r.journal = batch.New(batch.Options{
+			Workers:  opts.Pipelines,
+			MaxBatch: max(maxJournalBatch/opts.MaxBatch, 1),
+			Queue:    2 * opts.Pipelines, // more would let Redis grant far ahead of a slow journal
+		}, r.journalRun)
 	}
-	go func() {
-		r.pipelines.Wait()
-		close(r.toJournal)
-		r.journalers.Wait()
-		close(r.exited)
-	}()
+	r.pipelines = batch.New(batch.Options{Workers: opts.Pipelines, MaxBatch: opts.MaxBatch}, r.run)
 	return r
 }
 
@@ -205,24 +194,15 @@ func (r *Reserver) Reserve(ctx context.Context, req ReserveRequest) (ReserveResu
 		return ReserveResult{}, err
 	}
 	c := &reserveCall{ctx: ctx, req: req, id: id, done: make(chan struct{})}
-	select {
-	case r.calls <- c:
-	case <-r.stop:
-		return ReserveResult{}, ErrReserverClosed
-	case <-ctx.Done():
-		return ReserveResult{}, ctx.Err()
+	if err := r.pipelines.Submit(ctx, c); err != nil {
+		if errors.Is(err, batch.ErrClosed) {
+			return ReserveResult{}, ErrReserverClosed
+		}
+		return ReserveResult{}, err
 	}
 	select {
 	case <-c.done:
 		return c.res, c.err
-	case <-r.exited:
-		// Queued just as Close drained the queue: nobody will run it.
-		select {
-		case <-c.done:
-			return c.res, c.err
-		default:
-			return ReserveResult{}, ErrReserverClosed
-		}
 	case <-ctx.Done():
 		// The script may still run; its hold is found again by the
 		// idempotency key, and otherwise expires like any unpaid hold.
@@ -230,54 +210,20 @@ func (r *Reserver) Reserve(ctx context.Context, req ReserveRequest) (ReserveResu
 	}
 }
 
-// Close stops taking reserves, finishes the ones already queued, and waits
-// for the workers to end.
+// Close stops taking reserves, finishes the ones already queued (their
+// journal writes included), and waits for the workers to end.
 func (r *Reserver) Close() {
-	r.once.Do(func() { close(r.stop) })
-	<-r.exited
-}
-
-func (r *Reserver) work() {
-	defer r.pipelines.Done()
-	batch := make([]*reserveCall, 0, r.opts.MaxBatch)
-	for {
-		select {
-		case c := <-r.calls:
-			batch = append(batch[:0], c)
-		case <-r.stop:
-			r.drainAfterStop()
-			return
-		}
-	fill:
-		for len(batch) < r.opts.MaxBatch {
-			select {
-			case c := <-r.calls:
-				batch = append(batch, c)
-			default:
-				break fill
-			}
-		}
-		r.run(batch)
+	r.pipelines.Close()
+	if r.journal != nil {
+		r.journal.Close() // after the pipelines: they hand it their last grants
 	}
 }
 
-// drainAfterStop answers calls that were queued before Close.
-func (r *Reserver) drainAfterStop() {
-	for {
-		select {
-		case c := <-r.calls:
-			r.run([]*reserveCall{c})
-		default:
-			return
-		}
-	}
-}
-
-// run sends one batch in one pipeline, makes its grants durable, and hands
-// each caller its answer.
-func (r *Reserver) run(batch []*reserveCall) {
-	live := batch[:0:0]
-	for _, c := range batch {
+// run sends one batch in one pipeline, hands its grants to the journal
+// stage, and answers the rest.
+func (r *Reserver) run(calls []*reserveCall) {
+	live := calls[:0:0]
+	for _, c := range calls {
 		if err := c.ctx.Err(); err != nil {
 			c.err = err // the caller gave up while queued: skip the work
 			close(c.done)
@@ -290,34 +236,27 @@ func (r *Reserver) run(batch []*reserveCall) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
 	defer cancel()
-	cmds, replicas := r.pipeline(ctx, live, reserveScript.EvalSha)
-	var again []*reserveCall
-	for i, c := range live {
-		if noScript(cmds[i].Err()) {
-			again = append(again, c)
-			continue
-		}
-		r.read(c, cmds[i])
-	}
-	r.confirmReplicas(live, replicas)
-	if len(again) > 0 {
-		// An empty script cache (a restart or failover): EVAL loads it.
-		cmds, replicas := r.pipeline(ctx, again, reserveScript.Eval)
-		for i, cmd := range cmds {
-			r.read(again[i], cmd)
-		}
-		r.confirmReplicas(again, replicas)
-	}
+	cmds, confirmed := r.pipeline(ctx, live)
 	var grants []*reserveCall
-	for _, c := range live {
-		if r.opts.Journal != nil && granted(c) {
+	for i, c := range live {
+		r.read(c, cmds[i])
+		if granted(c) && confirmed != nil {
+			c.err = confirmed
+		}
+		if r.journal != nil && granted(c) {
 			grants = append(grants, c)
 			continue
 		}
 		finish(c)
 	}
 	if len(grants) > 0 {
-		r.toJournal <- grants
+		// The journal closes only after the pipelines: it takes these.
+		if err := r.journal.Submit(context.Background(), grants); err != nil {
+			for _, c := range grants {
+				c.err = err
+				finish(c)
+			}
+		}
 	}
 }
 
@@ -329,39 +268,36 @@ func finish(c *reserveCall) {
 	close(c.done)
 }
 
-// journalWork writes grants to the journal, each time all that the
-// pipelines have handed over meanwhile, until the pipelines stop.
-func (r *Reserver) journalWork() {
-	defer r.journalers.Done()
-	for calls := range r.toJournal {
-	more:
-		for len(calls) < maxJournalBatch {
-			select {
-			case next, ok := <-r.toJournal:
-				if !ok {
-					break more
-				}
-				calls = append(calls, next...)
-			default:
-				break more
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
-		r.journal(ctx, calls)
-		cancel()
-		for _, c := range calls {
-			finish(c)
-		}
+// journalRun writes the grants of the pipelines in hand to the journal in
+// one write, then answers them.
+func (r *Reserver) journalRun(pipelines [][]*reserveCall) {
+	calls := pipelines[0]
+	for _, more := range pipelines[1:] {
+		calls = append(calls, more...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
+	defer cancel()
+	r.record(ctx, calls)
+	for _, c := range calls {
+		finish(c)
 	}
 }
 
 // read takes a script's reply into its call.
 func (r *Reserver) read(c *reserveCall, cmd *redis.Cmd) {
 	c.res, c.grant, c.err = reserveResult(cmd)
-	if c.err == nil && c.res.Outcome == Created {
-		g := &c.grant
-		g.Sale, g.ReservationID, g.Account, g.SKU = c.req.Sale, c.res.ReservationID, c.req.Account, c.req.SKU
-		g.IdempotencyKey, g.TokenID = c.req.IdempotencyKey, c.req.TokenID
+	if c.err != nil {
+		return
+	}
+	g := &c.grant
+	g.Sale, g.ReservationID = c.req.Sale, c.res.ReservationID
+	switch c.res.Outcome {
+	case Created:
+		g.Account, g.SKU, g.IdempotencyKey, g.TokenID = c.req.Account, c.req.SKU, c.req.IdempotencyKey, c.req.TokenID
+	case Existing:
+		if c.res.Reservation != nil {
+			c.res.Reservation.Sale = c.req.Sale
+		}
 	}
 }
 
@@ -370,53 +306,29 @@ func granted(c *reserveCall) bool {
 	return c.err == nil && (c.res.Outcome == Created || c.res.Outcome == Existing)
 }
 
-// confirmReplicas fails the grants of a pipeline whose WAIT was not
-// confirmed by enough replicas.
-func (r *Reserver) confirmReplicas(calls []*reserveCall, replicas *redis.Cmd) {
-	if replicas == nil {
-		return
-	}
-	n, err := replicas.Int64()
-	if err == nil && n >= int64(r.opts.WaitReplicas) {
-		return
-	}
-	for _, c := range calls {
-		if granted(c) {
-			c.err = fmt.Errorf("%d of %d replicas confirmed (%v): %w", n, r.opts.WaitReplicas, err, ErrNotDurable)
-		}
-	}
-}
-
-// journal records the batch's grants in one write. A repeat (Existing) is
-// journaled again too, from its reservation's hash: its first answer may
-// have been ErrNotDurable, and this answer promises the hold as much as a
-// 201 does. If the journal fails, no grant of the batch is answered as one.
-func (r *Reserver) journal(ctx context.Context, calls []*reserveCall) {
+// record journals the grants of calls in one write. A repeat (Existing) is
+// journaled again too, from its reservation's hash as the script returned
+// it: its first answer may have been ErrNotDurable, and this answer
+// promises the hold as much as a 201 does. A reservation whose hash was
+// gone, or predates the journal (no epoch), has nothing to add. If the
+// journal fails, no grant of the batch is answered as one.
+func (r *Reserver) record(ctx context.Context, calls []*reserveCall) {
 	var grants []intent.Grant
-	var repeats []*reserveCall
 	for _, c := range calls {
-		switch {
-		case !granted(c):
-		case c.res.Outcome == Created:
+		if granted(c) && c.grant.Epoch != "" {
 			grants = append(grants, c.grant)
-		default:
-			repeats = append(repeats, c)
 		}
-	}
-	if len(repeats) > 0 {
-		more, err := r.store.grants(ctx, repeats)
-		if err != nil {
-			failGrants(repeats, err)
-			repeats = nil
-		}
-		grants = append(grants, more...)
 	}
 	if len(grants) == 0 {
 		return
 	}
 	stale, err := r.opts.Journal.RecordGrants(ctx, grants)
 	if err != nil {
-		failGrants(calls, err)
+		for _, c := range calls {
+			if granted(c) {
+				c.err = fmt.Errorf("%w: %w", ErrNotDurable, err)
+			}
+		}
 		return
 	}
 	if len(stale) > 0 {
@@ -432,99 +344,101 @@ func (r *Reserver) journal(ctx context.Context, calls []*reserveCall) {
 	}
 }
 
-func failGrants(calls []*reserveCall, err error) {
-	for _, c := range calls {
-		if granted(c) {
-			c.err = fmt.Errorf("%w: %w", ErrNotDurable, err)
-		}
-	}
-}
-
-// grants reads what the journal keeps of the reservations that repeats
-// found, from their hashes. Reservations whose hash predates the journal
-// (no epoch) or is gone have nothing to add.
-func (s *Store) grants(ctx context.Context, calls []*reserveCall) ([]intent.Grant, error) {
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(calls))
-	for i, c := range calls {
-		cmds[i] = pipe.HMGet(ctx, s.keys.Reservation(c.req.Sale, c.res.ReservationID),
-			resAccount, resSKU, resIdem, resJTI, resEpoch, resSeq, resExpiresMs, resCreatedMs)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("read repeated reservations: %w", err)
-	}
-	var out []intent.Grant
-	for i, cmd := range cmds {
-		v := cmd.Val()
-		if toString(v[4]) == "" {
-			continue
-		}
-		out = append(out, intent.Grant{
-			Sale: calls[i].req.Sale, ReservationID: calls[i].res.ReservationID,
-			Account: toString(v[0]), SKU: toString(v[1]), IdempotencyKey: toString(v[2]), TokenID: toString(v[3]),
-			Epoch: toString(v[4]), Seq: toInt(v[5]),
-			ExpiresAt: time.UnixMilli(toInt(v[6])).UTC(), CreatedAt: time.UnixMilli(toInt(v[7])).UTC(),
-		})
-	}
-	return out, nil
-}
-
-func noScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
-
-type evalFunc func(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd
-
 // pipeline sends one script run per call; each command carries its own
 // reply or error (a connection error lands on every command). With
-// WaitReplicas it ends with WAIT on the same connection, which covers the
-// pipeline's writes; its command is returned (nil otherwise).
-func (r *Reserver) pipeline(ctx context.Context, batch []*reserveCall, eval evalFunc) ([]*redis.Cmd, *redis.Cmd) {
+// WaitReplicas each pipeline sent ends with WAIT on the same connection,
+// which covers its writes; confirmed is not nil when a WAIT fell short, and
+// then no grant of the batch is durable.
+func (r *Reserver) pipeline(ctx context.Context, calls []*reserveCall) (cmds []*redis.Cmd, confirmed error) {
 	k := r.store.keys
-	pipe := r.store.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(batch))
-	for i, c := range batch {
+	item := func(i int) ([]string, []any) {
+		c := calls[i]
 		q := c.req
-		cmds[i] = eval(ctx, pipe,
-			[]string{
+		return []string{
 				k.Inventory(q.Sale, q.SKU), k.Account(q.Sale, q.Account), k.Reservation(q.Sale, c.id),
 				k.Holds(q.Sale), k.Intents(q.Sale), k.Rebuilding(q.Sale), k.Meta(q.Sale),
 			},
-			c.id, q.Account, q.SKU, q.IdempotencyKey, q.TokenID, q.HoldTTL.Milliseconds(), r.store.retention.Milliseconds())
+			[]any{c.id, q.Account, q.SKU, q.IdempotencyKey, q.TokenID, q.HoldTTL.Milliseconds(), r.store.retention.Milliseconds()}
 	}
-	var replicas *redis.Cmd
-	if r.opts.WaitReplicas > 0 {
-		replicas = pipe.Do(ctx, "wait", r.opts.WaitReplicas, r.opts.WaitTimeout.Milliseconds())
+	if r.opts.WaitReplicas <= 0 {
+		return redisscript.Each(ctx, r.store.rdb, reserveScript, len(calls), item), nil
 	}
-	_, _ = pipe.Exec(ctx) // errors are read per command
-	return cmds, replicas
+	var waits [2]*redis.Cmd // one per pipeline sent: EVALSHA, and EVAL after NOSCRIPT
+	sent := 0
+	cmds = redisscript.EachThen(ctx, r.store.rdb, reserveScript, len(calls), item, func(pipe redis.Pipeliner) {
+		waits[sent] = pipe.Do(ctx, "wait", r.opts.WaitReplicas, r.opts.WaitTimeout.Milliseconds())
+		sent++
+	})
+	for _, w := range waits[:sent] {
+		if n, err := w.Int64(); err != nil || n < int64(r.opts.WaitReplicas) {
+			return cmds, fmt.Errorf("%d of %d replicas confirmed (%v): %w", n, r.opts.WaitReplicas, err, ErrNotDurable)
+		}
+	}
+	return cmds, nil
 }
 
-// reserveResult turns the script's {code, id, expires_ms[, seq, epoch,
-// created_ms]} into a result, and for Created the grant's numbering.
+// The positions in reserve.lua's reply. Every reply has the first three;
+// Created's goes on to replyCreatedMs, and Existing's, when Redis still
+// holds the reservation's hash, to replyOrder.
+const (
+	replyCode = iota
+	replyID
+	replyExpiresMs
+	replySeq
+	replyEpoch
+	replyCreatedMs
+	replyStatus
+	replyAccount
+	replySKU
+	replyIdem
+	replyJTI
+	replyOrder
+
+	replyShort    = replyExpiresMs + 1
+	replyCreated  = replyCreatedMs + 1
+	replyExisting = replyOrder + 1
+)
+
+// reserveResult turns the script's reply into a result, and for Created
+// and Existing (when the hash was there) the grant's numbering and times;
+// for Existing also the grant's account, SKU, idempotency key and token,
+// which are the first reserve's.
 func reserveResult(cmd *redis.Cmd) (ReserveResult, intent.Grant, error) {
 	v, err := cmd.Slice()
 	if err != nil {
 		return ReserveResult{}, intent.Grant{}, err
 	}
-	if len(v) != 3 && len(v) != 6 {
-		return ReserveResult{}, intent.Grant{}, fmt.Errorf("reserve script returned %d values, want 3 or 6", len(v))
+	if len(v) != replyShort && len(v) != replyCreated && len(v) != replyExisting {
+		return ReserveResult{}, intent.Grant{}, fmt.Errorf("reserve script returned %d values, want %d, %d or %d", len(v), replyShort, replyCreated, replyExisting)
 	}
-	code, _ := v[0].(int64)
-	id, _ := v[1].(string)
-	expires, _ := v[2].(int64)
+	code, _ := v[replyCode].(int64)
+	id, _ := v[replyID].(string)
 	res := ReserveResult{Outcome: Outcome(code), ReservationID: id}
 	var g intent.Grant
-	switch code {
-	case reserveCreated:
-		if len(v) != 6 {
-			return ReserveResult{}, intent.Grant{}, fmt.Errorf("reserve script returned %d values for a created hold, want 6", len(v))
+	if len(v) >= replyCreated {
+		expires, _ := v[replyExpiresMs].(int64)
+		created, _ := v[replyCreatedMs].(int64)
+		g.Seq, _ = v[replySeq].(int64)
+		g.Epoch, _ = v[replyEpoch].(string)
+		g.ExpiresAt, g.CreatedAt = time.UnixMilli(expires).UTC(), time.UnixMilli(created).UTC()
+	}
+	switch {
+	case code == reserveCreated && len(v) == replyCreated:
+		res.ExpiresAt = g.ExpiresAt
+	case code == reserveCreated:
+		return ReserveResult{}, intent.Grant{}, fmt.Errorf("reserve script returned %d values for a created hold, want %d", len(v), replyCreated)
+	case code == reserveExisting && len(v) == replyExisting:
+		str := func(i int) string { s, _ := v[i].(string); return s }
+		g.Account, g.SKU, g.IdempotencyKey, g.TokenID = str(replyAccount), str(replySKU), str(replyIdem), str(replyJTI)
+		res.Reservation = &intent.Reservation{
+			ID: id, Account: g.Account, SKU: g.SKU, Status: intent.Status(str(replyStatus)), OrderID: str(replyOrder),
+			IdempotencyKey: g.IdempotencyKey, ExpiresAt: g.ExpiresAt, CreatedAt: g.CreatedAt,
 		}
-		res.ExpiresAt = time.UnixMilli(expires).UTC()
-		g.Seq, _ = v[3].(int64)
-		g.Epoch, _ = v[4].(string)
-		created, _ := v[5].(int64)
-		g.ExpiresAt, g.CreatedAt = res.ExpiresAt, time.UnixMilli(created).UTC()
-	case reserveExisting, reserveLimitReached, reserveUnknownSKU, reserveSoldOut:
-	case codeRebuilding:
+	case code == reserveExisting && len(v) == replyShort:
+	case len(v) != replyShort:
+		return ReserveResult{}, intent.Grant{}, fmt.Errorf("reserve script returned %d values for code %d, want %d", len(v), code, replyShort)
+	case code == reserveLimitReached, code == reserveUnknownSKU, code == reserveSoldOut:
+	case code == codeRebuilding:
 		res.Outcome = Rebuilding
 	default:
 		return ReserveResult{}, intent.Grant{}, fmt.Errorf("reserve script returned unknown code %d", code)

@@ -15,7 +15,12 @@
 -- ARGV[6] hold ttl (ms)       ARGV[7] retention of per-shopper keys (ms)
 --
 -- Returns {code, reservation id, expires (unix ms)}, and for code 1 also
--- {..., seq, epoch, created (unix ms)}; codes.go names the codes:
+-- {..., seq, epoch, created (unix ms)}; for code 2, when the reservation's
+-- hash is still there, {..., seq, epoch, created (unix ms), status, account,
+-- sku, idempotency key, token id, order} as the hash holds them (seq 0 and
+-- epoch '' for a hold numbered before the journal; '' for a field not set),
+-- so a repeat is answered without another round trip. codes.go names the
+-- codes and reserve.go the positions:
 --   1 created; 2 existing (same token, same idempotency key, or the account's
 --   live hold); 3 limit reached (the account already bought); 4 unknown sku;
 --   5 sold out; -1 rebuilding (try again shortly; also when the sale has no
@@ -30,15 +35,27 @@ local holds, intents, rebuilding, meta = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, acct, sku, idem, jti = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local ttl_ms, retention_ms = ARGV[6], ARGV[7]
 
+-- existing answers code 2 for reservation rid. Its hash's key is KEYS[3]
+-- with rid in place of the new id: keys.go ends a reservation's key with
+-- its id, and both share the sale's hash tag, so they share a slot.
+local function existing(rid)
+  local key = string.sub(reservation, 1, #reservation - #id) .. rid
+  local r = redis.call('HMGET', key, 'expires_ms', 'seq', 'epoch', 'created_ms',
+    'status', 'account', 'sku', 'idem', 'jti', 'order')
+  if not r[6] then return {2, rid, 0} end
+  return {2, rid, tonumber(r[1]) or 0, tonumber(r[2]) or 0, r[3] or '', tonumber(r[4]) or 0,
+    r[5] or '', r[6], r[7] or '', r[8] or '', r[9] or '', r[10] or ''}
+end
+
 if redis.call('EXISTS', rebuilding) == 1 then return {-1, '', 0} end
 local epoch = redis.call('HGET', meta, 'epoch')
 if not epoch then return {-1, '', 0} end
 local token_field, idem_field = 't:' .. jti, 'i:' .. idem
 local a = redis.call('HMGET', account, token_field, idem_field, 'res', 'state')
-if a[1] then return {2, a[1], 0} end
-if a[2] then return {2, a[2], 0} end
+if a[1] then return existing(a[1]) end
+if a[2] then return existing(a[2]) end
 if a[3] then
-  if a[4] == 'held' then return {2, a[3], 0} end
+  if a[4] == 'held' then return existing(a[3]) end
   return {3, a[3], 0}
 end
 

@@ -1,0 +1,399 @@
+package crowdreport
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate/bench/internal/crowdsim"
+)
+
+// chartCaptions are the captions of the charts WriteCharts draws, by file name.
+var chartCaptions = map[string]string{
+	"timeline.png": "Requests, 5xx and errors per second; queue length and now serving",
+	"latency.png":  "Per-endpoint p50 and p99 latency",
+	"fates.png":    "Time from arrival to fate (CDF)",
+	"stock.png":    "Available units over time; stock, sold and held",
+}
+
+// WriteMarkdown writes the report a person reads. charts are the chart files
+// as WriteCharts names them, relative to the Markdown file's directory; they
+// are linked as given, in that order.
+func WriteMarkdown(w io.Writer, runs Runs, charts []string) error {
+	rs := runs.list()
+	var b strings.Builder
+	title := "Flash sale: flashgate"
+	if runs.Naive != nil {
+		title += " vs the naive baseline"
+	}
+	fmt.Fprintf(&b, "# %s\n\n", title)
+	writeRuns(&b, rs)
+	writeScenario(&b, rs)
+	writeGoals(&b, runs)
+	writeNaive(&b, runs)
+	writeTotals(&b, rs)
+	writeCPU(&b, rs)
+	writeEndpoints(&b, rs)
+	writeFates(&b, rs)
+	writeFairness(&b, rs)
+	writeLedger(&b, rs)
+	writeCharts(&b, charts)
+	writeNotes(&b, rs)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("report: write markdown: %w", err)
+	}
+	return nil
+}
+
+func writeRuns(b *strings.Builder, rs []run) {
+	for _, x := range rs {
+		r := x.r
+		fmt.Fprintf(b, "- **%s**: started %s, ran %s s", x.label, started(r.Started), num(r.Wall, 1))
+		if r.Machine != "" {
+			fmt.Fprintf(b, ", on %s", r.Machine)
+		}
+		if r.Command != "" {
+			fmt.Fprintf(b, "; `%s`", r.Command)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+}
+
+func started(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+func writeScenario(b *strings.Builder, rs []run) {
+	b.WriteString("## Scenario\n\n")
+	rows := []struct {
+		name string
+		cell func(s crowdsim.Scenario) string
+	}{
+		{"shoppers", func(s crowdsim.Scenario) string { return count(s.Shoppers) }},
+		{"stock", func(s crowdsim.Scenario) string { return count(s.Stock) }},
+		{"admission rate", func(s crowdsim.Scenario) string {
+			if s.RatePerS == 0 {
+				return "unthrottled"
+			}
+			return rate(s.RatePerS) + "/s"
+		}},
+		{"pre-queue", func(s crowdsim.Scenario) string {
+			return pct(s.PreQueueShare) + " over " + num(s.PreQueueS, -1) + " s"
+		}},
+		{"burst", func(s crowdsim.Scenario) string {
+			return pct(s.BurstShare) + " over " + num(s.BurstS, -1) + " s"
+		}},
+		{"tail", func(s crowdsim.Scenario) string { return num(s.TailS, -1) + " s" }},
+		{"pay probability", func(s crowdsim.Scenario) string { return pct(s.PayProbability) }},
+		{"impatient share", func(s crowdsim.Scenario) string { return pct(s.ImpatientShare) }},
+		{"bots", func(s crowdsim.Scenario) string {
+			return count(s.Bots) + " accounts on " + count(s.BotIPs) + " addresses"
+		}},
+		{"hold TTL", func(s crowdsim.Scenario) string { return count(s.HoldTTLS) + " s" }},
+		{"max duration", func(s crowdsim.Scenario) string { return num(s.MaxDurationS, -1) + " s" }},
+		{"max requests", func(s crowdsim.Scenario) string { return count(s.MaxRequests) }},
+	}
+	header(b, "", labels(rs)...)
+	for _, row := range rows {
+		cells := []string{row.name}
+		for _, x := range rs {
+			cells = append(cells, row.cell(x.r.Scenario))
+		}
+		line(b, cells...)
+	}
+	b.WriteString("\n")
+}
+
+func writeGoals(b *strings.Builder, runs Runs) {
+	b.WriteString("## Goals\n\nThe flashgate run's; the naive baseline is held to none of them.\n\n")
+	header(b, "goal", "measured", "result")
+	for _, g := range Goals(runs) {
+		line(b, g.Name, g.Measured, "**"+string(g.Verdict)+"**")
+	}
+	b.WriteString("\n")
+}
+
+// writeNaive says in words what the baseline did, and whether it faced the
+// same crowd.
+func writeNaive(b *strings.Builder, runs Runs) {
+	n := runs.Naive
+	if n == nil {
+		return
+	}
+	b.WriteString("## The naive baseline\n\n")
+	fmt.Fprintf(b, "Under the same crowd the naive baseline sold %s of %s units and oversold %s. "+
+		"Of its %s requests %s got an answer (%s of them 5xx); %s timed out and %s failed in transport. "+
+		"%s of %s shoppers learned their fate, the p99 of them after %s s; %s never did.\n\n",
+		count(n.Sold), count(n.Stock), count(n.Oversold),
+		count(n.Requests), count(n.Answered), count(n.Status5xx), count(n.Timeouts), count(n.Transport),
+		count(n.Fates.Answered), count(n.Scenario.Shoppers), num(n.Fates.AnswerP99, 2), count(n.Fates.Unknown))
+	fs, ns := runs.Flashgate.Scenario, n.Scenario
+	fs.RatePerS, ns.RatePerS = 0, 0 // the baseline admits no one
+	if fs != ns {
+		b.WriteString("**Its scenario differs from the flashgate run's** (see Scenario): the comparisons above are between different crowds.\n\n")
+	}
+}
+
+func writeTotals(b *strings.Builder, rs []run) {
+	b.WriteString("## Totals\n\n")
+	rows := []struct {
+		name string
+		cell func(r *crowdsim.Result) string
+	}{
+		{"requests", func(r *crowdsim.Result) string { return count(r.Requests) }},
+		{"answered", func(r *crowdsim.Result) string { return count(r.Answered) }},
+		{"4xx (429 included)", func(r *crowdsim.Result) string { return count(r.Status4xx) }},
+		{"5xx", func(r *crowdsim.Result) string { return count(r.Status5xx) }},
+		{"timeouts", func(r *crowdsim.Result) string { return count(r.Timeouts) }},
+		{"transport errors", func(r *crowdsim.Result) string { return count(r.Transport) }},
+		{"peak requests/s", func(r *crowdsim.Result) string { return rate(r.PeakRPS) }},
+		{"answered requests/s during the burst", func(r *crowdsim.Result) string { return rate(r.AnsweredRPS) }},
+		{"burst p99 ms", func(r *crowdsim.Result) string { return num(r.BurstP99Ms, 1) }},
+		{"stock", func(r *crowdsim.Result) string { return count(r.Stock) }},
+		{"sold", func(r *crowdsim.Result) string { return count(r.Sold) }},
+		{"held at the end", func(r *crowdsim.Result) string { return count(r.Held) }},
+		{"oversold", func(r *crowdsim.Result) string { return count(r.Oversold) }},
+		{"last unit at s", func(r *crowdsim.Result) string { return orDash(r.LastUnitAt > 0, num(r.LastUnitAt, 2)) }},
+		{"holds granted/s", func(r *crowdsim.Result) string { return orDash(reservesPerS(r) > 0, rate(reservesPerS(r))) }},
+	}
+	header(b, "", labels(rs)...)
+	for _, row := range rows {
+		cells := []string{row.name}
+		for _, x := range rs {
+			cells = append(cells, row.cell(x.r))
+		}
+		line(b, cells...)
+	}
+	b.WriteString("\n*Holds granted/s* counts 201 reserves from the first to the last.\n\n")
+}
+
+// writeCPU shows where the machine's cores went while each crowd ran: the
+// simulator shares them with the stack, which is what limits a run on a
+// small machine.
+func writeCPU(b *strings.Builder, rs []run) {
+	groups := map[string]bool{}
+	for _, x := range rs {
+		for g := range x.r.CPU {
+			groups[g] = true
+		}
+	}
+	if len(groups) == 0 {
+		return
+	}
+	names := make([]string, 0, len(groups))
+	for g := range groups {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	b.WriteString("## Where the CPU went\n\n")
+	b.WriteString("CPU seconds each process used while the crowd ran (from /proc), and the share of the machine's cores.\n\n")
+	header(b, "process", labels(rs)...)
+	for _, g := range names {
+		cells := []string{g}
+		for _, x := range rs {
+			cells = append(cells, cpuCell(x.r, x.r.CPU[g]))
+		}
+		line(b, cells...)
+	}
+	total := []string{"all"}
+	for _, x := range rs {
+		var sum float64
+		for _, v := range x.r.CPU {
+			sum += v
+		}
+		total = append(total, cpuCell(x.r, sum))
+	}
+	line(b, total...)
+	b.WriteString("\n")
+}
+
+func cpuCell(r *crowdsim.Result, sec float64) string {
+	if sec == 0 || r.CrowdS <= 0 || r.Machine == "" {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f s (%.0f%% of one core)", sec, 100*sec/r.CrowdS)
+}
+
+func writeEndpoints(b *strings.Builder, rs []run) {
+	b.WriteString("## Endpoints\n\n")
+	header(b, "run", "endpoint", "count", "by status", "p50 ms", "p99 ms", "max ms")
+	for _, x := range rs {
+		if len(x.r.Endpoints) == 0 {
+			line(b, x.label, "—", "0", "", "", "", "")
+		}
+		for _, e := range x.r.Endpoints {
+			line(b, x.label, e.Name, count(e.Count), byStatus(e.ByStatus),
+				num(e.P50Ms, 1), num(e.P99Ms, 1), num(e.MaxMs, 1))
+		}
+	}
+	b.WriteString("\n")
+}
+
+func byStatus(m map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+": "+count(m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func writeFates(b *strings.Builder, rs []run) {
+	b.WriteString("## Fates\n\nSeconds from a shopper's first click to knowing their fate; the sold-out notice is seconds from the last unit to hearing \"sold out\" while in line.\n\n")
+	header(b, "run", "fate", "shoppers", "p50 s", "p90 s", "p99 s", "max s")
+	for _, x := range rs {
+		f := x.r.Fates
+		reserved := "reserved"
+		if x.label == "naive" {
+			reserved = "bought"
+		}
+		dist(b, x.label, reserved, f.Reserved)
+		dist(b, x.label, "sold out", f.SoldOut)
+		if x.r.SoldOutNotice.Count > 0 {
+			dist(b, x.label, "sold-out notice", x.r.SoldOutNotice)
+		}
+	}
+	b.WriteString("\n")
+	header(b, "run", "paid", "abandoned", "unknown", "answered", "p99 time to answer s")
+	for _, x := range rs {
+		f := x.r.Fates
+		line(b, x.label, count(f.Paid), count(f.Abandoned), count(f.Unknown), count(f.Answered),
+			orDash(f.Answered > 0, num(f.AnswerP99, 2)))
+	}
+	b.WriteString("\n")
+}
+
+func dist(b *strings.Builder, label, fate string, d crowdsim.Dist) {
+	if d.Count == 0 {
+		line(b, label, fate, "0", "—", "—", "—", "—")
+		return
+	}
+	line(b, label, fate, count(d.Count), num(d.P50, 2), num(d.P90, 2), num(d.P99, 2), num(d.Max, 2))
+}
+
+func writeFairness(b *strings.Builder, rs []run) {
+	b.WriteString("## Fairness\n\n")
+	rows := []struct {
+		name string
+		cell func(f crowdsim.Fairness) string
+	}{
+		{"rank correlation, join order vs admission position", func(f crowdsim.Fairness) string {
+			return orDash(f.Compared > 0, num(f.RankCorrelation, 4)+" ("+count(f.Compared)+" shoppers)")
+		}},
+		{"observed correlation, join order vs first seen admitted", func(f crowdsim.Fairness) string {
+			return orDash(f.ObservedCompared > 0, num(f.ObservedCorrelation, 4)+" ("+count(f.ObservedCompared)+" shoppers)")
+		}},
+		{"bot accounts", func(f crowdsim.Fairness) string { return count(f.BotAccounts) }},
+		{"units bots got", func(f crowdsim.Fairness) string { return count(f.BotUnits) }},
+		{"bots' share of the stock", func(f crowdsim.Fairness) string { return pct(f.BotShare) }},
+	}
+	header(b, "", labels(rs)...)
+	for _, row := range rows {
+		cells := []string{row.name}
+		for _, x := range rs {
+			cells = append(cells, row.cell(x.r.Fairness))
+		}
+		line(b, cells...)
+	}
+	b.WriteString("\n")
+}
+
+func writeLedger(b *strings.Builder, rs []run) {
+	b.WriteString("## Final ledger\n\nAvailable / held / sold per SKU.\n\n")
+	header(b, "run", "SKU", "total", "Redis", "Postgres", "drift", "pending intents")
+	for _, x := range rs {
+		if len(x.r.Ledger) == 0 {
+			line(b, x.label, "—", "", "", "", "", "")
+		}
+		for _, l := range x.r.Ledger {
+			line(b, x.label, l.SKU, count(l.Total), triple(l.Redis), triple(l.Postgres), triple(l.Drift), count(l.Pending))
+		}
+	}
+	b.WriteString("\nLedger invariant:")
+	for i, x := range rs {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(b, "%s %s **%s**", sep, x.label, okWord(x.r.InvariantOK))
+	}
+	b.WriteString(".\n\n")
+}
+
+func triple(v [3]int64) string {
+	return count(v[0]) + " / " + count(v[1]) + " / " + count(v[2])
+}
+
+func writeCharts(b *strings.Builder, charts []string) {
+	if len(charts) == 0 {
+		return
+	}
+	b.WriteString("## Charts\n\n")
+	for _, c := range charts {
+		link := filepath.ToSlash(c)
+		caption := chartCaptions[path.Base(link)]
+		if caption == "" {
+			caption = strings.TrimSuffix(path.Base(link), path.Ext(link))
+		}
+		fmt.Fprintf(b, "![%s](%s)\n\n", caption, link)
+	}
+}
+
+func writeNotes(b *strings.Builder, rs []run) {
+	var notes []string
+	for _, x := range rs {
+		for _, n := range x.r.Notes {
+			notes = append(notes, "- "+x.label+": "+n)
+		}
+	}
+	if len(notes) == 0 {
+		return
+	}
+	b.WriteString("## Notes\n\n" + strings.Join(notes, "\n") + "\n")
+}
+
+func labels(rs []run) []string {
+	out := make([]string, len(rs))
+	for i, x := range rs {
+		out[i] = x.label
+	}
+	return out
+}
+
+func header(b *strings.Builder, first string, rest ...string) {
+	cols := append([]string{first}, rest...)
+	line(b, cols...)
+	b.WriteString("|" + strings.Repeat(" --- |", len(cols)) + "\n")
+}
+
+// line writes one table row, escaping the cells' pipes.
+func line(b *strings.Builder, cells ...string) {
+	b.WriteString("|")
+	for _, c := range cells {
+		b.WriteString(" " + strings.ReplaceAll(c, "|", `\|`) + " |")
+	}
+	b.WriteString("\n")
+}
+
+func orDash(ok bool, s string) string {
+	if !ok {
+		return "—"
+	}
+	return s
+}
+
+func okWord(ok bool) string {
+	if ok {
+		return "OK"
+	}
+	return "not OK"
+}

@@ -1,0 +1,92 @@
+// Package crowdreport renders a crowd run — the flashgate stack's, and beside it
+// the naive baseline's under the same crowd and an unthrottled ceiling run —
+// as JSON, as a Markdown report with its goals marked PASS or MISS, as a few
+// terminal lines, and as PNG charts.
+package crowdreport
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/flashgate/flashgate/bench/internal/crowdsim"
+)
+
+// Runs are the results one report covers. Flashgate is always there (it may
+// be empty if the run produced nothing); Naive and Ceiling are nil when those
+// runs were not made.
+type Runs struct {
+	Flashgate crowdsim.Result `json:"flashgate"`
+	// Naive is the baseline (every buy a conditional UPDATE on Postgres)
+	// under the same crowd.
+	Naive *crowdsim.Result `json:"naive,omitempty"`
+	// Ceiling is the stack with admission unthrottled: how fast it can
+	// reserve at all.
+	Ceiling *crowdsim.Result `json:"ceiling,omitempty"`
+}
+
+// run is one present result with the label the report gives it.
+type run struct {
+	label string
+	r     *crowdsim.Result
+}
+
+// list returns the present runs in report order: flashgate, naive, ceiling.
+func (rs *Runs) list() []run {
+	out := []run{{"flashgate", &rs.Flashgate}}
+	if rs.Naive != nil {
+		out = append(out, run{"naive", rs.Naive})
+	}
+	if rs.Ceiling != nil {
+		out = append(out, run{"ceiling", rs.Ceiling})
+	}
+	return out
+}
+
+// reservesPerS is the rate at which the stack granted holds: what the
+// simulator measured (201s over the span from the first to the last), or,
+// for a result without it, the stock over the time to the last unit.
+func reservesPerS(r *crowdsim.Result) float64 {
+	if r.ReservesPerS > 0 {
+		return r.ReservesPerS
+	}
+	if r.LastUnitAt <= 0 {
+		return 0
+	}
+	return float64(r.Stock) / r.LastUnitAt
+}
+
+// count formats n with thousands separators: 1234567 → "1,234,567".
+func count[T int | int64](n T) string {
+	s := strconv.FormatInt(int64(n), 10)
+	sign := ""
+	if s[0] == '-' {
+		sign, s = "-", s[1:]
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return sign + b.String()
+}
+
+// rate formats a rate rounded to a whole number, with thousands separators.
+func rate(v float64) string {
+	if !finite(v) {
+		return num(v, 0)
+	}
+	return count(int64(math.Round(v)))
+}
+
+// num formats v with prec decimals; prec -1 gives the fewest that read back exactly.
+func num(v float64, prec int) string {
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+// pct formats a share (0..1) as a percentage.
+func pct(share float64) string {
+	return num(100*share, 1) + " %"
+}

@@ -1,0 +1,374 @@
+package crowdreport
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/bench/internal/crowdsim"
+)
+
+// cdf is a made-up distribution's CDF: n points from lo to hi seconds.
+func cdf(lo, hi float64, n int) [][2]float64 {
+	out := make([][2]float64, n)
+	for i := range out {
+		f := float64(i+1) / float64(n)
+		out[i] = [2]float64{lo + (hi-lo)*f*f, f}
+	}
+	return out
+}
+
+// timeline is a made-up run: a burst at the start, then a tail, selling out
+// at soldOut seconds.
+func timeline(secs int, peak float64, soldOut int, stock int64, queue bool) []crowdsim.Second {
+	tl := make([]crowdsim.Second, secs)
+	for i := range tl {
+		t := float64(i)
+		s := crowdsim.Second{T: t, Requests: int(peak * math.Exp(-t/10)), P99Ms: 40 + t}
+		if i < soldOut {
+			s.Available = stock - stock*int64(i)/int64(soldOut)
+		}
+		if queue {
+			s.QueueLength = int64(max(0, 50000-2000*i))
+			s.NowServing = int64(min(50000, 2000*i))
+		}
+		tl[i] = s
+	}
+	return tl
+}
+
+func scenario() crowdsim.Scenario {
+	return crowdsim.Scenario{
+		Shoppers: 50000, Stock: 1000, RatePerS: 2000,
+		PreQueueS: 60, PreQueueShare: 0.3, BurstS: 10, BurstShare: 0.5, TailS: 120,
+		PayProbability: 0.8, ImpatientShare: 0.1, Bots: 200, BotIPs: 4, HoldTTLS: 300,
+		MaxDurationS: 600, MaxRequests: 5000000,
+	}
+}
+
+// fabricated is a realistic pair (and a ceiling) in which flashgate meets
+// every goal.
+func fabricated() Runs {
+	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	fg := crowdsim.Result{
+		Mode: "flashgate", Scenario: scenario(), Machine: "AMD EPYC 7B13 × 8, go1.26.8",
+		Command: "go run ./bench/crowd -shoppers 50000", Started: start, Wall: 130,
+		Stock: 1000, Sold: 800, Held: 0, Oversold: 0,
+		Endpoints: []crowdsim.Endpoint{
+			{Name: "snapshot", Count: 60000, ByStatus: map[string]int{"200": 60000}, P50Ms: 1.2, P99Ms: 9, MaxMs: 40},
+			{Name: "join", Count: 50000, ByStatus: map[string]int{"202": 49800, "429": 200}, P50Ms: 2.5, P99Ms: 30, MaxMs: 120},
+			{Name: "poll", Count: 400000, ByStatus: map[string]int{"200": 400000}, P50Ms: 1.1, P99Ms: 12, MaxMs: 90},
+			{Name: "reserve", Count: 3000, ByStatus: map[string]int{"201": 1000, "409": 2000}, P50Ms: 4, P99Ms: 45, MaxMs: 150},
+		},
+		Fates: crowdsim.Fates{
+			Reserved: crowdsim.Dist{Count: 1000, P50: 0.4, P90: 0.6, P99: 0.9, Max: 1.1, CDF: cdf(0.05, 1.1, 50)},
+			SoldOut:  crowdsim.Dist{Count: 48800, P50: 0.7, P90: 1.2, P99: 1.6, Max: 2.4, CDF: cdf(0.2, 2.4, 50)},
+			Paid:     800, Abandoned: 200, Unknown: 200, Answered: 49800, AnswerP99: 1.2,
+		},
+		Timeline: timeline(130, 40000, 5, 1000, true),
+		Requests: 513000, Answered: 513000, Status4xx: 2200, PeakRPS: 40000, AnsweredRPS: 9000,
+		BurstP99Ms: 85, BurstWindowS: [2]float64{0, 10},
+		SoldOutNotice: crowdsim.Dist{Count: 48000, P50: 0.6, P90: 1.1, P99: 1.4, Max: 1.9},
+		LastUnitAt:    4.2,
+		Fairness: crowdsim.Fairness{RankCorrelation: 0.998, Compared: 35000, ObservedCorrelation: 0.97,
+			ObservedCompared: 1000, BotUnits: 4, BotShare: 0.004, BotAccounts: 200},
+		Ledger: []crowdsim.LedgerSKU{{SKU: "sku-1", Total: 1000,
+			Redis: [3]int64{200, 0, 800}, Postgres: [3]int64{200, 0, 800}}},
+		InvariantOK: true,
+		Notes:       []string{"holds that expired after the run's end were not waited for"},
+	}
+	naive := crowdsim.Result{
+		Mode: "naive", Scenario: scenario(), Machine: fg.Machine, Command: "go run ./bench/crowd -naive",
+		Started: start.Add(time.Hour), Wall: 600,
+		Stock: 1000, Sold: 1003, Oversold: 3,
+		Endpoints: []crowdsim.Endpoint{
+			{Name: "buy", Count: 90000, ByStatus: map[string]int{"200": 1003, "409": 20000, "500": 900, "timeout": 68097},
+				P50Ms: 9000, P99Ms: 30000, MaxMs: 30000},
+		},
+		Fates: crowdsim.Fates{
+			Reserved: crowdsim.Dist{Count: 1003, P50: 8, P90: 20, P99: 28, Max: 30, CDF: cdf(0.5, 30, 50)},
+			SoldOut:  crowdsim.Dist{Count: 20000, P50: 12, P90: 25, P99: 29, Max: 30, CDF: cdf(2, 30, 50)},
+			Unknown:  28997, Answered: 21003, AnswerP99: 29,
+		},
+		Timeline: timeline(600, 3000, 300, 1000, false),
+		Requests: 90000, Answered: 21903, Status5xx: 900, Timeouts: 68097, PeakRPS: 3000, AnsweredRPS: 150,
+		BurstP99Ms: 30000, BurstWindowS: [2]float64{0, 10}, LastUnitAt: 290,
+		Fairness: crowdsim.Fairness{BotUnits: 300, BotShare: 0.3, BotAccounts: 200},
+		Notes:    []string{"the client timeout was 30 s"},
+	}
+	ceiling := fg
+	ceiling.Mode, ceiling.Scenario.RatePerS, ceiling.LastUnitAt = "flashgate", 0, 0.08
+	ceiling.Notes = nil
+	return Runs{Flashgate: fg, Naive: &naive, Ceiling: &ceiling}
+}
+
+func verdicts(goals []Goal) map[string]Verdict {
+	m := make(map[string]Verdict, len(goals))
+	for _, g := range goals {
+		m[g.Name] = g.Verdict
+	}
+	return m
+}
+
+func TestGoals(t *testing.T) {
+	names := make([]string, 0, 7)
+	for _, g := range Goals(fabricated()) {
+		names = append(names, g.Name)
+	}
+	if len(names) != 7 {
+		t.Fatalf("Goals() gave %d goals, want 7", len(names))
+	}
+	oversold, fivexx, burst, notice, rank, answerTime, answeredRate := names[0], names[1], names[2], names[3], names[4], names[5], names[6]
+
+	tests := []struct {
+		name   string
+		change func(*Runs)
+		want   map[string]Verdict // goals not listed must PASS
+	}{
+		{"all met", func(*Runs) {}, nil},
+		{"5xx", func(r *Runs) { r.Flashgate.Status5xx = 3 }, map[string]Verdict{fivexx: Miss}},
+		{"oversold", func(r *Runs) { r.Flashgate.Oversold = 2 }, map[string]Verdict{oversold: Miss}},
+		{"slow burst", func(r *Runs) { r.Flashgate.BurstP99Ms = 200 }, map[string]Verdict{burst: Miss}},
+		{"no burst window", func(r *Runs) { r.Flashgate.BurstWindowS = [2]float64{} }, map[string]Verdict{burst: NotMeasured}},
+		{"late sold-out notice", func(r *Runs) { r.Flashgate.SoldOutNotice.P99 = 2.01 }, map[string]Verdict{notice: Miss}},
+		{"notice at exactly 2 s", func(r *Runs) { r.Flashgate.SoldOutNotice.P99 = 2 }, nil},
+		{"did not sell out", func(r *Runs) { r.Flashgate.LastUnitAt = 0 }, map[string]Verdict{notice: NotMeasured}},
+		{"unfair", func(r *Runs) { r.Flashgate.Fairness.RankCorrelation = 0.95 }, map[string]Verdict{rank: Miss}},
+		{"nobody compared", func(r *Runs) { r.Flashgate.Fairness.Compared = 0 }, map[string]Verdict{rank: NotMeasured}},
+		{"answer time only 10x", func(r *Runs) { r.Flashgate.Fates.AnswerP99 = 2.9 }, map[string]Verdict{answerTime: Miss}},
+		{"answer rate only 10x", func(r *Runs) { r.Flashgate.AnsweredRPS = 1500 }, map[string]Verdict{answeredRate: Miss}},
+		{"naive answered nothing per second", func(r *Runs) { r.Naive.AnsweredRPS = 0 }, nil},
+		{"no naive run", func(r *Runs) { r.Naive = nil },
+			map[string]Verdict{answerTime: NotMeasured, answeredRate: NotMeasured}},
+		{"empty", func(r *Runs) { *r = Runs{} }, map[string]Verdict{
+			oversold: NotMeasured, fivexx: NotMeasured, burst: NotMeasured, notice: NotMeasured,
+			rank: NotMeasured, answerTime: NotMeasured, answeredRate: NotMeasured}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runs := fabricated()
+			tt.change(&runs)
+			goals := Goals(runs)
+			got := verdicts(goals)
+			for _, name := range names {
+				want, ok := tt.want[name]
+				if !ok {
+					want = Pass
+				}
+				if got[name] != want {
+					t.Errorf("goal %q = %s, want %s", name, got[name], want)
+				}
+			}
+			if missed := Missed(goals); missed != (len(tt.want) > 0 && containsMiss(tt.want)) {
+				t.Errorf("Missed() = %v", missed)
+			}
+
+			// The Markdown's goal table says the same.
+			var md bytes.Buffer
+			if err := WriteMarkdown(&md, runs, nil); err != nil {
+				t.Fatalf("WriteMarkdown: %v", err)
+			}
+			for _, g := range goals {
+				row := goalRow(md.String(), g.Name)
+				if !strings.Contains(row, "**"+string(g.Verdict)+"**") || !strings.Contains(row, g.Measured) {
+					t.Errorf("goal row = %q, want %s with %q", row, g.Verdict, g.Measured)
+				}
+			}
+		})
+	}
+}
+
+func containsMiss(m map[string]Verdict) bool {
+	for _, v := range m {
+		if v == Miss {
+			return true
+		}
+	}
+	return false
+}
+
+// goalRow is the Markdown table row of the named goal.
+func goalRow(md, name string) string {
+	for l := range strings.Lines(md) {
+		if strings.HasPrefix(l, "| "+name+" |") {
+			return l
+		}
+	}
+	return ""
+}
+
+func TestGoalFigures(t *testing.T) {
+	runs := fabricated()
+	runs.Flashgate.Status5xx = 3
+	goals := Goals(runs)
+	tests := []struct {
+		goal int
+		want string
+	}{
+		{1, "3 of 513,000 requests"},
+		{2, "85.0 ms over 0.0–10.0 s"},
+		{5, "naive 29.00 s (21,003 answered) ÷ flashgate 1.20 s (49,800 answered) = 24.2×"},
+		{6, "9,000/s ÷ naive 150/s = 60.0×"},
+	}
+	for _, tt := range tests {
+		if got := goals[tt.goal].Measured; !strings.Contains(got, tt.want) {
+			t.Errorf("Goals()[%d].Measured = %q, want it to contain %q", tt.goal, got, tt.want)
+		}
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	runs := fabricated()
+	runs.Naive.Scenario.Shoppers = 40000
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, runs, []string{"timeline.png", "stock.png"}); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	md := b.String()
+	for _, want := range []string{
+		"# Flash sale: flashgate vs the naive baseline",
+		"## Scenario", "## Goals", "## The naive baseline", "## Totals", "## Endpoints",
+		"## Fates", "## Fairness", "## Final ledger", "## Charts", "## Notes",
+		"oversold 3.",            // the baseline's own figures, in words
+		"68,097 timed out",       //
+		"**Its scenario differs", // different crowds are called out
+		"| flashgate | join | 50,000 | 202: 49,800, 429: 200 | 2.5 | 30.0 | 120.0 |",
+		"| naive | bought | 1,003 |", // naive's reservations are buys
+		"| flashgate | sku-1 | 1,000 | 200 / 0 / 800 | 200 / 0 / 800 | 0 / 0 / 0 | 0 |",
+		"flashgate **OK**, naive **not OK**",
+		"| holds granted/s | 238 | 3 | 12,500 |",
+		"![Requests, 5xx and errors per second; queue length and now serving](timeline.png)",
+		"- flashgate: holds that expired", "- naive: the client timeout was 30 s",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(md)
+	}
+}
+
+func TestSummary(t *testing.T) {
+	s := Summary(fabricated())
+	if n := strings.Count(s, "\n"); n < 8 || n > 15 {
+		t.Errorf("Summary() has %d lines, want 8 to 15:\n%s", n, s)
+	}
+	for _, want := range []string{"flashgate: 513,000 requests", "naive: 90,000 requests", "ceiling (unthrottled): 12,500 reserves/s", "PASS  5xx = 0"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("Summary() lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	full := fabricated()
+	alone := fabricated()
+	alone.Naive, alone.Ceiling = nil, nil
+	tests := []struct {
+		name string
+		runs Runs
+	}{
+		{"with naive and ceiling", full},
+		{"flashgate alone", alone},
+		{"empty", Runs{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := WriteJSON(&b, tt.runs); err != nil {
+				t.Fatalf("WriteJSON: %v", err)
+			}
+			if !strings.Contains(b.String(), "\n  \"flashgate\": {") {
+				t.Errorf("WriteJSON is not indented:\n%.200s", b.String())
+			}
+			var got Runs
+			if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.runs) {
+				t.Errorf("round trip = %+v, want %+v", got, tt.runs)
+			}
+		})
+	}
+}
+
+func TestWriteCharts(t *testing.T) {
+	alone := fabricated()
+	alone.Naive, alone.Ceiling = nil, nil
+	single := fabricated()
+	single.Flashgate.Timeline = single.Flashgate.Timeline[:1]
+	single.Flashgate.Fates.Reserved.CDF = [][2]float64{{0, 1}}
+	single.Flashgate.Fates.SoldOut.CDF = [][2]float64{{math.NaN(), 1}}
+	tests := []struct {
+		name string
+		runs Runs
+	}{
+		{"with naive and ceiling", fabricated()},
+		{"flashgate alone", alone},
+		{"one point each", single},
+		{"empty", Runs{}},
+		{"all empty", Runs{Naive: &crowdsim.Result{}, Ceiling: &crowdsim.Result{}}},
+	}
+	want := []string{"timeline.png", "latency.png", "fates.png", "stock.png"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			names, err := WriteCharts(dir, tt.runs)
+			if err != nil {
+				t.Fatalf("WriteCharts: %v", err)
+			}
+			if !reflect.DeepEqual(names, want) {
+				t.Errorf("WriteCharts = %q, want %q", names, want)
+			}
+			for _, name := range names {
+				data, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")) || len(data) < 1000 {
+					t.Errorf("%s: %d bytes starting %q, want a PNG", name, len(data), data[:min(8, len(data))])
+				}
+			}
+		})
+	}
+}
+
+func TestWriteChartsBadDir(t *testing.T) {
+	if _, err := WriteCharts(filepath.Join(t.TempDir(), "missing"), fabricated()); err == nil {
+		t.Error("WriteCharts into a missing directory: no error")
+	}
+}
+
+func TestEmptyRuns(t *testing.T) {
+	for _, runs := range []Runs{{}, {Naive: &crowdsim.Result{}, Ceiling: &crowdsim.Result{}}} {
+		var b bytes.Buffer
+		if err := WriteMarkdown(&b, runs, nil); err != nil {
+			t.Errorf("WriteMarkdown: %v", err)
+		}
+		if strings.Contains(b.String(), "**PASS**") || strings.Contains(b.String(), "NaN") {
+			t.Errorf("empty runs: Markdown has a PASS or a NaN:\n%s", b.String())
+		}
+		if s := Summary(runs); strings.Contains(s, "PASS") {
+			t.Errorf("empty runs: Summary has a PASS:\n%s", s)
+		}
+	}
+}
+
+func TestCount(t *testing.T) {
+	tests := []struct {
+		n    int
+		want string
+	}{{0, "0"}, {999, "999"}, {1000, "1,000"}, {1234567, "1,234,567"}, {-1234, "-1,234"}}
+	for _, tt := range tests {
+		if got := count(tt.n); got != tt.want {
+			t.Errorf("count(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}

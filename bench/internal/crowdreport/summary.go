@@ -1,0 +1,40 @@
+package crowdreport
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Summary is the report in about a dozen lines for the terminal: each run's
+// totals (the ceiling's in one line), then every goal with its verdict.
+func Summary(runs Runs) string {
+	var b strings.Builder
+	for _, x := range runs.list() {
+		r := x.r
+		if x.label == "ceiling" {
+			b.WriteString("ceiling (unthrottled): ")
+			if reservesPerS(r) > 0 {
+				fmt.Fprintf(&b, "%s reserves/s (holds granted)", rate(reservesPerS(r)))
+			} else {
+				fmt.Fprintf(&b, "did not sell out (%s reserved)", count(r.Fates.Reserved.Count))
+			}
+			fmt.Fprintf(&b, "; 5xx %s, timeouts %s\n", count(r.Status5xx), count(r.Timeouts))
+			continue
+		}
+		fmt.Fprintf(&b, "%s: %s requests in %s s, peak %s/s; answered %s (4xx %s, 5xx %s), timeouts %s, transport errors %s\n",
+			x.label, count(r.Requests), num(r.Wall, 1), rate(r.PeakRPS), count(r.Answered),
+			count(r.Status4xx), count(r.Status5xx), count(r.Timeouts), count(r.Transport))
+		fmt.Fprintf(&b, "  stock %s: sold %s, held %s, oversold %s, ledger %s",
+			count(r.Stock), count(r.Sold), count(r.Held), count(r.Oversold), okWord(r.InvariantOK))
+		if r.LastUnitAt > 0 {
+			fmt.Fprintf(&b, "; sold out at %s s (%s holds granted/s)", num(r.LastUnitAt, 2), rate(reservesPerS(r)))
+		}
+		f := r.Fates
+		fmt.Fprintf(&b, "\n  fates: %s answered (p99 %s s), %s reserved, %s sold out, %s unknown\n",
+			count(f.Answered), num(f.AnswerP99, 2), count(f.Reserved.Count), count(f.SoldOut.Count), count(f.Unknown))
+	}
+	for _, g := range Goals(runs) {
+		fmt.Fprintf(&b, "%-4s  %s: %s\n", g.Verdict, g.Name, g.Measured)
+	}
+	return b.String()
+}

@@ -1,0 +1,67 @@
+package crowdsim
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// cpuGroups are the processes whose CPU a run accounts for, by the name
+// the kernel gives them (comm), and the label the report uses.
+var cpuGroups = map[string]string{
+	"crowd":          "crowd (the simulator)",
+	"edge":           "edge",
+	"origin":         "origin",
+	"sandboxgateway": "sandbox gateway",
+	"redis-server":   "redis",
+	"postgres":       "postgres",
+}
+
+// clockTick is the kernel's USER_HZ, the unit of /proc/<pid>/stat times; it
+// is 100 on every Linux this runs on.
+const clockTick = 100
+
+// cpuTimes reads the CPU time each group's processes have used so far,
+// from /proc. Off Linux (no /proc) it returns nothing.
+func cpuTimes() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... utime(14) stime(15), counting from 1.
+		s := string(b)
+		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || close < open {
+			continue
+		}
+		label, ok := cpuGroups[s[open+1:close]]
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(s[close+1:])
+		if len(fields) < 13 {
+			continue
+		}
+		utime, _ := strconv.ParseInt(fields[11], 10, 64)
+		stime, _ := strconv.ParseInt(fields[12], 10, 64)
+		out[label] += time.Duration(utime+stime) * time.Second / clockTick
+	}
+	return out
+}
+
+// cpuSince is the CPU seconds each group used between two readings
+// (processes that ended meanwhile are not counted).
+func cpuSince(before, after map[string]time.Duration) map[string]float64 {
+	out := map[string]float64{}
+	for label, t := range after {
+		if d := t - before[label]; d > 0 {
+			out[label] = d.Seconds()
+		}
+	}
+	return out
+}

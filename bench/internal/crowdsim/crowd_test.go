@@ -1,0 +1,147 @@
+package crowdsim
+
+import (
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestSpearman(t *testing.T) {
+	tests := []struct {
+		name string
+		x, y []float64
+		want float64
+	}{
+		{"same order", []float64{1, 2, 3, 4}, []float64{10, 20, 30, 40}, 1},
+		{"reversed", []float64{1, 2, 3, 4}, []float64{4, 3, 2, 1}, -1},
+		{"monotone, not linear", []float64{1, 2, 3, 4}, []float64{1, 8, 27, 1000}, 1},
+		{"one swap of five", []float64{1, 2, 3, 4, 5}, []float64{1, 2, 4, 3, 5}, 0.9},
+		{"ties", []float64{1, 1, 2, 2}, []float64{1, 1, 2, 2}, 1},
+		{"no variation", []float64{1, 1, 1}, []float64{1, 2, 3}, 0},
+		{"too few", []float64{1}, []float64{1}, 0},
+	}
+	for _, tt := range tests {
+		if got := spearman(tt.x, tt.y); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("%s: spearman = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestDist(t *testing.T) {
+	v := make([]float64, 100)
+	for i := range v {
+		v[i] = float64(100 - i) // 100 … 1, unsorted
+	}
+	d := dist(v)
+	if d.Count != 100 || d.P50 != 50 || d.P90 != 90 || d.P99 != 99 || d.Max != 100 {
+		t.Errorf("dist(1..100) = %+v, want p50 50, p90 90, p99 99, max 100", d)
+	}
+	if len(d.CDF) != 50 || d.CDF[49] != [2]float64{100, 1} {
+		t.Errorf("CDF = %v…, want 50 points ending at (100, 1)", d.CDF[len(d.CDF)-1])
+	}
+	if got := dist(nil); got.Count != 0 || got.CDF != nil {
+		t.Errorf("dist(nil) = %+v, want empty", got)
+	}
+}
+
+func TestMaxAge(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"public, max-age=1, stale-while-revalidate=2": time.Second,
+		"max-age=30":  30 * time.Second,
+		"no-store":    0,
+		"":            0,
+		"max-age=abc": 0,
+	} {
+		if got := maxAge([]byte(in)); got != want {
+			t.Errorf("maxAge(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// The crowd arrives as the scenario says: shares in each window, bots at
+// the open, sorted by arrival, the same for the same seed.
+func TestCrowdArrivals(t *testing.T) {
+	sc := DefaultScenario()
+	sc.Shoppers, sc.Bots = 20_000, 100
+	s := &sim{cfg: Config{Scenario: sc, Seed: 7}}
+	shoppers := s.crowd()
+	if len(shoppers) != 20_100 {
+		t.Fatalf("crowd() = %d shoppers, want 20100", len(shoppers))
+	}
+	var pre, burst, tail, bots int
+	for i, sh := range shoppers {
+		if i > 0 && sh.arrival < shoppers[i-1].arrival {
+			t.Fatalf("shoppers not sorted by arrival at %d", i)
+		}
+		switch {
+		case sh.bot:
+			bots++
+			if sh.arrival < 0 || sh.arrival > 200*time.Millisecond {
+				t.Errorf("bot arrives at %v, want within 200 ms of the open", sh.arrival)
+			}
+		case sh.arrival < 0:
+			pre++
+			if sh.arrival < -time.Duration(sc.PreQueueS*float64(time.Second)) {
+				t.Errorf("pre-queue arrival %v is earlier than the pre-queue window", sh.arrival)
+			}
+		case sh.arrival < time.Duration(sc.BurstS*float64(time.Second)):
+			burst++
+		default:
+			tail++
+		}
+	}
+	share := func(n int) float64 { return float64(n) / float64(sc.Shoppers) }
+	if bots != 100 || math.Abs(share(pre)-sc.PreQueueShare) > 0.02 || math.Abs(share(burst)-sc.BurstShare) > 0.02 {
+		t.Errorf("pre %d, burst %d, tail %d, bots %d; want shares %.2f / %.2f and 100 bots", pre, burst, tail, bots, sc.PreQueueShare, sc.BurstShare)
+	}
+	again := (&sim{cfg: Config{Scenario: sc, Seed: 7}}).crowd()
+	for i := range shoppers {
+		if again[i].account != shoppers[i].account || again[i].arrival != shoppers[i].arrival {
+			t.Fatalf("crowd() differs for the same seed at %d", i)
+		}
+	}
+}
+
+// The CDN asks the edge once per max-age however many pages load the
+// snapshot at once, and counts the rest as hits.
+func TestCDNCollapsesAndCaches(t *testing.T) {
+	var fetches atomic.Int64
+	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		time.Sleep(20 * time.Millisecond) // a slow edge: misses pile up behind one fetch
+		w.Header().Set("Cache-Control", "public, max-age=1")
+		_, _ = w.Write([]byte(`{"sold_out":false}`))
+	}))
+	defer edge.Close()
+	c, err := newClient(edge.URL, 64, time.Second, newRecorder(time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cdn := newCDN(c, "/v1/sales/s")
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, _ := cdn.get(); r.status != 200 {
+				t.Errorf("get() = %d, want 200", r.status)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("edge fetches for 200 concurrent loads = %d, want 1", n)
+	}
+	if h := cdn.hits.Load(); h != 199 {
+		t.Errorf("hits = %d, want 199", h)
+	}
+	time.Sleep(1100 * time.Millisecond) // past max-age
+	cdn.get()
+	if n := fetches.Load(); n != 2 {
+		t.Errorf("edge fetches after max-age = %d, want 2", n)
+	}
+}

@@ -1,0 +1,37 @@
+package crowdsim
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/internal/testenv"
+)
+
+// TestRunNaiveSellsEachUnitOnce plays a small crowd against the naive
+// baseline: every unit sells, none twice, and every shopper who was set
+// going learns a fate.
+func TestRunNaiveSellsEachUnitOnce(t *testing.T) {
+	env := testenv.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sc := DefaultScenario()
+	sc.Shoppers, sc.Stock, sc.RatePerS, sc.Bots, sc.BotIPs = 300, 40, 200, 10, 2
+	sc.PreQueueS, sc.BurstS, sc.TailS, sc.MaxDurationS = 1, 1, 1, 20
+	res, err := RunNaive(ctx, Config{Scenario: sc, Conns: 32, Seed: 5}, env.PostgresURL)
+	if err != nil {
+		t.Fatalf("RunNaive = %v", err)
+	}
+	if res.Sold != sc.Stock || res.Oversold != 0 || !res.InvariantOK {
+		t.Errorf("sold %d, oversold %d, invariant %v; want %d, 0, true", res.Sold, res.Oversold, res.InvariantOK, sc.Stock)
+	}
+	if res.Fates.Reserved.Count != sc.Stock {
+		t.Errorf("%d shoppers reserved, want %d", res.Fates.Reserved.Count, sc.Stock)
+	}
+	if all := sc.Shoppers + sc.Bots; res.Fates.Answered != all || res.Fates.Unknown != 0 {
+		t.Errorf("%d of %d shoppers and bots answered, %d never learnt a fate; want all, 0", res.Fates.Answered, all, res.Fates.Unknown)
+	}
+	if res.Fairness.BotAccounts != sc.Bots {
+		t.Errorf("bot accounts %d, want %d", res.Fairness.BotAccounts, sc.Bots)
+	}
+}

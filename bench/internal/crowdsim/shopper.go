@@ -1,0 +1,364 @@
+package crowdsim
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+type fate uint8
+
+const (
+	fateNone     fate = iota
+	fateReserved      // held a unit (flashgate) or bought one (naive)
+	fateSoldOut       // told sold out
+	fateGaveUp        // walked away without a fate (errors, the sale closed, the run ended)
+)
+
+// shopper is one person in the crowd and what happened to them. Only the
+// shopper's own goroutine writes it; the run reads it after every shopper
+// has finished.
+type shopper struct {
+	n                         int
+	account, ip               string
+	bot, impatient, payer     bool
+	stays                     bool          // keeps waiting when told "sold out" is not final
+	arrival                   time.Duration // the first click, since the sale's start (negative: pre-queue)
+	launched                  bool          // the simulator set the shopper going (not when the run ended first)
+	rng                       *rand.Rand    // the shopper's own timing noise, from the run's seed
+	started                   time.Duration // when the simulator actually set the shopper going (late when it is busy)
+	payDelay                  time.Duration // time spent on the gateway's page
+	userToken                 string
+	joined                    bool
+	joinSent, joinAnswered    time.Duration
+	position                  int64 // place in the admission order (drawn, for the pre-queue)
+	admitted                  bool
+	admittedAt                time.Duration
+	hasAnswer                 bool
+	answeredAt                time.Duration // the first honest answer: in line, in, or sold out
+	heardSoldOut              bool
+	soldOutAt                 time.Duration
+	fate                      fate
+	fateAt                    time.Duration
+	paid, abandoned, refunded bool
+}
+
+// answered records the shopper's first honest answer.
+func (sh *shopper) answered(at time.Duration) {
+	if !sh.hasAnswer {
+		sh.hasAnswer, sh.answeredAt = true, at
+	}
+}
+
+// decide records the shopper's fate; a shopper told sold out who waited on
+// and then got a unit changes their fate to reserved.
+func (sh *shopper) decide(f fate, at time.Duration) {
+	if sh.fate == fateNone || (f == fateReserved && sh.fate == fateSoldOut) {
+		sh.fate, sh.fateAt = f, at
+	}
+}
+
+// queueAnswer is the edge's join and status answer.
+type queueAnswer struct {
+	QueueToken     string `json:"queue_token"`
+	State          string `json:"state"`
+	Position       int64  `json:"position"`
+	PollAfterMS    int64  `json:"poll_after_ms"`
+	AdmissionToken string `json:"admission_token"`
+	Final          *bool  `json:"final"`
+	Error          string `json:"error"`
+}
+
+// shop plays one flashgate shopper as the shop's page does: it loads the
+// snapshot (through the CDN), joins, then polls its status as told while
+// the page re-reads the snapshot every PageRefreshS; it reserves when
+// admitted, and stops at sold out unless it is one who stays (a sold-out
+// that is not final may turn into units coming back).
+func (s *sim) shop(ctx context.Context, sh *shopper) {
+	sh.started = s.since()
+	xff := map[string]string{"X-Forwarded-For": sh.ip}
+	polling := map[string]string{"X-Forwarded-For": sh.ip, "X-User-Token": sh.userToken} // as the page polls
+	if s.pageSaysSoldOut(sh) {
+		return
+	}
+
+	// Join the line.
+	var ans queueAnswer
+	sh.joinSent = s.since()
+	for attempt := 0; ; attempt++ {
+		r := s.edge.do(request{endpoint: epJoin, method: "POST", path: "/v1/sales/" + s.sale + "/queue", token: sh.userToken, header: xff})
+		r.decode(&ans)
+		switch {
+		case r.status == 202:
+		case r.status == 409 && ans.Error == "sold_out":
+			s.heardSoldOut(sh)
+			return
+		case (r.status == 429 || r.status == 503 || r.status == 0) && attempt < s.maxRetries(sh):
+			if !s.sleep(ctx, s.retryWait(sh, r)) {
+				return
+			}
+			continue
+		default:
+			sh.decide(fateGaveUp, s.since())
+			return
+		}
+		break
+	}
+	sh.joined, sh.joinAnswered, sh.position = true, s.since(), ans.Position
+	sh.answered(sh.joinAnswered) // "you are in line, about N s"
+	queueToken := ans.QueueToken
+	refresh := time.Duration(s.cfg.PageRefreshS * float64(time.Second))
+	nextPoll := s.since() + s.pollWait(sh, time.Duration(ans.PollAfterMS)*time.Millisecond)
+	nextPage := s.since() + refresh
+
+	for failures := 0; ; {
+		if refresh > 0 && nextPage < nextPoll {
+			if !s.sleep(ctx, nextPage-s.since()) {
+				return
+			}
+			nextPage += refresh
+			if s.pageSaysSoldOut(sh) {
+				return
+			}
+			continue
+		}
+		if !s.sleep(ctx, nextPoll-s.since()) {
+			return
+		}
+		r := s.edge.do(request{endpoint: epStatus, method: "GET", path: "/v1/sales/" + s.sale + "/queue/status", token: queueToken, header: polling})
+		if r.status != 200 {
+			if r.status == 429 || r.status == 503 || r.status == 0 {
+				failures++
+				if failures > 30 {
+					sh.decide(fateGaveUp, s.since())
+					return
+				}
+				nextPoll = s.since() + s.retryWait(sh, r)
+				continue
+			}
+			sh.decide(fateGaveUp, s.since())
+			return
+		}
+		failures = 0
+		ans = queueAnswer{}
+		r.decode(&ans)
+		if ans.Position > 0 {
+			sh.position = ans.Position
+		}
+		wait := time.Duration(ans.PollAfterMS) * time.Millisecond
+		if wait <= 0 {
+			wait = r.retryAfter
+		}
+		switch ans.State {
+		case "waiting":
+		case "admitted":
+			if !sh.admitted {
+				sh.admitted, sh.admittedAt = true, s.since()
+			}
+			switch s.reserve(ctx, sh, ans.AdmissionToken) {
+			case reserved, gone:
+				return
+			case soldOut:
+				if !sh.stays {
+					return
+				}
+				wait = max(wait, 2*time.Second)
+			}
+		case "sold_out":
+			s.heardSoldOut(sh)
+			if (ans.Final != nil && *ans.Final) || !sh.stays {
+				return
+			}
+			wait = max(wait, 2*time.Second)
+		default: // closed
+			sh.decide(fateGaveUp, s.since())
+			return
+		}
+		nextPoll = s.since() + s.pollWait(sh, wait)
+	}
+}
+
+// pageSaysSoldOut loads the snapshot as the page does, through the CDN;
+// a sold-out sale is news. It reports whether the shopper stops there.
+func (s *sim) pageSaysSoldOut(sh *shopper) bool {
+	r, snap := s.cdn.get()
+	if r.status != 200 || !snap.SoldOut {
+		return false
+	}
+	s.heardSoldOut(sh)
+	return snap.Final || !sh.stays
+}
+
+func (s *sim) heardSoldOut(sh *shopper) {
+	if !sh.heardSoldOut {
+		sh.heardSoldOut, sh.soldOutAt = true, s.since()
+	}
+	sh.answered(s.since())
+	sh.decide(fateSoldOut, s.since())
+}
+
+type reserveResult int
+
+const (
+	reserved reserveResult = iota
+	soldOut
+	tryAgain // the admission token lapsed: back to the line for a fresh one
+	gone     // the shopper stopped
+)
+
+// reserve presses Buy with an admission token, and pays or walks away.
+func (s *sim) reserve(ctx context.Context, sh *shopper, admission string) reserveResult {
+	xff := map[string]string{"X-Forwarded-For": sh.ip, "X-User-Token": sh.userToken}
+	body := map[string]string{"sku": s.sku, "idempotency_key": "k-" + sh.account}
+	for attempt := 0; ; attempt++ {
+		r := s.edge.do(request{endpoint: epReserve, method: "POST", path: "/v1/sales/" + s.sale + "/reserve", token: admission, body: body, header: xff})
+		var res struct {
+			ReservationID string `json:"reservation_id"`
+			Error         string `json:"error"`
+		}
+		r.decode(&res)
+		switch {
+		case r.status == 201 || r.status == 200:
+			if r.status == 201 && s.reservedUnits.Add(1) == int64(s.cfg.Stock) {
+				s.lastUnitAt.Store(int64(s.since()))
+			}
+			sh.answered(s.since())
+			sh.decide(fateReserved, s.since())
+			s.pay(ctx, sh, res.ReservationID)
+			return reserved
+		case r.status == 409 && res.Error == "sold_out":
+			s.heardSoldOut(sh)
+			return soldOut
+		case r.status == 401:
+			return tryAgain
+		case (r.status == 429 || r.status == 503 || r.status == 0) && attempt < s.maxRetries(sh):
+			if !s.sleep(ctx, s.retryWait(sh, r)) {
+				return gone
+			}
+		default: // 403 limit_reached and the like
+			sh.decide(fateGaveUp, s.since())
+			return gone
+		}
+	}
+}
+
+// pay makes the order and pays on the gateway's page, or walks away and
+// lets the hold expire.
+func (s *sim) pay(ctx context.Context, sh *shopper, reservationID string) {
+	if !sh.payer {
+		sh.abandoned = true
+		return
+	}
+	var order struct {
+		OrderID string `json:"order_id"`
+		Status  string `json:"status"`
+		Payment *struct {
+			IntentID string `json:"intent_id"`
+		} `json:"payment"`
+		Error string `json:"error"`
+	}
+	body := map[string]string{"reservation_id": reservationID, "idempotency_key": "o-" + sh.account}
+	for attempt := 0; ; attempt++ {
+		r := s.edge.do(request{endpoint: epOrderCreate, method: "POST", path: "/v1/orders", token: sh.userToken, body: body,
+			header: map[string]string{"X-Forwarded-For": sh.ip}})
+		r.decode(&order)
+		if (r.status == 201 || r.status == 200) && order.Payment != nil {
+			break
+		}
+		if (r.status == 503 || r.status == 429 || r.status == 0) && attempt < 5 {
+			if !s.sleep(ctx, s.retryWait(sh, r)) {
+				return
+			}
+			continue
+		}
+		sh.abandoned = true
+		return
+	}
+	if !s.sleep(ctx, sh.payDelay) { // reading the gateway's page
+		return
+	}
+	s.gateway.do(request{endpoint: epGatewayPay, method: "POST", path: "/sandbox/intents/" + order.Payment.IntentID + "/pay"})
+	// The page comes back to the shop and shows the order's outcome,
+	// looking again every second until the webhook has settled it.
+	for range 30 {
+		if !s.sleep(ctx, time.Second) {
+			return
+		}
+		r := s.edge.do(request{endpoint: epOrderGet, method: "GET", path: "/v1/orders/" + order.OrderID, token: sh.userToken,
+			header: map[string]string{"X-Forwarded-For": sh.ip}})
+		if r.status == 200 && r.decode(&order) && order.Status != "pending_payment" {
+			sh.paid = order.Status == "paid"
+			sh.refunded = order.Status == "refunded"
+			return
+		}
+	}
+}
+
+// pollWait is how long a shopper waits before the next poll: as told, but
+// the impatient press reload at twice the pace they were told (at most
+// once a second), and bots hammer four times a second. Browsers' timers
+// and networks add a little noise (up to 10%).
+func (s *sim) pollWait(sh *shopper, told time.Duration) time.Duration {
+	var d time.Duration
+	switch {
+	case sh.bot:
+		return 250 * time.Millisecond
+	case sh.impatient:
+		d = max(told/2, time.Second)
+	case told <= 0:
+		d = time.Second
+	default:
+		d = told
+	}
+	return d + time.Duration(sh.rng.Int64N(int64(d/10)+1))
+}
+
+// retryWait follows Retry-After (a second when there is none); bots do not.
+func (s *sim) retryWait(sh *shopper, r reply) time.Duration {
+	if sh.bot {
+		return 250 * time.Millisecond
+	}
+	if r.retryAfter > 0 {
+		return r.retryAfter + time.Duration(sh.rng.Int64N(int64(500*time.Millisecond)))
+	}
+	return time.Second
+}
+
+func (s *sim) maxRetries(sh *shopper) int {
+	if sh.bot {
+		return 200
+	}
+	return 20
+}
+
+// launch sets each shopper going at its arrival (shoppers are sorted by
+// arrival), each with run in a goroutine of its own, until ctx ends, and
+// waits for every one it set going.
+func (s *sim) launch(ctx context.Context, shoppers []*shopper, run func(context.Context, *shopper)) {
+	var wg sync.WaitGroup
+	for _, sh := range shoppers {
+		if !s.sleep(ctx, time.Until(s.zero.Add(sh.arrival))) {
+			break
+		}
+		wg.Add(1)
+		sh.launched = true
+		go func() {
+			defer wg.Done()
+			run(ctx, sh)
+		}()
+	}
+	wg.Wait()
+}
+
+// sleep waits d or until the run ends; it reports whether to go on.
+func (s *sim) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,145 @@
+package faults
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// echoServer echoes every line back; it is closed with the test.
+func echoServer(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln
+}
+
+func dialProxy(t *testing.T, p *DelayProxy) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
+// roundTrip sends a line and times its echo.
+func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, line string) time.Duration {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	if _, err := fmt.Fprintln(c, line); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != line+"\n" {
+		t.Fatalf("echo = %q, want %q", got, line+"\n")
+	}
+	return time.Since(start)
+}
+
+// The delay applies per direction, can change on an open connection, and
+// goes back to nothing.
+func TestDelayProxyDelaysAndChangesWhileOpen(t *testing.T) {
+	p, err := NewDelayProxy(echoServer(t).Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, r := dialProxy(t, p)
+
+	if d := roundTrip(t, c, r, "fast"); d > 80*time.Millisecond {
+		t.Errorf("round trip without delay = %v, want well under 80 ms", d)
+	}
+	p.SetDelay(Delay{Min: 60 * time.Millisecond, Max: 60 * time.Millisecond}, Delay{Min: 40 * time.Millisecond, Max: 50 * time.Millisecond})
+	if d := roundTrip(t, c, r, "slow"); d < 100*time.Millisecond || d > time.Second {
+		t.Errorf("round trip with 60 ms up and 40–50 ms down = %v, want 100 ms to 1 s", d)
+	}
+	p.SetDelay(Delay{}, Delay{})
+	if d := roundTrip(t, c, r, "fast again"); d > 80*time.Millisecond {
+		t.Errorf("round trip after the delay was lifted = %v, want well under 80 ms", d)
+	}
+}
+
+// Chunks held back by random delays still arrive in the order sent.
+func TestDelayProxyKeepsOrder(t *testing.T) {
+	p, err := NewDelayProxy(echoServer(t).Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetDelay(Delay{Max: 5 * time.Millisecond}, Delay{Max: 5 * time.Millisecond})
+	c, r := dialProxy(t, p)
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		for i := range 200 {
+			fmt.Fprintln(c, i)
+			if i%20 == 0 {
+				time.Sleep(time.Millisecond) // separate chunks
+			}
+		}
+	}()
+	for i := range 200 {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		if want := fmt.Sprintln(i); line != want {
+			t.Fatalf("line %d = %q, want %q", i, line, want)
+		}
+	}
+}
+
+// A target that goes away takes its clients' connections with it.
+func TestDelayProxyClosesClientWhenTargetCloses(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	p, err := NewDelayProxy(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, r := dialProxy(t, p)
+	select {
+	case server := <-accepted:
+		server.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the proxy did not dial the target")
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.ReadByte(); err != io.EOF {
+		t.Errorf("read after the target closed = %v, want EOF", err)
+	}
+}

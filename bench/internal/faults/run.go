@@ -1,0 +1,223 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options of a chaos run.
+type Options struct {
+	// Scenarios names the scenarios to play; empty: all of them, or the
+	// short ones when Short is set.
+	Scenarios []string
+	Short     bool
+	// Load is the sale every scenario plays; the zero Load means DefaultLoad.
+	Load Load
+	// BinDir holds origin, edge and sandboxgateway; "" builds them into the
+	// work folder from the module around the working directory.
+	BinDir string
+	// WorkDir holds the servers' data and logs; "" makes a temporary one,
+	// removed afterwards unless Keep is set.
+	WorkDir string
+	Keep    bool
+	// PostgresBin holds initdb and postgres; "" means DefaultPostgresBin.
+	PostgresBin string
+	// Log reports progress; nil is quiet.
+	Log func(format string, args ...any)
+}
+
+// Select returns the scenarios that names (or short) pick, in play order.
+func Select(names []string, short bool) ([]Scenario, error) {
+	all := Scenarios()
+	if len(names) == 0 {
+		if !short {
+			return all, nil
+		}
+		var out []Scenario
+		for _, sc := range all {
+			if sc.Short {
+				out = append(out, sc)
+			}
+		}
+		return out, nil
+	}
+	var out []Scenario
+	for _, sc := range all {
+		if slices.Contains(names, sc.Name) {
+			out = append(out, sc)
+		}
+	}
+	for _, n := range names {
+		if !slices.ContainsFunc(all, func(sc Scenario) bool { return sc.Name == n }) {
+			return nil, fmt.Errorf("no scenario %q (there are: %s)", n, strings.Join(Names(), ", "))
+		}
+	}
+	return out, nil
+}
+
+// Names lists every scenario's name.
+func Names() []string {
+	var out []string
+	for _, sc := range Scenarios() {
+		out = append(out, sc.Name)
+	}
+	return out
+}
+
+// Run plays the chosen scenarios one after another, each on a stack of its
+// own (fresh Redis, fresh database, the three binaries), in one Postgres
+// cluster of the run's own, and returns their results. An error means the
+// harness itself could not run; a scenario that fails is a Result.
+func Run(ctx context.Context, o Options) ([]Result, error) {
+	scenarios, err := Select(o.Scenarios, o.Short)
+	if err != nil {
+		return nil, err
+	}
+	if o.Load == (Load{}) {
+		o.Load = DefaultLoad()
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	if o.PostgresBin == "" {
+		o.PostgresBin = DefaultPostgresBin
+	}
+	dir := o.WorkDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "flashgate-chaos-"); err != nil {
+			return nil, err
+		}
+		if !o.Keep {
+			defer os.RemoveAll(dir)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	bins := o.BinDir
+	if bins == "" {
+		bins = filepath.Join(dir, "bin")
+		o.Log("building origin, edge and sandboxgateway into %s", bins)
+		if err := buildBinaries(ctx, bins); err != nil {
+			return nil, err
+		}
+	}
+	sentinels := sentinelSupport(bins)
+	o.Log("starting Postgres (%s) in %s", o.PostgresBin, dir)
+	pg, err := newPgCluster(ctx, o.PostgresBin, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := pg.start(ctx); err != nil {
+		return nil, err
+	}
+	defer pg.stop()
+
+	var results []Result
+	for i, sc := range scenarios {
+		if ctx.Err() != nil {
+			return results, ctx.Err()
+		}
+		o.Log("scenario %d of %d: %s — %s", i+1, len(scenarios), sc.Name, sc.What)
+		r := runScenario(ctx, o, sc, filepath.Join(dir, sc.Name), bins, pg, fmt.Sprintf("chaos_%d", i+1), sentinels)
+		verdict := "PASS"
+		if !r.Pass() {
+			verdict = "FAIL: " + strings.Join(r.Failures, "; ")
+		}
+		o.Log("%s: %s (%.0f s)", sc.Name, verdict, r.Took.Seconds())
+		results = append(results, r)
+		// A scenario that stopped Postgres has started it again; if that
+		// failed, the next ones need it.
+		if !pg.proc.Running() {
+			if err := pg.start(ctx); err != nil {
+				return results, fmt.Errorf("postgres did not come back after %s: %w", sc.Name, err)
+			}
+		}
+	}
+	return results, nil
+}
+
+// runScenario plays one scenario on a fresh stack.
+func runScenario(ctx context.Context, o Options, sc Scenario, dir, bins string, pg *pgCluster, db string, sentinels bool) (r Result) {
+	started := time.Now()
+	r = Result{Scenario: sc.Name, What: sc.What, Shoppers: o.Load.Shoppers, Stock: o.Load.Stock}
+	defer func() {
+		r.Took = time.Since(started)
+	}()
+	harness := func(err error) Result {
+		r.Failures = append(r.Failures, "harness: "+err.Error())
+		return r
+	}
+	st, err := startStack(ctx, dir, bins, pg, db, sc.topo, sentinels)
+	if err != nil {
+		return harness(fmt.Errorf("start the stack: %w", err))
+	}
+	defer st.close()
+	t, err := newTraffic(o.Load, st)
+	if err != nil {
+		return harness(err)
+	}
+	t.ctx = ctx
+	defer t.c.close()
+	if err := t.setUp(ctx); err != nil {
+		r.Logs = st.logs(20)
+		return harness(err)
+	}
+	if err := t.crowd(); err != nil {
+		return harness(err)
+	}
+
+	f := &faultEnv{st: st, t: t}
+	faultDone := make(chan error, 1)
+	go func() { faultDone <- sc.fault(ctx, f) }()
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	probesDone := make(chan struct{})
+	go func() {
+		defer close(probesDone)
+		if sleepUntil(probeCtx, t.zero) {
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t.watchSnapshot(probeCtx)
+			}()
+			t.runProbes(probeCtx)
+			wg.Wait()
+		}
+	}()
+	sleepUntil(ctx, t.zero)
+	t.runShoppers(ctx)
+	ferr := <-faultDone
+	if ferr != nil {
+		r.Failures = append(r.Failures, "fault: "+ferr.Error())
+	}
+	if f.end.IsZero() {
+		f.end = time.Now()
+	}
+	// The probes go on until the stack works again, or for RecoverWithin.
+	deadline := f.end.Add(o.Load.RecoverWithin)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if _, ok := t.recoveredAt(f.end); ok {
+			break
+		}
+		sleepFor(ctx, 200*time.Millisecond)
+	}
+	stopProbes()
+	<-probesDone
+	if ctx.Err() != nil {
+		return harness(ctx.Err())
+	}
+
+	t.collect(ctx, f, &r)
+	judge(&r)
+	if !r.Pass() {
+		r.Logs = st.logs(20)
+	}
+	return r
+}

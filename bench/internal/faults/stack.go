@@ -1,0 +1,254 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/flashgate/flashgate/internal/childproc"
+	"github.com/flashgate/flashgate/internal/redisserver"
+)
+
+// Secrets the stack is configured with. The harness mints user tokens and
+// admission tokens with them, as the shop and the edge would.
+const (
+	adminToken    = "doimxBez0OgvwcnmaZhqQkZTW6psFJzwp3KxZUUIilY=" // 32 random bytes: both tiers refuse weaker
+	tokenKeys     = "k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	userSecret    = "chaos-user-secret-0123456789abcdef"
+	gatewayKey    = "sk_chaos_0123456789abcdef"
+	webhookSecret = "whsec_chaos_0123456789abcdef"
+	redisPrefix   = "chaos:"
+)
+
+// topology is how Redis is deployed for a scenario.
+type topology int
+
+const (
+	// plainRedis is one redis-server without persistence or replica, as make
+	// run starts it, reached by origin and edge through the delay proxy.
+	plainRedis topology = iota
+	// sentinelRedis is a primary, a replica and three Sentinels; origin and
+	// edge are given the Sentinels (FLASHGATE_REDIS_SENTINELS and
+	// FLASHGATE_REDIS_MASTER) when they know those settings.
+	sentinelRedis
+)
+
+// stack is one scenario's deployment: its own Redis (fresh), its own
+// database in the shared Postgres cluster, and the three binaries on free
+// ports. Every fault is a method.
+type stack struct {
+	dir  string
+	bins string
+	pg   *pgCluster
+	db   string
+
+	redis    *redisserver.Server   // plainRedis
+	proxy    *DelayProxy           // plainRedis: origin and edge reach Redis through it
+	sentinel *redisserver.Failover // sentinelRedis
+	notes    []string              // what the report should say about the set-up
+
+	gatewayAddr, originAddr, originAdmin, edgeAddr, edgeAdmin string
+	gateway, origin, edge                                     *childproc.Proc
+	originEnv                                                 []string
+	instance                                                  int // the origin's instance number, for restarts under a new name
+}
+
+// stackFor starts a stack for one scenario in dir.
+func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string, topo topology, sentinelSupport bool) (*stack, error) {
+	s := &stack{dir: dir, bins: bins, pg: pg, db: db, instance: 1}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var redisEnv []string
+	var err error
+	switch topo {
+	case sentinelRedis:
+		if s.sentinel, err = startSentinels(ctx, dir); err != nil {
+			return nil, err
+		}
+		if sentinelSupport {
+			redisEnv = []string{"FLASHGATE_REDIS_SENTINELS=" + s.sentinel.SentinelList(), "FLASHGATE_REDIS_MASTER=" + s.sentinel.MasterName}
+		} else {
+			// Without Sentinel support the binaries can only be pointed at
+			// the primary: the failover shows what that costs.
+			redisEnv = []string{"FLASHGATE_REDIS_URL=" + s.sentinel.Data[0].URL}
+			s.notes = append(s.notes, "origin and edge have no Sentinel settings (FLASHGATE_REDIS_SENTINELS): they were pointed at the primary")
+		}
+	default:
+		if s.redis, err = startRedis(ctx, dir); err != nil {
+			return nil, err
+		}
+		if s.proxy, err = NewDelayProxy(s.redis.Addr); err != nil {
+			return nil, err
+		}
+		redisEnv = []string{"FLASHGATE_REDIS_URL=redis://" + s.proxy.Addr() + "/0"}
+	}
+	if err := pg.createDB(ctx, db); err != nil {
+		return nil, fmt.Errorf("create database %s: %w", db, err)
+	}
+	addrs := make([]string, 5)
+	for i := range addrs {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		addrs[i] = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	s.gatewayAddr, s.originAddr, s.originAdmin, s.edgeAddr, s.edgeAdmin = addrs[0], addrs[1], addrs[2], addrs[3], addrs[4]
+
+	common := append([]string{
+		"FLASHGATE_ADMIN_TOKEN=" + adminToken,
+		"FLASHGATE_TOKEN_KEYS=" + tokenKeys,
+		"FLASHGATE_USER_TOKEN_SECRET=" + userSecret,
+		"FLASHGATE_GATEWAY_API_KEY=" + gatewayKey,
+		"FLASHGATE_GATEWAY_WEBHOOK_SECRET=" + webhookSecret,
+		"FLASHGATE_REDIS_PREFIX=" + redisPrefix,
+		"FLASHGATE_POSTGRES_URL=" + pg.url(db),
+		"FLASHGATE_SHUTDOWN_TIMEOUT=3s",
+	}, redisEnv...)
+	s.gateway = &childproc.Proc{Name: "sandboxgateway", Path: filepath.Join(bins, "sandboxgateway"), Log: filepath.Join(dir, "gateway.log"),
+		Env: childEnv(append(append([]string{}, common...),
+			"FLASHGATE_GATEWAY_ADDR="+s.gatewayAddr, "FLASHGATE_GATEWAY_PUBLIC_URL=http://"+s.gatewayAddr,
+			"FLASHGATE_GATEWAY_WEBHOOK_URL=http://"+s.edgeAddr+"/v1/payments/webhook",
+			"FLASHGATE_GATEWAY_RETRY_BASE=200ms", "FLASHGATE_GATEWAY_RETRY_MAX=2s", "FLASHGATE_GATEWAY_SEED=7")...)}
+	// A reconciler every 2 s and a stream lease of 4 s: what the defaults
+	// do in 30 s and 10 s, within a scenario's few seconds.
+	s.originEnv = append(append([]string{}, common...),
+		"FLASHGATE_ORIGIN_ADDR="+s.originAddr, "FLASHGATE_ORIGIN_ADMIN_ADDR="+s.originAdmin,
+		"FLASHGATE_GATEWAY_URL=http://"+s.gatewayAddr, "FLASHGATE_POSTGRES_MAX_CONNS=16",
+		"FLASHGATE_RECONCILE_INTERVAL=2s", "FLASHGATE_WRITER_CLAIM_IDLE=4s", "FLASHGATE_PAYMENT_GRACE=20s")
+	s.origin = &childproc.Proc{Name: "origin", Path: filepath.Join(bins, "origin"), Log: filepath.Join(dir, "origin.log"),
+		Env: childEnv(append(append([]string{}, s.originEnv...), "FLASHGATE_INSTANCE=chaos-origin-1")...)}
+	s.edge = &childproc.Proc{Name: "edge", Path: filepath.Join(bins, "edge"), Log: filepath.Join(dir, "edge.log"),
+		Env: childEnv(append(append([]string{}, common...),
+			"FLASHGATE_EDGE_ADDR="+s.edgeAddr, "FLASHGATE_EDGE_ADMIN_ADDR="+s.edgeAdmin,
+			"FLASHGATE_ORIGIN_URL=http://"+s.originAddr, "FLASHGATE_TRUSTED_PROXIES=127.0.0.1/32",
+			// Blocks of places sized to this sale's 25 admissions a second
+			// (the default 256 suits hundreds): a loss then leaves about a
+			// second of unused places, not ten.
+			"FLASHGATE_LINE_MIN_BLOCK=32")...)}
+
+	for _, step := range []struct {
+		p   *childproc.Proc
+		url string
+	}{
+		{s.gateway, "http://" + s.gatewayAddr + "/healthz"},
+		{s.origin, "http://" + s.originAdmin + "/healthz"},
+		{s.edge, "http://" + s.edgeAdmin + "/healthz"},
+	} {
+		if err := step.p.Start(); err != nil {
+			return nil, err
+		}
+		if err := waitHTTP(ctx, step.p, step.url, 30*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return s, nil
+}
+
+// close stops everything the stack started; the Postgres cluster stays.
+func (s *stack) close() {
+	var wg sync.WaitGroup
+	for _, p := range []*childproc.Proc{s.edge, s.origin, s.gateway} {
+		if p != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.Stop(syscall.SIGTERM, 4*time.Second)
+			}()
+		}
+	}
+	wg.Wait()
+	if s.proxy != nil {
+		_ = s.proxy.Close()
+	}
+	if s.redis != nil {
+		s.redis.Kill()
+	}
+	if s.sentinel != nil {
+		s.sentinel.Kill()
+	}
+}
+
+// logs is the tail of each binary's log, for a failed scenario.
+func (s *stack) logs(n int) string {
+	var b strings.Builder
+	for _, p := range []*childproc.Proc{s.gateway, s.origin, s.edge} {
+		if p != nil {
+			fmt.Fprintf(&b, "--- %s (%s)\n%s\n", p.Name, p.Log, p.Tail(n))
+		}
+	}
+	return b.String()
+}
+
+// restartOrigin starts the origin again, under a new instance name when
+// fresh is set (a replacement pod rather than the same one restarted).
+func (s *stack) restartOrigin(fresh bool) error {
+	if fresh {
+		s.instance++
+		s.origin.Env = childEnv(append(append([]string{}, s.originEnv...), "FLASHGATE_INSTANCE=chaos-origin-"+strconv.Itoa(s.instance))...)
+	}
+	return s.origin.Start()
+}
+
+// healthy waits until the three binaries answer their health checks.
+func (s *stack) healthy(ctx context.Context, d time.Duration) error {
+	for _, c := range []struct {
+		p   *childproc.Proc
+		url string
+	}{
+		{s.gateway, "http://" + s.gatewayAddr + "/healthz"},
+		{s.origin, "http://" + s.originAdmin + "/healthz"},
+		{s.edge, "http://" + s.edgeAdmin + "/healthz"},
+	} {
+		if err := waitHTTP(ctx, c.p, c.url, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sentinelSupport reports whether both binaries accept the Sentinel
+// settings (their -h names FLASHGATE_REDIS_SENTINELS).
+func sentinelSupport(bins string) bool {
+	for _, name := range []string{"origin", "edge"} {
+		out, _ := exec.Command(filepath.Join(bins, name), "-h").CombinedOutput()
+		if !strings.Contains(string(out), "FLASHGATE_REDIS_SENTINELS") {
+			return false
+		}
+	}
+	return true
+}
+
+// buildBinaries builds origin, edge and the sandbox gateway into dir from
+// the module that holds the working directory.
+func buildBinaries(ctx context.Context, dir string) error {
+	mod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(mod)))
+	if root == "." || root == "" {
+		return fmt.Errorf("not inside the flashgate module (go env GOMOD = %q)", strings.TrimSpace(string(mod)))
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./origin", "./edge", "./deploy/sandboxgateway")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return nil
+}
