@@ -25,13 +25,16 @@
 -- less than the caller has read before (a counter or the cursor below its
 -- floor). The edge restores it from the origin. A line without a
 -- replication id (restored where INFO was not allowed) takes this Redis's.
+local cursor, pre_key, post_key, line_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local starts, available = tonumber(ARGV[1]), tonumber(ARGV[2])
+local pre_floor, post_floor, serving_floor = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local starts = tonumber(ARGV[1])
-local h = redis.call('HMGET', KEYS[1], 'now_serving', 'last_ms', 'rate', 'paused', 'settings_version')
-local line = redis.call('HMGET', KEYS[4], 'epoch', 'pre_ceiling', 'post_ceiling', 'serving_ceiling', 'draw_size', 'replid')
-local pre_s = redis.call('GET', KEYS[2])
-local post_s = redis.call('GET', KEYS[3])
+local h = redis.call('HMGET', cursor, 'now_serving', 'last_ms', 'rate', 'paused', 'settings_version')
+local line = redis.call('HMGET', line_key, 'epoch', 'pre_ceiling', 'post_ceiling', 'serving_ceiling', 'draw_size', 'replid')
+local pre_s = redis.call('GET', pre_key)
+local post_s = redis.call('GET', post_key)
 if not line[1] or not h[3] or not pre_s or not post_s then
   return redis.error_reply('LINE_LOST the line of this sale is not in Redis; restore it from the origin')
 end
@@ -45,11 +48,11 @@ local replid = ok and string.match(info, 'master_replid:(%x+)')
 if replid and line[6] and line[6] ~= replid then
   return redis.error_reply('LINE_LOST this Redis took over from another and may have lost writes to the line; restore it from the origin')
 end
-if pre < tonumber(ARGV[3]) or post < tonumber(ARGV[4]) or serving < tonumber(ARGV[5]) then
+if pre < pre_floor or post < post_floor or serving < serving_floor then
   return redis.error_reply('LINE_LOST this Redis holds less of the line than was read from it before; restore it from the origin')
 end
 if replid and not line[6] then
-  redis.call('HSET', KEYS[4], 'replid', replid)
+  redis.call('HSET', line_key, 'replid', replid)
 end
 local length = pre + post
 local serving_ceiling = tonumber(line[4] or '0')
@@ -62,7 +65,6 @@ local gap = 1000
 if rate > 0 and rate < 1 then gap = 1000 / rate end
 if now - last > gap then last = now - gap end
 
-local available = tonumber(ARGV[2])
 if now >= starts then
   -- The pace this tick: the rate, or twice the units left if that is less.
   -- The configured rate is what the script returns.
@@ -70,7 +72,7 @@ if now >= starts then
   if available > 0 and available * 2 < pace then pace = available * 2 end
   local stop = math.min(length, serving_ceiling)
   if paused or not drawn or available <= 0 or serving >= stop or pace <= 0 then
-    redis.call('HSET', KEYS[1], 'last_ms', string.format('%.3f', math.max(now, last)))
+    redis.call('HSET', cursor, 'last_ms', string.format('%.3f', math.max(now, last)))
   else
     local add = math.floor((now - last) * pace / 1000)
     if add > 0 then
@@ -81,7 +83,7 @@ if now >= starts then
         last = last + add * 1000 / pace -- keep the unused fraction of a slot
       end
       serving = next
-      redis.call('HSET', KEYS[1], 'now_serving', string.format('%.0f', serving), 'last_ms', string.format('%.3f', last))
+      redis.call('HSET', cursor, 'now_serving', string.format('%.0f', serving), 'last_ms', string.format('%.3f', last))
     end
   end
 end

@@ -26,12 +26,16 @@
 -- one HMGET reads every known place, one INCRBY numbers the new accounts in
 -- the order they come, one HSET stores them. An account that appears twice in
 -- the batch gets one place.
+local pre_key, post_key, places, line_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local starts = tonumber(ARGV[1])
+local n = #ARGV - 1 -- accounts in the batch
+local function account(i) return ARGV[1 + i] end -- i: 1..n
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local starts = tonumber(ARGV[1])
-local line = redis.call('HMGET', KEYS[4], 'epoch', 'pre_ceiling', 'post_ceiling', 'replid')
-local pre_s = redis.call('GET', KEYS[1])
-local post_s = redis.call('GET', KEYS[2])
+local line = redis.call('HMGET', line_key, 'epoch', 'pre_ceiling', 'post_ceiling', 'replid')
+local pre_s = redis.call('GET', pre_key)
+local post_s = redis.call('GET', post_key)
 if not line[1] or not pre_s or not post_s then
   return redis.error_reply('LINE_LOST the line of this sale is not in Redis; restore it from the origin')
 end
@@ -48,13 +52,12 @@ local pre_ceiling = tonumber(line[2] or '0')
 local post_ceiling = tonumber(line[3] or '0')
 local before = now < starts
 
-local n = #ARGV - 1
-local out = redis.call('HMGET', KEYS[3], unpack(ARGV, 2))
+local out = redis.call('HMGET', places, unpack(ARGV, 2)) -- every account's place
 local first = {} -- account -> index of its first new occurrence in the batch
 local fresh = {} -- indexes of the accounts that need a place, in order
 for i = 1, n do
   if not out[i] then
-    local a = ARGV[i + 1]
+    local a = account(i)
     if not first[a] then
       first[a] = i
       fresh[#fresh + 1] = i
@@ -66,7 +69,7 @@ if #fresh > 0 then
   if before then
     given = math.max(math.min(#fresh, pre_ceiling - pre), 0)
     if given > 0 then
-      local base = redis.call('INCRBY', KEYS[1], given) - given
+      local base = redis.call('INCRBY', pre_key, given) - given
       pre = base + given
       for k = 1, given do
         out[fresh[k]] = 'p' .. (base + k)
@@ -75,7 +78,7 @@ if #fresh > 0 then
   else
     given = math.max(math.min(#fresh, post_ceiling - post), 0)
     if given > 0 then
-      local base = redis.call('INCRBY', KEYS[2], given) - given
+      local base = redis.call('INCRBY', post_key, given) - given
       post = base + given
       for k = 1, given do
         out[fresh[k]] = tostring(pre + base + k)
@@ -85,10 +88,10 @@ if #fresh > 0 then
   if given > 0 then
     local kv = {}
     for k = 1, given do
-      kv[#kv + 1] = ARGV[fresh[k] + 1]
+      kv[#kv + 1] = account(fresh[k])
       kv[#kv + 1] = out[fresh[k]]
     end
-    redis.call('HSET', KEYS[3], unpack(kv))
+    redis.call('HSET', places, unpack(kv))
   end
   for k = given + 1, #fresh do
     out[fresh[k]] = 'w'
@@ -96,7 +99,7 @@ if #fresh > 0 then
 end
 for i = 1, n do
   if not out[i] then
-    out[i] = out[first[ARGV[i + 1]]]
+    out[i] = out[first[account(i)]]
   end
 end
 local phase = 0

@@ -8,14 +8,18 @@
 --   (each '' to leave it)
 --
 -- Returns 1 when the line was there, 0 when it was lost.
-if not redis.call('HGET', KEYS[1], 'epoch') then
+local line_key = KEYS[1]
+local pre_ceiling, post_ceiling, serving_ceiling = ARGV[1], ARGV[2], ARGV[3]
+
+if not redis.call('HGET', line_key, 'epoch') then
   return 0
 end
 local names = {'pre_ceiling', 'post_ceiling', 'serving_ceiling'}
-local cur = redis.call('HMGET', KEYS[1], unpack(names))
+local want = {pre_ceiling, post_ceiling, serving_ceiling}
+local cur = redis.call('HMGET', line_key, unpack(names))
 for i, name in ipairs(names) do
-  if ARGV[i] ~= '' and tonumber(ARGV[i]) > tonumber(cur[i] or '0') then
-    redis.call('HSET', KEYS[1], name, ARGV[i])
+  if want[i] ~= '' and tonumber(want[i]) > tonumber(cur[i] or '0') then
+    redis.call('HSET', line_key, name, want[i])
   end
 end
 return 1

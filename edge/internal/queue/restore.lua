@@ -30,46 +30,54 @@
 --
 -- Returns 0 when the line was whole, 1 when it restored a line whose keys
 -- were missing, 2 when it restored a line that had lost writes.
+local line_key, cursor, pre_key, post_key, seed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local epoch, seed_hex = ARGV[1], ARGV[2]
+local rate, paused, version = ARGV[3], ARGV[4], ARGV[5]
+local resume_pre, resume_post, resume_serving = ARGV[6], ARGV[7], ARGV[8]
+local pre_ceiling, post_ceiling, serving_ceiling = ARGV[9], ARGV[10], ARGV[11]
+local draw_size = ARGV[12]
+local pre_floor, post_floor, serving_floor = ARGV[13], ARGV[14], ARGV[15]
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- '' when INFO is not allowed here: then only the floors find lost writes.
 local ok, info = pcall(redis.call, 'INFO', 'replication')
 local replid = ok and string.match(info, 'master_replid:(%x+)') or ''
-local line = redis.call('HMGET', KEYS[1], 'epoch', 'replid')
-local h = redis.call('HMGET', KEYS[2], 'now_serving', 'rate', 'settings_version')
-local pre_s = redis.call('GET', KEYS[3])
-local post_s = redis.call('GET', KEYS[4])
-local seed = redis.call('GET', KEYS[5])
+local line = redis.call('HMGET', line_key, 'epoch', 'replid')
+local h = redis.call('HMGET', cursor, 'now_serving', 'rate', 'settings_version')
+local pre_s = redis.call('GET', pre_key)
+local post_s = redis.call('GET', post_key)
+local seed = redis.call('GET', seed_key)
 local outcome = 1
 if line[1] and h[2] and pre_s and post_s and seed then
   local foreign = line[2] and replid ~= '' and line[2] ~= replid
-  local below = tonumber(pre_s) < tonumber(ARGV[13]) or tonumber(post_s) < tonumber(ARGV[14]) or
-    tonumber(h[1] or '0') < tonumber(ARGV[15])
+  local below = tonumber(pre_s) < tonumber(pre_floor) or tonumber(post_s) < tonumber(post_floor) or
+    tonumber(h[1] or '0') < tonumber(serving_floor)
   if not foreign and not below then
     return 0
   end
   outcome = 2
 end
-local pre = math.max(tonumber(pre_s or '0'), tonumber(ARGV[6]))
-local post = math.max(tonumber(post_s or '0'), tonumber(ARGV[7]))
-local serving = math.max(tonumber(h[1] or '0'), math.min(tonumber(ARGV[8]), pre + post))
-redis.call('SET', KEYS[3], string.format('%.0f', pre))
-redis.call('SET', KEYS[4], string.format('%.0f', post))
-redis.call('SET', KEYS[5], ARGV[2])
+local pre = math.max(tonumber(pre_s or '0'), tonumber(resume_pre))
+local post = math.max(tonumber(post_s or '0'), tonumber(resume_post))
+local serving = math.max(tonumber(h[1] or '0'), math.min(tonumber(resume_serving), pre + post))
+redis.call('SET', pre_key, string.format('%.0f', pre))
+redis.call('SET', post_key, string.format('%.0f', post))
+redis.call('SET', seed_key, seed_hex)
 -- No admission credit for the time the line was gone.
-redis.call('HSET', KEYS[2], 'now_serving', string.format('%.0f', serving), 'last_ms', string.format('%.3f', now))
-if not h[2] or tonumber(ARGV[5]) >= tonumber(h[3] or '0') then
-  redis.call('HSET', KEYS[2], 'rate', ARGV[3], 'paused', ARGV[4], 'settings_version', ARGV[5])
+redis.call('HSET', cursor, 'now_serving', string.format('%.0f', serving), 'last_ms', string.format('%.3f', now))
+if not h[2] or tonumber(version) >= tonumber(h[3] or '0') then
+  redis.call('HSET', cursor, 'rate', rate, 'paused', paused, 'settings_version', version)
 end
-local l = redis.call('HMGET', KEYS[1], 'pre_ceiling', 'post_ceiling', 'serving_ceiling')
+local l = redis.call('HMGET', line_key, 'pre_ceiling', 'post_ceiling', 'serving_ceiling')
 if replid ~= '' then
-  redis.call('HSET', KEYS[1], 'replid', replid)
+  redis.call('HSET', line_key, 'replid', replid)
 end
-redis.call('HSET', KEYS[1], 'epoch', ARGV[1],
-  'pre_ceiling', string.format('%.0f', math.max(tonumber(l[1] or '0'), tonumber(ARGV[9]))),
-  'post_ceiling', string.format('%.0f', math.max(tonumber(l[2] or '0'), tonumber(ARGV[10]))),
-  'serving_ceiling', string.format('%.0f', math.max(tonumber(l[3] or '0'), tonumber(ARGV[11]))))
-if ARGV[12] ~= '' then
-  redis.call('HSETNX', KEYS[1], 'draw_size', ARGV[12])
+redis.call('HSET', line_key, 'epoch', epoch,
+  'pre_ceiling', string.format('%.0f', math.max(tonumber(l[1] or '0'), tonumber(pre_ceiling))),
+  'post_ceiling', string.format('%.0f', math.max(tonumber(l[2] or '0'), tonumber(post_ceiling))),
+  'serving_ceiling', string.format('%.0f', math.max(tonumber(l[3] or '0'), tonumber(serving_ceiling))))
+if draw_size ~= '' then
+  redis.call('HSETNX', line_key, 'draw_size', draw_size)
 end
 return outcome

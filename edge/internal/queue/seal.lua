@@ -9,13 +9,16 @@
 --
 -- Returns the draw size Redis holds afterwards, or -1 when the line was lost
 -- (the restore brings the size back from the origin).
-if not redis.call('HGET', KEYS[1], 'epoch') then
+local line_key, pre_key = KEYS[1], KEYS[2]
+local draw_size = ARGV[1]
+
+if not redis.call('HGET', line_key, 'epoch') then
   return -1
 end
-redis.call('HSETNX', KEYS[1], 'draw_size', ARGV[1])
-local size = tonumber(redis.call('HGET', KEYS[1], 'draw_size'))
+redis.call('HSETNX', line_key, 'draw_size', draw_size)
+local size = tonumber(redis.call('HGET', line_key, 'draw_size'))
 -- Later positions are numbered after the pre counter: never below the draw.
-if tonumber(redis.call('GET', KEYS[2]) or '0') < size then
-  redis.call('SET', KEYS[2], string.format('%.0f', size))
+if tonumber(redis.call('GET', pre_key) or '0') < size then
+  redis.call('SET', pre_key, string.format('%.0f', size))
 end
 return size

@@ -11,18 +11,21 @@
 -- afterwards.
 -- Fails with LINE_LOST when the line's state is not there (Redis lost it):
 -- the edge restores it from the origin, which has the change already.
+local cursor, line_key = KEYS[1], KEYS[2]
+local new_rate, new_paused, version = ARGV[1], ARGV[2], ARGV[3]
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', KEYS[1], 'rate', 'paused', 'now_serving', 'last_ms', 'settings_version')
-if not redis.call('HGET', KEYS[2], 'epoch') or not h[1] then
+local h = redis.call('HMGET', cursor, 'rate', 'paused', 'now_serving', 'last_ms', 'settings_version')
+if not redis.call('HGET', line_key, 'epoch') or not h[1] then
   return redis.error_reply('LINE_LOST the line of this sale is not in Redis; restore it from the origin')
 end
 local rate, paused = h[1], h[2] or '0'
-if tonumber(ARGV[3]) > tonumber(h[5] or '0') then
-  rate, paused = ARGV[1], ARGV[2]
+if tonumber(version) > tonumber(h[5] or '0') then
+  rate, paused = new_rate, new_paused
   -- Admission so far was at the old rate: the new one counts from now.
   local last = math.max(tonumber(h[4] or '0'), now)
-  redis.call('HSET', KEYS[1], 'rate', rate, 'paused', paused, 'settings_version', ARGV[3],
+  redis.call('HSET', cursor, 'rate', rate, 'paused', paused, 'settings_version', version,
     'last_ms', string.format('%.3f', last))
 end
 local p = 0
