@@ -71,7 +71,8 @@ type UserVerifier struct {
 }
 
 // NewUserVerifier returns a UserVerifier for key, requiring exp and sub on
-// every token (plus iss and aud if opts name them).
+// every token (plus iss and aud if opts name them) and canonical base64 in
+// every segment.
 func NewUserVerifier(key UserKey, opts UserVerifierOptions) (*UserVerifier, error) {
 	var (
 		method jwt.SigningMethod
@@ -114,6 +115,7 @@ func NewUserVerifier(key UserKey, opts UserVerifierOptions) (*UserVerifier, erro
 		jwt.WithIssuedAt(),
 		jwt.WithLeeway(normLeeway(opts.Leeway)),
 		jwt.WithTimeFunc(now),
+		jwt.WithStrictDecoding(), // one spelling per token, as our own tokens' parsers and the fast path
 	}
 	if opts.Issuer != "" {
 		popts = append(popts, jwt.WithIssuer(opts.Issuer))

@@ -1,6 +1,7 @@
 package tokens_test
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -8,9 +9,11 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -276,4 +279,70 @@ func TestDevUserIssuer(t *testing.T) {
 	if got, err := v2.Account(tok); err != nil || got != "dev-user-2" {
 		t.Errorf("Account(tok) after changing the caller's secret = %q, %v; want dev-user-2, nil", got, err)
 	}
+}
+
+// TestUserVerifierOneSpelling: a user token has one spelling. Base64's
+// last character of a segment may carry unused bits; a token whose
+// signature differs from a genuine one only there is refused, on the fast
+// and the slow path and for every algorithm.
+func TestUserVerifierOneSpelling(t *testing.T) {
+	keys := newUserKeys(t)
+	clock := tokenstest.NewClock(tokenstest.Start())
+	now := clock.Now()
+	claims := jwt.MapClaims{"sub": "acct-42", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+	for _, alg := range []struct {
+		name      string
+		key       tokens.UserKey
+		method    jwt.SigningMethod
+		priv      any
+		spellings int // of one signature: 2 to the unused bits of its last character
+	}{
+		{"HS256", tokens.UserKey{HMACSecret: keys.hmac}, jwt.SigningMethodHS256, keys.hmac, 4},
+		{"EdDSA", tokens.UserKey{PublicKey: keys.edPub}, jwt.SigningMethodEdDSA, keys.edPriv, 16},
+		{"RS256", tokens.UserKey{PublicKey: &keys.rsaPriv.PublicKey}, jwt.SigningMethodRS256, keys.rsaPriv, 16},
+	} {
+		t.Run(alg.name, func(t *testing.T) {
+			v, err := tokens.NewUserVerifier(alg.key, tokens.UserVerifierOptions{Now: clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok := sign(t, alg.method, nil, claims, alg.priv)
+			if got, err := v.Account(tok); err != nil || got != "acct-42" {
+				t.Fatalf("Account(genuine) = %q, %v; want acct-42", got, err)
+			}
+			others := respellings(t, tok)
+			if len(others) != alg.spellings-1 {
+				t.Fatalf("%d other spellings of the signature, want %d", len(others), alg.spellings-1)
+			}
+			for _, other := range others {
+				for name, v := range map[string]*tokens.UserVerifier{"fast": v, "slow": tokens.UserSlowOnly(v)} {
+					if got, err := v.Account(other); !errors.Is(err, tokens.ErrMalformed) {
+						t.Errorf("%s path: Account(signature ending %q for %q) = %q, %v; want %v",
+							name, other[len(other)-1:], tok[len(tok)-1:], got, err, tokens.ErrMalformed)
+					}
+				}
+			}
+		})
+	}
+}
+
+// respellings returns tok with the last character of its signature
+// replaced by each other character that lenient base64 decodes to the same
+// bytes.
+func respellings(t *testing.T, tok string) []string {
+	t.Helper()
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	sig := tok[strings.LastIndexByte(tok, '.')+1:]
+	want, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		t.Fatalf("decode the signature of %q: %v", tok, err)
+	}
+	var out []string
+	for i := range len(alphabet) {
+		alt := sig[:len(sig)-1] + alphabet[i:i+1]
+		if got, err := base64.RawURLEncoding.DecodeString(alt); alt != sig && err == nil && bytes.Equal(got, want) {
+			out = append(out, tok[:len(tok)-1]+alphabet[i:i+1])
+		}
+	}
+	return out
 }
