@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -49,9 +50,12 @@ func ParsePublicKeyPEM(pemBytes []byte) (crypto.PublicKey, error) {
 
 // UserVerifierOptions configure a UserVerifier.
 type UserVerifierOptions struct {
-	// Issuer is the iss user tokens must carry; "" means iss is not checked.
+	// Issuer is the iss user tokens must carry; "" means iss is not checked
+	// (then any token the shop signs with the key passes, whatever it was
+	// issued for). It may not be IssuerName.
 	Issuer string
-	// Audience is an aud user tokens must carry; "" means aud is not checked.
+	// Audience is an aud user tokens must carry; "" means aud is not
+	// checked. It may not be AudienceEdge or AudienceOrigin.
 	Audience string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -63,7 +67,10 @@ type UserVerifierOptions struct {
 // UserVerifier checks the shop's user tokens (Authorization: Bearer) and
 // yields the shopper's account id. It accepts only the one algorithm its key
 // implies, whatever the token's header claims, and ignores kid: there is one
-// key. It is safe for concurrent use.
+// key. Whatever it is configured with, it refuses a token with our own
+// tokens' iss (IssuerName) or aud (AudienceEdge, AudienceOrigin): were the
+// shop's key ever one of ours, a queue or admission token would otherwise
+// pass as a user token. It is safe for concurrent use.
 type UserVerifier struct {
 	parser  *jwt.Parser
 	keyfunc jwt.Keyfunc
@@ -78,6 +85,12 @@ func NewUserVerifier(key UserKey, opts UserVerifierOptions) (*UserVerifier, erro
 		method jwt.SigningMethod
 		vkey   any
 	)
+	switch {
+	case opts.Issuer == IssuerName:
+		return nil, fmt.Errorf("tokens: user tokens' issuer may not be %q, the issuer of our own tokens", IssuerName)
+	case ourAudience(opts.Audience):
+		return nil, fmt.Errorf("tokens: user tokens' audience may not be %q, an audience of our own tokens", opts.Audience)
+	}
 	switch {
 	case key.HMACSecret != nil && key.PublicKey != nil:
 		return nil, errors.New("tokens: user key: set HMACSecret or PublicKey, not both")
@@ -158,11 +171,17 @@ func (v *UserVerifier) Account(token string) (string, error) {
 	if c.Subject == "" {
 		return "", fmt.Errorf("%s: %w: no sub", what, ErrInvalid)
 	}
+	if c.Issuer == IssuerName || slices.ContainsFunc(c.Audience, ourAudience) {
+		return "", fmt.Errorf("%s: %w: iss or aud of our own tokens", what, ErrInvalid)
+	}
 	if v.fast != nil {
 		v.fast.learn(token)
 	}
 	return c.Subject, nil
 }
+
+// ourAudience reports whether aud is the audience of one of our own tokens.
+func ourAudience(aud string) bool { return aud == AudienceEdge || aud == AudienceOrigin }
 
 // DefaultDevUserTTL is the lifetime of dev user tokens when the ttl given to
 // NewDevUserIssuer is not positive.

@@ -281,6 +281,63 @@ func TestDevUserIssuer(t *testing.T) {
 	}
 }
 
+// TestUserVerifierRefusesOurTokens: were the shop's user-token secret one
+// of our token keys, our queue and admission tokens would be signed with
+// it; the verifier still refuses them, and any token with our iss or one of
+// our auds, on the fast path (golang-jwt's own header, trusted from the
+// start) as on the slow one.
+func TestUserVerifierRefusesOurTokens(t *testing.T) {
+	f := newFixture(t)
+	now := f.clock.Now()
+	v, err := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: f.secret}, tokens.UserVerifierOptions{Now: f.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue, _, err := f.iss.Queue("sale-1", "acct-1", 3, false, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admission, _, err := f.iss.Admission("sale-1", "acct-1", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := jwt.MapClaims{"sub": "acct-1", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+	s := func(c jwt.MapClaims) string { return sign(t, jwt.SigningMethodHS256, nil, c, f.secret) }
+	tests := []struct {
+		name, token string
+		want        error
+	}{
+		{"a queue token", queue, tokens.ErrInvalid},
+		{"an admission token", admission, tokens.ErrInvalid},
+		{"our iss", s(with(good, map[string]any{"iss": tokens.IssuerName})), tokens.ErrInvalid},
+		{"aud edge", s(with(good, map[string]any{"aud": tokens.AudienceEdge})), tokens.ErrInvalid},
+		{"aud origin in a list", s(with(good, map[string]any{"aud": []string{"shop", tokens.AudienceOrigin}})), tokens.ErrInvalid},
+		{"another iss and aud", s(with(good, map[string]any{"iss": tokens.IssuerName + "-shop", "aud": []string{"shop", "edges"}})), nil},
+		{"neither", s(good), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, path := range []struct {
+				name string
+				v    *tokens.UserVerifier
+			}{{"fast", v}, {"slow", tokens.UserSlowOnly(v)}} {
+				for round := range 2 { // the second after the first could have taught the fast path the header
+					got, err := path.v.Account(tt.token)
+					if !sameErr(err, tt.want) || (tt.want == nil && got != "acct-1") {
+						t.Errorf("%s path, round %d: Account(%s) = %q, %v; want acct-1 or %v", path.name, round, tt.name, got, err, tt.want)
+					}
+				}
+			}
+		})
+	}
+
+	for _, opts := range []tokens.UserVerifierOptions{{Issuer: tokens.IssuerName}, {Audience: tokens.AudienceEdge}, {Audience: tokens.AudienceOrigin}} {
+		if _, err := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: tokenstest.UserSecret()}, opts); err == nil {
+			t.Errorf("NewUserVerifier(iss %q, aud %q) err = nil, want an error: no user token could pass", opts.Issuer, opts.Audience)
+		}
+	}
+}
+
 // TestUserVerifierOneSpelling: a user token has one spelling. Base64's
 // last character of a segment may carry unused bits; a token whose
 // signature differs from a genuine one only there is refused, on the fast

@@ -71,7 +71,7 @@ func (f *userFast) learn(token string) {
 
 // account verifies a user token as UserVerifier's parser would (HS256
 // signature, exp required, nbf, iat, iss and aud when configured, sub
-// present) and returns its sub. It reports false on any failure or doubt.
+// present, neither our tokens' iss nor their aud) and returns its sub. It reports false on any failure or doubt.
 func (f *userFast) account(token string) (string, bool) {
 	if f.slowOnly || len(token) == 0 || len(token) > maxTokenLen || !urlSafe(token) {
 		return "", false
@@ -92,6 +92,9 @@ func (f *userFast) account(token string) (string, bool) {
 		return "", false
 	}
 	if f.audience != "" && !hasAudience(&c, f.audience) {
+		return "", false
+	}
+	if c.iss == IssuerName || slices.ContainsFunc(c.aud, ourAudience) { // our own tokens' claims: the slow path refuses them
 		return "", false
 	}
 	if c.sub == "" {
