@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -119,6 +120,24 @@ func (k *KeySet) ActiveKID() string { return k.active }
 
 // KIDs lists every kid in the set, the active one first.
 func (k *KeySet) KIDs() []string { return slices.Clone(k.order) }
+
+// SharedSecret reports the kid of a key in k whose secret is secret, or is
+// spelled secret in the set's spec form (standard base64, with or without
+// padding): a secret another kind of token must not share. A user-token
+// secret equal to a token key would make queue and admission tokens pass as
+// user tokens; one equal to a key's base64 spelling hands the key to
+// whoever holds the user-token secret.
+func (k *KeySet) SharedSecret(secret []byte) (kid string, ok bool) {
+	for _, kid := range k.order {
+		key := k.secrets[kid]
+		if subtle.ConstantTimeCompare(key, secret) == 1 ||
+			subtle.ConstantTimeCompare([]byte(base64.StdEncoding.EncodeToString(key)), secret) == 1 ||
+			subtle.ConstantTimeCompare([]byte(base64.RawStdEncoding.EncodeToString(key)), secret) == 1 {
+			return kid, true
+		}
+	}
+	return "", false
+}
 
 // String returns the set in ParseKeySet's form, active key first, so that it
 // can be handed to another process (scripts, tests). It contains the secrets:

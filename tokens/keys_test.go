@@ -220,3 +220,31 @@ func mustParse(t *testing.T, spec string) *tokens.KeySet {
 	}
 	return ks
 }
+
+// TestSharedSecret: a secret is found in a key set when it is one of the
+// keys' secrets, or a key's secret as the spec spells it, whichever key.
+func TestSharedSecret(t *testing.T) {
+	ks := mustParse(t, "k2:"+b64std(secretB)+",k1:"+b64std(secretA))
+	tests := []struct {
+		name    string
+		secret  []byte
+		wantKID string // "" = not shared
+	}{
+		{"the active key's secret", secretB, "k2"},
+		{"another key's secret", secretA, "k1"},
+		{"its base64", []byte(b64std(secretA)), "k1"},
+		{"its base64 without padding", []byte(strings.TrimRight(b64std(secretB), "=")), "k2"},
+		{"a prefix of it", secretA[:31], ""},
+		{"longer", append(bytes.Clone(secretA), 'a'), ""},
+		{"another secret", bytes.Repeat([]byte{'c'}, 32), ""},
+		{"empty", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kid, ok := ks.SharedSecret(tt.secret)
+			if kid != tt.wantKID || ok != (tt.wantKID != "") {
+				t.Errorf("SharedSecret(%s) = %q, %v; want %q, %v", tt.name, kid, ok, tt.wantKID, tt.wantKID != "")
+			}
+		})
+	}
+}
