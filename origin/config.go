@@ -53,6 +53,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.Int(&c.ReservePipelines, "reserve-pipelines", "FLASHGATE_RESERVE_PIPELINES", "reserve pipelines in flight at once")
 	env.Int(&c.ReserveMaxBatch, "reserve-max-batch", "FLASHGATE_RESERVE_MAX_BATCH", "reserves per pipeline")
 	env.Bool(&c.ReserveJournal, "reserve-journal", "FLASHGATE_RESERVE_JOURNAL", "journal every granted reserve in Postgres before answering it (0 turns it off)")
+	env.Int(&c.MaxHoldsPerAccount, "max-holds-per-account", "FLASHGATE_MAX_HOLDS_PER_ACCOUNT", "holds one account may take in a sale, those that ran out or were cancelled included (0: no cap)")
 	env.Int(&c.ReserveWaitReplicas, "reserve-wait-replicas", "FLASHGATE_RESERVE_WAIT_REPLICAS", "Redis replicas each reserve pipeline waits for (WAIT) before answering; 0 = none")
 	env.Duration(&c.RedisCheckInterval, "redis-check-interval", "FLASHGATE_REDIS_CHECK_INTERVAL", "how often Redis is checked for sales whose state it lost")
 	env.Duration(&c.ReserveWaitTimeout, "reserve-wait-timeout", "FLASHGATE_RESERVE_WAIT_TIMEOUT", "how long a reserve pipeline's WAIT may take")

@@ -25,6 +25,7 @@ const (
 	codeUnknownOrder          = "unknown_order"
 	codeSoldOut               = "sold_out"
 	codeLimitReached          = "limit_reached"
+	codeHoldLimitReached      = "hold_limit_reached"
 	codeSaleNotOpen           = "sale_not_open"
 	codeSaleClosed            = "sale_closed"
 	codeHoldExpired           = "hold_expired"
@@ -71,6 +72,7 @@ var (
 	errUnknownOrder       = httpapi.New(fasthttp.StatusNotFound, codeUnknownOrder, "There is no such order.")
 	errSoldOut            = httpapi.New(fasthttp.StatusConflict, codeSoldOut, "Sold out.")
 	errLimitReached       = httpapi.New(fasthttp.StatusForbidden, codeLimitReached, "This account has already bought its limit in this sale.")
+	errHoldLimitReached   = httpapi.New(fasthttp.StatusForbidden, codeHoldLimitReached, "This account has held a unit in this sale as many times as it may.")
 	errSaleNotOpen        = httpapi.New(fasthttp.StatusConflict, codeSaleNotOpen, "The sale has not started yet.")
 	errSaleClosed         = httpapi.New(fasthttp.StatusConflict, codeSaleClosed, "The sale is over.")
 	errHoldExpired        = httpapi.New(fasthttp.StatusConflict, codeHoldExpired, "The hold on this unit has ended; it can no longer be paid for.")
@@ -110,6 +112,12 @@ var errorTable = httpapi.NewTable(httpapi.PleaseWait).
 	Map(ledger.ErrSaleExists, errSaleExists).
 	Map(checkout.ErrStockMismatch, errStockMismatch).
 	Map(sales.ErrUnknownReservation, errUnknownReservation).
+	Map(sales.ErrSaleNotOpen, errSaleNotOpen).
+	Map(sales.ErrSaleClosed, errSaleClosed).
+	Map(sales.ErrUnknownSKU, errUnknownSKU).
+	Map(sales.ErrSoldOut, errSoldOut).
+	Map(sales.ErrLimitReached, errLimitReached).
+	Map(sales.ErrHoldLimitReached, errHoldLimitReached).
 	Map(sales.ErrRebuildRunning, errRebuildRunning).
 	Map(sales.ErrDrainTimeout, errDrainTimeout).
 	Map(orders.ErrUnknownOrder, errUnknownOrder).

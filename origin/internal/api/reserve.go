@@ -10,7 +10,6 @@ import (
 	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/intent"
-	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/internal/sales"
 	"github.com/flashgate/flashgate/tokens"
 )
@@ -53,70 +52,23 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, c context.Context, params []s
 	if !httpapi.ValidOpaque(body.IdempotencyKey) {
 		return errInvalidIdempotencyKey
 	}
-	sale, err := s.Catalog.Get(c, saleID)
-	if err != nil {
-		return err
-	}
-	now := s.Clock()
-	if now.Before(sale.StartsAt) {
-		return errSaleNotOpen
-	}
-	if !now.Before(sale.EndsAt) {
-		return errSaleClosed
-	}
-	res, err := s.Reserver.Reserve(c, checkout.ReserveRequest{
-		Sale:           saleID,
-		SKU:            body.SKU,
-		Account:        claims.Subject,
-		TokenID:        claims.ID,
-		IdempotencyKey: body.IdempotencyKey,
-		HoldTTL:        sale.HoldTTL,
+	r, err := s.Sales.Reserve(c, sales.ReserveRequest{
+		Sale: saleID, SKU: body.SKU, Account: claims.Subject, TokenID: claims.ID, IdempotencyKey: body.IdempotencyKey,
 	})
 	if errors.Is(err, checkout.ErrNotDurable) {
 		// Redis has the hold but the journal (or the replicas) did not
-		// confirm it: not promised yet. The same token finds it again.
-		s.reserves.WithLabelValues("not_durable").Inc()
+		// confirm it: not promised yet (errorTable answers please_wait).
 		s.Log.Warn("reserve not made durable; answered please_wait", "request_id", httpapi.RequestID(ctx), "sale", saleID, "err", err)
-		return httpapi.PleaseWait
 	}
 	if err != nil {
 		return err
 	}
-	s.reserves.WithLabelValues(res.Outcome.String()).Inc()
-	switch res.Outcome {
-	case checkout.Created:
-		writeJSON(ctx, fasthttp.StatusCreated, reservationJSON{
-			ReservationID: res.ReservationID, SaleID: saleID, SKU: body.SKU, Status: intent.Held, ExpiresAt: res.ExpiresAt,
-		})
-		return nil
-	case checkout.Existing:
-		if r := res.Reservation; r != nil { // the script read it along
-			writeJSON(ctx, fasthttp.StatusOK, reservationJSON{
-				ReservationID: r.ID, SaleID: r.Sale, SKU: r.SKU, Status: r.Status, ExpiresAt: r.ExpiresAt, OrderID: r.OrderID,
-			})
-			return nil
-		}
-		// Redis no longer holds its hash: ask wherever it stands.
-		r, err := s.findReservation(c, res.ReservationID)
-		if err != nil {
-			return err
-		}
-		writeJSON(ctx, fasthttp.StatusOK, r)
-		return nil
-	case checkout.LimitReached:
-		return errLimitReached
-	case checkout.Rebuilding:
-		return httpapi.PleaseWait
-	case checkout.UnknownSKU:
-		if hasSKU(sale, body.SKU) {
-			// The sale has it but Redis does not: Redis lost the sale and
-			// it is being restored from Postgres.
-			return httpapi.PleaseWait
-		}
-		return errUnknownSKU
-	default:
-		return errSoldOut
+	status := fasthttp.StatusOK
+	if r.Created {
+		status = fasthttp.StatusCreated
 	}
+	writeJSON(ctx, status, reservationOf(r.Reservation))
+	return nil
 }
 
 // reservation: GET /v1/reservations/{id} for its owner.
@@ -136,16 +88,6 @@ func (s *Server) reservation(ctx *fasthttp.RequestCtx, c context.Context, params
 	return nil
 }
 
-// findReservation reads a reservation wherever it stands, as the contract
-// shows it.
-func (s *Server) findReservation(c context.Context, id string) (reservationJSON, error) {
-	r, err := s.Sales.Reservation(c, id)
-	if err != nil {
-		return reservationJSON{}, err
-	}
-	return reservationOf(r), nil
-}
-
 func reservationOf(r intent.Reservation) reservationJSON {
 	return reservationJSON{ReservationID: r.ID, SaleID: r.Sale, SKU: r.SKU, Status: r.Status, ExpiresAt: r.ExpiresAt, OrderID: r.OrderID}
 }
@@ -155,13 +97,4 @@ func reservationOf(r intent.Reservation) reservationJSON {
 func validReservationID(id string) bool {
 	sale, ok := checkout.SaleOfReservation(id)
 	return ok && httpapi.ValidID(sale) && httpapi.ValidOpaque(id)
-}
-
-func hasSKU(sale ledger.Sale, sku string) bool {
-	for _, k := range sale.SKUs {
-		if k.SKU == sku {
-			return true
-		}
-	}
-	return false
 }

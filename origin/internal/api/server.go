@@ -19,7 +19,6 @@ import (
 	"github.com/flashgate/flashgate/internal/adminauth"
 	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
-	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/internal/orders"
 	"github.com/flashgate/flashgate/origin/internal/sales"
@@ -29,8 +28,7 @@ import (
 // Deps are the components the handlers use.
 type Deps struct {
 	Catalog    *catalog.Catalog
-	Reserver   *checkout.Reserver
-	Sales      *sales.Service          // creates sales, their snapshots and books, rebuilds, finds reservations
+	Sales      *sales.Service          // creates sales, takes reserves, shows snapshots and books, rebuilds, finds reservations
 	Ledger     *ledger.Store           // the edges' durable copies of their lines
 	Orders     *orders.Service         // nil when no payment gateway is configured
 	Verifier   *tokens.Verifier        // admission tokens
@@ -63,7 +61,6 @@ type Server struct {
 
 	requests *prometheus.HistogramVec
 	errors   *prometheus.CounterVec
-	reserves *prometheus.CounterVec
 	metrics  fasthttp.RequestHandler
 }
 
@@ -90,12 +87,8 @@ func New(deps Deps, opts Options) *Server {
 			Name: "flashgate_origin_rejections_total",
 			Help: "Origin requests answered with an error, by code: the error table's classification, as answered.",
 		}, []string{"code"}),
-		reserves: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "flashgate_reserves_total",
-			Help: "Reserve script outcomes (created, existing, limit_reached, unknown_sku, sold_out).",
-		}, []string{"outcome"}),
 	}
-	deps.Registry.MustRegister(s.requests, s.errors, s.reserves)
+	deps.Registry.MustRegister(s.requests, s.errors)
 	s.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{}))
 	return s
 }

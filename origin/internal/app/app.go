@@ -62,6 +62,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a := &App{cfg: cfg, log: log}
 	defer func() {
 		if err != nil {
+			if a.Reserver != nil {
+				a.Reserver.Close()
+			}
 			a.closeClients()
 		}
 	}()
@@ -113,14 +116,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if err := a.Catalog.Refresh(ctx); err != nil {
 		return nil, err
 	}
-	a.Sales = sales.New(a.Checkout, a.Ledger, a.Catalog, sales.Options{CheckEvery: cfg.RedisCheckInterval},
-		log.With("component", "sales"), reg)
-	// A Redis that restarted empty, or failed over, may have lost sales:
-	// put back, from Postgres, those that are not over, before taking any
-	// request.
-	if err := a.Sales.CheckCurrent(ctx, 0); err != nil {
-		return nil, fmt.Errorf("check redis for lost sales: %w", err)
-	}
 	ropt := checkout.ReserverOptions{
 		Pipelines: cfg.ReservePipelines, MaxBatch: cfg.ReserveMaxBatch, Timeout: cfg.RequestBudget,
 		WaitReplicas: cfg.ReserveWaitReplicas, WaitTimeout: cfg.ReserveWaitTimeout,
@@ -131,6 +126,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		log.Warn("the reserve journal is off (FLASHGATE_RESERVE_JOURNAL=0): a Redis that loses its data loses the holds it granted since the order writer last ran")
 	}
 	a.Reserver = checkout.NewReserver(a.Checkout, ropt)
+	a.Sales = sales.New(a.Checkout, a.Ledger, a.Catalog, a.Reserver,
+		sales.Options{CheckEvery: cfg.RedisCheckInterval, MaxHoldsPerAccount: cfg.MaxHoldsPerAccount},
+		log.With("component", "sales"), reg)
+	// A Redis that restarted empty, or failed over, may have lost sales:
+	// put back, from Postgres, those that are not over, before taking any
+	// request.
+	if err := a.Sales.CheckCurrent(ctx, 0); err != nil {
+		return nil, fmt.Errorf("check redis for lost sales: %w", err)
+	}
 	a.Writer = workers.NewWriter(a.Checkout, a.Ledger, a.Catalog, workers.WriterOptions{
 		Consumer: cfg.Instance, BatchSize: cfg.WriterBatch, ClaimIdle: cfg.WriterClaimIdle,
 	}, log.With("component", "writer"), reg)
@@ -151,7 +155,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		issuer = tokens.NewIssuer(keys, tokens.IssuerOptions{})
 	}
 	a.API = api.New(api.Deps{
-		Catalog: a.Catalog, Reserver: a.Reserver, Sales: a.Sales, Ledger: a.Ledger, Orders: a.Orders,
+		Catalog: a.Catalog, Sales: a.Sales, Ledger: a.Ledger, Orders: a.Orders,
 		Verifier: tokens.NewVerifier(keys, tokens.VerifierOptions{}), Users: users, Issuer: issuer,
 		Edges: tokens.NewRequestVerifier(keys, tokens.RequestVerifierOptions{Audience: cfg.LineAudience}),
 		Log:   log, Registry: reg, AdminToken: cfg.AdminToken,

@@ -260,3 +260,39 @@ func TestReserveOneAccountGetsOneHold(t *testing.T) {
 	}
 	origintest.CheckInvariant(t, env, sale)
 }
+
+// On a sale of one unit, one account cannot keep the unit by holding it
+// again and again: after MaxHoldsPerAccount holds (2 by default) have run
+// out it is answered 403 hold_limit_reached, and the next shopper gets it.
+func TestReserveHoldsPerAccountCapped(t *testing.T) {
+	t.Parallel()
+	env := origintest.NewEnv(t)
+	o := origintest.StartOrigin(t, env)
+	sale := "hold-cap-" + testenv.RandomID(t, 3)
+	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 1))
+	const hoarder = "acct-hoarder"
+	user := o.UserToken(t, hoarder)
+	for i := range app.DefaultConfig().MaxHoldsPerAccount {
+		s, r := o.Reserve(t, sale, o.AdmissionToken(t, sale, hoarder), "sku-1", fmt.Sprintf("k-%d", i))
+		if s != 201 {
+			t.Fatalf("hold %d of %s = %d %+v, want 201", i+1, hoarder, s, r)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			s, got := o.Reservation(t, user, r.ReservationID)
+			if s == 200 && got.Status == "expired" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Reservation(%s) = %d %+v, want it expired within 10 s", r.ReservationID, s, got)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if s, r := o.Reserve(t, sale, o.AdmissionToken(t, sale, hoarder), "sku-1", "k-again"); s != 403 || r.Error != "hold_limit_reached" {
+		t.Errorf("a third hold of %s = %d %+v, want 403 hold_limit_reached", hoarder, s, r)
+	}
+	if s, r := o.Reserve(t, sale, o.AdmissionToken(t, sale, "acct-next"), "sku-1", "k"); s != 201 {
+		t.Errorf("the next shopper's hold = %d %+v, want 201", s, r)
+	}
+}

@@ -17,6 +17,7 @@ const (
 	reserveLimitReached = 3
 	reserveUnknownSKU   = 4
 	reserveSoldOut      = 5
+	reserveHoldLimit    = 6
 )
 
 // release.lua.

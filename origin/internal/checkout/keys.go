@@ -6,6 +6,7 @@ package checkout
 //
 //	<prefix>{s:<sale>}:inv:<sku>            hash    available, held, sold, total
 //	<prefix>{s:<sale>}:acct:<account>       hash    res (the live reservation), state (held|paid),
+//	                                                holds (how many holds it has taken in the sale),
 //	                                                t:<jti> and i:<idempotency key> -> reservation id
 //	                                                (burned admission tokens, idempotency keys)
 //	<prefix>{s:<sale>}:res:<reservation>    hash    account, sku, status, expires_ms, created_ms, idem,
@@ -83,6 +84,7 @@ const (
 const (
 	acctRes   = "res"   // the account's live reservation
 	acctState = "state" // its status: held or paid
+	acctHolds = "holds" // how many holds the account has taken in the sale
 	// acctTokenPrefix and acctIdemPrefix start the fields that map a burned
 	// admission token (by jti) or an idempotency key to its reservation.
 	acctTokenPrefix = "t:"

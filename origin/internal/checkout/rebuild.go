@@ -60,8 +60,9 @@ type Burned struct {
 // reservations. Reservations Redis still shows as held but Postgres does
 // not are given their Postgres status (settled, from Postgres's side).
 // Burned tokens and idempotency keys are put back (Redis may have lost
-// them: a replayed admission token must not take a second unit), and the
-// sale starts the given epoch with its sequence at zero. Run it between
+// them: a replayed admission token must not take a second unit), with each
+// account's count of holds taken (one per distinct reservation in burned),
+// and the sale starts the given epoch with its sequence at zero. Run it between
 // BeginRebuild and EndRebuild, after the intents have drained, so no write
 // of Redis is lost by it.
 func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[string]intent.Stock, live []intent.Reservation,
@@ -75,6 +76,16 @@ func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[strin
 		return fmt.Errorf("rebuild sale %s: list accounts: %w", sale, err)
 	}
 	ttl := s.retention
+	// Each account's count of holds taken (reserve.lua caps it) is put back
+	// from the grants: one reservation each, however often a repeat was
+	// journaled again.
+	taken := make(map[string]map[string]bool)
+	for _, b := range burned {
+		if taken[b.Account] == nil {
+			taken[b.Account] = make(map[string]bool)
+		}
+		taken[b.Account][b.ReservationID] = true
+	}
 	// Burned tokens first, in chunks outside the transaction: there may be
 	// one per reservation the sale ever had, and while the rebuilding flag
 	// is set nothing reads them.
@@ -84,6 +95,10 @@ func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[strin
 			for _, b := range burned[:n] {
 				acct := s.keys.Account(sale, b.Account)
 				p.HSet(ctx, acct, acctTokenPrefix+b.TokenID, b.ReservationID, acctIdemPrefix+b.IdempotencyKey, b.ReservationID)
+				if ids := taken[b.Account]; ids != nil {
+					p.HSet(ctx, acct, acctHolds, len(ids))
+					delete(taken, b.Account) // once per account
+				}
 				p.PExpire(ctx, acct, ttl)
 			}
 			return nil

@@ -33,10 +33,13 @@ const (
 	UnknownSKU Outcome = reserveUnknownSKU
 	// SoldOut: no unit is available.
 	SoldOut Outcome = reserveSoldOut
+	// HoldLimitReached: the account has no live hold and has taken as
+	// many holds in the sale as ReserveRequest.MaxHolds allows.
+	HoldLimitReached Outcome = reserveHoldLimit
 	// Rebuilding: the sale's Redis state is being rebuilt from Postgres;
 	// nothing was taken, and the caller should try again shortly. (The
-	// script answers codeRebuilding; 6 keeps the outcomes one to six.)
-	Rebuilding Outcome = 6
+	// script answers codeRebuilding; 7 keeps the outcomes one to seven.)
+	Rebuilding Outcome = 7
 )
 
 func (o Outcome) String() string {
@@ -51,6 +54,8 @@ func (o Outcome) String() string {
 		return "unknown_sku"
 	case SoldOut:
 		return "sold_out"
+	case HoldLimitReached:
+		return "hold_limit_reached"
 	case Rebuilding:
 		return "rebuilding"
 	}
@@ -65,6 +70,9 @@ type ReserveRequest struct {
 	TokenID        string // the admission token's jti, burned on success
 	IdempotencyKey string
 	HoldTTL        time.Duration
+	// MaxHolds caps the holds the account may take in the sale, those
+	// that ran out or were cancelled included; 0 means no cap.
+	MaxHolds int
 }
 
 // ReserveResult is a reserve's answer.
@@ -358,7 +366,7 @@ func (r *Reserver) pipeline(ctx context.Context, calls []*reserveCall) (cmds []*
 				k.Inventory(q.Sale, q.SKU), k.Account(q.Sale, q.Account), k.Reservation(q.Sale, c.id),
 				k.Holds(q.Sale), k.Intents(q.Sale), k.Rebuilding(q.Sale), k.Meta(q.Sale),
 			},
-			[]any{c.id, q.Account, q.SKU, q.IdempotencyKey, q.TokenID, q.HoldTTL.Milliseconds(), r.store.retention.Milliseconds()}
+			[]any{c.id, q.Account, q.SKU, q.IdempotencyKey, q.TokenID, q.HoldTTL.Milliseconds(), r.store.retention.Milliseconds(), q.MaxHolds}
 	}
 	if r.opts.WaitReplicas <= 0 {
 		return redisscript.Each(ctx, r.store.rdb, reserveScript, len(calls), item), nil
@@ -437,7 +445,7 @@ func reserveResult(cmd *redis.Cmd) (ReserveResult, intent.Grant, error) {
 	case code == reserveExisting && len(v) == replyShort:
 	case len(v) != replyShort:
 		return ReserveResult{}, intent.Grant{}, fmt.Errorf("reserve script returned %d values for code %d, want %d", len(v), code, replyShort)
-	case code == reserveLimitReached, code == reserveUnknownSKU, code == reserveSoldOut:
+	case code == reserveLimitReached, code == reserveUnknownSKU, code == reserveSoldOut, code == reserveHoldLimit:
 	case code == codeRebuilding:
 		res.Outcome = Rebuilding
 	default:

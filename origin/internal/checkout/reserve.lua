@@ -13,6 +13,8 @@
 -- ARGV[1] new reservation id  ARGV[2] account  ARGV[3] sku
 -- ARGV[4] idempotency key     ARGV[5] admission token id (jti)
 -- ARGV[6] hold ttl (ms)       ARGV[7] retention of per-shopper keys (ms)
+-- ARGV[8] holds an account may take in the sale, counting expired and
+--         cancelled ones (0: no cap)
 --
 -- Returns {code, reservation id, expires (unix ms)}, and for code 1 also
 -- {..., seq, epoch, created (unix ms)}; for code 2, when the reservation's
@@ -23,7 +25,8 @@
 -- codes and reserve.go the positions:
 --   1 created; 2 existing (same token, same idempotency key, or the account's
 --   live hold); 3 limit reached (the account already bought); 4 unknown sku;
---   5 sold out; -1 rebuilding (try again shortly; also when the sale has no
+--   5 sold out; 6 hold limit reached (the account has taken ARGV[8] holds,
+--   and none is live); -1 rebuilding (try again shortly; also when the sale has no
 --   epoch: this Redis lost the sale's state and must not grant from it).
 --   -1 means "rebuilding" in every script that checks the flag.
 --
@@ -33,7 +36,7 @@
 local inventory, account, reservation = KEYS[1], KEYS[2], KEYS[3]
 local holds, intents, rebuilding, meta = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, acct, sku, idem, jti = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local ttl_ms, retention_ms = ARGV[6], ARGV[7]
+local ttl_ms, retention_ms, max_holds = ARGV[6], ARGV[7], tonumber(ARGV[8])
 
 -- existing answers code 2 for reservation rid. Its hash's key is KEYS[3]
 -- with rid in place of the new id: keys.go ends a reservation's key with
@@ -51,13 +54,17 @@ if redis.call('EXISTS', rebuilding) == 1 then return {-1, '', 0} end
 local epoch = redis.call('HGET', meta, 'epoch')
 if not epoch then return {-1, '', 0} end
 local token_field, idem_field = 't:' .. jti, 'i:' .. idem
-local a = redis.call('HMGET', account, token_field, idem_field, 'res', 'state')
+local a = redis.call('HMGET', account, token_field, idem_field, 'res', 'state', 'holds')
 if a[1] then return existing(a[1]) end
 if a[2] then return existing(a[2]) end
 if a[3] then
   if a[4] == 'held' then return existing(a[3]) end
   return {3, a[3], 0}
 end
+-- Each hold that ran out may be taken again, but not for ever: an account
+-- must not keep the stock to itself by holding it over and over.
+local holds_taken = tonumber(a[5]) or 0
+if max_holds > 0 and holds_taken >= max_holds then return {6, '', 0} end
 
 local available = redis.call('HGET', inventory, 'available')
 if not available then return {4, '', 0} end
@@ -78,6 +85,7 @@ redis.call('HSET', reservation, 'account', acct, 'sku', sku, 'status', 'held',
   'expires_ms', expires_s, 'created_ms', now_s, 'idem', idem, 'jti', jti, 'epoch', epoch, 'seq', seq)
 redis.call('PEXPIRE', reservation, retention_ms)
 redis.call('ZADD', holds, expires_s, id)
-redis.call('HSET', account, 'res', id, 'state', 'held', token_field, id, idem_field, id)
+redis.call('HSET', account, 'res', id, 'state', 'held', token_field, id, idem_field, id,
+  'holds', string.format('%.0f', holds_taken + 1))
 redis.call('PEXPIRE', account, retention_ms)
 return {1, id, expires, seq, epoch, now}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 )
@@ -22,31 +20,6 @@ import (
 // recorded one has lost the sale's state (restarted empty, flushed, an empty
 // replica promoted), and one whose sequence is behind the journal's has lost
 // its latest writes (a replica promoted before it caught up).
-
-type metrics struct {
-	losses   *prometheus.CounterVec
-	restored prometheus.Counter
-	lost     prometheus.Counter
-}
-
-func newMetrics(reg prometheus.Registerer) metrics {
-	m := metrics{
-		losses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "flashgate_redis_losses_total",
-			Help: "Times Redis was found to have lost a sale's state, by how it was found (state_missing, epoch_foreign, sequence_behind, server_replaced).",
-		}, []string{"kind"}),
-		restored: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "flashgate_reservations_restored_total",
-			Help: "Granted holds that Redis lost and a rebuild put back from the reserve journal.",
-		}),
-		lost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "flashgate_reservations_lost_total",
-			Help: "Granted holds that Redis lost and Postgres could not take back (cancelled, with the reason). Alert on any.",
-		}),
-	}
-	reg.MustRegister(m.losses, m.restored, m.lost)
-	return m
-}
 
 // CheckCurrent rebuilds every current sale (not ended) whose state Redis
 // has lost, waiting up to drain for each one's pending intents. The origin

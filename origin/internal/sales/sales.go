@@ -1,6 +1,7 @@
 // Package sales administers the origin's sales over its two stores: Redis
 // (checkout), the live gate, and Postgres (ledger), which has the last word.
-// It creates a sale in both, shows a sale's stock as shoppers see it and its
+// It creates a sale in both, takes reserves within a sale's window and
+// limits, shows a sale's stock as shoppers see it and its
 // books as ops see them (Redis and Postgres side by side, with the drift
 // between them), finds a reservation wherever it stands, and guards against
 // Redis losing a sale: it detects the loss, reports it, and rebuilds the
@@ -43,26 +44,41 @@ type Options struct {
 	// current sale. Required for Run (app.Config.RedisCheckInterval).
 	CheckEvery time.Duration
 	// Clock is the service's time (which sales are current, a snapshot's
-	// status); nil means time.Now.
+	// status, whether a sale takes reserves); nil means time.Now.
 	Clock func() time.Time
+	// MaxHoldsPerAccount caps the holds one account may take in a sale,
+	// those that ran out or were cancelled included (a hold that runs out
+	// returns its unit to the line, but an account must not keep it by
+	// holding it over and over); 0 means no cap
+	// (app.Config.MaxHoldsPerAccount).
+	MaxHoldsPerAccount int
 }
+
+// Reserver takes units in Redis: checkout.Reserver.
+type Reserver interface {
+	Reserve(ctx context.Context, req checkout.ReserveRequest) (checkout.ReserveResult, error)
+}
+
+var _ Reserver = (*checkout.Reserver)(nil)
 
 // Service administers sales. It is safe for concurrent use.
 type Service struct {
 	checkout *checkout.Store
 	ledger   *ledger.Store
 	catalog  *catalog.Catalog
+	reserver Reserver
 	opts     Options
 	log      *slog.Logger
 	m        metrics
 }
 
-// New returns a Service; its metrics register on reg.
-func New(cs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, opts Options, log *slog.Logger, reg prometheus.Registerer) *Service {
+// New returns a Service that takes reserves through rs; its metrics
+// register on reg.
+func New(cs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, rs Reserver, opts Options, log *slog.Logger, reg prometheus.Registerer) *Service {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	return &Service{checkout: cs, ledger: ls, catalog: cat, opts: opts, log: log, m: newMetrics(reg)}
+	return &Service{checkout: cs, ledger: ls, catalog: cat, reserver: rs, opts: opts, log: log, m: newMetrics(reg)}
 }
 
 // Create records a sale in Postgres, loads its stock into Redis from what

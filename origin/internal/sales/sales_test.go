@@ -47,9 +47,10 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{env: env, store: checkout.NewStore(rdb, checkout.NewKeys(env.Prefix), time.Hour), ledger: ledger.New(env.DB),
 		registry: prometheus.NewRegistry(), now: time.Now().UTC().Truncate(time.Second)}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	f.Service = New(f.store, f.ledger, catalog.New(f.ledger, quiet, 0), Options{CheckEvery: time.Second}, quiet, f.registry)
 	f.reserver = checkout.NewReserver(f.store, checkout.ReserverOptions{Journal: f.ledger})
 	t.Cleanup(f.reserver.Close)
+	f.Service = New(f.store, f.ledger, catalog.New(f.ledger, quiet, 0), f.reserver,
+		Options{CheckEvery: time.Second, MaxHoldsPerAccount: 2}, quiet, f.registry)
 	return f
 }
 
