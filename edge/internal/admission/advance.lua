@@ -18,7 +18,8 @@
 --
 -- Returns {now_serving, queue length, rate (string), paused (0/1), now (unix ms),
 --   pre counter, post counter, draw size (-1 until sealed), pre ceiling,
---   post ceiling, serving ceiling, settings version}.
+--   post ceiling, serving ceiling, settings version}; cursor.go names the
+--   positions and the flags, and package queue's codes.go LINE_LOST.
 -- Fails with LINE_LOST when the line's state is not all there, or Redis
 -- lost writes to it: the line was last known good in another Redis history
 -- (its replication id is not this Redis's, see restore.lua), or it holds

@@ -58,8 +58,15 @@ func NewCursor(rdb redis.UniversalClient, keys queue.Keys, now func() time.Time)
 	return &Cursor{rdb: rdb, keys: keys, now: now, states: map[string]*saleState{}}
 }
 
-// advanceValues is how many values advance.lua returns.
-const advanceValues = 12
+// advance.lua's reply (its header documents it): advanceValues values, a
+// flag and a sentinel among them. Its "lost" failure is the one every line
+// script gives, named in package queue's codes.go and read by
+// queue.ScriptError.
+const (
+	advanceValues    = 12
+	advancePaused    = 1  // the paused flag set (0: running)
+	advanceNotSealed = -1 // the draw size until the draw is sealed
+)
 
 // Tick advances the cursors of the given sales and refreshes the cache. A
 // sale whose line Redis does not hold, or holds with writes lost (less
@@ -101,8 +108,8 @@ func (c *Cursor) Tick(ctx context.Context, ticks []queue.Tick) error {
 		}
 		rateStr, _ := v[2].(string)
 		rate, _ := strconv.ParseFloat(rateStr, 64)
-		c.store(ticks[i].Sale, queue.State{NowServing: n[0], QueueLength: n[1], RatePerSecond: rate, Paused: n[3] == 1,
-			RedisNow: time.UnixMilli(n[4]), PreQueue: n[5], Post: n[6], DrawSize: max(n[7], 0), Drawn: n[7] >= 0,
+		c.store(ticks[i].Sale, queue.State{NowServing: n[0], QueueLength: n[1], RatePerSecond: rate, Paused: n[3] == advancePaused,
+			RedisNow: time.UnixMilli(n[4]), PreQueue: n[5], Post: n[6], DrawSize: max(n[7], 0), Drawn: n[7] != advanceNotSealed,
 			PreCeiling: n[8], PostCeiling: n[9], ServingCeiling: n[10], SettingsVersion: n[11], ReadAt: read})
 	}
 	return firstErr

@@ -1,4 +1,9 @@
 package queue
 
-// JoinScript is join.lua, for tests that call it with batches of their choosing.
-var JoinScript = joinScript
+// The scripts, for tests that call them with arguments of their choosing.
+var (
+	JoinScript     = joinScript
+	RaiseScript    = raiseScript
+	SealScript     = sealScript
+	SettingsScript = settingsScript
+)

@@ -15,7 +15,7 @@
 -- "<position>" (1-based), or "w" (no place: the counter is at its ceiling;
 -- ask again once it is raised); then six values: the queue length, the pre
 -- counter, its ceiling, the post counter, its ceiling, and 1 before the
--- start (0 after).
+-- start (0 after). codes.go names the codes.
 -- Fails with LINE_LOST when the line's state is not all there (Redis lost
 -- it), or when the line was last known good in another Redis history (its
 -- replication id is not this Redis's: a replica that may have lagged was

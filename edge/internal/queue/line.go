@@ -74,7 +74,15 @@ func (l *Lines) Restore(ctx context.Context, sale, epoch string, d Durable) (Res
 	if err != nil {
 		return Whole, fmt.Errorf("restore line of sale %s: %w", sale, err)
 	}
-	return Restored(n), nil
+	switch n {
+	case restoreWhole:
+		return Whole, nil
+	case restoreMissing:
+		return Missing, nil
+	case restoreBehind:
+		return Behind, nil
+	}
+	return Whole, fmt.Errorf("restore line of sale %s: script answered %d", sale, n)
 }
 
 // Ceilings are values to raise a line's ceilings to; 0 leaves one as it is.
@@ -92,11 +100,11 @@ func (l *Lines) Raise(ctx context.Context, sale string, c Ceilings) error {
 		return strconv.FormatInt(v, 10)
 	}
 	n, err := raiseScript.Run(ctx, l.rdb, []string{l.keys.Line(sale)}, arg(c.Pre), arg(c.Post), arg(c.Serving)).Int()
-	if err != nil {
+	if err = lineErr(err); err != nil {
 		return fmt.Errorf("raise line of sale %s: %w", sale, err)
 	}
-	if n == 0 {
-		return fmt.Errorf("raise line of sale %s: %w", sale, ErrLost)
+	if n != raiseRaised {
+		return fmt.Errorf("raise line of sale %s: script answered %d", sale, n)
 	}
 	return nil
 }
@@ -105,11 +113,8 @@ func (l *Lines) Raise(ctx context.Context, sale string, c Ceilings) error {
 // holds afterwards; ErrLost when Redis does not hold the line.
 func (l *Lines) Seal(ctx context.Context, sale string, size int64) (int64, error) {
 	n, err := sealScript.Run(ctx, l.rdb, []string{l.keys.Line(sale), l.keys.Pre(sale)}, size).Int64()
-	if err != nil {
+	if err = lineErr(err); err != nil {
 		return 0, fmt.Errorf("seal draw of sale %s: %w", sale, err)
-	}
-	if n < 0 {
-		return 0, fmt.Errorf("seal draw of sale %s: %w", sale, ErrLost)
 	}
 	return n, nil
 }
@@ -131,7 +136,7 @@ func (l *Lines) Settings(ctx context.Context, sale string, rate float64, paused 
 	rs, _ := v[0].(string)
 	st.RatePerSecond, _ = strconv.ParseFloat(rs, 64)
 	ps, _ := v[1].(int64)
-	st.Paused = ps == 1
+	st.Paused = ps == replyTrue
 	st.NowServing, _ = v[2].(int64)
 	return st, nil
 }

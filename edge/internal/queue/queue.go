@@ -50,9 +50,10 @@ var (
 	ErrWait = errors.New("queue: the line is at its durable ceiling")
 )
 
-// lineErr turns a script's LINE_LOST failure into ErrLost.
+// lineErr turns a script's lineLost failure into ErrLost: the one place
+// that reads the reply (codes.go).
 func lineErr(err error) error {
-	if err != nil && redis.HasErrorPrefix(err, "LINE_LOST") {
+	if err != nil && redis.HasErrorPrefix(err, lineLost) {
 		return ErrLost
 	}
 	return err
@@ -229,9 +230,6 @@ func (j *Joiner) run(calls []*joinCall) {
 	}
 }
 
-// joinTail is how many values join.lua returns after the places.
-const joinTail = 6
-
 // readJoins fills in a sale's joins' answers from its script call (the
 // caller hands them over) and returns the counters' level; false when the
 // call failed for another reason than a lost line.
@@ -247,13 +245,13 @@ func readJoins(calls []*joinCall, cmd *redis.Cmd) (Level, bool) {
 	}
 	lv := Level{Lost: errors.Is(err, ErrLost)}
 	if err == nil {
-		lv = Level{Pre: tail[1], PreCeiling: tail[2], Post: tail[3], PostCeiling: tail[4], BeforeStart: tail[5] == 1}
+		lv = Level{Pre: tail[1], PreCeiling: tail[2], Post: tail[3], PostCeiling: tail[4], BeforeStart: tail[5] == replyTrue}
 	}
 	for i, c := range calls {
 		switch {
 		case err != nil:
 			c.err = fmt.Errorf("join sale %s: %w", c.sale, err)
-		case vals[i] == "w":
+		case vals[i] == joinWait:
 			c.err = fmt.Errorf("join sale %s: %w", c.sale, ErrWait)
 			lv.Refused++
 		default:

@@ -7,12 +7,13 @@
 -- ARGV[1] pre ceiling  ARGV[2] post ceiling  ARGV[3] serving ceiling
 --   (each '' to leave it)
 --
--- Returns 1 when the line was there, 0 when it was lost.
+-- Returns 1: raised (codes.go names it). Fails with LINE_LOST when the line
+-- is not there (Redis lost it), as every script that needs the line does.
 local line_key = KEYS[1]
 local pre_ceiling, post_ceiling, serving_ceiling = ARGV[1], ARGV[2], ARGV[3]
 
 if not redis.call('HGET', line_key, 'epoch') then
-  return 0
+  return redis.error_reply('LINE_LOST the line of this sale is not in Redis; restore it from the origin')
 end
 local names = {'pre_ceiling', 'post_ceiling', 'serving_ceiling'}
 local want = {pre_ceiling, post_ceiling, serving_ceiling}

@@ -28,8 +28,9 @@
 -- ARGV[12] draw size, or '' when the draw is not sealed
 -- ARGV[13] pre, ARGV[14] post, ARGV[15] now_serving floors (0: none)
 --
--- Returns 0 when the line was whole, 1 when it restored a line whose keys
--- were missing, 2 when it restored a line that had lost writes.
+-- Returns (codes.go names them) 0 when the line was whole, 1 when it
+-- restored a line whose keys were missing, 2 when it restored a line that
+-- had lost writes. It never fails with LINE_LOST: it is what ends a loss.
 local line_key, cursor, pre_key, post_key, seed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local epoch, seed_hex = ARGV[1], ARGV[2]
 local rate, paused, version = ARGV[3], ARGV[4], ARGV[5]

@@ -7,13 +7,14 @@
 -- KEYS[1] line hash  KEYS[2] pre counter
 -- ARGV[1] draw size, as the origin holds it
 --
--- Returns the draw size Redis holds afterwards, or -1 when the line was lost
--- (the restore brings the size back from the origin).
+-- Returns the draw size Redis holds afterwards.
+-- Fails with LINE_LOST when the line is not there (Redis lost it): the
+-- restore brings the size back from the origin.
 local line_key, pre_key = KEYS[1], KEYS[2]
 local draw_size = ARGV[1]
 
 if not redis.call('HGET', line_key, 'epoch') then
-  return -1
+  return redis.error_reply('LINE_LOST the line of this sale is not in Redis; restore it from the origin')
 end
 redis.call('HSETNX', line_key, 'draw_size', draw_size)
 local size = tonumber(redis.call('HGET', line_key, 'draw_size'))

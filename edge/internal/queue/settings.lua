@@ -8,7 +8,7 @@
 -- ARGV[1] rate per second  ARGV[2] '1' paused, '0' not  ARGV[3] settings version
 --
 -- Returns {rate (string), paused (0/1), now_serving} as Redis holds them
--- afterwards.
+-- afterwards (codes.go names the flag).
 -- Fails with LINE_LOST when the line's state is not there (Redis lost it):
 -- the edge restores it from the origin, which has the change already.
 local cursor, line_key = KEYS[1], KEYS[2]

@@ -54,9 +54,9 @@ type Seen struct {
 	Pre, Post, NowServing int64
 }
 
-// ScriptError turns a line script's LINE_LOST failure into ErrLost and
-// returns any other error as it is: for the scripts of other packages that
-// check the line is whole.
+// ScriptError turns a line script's "lost" failure (codes.go) into ErrLost
+// and returns any other error as it is: for the scripts of other packages
+// that check the line is whole.
 func ScriptError(err error) error { return lineErr(err) }
 
 func formatRate(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) }
