@@ -33,6 +33,11 @@ type Options struct {
 	MaxAddresses int
 	// Now is the clock (default time.Now); tests set it.
 	Now func() time.Time
+	// Reject answers a refused request with its *httpapi.Error (401 or
+	// 429). A tier passes its own error answer, so that refusals are
+	// counted and carry request ids like every other error it answers;
+	// nil means httpapi.WriteError.
+	Reject func(ctx *fasthttp.RequestCtx, err error)
 }
 
 // Guard authenticates an admin listener's requests with one bearer token.
@@ -70,6 +75,7 @@ func New(token string, opts Options) *Guard {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+
 	open := make(map[string]bool, len(opts.OpenPaths))
 	for _, p := range opts.OpenPaths {
 		open[p] = true
@@ -89,7 +95,7 @@ func (g *Guard) Handler(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 		}
 		addr := httpapi.AddressKey(ctx.RemoteIP())
 		if wait := g.refusedFor(addr); wait > 0 {
-			httpapi.WriteError(ctx, &httpapi.Error{
+			g.reject(ctx, &httpapi.Error{
 				Status: fasthttp.StatusTooManyRequests, Code: httpapi.CodeRateLimited,
 				Message:    "Too many failed attempts from this address; try again in " + strconv.Itoa(wait) + " s.",
 				RetryAfter: wait,
@@ -98,11 +104,20 @@ func (g *Guard) Handler(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 		}
 		if len(g.token) == 0 || subtle.ConstantTimeCompare([]byte(httpapi.Bearer(ctx)), g.token) != 1 {
 			g.failed(addr)
-			httpapi.WriteError(ctx, errUnauthorized)
+			g.reject(ctx, errUnauthorized)
 			return
 		}
 		next(ctx)
 	}
+}
+
+// reject answers a refused request with e.
+func (g *Guard) reject(ctx *fasthttp.RequestCtx, e *httpapi.Error) {
+	if g.opts.Reject != nil {
+		g.opts.Reject(ctx, e)
+		return
+	}
+	httpapi.WriteError(ctx, e)
 }
 
 // refusedFor returns how many seconds addr stays refused, or 0.

@@ -97,3 +97,22 @@ func rejections(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	}
 	return out
 }
+
+// An admin request without the token is refused through the same error
+// table: counted under its code, with a request id.
+func TestAdminRefusalsCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := New(Deps{Registry: reg, Log: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)), AdminToken: "not-this-one"}, Options{})
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.SetRequestURI("/admin/sales/s1/admission")
+	ctx.Init(&req, nil, nil)
+	s.Admin()(&ctx)
+	if ctx.Response.StatusCode() != 401 || len(ctx.Response.Header.Peek("X-Request-Id")) == 0 {
+		t.Errorf("admin request without a token = %d (X-Request-Id %q), want 401 with a request id",
+			ctx.Response.StatusCode(), ctx.Response.Header.Peek("X-Request-Id"))
+	}
+	if got, want := rejections(t, reg), map[string]float64{"unauthorized": 1}; !maps.Equal(got, want) {
+		t.Errorf("rejections by code = %v, want %v", got, want)
+	}
+}

@@ -191,7 +191,7 @@ func (s *Server) Admin() fasthttp.RequestHandler {
 		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
 		{fasthttp.MethodGet, []string{"readyz"}, "readyz", s.readyz},
 	}
-	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz", "/readyz"}})
+	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz", "/readyz"}, Reject: s.answerError})
 	return guard.Handler(s.router(routes, func(ctx *fasthttp.RequestCtx, _ []string) error { return httpapi.ErrNotFound }))
 }
 

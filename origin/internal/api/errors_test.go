@@ -113,3 +113,35 @@ func TestFailAnswersLogsAndCountsAlike(t *testing.T) {
 		t.Errorf("flashgate_origin_rejections_total = %v, want please_wait 1, hold_expired 1", counts)
 	}
 }
+
+// An admin request without the token is refused through the error table:
+// counted under its code.
+func TestAdminRefusalsCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := New(Deps{Log: slog.New(slog.NewJSONHandler(&bytes.Buffer{}, nil)), Registry: reg, AdminToken: "not-this-one"}, Options{})
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.SetRequestURI("/admin/sales")
+	ctx.Init(&req, nil, nil)
+	s.Admin()(&ctx)
+	if ctx.Response.StatusCode() != 401 {
+		t.Errorf("admin request without a token = %d, want 401", ctx.Response.StatusCode())
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unauthorized float64
+	for _, f := range families {
+		if f.GetName() == "flashgate_origin_rejections_total" {
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[0].GetValue() == "unauthorized" {
+					unauthorized = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if unauthorized != 1 {
+		t.Errorf(`flashgate_origin_rejections_total{code="unauthorized"} = %v, want 1`, unauthorized)
+	}
+}

@@ -150,7 +150,7 @@ func (s *Server) Admin() fasthttp.RequestHandler {
 			return nil
 		}},
 	)
-	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz"}})
+	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz"}, Reject: s.fail})
 	return guard.Handler(s.router(routes))
 }
 
