@@ -42,6 +42,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// still answers metrics.
 	log.Info("origin starting", "dev", cfg.Dev)
 	return serve.Run(ctx, log, a, cfg.ShutdownTimeout,
-		serve.Listener{Name: "public", Addr: cfg.Addr, Server: a.Server(a.API.Public(), 64<<10)},
-		serve.Listener{Name: "admin", Addr: cfg.AdminAddr, Server: a.Server(a.API.Admin(), 2<<20)})
+		serve.Listener{Name: "public", Addr: cfg.Addr, Server: a.PublicServer()},
+		serve.Listener{Name: "admin", Addr: cfg.AdminAddr, Server: a.AdminServer()})
 }

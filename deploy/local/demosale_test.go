@@ -23,8 +23,8 @@ import (
 func TestDemoSaleOpensOnADatabaseWithAnEndedOne(t *testing.T) {
 	t.Parallel()
 	o := origintest.StartOrigin(t, origintest.NewEnv(t))
-	admin := "http://" + httpreadtest.Serve(t, o.App.Server(o.App.API.Admin(), origintest.MaxAdminRequestBody))
-	public := "http://" + httpreadtest.Serve(t, o.App.Server(o.App.API.Public(), origintest.MaxPublicRequestBody))
+	admin := "http://" + httpreadtest.Serve(t, o.App.AdminServer())
+	public := "http://" + httpreadtest.Serve(t, o.App.PublicServer())
 
 	// What `make run` left on earlier days: the fixed id it used, and one
 	// named after its time.

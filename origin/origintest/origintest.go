@@ -44,10 +44,10 @@ func NewEnv(t testing.TB) *Env {
 // bytes in base64, as app.Config requires.
 const AdminToken = "ISvBaq64UAgPI1ccurwGHv3uyHTtnH7ZDlXgQQ4xoMs="
 
-// Body limits of the two listeners, as command origin sets them.
+// Body limits of the two listeners.
 const (
-	MaxPublicRequestBody = 64 << 10
-	MaxAdminRequestBody  = 2 << 20
+	MaxPublicRequestBody = app.MaxPublicRequestBody
+	MaxAdminRequestBody  = app.MaxAdminRequestBody
 )
 
 // Origin is one running origin and a client for its two listeners.
@@ -104,8 +104,8 @@ func StartOrigin(t testing.TB, env *Env, overrides ...func(*app.Config)) *Origin
 	}
 	o := &Origin{
 		App: a, Config: cfg, Env: env,
-		Public:   a.Server(a.API.Public(), MaxPublicRequestBody),
-		Admin:    a.Server(a.API.Admin(), MaxAdminRequestBody),
+		Public:   a.PublicServer(),
+		Admin:    a.AdminServer(),
 		PublicLn: fasthttputil.NewInmemoryListener(),
 		AdminLn:  fasthttputil.NewInmemoryListener(),
 		Issuer:   tokens.NewIssuer(tokenstest.KeySet(), tokens.IssuerOptions{}),

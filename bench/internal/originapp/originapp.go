@@ -21,10 +21,6 @@ import (
 	"github.com/flashgate/flashgate/origin/origininternals"
 )
 
-// maxPublicRequestBody is the public listener's body limit, as command
-// origin sets it.
-const maxPublicRequestBody = 64 << 10
-
 // Config is one in-process origin.
 type Config struct {
 	RedisURL    string
@@ -115,7 +111,7 @@ func Start(ctx context.Context, c Config) (_ *Origin, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("origin: listen: %w", err)
 	}
-	srv := a.Server(a.API.Public(), maxPublicRequestBody)
+	srv := a.PublicServer()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if c.Workers {

@@ -230,6 +230,22 @@ func (a *App) Start() {
 	}
 }
 
+// Body bounds of the two listeners, in bytes: a public request carries a
+// reserve, an order, a line request or a gateway's webhook; an admin one a
+// sale definition.
+const (
+	MaxPublicRequestBody = 64 << 10
+	MaxAdminRequestBody  = 2 << 20
+)
+
+// PublicServer is the server of the public listener: Server for the
+// public handler, bodies up to MaxPublicRequestBody.
+func (a *App) PublicServer() *fasthttp.Server { return a.Server(a.API.Public(), MaxPublicRequestBody) }
+
+// AdminServer is the server of the admin listener: Server for the admin
+// handler, bodies up to MaxAdminRequestBody.
+func (a *App) AdminServer() *fasthttp.Server { return a.Server(a.API.Admin(), MaxAdminRequestBody) }
+
 // Server returns a fasthttp server for one of the app's handlers, with the
 // limits every listener needs: heads up to MaxRequestHeadBytes, bodies up
 // to maxBody, strict HTTP/1.x only.

@@ -16,6 +16,6 @@ import (
 func TestReadingRequests(t *testing.T) {
 	t.Parallel()
 	o := origintest.StartOrigin(t, origintest.NewEnv(t), func(c *app.Config) { c.ReadTimeout = 300 * time.Millisecond })
-	addr := httpreadtest.Serve(t, o.App.Server(o.App.API.Public(), origintest.MaxPublicRequestBody))
+	addr := httpreadtest.Serve(t, o.App.PublicServer())
 	httpreadtest.Run(t, addr, httpreadtest.Options{ReadTimeout: o.Config.ReadTimeout, MaxHeadBytes: o.Config.MaxRequestHeadBytes, Path: "/healthz"})
 }
