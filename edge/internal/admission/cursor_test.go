@@ -128,7 +128,7 @@ func TestCursorConcurrentTicksAdmitAtRate(t *testing.T) {
 		ctx := context.Background()
 		pipe := r.Client.TxPipeline()
 		tm := pipe.Time(ctx)
-		cur := pipe.HMGet(ctx, keys.Cursor("s"), "now_serving", "last_ms")
+		cur := pipe.HMGet(ctx, keys.Cursor("s"), queue.CursorNowServing, queue.CursorLastMs)
 		if _, err := pipe.Exec(ctx); err != nil {
 			t.Fatalf("read cursor = %v", err)
 		}
@@ -189,7 +189,7 @@ func TestCursorNoCatchUpBurst(t *testing.T) {
 	queuetest.Ready(t, r, sale, 100)
 	queuetest.Fill(t, r, sale, 100_000)
 	// Nothing admitted since the start: no admission frontier yet.
-	if err := r.Client.HDel(context.Background(), queue.NewKeys(r.Prefix).Cursor(sale), "last_ms").Err(); err != nil {
+	if err := r.Client.HDel(context.Background(), queue.NewKeys(r.Prefix).Cursor(sale), queue.CursorLastMs).Err(); err != nil {
 		t.Fatalf("HDEL last_ms = %v", err)
 	}
 	c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)

@@ -61,7 +61,7 @@ func TestLostIsOneReply(t *testing.T) {
 		{"pre counter gone", true, func(sale string) { r.Client.Del(ctx, keys.Pre(sale)) }, []string{"join", "advance"}},
 		{"post counter gone", true, func(sale string) { r.Client.Del(ctx, keys.Post(sale)) }, []string{"join", "advance"}},
 		{"another history", true, func(sale string) {
-			r.Client.HSet(ctx, keys.Line(sale), "replid", strings.Repeat("0", 40))
+			r.Client.HSet(ctx, keys.Line(sale), queue.LineReplID, strings.Repeat("0", 40))
 		}, []string{"join", "advance"}},
 	}
 	for i, tc := range cases {

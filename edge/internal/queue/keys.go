@@ -20,6 +20,10 @@ package queue
 //
 // A shopper costs one field of the places hash and nothing else.
 //
+// The hashes' field names the Go code reads and writes are the constants
+// below; the Lua scripts (here and package admission's advance.lua) spell
+// the same names.
+//
 // The origin keeps a durable copy of the line (its /v1/lines routes): the
 // seed, rate, pause and the ceilings, each written there before here. The
 // line is whole when the line hash has its epoch, the cursor its rate, and
@@ -57,3 +61,26 @@ func (k Keys) Cursor(sale string) string { return k.sale(sale) + "cursor" }
 
 // Line holds the line's durable ceilings, draw size and restore epoch.
 func (k Keys) Line(sale string) string { return k.sale(sale) + "line" }
+
+// Fields of the cursor hash (Keys.Cursor).
+const (
+	CursorNowServing      = "now_serving"      // positions up to this one are admitted
+	CursorLastMs          = "last_ms"          // the instant admitted up to (unix ms, fractional)
+	CursorRate            = "rate"             // admissions per second
+	CursorPaused          = "paused"           // "1" paused, "0" not
+	CursorSettingsVersion = "settings_version" // of the origin's copy the rate and pause came from
+)
+
+// Fields of the line hash (Keys.Line).
+const (
+	LineEpoch          = "epoch" // set by the restore that put the line here
+	LinePreCeiling     = "pre_ceiling"
+	LinePostCeiling    = "post_ceiling"
+	LineServingCeiling = "serving_ceiling"
+	LineDrawSize       = "draw_size" // the pre-queue the draw permutes, once sealed
+	LineReplID         = "replid"    // the Redis history the line is good in
+)
+
+// placePre starts a places hash value that is a pre-queue index ("p<i>");
+// any other value is a position.
+const placePre = "p"

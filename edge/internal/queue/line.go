@@ -158,7 +158,7 @@ func (l *Lines) Current(ctx context.Context, sale string) (Current, error) {
 	pre := pipe.Get(ctx, l.keys.Pre(sale))
 	post := pipe.Get(ctx, l.keys.Post(sale))
 	seed := pipe.Get(ctx, l.keys.Seed(sale))
-	cur := pipe.HMGet(ctx, l.keys.Cursor(sale), "now_serving", "rate", "paused")
+	cur := pipe.HMGet(ctx, l.keys.Cursor(sale), CursorNowServing, CursorRate, CursorPaused)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Current{}, fmt.Errorf("read line of sale %s: %w", sale, err)
 	}

@@ -237,7 +237,7 @@ func TestRestoreOnceAtCeilings(t *testing.T) {
 		t.Errorf("Restore of a whole line = true, want false")
 	}
 	// Partly lost (the epoch gone, the counters left): nothing is lowered.
-	r.Client.HDel(ctx, keys.Line("s"), "epoch")
+	r.Client.HDel(ctx, keys.Line("s"), queue.LineEpoch)
 	if !restoreAt(t, r, "s", queue.Durable{RatePerSecond: 99, SettingsVersion: 1, Pre: 1, Post: 1, PreCeiling: 1, PostCeiling: 1, ServingCeiling: 1}) {
 		t.Errorf("Restore of a line without its epoch = false, want true")
 	}
@@ -298,7 +298,7 @@ func TestLineThatLostWrites(t *testing.T) {
 	if err != nil {
 		t.Fatalf("INFO replication = %v", err)
 	}
-	replid, _ := r.Client.HGet(ctx, keys.Line("s"), "replid").Result()
+	replid, _ := r.Client.HGet(ctx, keys.Line("s"), queue.LineReplID).Result()
 	if len(replid) != 40 || !strings.Contains(info, "master_replid:"+replid) {
 		t.Fatalf("line's replid after a restore = %q, want this Redis's master_replid (%s)", replid, info)
 	}
@@ -307,7 +307,7 @@ func TestLineThatLostWrites(t *testing.T) {
 	}
 
 	// Another history: a replica that lagged was promoted.
-	r.Client.HSet(ctx, keys.Line("s"), "replid", strings.Repeat("0", 40))
+	r.Client.HSet(ctx, keys.Line("s"), queue.LineReplID, strings.Repeat("0", 40))
 	if _, _, err := j.Join(ctx, "s", past, "x"); !errors.Is(err, queue.ErrLost) {
 		t.Errorf("Join on a line from another Redis history = %v, want ErrLost", err)
 	}
@@ -338,7 +338,7 @@ func TestLineThatLostWrites(t *testing.T) {
 	// Less than this node read (the history the same): lost writes too.
 	st = tick()
 	r.Client.Set(ctx, keys.Post("s"), 35, 0)
-	r.Client.HSet(ctx, keys.Cursor("s"), "now_serving", 20)
+	r.Client.HSet(ctx, keys.Cursor("s"), queue.CursorNowServing, 20)
 	if got := tick(); !got.Lost {
 		t.Errorf("State after a tick on a line below this node's reading = %+v, want Lost", got)
 	}

@@ -70,7 +70,7 @@ type Place struct {
 }
 
 func parsePlace(s string) (Place, error) {
-	if rest, ok := strings.CutPrefix(s, "p"); ok {
+	if rest, ok := strings.CutPrefix(s, placePre); ok {
 		i, err := strconv.ParseInt(rest, 10, 64)
 		return Place{Pre: true, Index: i}, err
 	}
@@ -271,7 +271,7 @@ func readJoins(calls []*joinCall, cmd *redis.Cmd) (Level, bool) {
 func (j *Joiner) Claim(ctx context.Context, sale, account string, p Place) (Place, error) {
 	value := strconv.FormatInt(p.Position, 10)
 	if p.Pre {
-		value = "p" + strconv.FormatInt(p.Index, 10)
+		value = placePre + strconv.FormatInt(p.Index, 10)
 	}
 	key := j.keys.Places(sale)
 	pipe := j.rdb.Pipeline()

@@ -1,0 +1,114 @@
+package queue_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/edge/internal/admission"
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/edge/internal/queue"
+)
+
+// TestScriptsWriteTheNamedFields: the cursor and line hashes hold exactly
+// the fields keys.go names after each script that writes them has run
+// (restore, advance, raise, seal, settings, join), and what the scripts
+// wrote reads back through the Go readers, so the Lua and Go spellings of
+// the fields cannot drift apart.
+func TestScriptsWriteTheNamedFields(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	keys := queue.NewKeys(r.Prefix)
+	ctx := context.Background()
+	lines := queue.NewLines(r.Client, keys)
+	c := admission.NewCursor(r.Client, keys, nil)
+	j := queue.NewJoiner(r.Client, keys, queue.JoinerOptions{})
+	t.Cleanup(j.Close)
+	past := time.Now().Add(-time.Minute)
+	tick := func() queue.State {
+		t.Helper()
+		if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 10}}); err != nil {
+			t.Fatalf("Tick = %v", err)
+		}
+		st, _ := c.State("s")
+		return st
+	}
+	fields := func(key string) []string {
+		t.Helper()
+		m, err := r.Client.HGetAll(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]string, 0, len(m))
+		for f := range m {
+			out = append(out, f)
+		}
+		slices.Sort(out)
+		return out
+	}
+	sorted := func(names ...string) []string { slices.Sort(names); return names }
+	cursor := sorted(queue.CursorNowServing, queue.CursorLastMs, queue.CursorRate, queue.CursorPaused, queue.CursorSettingsVersion)
+	line := sorted(queue.LineEpoch, queue.LinePreCeiling, queue.LinePostCeiling, queue.LineServingCeiling, queue.LineReplID)
+	sealed := sorted(append(slices.Clone(line), queue.LineDrawSize)...)
+	for _, step := range []struct {
+		name         string
+		run          func()
+		cursor, line []string
+	}{
+		{"restore", func() {
+			if _, err := lines.Restore(ctx, "s", "e1", queue.Durable{Seed: testSeed, RatePerSecond: 1, SettingsVersion: 1,
+				PreCeiling: 10, PostCeiling: 10, ServingCeiling: 10}); err != nil {
+				t.Fatalf("Restore = %v", err)
+			}
+		}, cursor, line},
+		// A line restored where INFO was not allowed has no replid: the
+		// cursor's advance writes it.
+		{"advance", func() {
+			if err := r.Client.HDel(ctx, keys.Line("s"), queue.LineReplID).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if st := tick(); st.Lost {
+				t.Fatalf("State after a tick = %+v, want the line whole", st)
+			}
+		}, cursor, line},
+		{"raise", func() {
+			if err := lines.Raise(ctx, "s", queue.Ceilings{Pre: 20, Post: 30, Serving: 40}); err != nil {
+				t.Fatalf("Raise = %v", err)
+			}
+		}, cursor, line},
+		{"seal", func() {
+			if n, err := lines.Seal(ctx, "s", 3); n != 3 || err != nil {
+				t.Fatalf("Seal(3) = %d, %v; want 3", n, err)
+			}
+		}, cursor, sealed},
+		{"settings", func() {
+			if _, err := lines.Settings(ctx, "s", 7, true, 2); err != nil {
+				t.Fatalf("Settings = %v", err)
+			}
+		}, cursor, sealed},
+		{"join", func() {
+			if p, _, err := j.Join(ctx, "s", past, "a"); err != nil || p.Position != 4 {
+				t.Fatalf("Join = %+v, %v; want position 4, after the draw of 3", p, err)
+			}
+		}, cursor, sealed},
+	} {
+		step.run()
+		if got := fields(keys.Cursor("s")); !slices.Equal(got, step.cursor) {
+			t.Errorf("cursor hash fields after %s = %v, want %v", step.name, got, step.cursor)
+		}
+		if got := fields(keys.Line("s")); !slices.Equal(got, step.line) {
+			t.Errorf("line hash fields after %s = %v, want %v", step.name, got, step.line)
+		}
+	}
+
+	st := tick()
+	if st.Lost || st.PreQueue != 3 || st.Post != 1 || st.PreCeiling != 20 || st.PostCeiling != 30 || st.ServingCeiling != 40 ||
+		!st.Drawn || st.DrawSize != 3 || st.RatePerSecond != 7 || !st.Paused || st.SettingsVersion != 2 {
+		t.Errorf("State read by advance.lua = %+v, want pre 3, post 1, ceilings 20/30/40, draw 3, paused at 7 (version 2)", st)
+	}
+	cur, err := lines.Current(ctx, "s")
+	if err != nil || cur.Pre != 3 || cur.Post != 1 || cur.NowServing != st.NowServing || !cur.HasRate || cur.RatePerSecond != 7 || !cur.Paused {
+		t.Errorf("Current = %+v, %v; want pre 3, post 1, now_serving %d, paused at 7", cur, err, st.NowServing)
+	}
+}
