@@ -43,6 +43,10 @@ var (
 	// StaleAfter (Redis is unreachable), or Redis lost the line and it is
 	// being restored.
 	ErrCursorStale = errors.New("admission: the sale's admission cursor is not current")
+	// ErrSaleClosed: the sale is over.
+	ErrSaleClosed = errors.New("admission: the sale is over")
+	// ErrSoldOut: no unit is available to a shopper at the front.
+	ErrSoldOut = errors.New("admission: sold out")
 )
 
 // Lines is what the controller needs of the line keeper.

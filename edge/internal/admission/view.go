@@ -59,6 +59,35 @@ func (v *View) Ready(now time.Time) error {
 	return nil
 }
 
+// Joinable is nil when a shopper may join the sale's line at now:
+// ErrSaleClosed once it has ended, ErrSoldOut once it is sold out for good
+// (true however old the snapshot), else what Ready says.
+func (v *View) Joinable(now time.Time) error {
+	if !now.Before(v.Sale.EndsAt) {
+		return ErrSaleClosed
+	}
+	if v.Sale.SoldOut && v.Sale.Final {
+		return ErrSoldOut
+	}
+	return v.Ready(now)
+}
+
+// Reservable is nil when an admitted shopper's reserve may go on to the
+// origin at now: ErrSoldOut while the snapshot is current and shows the
+// sale sold out, or shows it sold out for good however old it is (the edge
+// answers that from memory, the origin never sees it), and ErrNotReady
+// while the snapshot is not current.
+func (v *View) Reservable(now time.Time) error {
+	current := v.Current(now)
+	if v.Sale.SoldOut && (current || v.Sale.Final) {
+		return ErrSoldOut
+	}
+	if !current {
+		return ErrNotReady
+	}
+	return nil
+}
+
 // Estimate is what a shopper at a place in line hears.
 type Estimate struct {
 	// Position is the place in line: for the pre-queue the drawn one, 0

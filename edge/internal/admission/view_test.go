@@ -92,3 +92,38 @@ func TestViewReady(t *testing.T) {
 		}
 	}
 }
+
+// Joinable and Reservable: what the edge answers from memory, and when it
+// may not answer at all.
+func TestViewJoinableAndReservable(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	opts := &Options{StaleAfter: time.Second, SnapshotStaleAfter: 2 * time.Second}
+	tests := []struct {
+		name           string
+		fetched        time.Duration // ago
+		ended          bool
+		soldOut, final bool
+		join, reserve  error
+	}{
+		{"open, current", 0, false, false, false, nil, nil},
+		{"open, snapshot stale", 3 * time.Second, false, false, false, ErrNotReady, ErrNotReady},
+		{"sold out, a hold may come back", 0, false, true, false, nil, ErrSoldOut},
+		{"sold out, snapshot stale", 3 * time.Second, false, true, false, ErrNotReady, ErrNotReady},
+		{"sold out for good, snapshot stale", 3 * time.Second, false, true, true, ErrSoldOut, ErrSoldOut},
+		{"ended", 0, true, false, false, ErrSaleClosed, nil},
+	}
+	for _, tt := range tests {
+		v := &View{fetchedAt: now.Add(-tt.fetched), HasState: true, State: queue.State{ReadAt: now}, opts: opts}
+		v.Sale.EndsAt = now.Add(time.Hour)
+		if tt.ended {
+			v.Sale.EndsAt = now
+		}
+		v.Sale.SoldOut, v.Sale.Final = tt.soldOut, tt.final
+		if got := v.Joinable(now); got != tt.join {
+			t.Errorf("%s: Joinable = %v, want %v", tt.name, got, tt.join)
+		}
+		if got := v.Reservable(now); got != tt.reserve {
+			t.Errorf("%s: Reservable = %v, want %v", tt.name, got, tt.reserve)
+		}
+	}
+}

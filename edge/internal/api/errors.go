@@ -64,6 +64,8 @@ var errorTable = httpapi.NewTable(httpapi.PleaseWait).
 	Map(assets.ErrNotFound, errNoFile).
 	Map(admission.ErrUnknownSale, errUnknownSale).
 	Map(admission.ErrNotReady, errNotReady).
+	Map(admission.ErrSaleClosed, errSaleClosed).
+	Map(admission.ErrSoldOut, errSoldOut).
 	// Redis is unreachable, or the line is being restored after Redis lost it.
 	Map(admission.ErrCursorStale, httpapi.PleaseWait).
 	Map(queue.ErrLost, httpapi.PleaseWait).

@@ -33,12 +33,8 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
 	if err != nil {
 		return err
 	}
-	current := v.Current(s.Clock())
-	if v.Sale.SoldOut && (current || v.Sale.Final) {
-		return errSoldOut
-	}
-	if !current {
-		return admission.ErrNotReady
+	if err := v.Reservable(s.Clock()); err != nil {
+		return err
 	}
 	claims, err := s.Tokens.Admission(httpapi.Bearer(ctx), params[0])
 	if err != nil {

@@ -75,13 +75,7 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 		return err
 	}
 	now := s.Clock()
-	if !now.Before(v.Sale.EndsAt) {
-		return errSaleClosed
-	}
-	if v.Sale.SoldOut && v.Sale.Final {
-		return errSoldOut // for good: true however old the snapshot
-	}
-	if err := v.Ready(now); err != nil {
+	if err := v.Joinable(now); err != nil {
 		return err
 	}
 	c, cancel := s.budget()
