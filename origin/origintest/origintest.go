@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,7 +93,7 @@ func StartOrigin(t testing.TB, env *Env, overrides ...func(*app.Config)) *Origin
 		o(&cfg)
 	}
 
-	logw := &testLogWriter{t: t}
+	logw := testenv.NewLogWriter(t)
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn})).With("instance", cfg.Instance)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	a, err := app.New(ctx, cfg, log)
@@ -145,7 +144,7 @@ func StartOrigin(t testing.TB, env *Env, overrides ...func(*app.Config)) *Origin
 		if err := a.Stop(ctx); err != nil {
 			t.Errorf("App.Stop(%s) = %v", cfg.Instance, err)
 		}
-		logw.close()
+		logw.Close()
 	}
 	t.Cleanup(o.Stop)
 	return o
@@ -515,32 +514,6 @@ func ReservationStatuses(t testing.TB, env *Env, sale string) map[string]int {
 	}
 	return out
 }
-
-// testLogWriter sends the origin's log to t.Log until the origin has
-// stopped; after that (a straggling goroutine) lines are dropped, since
-// t.Log after the test ends panics.
-type testLogWriter struct {
-	t      testing.TB
-	mu     sync.Mutex // guards closed
-	closed bool
-}
-
-func (w *testLogWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.closed {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *testLogWriter) close() {
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-}
-
-var _ io.Writer = (*testLogWriter)(nil)
 
 // slogPrintf is fasthttp's Logger over slog, at debug level: the origin's
 // ErrorHandler already answers what it reports.

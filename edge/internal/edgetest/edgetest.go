@@ -109,7 +109,7 @@ const DefaultClientIP = "192.0.2.1"
 // t.Cleanup.
 func NewNode(t testing.TB, cfg app.Config) *Node {
 	t.Helper()
-	logw := &testLogWriter{t: t}
+	logw := testenv.NewLogWriter(t)
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a, err := app.New(cfg, log)
 	if err != nil {
@@ -142,7 +142,7 @@ func NewNode(t testing.TB, cfg app.Config) *Node {
 		if err := a.Stop(ctx); err != nil {
 			t.Errorf("App.Stop = %v", err)
 		}
-		logw.close()
+		logw.Close()
 	})
 	return n
 }
@@ -353,26 +353,4 @@ func (n *Node) Join(t testing.TB, sale, account string) (*Response, QueueAnswer)
 // Status is Client.Status from DefaultClientIP.
 func (n *Node) Status(t testing.TB, sale, queueToken string) (*Response, QueueAnswer) {
 	return n.public.Status(t, sale, queueToken)
-}
-
-// testLogWriter sends a node's log to t.Log until the node has stopped.
-type testLogWriter struct {
-	t      testing.TB
-	mu     sync.Mutex // guards closed
-	closed bool
-}
-
-func (w *testLogWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.closed {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *testLogWriter) close() {
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
 }

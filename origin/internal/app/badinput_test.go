@@ -10,9 +10,9 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/origintest"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -79,9 +79,9 @@ func TestBadInputGetsItsCode(t *testing.T) {
 	t.Parallel()
 	env := origintest.NewEnv(t)
 	o := origintest.StartOrigin(t, env)
-	sale := "bad-" + testenv.RandomID(t, 3)
+	sale := "bad-" + testenv.RandomHex(3)
 	o.MustCreateSale(t, origintest.OpenSale(sale, 10, 600))
-	upcoming := origintest.OpenSale("later-"+testenv.RandomID(t, 3), 10, 600)
+	upcoming := origintest.OpenSale("later-"+testenv.RandomHex(3), 10, 600)
 	upcoming.StartsAt = time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	upcoming.EndsAt = upcoming.StartsAt.Add(time.Hour)
 	o.MustCreateSale(t, upcoming)
@@ -105,7 +105,7 @@ func TestBadInputGetsItsCode(t *testing.T) {
 	now := time.Now()
 	baseClaims := func() jwt.MapClaims {
 		return jwt.MapClaims{"iss": tokens.IssuerName, "aud": []string{tokens.AudienceOrigin}, "sub": "acct-claims",
-			"jti": "jti-" + testenv.RandomID(t, 4), "iat": now.Unix(), "exp": now.Add(time.Minute).Unix(), "sale": sale, "pos": 1}
+			"jti": "jti-" + testenv.RandomHex(4), "iat": now.Unix(), "exp": now.Add(time.Minute).Unix(), "sale": sale, "pos": 1}
 	}
 	withClaim := func(k string, v any) string {
 		c := baseClaims()
@@ -240,7 +240,7 @@ func TestAdminBadInputGetsItsCode(t *testing.T) {
 	t.Parallel()
 	env := origintest.NewEnv(t)
 	o := origintest.StartOrigin(t, env)
-	sale := "admin-" + testenv.RandomID(t, 3)
+	sale := "admin-" + testenv.RandomHex(3)
 	def := origintest.OpenSale(sale, 10, 600)
 	o.MustCreateSale(t, def)
 	defJSON, _ := json.Marshal(def)
@@ -270,7 +270,7 @@ func TestAdminBadInputGetsItsCode(t *testing.T) {
 	}
 
 	fresh := func(f func(*origintest.Sale)) []byte {
-		s := origintest.OpenSale("new-"+testenv.RandomID(t, 3), 10, 600)
+		s := origintest.OpenSale("new-"+testenv.RandomHex(3), 10, 600)
 		f(&s)
 		b, _ := json.Marshal(s)
 		return b
@@ -370,7 +370,7 @@ func TestDevEndpointOnlyInDevMode(t *testing.T) {
 	t.Parallel()
 	env := origintest.NewEnv(t)
 	o := origintest.StartOrigin(t, env, func(c *app.Config) { c.Dev, c.UserTokenSecret = false, c.DevUserTokenSecret })
-	sale := "nodev-" + testenv.RandomID(t, 3)
+	sale := "nodev-" + testenv.RandomHex(3)
 	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 600))
 	status, body := o.DoAdmin(t, origintest.Request{Method: "POST", Path: "/admin/dev/admission-token", Token: origintest.AdminToken,
 		Body: []byte(`{"sale_id":"` + sale + `","user_id":"u"}`)})

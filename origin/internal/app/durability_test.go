@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/origintest"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 // checkOften makes an origin look for lost sales every 100 ms.
@@ -25,7 +25,7 @@ func TestGrantedHoldsSurviveRedisLosingTheSale(t *testing.T) {
 	ctx := context.Background()
 	env := origintest.NewEnv(t)
 	a := origintest.StartOrigin(t, env, instance("origin-a"), checkOften)
-	sale := "keep-" + testenv.RandomID(t, 3)
+	sale := "keep-" + testenv.RandomHex(3)
 	a.MustCreateSale(t, origintest.OpenSale(sale, 10, 600))
 	keys := checkout.NewKeys(env.Prefix)
 
@@ -55,7 +55,7 @@ func TestGrantedHoldsSurviveRedisLosingTheSale(t *testing.T) {
 
 	// Redis loses every key of the sale (a restart without persistence, a
 	// FLUSHALL), the writer's lease with them.
-	if err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
+	if _, err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
 		t.Fatal(err)
 	}
 	d = a.WaitDurability(t, sale, 15*time.Second, func(d origintest.Durability) bool {
@@ -105,7 +105,7 @@ func TestBurnedTokensSurviveRedisLosingTheSale(t *testing.T) {
 	a := origintest.StartOrigin(t, env, instance("origin-a"), checkOften, func(c *app.Config) {
 		c.SweepInterval = 50 * time.Millisecond
 	})
-	sale := "burn-" + testenv.RandomID(t, 3)
+	sale := "burn-" + testenv.RandomHex(3)
 	a.MustCreateSale(t, origintest.OpenSale(sale, 5, 1)) // holds last 1 s
 	token := a.AdmissionToken(t, sale, "acct-1")
 	s, r := a.Reserve(t, sale, token, "sku-1", "k")
@@ -115,7 +115,7 @@ func TestBurnedTokensSurviveRedisLosingTheSale(t *testing.T) {
 	a.WaitLedger(t, sale, 15*time.Second, func(l map[string]origintest.LedgerSKU) bool {
 		return l["sku-1"].PendingIntents == 0 && l["sku-1"].DB.Available == 5 && l["sku-1"].Redis.Available == 5
 	})
-	if err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
+	if _, err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
 		t.Fatal(err)
 	}
 	a.WaitDurability(t, sale, 15*time.Second, func(d origintest.Durability) bool {
@@ -139,7 +139,7 @@ func TestRedisBehindTheJournalIsFound(t *testing.T) {
 	ctx := context.Background()
 	env := origintest.NewEnv(t)
 	a := origintest.StartOrigin(t, env, instance("origin-a"), checkOften)
-	sale := "behind-" + testenv.RandomID(t, 3)
+	sale := "behind-" + testenv.RandomHex(3)
 	a.MustCreateSale(t, origintest.OpenSale(sale, 10, 600))
 	keys := checkout.NewKeys(env.Prefix)
 	for i := range 3 {
@@ -184,7 +184,7 @@ func TestAnotherRedisServerIsRebuilt(t *testing.T) {
 	ctx := context.Background()
 	env := origintest.NewEnv(t)
 	a := origintest.StartOrigin(t, env, instance("origin-a"), checkOften)
-	sale := "moved-" + testenv.RandomID(t, 3)
+	sale := "moved-" + testenv.RandomHex(3)
 	a.MustCreateSale(t, origintest.OpenSale(sale, 10, 600))
 	for i := range 2 {
 		account := fmt.Sprintf("acct-%d", i)

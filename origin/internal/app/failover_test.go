@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/internal/redisconn/redistest"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/origintest"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 // failoverRecoveryBound is how soon after the primary is killed reserves
@@ -47,7 +47,7 @@ func TestOriginFollowsARedisFailover(t *testing.T) {
 		c.RequestBudget = time.Second
 	})
 	p.DeliverTo(o)
-	sale := "failover-" + testenv.RandomID(t, 3)
+	sale := "failover-" + testenv.RandomHex(3)
 	o.MustCreateSale(t, origintest.OpenSale(sale, stock, 600))
 
 	var (

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -61,7 +61,7 @@ const seedA, seedB = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
 func TestLineRoutes(t *testing.T) {
 	t.Parallel()
 	o := origintest.StartOrigin(t, origintest.NewEnv(t))
-	sale := "line-" + testenv.RandomID(t, 3)
+	sale := "line-" + testenv.RandomHex(3)
 	o.MustCreateSale(t, origintest.OpenSale(sale, 10, 600))
 	sign := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, nil)
 	path := "/v1/lines/" + sale
@@ -190,7 +190,7 @@ func TestLineRoutes(t *testing.T) {
 func TestLineRoutesRefuse(t *testing.T) {
 	t.Parallel()
 	o := origintest.StartOrigin(t, origintest.NewEnv(t))
-	sale := "refuse-" + testenv.RandomID(t, 3)
+	sale := "refuse-" + testenv.RandomHex(3)
 	o.MustCreateSale(t, origintest.OpenSale(sale, 10, 600))
 	sign := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, nil)
 	path := "/v1/lines/" + sale

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/origintest"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 // shopper is one account with a held reservation.
@@ -67,7 +67,7 @@ func payingOriginWith(t *testing.T, origin func(*app.Config), overrides ...func(
 	}
 	o := origintest.StartOrigin(t, env, configure...)
 	p.DeliverTo(o)
-	return o, p, "pay-" + testenv.RandomID(t, 3)
+	return o, p, "pay-" + testenv.RandomHex(3)
 }
 
 // A double click makes one order and one payment intent: ten concurrent
@@ -395,7 +395,7 @@ func TestReconciliationRepairsAPaymentTheOriginMissed(t *testing.T) {
 	p := origintest.StartPayments(t)
 	noReconcile := func(c *app.Config) { c.ReconcileInterval = 0 }
 	a := origintest.StartOrigin(t, env, p.Configure, noReconcile, instance("origin-a"))
-	sale := "rec-" + testenv.RandomID(t, 3)
+	sale := "rec-" + testenv.RandomHex(3)
 	a.MustCreateSale(t, origintest.OpenSale(sale, 3, 600))
 	p.Gateway.SetWebhooksEnabled(false) // the webhooks are lost
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 // When Redis loses acknowledged writes (a failover), a rebuild makes it
@@ -18,7 +18,7 @@ func TestRebuildFromPostgres(t *testing.T) {
 	ctx := context.Background()
 	env := origintest.NewEnv(t)
 	a := origintest.StartOrigin(t, env, instance("origin-a"))
-	sale := "rebuild-" + testenv.RandomID(t, 3)
+	sale := "rebuild-" + testenv.RandomHex(3)
 	a.MustCreateSale(t, origintest.OpenSale(sale, 10, 600))
 	for i := range 4 {
 		account := fmt.Sprintf("acct-%d", i)
@@ -69,7 +69,7 @@ func TestRebuildFromPostgres(t *testing.T) {
 
 	// Redis restarts empty: every key of the sale is gone. A new origin puts
 	// the sale back from Postgres before serving.
-	if err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
+	if _, err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
 		t.Fatal(err)
 	}
 	// The running origin neither calls the sale sold out meanwhile nor
@@ -83,7 +83,7 @@ func TestRebuildFromPostgres(t *testing.T) {
 	a.WaitLedger(t, sale, 15*time.Second, func(l map[string]origintest.LedgerSKU) bool {
 		return l["sku-1"].Redis.Held >= 5
 	})
-	if err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
+	if _, err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
 		t.Fatal(err)
 	}
 	b := origintest.StartOrigin(t, env, instance("origin-b"))

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/origintest"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 // drained reports whether every SKU's intents are applied and Postgres holds
@@ -41,7 +41,7 @@ func TestReserveStampedeOverThreeOrigins(t *testing.T) {
 		origintest.StartOrigin(t, env, instance("origin-b")),
 		origintest.StartOrigin(t, env, instance("origin-c")),
 	}
-	sale := "stampede-" + testenv.RandomID(t, 3)
+	sale := "stampede-" + testenv.RandomHex(3)
 	origins[0].MustCreateSale(t, origintest.OpenSale(sale, stock, 600))
 
 	tokens := make([]string, shoppers)
@@ -151,7 +151,7 @@ func TestReserveOneAccountGetsOneHold(t *testing.T) {
 	const stock = 5
 	env := origintest.NewEnv(t)
 	o := origintest.StartOrigin(t, env)
-	sale := "one-acct-" + testenv.RandomID(t, 3)
+	sale := "one-acct-" + testenv.RandomHex(3)
 	o.MustCreateSale(t, origintest.OpenSale(sale, stock, 3))
 	const account = "acct-one"
 
@@ -268,7 +268,7 @@ func TestReserveHoldsPerAccountCapped(t *testing.T) {
 	t.Parallel()
 	env := origintest.NewEnv(t)
 	o := origintest.StartOrigin(t, env)
-	sale := "hold-cap-" + testenv.RandomID(t, 3)
+	sale := "hold-cap-" + testenv.RandomHex(3)
 	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 1))
 	const hoarder = "acct-hoarder"
 	user := o.UserToken(t, hoarder)

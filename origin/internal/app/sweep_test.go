@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/internal/workers"
 	"github.com/flashgate/flashgate/origin/origintest"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 type saleList []string
@@ -30,7 +30,7 @@ func TestHoldsExpireOnceUnderRacingSweepers(t *testing.T) {
 	noSweep := func(c *app.Config) { c.SweepInterval = time.Hour } // the test's own sweepers race instead
 	a := origintest.StartOrigin(t, env, instance("origin-a"), noSweep)
 	b := origintest.StartOrigin(t, env, instance("origin-b"), noSweep)
-	sale := "sweep-" + testenv.RandomID(t, 3)
+	sale := "sweep-" + testenv.RandomHex(3)
 	a.MustCreateSale(t, origintest.OpenSale(sale, stock, 2))
 
 	ids := make([]string, stock)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/intent"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 // newStore returns a Store under the test's own prefix, with sale "s1"

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/intent"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 // newStore migrates a fresh schema and creates a sale "s1" with SKUs

@@ -11,11 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 // fixture is a Service over the test's own Redis prefix and Postgres
@@ -230,7 +230,7 @@ func TestCheckRestoresASaleRedisLost(t *testing.T) {
 	f.create(t, f.openSale("s1", 5))
 	f.create(t, f.openSale("s2", 3))
 	id := f.reserve(t, "s1", "u1")
-	if err := testenv.DeleteKeys(ctx, f.env.Redis, f.env.Prefix+"{s:s1}"); err != nil {
+	if _, err := testenv.DeleteKeys(ctx, f.env.Redis, f.env.Prefix+"{s:s1}"); err != nil {
 		t.Fatal(err)
 	}
 	if s, err := f.Snapshot(ctx, "s1"); err != nil || s.Stock["a"].Available != 5 || s.SoldOut {

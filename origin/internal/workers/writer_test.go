@@ -12,10 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
-	"github.com/flashgate/flashgate/origin/origintest/testenv"
 )
 
 type saleList []string
@@ -48,7 +48,7 @@ func newFixture(t *testing.T, stock, redisStock int) *fixture {
 		t.Fatalf("Migrate = %v", err)
 	}
 	f := &fixture{env: env, rdb: rdb, redis: checkout.NewStore(rdb, checkout.NewKeys(env.Prefix), 0),
-		ledger: ledger.New(env.DB), sale: "w-" + testenv.RandomID(t, 3)}
+		ledger: ledger.New(env.DB), sale: "w-" + testenv.RandomHex(3)}
 	now := time.Now().UTC().Truncate(time.Second)
 	if _, err := f.ledger.CreateSale(ctx, ledger.Sale{
 		ID: f.sale, Name: "Sale", StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), HoldTTL: 10 * time.Minute, PerAccountLimit: 1,
