@@ -153,8 +153,10 @@ type route struct {
 	h       handler
 }
 
-// Public is the handler of the public listener.
-func (s *Server) Public() fasthttp.RequestHandler {
+// publicRoutes are the routes of the public listener, in the order they are
+// matched; the dev login only in dev mode (DevUsers set). A request no route
+// takes goes to the shop (Public). docs/API.md lists each one (routes_test.go).
+func (s *Server) publicRoutes() []route {
 	routes := []route{
 		{fasthttp.MethodGet, []string{"v1", "sales", "*"}, "snapshot", s.snapshot},
 		{fasthttp.MethodPost, []string{"v1", "sales", "*", "queue"}, "join", s.join},
@@ -174,14 +176,19 @@ func (s *Server) Public() fasthttp.RequestHandler {
 	if s.DevUsers != nil {
 		routes = append(routes, route{fasthttp.MethodPost, []string{"v1", "dev", "login"}, "dev_login", s.devLogin})
 	}
-	return s.router(routes, s.shop)
+	return routes
 }
 
-// Admin is the handler of the admin listener: every request but /healthz
-// and /readyz is authenticated with the admin bearer token before it is
-// routed, and an address that keeps failing is throttled (see adminauth).
-func (s *Server) Admin() fasthttp.RequestHandler {
-	routes := []route{
+// Public is the handler of the public listener.
+func (s *Server) Public() fasthttp.RequestHandler {
+	return s.router(s.publicRoutes(), s.shop)
+}
+
+// adminRoutes are the routes of the admin listener, in the order they are
+// matched; any other request is 404 (Admin). docs/API.md lists each one
+// (routes_test.go).
+func (s *Server) adminRoutes() []route {
+	return []route{
 		{fasthttp.MethodGet, []string{"admin", "sales", "*", "admission"}, "get_admission", s.getAdmission},
 		{fasthttp.MethodPut, []string{"admin", "sales", "*", "admission"}, "put_admission", s.putAdmission},
 		{fasthttp.MethodGet, []string{"metrics"}, "metrics", func(ctx *fasthttp.RequestCtx, _ []string) error {
@@ -191,6 +198,13 @@ func (s *Server) Admin() fasthttp.RequestHandler {
 		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
 		{fasthttp.MethodGet, []string{"readyz"}, "readyz", s.readyz},
 	}
+}
+
+// Admin is the handler of the admin listener: every request but /healthz
+// and /readyz is authenticated with the admin bearer token before it is
+// routed, and an address that keeps failing is throttled (see adminauth).
+func (s *Server) Admin() fasthttp.RequestHandler {
+	routes := s.adminRoutes()
 	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz", "/readyz"}, Reject: s.answerError})
 	return guard.Handler(s.router(routes, func(ctx *fasthttp.RequestCtx, _ []string) error { return httpapi.ErrNotFound }))
 }

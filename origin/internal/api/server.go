@@ -104,6 +104,8 @@ type route struct {
 	h       handler
 }
 
+// publicRoutes are the routes of the public listener, in the order they are
+// matched. docs/API.md lists each one (routes_test.go).
 func (s *Server) publicRoutes() []route {
 	return []route{
 		{fasthttp.MethodPost, []string{"v1", "sales", "*", "reserve"}, "reserve", s.reserve},
@@ -122,6 +124,9 @@ func (s *Server) publicRoutes() []route {
 	}
 }
 
+// adminRoutes are the routes of the admin listener, in the order they are
+// matched; the dev admission token only in dev mode (Options.Dev).
+// docs/API.md lists each one (routes_test.go).
 func (s *Server) adminRoutes() []route {
 	r := []route{
 		{fasthttp.MethodPost, []string{"admin", "sales"}, "create_sale", s.createSale},
@@ -131,7 +136,13 @@ func (s *Server) adminRoutes() []route {
 	if s.opts.Dev {
 		r = append(r, route{fasthttp.MethodPost, []string{"admin", "dev", "admission-token"}, "dev_admission_token", s.devAdmissionToken})
 	}
-	return r
+	return append(r,
+		route{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
+		route{fasthttp.MethodGet, []string{"metrics"}, "metrics", func(ctx *fasthttp.RequestCtx, _ context.Context, _ []string) error {
+			s.metrics(ctx)
+			return nil
+		}},
+	)
 }
 
 // Public is the handler of the public listener.
@@ -143,15 +154,8 @@ func (s *Server) Public() fasthttp.RequestHandler {
 // is authenticated with the admin bearer token before it is routed, and an
 // address that keeps failing is throttled (see adminauth).
 func (s *Server) Admin() fasthttp.RequestHandler {
-	routes := append(s.adminRoutes(),
-		route{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
-		route{fasthttp.MethodGet, []string{"metrics"}, "metrics", func(ctx *fasthttp.RequestCtx, _ context.Context, _ []string) error {
-			s.metrics(ctx)
-			return nil
-		}},
-	)
 	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz"}, Reject: s.fail})
-	return guard.Handler(s.router(routes))
+	return guard.Handler(s.router(s.adminRoutes()))
 }
 
 func (s *Server) router(routes []route) fasthttp.RequestHandler {
