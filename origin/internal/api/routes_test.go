@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashgate/flashgate/internal/apidoc"
 )
 
 const (
@@ -19,27 +21,27 @@ const (
 // mode. Neither listener has a fallback: a request no route takes is 404
 // (405 for a known path and another method).
 func TestRoutesMatchAPIDoc(t *testing.T) {
-	doc := readAPIDoc(t)
-	public := readDocTable(t, doc, originPublicHeading)
-	admin := readDocTable(t, doc, originAdminHeading)
-	for _, table := range []docTable{public, admin} {
-		if table.fallback != 0 {
-			t.Errorf(`docs/API.md:%d: the %q table has an "anything else" row, but the origin answers 404 not_found to a request no route takes`, table.fallback, table.heading)
+	doc := apidoc.Read(t, apiDocPath)
+	public := apidoc.ReadTable(t, doc, originPublicHeading)
+	admin := apidoc.ReadTable(t, doc, originAdminHeading)
+	for _, table := range []apidoc.Table{public, admin} {
+		if table.Fallback != 0 {
+			t.Errorf(`docs/API.md:%d: the %q table has an "anything else" row, but the origin answers 404 not_found to a request no route takes`, table.Fallback, table.Heading)
 		}
 	}
 	listeners := []struct {
-		doc    docListener
+		doc    apidoc.Listener
 		routes func(*Server) []route
 	}{
-		{docListener{
-			name:   "origin public listener",
-			where:  `docs/API.md's "` + originPublicHeading + `" table or its "` + originAdminHeading + `" rows marked "also on the public listener"`,
-			routes: append(public.routes, admin.publicToo()...),
+		{apidoc.Listener{
+			Name:   "origin public listener",
+			Where:  `docs/API.md's "` + originPublicHeading + `" table or its "` + originAdminHeading + `" rows marked "also on the public listener"`,
+			Routes: append(public.Routes, admin.PublicToo()...),
 		}, (*Server).publicRoutes},
-		{docListener{
-			name:   "origin admin listener",
-			where:  `docs/API.md's "` + originAdminHeading + `" table`,
-			routes: admin.routes,
+		{apidoc.Listener{
+			Name:   "origin admin listener",
+			Where:  `docs/API.md's "` + originAdminHeading + `" table`,
+			Routes: admin.Routes,
 		}, (*Server).adminRoutes},
 	}
 	for _, dev := range []bool{false, true} {
@@ -49,9 +51,21 @@ func TestRoutesMatchAPIDoc(t *testing.T) {
 		}
 		s := New(Deps{Registry: prometheus.NewRegistry()}, Options{Dev: dev})
 		for _, l := range listeners {
-			t.Run(l.doc.name+", "+name, func(t *testing.T) {
-				checkServed(t, l.doc, l.routes(s), dev)
+			t.Run(l.doc.Name+", "+name, func(t *testing.T) {
+				apidoc.CheckServed(t, l.doc, docRoutes(l.routes(s)), dev)
 			})
 		}
 	}
+}
+
+// apiDocPath is the public contract, from this package's folder.
+const apiDocPath = "../../../docs/API.md"
+
+// docRoutes are routes as apidoc takes them.
+func docRoutes(rs []route) []apidoc.Route {
+	out := make([]apidoc.Route, len(rs))
+	for i, r := range rs {
+		out[i] = apidoc.Route{Method: r.method, Pattern: r.pattern, Name: r.name}
+	}
+	return out
 }

@@ -1,8 +1,8 @@
-package api
-
-// This file reads the route tables of docs/API.md and holds them against a
-// listener's routes. edge/internal/api and origin/internal/api each carry the
-// same copy of it; keep the two alike.
+// Package apidoc reads the route tables of docs/API.md, the public contract,
+// and holds them against the routes a listener serves, for the tests of
+// both tiers' HTTP packages: a route served but not documented, or
+// documented but not served, fails the test.
+package apidoc
 
 import (
 	"fmt"
@@ -12,11 +12,15 @@ import (
 	"testing"
 )
 
-// apiDocPath is the public contract, from this package's folder.
-const apiDocPath = "../../../docs/API.md"
+// Route is a route as a listener serves it.
+type Route struct {
+	Method  string
+	Pattern []string // "*" matches one segment, "**" the rest
+	Name    string
+}
 
-// docRoute is one route that a row of a docs/API.md route table lists.
-type docRoute struct {
+// DocRoute is one route that a row of a docs/API.md route table lists.
+type DocRoute struct {
 	spelled    string // as the doc writes it: "GET /v1/sales/{sale_id}"
 	key        string // as routeKey writes the route that serves it: "GET /v1/sales/*"
 	line       int    // of docs/API.md
@@ -24,18 +28,18 @@ type docRoute struct {
 	alsoPublic bool   // the row, in an admin table, says "also on the public listener"
 }
 
-// docTable is the route table under one heading of docs/API.md.
-type docTable struct {
-	heading  string
-	routes   []docRoute
-	fallback int // line of its "anything else" row (where requests no route takes go); 0: none
+// Table is the route table under one heading of docs/API.md.
+type Table struct {
+	Heading  string
+	Routes   []DocRoute
+	Fallback int // line of its "anything else" row (where requests no route takes go); 0: none
 }
 
-// publicToo are the table's routes whose rows say they are also on the
+// PublicToo are the table's routes whose rows say they are also on the
 // public listener.
-func (d docTable) publicToo() []docRoute {
-	var out []docRoute
-	for _, r := range d.routes {
+func (d Table) PublicToo() []DocRoute {
+	var out []DocRoute
+	for _, r := range d.Routes {
 		if r.alsoPublic {
 			out = append(out, r)
 		}
@@ -43,28 +47,30 @@ func (d docTable) publicToo() []docRoute {
 	return out
 }
 
-// docListener is what docs/API.md says one listener serves.
-type docListener struct {
-	name   string // "edge public listener"
-	where  string // the tables that say it, for messages
-	routes []docRoute
+// Listener is what docs/API.md says one listener serves.
+type Listener struct {
+	Name   string // "edge public listener"
+	Where  string // the tables that say it, for messages
+	Routes []DocRoute
 }
 
-func readAPIDoc(t *testing.T) string {
+// Read returns the contract at path (docs/API.md, from the calling test's
+// folder).
+func Read(t testing.TB, path string) string {
 	t.Helper()
-	b, err := os.ReadFile(apiDocPath)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read the contract: %v", err)
 	}
 	return string(b)
 }
 
-// readDocTable returns the first table after the heading of doc that is
+// ReadTable returns the first table after the heading of doc that is
 // heading or begins with heading and a space. Its header's first cell must
 // be "method and path", and each row's first cell names the row's routes
 // (parseRouteCell); a row that names none fails the test unless its first
 // cell is "anything else", the fallback.
-func readDocTable(t *testing.T, doc, heading string) docTable {
+func ReadTable(t testing.TB, doc, heading string) Table {
 	t.Helper()
 	lines := strings.Split(doc, "\n")
 	i := 0
@@ -84,14 +90,14 @@ func readDocTable(t *testing.T, doc, heading string) docTable {
 	if i+1 >= len(lines) || firstCell(lines[i]) != "method and path" || !strings.HasPrefix(lines[i+1], "|-") {
 		t.Fatalf(`docs/API.md:%d: the table under %q does not start with a "method and path" header row`, i+1, heading)
 	}
-	table := docTable{heading: heading}
+	table := Table{Heading: heading}
 	for i += 2; i < len(lines) && strings.HasPrefix(lines[i], "|"); i++ {
 		cell := firstCell(lines[i])
 		if cell == "anything else" {
-			if table.fallback != 0 {
-				t.Errorf(`docs/API.md:%d: a second "anything else" row under %q (first at line %d)`, i+1, heading, table.fallback)
+			if table.Fallback != 0 {
+				t.Errorf(`docs/API.md:%d: a second "anything else" row under %q (first at line %d)`, i+1, heading, table.Fallback)
 			}
-			table.fallback = i + 1
+			table.Fallback = i + 1
 			continue
 		}
 		routes, err := parseRouteCell(cell)
@@ -104,7 +110,7 @@ func readDocTable(t *testing.T, doc, heading string) docTable {
 		}
 		for _, r := range routes {
 			r.line = i + 1
-			table.routes = append(table.routes, r)
+			table.Routes = append(table.Routes, r)
 		}
 	}
 	return table
@@ -139,11 +145,11 @@ var (
 // such as "`{sku, idempotency_key}`") and prose between them are passed
 // over, but for the phrases "dev mode only" and "also on the public listener",
 // which mark every route of the cell.
-func parseRouteCell(cell string) ([]docRoute, error) {
+func parseRouteCell(cell string) ([]DocRoute, error) {
 	cell = strings.ReplaceAll(cell, "`/`", "/")
 	devOnly := strings.Contains(cell, "dev mode only")
 	alsoPublic := strings.Contains(cell, "also on the public listener")
-	var out []docRoute
+	var out []DocRoute
 	for _, m := range codeSpanRE.FindAllStringSubmatch(cell, -1) {
 		methods, path, hasPath := strings.Cut(m[1], " ")
 		if !methodListRE.MatchString(methods) {
@@ -160,7 +166,7 @@ func parseRouteCell(cell string) ([]docRoute, error) {
 			if !httpMethods[method] {
 				return nil, fmt.Errorf("`%s`: %q is no HTTP method", m[1], method)
 			}
-			out = append(out, docRoute{spelled: method + " " + path, key: method + " " + key, devOnly: devOnly, alsoPublic: alsoPublic})
+			out = append(out, DocRoute{spelled: method + " " + path, key: method + " " + key, devOnly: devOnly, alsoPublic: alsoPublic})
 		}
 	}
 	return out, nil
@@ -187,13 +193,13 @@ func docPathKey(path string) (string, error) {
 }
 
 // routeKey is a route as "METHOD /pattern", its segments joined by "/".
-func routeKey(r route) string { return r.method + " /" + strings.Join(r.pattern, "/") }
+func routeKey(r Route) string { return r.Method + " /" + strings.Join(r.Pattern, "/") }
 
 // spellRoute is a route as the doc would write it: "*" as "{param}", "**"
 // as "...".
-func spellRoute(r route) string {
-	segs := make([]string, len(r.pattern))
-	for i, p := range r.pattern {
+func spellRoute(r Route) string {
+	segs := make([]string, len(r.Pattern))
+	for i, p := range r.Pattern {
 		switch p {
 		case "*":
 			segs[i] = "{param}"
@@ -203,23 +209,23 @@ func spellRoute(r route) string {
 			segs[i] = p
 		}
 	}
-	return r.method + " /" + strings.Join(segs, "/")
+	return r.Method + " /" + strings.Join(segs, "/")
 }
 
-// checkServed fails the test once for every route of served that l's tables
+// CheckServed fails the test once for every route of served that l's tables
 // do not list, and once for every route they list that served lacks. dev
 // says whether the server runs in dev mode, in which alone the routes of
 // rows marked "dev mode only" are served.
-func checkServed(t *testing.T, l docListener, served []route, dev bool) {
+func CheckServed(t testing.TB, l Listener, served []Route, dev bool) {
 	t.Helper()
 	mode := "without dev mode"
 	if dev {
 		mode = "in dev mode"
 	}
-	documented := make(map[string]docRoute, len(l.routes))
-	for _, d := range l.routes {
+	documented := make(map[string]DocRoute, len(l.Routes))
+	for _, d := range l.Routes {
 		if first, dup := documented[d.key]; dup {
-			t.Errorf("docs/API.md:%d lists %s for the %s a second time (first at line %d)", d.line, d.spelled, l.name, first.line)
+			t.Errorf("docs/API.md:%d lists %s for the %s a second time (first at line %d)", d.line, d.spelled, l.Name, first.line)
 			continue
 		}
 		documented[d.key] = d
@@ -228,77 +234,25 @@ func checkServed(t *testing.T, l docListener, served []route, dev bool) {
 	for _, r := range served {
 		k := routeKey(r)
 		if seen[k] {
-			t.Errorf("the %s has %s (route %q) twice; the second is never reached", l.name, spellRoute(r), r.name)
+			t.Errorf("the %s has %s (route %q) twice; the second is never reached", l.Name, spellRoute(r), r.Name)
 			continue
 		}
 		seen[k] = true
 		d, ok := documented[k]
 		switch {
 		case !ok:
-			t.Errorf("the %s serves %s (route %q) %s, but it is not in %s", l.name, spellRoute(r), r.name, mode, l.where)
+			t.Errorf("the %s serves %s (route %q) %s, but it is not in %s", l.Name, spellRoute(r), r.Name, mode, l.Where)
 		case d.devOnly && !dev:
-			t.Errorf("the %s serves %s (route %q) without dev mode, but docs/API.md:%d says it is there in dev mode only", l.name, spellRoute(r), r.name, d.line)
+			t.Errorf("the %s serves %s (route %q) without dev mode, but docs/API.md:%d says it is there in dev mode only", l.Name, spellRoute(r), r.Name, d.line)
 		}
 	}
-	for _, d := range l.routes {
+	for _, d := range l.Routes {
 		if documented[d.key].line == d.line && !seen[d.key] && (dev || !d.devOnly) {
 			hint := ""
 			if !dev {
 				hint = ` (a row whose routes are there in dev mode alone says "dev mode only")`
 			}
-			t.Errorf("docs/API.md:%d lists %s for the %s, which does not serve it %s%s", d.line, d.spelled, l.name, mode, hint)
-		}
-	}
-}
-
-// A row's first cell names its routes however the doc words it.
-func TestParseRouteCell(t *testing.T) {
-	tests := []struct {
-		cell       string
-		want       []string // spelled, key
-		devOnly    bool
-		alsoPublic bool
-		err        bool
-	}{
-		{cell: "`POST /v1/orders`, `GET /v1/orders/{id}`, `GET /v1/reservations/{id}`",
-			want: []string{"POST /v1/orders", "POST /v1/orders", "GET /v1/orders/{id}", "GET /v1/orders/*", "GET /v1/reservations/{id}", "GET /v1/reservations/*"}},
-		{cell: "`GET /` and `GET /static/...`", want: []string{"GET /", "GET /", "GET /static/...", "GET /static/**"}},
-		{cell: "`GET`/`HEAD /` and `GET/HEAD /static/...`",
-			want: []string{"GET /", "GET /", "HEAD /", "HEAD /", "GET /static/...", "GET /static/**", "HEAD /static/...", "HEAD /static/**"}},
-		{cell: "`GET /readyz`, `GET /healthz` (also on the public listener, no auth)",
-			want: []string{"GET /readyz", "GET /readyz", "GET /healthz", "GET /healthz"}, alsoPublic: true},
-		{cell: "`POST /v1/sales/{sale_id}/reserve` `{sku, idempotency_key}`",
-			want: []string{"POST /v1/sales/{sale_id}/reserve", "POST /v1/sales/*/reserve"}},
-		{cell: "`GET /v1/lines/{sale_id}`; `PUT /v1/lines/{sale_id}/settings` `{rate_per_s?, paused?}`",
-			want: []string{"GET /v1/lines/{sale_id}", "GET /v1/lines/*", "PUT /v1/lines/{sale_id}/settings", "PUT /v1/lines/*/settings"}},
-		{cell: "`POST /v1/dev/login` (dev mode only)", want: []string{"POST /v1/dev/login", "POST /v1/dev/login"}, devOnly: true},
-		{cell: "a row about `FLASHGATE_DEV`", want: nil},
-		{cell: "`FETCH /v1/sales`", err: true},
-		{cell: "`GET` and `HEAD /`", err: true},
-		{cell: "`GET /v1/sales/{sale_id`", err: true},
-		{cell: "`GET /static/.../x`", err: true},
-	}
-	for _, tt := range tests {
-		routes, err := parseRouteCell(tt.cell)
-		if tt.err {
-			if err == nil {
-				t.Errorf("parseRouteCell(%q) = %v, want an error", tt.cell, routes)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("parseRouteCell(%q): %v", tt.cell, err)
-			continue
-		}
-		var got []string
-		for _, r := range routes {
-			got = append(got, r.spelled, r.key)
-			if r.devOnly != tt.devOnly || r.alsoPublic != tt.alsoPublic {
-				t.Errorf("parseRouteCell(%q): %s devOnly=%v alsoPublic=%v, want %v %v", tt.cell, r.spelled, r.devOnly, r.alsoPublic, tt.devOnly, tt.alsoPublic)
-			}
-		}
-		if strings.Join(got, "|") != strings.Join(tt.want, "|") {
-			t.Errorf("parseRouteCell(%q) = %q, want %q", tt.cell, got, tt.want)
+			t.Errorf("docs/API.md:%d lists %s for the %s, which does not serve it %s%s", d.line, d.spelled, l.Name, mode, hint)
 		}
 	}
 }
