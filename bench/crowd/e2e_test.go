@@ -72,7 +72,9 @@ func TestCrowdAgainstTheRealStack(t *testing.T) {
 			}
 		})
 	}
+	const gatewayToken = "ctl_e2e_0123456789abcdef" // the gateway's alone: origin and edge never see it
 	start("sandboxgateway", "FLASHGATE_GATEWAY_ADDR="+gatewayAddr, "FLASHGATE_GATEWAY_PUBLIC_URL=http://"+gatewayAddr,
+		"FLASHGATE_GATEWAY_CONTROL_TOKEN="+gatewayToken,
 		"FLASHGATE_GATEWAY_WEBHOOK_URL=http://"+edgeAddr+"/v1/payments/webhook", "FLASHGATE_GATEWAY_RETRY_BASE=100ms")
 	waitHealthy(t, "http://"+gatewayAddr+"/healthz")
 	start("origin", "FLASHGATE_ORIGIN_ADDR="+originAddr, "FLASHGATE_ORIGIN_ADMIN_ADDR="+originAdmin,
@@ -87,7 +89,7 @@ func TestCrowdAgainstTheRealStack(t *testing.T) {
 	sc.PreQueueS, sc.BurstS, sc.TailS, sc.HoldTTLS, sc.MaxDurationS = 2, 2, 3, 3, 30
 	res, err := crowdsim.Run(context.Background(), crowdsim.Config{
 		Scenario: sc, EdgeURL: "http://" + edgeAddr, EdgeAdminURL: "http://" + edgeAdmin,
-		OriginAdminURL: "http://" + originAdmin, GatewayURL: "http://" + gatewayAddr,
+		OriginAdminURL: "http://" + originAdmin, GatewayURL: "http://" + gatewayAddr, GatewayToken: gatewayToken,
 		AdminToken: "4iVSe0dZ1Gzs8Zf0cQvCw6E2u0Vh5bIuPqX0jXyqOaA=", UserSecret: []byte("e2e-user-secret-0123456789abcdef"),
 		Conns: 64, Seed: 3, Progress: t.Logf,
 	})

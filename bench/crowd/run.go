@@ -41,6 +41,8 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	fs.StringVar(&o.OriginAdminURL, "origin-admin-url", env("FLASHGATE_CROWD_ORIGIN_ADMIN_URL", "http://127.0.0.1:9091"), "the origin's admin URL ($FLASHGATE_CROWD_ORIGIN_ADMIN_URL)")
 	fs.StringVar(&o.GatewayURL, "gateway-url", env("FLASHGATE_GATEWAY_URL", "http://127.0.0.1:9300"), "the sandbox payment gateway ($FLASHGATE_GATEWAY_URL)")
 	fs.StringVar(&o.AdminToken, "admin-token", getenv("FLASHGATE_ADMIN_TOKEN"), "admin bearer token ($FLASHGATE_ADMIN_TOKEN)")
+	// No default from the environment here, so that -h does not print it.
+	fs.StringVar(&o.GatewayToken, "gateway-control-token", "", "the sandbox gateway's control token, which its pay route takes (default $FLASHGATE_GATEWAY_CONTROL_TOKEN)")
 	fs.StringVar(&secret, "user-token-secret", getenv("FLASHGATE_USER_TOKEN_SECRET"), "the shop's HS256 user-token secret; shoppers' tokens are minted with it ($FLASHGATE_USER_TOKEN_SECRET)")
 	fs.StringVar(&o.PostgresURL, "postgres-url", getenv("FLASHGATE_POSTGRES_URL"), "Postgres for the naive baseline's tables ($FLASHGATE_POSTGRES_URL)")
 	sc := &o.Scenario
@@ -72,9 +74,14 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	}
 	o.Seed = uint64(seed)
 	o.UserSecret = []byte(secret)
+	if o.GatewayToken == "" {
+		o.GatewayToken = getenv("FLASHGATE_GATEWAY_CONTROL_TOKEN")
+	}
 	switch {
 	case o.AdminToken == "":
 		return options{}, errors.New("the admin token is required (FLASHGATE_ADMIN_TOKEN)")
+	case o.GatewayToken == "" && sc.PayProbability > 0:
+		return options{}, errors.New("paying on the sandbox gateway takes its control token (FLASHGATE_GATEWAY_CONTROL_TOKEN), or -pay 0")
 	case secret == "":
 		return options{}, errors.New("the user-token secret is required (FLASHGATE_USER_TOKEN_SECRET)")
 	case o.Naive && o.PostgresURL == "":

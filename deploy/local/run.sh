@@ -19,11 +19,13 @@
 #   FLASHGATE_DEMO_STARTS_IN=15   seconds from its creation to the demo sale's start (see demosale.sh)
 #   FLASHGATE_EDGE_ADMIN_TOKEN, FLASHGATE_ORIGIN_ADMIN_TOKEN, FLASHGATE_TOKEN_KEYS,
 #   FLASHGATE_DEV_USER_TOKEN_SECRET, FLASHGATE_GATEWAY_API_KEY,
-#   FLASHGATE_GATEWAY_WEBHOOK_SECRET                                          generated when unset
+#   FLASHGATE_GATEWAY_WEBHOOK_SECRET, FLASHGATE_GATEWAY_CONTROL_TOKEN        generated when unset
 #   FLASHGATE_ADMIN_TOKEN         one admin token for both tiers instead of a token each
 #   FLASHGATE_REDIS_PORT, FLASHGATE_PG_PORT                                   see services.sh
 # FLASHGATE_RUN_THEN's command also gets the dev user-token secret as FLASHGATE_USER_TOKEN_SECRET: it plays the
-# shop (make bench's crowd signs its shoppers' user tokens with it).
+# shop (make bench's crowd signs its shoppers' user tokens with it); and FLASHGATE_GATEWAY_CONTROL_TOKEN, which the
+# sandbox gateway's /sandbox/* routes require (the crowd pays with it). Only the gateway and that command get the
+# control token, and it is printed with the admin tokens.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -169,6 +171,11 @@ if [[ -z "${FLASHGATE_GATEWAY_WEBHOOK_SECRET:-}" ]]; then
 	FLASHGATE_GATEWAY_WEBHOOK_SECRET="whsec_$(openssl rand -hex 24)"
 	log "generated FLASHGATE_GATEWAY_WEBHOOK_SECRET"
 fi
+# Not exported: the gateway and FLASHGATE_RUN_THEN's command get it, origin and edge have no use for it.
+if [[ -z "${FLASHGATE_GATEWAY_CONTROL_TOKEN:-}" ]]; then
+	FLASHGATE_GATEWAY_CONTROL_TOKEN="ctl_sandbox_$(openssl rand -hex 16)"
+	log "generated FLASHGATE_GATEWAY_CONTROL_TOKEN"
+fi
 export FLASHGATE_EDGE_ADMIN_TOKEN FLASHGATE_ORIGIN_ADMIN_TOKEN FLASHGATE_TOKEN_KEYS FLASHGATE_DEV_USER_TOKEN_SECRET
 export FLASHGATE_GATEWAY_API_KEY FLASHGATE_GATEWAY_WEBHOOK_SECRET
 export FLASHGATE_DEV=1
@@ -228,7 +235,7 @@ if [[ -n "$have_gateway" ]]; then
 	export FLASHGATE_GATEWAY_URL="${FLASHGATE_GATEWAY_URL:-$gateway_url}"
 	export FLASHGATE_PAYMENT_RETURN_URL="${FLASHGATE_PAYMENT_RETURN_URL:-$edge_url/}"
 	log "starting the sandbox payment gateway on $FLASHGATE_GATEWAY_ADDR (log $gateway_log)"
-	bin/sandboxgateway >>"$gateway_log" 2>&1 &
+	FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" bin/sandboxgateway >>"$gateway_log" 2>&1 &
 	pids+=("$!")
 	names+=(sandboxgateway)
 	wait_healthy "$gateway_url/healthz" "$!" "sandbox gateway" "$gateway_log"
@@ -281,7 +288,7 @@ fi
 	fi
 	echo "  origin             $origin_url        sale: $origin_url/v1/sales/$sale_id"
 	if [[ -n "$have_gateway" ]]; then
-		echo "  payment gateway    $gateway_url        (sandbox) intents: $gateway_url/sandbox/intents"
+		echo "  payment gateway    $gateway_url        (sandbox) intents: $gateway_url/sandbox/intents (gateway token below)"
 	fi
 	echo "  origin admin       $origin_admin_url        metrics: $origin_admin_url/metrics"
 	echo "  demo sale ledger   $origin_admin_url/admin/sales/$sale_id/ledger"
@@ -293,6 +300,9 @@ fi
 		echo "  edge admin token   $FLASHGATE_EDGE_ADMIN_TOKEN"
 	fi
 	echo "  origin admin token $FLASHGATE_ORIGIN_ADMIN_TOKEN"
+	if [[ -n "$have_gateway" ]]; then
+		echo "  gateway token      $FLASHGATE_GATEWAY_CONTROL_TOKEN (control token of the sandbox's /sandbox/* routes)"
+	fi
 	echo "  demo sale          $sale_id, open from ${FLASHGATE_DEMO_STARTS_IN:-15} s after it was created, for two hours"
 	echo
 	cat <<EOF
@@ -308,6 +318,10 @@ EOF
 	if [[ -n "$have_edge" ]]; then
 		echo "  # or through the edge: $edge_url/v1/sales/$sale_id/reserve"
 	fi
+	if [[ -n "$have_gateway" ]]; then
+		echo "  # the sandbox gateway's intents (POST $gateway_url/sandbox/intents/<intent_id>/pay pays one):"
+		echo "  curl -s -H 'Authorization: Bearer $FLASHGATE_GATEWAY_CONTROL_TOKEN' $gateway_url/sandbox/intents"
+	fi
 	echo
 }
 
@@ -319,7 +333,8 @@ if [[ -n "${FLASHGATE_RUN_THEN:-}" ]]; then
 	export FLASHGATE_DEMO_SALE_ID="$sale_id"
 	log "running: $FLASHGATE_RUN_THEN"
 	set +e
-	FLASHGATE_USER_TOKEN_SECRET="$FLASHGATE_DEV_USER_TOKEN_SECRET" bash -c "$FLASHGATE_RUN_THEN"
+	FLASHGATE_USER_TOKEN_SECRET="$FLASHGATE_DEV_USER_TOKEN_SECRET" FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" \
+		bash -c "$FLASHGATE_RUN_THEN"
 	rc=$?
 	set -e
 	exit "$rc"

@@ -278,7 +278,8 @@ func (s *sim) pay(ctx context.Context, sh *shopper, reservationID string) {
 	if !s.sleep(ctx, sh.payDelay) { // reading the gateway's page
 		return
 	}
-	s.gateway.do(request{endpoint: epGatewayPay, method: "POST", path: "/sandbox/intents/" + order.Payment.IntentID + "/pay"})
+	s.gateway.do(request{endpoint: epGatewayPay, method: "POST", path: "/sandbox/intents/" + order.Payment.IntentID + "/pay",
+		token: s.cfg.GatewayToken})
 	// The page comes back to the shop and shows the order's outcome,
 	// looking again every second until the webhook has settled it.
 	for range 30 {

@@ -26,6 +26,7 @@ type Config struct {
 	EdgeAdminURL   string
 	OriginAdminURL string
 	GatewayURL     string // the sandbox payment gateway
+	GatewayToken   string // the sandbox gateway's control token, which its pay route takes
 	AdminToken     string
 	UserSecret     []byte                           // the shop's HS256 user-token secret: shoppers' tokens are minted here
 	SaleID         string                           // "" makes one up

@@ -157,6 +157,18 @@ func isTimeout(err error) bool {
 // admin makes an admin call (bearer admin token), not recorded, with its
 // own budget.
 func admin(ctx context.Context, method, url string, body any) (int, []byte, error) {
+	return unrecorded(ctx, adminToken, method, url, body)
+}
+
+// gatewayControl calls one of the sandbox gateway's /sandbox/ routes
+// (bearer control token), not recorded, with its own budget.
+func gatewayControl(ctx context.Context, method, url string, body any) (int, []byte, error) {
+	return unrecorded(ctx, gatewayControlToken, method, url, body)
+}
+
+// unrecorded makes a call with a bearer token and a JSON body (nil: none)
+// within 10 s, and returns the status and up to 8 MiB of the answer.
+func unrecorded(ctx context.Context, token, method, url string, body any) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -168,7 +180,7 @@ func admin(ctx context.Context, method, url string, body any) (int, []byte, erro
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

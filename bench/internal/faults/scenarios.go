@@ -219,7 +219,7 @@ func slowRedis(each Delay, d time.Duration) func(context.Context, *faultEnv) err
 }
 
 func setWebhooks(ctx context.Context, st *stack, on bool) error {
-	status, body, err := admin(ctx, "PUT", "http://"+st.gatewayAddr+"/sandbox/webhooks", map[string]bool{"enabled": on})
+	status, body, err := gatewayControl(ctx, "PUT", "http://"+st.gatewayAddr+"/sandbox/webhooks", map[string]bool{"enabled": on})
 	if err != nil || status != 200 {
 		return fmt.Errorf("switch webhooks %v: %d %s %v", on, status, body, err)
 	}
@@ -253,7 +253,7 @@ func (in gatewayIntent) charged() bool {
 }
 
 func listGatewayIntents(ctx context.Context, st *stack) ([]gatewayIntent, error) {
-	status, body, err := admin(ctx, "GET", "http://"+st.gatewayAddr+"/sandbox/intents", nil)
+	status, body, err := gatewayControl(ctx, "GET", "http://"+st.gatewayAddr+"/sandbox/intents", nil)
 	if err != nil || status != 200 {
 		return nil, fmt.Errorf("list intents: %d %v", status, err)
 	}

@@ -25,6 +25,10 @@ const (
 	gatewayKey    = "sk_chaos_0123456789abcdef"
 	webhookSecret = "whsec_chaos_0123456789abcdef"
 	redisPrefix   = "chaos:"
+
+	// gatewayControlToken is the sandbox gateway's alone: the harness pays
+	// and lists intents with it; origin and edge never see it.
+	gatewayControlToken = "ctl_chaos_0123456789abcdef"
 )
 
 // topology is how Redis is deployed for a scenario.
@@ -122,6 +126,7 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 	s.gateway = &childproc.Proc{Name: "sandboxgateway", Path: filepath.Join(bins, "sandboxgateway"), Log: filepath.Join(dir, "gateway.log"),
 		Env: childEnv(append(append([]string{}, common...),
 			"FLASHGATE_GATEWAY_ADDR="+s.gatewayAddr, "FLASHGATE_GATEWAY_PUBLIC_URL=http://"+s.gatewayAddr,
+			"FLASHGATE_GATEWAY_CONTROL_TOKEN="+gatewayControlToken,
 			"FLASHGATE_GATEWAY_WEBHOOK_URL=http://"+s.edgeAddr+"/v1/payments/webhook",
 			"FLASHGATE_GATEWAY_RETRY_BASE=200ms", "FLASHGATE_GATEWAY_RETRY_MAX=2s", "FLASHGATE_GATEWAY_SEED=7")...)}
 	// A reconciler every 2 s and a stream lease of 4 s: what the defaults

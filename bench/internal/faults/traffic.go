@@ -370,7 +370,8 @@ func (t *traffic) pay(ctx context.Context, sh *shopper, reservation string) {
 		return
 	}
 	for {
-		r := t.c.do(t.ctx, request{endpoint: "gateway_pay", method: "POST", url: "http://" + t.st.gatewayAddr + "/sandbox/intents/" + sh.intentID + "/pay"})
+		r := t.c.do(t.ctx, request{endpoint: "gateway_pay", method: "POST", url: "http://" + t.st.gatewayAddr + "/sandbox/intents/" + sh.intentID + "/pay",
+			token: gatewayControlToken})
 		var in struct {
 			Status string `json:"status"`
 		}
