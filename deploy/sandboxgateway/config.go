@@ -25,10 +25,12 @@ type config struct {
 }
 
 // defaultConfig is the configuration before flags and environment: the
-// local stack's ports, and a gateway that duplicates one delivery in ten.
+// local stack's ports, on loopback only (the sandbox is for this machine's
+// development and tests), and a gateway that duplicates one delivery in
+// ten.
 func defaultConfig() config {
 	return config{
-		Addr:            ":9300",
+		Addr:            "127.0.0.1:9300",
 		ShutdownTimeout: 10 * time.Second,
 		Gateway: gateway.Config{
 			PublicURL:       "http://127.0.0.1:9300",

@@ -30,7 +30,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Fatalf("loadConfig with the required variables: %v", err)
 	}
 	g := c.Gateway
-	if c.Addr != ":9300" || g.PublicURL != "http://127.0.0.1:9300" || g.WebhookURL != "http://127.0.0.1:8080/v1/payments/webhook" {
+	if c.Addr != "127.0.0.1:9300" || g.PublicURL != "http://127.0.0.1:9300" || g.WebhookURL != "http://127.0.0.1:8080/v1/payments/webhook" {
 		t.Errorf("addresses = %q %q %q, want the defaults", c.Addr, g.PublicURL, g.WebhookURL)
 	}
 	if g.APIKey != "sk_env" || !slices.Equal(g.WebhookSecrets, []string{"whsec_env"}) {
@@ -150,7 +150,7 @@ func TestHelp(t *testing.T) {
 		"FLASHGATE_GATEWAY_ADDR", "FLASHGATE_GATEWAY_PUBLIC_URL", "FLASHGATE_GATEWAY_WEBHOOK_URL",
 		"FLASHGATE_GATEWAY_WEBHOOK_SECRET", "FLASHGATE_GATEWAY_API_KEY", "FLASHGATE_GATEWAY_LATENCY",
 		"FLASHGATE_GATEWAY_FAILURE_RATE", "FLASHGATE_GATEWAY_DUPLICATE_RATE", "FLASHGATE_GATEWAY_MAX_ATTEMPTS",
-		"FLASHGATE_GATEWAY_RETRY_BASE", `(default ":9300")`, "(default 500ms)",
+		"FLASHGATE_GATEWAY_RETRY_BASE", `(default "127.0.0.1:9300")`, "(default 500ms)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-h output lacks %s:\n%s", want, out.String())
