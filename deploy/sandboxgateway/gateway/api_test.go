@@ -568,3 +568,26 @@ func TestJSONShapes(t *testing.T) {
 		t.Errorf("created_at = %q, want an RFC 3339 UTC time", created)
 	}
 }
+
+// Every JSON answer, errors and 401s included, says nosniff.
+func TestJSONNosniff(t *testing.T) {
+	f := start(t, nil)
+	in := f.create(t, "ord_1")
+	calls := []struct {
+		name, method, path string
+		headers            []string
+	}{
+		{"healthz", "GET", "/healthz", nil},
+		{"API", "GET", "/v1/intents/" + in.ID, []string{"Authorization", "Bearer " + testAPIKey}},
+		{"API 401", "GET", "/v1/intents", nil},
+		{"sandbox", "GET", "/sandbox/intents", nil},
+		{"404", "GET", "/nowhere", nil},
+	}
+	for _, c := range calls {
+		status, h, b := sendFull(t, c.method, f.url+c.path, "", c.headers...)
+		if h.Get("Content-Type") != "application/json" || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: %s %s = %d %s with Content-Type %q, X-Content-Type-Options %q; want application/json, nosniff",
+				c.name, c.method, c.path, status, b, h.Get("Content-Type"), h.Get("X-Content-Type-Options"))
+		}
+	}
+}

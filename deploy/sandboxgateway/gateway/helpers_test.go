@@ -69,6 +69,13 @@ func start(t *testing.T, edit func(*Config)) *fixture {
 // name, value pairs, and returns the status and body of the answer.
 func send(t *testing.T, method, url, body string, headers ...string) (int, []byte) {
 	t.Helper()
+	status, _, b := sendFull(t, method, url, body, headers...)
+	return status, b
+}
+
+// sendFull is send that also returns the answer's header.
+func sendFull(t *testing.T, method, url, body string, headers ...string) (int, http.Header, []byte) {
+	t.Helper()
 	var r io.Reader
 	if body != "" {
 		r = strings.NewReader(body)
@@ -92,7 +99,7 @@ func send(t *testing.T, method, url, body string, headers ...string) (int, []byt
 	if err != nil {
 		t.Fatalf("read the answer of %s %s: %v", method, url, err)
 	}
-	return resp.StatusCode, b
+	return resp.StatusCode, resp.Header, b
 }
 
 // api calls a /v1 endpoint with the API key and, unless key is "", an

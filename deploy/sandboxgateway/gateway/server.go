@@ -328,10 +328,12 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, ans.status, map[string]string{"error": ans.code, "message": ans.message})
 }
 
-// writeJSON answers v as JSON with status.
+// writeJSON answers v as JSON with status, never to be sniffed as another
+// type or cached.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
