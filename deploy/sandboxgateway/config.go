@@ -53,6 +53,12 @@ func (c config) Validate() error {
 		return errors.New("-shutdown-timeout must be positive")
 	case c.Gateway.APIKey == "":
 		return errors.New("-api-key ($FLASHGATE_GATEWAY_API_KEY) is required")
+	case c.Gateway.ControlToken == "":
+		return errors.New("-control-token ($FLASHGATE_GATEWAY_CONTROL_TOKEN) is required")
+	case len(c.Gateway.ControlToken) < gateway.MinControlTokenLen:
+		return fmt.Errorf("-control-token ($FLASHGATE_GATEWAY_CONTROL_TOKEN) must be at least %d bytes", gateway.MinControlTokenLen)
+	case c.Gateway.ControlToken == c.Gateway.APIKey:
+		return errors.New("-control-token ($FLASHGATE_GATEWAY_CONTROL_TOKEN) must differ from -api-key: the merchant must not pay its own intents")
 	case len(c.Gateway.WebhookSecrets) == 0:
 		return errors.New("-webhook-secret ($FLASHGATE_GATEWAY_WEBHOOK_SECRET) is required")
 	}
@@ -75,10 +81,12 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	env := envflag.New(fs)
 	env.String(&c.Addr, "addr", "FLASHGATE_GATEWAY_ADDR", "listen address")
-	env.String(&c.Gateway.PublicURL, "public-url", "FLASHGATE_GATEWAY_PUBLIC_URL", "base URL shoppers reach the pay page at; pay_url is <public-url>/pay/<intent_id>")
+	env.String(&c.Gateway.PublicURL, "public-url", "FLASHGATE_GATEWAY_PUBLIC_URL", "base URL shoppers reach the pay page at; pay_url is <public-url>/pay/<intent_id>#key=<pay key>")
 	env.String(&c.Gateway.WebhookURL, "webhook-url", "FLASHGATE_GATEWAY_WEBHOOK_URL", "where events are POSTed; empty: recorded, never sent")
 	env.Secret(&secrets, "webhook-secret", "FLASHGATE_GATEWAY_WEBHOOK_SECRET", "webhook signing secrets, comma-separated; each adds a v1= signature (required)")
 	env.Secret(&c.Gateway.APIKey, "api-key", "FLASHGATE_GATEWAY_API_KEY", "bearer token the API requires (required)")
+	env.Secret(&c.Gateway.ControlToken, "control-token", "FLASHGATE_GATEWAY_CONTROL_TOKEN",
+		fmt.Sprintf("bearer token every /sandbox/* route requires; pay and fail also take the intent's key from its pay_url (required, at least %d bytes, not the API key)", gateway.MinControlTokenLen))
 	env.Duration(&c.Gateway.Latency, "latency", "FLASHGATE_GATEWAY_LATENCY", "delay before answering each /v1 call")
 	env.Float64(&c.Gateway.FailureRate, "failure-rate", "FLASHGATE_GATEWAY_FAILURE_RATE", "probability, 0 to 1, that a /v1 call is answered 503 unavailable")
 	env.Float64(&c.Gateway.DuplicateRate, "duplicate-rate", "FLASHGATE_GATEWAY_DUPLICATE_RATE", "probability, 0 to 1, that a delivered webhook is delivered again")

@@ -21,6 +21,7 @@ func env(vars map[string]string) func(string) string {
 // required are the variables without which the gateway will not start.
 var required = map[string]string{
 	"FLASHGATE_GATEWAY_API_KEY":        "sk_env",
+	"FLASHGATE_GATEWAY_CONTROL_TOKEN":  "ctl_env_0123456789abcdef",
 	"FLASHGATE_GATEWAY_WEBHOOK_SECRET": "whsec_env",
 }
 
@@ -33,8 +34,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if c.Addr != "127.0.0.1:9300" || g.PublicURL != "http://127.0.0.1:9300" || g.WebhookURL != "http://127.0.0.1:8080/v1/payments/webhook" {
 		t.Errorf("addresses = %q %q %q, want the defaults", c.Addr, g.PublicURL, g.WebhookURL)
 	}
-	if g.APIKey != "sk_env" || !slices.Equal(g.WebhookSecrets, []string{"whsec_env"}) {
-		t.Errorf("APIKey, WebhookSecrets = %q, %q, want sk_env, [whsec_env]", g.APIKey, g.WebhookSecrets)
+	if g.APIKey != "sk_env" || g.ControlToken != "ctl_env_0123456789abcdef" || !slices.Equal(g.WebhookSecrets, []string{"whsec_env"}) {
+		t.Errorf("APIKey, ControlToken, WebhookSecrets = %q, %q, %q, want sk_env, ctl_env_0123456789abcdef, [whsec_env]",
+			g.APIKey, g.ControlToken, g.WebhookSecrets)
 	}
 	if g.Latency != 0 || g.FailureRate != 0 || g.DuplicateRate != 0.1 || g.MaxAttempts != 8 || g.RetryBase != 500*time.Millisecond {
 		t.Errorf("gateway config = %+v, want latency 0, failure 0, duplicate 0.1, 8 attempts, retry base 500ms", g)
@@ -56,6 +58,7 @@ func TestLoadConfig(t *testing.T) {
 				"FLASHGATE_GATEWAY_WEBHOOK_URL":    "http://origin:9090/v1/payments/webhook",
 				"FLASHGATE_GATEWAY_WEBHOOK_SECRET": "new, old ,",
 				"FLASHGATE_GATEWAY_API_KEY":        "sk_1",
+				"FLASHGATE_GATEWAY_CONTROL_TOKEN":  "ctl_1_0123456789abcdef",
 				"FLASHGATE_GATEWAY_LATENCY":        "150ms",
 				"FLASHGATE_GATEWAY_FAILURE_RATE":   "0.25",
 				"FLASHGATE_GATEWAY_DUPLICATE_RATE": "0",
@@ -67,8 +70,9 @@ func TestLoadConfig(t *testing.T) {
 				if c.Addr != "127.0.0.1:9400" || g.PublicURL != "https://pay.example" || g.WebhookURL != "http://origin:9090/v1/payments/webhook" {
 					t.Errorf("addresses = %q %q %q", c.Addr, g.PublicURL, g.WebhookURL)
 				}
-				if !slices.Equal(g.WebhookSecrets, []string{"new", "old"}) || g.APIKey != "sk_1" {
-					t.Errorf("secrets, key = %q, %q, want [new old], sk_1", g.WebhookSecrets, g.APIKey)
+				if !slices.Equal(g.WebhookSecrets, []string{"new", "old"}) || g.APIKey != "sk_1" || g.ControlToken != "ctl_1_0123456789abcdef" {
+					t.Errorf("secrets, key, control token = %q, %q, %q, want [new old], sk_1, ctl_1_0123456789abcdef",
+						g.WebhookSecrets, g.APIKey, g.ControlToken)
 				}
 				if g.Latency != 150*time.Millisecond || g.FailureRate != 0.25 || g.DuplicateRate != 0 || g.MaxAttempts != 3 || g.RetryBase != 2*time.Second {
 					t.Errorf("gateway config = %+v", g)
@@ -79,13 +83,16 @@ func TestLoadConfig(t *testing.T) {
 			name: "flags win",
 			vars: map[string]string{
 				"FLASHGATE_GATEWAY_API_KEY":        "sk_env",
+				"FLASHGATE_GATEWAY_CONTROL_TOKEN":  "ctl_env_0123456789abcdef",
 				"FLASHGATE_GATEWAY_WEBHOOK_SECRET": "whsec_env",
 				"FLASHGATE_GATEWAY_LATENCY":        "1s",
 				"FLASHGATE_GATEWAY_ADDR":           ":1",
 			},
-			args: []string{"-api-key", "sk_flag", "-webhook-secret", "a,b", "-latency", "5ms", "-addr", ":2", "-seed", "9"},
+			args: []string{"-api-key", "sk_flag", "-control-token", "ctl_flag_0123456789abcdef", "-webhook-secret", "a,b",
+				"-latency", "5ms", "-addr", ":2", "-seed", "9"},
 			check: func(t *testing.T, c config) {
-				if c.Gateway.APIKey != "sk_flag" || !slices.Equal(c.Gateway.WebhookSecrets, []string{"a", "b"}) ||
+				if c.Gateway.APIKey != "sk_flag" || c.Gateway.ControlToken != "ctl_flag_0123456789abcdef" ||
+					!slices.Equal(c.Gateway.WebhookSecrets, []string{"a", "b"}) ||
 					c.Gateway.Latency != 5*time.Millisecond || c.Addr != ":2" || c.Gateway.Seed != 9 {
 					t.Errorf("config = %+v, want the flags' values", c)
 				}
@@ -120,7 +127,10 @@ func TestLoadConfigErrors(t *testing.T) {
 		want string // in the error
 	}{
 		{"no API key", map[string]string{"FLASHGATE_GATEWAY_WEBHOOK_SECRET": "s"}, nil, "-api-key"},
-		{"no secret", map[string]string{"FLASHGATE_GATEWAY_API_KEY": "k"}, nil, "-webhook-secret"},
+		{"no control token", map[string]string{"FLASHGATE_GATEWAY_API_KEY": "k", "FLASHGATE_GATEWAY_WEBHOOK_SECRET": "s"}, nil, "-control-token"},
+		{"short control token", with("FLASHGATE_GATEWAY_CONTROL_TOKEN", "ctl_short"), nil, "at least 16 bytes"},
+		{"control token is the API key", required, []string{"-api-key", "sk_same_0123456789abcdef", "-control-token", "sk_same_0123456789abcdef"}, "differ from -api-key"},
+		{"no secret", map[string]string{"FLASHGATE_GATEWAY_API_KEY": "k", "FLASHGATE_GATEWAY_CONTROL_TOKEN": "ctl_env_0123456789abcdef"}, nil, "-webhook-secret"},
 		{"blank secrets", with("FLASHGATE_GATEWAY_WEBHOOK_SECRET", " , "), nil, "-webhook-secret"},
 		{"bad latency variable", with("FLASHGATE_GATEWAY_LATENCY", "soon"), nil, "FLASHGATE_GATEWAY_LATENCY"},
 		{"bad attempts variable", with("FLASHGATE_GATEWAY_MAX_ATTEMPTS", "many"), nil, "FLASHGATE_GATEWAY_MAX_ATTEMPTS"},
@@ -150,7 +160,8 @@ func TestHelp(t *testing.T) {
 		"FLASHGATE_GATEWAY_ADDR", "FLASHGATE_GATEWAY_PUBLIC_URL", "FLASHGATE_GATEWAY_WEBHOOK_URL",
 		"FLASHGATE_GATEWAY_WEBHOOK_SECRET", "FLASHGATE_GATEWAY_API_KEY", "FLASHGATE_GATEWAY_LATENCY",
 		"FLASHGATE_GATEWAY_FAILURE_RATE", "FLASHGATE_GATEWAY_DUPLICATE_RATE", "FLASHGATE_GATEWAY_MAX_ATTEMPTS",
-		"FLASHGATE_GATEWAY_RETRY_BASE", `(default "127.0.0.1:9300")`, "(default 500ms)",
+		"FLASHGATE_GATEWAY_RETRY_BASE", "FLASHGATE_GATEWAY_CONTROL_TOKEN", "FLASHGATE_GATEWAY_CONTROL_TOKEN_FILE",
+		`(default "127.0.0.1:9300")`, "(default 500ms)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-h output lacks %s:\n%s", want, out.String())
@@ -216,13 +227,25 @@ func TestRun(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated || !strings.HasPrefix(in.PayURL, "http://127.0.0.1:9300/pay/pi_") {
 		t.Fatalf("create = %d %+v, want 201 with the default public URL", resp.StatusCode, in)
 	}
-	resp, err = http.Post(base+"/sandbox/intents/"+in.ID+"/pay", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("pay = %d, want 200", resp.StatusCode)
+	for _, tt := range []struct {
+		name, auth string
+		want       int
+	}{
+		{"without the control token", "", http.StatusUnauthorized},
+		{"with the control token", "Bearer " + required["FLASHGATE_GATEWAY_CONTROL_TOKEN"], http.StatusOK},
+	} {
+		req, _ := http.NewRequest("POST", base+"/sandbox/intents/"+in.ID+"/pay", nil)
+		if tt.auth != "" {
+			req.Header.Set("Authorization", tt.auth)
+		}
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("pay %s = %d, want %d", tt.name, resp.StatusCode, tt.want)
+		}
 	}
 
 	cancel()

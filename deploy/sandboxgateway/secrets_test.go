@@ -9,22 +9,22 @@ import (
 	"testing"
 )
 
-// Neither -h nor a mistyped flag or value prints the API key or the
-// webhook secret; both come from files too, and a variable with its file
-// is refused.
+// Neither -h nor a mistyped flag or value prints the API key, the control
+// token or the webhook secret; all come from files too, and a variable
+// with its file is refused.
 func TestSecrets(t *testing.T) {
 	dir := t.TempDir()
-	keyFile, secretFile := filepath.Join(dir, "key"), filepath.Join(dir, "secret")
-	for path, v := range map[string]string{keyFile: "sk_from_file\n", secretFile: "whsec_new,whsec_old\n"} {
+	keyFile, secretFile, controlFile := filepath.Join(dir, "key"), filepath.Join(dir, "secret"), filepath.Join(dir, "control")
+	for path, v := range map[string]string{keyFile: "sk_from_file\n", secretFile: "whsec_new,whsec_old\n", controlFile: "ctl_from_file_0123456789\n"} {
 		if err := os.WriteFile(path, []byte(v), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, args := range [][]string{{"-h"}, {"-nope"}, {"-latency", "soon"}, {"-api-key"}} {
+	for _, args := range [][]string{{"-h"}, {"-nope"}, {"-latency", "soon"}, {"-api-key"}, {"-control-token"}, {"-control-token", "ctl_tooshort"}} {
 		var stdout, stderr strings.Builder
 		err := run(context.Background(), args, env(required), &stdout, &stderr)
 		printed := stdout.String() + stderr.String() + fmt.Sprint(err)
-		for _, secret := range []string{"sk_env", "whsec_env"} {
+		for _, secret := range []string{"sk_env", "whsec_env", required["FLASHGATE_GATEWAY_CONTROL_TOKEN"], "ctl_tooshort"} {
 			if strings.Contains(printed, secret) {
 				t.Errorf("run(%q) printed %q:\n%s", args, secret, printed)
 			}
@@ -32,10 +32,12 @@ func TestSecrets(t *testing.T) {
 	}
 
 	c, err := loadConfig(nil, env(map[string]string{
-		"FLASHGATE_GATEWAY_API_KEY_FILE": keyFile, "FLASHGATE_GATEWAY_WEBHOOK_SECRET_FILE": secretFile}), &strings.Builder{})
-	if err != nil || c.Gateway.APIKey != "sk_from_file" || strings.Join(c.Gateway.WebhookSecrets, ",") != "whsec_new,whsec_old" {
-		t.Errorf("loadConfig with the _FILE variables = %v, key from the file %v, secrets %d; want the files' contents",
-			err, c.Gateway.APIKey == "sk_from_file", len(c.Gateway.WebhookSecrets))
+		"FLASHGATE_GATEWAY_API_KEY_FILE": keyFile, "FLASHGATE_GATEWAY_WEBHOOK_SECRET_FILE": secretFile,
+		"FLASHGATE_GATEWAY_CONTROL_TOKEN_FILE": controlFile}), &strings.Builder{})
+	if err != nil || c.Gateway.APIKey != "sk_from_file" || c.Gateway.ControlToken != "ctl_from_file_0123456789" ||
+		strings.Join(c.Gateway.WebhookSecrets, ",") != "whsec_new,whsec_old" {
+		t.Errorf("loadConfig with the _FILE variables = %v, key from the file %v, control token from the file %v, secrets %d; want the files' contents",
+			err, c.Gateway.APIKey == "sk_from_file", c.Gateway.ControlToken == "ctl_from_file_0123456789", len(c.Gateway.WebhookSecrets))
 	}
 	both := map[string]string{"FLASHGATE_GATEWAY_API_KEY_FILE": keyFile}
 	for k, v := range required {

@@ -27,6 +27,9 @@ type Payments struct {
 	URL     string // the gateway's base URL
 	APIKey  string
 	Secret  string // the webhook signing secret
+	// ControlToken is the bearer the gateway's /sandbox/* routes take;
+	// the origin never holds it.
+	ControlToken string
 	// ReturnURL, when set before Configure, is where the pay page sends
 	// shoppers back (the origin's PaymentReturnURL).
 	ReturnURL string
@@ -43,9 +46,10 @@ type Payments struct {
 // retries), adjusted by each override, and closes it in t.Cleanup.
 func StartPayments(t testing.TB, overrides ...func(*gateway.Config)) *Payments {
 	t.Helper()
-	p := &Payments{APIKey: "test-gateway-key", Secret: "whsec-test-secret"}
+	p := &Payments{APIKey: "test-gateway-key", Secret: "whsec-test-secret", ControlToken: "test-gateway-control-token"}
 	cfg := gateway.Config{
 		APIKey:         p.APIKey,
+		ControlToken:   p.ControlToken,
 		WebhookSecrets: []string{p.Secret},
 		WebhookURL:     "http://origin/v1/payments/webhook",
 		MaxAttempts:    20,

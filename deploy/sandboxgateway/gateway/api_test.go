@@ -13,6 +13,7 @@ var (
 	intentIDRE = regexp.MustCompile(`^pi_[0-9a-f]{24}$`)
 	refundIDRE = regexp.MustCompile(`^re_[0-9a-f]{24}$`)
 	eventIDRE  = regexp.MustCompile(`^evt_[0-9a-f]{24}$`)
+	payKeyRE   = regexp.MustCompile(`^pk_[0-9a-f]{32}$`)
 )
 
 func TestCreateIntent(t *testing.T) {
@@ -32,8 +33,8 @@ func TestCreateIntent(t *testing.T) {
 	if in.Metadata["order_id"] != "ord_1" || in.Metadata["sku"] != "tee" {
 		t.Errorf("metadata = %v, want order_id ord_1 and sku tee", in.Metadata)
 	}
-	if want := f.url + "/pay/" + in.ID; in.PayURL != want {
-		t.Errorf("pay_url = %q, want %q", in.PayURL, want)
+	if want := f.url + "/pay/" + in.ID + "#key="; !strings.HasPrefix(in.PayURL, want) || !payKeyRE.MatchString(payKey(t, in)) {
+		t.Errorf("pay_url = %q, want %s and a pay key pk_ with 32 hex digits", in.PayURL, want)
 	}
 	if in.ReturnURL != "https://shop.example/orders/ord_1" {
 		t.Errorf("return_url = %q, want it as given", in.ReturnURL)
@@ -214,7 +215,7 @@ func TestList(t *testing.T) {
 				if path == "/v1/intents" {
 					status, b = f.api(t, "GET", path+tt.query, "", "")
 				} else {
-					status, b = send(t, "GET", f.url+path+tt.query, "")
+					status, b = f.control(t, "GET", path+tt.query, "")
 				}
 				if status != http.StatusOK {
 					t.Fatalf("GET %s%s = %d %s, want 200", path, tt.query, status, b)
@@ -254,7 +255,7 @@ func TestFailureRate(t *testing.T) {
 		t.Errorf("intents = %d, want 0", n)
 	}
 	// The sandbox endpoints are not the API: they keep working.
-	if status, b := send(t, "GET", f.url+"/sandbox/intents", ""); status != http.StatusOK {
+	if status, b := f.control(t, "GET", "/sandbox/intents", ""); status != http.StatusOK {
 		t.Errorf("GET /sandbox/intents = %d %s, want 200", status, b)
 	}
 }
@@ -307,13 +308,14 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/v2/intents", 404, "not_found"},
 		{"DELETE", "/v1/intents", 405, "method_not_allowed"},
 		{"GET", "/sandbox/intents/pi_x/pay", 405, "method_not_allowed"},
+		{"GET", "/sandbox/nowhere", 404, "not_found"},
 		{"POST", "/healthz", 405, "method_not_allowed"},
 		{"POST", "/sandbox/intents/pi_000000000000000000000000/pay", 404, "unknown_intent"},
 		{"POST", "/sandbox/intents/pi_000000000000000000000000/fail", 404, "unknown_intent"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
-			status, b := send(t, tt.method, f.url+tt.path, "")
+			status, b := f.control(t, tt.method, tt.path, "") // TestSandboxAuth covers requests without it
 			if status != tt.status || errorCode(t, b) != tt.code {
 				t.Errorf("%s %s = %d %s, want %d %s", tt.method, tt.path, status, b, tt.status, tt.code)
 			}
@@ -345,7 +347,7 @@ func TestPayAndFail(t *testing.T) {
 			f := start(t, nil)
 			in := f.create(t, "ord_1")
 			for _, s := range tt.steps {
-				status, b := send(t, "POST", f.url+"/sandbox/intents/"+in.ID+"/"+s.action, "")
+				status, b := f.control(t, "POST", "/sandbox/intents/"+in.ID+"/"+s.action, "")
 				if status != s.status {
 					t.Fatalf("%s = %d %s, want %d", s.action, status, b, s.status)
 				}
@@ -580,7 +582,9 @@ func TestJSONNosniff(t *testing.T) {
 		{"healthz", "GET", "/healthz", nil},
 		{"API", "GET", "/v1/intents/" + in.ID, []string{"Authorization", "Bearer " + testAPIKey}},
 		{"API 401", "GET", "/v1/intents", nil},
-		{"sandbox", "GET", "/sandbox/intents", nil},
+		{"sandbox", "GET", "/sandbox/intents", []string{"Authorization", "Bearer " + testControlToken}},
+		{"sandbox 401", "GET", "/sandbox/intents", nil},
+		{"pay with the pay key", "POST", "/sandbox/intents/" + in.ID + "/pay", []string{"Authorization", "Bearer " + payKey(t, in)}},
 		{"404", "GET", "/nowhere", nil},
 	}
 	for _, c := range calls {

@@ -10,11 +10,20 @@
 //	GET  /v1/intents/{id}
 //	GET  /v1/intents[?created_since=<RFC 3339>]
 //
-// Sandbox endpoints, without authentication, for pages, scripts and tests:
+// Sandbox endpoints, for scripts and tests, every call with
+// "Authorization: Bearer <ControlToken>":
 //
 //	POST /sandbox/intents/{id}/pay, POST /sandbox/intents/{id}/fail
 //	GET  /sandbox/intents[?created_since=...], GET /sandbox/events
 //	GET and PUT /sandbox/webhooks   {"enabled": bool}
+//
+// Pay and fail also take "Authorization: Bearer <pay key>", the intent's
+// own key, which pay_url carries in its fragment
+// (<PublicURL>/pay/<id>#key=<pay key>, handed to the shopper unchanged):
+// the hosted page sends it, and it is good for that intent only. Without
+// a valid token every /sandbox/ path answers 401 unauthorized, unknown ones
+// included. Open to anyone:
+//
 //	GET  /pay/{id}                  the hosted pay page
 //	GET  /healthz
 //
@@ -23,7 +32,8 @@
 // refund), and the same key with another request 409 idempotency_conflict.
 // Only successful requests use up a key, so a request answered 4xx or 503
 // may be retried with its key. Refund keys are apart from creation keys.
-// Errors are {"error": "<code>", "message": "<sentence>"}.
+// Errors are {"error": "<code>", "message": "<sentence>"}; every JSON
+// answer carries X-Content-Type-Options: nosniff.
 //
 // Each state change records one event and POSTs it to the webhook URL as a
 // WebhookPayload, signed in the Payment-Signature header (see Sign), retried

@@ -21,6 +21,11 @@ import (
 type Config struct {
 	// APIKey is the bearer token every /v1/* call must carry. Required.
 	APIKey string
+	// ControlToken is the bearer token every /sandbox/* call must carry;
+	// pay and fail also take the intent's own pay key (see PayURL). At
+	// least MinControlTokenLen bytes, and not the APIKey: the merchant
+	// must not be able to pay its own intents. Required.
+	ControlToken string
 	// WebhookURL receives every event as a signed POST. Empty: events are
 	// recorded but never sent, until SetWebhookURL.
 	WebhookURL string
@@ -28,8 +33,9 @@ type Config struct {
 	// receiver can rotate its secret. At least one, none empty. Required.
 	WebhookSecrets []string
 	// PublicURL is where shoppers reach this gateway, without a trailing
-	// slash; pay_url is PublicURL + "/pay/" + intent id. Empty: pay_url is
-	// just the path. See SetPublicURL.
+	// slash; pay_url is PublicURL + "/pay/" + intent id + "#key=" + the
+	// intent's pay key. Empty: pay_url starts with the path. See
+	// SetPublicURL.
 	PublicURL string
 
 	// Latency is slept before answering each /v1/* call. Zero: none.
@@ -66,6 +72,9 @@ type Config struct {
 	Clock func() time.Time
 }
 
+// MinControlTokenLen is the shortest ControlToken New accepts, in bytes.
+const MinControlTokenLen = 16
+
 // Defaults of the optional Config fields.
 const (
 	DefaultMaxAttempts     = 8
@@ -80,6 +89,12 @@ func (c Config) Validate() error {
 	switch {
 	case c.APIKey == "":
 		return errors.New("gateway: APIKey is required")
+	case c.ControlToken == "":
+		return errors.New("gateway: ControlToken is required")
+	case len(c.ControlToken) < MinControlTokenLen:
+		return fmt.Errorf("gateway: ControlToken must be at least %d bytes", MinControlTokenLen)
+	case c.ControlToken == c.APIKey:
+		return errors.New("gateway: ControlToken must differ from APIKey")
 	case len(c.WebhookSecrets) == 0:
 		return errors.New("gateway: at least one webhook secret is required")
 	case c.Latency < 0:
@@ -164,6 +179,7 @@ type Gateway struct {
 	// idempotency records, and the events with their delivery records.
 	mu         sync.Mutex
 	intents    map[string]*Intent // by id
+	payKeys    map[string]string  // intent id → the key its pay_url carries
 	order      []*Intent          // in creation order
 	createKeys map[string]createRecord
 	refundKeys map[string]refundRecord
@@ -197,6 +213,7 @@ func New(cfg Config) (*Gateway, error) {
 		ctx:        ctx,
 		cancel:     cancel,
 		intents:    make(map[string]*Intent),
+		payKeys:    make(map[string]string),
 		createKeys: make(map[string]createRecord),
 		refundKeys: make(map[string]refundRecord),
 		publicURL:  cfg.PublicURL,
@@ -274,10 +291,13 @@ func (g *Gateway) WebhooksEnabled() bool {
 func (g *Gateway) now() time.Time { return g.cfg.Clock().UTC() }
 
 // newID returns prefix followed by 24 random hex digits.
-func newID(prefix string) string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // never fails
-	return prefix + hex.EncodeToString(b[:])
+func newID(prefix string) string { return prefix + randomHex(12) }
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails
+	return hex.EncodeToString(b)
 }
 
 // lockedRand is a seedable random source safe for concurrent use.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +17,10 @@ import (
 	"time"
 )
 
-const testAPIKey = "sk_test_123"
+const (
+	testAPIKey       = "sk_test_123"
+	testControlToken = "ctl_test_0123456789abcdef"
+)
 
 // testSecrets are two webhook secrets, as during a rotation.
 var testSecrets = []string{"whsec_new", "whsec_old"}
@@ -36,6 +40,7 @@ func start(t *testing.T, edit func(*Config)) *fixture {
 	hooks := newReceiver(t)
 	cfg := Config{
 		APIKey:          testAPIKey,
+		ControlToken:    testControlToken,
 		WebhookURL:      hooks.url,
 		WebhookSecrets:  testSecrets,
 		RetryBase:       time.Millisecond,
@@ -113,6 +118,26 @@ func (f *fixture) api(t *testing.T, method, path, key, body string) (int, []byte
 	return send(t, method, f.url+path, body, h...)
 }
 
+// control calls a /sandbox endpoint with the control token.
+func (f *fixture) control(t *testing.T, method, path, body string) (int, []byte) {
+	t.Helper()
+	return send(t, method, f.url+path, body, "Authorization", "Bearer "+testControlToken)
+}
+
+// payKey returns the pay key in an intent's pay_url.
+func payKey(t *testing.T, in Intent) string {
+	t.Helper()
+	u, err := url.Parse(in.PayURL)
+	if err != nil {
+		t.Fatalf("pay_url %q: %v", in.PayURL, err)
+	}
+	q, err := url.ParseQuery(u.Fragment)
+	if err != nil || q.Get("key") == "" {
+		t.Fatalf("pay_url %q has no #key=", in.PayURL)
+	}
+	return q.Get("key")
+}
+
 // create creates an intent for 1000 INR minor units of order orderID and
 // returns it.
 func (f *fixture) create(t *testing.T, orderID string) Intent {
@@ -125,10 +150,10 @@ func (f *fixture) create(t *testing.T, orderID string) Intent {
 	return decode[Intent](t, b)
 }
 
-// pay pays intent id through the sandbox endpoint.
+// pay pays intent id through the sandbox endpoint, with the control token.
 func (f *fixture) pay(t *testing.T, id string) Intent {
 	t.Helper()
-	status, b := send(t, "POST", f.url+"/sandbox/intents/"+id+"/pay", "")
+	status, b := f.control(t, "POST", "/sandbox/intents/"+id+"/pay", "")
 	if status != http.StatusOK {
 		t.Fatalf("pay %s = %d %s, want 200", id, status, b)
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"maps"
@@ -28,8 +29,8 @@ type Intent struct {
 	Status      Status            `json:"status"`
 	AmountMinor int64             `json:"amount_minor"`
 	Currency    string            `json:"currency"`
-	Metadata    map[string]string `json:"metadata"` // never nil
-	PayURL      string            `json:"pay_url"`
+	Metadata    map[string]string `json:"metadata"`   // never nil
+	PayURL      string            `json:"pay_url"`    // the hosted page, "#key=" + its pay key after the path
 	ReturnURL   string            `json:"return_url"` // "" when not given
 	CreatedAt   time.Time         `json:"created_at"`
 	UpdatedAt   time.Time         `json:"updated_at"`
@@ -134,13 +135,14 @@ func (g *Gateway) createIntent(key string, req createRequest) (in Intent, create
 	}
 	now := g.now()
 	id := newID("pi_")
+	payKey := newPayKey()
 	p := &Intent{
 		ID:          id,
 		Status:      StatusRequiresPayment,
 		AmountMinor: req.AmountMinor,
 		Currency:    req.Currency,
 		Metadata:    maps.Clone(req.Metadata),
-		PayURL:      g.publicURL + "/pay/" + id,
+		PayURL:      g.publicURL + "/pay/" + id + "#" + payKeyParam + "=" + payKey,
 		ReturnURL:   req.ReturnURL,
 		CreatedAt:   now,
 		UpdatedAt:   now,
@@ -150,11 +152,29 @@ func (g *Gateway) createIntent(key string, req createRequest) (in Intent, create
 	}
 	req.Metadata = maps.Clone(req.Metadata)
 	g.intents[id] = p
+	g.payKeys[id] = payKey
 	g.order = append(g.order, p)
 	g.createKeys[key] = createRecord{req: req, intentID: id}
 	g.log.Info("intent created", "intent_id", id, "amount_minor", p.AmountMinor, "currency", p.Currency,
 		"order_id", p.Metadata["order_id"])
 	return p.clone(), true, nil
+}
+
+// payKeyParam names the pay key in pay_url's fragment. A fragment is
+// never sent to a server, so the key stays out of access logs and Referer
+// headers; the page's script reads it from location.hash.
+const payKeyParam = "key"
+
+// newPayKey returns an intent's pay key: "pk_" and 128 random bits in hex.
+func newPayKey() string { return "pk_" + randomHex(16) }
+
+// payKeyMatches reports, in time independent of key, whether key is the
+// pay key of intent id; false for an unknown intent.
+func (g *Gateway) payKeyMatches(id string, key []byte) bool {
+	g.mu.Lock()
+	want, ok := g.payKeys[id]
+	g.mu.Unlock()
+	return ok && subtle.ConstantTimeCompare(key, []byte(want)) == 1
 }
 
 // Intent returns the intent with that id, or ErrUnknownIntent.

@@ -11,15 +11,18 @@ import (
 // pageData is what the pay page shows.
 type pageData struct {
 	Intent
-	Amount string // "INR 1234.50"
-	Done   bool   // the intent has its final status
+	Amount   string // "INR 1234.50"
+	Done     bool   // the intent has its final status
+	KeyParam string // payKeyParam
 }
 
 // pageTemplate is the hosted pay page: self-contained, no external assets.
-// Its buttons call the sandbox pay and fail endpoints; #pay-result then
-// says "Payment succeeded." or "Payment failed." (or why neither
-// happened) and carries the status in data-status; #return-link, present
-// when the intent has a return_url, appears once the payment is settled.
+// Its buttons call the sandbox pay and fail endpoints with the pay key
+// from the page's own URL fragment (pay_url's "#key=..."), the only
+// credential a shopper has; #pay-result then says "Payment succeeded." or
+// "Payment failed." (or why neither happened) and carries the status in
+// data-status; #return-link, present when the intent has a return_url,
+// appears once the payment is settled.
 var pageTemplate = template.Must(template.New("pay").Parse(`<!doctype html>
 <html lang="en">
 <head>
@@ -64,6 +67,7 @@ button:disabled { opacity: .5; cursor: default; }
 <script>
 (() => {
   const base = "/sandbox/intents/" + encodeURIComponent({{.ID}});
+  const key = new URLSearchParams(location.hash.slice(1)).get({{.KeyParam}}) || "";
   const result = document.getElementById("pay-result");
   const buttons = [document.getElementById("pay-button"), document.getElementById("fail-button")];
   const back = document.getElementById("return-link");
@@ -77,7 +81,7 @@ button:disabled { opacity: .5; cursor: default; }
     buttons.forEach((b) => { b.disabled = true; });
     result.textContent = "Working…";
     try {
-      const res = await fetch(base + "/" + action, { method: "POST" });
+      const res = await fetch(base + "/" + action, { method: "POST", headers: { Authorization: "Bearer " + key } });
       const body = await res.json().catch(() => ({}));
       if (res.ok) {
         settle(body.status, "Payment " + body.status + ".");
@@ -85,6 +89,9 @@ button:disabled { opacity: .5; cursor: default; }
         settle("failed", "Payment failed earlier; it cannot be paid now.");
       } else if (body.error === "intent_succeeded") {
         settle("succeeded", "Payment succeeded earlier; it cannot fail now.");
+      } else if (res.status === 401) {
+        result.textContent = "This payment link is incomplete: open it exactly as the shop gave it.";
+        buttons.forEach((b) => { b.disabled = false; });
       } else {
         result.textContent = (body.message || "The gateway answered " + res.status) + ". Try again.";
         buttons.forEach((b) => { b.disabled = false; });
@@ -120,7 +127,8 @@ func (g *Gateway) handlePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var buf bytes.Buffer
-	data := pageData{Intent: in, Amount: formatAmount(in.AmountMinor, in.Currency), Done: in.Status != StatusRequiresPayment}
+	data := pageData{Intent: in, Amount: formatAmount(in.AmountMinor, in.Currency), Done: in.Status != StatusRequiresPayment,
+		KeyParam: payKeyParam}
 	if err := pageTemplate.Execute(&buf, data); err != nil {
 		g.log.Error("render pay page", "intent_id", in.ID, "err", err)
 		http.Error(w, "the pay page failed to render", http.StatusInternalServerError)

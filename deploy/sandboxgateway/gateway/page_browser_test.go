@@ -27,24 +27,36 @@ func TestPayPageInBrowser(t *testing.T) {
 		return decode[Intent](t, b)
 	}
 
+	noKey := func(_ *testing.T, in Intent) string { return strings.Split(in.PayURL, "#")[0] }
+	otherKey := func(t *testing.T, in Intent) string {
+		return noKey(t, in) + "#key=" + payKey(t, create(t, "other-"+in.ID, ""))
+	}
 	tests := []struct {
 		name      string
 		returnURL string
-		before    func(id string) // runs after the page loaded, before the click
+		url       func(*testing.T, Intent) string // the page's address; nil: pay_url
+		before    func(id string)                 // runs after the page loaded, before the click
 		button    string
 		want      string // in #pay-result
 		status    Status
 	}{
-		{"pay", "https://shop.example/orders/1", nil, "pay-button", "succeeded", StatusSucceeded},
-		{"fail", "", nil, "fail-button", "failed", StatusFailed},
-		{"pay after it failed elsewhere", "https://shop.example/orders/3",
+		{"pay", "https://shop.example/orders/1", nil, nil, "pay-button", "succeeded", StatusSucceeded},
+		{"fail", "", nil, nil, "fail-button", "failed", StatusFailed},
+		{"pay after it failed elsewhere", "https://shop.example/orders/3", nil,
 			func(id string) { _, _ = f.gw.Fail(id) }, "pay-button", "failed", StatusFailed},
+		// A link without its key, or with another intent's, pays nothing.
+		{"pay without the key", "", noKey, nil, "pay-button", "incomplete", StatusRequiresPayment},
+		{"fail with another intent's key", "", otherKey, nil, "fail-button", "incomplete", StatusRequiresPayment},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := create(t, strings.ReplaceAll(tt.name, " ", "-"), tt.returnURL)
+			addr := in.PayURL
+			if tt.url != nil {
+				addr = tt.url(t, in)
+			}
 			tab := newTab(t, browser)
-			run(t, tab, "open the pay page", chromedp.Navigate(in.PayURL))
+			run(t, tab, "open the pay page", chromedp.Navigate(addr))
 			if title := eval[string](t, tab, `document.title`); title != "Sandbox UPI payment" {
 				t.Errorf("title = %q, want Sandbox UPI payment", title)
 			}
@@ -56,6 +68,12 @@ func TestPayPageInBrowser(t *testing.T) {
 
 			if got, _ := f.gw.Intent(in.ID); got.Status != tt.status {
 				t.Errorf("intent status after the click = %s, want %s", got.Status, tt.status)
+			}
+			if tt.status == StatusRequiresPayment {
+				if enabled := eval[bool](t, tab, `!document.getElementById("pay-button").disabled`); !enabled {
+					t.Error("buttons disabled after a refused click, want them usable again")
+				}
+				return
 			}
 			if disabled := eval[bool](t, tab, `document.getElementById("pay-button").disabled && document.getElementById("fail-button").disabled`); !disabled {
 				t.Error("buttons still enabled after the outcome")

@@ -37,6 +37,8 @@ func TestPayPage(t *testing.T) {
 		in.ID,
 		`id="return-link" href="https://shop.example/orders?id=1&amp;x=%222%22"`,
 		`"/sandbox/intents/" + encodeURIComponent("` + in.ID + `")`,
+		`new URLSearchParams(location.hash.slice(1)).get("key")`,
+		`Authorization: "Bearer " + key`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("pay page lacks %s", want)
@@ -44,6 +46,11 @@ func TestPayPage(t *testing.T) {
 	}
 	if strings.Contains(page, "<b>ord</b>") {
 		t.Error("pay page holds the order id unescaped")
+	}
+	// Anyone may load the page by the intent's id: it must not hand out
+	// the key that pays it.
+	if key := payKey(t, in); strings.Contains(page, key) {
+		t.Errorf("pay page holds the intent's pay key %s", key)
 	}
 	for _, external := range []string{"src=\"http", "href=\"http://", "<link", "@import"} {
 		if strings.Contains(page, external) {

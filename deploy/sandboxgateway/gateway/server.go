@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,9 @@ var _ http.Handler = (*Gateway)(nil)
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
 
 // routes maps every endpoint. /v1/* calls pass through api: latency,
-// injected failures, then the API key.
+// injected failures, then the API key. Everything under /sandbox/, unknown
+// paths included, requires the control token (control), except that pay
+// and fail also take the intent's pay key (payer).
 func (g *Gateway) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/intents", g.api(g.handleCreate))
@@ -32,21 +35,26 @@ func (g *Gateway) routes() *http.ServeMux {
 	mux.Handle("GET /v1/intents/{id}", g.api(g.handleGet))
 	mux.Handle("POST /v1/intents/{id}/refunds", g.api(g.handleRefund))
 
-	mux.Handle("GET /sandbox/intents", handler(g.handleList))
-	mux.Handle("POST /sandbox/intents/{id}/pay", handler(g.handlePay))
-	mux.Handle("POST /sandbox/intents/{id}/fail", handler(g.handleFail))
-	mux.Handle("GET /sandbox/events", handler(g.handleEvents))
-	mux.Handle("GET /sandbox/webhooks", handler(g.handleGetWebhooks))
-	mux.Handle("PUT /sandbox/webhooks", handler(g.handlePutWebhooks))
+	mux.Handle("GET /sandbox/intents", g.control(g.handleList))
+	mux.Handle("POST /sandbox/intents/{id}/pay", g.payer(g.handlePay))
+	mux.Handle("POST /sandbox/intents/{id}/fail", g.payer(g.handleFail))
+	mux.Handle("GET /sandbox/events", g.control(g.handleEvents))
+	mux.Handle("GET /sandbox/webhooks", g.control(g.handleGetWebhooks))
+	mux.Handle("PUT /sandbox/webhooks", g.control(g.handlePutWebhooks))
 
 	mux.HandleFunc("GET /pay/{id}", g.handlePage)
 	mux.Handle("GET /healthz", handler(func(w http.ResponseWriter, _ *http.Request) error {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return nil
 	}))
-	mux.Handle("/", handler(func(_ http.ResponseWriter, r *http.Request) error { return noRoute(mux, r) }))
+	none := handler(func(_ http.ResponseWriter, r *http.Request) error { return noRoute(mux, r) })
+	mux.Handle(sandboxPrefix, g.control(none))
+	mux.Handle("/", none)
 	return mux
 }
+
+// sandboxPrefix is the catch-all of the sandbox endpoints.
+const sandboxPrefix = "/sandbox/"
 
 // handler is an endpoint that may fail; its error is answered by writeError.
 type handler func(w http.ResponseWriter, r *http.Request) error
@@ -60,7 +68,7 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // api wraps a /v1/* endpoint: it sleeps Latency, fails with FailureRate,
 // then requires the API key.
 func (g *Gateway) api(h handler) handler {
-	key := []byte("Bearer " + g.cfg.APIKey)
+	key := []byte(bearerPrefix + g.cfg.APIKey)
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if g.cfg.Latency > 0 {
 			t := time.NewTimer(g.cfg.Latency)
@@ -76,11 +84,49 @@ func (g *Gateway) api(h handler) handler {
 			return errUnavailable
 		}
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), key) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-gateway"`)
-			return errUnauthorized
+			return challenge(w, errUnauthorized)
 		}
 		return h(w, r)
 	}
+}
+
+// control wraps a /sandbox/* endpoint: it requires the control token.
+func (g *Gateway) control(h handler) handler {
+	token := []byte(bearerPrefix + g.cfg.ControlToken)
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), token) != 1 {
+			return challenge(w, errNoControlToken)
+		}
+		return h(w, r)
+	}
+}
+
+// payer wraps the pay and fail endpoints of intent {id}: they take the
+// control token, or that intent's pay key, which the pay page reads from
+// its pay_url. Another intent's key is refused like a wrong one, and so is
+// any key for an unknown intent: without the control token, the answer
+// tells nothing about which intents exist.
+func (g *Gateway) payer(h handler) handler {
+	token := []byte(bearerPrefix + g.cfg.ControlToken)
+	return func(w http.ResponseWriter, r *http.Request) error {
+		auth := []byte(r.Header.Get("Authorization"))
+		key, isBearer := bytes.CutPrefix(auth, []byte(bearerPrefix))
+		controlOK := subtle.ConstantTimeCompare(auth, token) == 1
+		if !controlOK && !(isBearer && g.payKeyMatches(r.PathValue("id"), key)) {
+			return challenge(w, errNoPayKey)
+		}
+		return h(w, r)
+	}
+}
+
+// bearerPrefix starts every Authorization header the gateway accepts.
+const bearerPrefix = "Bearer "
+
+// challenge adds the WWW-Authenticate header a 401 carries and returns
+// err, the 401 to answer.
+func challenge(w http.ResponseWriter, err *apiError) error {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-gateway"`)
+	return err
 }
 
 func (g *Gateway) handleCreate(w http.ResponseWriter, r *http.Request) error {
@@ -203,7 +249,7 @@ func noRoute(mux *http.ServeMux, r *http.Request) error {
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
-		if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+		if _, pattern := mux.Handler(probe); pattern != "/" && pattern != sandboxPrefix && pattern != "" {
 			allowed = append(allowed, m)
 		}
 	}
@@ -293,8 +339,10 @@ func badRequest(message string) *apiError {
 }
 
 var (
-	errUnauthorized = &apiError{http.StatusUnauthorized, "unauthorized", "a valid Authorization: Bearer <API key> header is required"}
-	errUnavailable  = &apiError{http.StatusServiceUnavailable, "unavailable", "the gateway is temporarily unavailable; retry with the same Idempotency-Key"}
+	errUnauthorized   = &apiError{http.StatusUnauthorized, "unauthorized", "a valid Authorization: Bearer <API key> header is required"}
+	errNoControlToken = &apiError{http.StatusUnauthorized, "unauthorized", "a valid Authorization: Bearer <control token> header is required"}
+	errNoPayKey       = &apiError{http.StatusUnauthorized, "unauthorized", "a valid Authorization: Bearer <control token, or this intent's pay key from its pay_url> header is required"}
+	errUnavailable    = &apiError{http.StatusServiceUnavailable, "unavailable", "the gateway is temporarily unavailable; retry with the same Idempotency-Key"}
 )
 
 // errorAnswers maps the intent store's errors to their answers.

@@ -75,7 +75,7 @@ func TestPayWebhook(t *testing.T) {
 		e.Deliveries[0].Error != "" || e.Suppressed || string(e.Payload) != string(r.body) {
 		t.Errorf("event = %+v, want %s delivered once with the body sent", e, p.ID)
 	}
-	status, b := send(t, "GET", f.url+"/sandbox/events", "")
+	status, b := f.control(t, "GET", "/sandbox/events", "")
 	if status != http.StatusOK || !strings.Contains(string(b), `"event_id":"`+p.ID+`"`) || !strings.Contains(string(b), `"delivered":true`) {
 		t.Errorf("GET /sandbox/events = %d %s, want the delivered event", status, b)
 	}
@@ -194,11 +194,11 @@ func TestWebhookDuplicates(t *testing.T) {
 
 func TestWebhooksDisabled(t *testing.T) {
 	f := start(t, nil)
-	put := func(body string) (int, []byte) { return send(t, "PUT", f.url+"/sandbox/webhooks", body) }
+	put := func(body string) (int, []byte) { return f.control(t, "PUT", "/sandbox/webhooks", body) }
 	if status, b := put(`{"enabled": false}`); status != http.StatusOK || !strings.Contains(string(b), `"enabled":false`) {
 		t.Fatalf("PUT /sandbox/webhooks off = %d %s, want 200 {\"enabled\":false}", status, b)
 	}
-	if status, b := send(t, "GET", f.url+"/sandbox/webhooks", ""); status != http.StatusOK || !strings.Contains(string(b), `"enabled":false`) {
+	if status, b := f.control(t, "GET", "/sandbox/webhooks", ""); status != http.StatusOK || !strings.Contains(string(b), `"enabled":false`) {
 		t.Errorf("GET /sandbox/webhooks = %d %s, want enabled false", status, b)
 	}
 	lost := f.create(t, "ord_lost")
@@ -280,7 +280,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestBackoff(t *testing.T) {
-	g, err := New(Config{APIKey: "k", WebhookSecrets: []string{"s"}, RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Seed: 7})
+	g, err := New(Config{APIKey: "k", ControlToken: testControlToken, WebhookSecrets: []string{"s"}, RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
