@@ -14,6 +14,7 @@ import (
 
 	"github.com/flashgate/flashgate/bench/internal/crowdreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
+	"github.com/flashgate/flashgate/internal/envflag"
 )
 
 type options struct {
@@ -29,22 +30,20 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	o := options{Config: crowdsim.Config{Scenario: crowdsim.DefaultScenario()}, Naive: true, CeilingShoppers: 20_000}
 	fs := flag.NewFlagSet("crowd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
+	// Through envflag: its secrets never become defaults, so -h and a
+	// mistyped flag print none of them.
+	env := envflag.New(fs)
+	o.EdgeURL, o.EdgeAdminURL = "http://127.0.0.1:8080", "http://127.0.0.1:8081"
+	o.OriginAdminURL, o.GatewayURL = "http://127.0.0.1:9091", "http://127.0.0.1:9300"
 	var secret string
-	fs.StringVar(&o.EdgeURL, "edge-url", env("FLASHGATE_CROWD_EDGE_URL", "http://127.0.0.1:8080"), "the edge's public URL ($FLASHGATE_CROWD_EDGE_URL)")
-	fs.StringVar(&o.EdgeAdminURL, "edge-admin-url", env("FLASHGATE_CROWD_EDGE_ADMIN_URL", "http://127.0.0.1:8081"), "the edge's admin URL ($FLASHGATE_CROWD_EDGE_ADMIN_URL)")
-	fs.StringVar(&o.OriginAdminURL, "origin-admin-url", env("FLASHGATE_CROWD_ORIGIN_ADMIN_URL", "http://127.0.0.1:9091"), "the origin's admin URL ($FLASHGATE_CROWD_ORIGIN_ADMIN_URL)")
-	fs.StringVar(&o.GatewayURL, "gateway-url", env("FLASHGATE_GATEWAY_URL", "http://127.0.0.1:9300"), "the sandbox payment gateway ($FLASHGATE_GATEWAY_URL)")
-	fs.StringVar(&o.AdminToken, "admin-token", getenv("FLASHGATE_ADMIN_TOKEN"), "admin bearer token ($FLASHGATE_ADMIN_TOKEN)")
-	// No default from the environment here, so that -h does not print it.
-	fs.StringVar(&o.GatewayToken, "gateway-control-token", "", "the sandbox gateway's control token, which its pay route takes (default $FLASHGATE_GATEWAY_CONTROL_TOKEN)")
-	fs.StringVar(&secret, "user-token-secret", getenv("FLASHGATE_USER_TOKEN_SECRET"), "the shop's HS256 user-token secret; shoppers' tokens are minted with it ($FLASHGATE_USER_TOKEN_SECRET)")
-	fs.StringVar(&o.PostgresURL, "postgres-url", getenv("FLASHGATE_POSTGRES_URL"), "Postgres for the naive baseline's tables ($FLASHGATE_POSTGRES_URL)")
+	env.String(&o.EdgeURL, "edge-url", "FLASHGATE_CROWD_EDGE_URL", "the edge's public URL")
+	env.String(&o.EdgeAdminURL, "edge-admin-url", "FLASHGATE_CROWD_EDGE_ADMIN_URL", "the edge's admin URL")
+	env.String(&o.OriginAdminURL, "origin-admin-url", "FLASHGATE_CROWD_ORIGIN_ADMIN_URL", "the origin's admin URL")
+	env.String(&o.GatewayURL, "gateway-url", "FLASHGATE_GATEWAY_URL", "the sandbox payment gateway")
+	env.Secret(&o.AdminToken, "admin-token", "FLASHGATE_ADMIN_TOKEN", "admin bearer token of both tiers")
+	env.Secret(&o.GatewayToken, "gateway-control-token", "FLASHGATE_GATEWAY_CONTROL_TOKEN", "the sandbox gateway's control token, which its pay route takes")
+	env.Secret(&secret, "user-token-secret", "FLASHGATE_USER_TOKEN_SECRET", "the shop's HS256 user-token secret; shoppers' tokens are minted with it")
+	env.Secret(&o.PostgresURL, "postgres-url", "FLASHGATE_POSTGRES_URL", "Postgres for the naive baseline's tables")
 	sc := &o.Scenario
 	fs.IntVar(&sc.Shoppers, "shoppers", sc.Shoppers, "shoppers in the crowd")
 	fs.IntVar(&sc.Stock, "stock", sc.Stock, "units on sale")
@@ -69,14 +68,11 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	fs.BoolVar(&o.Ceiling, "ceiling", o.Ceiling, "also run with admission unthrottled to find the stack's reserves per second")
 	fs.IntVar(&o.CeilingShoppers, "ceiling-shoppers", o.CeilingShoppers, "shoppers (and units) of the ceiling run")
 	fs.StringVar(&o.Out, "out", "", "report folder (default .data/crowd/<time>)")
-	if err := fs.Parse(args); err != nil {
+	if err := env.Parse(args, getenv); err != nil {
 		return options{}, err
 	}
 	o.Seed = uint64(seed)
 	o.UserSecret = []byte(secret)
-	if o.GatewayToken == "" {
-		o.GatewayToken = getenv("FLASHGATE_GATEWAY_CONTROL_TOKEN")
-	}
 	switch {
 	case o.AdminToken == "":
 		return options{}, errors.New("the admin token is required (FLASHGATE_ADMIN_TOKEN)")

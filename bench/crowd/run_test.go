@@ -56,3 +56,22 @@ func TestGatewayControlToken(t *testing.T) {
 		t.Errorf("-h output shows the control token, or not its flag:\n%s", help.String())
 	}
 }
+
+// No secret the crowd is given reaches -h's output or a flag error's.
+func TestSecretsNeverPrinted(t *testing.T) {
+	env := map[string]string{"FLASHGATE_ADMIN_TOKEN": "admin-secret-0123456789", "FLASHGATE_USER_TOKEN_SECRET": "user-secret-0123456789",
+		"FLASHGATE_POSTGRES_URL": "postgres://u:pg-secret-0123456789@127.0.0.1/db", "FLASHGATE_GATEWAY_CONTROL_TOKEN": "ctl-secret-0123456789"}
+	getenv := func(k string) string { return env[k] }
+	for _, args := range [][]string{{"-h"}, {"-no-such-flag"}} {
+		var out strings.Builder
+		_, _ = loadOptions(args, getenv, &out)
+		for _, v := range []string{"admin-secret", "user-secret", "pg-secret", "ctl-secret"} {
+			if strings.Contains(out.String(), v) {
+				t.Errorf("loadOptions(%q) printed %s:\n%s", args, v, out.String())
+			}
+		}
+	}
+	if o, err := loadOptions(nil, getenv, io.Discard); err != nil || o.AdminToken != env["FLASHGATE_ADMIN_TOKEN"] || string(o.UserSecret) != env["FLASHGATE_USER_TOKEN_SECRET"] {
+		t.Errorf("loadOptions from the environment = %v, admin %q, secret %q; want both from it", err, o.AdminToken, o.UserSecret)
+	}
+}
