@@ -16,7 +16,7 @@ func TestLoadConfigRedisSentinels(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{
 		"FLASHGATE_EDGE_ADMIN_TOKEN":  configtest.AdminToken,
-		"FLASHGATE_TOKEN_KEYS":        "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAx",
+		"FLASHGATE_TOKEN_KEYS":        "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAxMjM=",
 		"FLASHGATE_USER_TOKEN_SECRET": "user-token-secret-0123456789",
 	}
 	for _, tc := range []struct {
@@ -80,7 +80,7 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{
 		"FLASHGATE_EDGE_ADMIN_TOKEN":  configtest.AdminToken,
-		"FLASHGATE_TOKEN_KEYS":        "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAx",
+		"FLASHGATE_TOKEN_KEYS":        "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAxMjM=",
 		"FLASHGATE_USER_TOKEN_SECRET": "user-token-secret-0123456789",
 	}
 	for _, tc := range []struct {
@@ -200,3 +200,4 @@ func TestSecretsAreNeverPrinted(t *testing.T) { t.Parallel(); edgeConfig.Secrets
 func TestSecretFiles(t *testing.T)            { t.Parallel(); edgeConfig.SecretFiles(t) }
 func TestAdminTokens(t *testing.T)            { t.Parallel(); edgeConfig.AdminTokens(t) }
 func TestListenersAndDevMode(t *testing.T)    { t.Parallel(); edgeConfig.ListenersAndDevMode(t) }
+func TestUserTokens(t *testing.T)             { t.Parallel(); edgeConfig.UserTokens(t) }

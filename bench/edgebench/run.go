@@ -41,7 +41,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	}
 	fs := flag.NewFlagSet("edgebench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	benchcmd.ServiceFlags(fs, getenv, &c.RedisURL, &c.PostgresURL)
+	env := benchcmd.ServiceFlags(fs, &c.RedisURL, &c.PostgresURL)
 	parts := fs.String("run", strings.Join(edgeperf.AllPaths, ","), "which parts to run: "+strings.Join(edgeperf.AllPaths, ", "))
 	fs.IntVar(&c.Requests, "n", c.Requests, "timed requests per server per round (every path but the proxied reserve)")
 	fs.IntVar(&c.ProxyRequests, "proxy-n", c.ProxyRequests, "timed requests per server per round for the proxied reserve and the origin alone")
@@ -58,7 +58,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "cap on the whole run")
 	fs.BoolVar(&asJSON, "json", false, "write the report as JSON")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of each path's first timed edge run to `path`.<path>.pprof (and of the bare handler's run to path.<path>.bare.pprof)")
-	if err := fs.Parse(args); err != nil {
+	if err := env.Parse(args, getenv); err != nil {
 		return c, false, err
 	}
 	if fs.NArg() > 0 {

@@ -47,7 +47,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	}
 	fs := flag.NewFlagSet("reservebench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	benchcmd.ServiceFlags(fs, getenv, &c.RedisURL, &c.PostgresURL)
+	env := benchcmd.ServiceFlags(fs, &c.RedisURL, &c.PostgresURL)
 	parts := fs.String("run", "script,durability,http", "which phases to run: script, durability, http, comma-separated")
 	durability := fs.String("durability", strings.Join(reserveperf.DurabilityOptions, ","), "durability phase: options to measure, each against none in the same round: "+strings.Join(reserveperf.DurabilityOptions, ", "))
 	fs.IntVar(&c.DurabilityReserves, "durability-n", c.DurabilityReserves, "durability phase: timed reserves per option")
@@ -71,7 +71,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "cap on the whole run")
 	fs.BoolVar(&asJSON, "json", false, "write the report as JSON")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write CPU profiles of the timed runs to `path`.script.pprof and path.origin.pprof")
-	if err := fs.Parse(args); err != nil {
+	if err := env.Parse(args, getenv); err != nil {
 		return c, false, err
 	}
 	if fs.NArg() > 0 {

@@ -6,13 +6,16 @@ package configtest
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Binary is one binary under the suite; C is its Config.
@@ -270,5 +273,78 @@ func checkWarning(t *testing.T, warnings []string, want string) {
 	t.Helper()
 	if got := strings.Join(warnings, "\n"); len(warnings) > 1 || (want == "") != (got == "") || !strings.Contains(got, want) {
 		t.Errorf("warnings = %q, want one with %q", warnings, want)
+	}
+}
+
+// UserTokens: user tokens cannot be mixed with our own. A user-token
+// secret, the shop's or dev mode's, that is a token key's secret (any key
+// of the set) or its base64 spelling is refused at start, before the
+// binary serves, and the refusal names the settings but no secret; so are
+// our own tokens' issuer and audiences as the user tokens'.
+func (b Binary[C]) UserTokens(t *testing.T) {
+	keys := b.Env["FLASHGATE_TOKEN_KEYS"]
+	kid, b64, _ := strings.Cut(keys, ":")
+	key, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatalf("the suite's FLASHGATE_TOKEN_KEYS is not kid:base64: %v", err)
+	}
+	other := "k0:" + base64.StdEncoding.EncodeToString([]byte("another-token-key-secret-0123456789"))
+	refusal := "is the secret of token key " + strconv.Quote(kid) + " in FLASHGATE_TOKEN_KEYS (or its base64): " +
+		"whoever signs user tokens could sign queue and admission tokens, and those would pass as user tokens"
+	dev := b.DevEnv()
+	with := func(base map[string]string, kv ...string) map[string]string {
+		m := maps.Clone(base)
+		if m == nil {
+			m = map[string]string{}
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		wantErr string
+	}{
+		{name: "the shop's secret is the token key", env: with(nil, "FLASHGATE_USER_TOKEN_SECRET", string(key)),
+			wantErr: "FLASHGATE_USER_TOKEN_SECRET " + refusal},
+		{name: "the shop's secret is the token key's base64", env: with(nil, "FLASHGATE_USER_TOKEN_SECRET", b64),
+			wantErr: "FLASHGATE_USER_TOKEN_SECRET " + refusal},
+		{name: "the shop's secret is a key that only verifies", env: with(nil, "FLASHGATE_TOKEN_KEYS", other+","+keys,
+			"FLASHGATE_USER_TOKEN_SECRET", string(key)), wantErr: "FLASHGATE_USER_TOKEN_SECRET " + refusal},
+		{name: "dev mode's secret is the token key", env: with(dev, "FLASHGATE_DEV_USER_TOKEN_SECRET", string(key)),
+			wantErr: "FLASHGATE_DEV_USER_TOKEN_SECRET " + refusal},
+		{name: "an unused dev secret is the token key", env: with(nil, "FLASHGATE_DEV_USER_TOKEN_SECRET", string(key)),
+			wantErr: "FLASHGATE_DEV_USER_TOKEN_SECRET " + refusal},
+		{name: "a bad token key", env: with(nil, "FLASHGATE_TOKEN_KEYS", kid+":c2hvcnQ="),
+			wantErr: "config: FLASHGATE_TOKEN_KEYS: tokens: secret for kid " + strconv.Quote(kid) + " is 5 bytes, want at least 32"},
+		{name: "our issuer", env: with(nil, "FLASHGATE_USER_TOKEN_ISSUER", "flashgate"),
+			wantErr: `FLASHGATE_USER_TOKEN_ISSUER may not be "flashgate", the issuer of our own queue and admission tokens`},
+		{name: "our edges' audience", env: with(nil, "FLASHGATE_USER_TOKEN_AUDIENCE", "edge"),
+			wantErr: `FLASHGATE_USER_TOKEN_AUDIENCE may not be "edge", an audience of our own queue and admission tokens`},
+		{name: "our origins' audience", env: with(nil, "FLASHGATE_USER_TOKEN_AUDIENCE", "origin"),
+			wantErr: `FLASHGATE_USER_TOKEN_AUDIENCE may not be "origin"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := b.Load(nil, b.envWith(tc.env), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("loadConfig = %v, want an error with %q", err, tc.wantErr)
+			}
+			// Bounded, lest a binary that does start serve until the test times out.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var stdout, stderr strings.Builder
+			runErr := b.Run(ctx, nil, b.envWith(tc.env), &stdout, &stderr)
+			if runErr == nil || runErr.Error() != fmt.Sprint(err) {
+				t.Errorf("run = %v, want loadConfig's error %v", runErr, err)
+			}
+			printed := stdout.String() + stderr.String() + fmt.Sprint(runErr)
+			for _, secret := range append([]string{string(key), strings.TrimRight(b64, "=")}, b.Secrets...) {
+				if strings.Contains(printed, secret) {
+					t.Errorf("run printed the secret %q:\n%s", secret, printed)
+				}
+			}
+		})
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/flashgate/flashgate/internal/envflag"
 )
 
 // Main runs run with a context that ends on SIGINT or SIGTERM, and exits 1
@@ -36,20 +38,19 @@ const (
 	DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/flashgate_bench?sslmode=disable"
 )
 
-// ServiceFlags adds -redis-url and -postgres-url to fs, their defaults taken
-// from FLASHGATE_BENCH_REDIS_URL and FLASHGATE_BENCH_POSTGRES_URL through
-// getenv, else DefaultRedisURL and DefaultPostgresURL.
-func ServiceFlags(fs *flag.FlagSet, getenv func(string) string, redisURL, postgresURL *string) {
-	def := func(name, fallback string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return fallback
-	}
-	fs.StringVar(redisURL, "redis-url", def("FLASHGATE_BENCH_REDIS_URL", DefaultRedisURL),
-		"Redis on this machine ($FLASHGATE_BENCH_REDIS_URL); only keys under a random prefix are touched")
-	fs.StringVar(postgresURL, "postgres-url", def("FLASHGATE_BENCH_POSTGRES_URL", DefaultPostgresURL),
-		"Postgres database on this machine ($FLASHGATE_BENCH_POSTGRES_URL); the run works in schemas of its own")
+// ServiceFlags adds -redis-url and -postgres-url to fs, set from
+// FLASHGATE_BENCH_REDIS_URL and FLASHGATE_BENCH_POSTGRES_URL (or their
+// _FILE variants) else DefaultRedisURL and DefaultPostgresURL. Parse the
+// command line with the returned Set: the URLs may hold passwords, so they
+// are bound as secrets and never printed.
+func ServiceFlags(fs *flag.FlagSet, redisURL, postgresURL *string) *envflag.Set {
+	env := envflag.New(fs)
+	*redisURL, *postgresURL = DefaultRedisURL, DefaultPostgresURL
+	env.Secret(redisURL, "redis-url", "FLASHGATE_BENCH_REDIS_URL",
+		"Redis on this machine; only keys under a random prefix are touched")
+	env.Secret(postgresURL, "postgres-url", "FLASHGATE_BENCH_POSTGRES_URL",
+		"Postgres database on this machine; the run works in schemas of its own")
+	return env
 }
 
 // Logger is the log of the code a benchmark runs (the edge node, the

@@ -54,8 +54,10 @@ type Config struct {
 	AdmissionTokenTTL      time.Duration // lifetime of an admission token
 	UserTokenSecret        string        // HS256 secret of the shop's user tokens, or
 	UserTokenPublicKeyFile string        // a PEM Ed25519/RSA public key file
-	UserTokenIssuer        string        // required iss of user tokens; "" = not checked
-	UserTokenAudience      string        // required aud; "" = not checked
+	// UserTokenIssuer and UserTokenAudience are the iss and aud user
+	// tokens must carry; "" = not checked. Neither may be our own tokens'.
+	UserTokenIssuer   string
+	UserTokenAudience string
 
 	DefaultRatePerSecond float64       // admission rate a sale's line starts with until ops set one
 	Tick                 time.Duration // how often the cursor advances and views rebuild
@@ -217,6 +219,9 @@ func (c Config) Validate() error {
 	if err := secretcheck.Strong(c.AdminToken); err != nil {
 		return fmt.Errorf("config: the admin token (FLASHGATE_EDGE_ADMIN_TOKEN, -admin-token) is too weak: %w; %s", err, secretcheck.HowToMake)
 	}
+	if err := c.checkUserTokens(); err != nil {
+		return err
+	}
 	if _, err := c.redis(); err != nil {
 		return err
 	}
@@ -285,4 +290,38 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// checkUserTokens refuses user-token settings that would mix user tokens
+// with our own: a user-token secret that is a token key (or its base64),
+// with which whoever signs user tokens could sign queue and admission
+// tokens, and under which ours would pass as user tokens; and our own
+// tokens' iss or aud required of user tokens, under which none would pass.
+// It parses the token keys, so a bad key set is refused here too; no
+// message holds a secret.
+func (c Config) checkUserTokens() error {
+	keys, err := tokens.ParseKeySet(c.TokenKeys)
+	if err != nil {
+		return fmt.Errorf("config: FLASHGATE_TOKEN_KEYS: %w", err)
+	}
+	for _, s := range []struct{ name, secret string }{
+		{"FLASHGATE_USER_TOKEN_SECRET", c.UserTokenSecret},
+		{"FLASHGATE_DEV_USER_TOKEN_SECRET", c.DevUserTokenSecret},
+	} {
+		if s.secret == "" {
+			continue
+		}
+		if kid, ok := keys.SharedSecret([]byte(s.secret)); ok {
+			return fmt.Errorf("config: %s is the secret of token key %q in FLASHGATE_TOKEN_KEYS (or its base64): "+
+				"whoever signs user tokens could sign queue and admission tokens, and those would pass as user tokens; "+
+				"give user tokens a secret of their own", s.name, kid)
+		}
+	}
+	switch {
+	case c.UserTokenIssuer == tokens.IssuerName:
+		return fmt.Errorf("config: FLASHGATE_USER_TOKEN_ISSUER may not be %q, the issuer of our own queue and admission tokens", tokens.IssuerName)
+	case c.UserTokenAudience == tokens.AudienceEdge || c.UserTokenAudience == tokens.AudienceOrigin:
+		return fmt.Errorf("config: FLASHGATE_USER_TOKEN_AUDIENCE may not be %q, an audience of our own queue and admission tokens", c.UserTokenAudience)
+	}
+	return nil
 }
