@@ -14,7 +14,7 @@ import (
 // $NAME_FILE names), then the flags in args, which win. A variable that
 // does not parse is an error naming it. It refuses listeners that share an
 // address, and dev mode beyond loopback unless allowed; warnings are what
-// start-up logs at WARN.
+// start-up logs at WARN (among them user tokens' unchecked iss or aud).
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (app.Config, []string, error) {
 	c := app.DefaultConfig()
 	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
@@ -40,8 +40,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.Duration(&c.AdmissionTokenTTL, "admission-token-ttl", "FLASHGATE_ADMISSION_TOKEN_TTL", "lifetime of an admission token")
 	env.Secret(&c.UserTokenSecret, "user-token-secret", "FLASHGATE_USER_TOKEN_SECRET", "HS256 secret of the shop's user tokens")
 	env.String(&c.UserTokenPublicKeyFile, "user-token-public-key-file", "FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE", "PEM Ed25519 or RSA public key of the shop's user tokens")
-	env.String(&c.UserTokenIssuer, "user-token-issuer", "FLASHGATE_USER_TOKEN_ISSUER", "required iss of user tokens (empty: not checked)")
-	env.String(&c.UserTokenAudience, "user-token-audience", "FLASHGATE_USER_TOKEN_AUDIENCE", "required aud of user tokens (empty: not checked)")
+	env.String(&c.UserTokenIssuer, "user-token-issuer", "FLASHGATE_USER_TOKEN_ISSUER", "required iss of user tokens (empty: not checked, so tokens the shop issues for other purposes pass; logged at WARN)")
+	env.String(&c.UserTokenAudience, "user-token-audience", "FLASHGATE_USER_TOKEN_AUDIENCE", "required aud of user tokens (empty: not checked, so tokens the shop issues for other purposes pass; logged at WARN)")
 	env.Float64(&c.DefaultRatePerSecond, "default-rate", "FLASHGATE_DEFAULT_RATE", "admission rate per second of a sale until ops set one")
 	env.Duration(&c.Tick, "tick", "FLASHGATE_TICK", "how often the admission cursor advances")
 	env.Duration(&c.SnapshotRefresh, "snapshot-refresh", "FLASHGATE_SNAPSHOT_REFRESH", "how often sale snapshots are fetched from origin")
@@ -82,6 +82,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	if err != nil {
 		return app.Config{}, nil, err
 	}
+	warnings = append(warnings, c.Warnings()...)
 	if env.Source("admin-token") == sharedAdminToken {
 		warnings = append(warnings, "one admin token ("+sharedAdminToken+") serves the edges and the origins: "+
 			"whoever holds one tier's runs the other's admin API; set FLASHGATE_EDGE_ADMIN_TOKEN and FLASHGATE_ORIGIN_ADMIN_TOKEN instead")

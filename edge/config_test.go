@@ -179,6 +179,8 @@ var edgeConfig = configtest.Binary[app.Config]{
 		"FLASHGATE_DEV_USER_TOKEN_SECRET":   "dev-user-token-secret-marker-0123456789",
 		"FLASHGATE_REDIS_URL":               "redis://u:redis-password-marker@127.0.0.1:6379/0",
 		"FLASHGATE_REDIS_SENTINEL_PASSWORD": "sentinel-password-marker",
+		"FLASHGATE_USER_TOKEN_ISSUER":       "https://id.shop.example",
+		"FLASHGATE_USER_TOKEN_AUDIENCE":     "flashgate",
 	},
 	Secrets: []string{configtest.AdminToken, "dG9rZW4ta2V5LXNlY3JldC1tYXJrZXItMDEyMzQ1Njc4OQ", "shop-user-token-secret-marker",
 		"dev-user-token-secret-marker", "redis-password-marker", "sentinel-password-marker"},

@@ -14,7 +14,7 @@ import (
 // $NAME_FILE names), then the flags in args, which win. A variable that
 // does not parse is an error naming it. It refuses listeners that share an
 // address, and dev mode beyond loopback unless allowed; warnings are what
-// start-up logs at WARN.
+// start-up logs at WARN (among them user tokens' unchecked iss or aud).
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (app.Config, []string, error) {
 	c := app.DefaultConfig()
 	fs := flag.NewFlagSet("origin", flag.ContinueOnError)
@@ -38,8 +38,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.Secret(&c.TokenKeys, "token-keys", "FLASHGATE_TOKEN_KEYS", "admission-token keys kid:base64secret,...; the first signs (required)")
 	env.Secret(&c.UserTokenSecret, "user-token-secret", "FLASHGATE_USER_TOKEN_SECRET", "HS256 secret of the shop's user tokens")
 	env.String(&c.UserTokenPublicKeyFile, "user-token-public-key-file", "FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE", "PEM Ed25519 or RSA public key of the shop's user tokens")
-	env.String(&c.UserTokenIssuer, "user-token-issuer", "FLASHGATE_USER_TOKEN_ISSUER", "required iss of user tokens (empty: not checked)")
-	env.String(&c.UserTokenAudience, "user-token-audience", "FLASHGATE_USER_TOKEN_AUDIENCE", "required aud of user tokens (empty: not checked)")
+	env.String(&c.UserTokenIssuer, "user-token-issuer", "FLASHGATE_USER_TOKEN_ISSUER", "required iss of user tokens (empty: not checked, so tokens the shop issues for other purposes pass; logged at WARN)")
+	env.String(&c.UserTokenAudience, "user-token-audience", "FLASHGATE_USER_TOKEN_AUDIENCE", "required aud of user tokens (empty: not checked, so tokens the shop issues for other purposes pass; logged at WARN)")
 	env.String(&c.LineAudience, "line-audience", "FLASHGATE_LINE_AUDIENCE", "the audience edges sign line requests for (empty: the Host they carry)")
 	env.String(&c.Instance, "instance", "FLASHGATE_INSTANCE", "this origin's stream consumer name, stable across restarts")
 	env.Int(&c.WriterBatch, "writer-batch", "FLASHGATE_WRITER_BATCH", "intents per Postgres transaction")
@@ -74,6 +74,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	if err != nil {
 		return app.Config{}, nil, err
 	}
+	warnings = append(warnings, c.Warnings()...)
 	if env.Source("admin-token") == sharedAdminToken {
 		warnings = append(warnings, "one admin token ("+sharedAdminToken+") serves the origins and the edges: "+
 			"whoever holds one tier's runs the other's admin API; set FLASHGATE_ORIGIN_ADMIN_TOKEN and FLASHGATE_EDGE_ADMIN_TOKEN instead")

@@ -148,6 +148,8 @@ var originConfig = configtest.Binary[app.Config]{
 		"FLASHGATE_DEV_USER_TOKEN_SECRET":   "dev-user-token-secret-marker-0123456789",
 		"FLASHGATE_REDIS_URL":               "redis://u:redis-password-marker@127.0.0.1:6379/0",
 		"FLASHGATE_REDIS_SENTINEL_PASSWORD": "sentinel-password-marker",
+		"FLASHGATE_USER_TOKEN_ISSUER":       "https://id.shop.example",
+		"FLASHGATE_USER_TOKEN_AUDIENCE":     "flashgate",
 		"FLASHGATE_POSTGRES_URL":            "postgres://u:postgres-password-marker@127.0.0.1:5432/db",
 		"FLASHGATE_GATEWAY_API_KEY":         "gateway-api-key-marker",
 		"FLASHGATE_GATEWAY_WEBHOOK_SECRET":  "webhook-secret-marker-0123456789",

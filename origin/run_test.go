@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,4 +62,108 @@ func TestRunDrainsPublicBeforeAdmin(t *testing.T) {
 			t.Errorf("GET admin /healthz after run returned = %d, want no answer", got)
 		}
 	}
+}
+
+// runLogs starts the origin with env, waits until its admin listener at
+// admin answers, stops it and returns what it logged.
+func runLogs(t *testing.T, env map[string]string, admin string) string {
+	t.Helper()
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, &logs, io.Discard) }()
+	httpreadtest.WaitStatus(t, "http://"+admin+"/healthz", http.StatusOK, 30*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run = %v", err)
+	}
+	return logs.String()
+}
+
+// baseEnv is an origin's configuration on e, outside dev mode, with its
+// listeners on free loopback ports (admin is the admin listener's).
+func baseEnv(t *testing.T, e *origintest.Env, instance string) (env map[string]string, admin string) {
+	t.Helper()
+	admin = httpreadtest.FreeAddr(t)
+	return map[string]string{
+		"FLASHGATE_ORIGIN_ADDR":        httpreadtest.FreeAddr(t),
+		"FLASHGATE_ORIGIN_ADMIN_ADDR":  admin,
+		"FLASHGATE_REDIS_URL":          e.RedisURL,
+		"FLASHGATE_REDIS_PREFIX":       e.Prefix,
+		"FLASHGATE_POSTGRES_URL":       e.PostgresURL,
+		"FLASHGATE_POSTGRES_MAX_CONNS": "4",
+		"FLASHGATE_ORIGIN_ADMIN_TOKEN": origintest.AdminToken,
+		"FLASHGATE_TOKEN_KEYS":         tokenstest.KeySet().String(),
+		"FLASHGATE_USER_TOKEN_SECRET":  string(tokenstest.UserSecret()),
+		"FLASHGATE_INSTANCE":           instance,
+	}, admin
+}
+
+// Dev mode says so at WARN when the origin starts, and so does the
+// override that lets it listen beyond loopback; user tokens checked with
+// dev mode's secret are no reason to warn of their issuer and audience.
+func TestRunWarnsOfDevMode(t *testing.T) {
+	t.Parallel()
+	env, admin := baseEnv(t, origintest.NewEnv(t), "origin-dev-warn-test")
+	env["FLASHGATE_ORIGIN_ADDR"] = strings.Replace(env["FLASHGATE_ORIGIN_ADDR"], "127.0.0.1", "0.0.0.0", 1)
+	env["FLASHGATE_USER_TOKEN_SECRET"] = ""
+	env["FLASHGATE_DEV"] = "1"
+	env["FLASHGATE_DEV_USER_TOKEN_SECRET"] = "dev-user-token-secret-0123456789abcdef"
+	env["FLASHGATE_DEV_ALLOW_NON_LOOPBACK"] = "1"
+	logs := runLogs(t, env, admin)
+	for _, want := range []string{`"level":"WARN","msg":"DEV MODE: POST /admin/dev/admission-token`, `"level":"WARN","msg":"DEV MODE LISTENS BEYOND LOOPBACK`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("start-up log lacks %s:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "NOT CHECKED") {
+		t.Errorf("start-up log in dev mode warns of unchecked user tokens:\n%s", logs)
+	}
+}
+
+// Outside dev mode, user tokens whose iss or aud is not checked are a WARN
+// when the origin starts, naming the settings; checked, there is none.
+func TestRunWarnsOfUncheckedUserTokens(t *testing.T) {
+	t.Parallel()
+	e := origintest.NewEnv(t)
+	const warning = `"level":"WARN","msg":"USER TOKENS' `
+	for _, tc := range []struct {
+		name, issuer, audience string
+		want                   string // "" = no such warning
+	}{
+		{name: "neither", want: warning + `ISSUER AND AUDIENCE ARE NOT CHECKED: FLASHGATE_USER_TOKEN_ISSUER and FLASHGATE_USER_TOKEN_AUDIENCE are unset, ` +
+			`so any token the shop signs with the user-token key passes as a shopper's sign-in`},
+		{name: "no issuer", audience: "flashgate", want: warning + `ISSUER IS NOT CHECKED: FLASHGATE_USER_TOKEN_ISSUER is unset`},
+		{name: "both", issuer: "https://id.shop.example", audience: "flashgate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, admin := baseEnv(t, e, "origin-user-token-warn-test")
+			env["FLASHGATE_USER_TOKEN_ISSUER"], env["FLASHGATE_USER_TOKEN_AUDIENCE"] = tc.issuer, tc.audience
+			logs := runLogs(t, env, admin)
+			if got := strings.Contains(logs, warning); tc.want == "" && got {
+				t.Errorf("start-up log warns of unchecked user tokens with issuer and audience set:\n%s", logs)
+			}
+			if tc.want != "" && !strings.Contains(logs, tc.want) {
+				t.Errorf("start-up log lacks %s:\n%s", tc.want, logs)
+			}
+		})
+	}
+}
+
+// syncBuffer is a strings.Builder safe for the origin's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex // guards b
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -26,7 +26,8 @@ type Binary[C any] struct {
 	Tier string
 	// Env is a valid configuration outside dev mode in which every secret
 	// variable is set, to a value no output may show (a password inside a
-	// URL must be unique to it).
+	// URL must be unique to it), and so are FLASHGATE_USER_TOKEN_ISSUER and
+	// FLASHGATE_USER_TOKEN_AUDIENCE: it loads without warnings.
 	Env map[string]string
 	// Secrets are the values in Env, or the passwords in them, that no
 	// output may show.
@@ -280,7 +281,8 @@ func checkWarning(t *testing.T, warnings []string, want string) {
 // secret, the shop's or dev mode's, that is a token key's secret (any key
 // of the set) or its base64 spelling is refused at start, before the
 // binary serves, and the refusal names the settings but no secret; so are
-// our own tokens' issuer and audiences as the user tokens'.
+// our own tokens' issuer and audiences as the user tokens'. Outside dev
+// mode an unchecked issuer or audience is a warning naming the setting.
 func (b Binary[C]) UserTokens(t *testing.T) {
 	keys := b.Env["FLASHGATE_TOKEN_KEYS"]
 	kid, b64, _ := strings.Cut(keys, ":")
@@ -302,10 +304,14 @@ func (b Binary[C]) UserTokens(t *testing.T) {
 		}
 		return m
 	}
+	unchecked := func(claims, settings string) string {
+		return "USER TOKENS' " + claims + " NOT CHECKED: " + settings + " unset, so any token the shop signs with the user-token key passes"
+	}
 	for _, tc := range []struct {
-		name    string
-		env     map[string]string
-		wantErr string
+		name        string
+		env         map[string]string
+		wantErr     string
+		wantWarning string
 	}{
 		{name: "the shop's secret is the token key", env: with(nil, "FLASHGATE_USER_TOKEN_SECRET", string(key)),
 			wantErr: "FLASHGATE_USER_TOKEN_SECRET " + refusal},
@@ -325,9 +331,24 @@ func (b Binary[C]) UserTokens(t *testing.T) {
 			wantErr: `FLASHGATE_USER_TOKEN_AUDIENCE may not be "edge", an audience of our own queue and admission tokens`},
 		{name: "our origins' audience", env: with(nil, "FLASHGATE_USER_TOKEN_AUDIENCE", "origin"),
 			wantErr: `FLASHGATE_USER_TOKEN_AUDIENCE may not be "origin"`},
+		{name: "issuer and audience checked"},
+		{name: "no issuer", env: with(nil, "FLASHGATE_USER_TOKEN_ISSUER", ""),
+			wantWarning: unchecked("ISSUER IS", "FLASHGATE_USER_TOKEN_ISSUER is")},
+		{name: "no audience", env: with(nil, "FLASHGATE_USER_TOKEN_AUDIENCE", ""),
+			wantWarning: unchecked("AUDIENCE IS", "FLASHGATE_USER_TOKEN_AUDIENCE is")},
+		{name: "neither", env: with(nil, "FLASHGATE_USER_TOKEN_ISSUER", "", "FLASHGATE_USER_TOKEN_AUDIENCE", ""),
+			wantWarning: unchecked("ISSUER AND AUDIENCE ARE", "FLASHGATE_USER_TOKEN_ISSUER and FLASHGATE_USER_TOKEN_AUDIENCE are")},
+		{name: "neither, in dev mode", env: with(dev, "FLASHGATE_USER_TOKEN_ISSUER", "", "FLASHGATE_USER_TOKEN_AUDIENCE", "")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := b.Load(nil, b.envWith(tc.env), io.Discard)
+			_, warnings, err := b.Load(nil, b.envWith(tc.env), io.Discard)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("loadConfig = %v", err)
+				}
+				checkWarning(t, warnings, tc.wantWarning)
+				return
+			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("loadConfig = %v, want an error with %q", err, tc.wantErr)
 			}

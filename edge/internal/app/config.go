@@ -55,7 +55,9 @@ type Config struct {
 	UserTokenSecret        string        // HS256 secret of the shop's user tokens, or
 	UserTokenPublicKeyFile string        // a PEM Ed25519/RSA public key file
 	// UserTokenIssuer and UserTokenAudience are the iss and aud user
-	// tokens must carry; "" = not checked. Neither may be our own tokens'.
+	// tokens must carry; "" = not checked, so that any token the shop
+	// signs with its key passes, whatever it was issued for (start-up
+	// warns of it outside dev mode). Neither may be our own tokens'.
 	UserTokenIssuer   string
 	UserTokenAudience string
 
@@ -324,4 +326,30 @@ func (c Config) checkUserTokens() error {
 		return fmt.Errorf("config: FLASHGATE_USER_TOKEN_AUDIENCE may not be %q, an audience of our own queue and admission tokens", c.UserTokenAudience)
 	}
 	return nil
+}
+
+// Warnings are what start-up logs at WARN about c: outside dev mode, user
+// tokens whose iss or aud is not checked.
+func (c Config) Warnings() []string {
+	if c.Dev {
+		return nil // dev logins are checked with a secret of dev mode's own
+	}
+	var unset, claims []string
+	if c.UserTokenIssuer == "" {
+		unset, claims = append(unset, "FLASHGATE_USER_TOKEN_ISSUER"), append(claims, "ISSUER")
+	}
+	if c.UserTokenAudience == "" {
+		unset, claims = append(unset, "FLASHGATE_USER_TOKEN_AUDIENCE"), append(claims, "AUDIENCE")
+	}
+	if len(unset) == 0 {
+		return nil
+	}
+	verb := "is"
+	if len(unset) > 1 {
+		verb = "are"
+	}
+	return []string{"USER TOKENS' " + strings.Join(claims, " AND ") + " " + strings.ToUpper(verb) + " NOT CHECKED: " +
+		strings.Join(unset, " and ") + " " + verb + " unset, " +
+		"so any token the shop signs with the user-token key passes as a shopper's sign-in, whatever the shop issued it for " +
+		"(another service, a password reset, an e-mail link); set both to the iss and aud of the shop's sign-in tokens"}
 }
