@@ -39,6 +39,21 @@ if ! have_chromium; then
 	log "installed $(chromium --version 2>/dev/null || echo chromium)"
 fi
 
+# The CDN test (edge/internal/cdntest) runs nginx with deploy/cdn's configuration and fails without it; it
+# also looks in /usr/sbin, where Debian puts nginx and a user's PATH may not reach.
+if ! command -v nginx >/dev/null 2>&1 && [[ ! -x /usr/sbin/nginx ]]; then
+	if [[ "$(id -u)" -ne 0 ]]; then
+		log "error: nginx is not installed; the CDN test needs it (Debian: sudo apt-get install nginx-light)"
+		exit 1
+	fi
+	log "installing nginx for the CDN test (apt-get install nginx-light, or nginx)"
+	if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light ||
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx; }; then
+		log "error: apt-get could not install nginx"
+		exit 1
+	fi
+fi
+
 use_services flashgate_test
 
 export FLASHGATE_TEST_REDIS_URL="$FLASHGATE_REDIS_URL"
