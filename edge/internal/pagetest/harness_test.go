@@ -287,6 +287,17 @@ func (p *page) visible(id string) bool {
 	return v
 }
 
+// requested lists the paths of the requests the page has made that have
+// ended (the Resource Timing entries), in order.
+func (p *page) requested() []string {
+	p.t.Helper()
+	paths, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]string](`performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname)`))
+	if err != nil {
+		p.t.Fatalf("read the page's requests: %v\npage: %s", err, p.state())
+	}
+	return paths
+}
+
 // stateJS describes the page's visible state in one line, for failures.
 const stateJS = `(() => {
   const ids = ['sale-name', 'sale-status', 'notice', 'join-button', 'queue-state', 'position', 'now-serving',

@@ -188,7 +188,8 @@ func TestShopperPage(t *testing.T) {
 		def := s.openSale(t, sale, 1)
 
 		// The page runs under its Content-Security-Policy: its own stylesheet applies (the
-		// script running is shown by every other subtest), and it may not be framed.
+		// script running is shown by every other subtest), and it may not be framed, by
+		// browsers that predate frame-ancestors neither.
 		resp, err := http.Get(s.BaseURL + "/")
 		if err != nil {
 			t.Fatal(err)
@@ -196,6 +197,20 @@ func TestShopperPage(t *testing.T) {
 		resp.Body.Close()
 		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || resp.Header.Get("Referrer-Policy") != "no-referrer" {
 			t.Errorf("GET / Content-Security-Policy %q, Referrer-Policy %q; want frame-ancestors 'none' and no-referrer", csp, resp.Header.Get("Referrer-Policy"))
+		}
+		if got := resp.Header.Get("X-Frame-Options"); got != "DENY" {
+			t.Errorf("GET / X-Frame-Options %q, want DENY", got)
+		}
+		// The JSON the page reads is never sniffed as anything else: the sale's snapshot, the
+		// first answer the page asks for.
+		resp, err = http.Get(s.BaseURL + "/v1/sales/" + sale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET /v1/sales/%s = %d, Content-Type %q, X-Content-Type-Options %q; want 200, application/json and nosniff",
+				sale, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("X-Content-Type-Options"))
 		}
 
 		// Nobody signed in: the shop's handed-over token signs the shopper in, and the page says as whom.
@@ -229,18 +244,38 @@ func TestShopperPage(t *testing.T) {
 		crafted := newPage(t, browser)
 		crafted.do("open a crafted link", chromedp.Navigate(s.BaseURL+"/?sale=..&order=..#user_token="+url.QueryEscape(s.Origin.UserToken(t, "shopper-fay"))))
 		crafted.waitUntil("the invalid-sale notice", `document.getElementById('notice').textContent.includes('not name a valid sale')`, 5*time.Second)
-		requested, err := chromedp.Run(crafted.ctx, chromedp.Evaluate[[]string](`performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname)`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, path := range requested {
+		for _, path := range crafted.requested() {
 			if strings.HasPrefix(path, "/v1/") {
 				t.Errorf("the page with ?sale=.. requested %s; want no API request", path)
+			}
+		}
+
+		// So is `?order=..` beside a valid sale: signed in, the page would send the shopper's token
+		// to GET /v1/orders/.., which the browser resolves to /v1/. A valid order id it does look up,
+		// which shows that the wait below is long enough to see the request.
+		back := func(order, account string) *page {
+			p := newPage(t, browser)
+			p.do("open a link back from the gateway", chromedp.Navigate(s.BaseURL+"/?sale="+url.QueryEscape(sale)+"&order="+url.QueryEscape(order)+
+				"#user_token="+url.QueryEscape(s.Origin.UserToken(t, account))))
+			p.waitUntil("the sale's name", fmt.Sprintf(`document.getElementById('sale-name').textContent === %q`, def.Name), 10*time.Second)
+			return p
+		}
+		const looked = `performance.getEntriesByType('resource').some((e) => new URL(e.name).pathname.startsWith('/v1/orders/'))`
+		back("o_unknown", "shopper-gil").waitUntil("the order looked up", looked, orderWait)
+		bad := back("..", "shopper-hal")
+		time.Sleep(orderWait)
+		for _, path := range bad.requested() {
+			if strings.HasPrefix(path, "/v1/") && path != "/v1/sales/"+sale {
+				t.Errorf("the page with ?sale=%s&order=.. requested %s; want only the sale's snapshot", sale, path)
 			}
 		}
 	})
 	t.Logf("TestShopperPage took %v", time.Since(start).Round(time.Millisecond))
 }
+
+// orderWait is how long after the sale's name shows the page has to ask
+// for an order named in its address.
+const orderWait = 2 * time.Second
 
 // signIn types account into the sign-in form, submits it and waits until
 // the page says who is signed in and offers to join the line.
