@@ -79,14 +79,14 @@ type Config struct {
 	// RedisCheckInterval is how often the origin checks that Redis still
 	// holds each current sale's state, and rebuilds a sale it lost.
 	RedisCheckInterval time.Duration
-
-	// ReadTimeout bounds reading one request, head and body, from its
-	// first byte (on a new connection, from the connect): a request still
-	// arriving then is answered 408, and a new connection that carried
 	// MaxHoldsPerAccount caps the holds one account may take in a sale,
 	// counting those that ran out or were cancelled, so that no account
 	// keeps a unit by holding it again and again; 0 = no cap.
 	MaxHoldsPerAccount int
+
+	// ReadTimeout bounds reading one request, head and body, from its
+	// first byte (on a new connection, from the connect): a request still
+	// arriving then is answered 408, and a new connection that carried
 	// nothing is closed without an answer.
 	ReadTimeout time.Duration
 	// MaxRequestHeadBytes bounds a request's line and headers; a larger
@@ -140,11 +140,11 @@ func DefaultConfig() Config {
 		ReserveJournal:     true,
 		ReserveWaitTimeout: checkout.DefaultWaitTimeout,
 		RedisCheckInterval: time.Second,
+		MaxHoldsPerAccount: 2,
 
 		ReadTimeout:         5 * time.Second,
 		MaxRequestHeadBytes: 32 << 10, // the edge's 16 KiB, twice: room for what the edge adds
 
-		MaxHoldsPerAccount: 2,
 		GatewayURL:        "http://127.0.0.1:9300",
 		PaymentGrace:      2 * time.Minute,
 		ReconcileInterval: 30 * time.Second,
@@ -170,12 +170,12 @@ func (c Config) Validate() error {
 		return errors.New("config: the instance name must not be empty")
 	case c.ReserveWaitReplicas < 0 || (c.ReserveWaitReplicas > 0 && c.ReserveWaitTimeout <= 0):
 		return errors.New("config: reserve wait replicas must not be negative, and with replicas the wait timeout must be positive")
+	case c.MaxHoldsPerAccount < 0:
+		return errors.New("config: the holds per account (FLASHGATE_MAX_HOLDS_PER_ACCOUNT) must not be negative; 0 means no cap")
 	case c.WriterBatch < 1 || c.ReservePipelines < 1 || c.ReserveMaxBatch < 1 || c.PostgresMaxConns < 1:
 		return errors.New("config: writer batch, reserve pipelines, reserve batch and Postgres connections must be positive")
 	case c.PaymentsOn() && c.GatewayURL == "":
 		return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_URL is required")
-	case c.MaxHoldsPerAccount < 0:
-		return errors.New("config: the holds per account (FLASHGATE_MAX_HOLDS_PER_ACCOUNT) must not be negative; 0 means no cap")
 	case c.PaymentsOn() && !goodSecrets(c.WebhookSecrets):
 		return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_WEBHOOK_SECRET must name one or more secrets of at least 16 characters, comma-separated")
 	case c.PaymentsOn() && (c.PaymentGrace < 0 || c.ReconcileInterval < 0):
