@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/internal/secretcheck"
+	"github.com/flashgate/flashgate/internal/usertokens"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/workers"
 	"github.com/flashgate/flashgate/tokens"
@@ -188,7 +189,7 @@ func (c Config) Validate() error {
 	if err := secretcheck.Strong(c.AdminToken); err != nil {
 		return fmt.Errorf("config: the admin token (FLASHGATE_ORIGIN_ADMIN_TOKEN, -admin-token) is too weak: %w; %s", err, secretcheck.HowToMake)
 	}
-	if err := c.checkUserTokens(); err != nil {
+	if err := c.userTokens().Check(); err != nil {
 		return err
 	}
 	_, err := c.redis()
@@ -208,62 +209,12 @@ func (c Config) redis() (redisconn.Options, error) {
 		MasterName: c.RedisMasterName, SentinelPassword: c.RedisSentinelPassword}, redisPoolSize)
 }
 
-// checkUserTokens refuses user-token settings that would mix user tokens
-// with our own: a user-token secret that is a token key (or its base64),
-// with which whoever signs user tokens could sign queue and admission
-// tokens, and under which ours would pass as user tokens; and our own
-// tokens' iss or aud required of user tokens, under which none would pass.
-// It parses the token keys, so a bad key set is refused here too; no
-// message holds a secret.
-func (c Config) checkUserTokens() error {
-	keys, err := tokens.ParseKeySet(c.TokenKeys)
-	if err != nil {
-		return fmt.Errorf("config: FLASHGATE_TOKEN_KEYS: %w", err)
-	}
-	for _, s := range []struct{ name, secret string }{
-		{"FLASHGATE_USER_TOKEN_SECRET", c.UserTokenSecret},
-		{"FLASHGATE_DEV_USER_TOKEN_SECRET", c.DevUserTokenSecret},
-	} {
-		if s.secret == "" {
-			continue
-		}
-		if kid, ok := keys.SharedSecret([]byte(s.secret)); ok {
-			return fmt.Errorf("config: %s is the secret of token key %q in FLASHGATE_TOKEN_KEYS (or its base64): "+
-				"whoever signs user tokens could sign queue and admission tokens, and those would pass as user tokens; "+
-				"give user tokens a secret of their own", s.name, kid)
-		}
-	}
-	switch {
-	case c.UserTokenIssuer == tokens.IssuerName:
-		return fmt.Errorf("config: FLASHGATE_USER_TOKEN_ISSUER may not be %q, the issuer of our own queue and admission tokens", tokens.IssuerName)
-	case c.UserTokenAudience == tokens.AudienceEdge || c.UserTokenAudience == tokens.AudienceOrigin:
-		return fmt.Errorf("config: FLASHGATE_USER_TOKEN_AUDIENCE may not be %q, an audience of our own queue and admission tokens", c.UserTokenAudience)
-	}
-	return nil
+// userTokens are c's user-token settings, as package usertokens checks them.
+func (c Config) userTokens() usertokens.Settings {
+	return usertokens.Settings{TokenKeys: c.TokenKeys, UserTokenSecret: c.UserTokenSecret, DevUserTokenSecret: c.DevUserTokenSecret,
+		UserTokenIssuer: c.UserTokenIssuer, UserTokenAudience: c.UserTokenAudience, Dev: c.Dev}
 }
 
 // Warnings are what start-up logs at WARN about c: outside dev mode, user
 // tokens whose iss or aud is not checked.
-func (c Config) Warnings() []string {
-	if c.Dev {
-		return nil // dev logins are checked with a secret of dev mode's own
-	}
-	var unset, claims []string
-	if c.UserTokenIssuer == "" {
-		unset, claims = append(unset, "FLASHGATE_USER_TOKEN_ISSUER"), append(claims, "ISSUER")
-	}
-	if c.UserTokenAudience == "" {
-		unset, claims = append(unset, "FLASHGATE_USER_TOKEN_AUDIENCE"), append(claims, "AUDIENCE")
-	}
-	if len(unset) == 0 {
-		return nil
-	}
-	verb := "is"
-	if len(unset) > 1 {
-		verb = "are"
-	}
-	return []string{"USER TOKENS' " + strings.Join(claims, " AND ") + " " + strings.ToUpper(verb) + " NOT CHECKED: " +
-		strings.Join(unset, " and ") + " " + verb + " unset, " +
-		"so any token the shop signs with the user-token key passes as a shopper's sign-in, whatever the shop issued it for " +
-		"(another service, a password reset, an e-mail link); set both to the iss and aud of the shop's sign-in tokens"}
-}
+func (c Config) Warnings() []string { return c.userTokens().Warnings() }
