@@ -1,0 +1,582 @@
+#!/usr/bin/env bash
+# `make run-cluster`: flashgate in the shape it is deployed in, on one machine, in the foreground until
+# SIGINT/SIGTERM:
+#
+#   nginx (deploy/cdn's reference CDN configuration, upstream = both edges)
+#     → edge1, edge2 → origin1, origin2 (edge1 → origin1, edge2 → origin2)
+#     → a Redis primary with one replica and three Sentinels (quorum 2), followed through Sentinel by every binary
+#     → Postgres (services.sh's: the one on 127.0.0.1:5432 if it answers, else one of our own)
+#   plus the sandbox payment gateway (its webhooks come in through nginx) and a demo sale (demosale.sh).
+#
+# As root (where `ip netns` works), every node runs in its own network namespace with its own address on a
+# private test subnet that exists only inside the namespaces this script makes, joined by veth pairs to a bridge
+# in the root namespace: cut a node off with `ip link set fgc-<node> down`. Elsewhere everything listens on
+# 127.0.0.1, on ports from FLASHGATE_CLUSTER_PORT_BASE. docs/OPERATIONS.md ("Many nodes on one machine") has
+# the addresses. On exit (Ctrl-C, TERM, FLASHGATE_RUN_THEN's end, a failed start) it stops every process it
+# started, removes the namespaces, veths and bridge it made and the services services.sh started for it.
+#
+# Environment (all optional):
+#   FLASHGATE_CLUSTER_NETNS=auto    1: namespaces (fails unless they work); 0: loopback ports; auto: 1 when root
+#                                   and `ip netns add` works
+#   FLASHGATE_CLUSTER_SUBNET=10.99.0   the namespaces' /24 (first three octets); the bridge is .1
+#   FLASHGATE_CLUSTER_PORT_BASE=7000   loopback mode: nginx on BASE, the others from BASE+11 (see OPERATIONS.md)
+#   FLASHGATE_RUN_THEN="command"    run it once the cluster is up, then stop everything (its exit status is ours),
+#                                   with what run.sh gives its command (FLASHGATE_DEMO_SALE_ID, FLASHGATE_CROWD_*,
+#                                   FLASHGATE_USER_TOKEN_SECRET, FLASHGATE_GATEWAY_CONTROL_TOKEN, the admin tokens)
+#                                   and FLASHGATE_CLUSTER_* naming every node (printed at start)
+#   FLASHGATE_DEMO_STARTS_IN=15     seconds from its creation to the demo sale's start
+#   the secrets run.sh generates (admin tokens, token keys, dev user-token secret, gateway keys): generated when
+#   unset; any other FLASHGATE_* setting (limits, rates) is passed to every binary as it is.
+#
+#   deploy/local/cluster.sh down    removes namespaces, veths and the bridge a killed run left behind
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cd "$root"
+
+log() { printf 'flashgate: %s\n' "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+is_root() { [[ "$(id -u)" -eq 0 ]]; }
+have() { command -v "$1" >/dev/null 2>&1; }
+
+command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
+PATH="$PATH:/usr/sbin:/sbin"
+
+ns_prefix=fgc-      # namespaces fgc-<node>; root-side veths fgc-<node>; bridge fgc-br0
+bridge="${ns_prefix}br0"
+nodes=(cdn edge1 edge2 origin1 origin2 redis1 redis2 sentinel1 sentinel2 sentinel3 gateway)
+
+# remove_netns: every namespace, veth and the bridge named with our prefix (ours: nobody else uses it).
+remove_netns() {
+	local node
+	for node in "${nodes[@]}"; do
+		if ip netns list 2>/dev/null | grep -qw "$ns_prefix$node"; then
+			ip netns del "$ns_prefix$node" 2>/dev/null || log "could not remove namespace $ns_prefix$node"
+		fi
+		if ip link show "$ns_prefix$node" >/dev/null 2>&1; then
+			ip link del "$ns_prefix$node" 2>/dev/null || true
+		fi
+	done
+	if ip link show "$bridge" >/dev/null 2>&1; then
+		ip link del "$bridge" 2>/dev/null || log "could not remove bridge $bridge"
+	fi
+}
+
+if [[ "${1:-}" == "down" ]]; then
+	is_root || die "cluster.sh down: only root makes (and removes) namespaces"
+	remove_netns
+	log "removed what a cluster run left behind (if anything)"
+	exit 0
+fi
+[[ $# -eq 0 ]] || die "usage: cluster.sh [down]"
+
+apt_install() { # package…
+	local logfile="$root/.data/apt-get.log"
+	mkdir -p "$root/.data"
+	log "installing $* with apt-get (running as root)"
+	if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"; } \
+		>"$logfile" 2>&1; then
+		tail -n 20 "$logfile" >&2 || true
+		die "apt-get install $* failed (log: $logfile)"
+	fi
+	hash -r
+}
+
+need() { # command package
+	have "$1" && return 0
+	if is_root && have apt-get; then
+		apt_install "$2"
+	fi
+	have "$1" || die "$1 is not installed (Debian: apt-get install $2)"
+}
+
+for tool in go curl openssl; do
+	have "$tool" || die "$tool is not installed"
+done
+need redis-server redis-server
+need redis-cli redis-tools
+need nginx nginx-light
+need envsubst gettext-base
+
+# --- the shape: namespaces or loopback ports --------------------------------------------------------------
+
+netns_works() {
+	is_root && have ip || return 1
+	local probe="${ns_prefix}probe$$"
+	ip netns add "$probe" 2>/dev/null || return 1
+	ip netns del "$probe" 2>/dev/null || true
+}
+
+mode="${FLASHGATE_CLUSTER_NETNS:-auto}"
+case "$mode" in
+auto) if netns_works; then mode=netns; else mode=loopback; fi ;;
+1 | true) netns_works || die "FLASHGATE_CLUSTER_NETNS=1, but network namespaces need root and a working 'ip netns add'" ;& 
+netns) mode=netns ;;
+0 | false | loopback) mode=loopback ;;
+*) die "FLASHGATE_CLUSTER_NETNS must be auto, 1 or 0 (got '$mode')" ;;
+esac
+
+declare -A host port admin_port
+if [[ "$mode" == netns ]]; then
+	need socat socat
+	subnet="${FLASHGATE_CLUSTER_SUBNET:-10.99.0}"
+	[[ "$subnet" =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || die "FLASHGATE_CLUSTER_SUBNET must be three octets, such as 10.99.0"
+	bridge_ip="$subnet.1"
+	declare -A octet=([cdn]=10 [edge1]=11 [edge2]=12 [origin1]=21 [origin2]=22 [redis1]=31 [redis2]=32
+		[sentinel1]=41 [sentinel2]=42 [sentinel3]=43 [gateway]=50)
+	for node in "${nodes[@]}"; do host[$node]="$subnet.${octet[$node]}"; done
+	port=([cdn]=80 [edge1]=8080 [edge2]=8080 [origin1]=9090 [origin2]=9090 [redis1]=6379 [redis2]=6379
+		[sentinel1]=26379 [sentinel2]=26379 [sentinel3]=26379 [gateway]=9300)
+	admin_port=([edge1]=8081 [edge2]=8081 [origin1]=9091 [origin2]=9091)
+	cdn_peer="${host[cdn]}" # the address the edges see nginx's requests come from
+	# Dev mode (dev logins) refuses non-loopback listeners unless told: these addresses exist only in our
+	# namespaces and on our bridge, reachable from this machine alone.
+	export FLASHGATE_DEV_ALLOW_NON_LOOPBACK=1
+else
+	base="${FLASHGATE_CLUSTER_PORT_BASE:-7000}"
+	[[ "$base" =~ ^[0-9]+$ && "$base" -ge 1024 && "$base" -le 65400 ]] || die "FLASHGATE_CLUSTER_PORT_BASE must be 1024-65400"
+	for node in "${nodes[@]}"; do host[$node]=127.0.0.1; done
+	port=([cdn]=$base [edge1]=$((base + 11)) [edge2]=$((base + 21)) [origin1]=$((base + 31)) [origin2]=$((base + 41))
+		[redis1]=$((base + 51)) [redis2]=$((base + 52)) [sentinel1]=$((base + 61)) [sentinel2]=$((base + 62))
+		[sentinel3]=$((base + 63)) [gateway]=$((base + 70)))
+	admin_port=([edge1]=$((base + 12)) [edge2]=$((base + 22)) [origin1]=$((base + 32)) [origin2]=$((base + 42)))
+	# nginx sends to the edges from an address of its own (proxy_bind), so that the edges believe
+	# X-Forwarded-For from nginx and from nothing else on this machine.
+	cdn_peer=127.0.0.10
+fi
+
+addr() { printf '%s:%s' "${host[$1]}" "${port[$1]}"; }
+admin_addr() { printf '%s:%s' "${host[$1]}" "${admin_port[$1]}"; }
+url() { printf 'http://%s' "$(addr "$1")"; }
+admin_url() { printf 'http://%s' "$(admin_addr "$1")"; }
+
+data="$root/.data/cluster"
+
+# --- stopping everything we started ------------------------------------------------------------------------
+
+pids=()  # processes we started, in start order
+names=() # their names (logs are $data/<name>.log)
+tiers=() # the stop order: lower tiers stop later
+services_started=""
+made_netns=""
+
+stop_tier() { # tier: TERM every live process of the tier, up to 10 s, then KILL
+	local tier="$1" i j live
+	for i in "${!pids[@]}"; do
+		[[ "${tiers[$i]}" == "$tier" ]] || continue
+		if kill -0 "${pids[$i]}" 2>/dev/null; then
+			log "stopping ${names[$i]} (pid ${pids[$i]})"
+			kill -TERM "${pids[$i]}" 2>/dev/null || true
+		fi
+	done
+	for ((j = 0; j < 100; j++)); do
+		live=""
+		for i in "${!pids[@]}"; do
+			[[ "${tiers[$i]}" == "$tier" ]] && kill -0 "${pids[$i]}" 2>/dev/null && live=1
+		done
+		[[ -n "$live" ]] || break
+		sleep 0.1
+	done
+	for i in "${!pids[@]}"; do
+		[[ "${tiers[$i]}" == "$tier" ]] || continue
+		if kill -0 "${pids[$i]}" 2>/dev/null; then
+			log "${names[$i]} did not stop within 10 s; sending KILL"
+			kill -KILL "${pids[$i]}" 2>/dev/null || true
+		fi
+		wait "${pids[$i]}" 2>/dev/null || true
+	done
+}
+
+cleanup() {
+	local rc=$? tier
+	trap - EXIT INT TERM
+	trap '' INT TERM # a second Ctrl-C must not cut the cleanup short
+	for tier in 5 4 3 2 1 0; do
+		stop_tier "$tier"
+	done
+	if [[ -n "$made_netns" ]]; then
+		log "removing the namespaces, veths and bridge $bridge"
+		remove_netns
+	fi
+	if [[ -n "$services_started" ]]; then
+		# shellcheck disable=SC2086 # a list of service names
+		"$here/services.sh" stop $services_started || true
+	fi
+	log "stopped"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+tail_log() { # file
+	log "last lines of $1:"
+	tail -n 40 "$1" >&2 2>/dev/null || true
+}
+
+# start TIER NODE NAME cmd…: runs cmd in NODE's namespace (or here), output to $data/NAME.log.
+start() {
+	local tier="$1" node="$2" name="$3" logfile="$data/$3.log"
+	shift 3
+	: >"$logfile"
+	if [[ "$mode" == netns && -n "$node" ]]; then
+		# ip netns exec execs the command: $! is the command's own pid.
+		ip netns exec "$ns_prefix$node" "$@" >>"$logfile" 2>&1 </dev/null &
+	else
+		"$@" >>"$logfile" 2>&1 </dev/null &
+	fi
+	pids+=("$!")
+	names+=("$name")
+	tiers+=("$tier")
+}
+last_pid() { printf '%s' "${pids[${#pids[@]} - 1]}"; }
+
+wait_until() { # seconds what command…: runs command every 0.1 s until it succeeds, or dies
+	local seconds="$1" what="$2" i
+	shift 2
+	for ((i = 0; i < seconds * 10; i++)); do
+		if "$@" >/dev/null 2>&1; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	die "$what: not within $seconds s"
+}
+
+wait_healthy() { # url name
+	local url="$1" name="$2" pid i
+	pid="$(last_pid)"
+	for ((i = 0; i < 300; i++)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			tail_log "$data/$name.log"
+			die "$name exited during start-up"
+		fi
+		if curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; then
+			log "$name is ready ($url)"
+			return 0
+		fi
+		sleep 0.1
+	done
+	tail_log "$data/$name.log"
+	die "$name did not answer 200 on $url within 30 s"
+}
+
+port_busy() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+mkdir -p "$data"
+
+# --- network namespaces ------------------------------------------------------------------------------------
+
+if [[ "$mode" == netns ]]; then
+	for node in "${nodes[@]}" br0; do
+		if ip netns list 2>/dev/null | grep -qw "$ns_prefix$node" || ip link show "$ns_prefix$node" >/dev/null 2>&1; then
+			die "$ns_prefix$node exists: another make run-cluster is running, or a killed one left it (deploy/local/cluster.sh down removes it)"
+		fi
+	done
+	made_netns=1
+	log "network namespaces: bridge $bridge $bridge_ip/24, one namespace per node on $subnet.0/24"
+	ip link add "$bridge" type bridge
+	ip addr add "$bridge_ip/24" dev "$bridge"
+	ip link set "$bridge" up
+	for node in "${nodes[@]}"; do
+		ns="$ns_prefix$node"
+		ip netns add "$ns"
+		ip link add "$ns" type veth peer name "fgcp-$node"
+		ip link set "fgcp-$node" netns "$ns"
+		ip -n "$ns" link set "fgcp-$node" name eth0
+		ip -n "$ns" addr add "${host[$node]}/24" dev eth0
+		ip -n "$ns" link set lo up
+		ip -n "$ns" link set eth0 up
+		ip link set "$ns" master "$bridge" up
+	done
+else
+	for node in "${nodes[@]}"; do
+		for p in "${port[$node]}" ${admin_port[$node]:+"${admin_port[$node]}"}; do
+			if port_busy 127.0.0.1 "$p"; then
+				die "port $p is already in use (another make run-cluster?); set FLASHGATE_CLUSTER_PORT_BASE"
+			fi
+		done
+	done
+fi
+
+# --- Redis: primary, replica, three Sentinels --------------------------------------------------------------
+
+redis_dir="$data/redis"
+rm -rf "$redis_dir"
+mkdir -p "$redis_dir"
+master_name="${FLASHGATE_REDIS_MASTER:-flashgate}"
+redis_node() { # tier node extra-args…
+	local node="$1"
+	shift
+	mkdir -p "$redis_dir/$node"
+	start 1 "$node" "$node" redis-server --bind "${host[$node]}" --port "${port[$node]}" --protected-mode no \
+		--save "" --appendonly no --dir "$redis_dir/$node" --daemonize no "$@"
+}
+redis_ping() { [[ "$(redis-cli -h "${host[$1]}" -p "${port[$1]}" ping 2>/dev/null)" == PONG ]]; }
+
+log "starting the Redis primary on $(addr redis1) and its replica on $(addr redis2)"
+redis_node redis1
+wait_until 10 "the Redis primary answering PING" redis_ping redis1
+redis_node redis2 --replicaof "${host[redis1]}" "${port[redis1]}"
+replica_synced() { redis-cli -h "${host[redis2]}" -p "${port[redis2]}" info replication | grep -q 'master_link_status:up'; }
+wait_until 15 "the Redis replica in sync with the primary" replica_synced
+
+sentinel_addrs=()
+for node in sentinel1 sentinel2 sentinel3; do
+	mkdir -p "$redis_dir/$node"
+	cat >"$redis_dir/$node/sentinel.conf" <<EOF
+bind ${host[$node]}
+port ${port[$node]}
+protected-mode no
+dir $redis_dir/$node
+sentinel monitor $master_name ${host[redis1]} ${port[redis1]} 2
+sentinel down-after-milliseconds $master_name 1000
+sentinel failover-timeout $master_name 3000
+sentinel parallel-syncs $master_name 1
+EOF
+	start 2 "$node" "$node" redis-server "$redis_dir/$node/sentinel.conf" --sentinel
+	sentinel_addrs+=("$(addr "$node")")
+done
+sentinels_agree() { # each Sentinel knows the replica and the two other Sentinels
+	local node
+	for node in sentinel1 sentinel2 sentinel3; do
+		redis-cli -h "${host[$node]}" -p "${port[$node]}" sentinel master "$master_name" 2>/dev/null |
+			awk 'prev == "num-other-sentinels" && $0 == "2" { ok = 1 } prev == "num-slaves" && $0 == "1" { r = 1 } { prev = $0 } END { exit !(ok && r) }' ||
+			return 1
+	done
+}
+log "starting three Sentinels (${sentinel_addrs[*]}), quorum 2, down-after 1000 ms"
+wait_until 30 "the three Sentinels knowing each other and the replica" sentinels_agree
+log "Sentinels agree: primary $(addr redis1), replica $(addr redis2)"
+
+sentinels_csv="$(IFS=,; printf '%s' "${sentinel_addrs[*]}")"
+export FLASHGATE_REDIS_SENTINELS="$sentinels_csv"
+export FLASHGATE_REDIS_MASTER="$master_name"
+# With Sentinels the URL's host is ignored: only its db and options count.
+export FLASHGATE_REDIS_URL="redis://$(addr redis1)/0"
+
+# --- Postgres (services.sh: the one on 127.0.0.1:5432, else our own) ----------------------------------------
+
+# services.sh ensures Redis too: point it at our primary, so that it only checks it answers.
+services_env="$(FLASHGATE_REDIS_URL="$FLASHGATE_REDIS_URL" "$here/services.sh" ensure)"
+eval "$services_env"
+services_started="$FLASHGATE_SERVICES_STARTED"
+export FLASHGATE_REDIS_URL="redis://$(addr redis1)/0"
+db=flashgate_cluster
+"$here/services.sh" createdb "$db"
+pg_hostport="${FLASHGATE_PG_BASE_URL#*@}"
+if [[ "$mode" == netns ]]; then
+	# Postgres listens in the root namespace's loopback; the origins reach it through a relay on the bridge.
+	log "relaying $bridge_ip:5432 to Postgres on $pg_hostport for the origins' namespaces"
+	start 0 "" pgrelay socat "TCP-LISTEN:5432,bind=$bridge_ip,reuseaddr,fork" "TCP:$pg_hostport"
+	wait_until 10 "the Postgres relay listening" port_busy "$bridge_ip" 5432
+	pg_url="postgres://postgres@$bridge_ip:5432/$db?sslmode=disable"
+else
+	pg_url="$FLASHGATE_PG_BASE_URL/$db?sslmode=disable"
+fi
+
+# --- secrets and dev mode (as run.sh) ----------------------------------------------------------------------
+
+for tier in EDGE ORIGIN; do
+	var="FLASHGATE_${tier}_ADMIN_TOKEN"
+	if [[ -z "${!var:-}" ]]; then
+		if [[ -n "${FLASHGATE_ADMIN_TOKEN:-}" ]]; then
+			printf -v "$var" '%s' "$FLASHGATE_ADMIN_TOKEN"
+		else
+			printf -v "$var" '%s' "$(openssl rand -base64 32)"
+		fi
+	fi
+done
+# One key set, one dev user-token secret and one line audience for every edge and origin: a queue token from
+# edge1 is good at edge2, and each origin takes the line requests of both edges.
+FLASHGATE_TOKEN_KEYS="${FLASHGATE_TOKEN_KEYS:-k1:$(openssl rand -base64 32)}"
+if [[ -n "${FLASHGATE_USER_TOKEN_SECRET:-}${FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE:-}" ]]; then
+	log "dev mode: not passing FLASHGATE_USER_TOKEN_SECRET / FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE on (set FLASHGATE_DEV_USER_TOKEN_SECRET)"
+	unset FLASHGATE_USER_TOKEN_SECRET FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE
+fi
+FLASHGATE_DEV_USER_TOKEN_SECRET="${FLASHGATE_DEV_USER_TOKEN_SECRET:-$(openssl rand -base64 32)}"
+FLASHGATE_GATEWAY_API_KEY="${FLASHGATE_GATEWAY_API_KEY:-sk_sandbox_$(openssl rand -hex 16)}"
+FLASHGATE_GATEWAY_WEBHOOK_SECRET="${FLASHGATE_GATEWAY_WEBHOOK_SECRET:-whsec_$(openssl rand -hex 24)}"
+FLASHGATE_GATEWAY_CONTROL_TOKEN="${FLASHGATE_GATEWAY_CONTROL_TOKEN:-ctl_sandbox_$(openssl rand -hex 16)}" # not exported
+export FLASHGATE_EDGE_ADMIN_TOKEN FLASHGATE_ORIGIN_ADMIN_TOKEN FLASHGATE_TOKEN_KEYS FLASHGATE_DEV_USER_TOKEN_SECRET
+export FLASHGATE_GATEWAY_API_KEY FLASHGATE_GATEWAY_WEBHOOK_SECRET
+export FLASHGATE_LINE_AUDIENCE="${FLASHGATE_LINE_AUDIENCE:-flashgate-cluster}"
+export FLASHGATE_DEV=1
+export FLASHGATE_SHUTDOWN_TIMEOUT="${FLASHGATE_SHUTDOWN_TIMEOUT:-8s}"
+
+# --- build -------------------------------------------------------------------------------------------------
+
+main_pkgs() { go list -e -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' "$@" 2>/dev/null | sed '/^$/d' || true; }
+mapfile -t mains < <(main_pkgs ./origin ./edge ./deploy/sandboxgateway ./bench/...)
+mkdir -p bin
+log "building ${mains[*]##*/} into bin/"
+go build -o bin/ "${mains[@]}"
+for b in origin edge sandboxgateway; do
+	[[ -x "bin/$b" ]] || die "bin/$b was not built"
+done
+
+cdn_url="$(url cdn)"
+
+# --- sandbox payment gateway --------------------------------------------------------------------------------
+
+log "starting the sandbox payment gateway on $(addr gateway)"
+start 3 gateway gateway env FLASHGATE_GATEWAY_ADDR="$(addr gateway)" FLASHGATE_GATEWAY_PUBLIC_URL="$(url gateway)" \
+	FLASHGATE_GATEWAY_WEBHOOK_URL="$cdn_url/v1/payments/webhook" \
+	FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" bin/sandboxgateway
+wait_healthy "$(url gateway)/healthz" gateway
+
+# --- origins -----------------------------------------------------------------------------------------------
+
+for node in origin1 origin2; do
+	log "starting $node on $(addr "$node"), admin on $(admin_addr "$node")"
+	start 3 "$node" "$node" env FLASHGATE_ORIGIN_ADDR="$(addr "$node")" FLASHGATE_ORIGIN_ADMIN_ADDR="$(admin_addr "$node")" \
+		FLASHGATE_INSTANCE="$node" FLASHGATE_POSTGRES_URL="$pg_url" FLASHGATE_GATEWAY_URL="$(url gateway)" \
+		FLASHGATE_PAYMENT_RETURN_URL="$cdn_url/" bin/origin
+	wait_healthy "$(admin_url "$node")/healthz" "$node"
+done
+
+sale_id="$("$here/demosale.sh" "$(admin_url origin1)" "$(url origin1)")" || {
+	tail_log "$data/origin1.log"
+	die "could not create the demo sale"
+}
+
+# --- edges -------------------------------------------------------------------------------------------------
+
+declare -A edge_origin=([edge1]=origin1 [edge2]=origin2)
+for node in edge1 edge2; do
+	log "starting $node on $(addr "$node"), admin on $(admin_addr "$node"), origin $(url "${edge_origin[$node]}")"
+	start 4 "$node" "$node" env FLASHGATE_EDGE_ADDR="$(addr "$node")" FLASHGATE_EDGE_ADMIN_ADDR="$(admin_addr "$node")" \
+		FLASHGATE_ORIGIN_URL="$(url "${edge_origin[$node]}")" FLASHGATE_TRUSTED_PROXIES="$cdn_peer/32" \
+		FLASHGATE_WEBHOOK_ALLOW="${FLASHGATE_WEBHOOK_ALLOW:-${host[gateway]}/32}" bin/edge
+	wait_healthy "$(admin_url "$node")/healthz" "$node"
+done
+
+# --- nginx: deploy/cdn's configuration, filled in --------------------------------------------------------
+
+nginx_dir="$data/nginx"
+rm -rf "$nginx_dir"
+mkdir -p "$nginx_dir/temp"
+FLASHGATE_CDN_LISTEN="$(addr cdn) default_server" \
+	FLASHGATE_CDN_EDGES="server $(addr edge1); server $(addr edge2);" \
+	FLASHGATE_CDN_CACHE_DIR="$nginx_dir/cache" \
+	FLASHGATE_CDN_ACCESS_LOG="$data/cdn-access.log" \
+	envsubst '${FLASHGATE_CDN_LISTEN} ${FLASHGATE_CDN_EDGES} ${FLASHGATE_CDN_CACHE_DIR} ${FLASHGATE_CDN_ACCESS_LOG}' \
+	<"$root/deploy/cdn/nginx-flashgate.conf.template" >"$nginx_dir/flashgate.conf"
+: >"$data/cdn-access.log"
+{
+	# Workers run as root when we are root: nobody cannot enter .data/.
+	if is_root; then echo "user root;"; fi
+	echo "pid $nginx_dir/nginx.pid;"
+	echo "error_log $data/cdn-error.log notice;"
+	echo "worker_processes 2;"
+	echo "events { worker_connections 4096; }"
+	echo "http {"
+	for m in client_body proxy fastcgi uwsgi scgi; do
+		if [[ "$m" == client_body || "$m" == proxy ]] || ! nginx -V 2>&1 | grep -q -- "--without-http_${m}_module"; then
+			echo "    ${m}_temp_path $nginx_dir/temp/$m;"
+		fi
+	done
+	if [[ "$mode" == loopback ]]; then
+		echo "    proxy_bind $cdn_peer;"
+	fi
+	echo "    include $nginx_dir/flashgate.conf;"
+	echo "}"
+} >"$nginx_dir/nginx.conf"
+log "starting nginx on $(addr cdn) (deploy/cdn/nginx-flashgate.conf.template, upstream $(addr edge1) $(addr edge2))"
+start 5 cdn cdn nginx -p "$nginx_dir" -c "$nginx_dir/nginx.conf" -g "daemon off;"
+wait_healthy "$cdn_url/healthz" cdn
+
+# Each origin learns of the new sale from Postgres on its next catalog refresh, each edge from its origin:
+# ready once both edges, and nginx, answer its snapshot.
+snapshot_ok() { curl -fsS -o /dev/null --max-time 2 "$1/v1/sales/$sale_id"; }
+for u in "$(url edge1)" "$(url edge2)" "$cdn_url"; do
+	wait_until 30 "GET $u/v1/sales/$sale_id answering 200" snapshot_ok "$u"
+done
+log "the demo sale $sale_id answers through edge1, edge2 and nginx"
+
+# --- what to do with it ------------------------------------------------------------------------------------
+
+export FLASHGATE_CLUSTER_MODE="$mode"
+export FLASHGATE_CLUSTER_CDN_URL="$cdn_url"
+export FLASHGATE_CLUSTER_CDN_ACCESS_LOG="$data/cdn-access.log"
+export FLASHGATE_CLUSTER_EDGE_URLS="$(url edge1),$(url edge2)"
+export FLASHGATE_CLUSTER_EDGE_ADMIN_URLS="$(admin_url edge1),$(admin_url edge2)"
+export FLASHGATE_CLUSTER_ORIGIN_URLS="$(url origin1),$(url origin2)"
+export FLASHGATE_CLUSTER_ORIGIN_ADMIN_URLS="$(admin_url origin1),$(admin_url origin2)"
+export FLASHGATE_CLUSTER_REDIS_ADDRS="$(addr redis1),$(addr redis2)"
+redis_pids=""
+for i in "${!names[@]}"; do
+	case "${names[$i]}" in redis1 | redis2) redis_pids="${redis_pids:+$redis_pids,}${pids[$i]}" ;; esac
+done
+export FLASHGATE_CLUSTER_REDIS_PIDS="$redis_pids"
+export FLASHGATE_CLUSTER_GATEWAY_URL="$(url gateway)"
+export FLASHGATE_CLUSTER_LOGS="$data"
+links=""
+if [[ "$mode" == netns ]]; then
+	for node in "${nodes[@]}"; do links="${links:+$links,}$node=$ns_prefix$node"; done
+fi
+export FLASHGATE_CLUSTER_LINKS="$links"
+
+echo
+echo "flashgate cluster is running ($mode; Ctrl-C stops everything it started)"
+echo
+echo "  shop (nginx CDN)   $cdn_url/?sale=$sale_id        sale: $cdn_url/v1/sales/$sale_id"
+for node in edge1 edge2; do
+	echo "  $node              $(url "$node")        admin: $(admin_url "$node")  metrics: $(admin_url "$node")/metrics"
+done
+for node in origin1 origin2; do
+	echo "  $node            $(url "$node")        admin: $(admin_url "$node")  ledger: $(admin_url "$node")/admin/sales/$sale_id/ledger"
+done
+echo "  redis primary      $(addr redis1)        replica: $(addr redis2)        master name: $master_name"
+echo "  sentinels          ${sentinel_addrs[*]}"
+echo "  postgres           ${pg_url%%\?*}"
+echo "  payment gateway    $(url gateway)        (sandbox) intents: $(url gateway)/sandbox/intents (gateway token below)"
+echo "  logs               $data/<node>.log, nginx: $data/cdn-access.log, $data/cdn-error.log"
+if [[ "$mode" == netns ]]; then
+	echo "  links              cut one: ip link set fgc-<node> down (up again: ... up); nodes: ${nodes[*]}"
+	echo "  inside a node      ip netns exec fgc-<node> <command>"
+fi
+echo
+echo "  edge admin token   $FLASHGATE_EDGE_ADMIN_TOKEN"
+echo "  origin admin token $FLASHGATE_ORIGIN_ADMIN_TOKEN"
+echo "  gateway token      $FLASHGATE_GATEWAY_CONTROL_TOKEN (control token of the sandbox's /sandbox/* routes)"
+echo "  demo sale          $sale_id, open from ${FLASHGATE_DEMO_STARTS_IN:-15} s after it was created, for two hours"
+echo
+echo "  # which Redis is primary now (kill -9 it to watch a failover: pids $redis_pids):"
+echo "  redis-cli -h ${host[sentinel1]} -p ${port[sentinel1]} sentinel get-master-addr-by-name $master_name"
+echo
+
+if [[ -n "${FLASHGATE_RUN_THEN:-}" ]]; then
+	export FLASHGATE_CROWD_EDGE_URL="$cdn_url" FLASHGATE_CROWD_EDGE_ADMIN_URL="$(admin_url edge1)"
+	export FLASHGATE_CROWD_ORIGIN_ADMIN_URL="$(admin_url origin1)"
+	export FLASHGATE_DEMO_SALE_ID="$sale_id"
+	log "running: $FLASHGATE_RUN_THEN"
+	set +e
+	FLASHGATE_USER_TOKEN_SECRET="$FLASHGATE_DEV_USER_TOKEN_SECRET" FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" \
+		bash -c "$FLASHGATE_RUN_THEN"
+	rc=$?
+	set -e
+	exit "$rc"
+fi
+
+# --- foreground until a signal ----------------------------------------------------------------------------
+
+# A node that dies is reported and left dead (kill one to see what the others do); when none is left, stop.
+declare -A reported
+while :; do
+	alive=()
+	for i in "${!pids[@]}"; do
+		if kill -0 "${pids[$i]}" 2>/dev/null; then
+			alive+=("${pids[$i]}")
+		elif [[ -z "${reported[$i]:-}" ]]; then
+			reported[$i]=1
+			log "${names[$i]} (pid ${pids[$i]}) exited; the rest keep running (log $data/${names[$i]}.log)"
+		fi
+	done
+	[[ ${#alive[@]} -gt 0 ]] || die "every process has exited"
+	wait -n "${alive[@]}" 2>/dev/null || true
+done

@@ -1,0 +1,402 @@
+package clustertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// cluster is what cluster.sh tells its FLASHGATE_RUN_THEN command.
+type cluster struct {
+	cdn        string   // nginx, http://host:port
+	accessLog  string   // nginx's access log
+	edges      []string // the edges' public listeners
+	sale       string   // the demo sale's id
+	redisPIDs  []int    // primary, replica
+	redisAddrs []string // primary, replica
+	sentinels  []string
+	master     string
+	originAdm  []string
+	originTok  string
+}
+
+func clusterFromEnv(t *testing.T) cluster {
+	t.Helper()
+	need := func(name string) string {
+		v := os.Getenv(name)
+		if v == "" {
+			t.Fatalf("%s is not set: run by cluster.sh as FLASHGATE_RUN_THEN only", name)
+		}
+		return v
+	}
+	c := cluster{
+		cdn:        need("FLASHGATE_CLUSTER_CDN_URL"),
+		accessLog:  need("FLASHGATE_CLUSTER_CDN_ACCESS_LOG"),
+		edges:      strings.Split(need("FLASHGATE_CLUSTER_EDGE_URLS"), ","),
+		sale:       need("FLASHGATE_DEMO_SALE_ID"),
+		redisAddrs: strings.Split(need("FLASHGATE_CLUSTER_REDIS_ADDRS"), ","),
+		sentinels:  strings.Split(need("FLASHGATE_REDIS_SENTINELS"), ","),
+		master:     need("FLASHGATE_REDIS_MASTER"),
+		originAdm:  strings.Split(need("FLASHGATE_CLUSTER_ORIGIN_ADMIN_URLS"), ","),
+		originTok:  need("FLASHGATE_ORIGIN_ADMIN_TOKEN"),
+	}
+	for _, p := range strings.Split(need("FLASHGATE_CLUSTER_REDIS_PIDS"), ",") {
+		pid, err := strconv.Atoi(p)
+		if err != nil {
+			t.Fatalf("FLASHGATE_CLUSTER_REDIS_PIDS: %v", err)
+		}
+		c.redisPIDs = append(c.redisPIDs, pid)
+	}
+	if len(c.edges) != 2 || len(c.redisPIDs) != 2 || len(c.redisAddrs) != 2 || len(c.sentinels) != 3 {
+		t.Fatalf("want 2 edges, 2 Redis nodes and 3 Sentinels, got %v %v %v %v", c.edges, c.redisPIDs, c.redisAddrs, c.sentinels)
+	}
+	return c
+}
+
+// TestClusterCheck is the check cluster.sh runs against itself (see
+// TestRunClusterSurvivesPrimaryKill); it skips when run any other way.
+func TestClusterCheck(t *testing.T) {
+	if os.Getenv(checkEnv) == "" || os.Getenv("FLASHGATE_CLUSTER_CDN_URL") == "" {
+		t.Skip("run by cluster.sh as FLASHGATE_RUN_THEN (TestRunClusterSurvivesPrimaryKill)")
+	}
+	c := clusterFromEnv(t)
+	h := &shopperClient{t: t, http: &http.Client{Timeout: 5 * time.Second}}
+
+	// The snapshot through nginx, from its cache once the sale is open.
+	var snap struct {
+		SaleID string `json:"sale_id"`
+		Status string `json:"status"`
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res := h.do("GET", c.cdn+"/v1/sales/"+c.sale, nil, "")
+		if res.status != http.StatusOK {
+			t.Fatalf("GET nginx /v1/sales/%s = %d %s, want 200", c.sale, res.status, res.body)
+		}
+		if res.header.Get("X-Cache-Status") == "" {
+			t.Errorf("GET nginx /v1/sales/%s has no X-Cache-Status: not answered through the reference CDN config", c.sale)
+		}
+		res.decode(&snap)
+		if snap.SaleID != c.sale {
+			t.Fatalf("snapshot through nginx names sale %q, want %q", snap.SaleID, c.sale)
+		}
+		if snap.Status == "open" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sale %s is %q through nginx 20 s on, want open", c.sale, snap.Status)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	// One line across both edges: shoppers joining at edge1 and at edge2
+	// directly, and through nginx, get distinct places.
+	positions := map[int]string{}
+	place := func(who string, pos int) {
+		t.Helper()
+		if other, dup := positions[pos]; dup {
+			t.Errorf("%s and %s both got place %d: the edges do not share one line", other, who, pos)
+		}
+		positions[pos] = who
+	}
+	for i := 0; i < 6; i++ {
+		edge := c.edges[i%2]
+		who := fmt.Sprintf("direct-%d-edge%d", i, i%2+1)
+		j := h.join(edge, c.sale, h.login(c.cdn, who))
+		place(who, j.Position)
+	}
+	// Logged in first, so that nginx's round robin spreads the joins
+	// themselves over both edges.
+	alice := h.login(c.cdn, "alice")
+	others := make([]string, 3)
+	for i := range others {
+		others[i] = h.login(c.cdn, fmt.Sprintf("cdn-%d", i))
+	}
+	aliceJoin := h.join(c.cdn, c.sale, alice)
+	place("alice", aliceJoin.Position)
+	for i, user := range others {
+		place(fmt.Sprintf("cdn-%d", i), h.join(c.cdn, c.sale, user).Position)
+	}
+	checkBothEdgesServedJoins(t, c)
+	t.Logf("10 joins through edge1, edge2 and nginx got 10 distinct places")
+
+	// Alice is admitted and holds a unit, through nginx.
+	adm := h.waitAdmitted(c.cdn, c.sale, alice, aliceJoin.QueueToken, 20*time.Second)
+	aliceHold := h.reserve(c.cdn, c.sale, alice, adm, "alice-1", 10*time.Second)
+	t.Logf("alice holds %s through nginx", aliceHold)
+
+	// The Redis primary dies; the Sentinels promote the replica.
+	killed := time.Now()
+	if err := syscall.Kill(c.redisPIDs[0], syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 the Redis primary (pid %d): %v", c.redisPIDs[0], err)
+	}
+	newPrimary := waitPromotion(t, c, 20*time.Second)
+	t.Logf("the Sentinels promoted %s %s after the primary was killed", newPrimary, time.Since(killed).Round(time.Millisecond))
+
+	// The whole shape follows: a new shopper joins and holds through nginx.
+	bob := h.login(c.cdn, "bob")
+	bobJoin := h.joinRetrying(c.cdn, c.sale, bob, 30*time.Second)
+	bobAdm := h.waitAdmitted(c.cdn, c.sale, bob, bobJoin.QueueToken, 30*time.Second)
+	bobHold := h.reserve(c.cdn, c.sale, bob, bobAdm, "bob-1", 30*time.Second)
+	t.Logf("bob joined, was admitted and holds %s through nginx %s after the kill", bobHold, time.Since(killed).Round(time.Millisecond))
+
+	// Alice's hold, answered 201 before the failover, is still hers.
+	var r struct {
+		ReservationID string `json:"reservation_id"`
+		Status        string `json:"status"`
+	}
+	res := h.retry503("GET", c.cdn+"/v1/reservations/"+aliceHold, map[string]string{"Authorization": "Bearer " + alice}, "", 20*time.Second)
+	if res.status != http.StatusOK {
+		t.Fatalf("GET nginx /v1/reservations/%s (alice) = %d %s, want 200", aliceHold, res.status, res.body)
+	}
+	res.decode(&r)
+	if r.ReservationID != aliceHold || r.Status != "held" {
+		t.Fatalf("alice's reservation after the failover = %s %q, want %s held", r.ReservationID, r.Status, aliceHold)
+	}
+
+	// And the books say no promise was broken.
+	var ledger struct {
+		ReservationsLost *int `json:"reservations_lost"`
+	}
+	lres := h.do("GET", c.originAdm[0]+"/admin/sales/"+c.sale+"/ledger", map[string]string{"Authorization": "Bearer " + c.originTok}, "")
+	if lres.status != http.StatusOK {
+		t.Fatalf("GET origin1 ledger = %d %s", lres.status, lres.body)
+	}
+	lres.decode(&ledger)
+	if ledger.ReservationsLost == nil || *ledger.ReservationsLost != 0 {
+		t.Errorf("ledger reservations_lost = %v after the failover, want 0: %s", ledger.ReservationsLost, lres.body)
+	}
+}
+
+// checkBothEdgesServedJoins reads nginx's access log: the joins that went
+// through nginx reached both edges.
+func checkBothEdgesServedJoins(t *testing.T, c cluster) {
+	t.Helper()
+	b, err := os.ReadFile(c.accessLog)
+	if err != nil {
+		t.Fatalf("nginx access log: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, "POST /v1/sales/"+c.sale+"/queue ") {
+			continue
+		}
+		if i := strings.Index(line, " edge="); i >= 0 {
+			seen[strings.Fields(line[i+len(" edge="):])[0]] = true
+		}
+	}
+	for _, e := range c.edges {
+		if !seen[strings.TrimPrefix(e, "http://")] {
+			t.Errorf("no join through nginx reached %s (access log's edges: %v)", e, seen)
+		}
+	}
+}
+
+func waitPromotion(t *testing.T, c cluster, within time.Duration) string {
+	t.Helper()
+	old := c.redisAddrs[0]
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, s := range c.sentinels {
+			sc := redis.NewSentinelClient(&redis.Options{Addr: s, DialTimeout: time.Second, ReadTimeout: time.Second})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			addr, err := sc.GetMasterAddrByName(ctx, c.master).Result()
+			cancel()
+			sc.Close()
+			if err == nil && len(addr) == 2 {
+				if got := net.JoinHostPort(addr[0], addr[1]); got != old {
+					return got
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the Sentinels still name %s the primary %s after it was killed", old, within)
+	return ""
+}
+
+// shopperClient speaks the edge's public API as the shopper's page does.
+type shopperClient struct {
+	t    *testing.T
+	http *http.Client
+}
+
+type answer struct {
+	t      *testing.T
+	status int
+	body   []byte
+	header http.Header
+}
+
+func (a answer) decode(v any) {
+	a.t.Helper()
+	if err := json.Unmarshal(a.body, v); err != nil {
+		a.t.Fatalf("decode %s: %v", a.body, err)
+	}
+}
+
+// retryAfter is the answer's Retry-After, within [200ms, 2s].
+func (a answer) retryAfter() time.Duration {
+	d := 500 * time.Millisecond
+	if s, err := strconv.Atoi(a.header.Get("Retry-After")); err == nil {
+		d = time.Duration(s) * time.Second
+	}
+	return min(max(d, 200*time.Millisecond), 2*time.Second)
+}
+
+func (h *shopperClient) do(method, url string, headers map[string]string, body string) answer {
+	h.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	res, err := h.http.Do(req)
+	if err != nil {
+		return answer{t: h.t, status: 0, body: []byte(err.Error()), header: http.Header{}}
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return answer{t: h.t, status: 0, body: []byte(err.Error()), header: http.Header{}}
+	}
+	return answer{t: h.t, status: res.StatusCode, body: b, header: res.Header}
+}
+
+// retry503 repeats a request answered 503 please_wait (or not answered,
+// or 429) after its Retry-After, until another answer or the deadline.
+func (h *shopperClient) retry503(method, url string, headers map[string]string, body string, within time.Duration) answer {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		res := h.do(method, url, headers, body)
+		switch res.status {
+		case 0, http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusTooManyRequests:
+			if time.Now().Add(res.retryAfter()).After(deadline) {
+				return res
+			}
+			time.Sleep(res.retryAfter())
+		default:
+			return res
+		}
+	}
+}
+
+func (h *shopperClient) login(base, user string) string {
+	h.t.Helper()
+	res := h.retry503("POST", base+"/v1/dev/login", nil, fmt.Sprintf(`{"user_id":%q}`, user), 10*time.Second)
+	if res.status != http.StatusOK {
+		h.t.Fatalf("POST %s/v1/dev/login %s = %d %s, want 200", base, user, res.status, res.body)
+	}
+	var v struct {
+		UserToken string `json:"user_token"`
+	}
+	res.decode(&v)
+	return v.UserToken
+}
+
+type joined struct {
+	QueueToken string `json:"queue_token"`
+	Position   int    `json:"position"`
+}
+
+func (h *shopperClient) join(base, sale, user string) joined {
+	h.t.Helper()
+	res := h.do("POST", base+"/v1/sales/"+sale+"/queue", map[string]string{"Authorization": "Bearer " + user}, "{}")
+	if res.status != http.StatusAccepted {
+		h.t.Fatalf("POST %s/v1/sales/%s/queue = %d %s, want 202", base, sale, res.status, res.body)
+	}
+	var j joined
+	res.decode(&j)
+	if j.QueueToken == "" || j.Position <= 0 {
+		h.t.Fatalf("join answered %s: want a queue token and a position", res.body)
+	}
+	return j
+}
+
+// joinRetrying joins, waiting out 503 please_wait while a failover runs.
+func (h *shopperClient) joinRetrying(base, sale, user string, within time.Duration) joined {
+	h.t.Helper()
+	res := h.retry503("POST", base+"/v1/sales/"+sale+"/queue", map[string]string{"Authorization": "Bearer " + user}, "{}", within)
+	if res.status != http.StatusAccepted {
+		h.t.Fatalf("POST %s/v1/sales/%s/queue after the failover = %d %s, want 202 within %s", base, sale, res.status, res.body, within)
+	}
+	var j joined
+	res.decode(&j)
+	return j
+}
+
+// waitAdmitted polls the shopper's status until admitted and returns the
+// admission token.
+func (h *shopperClient) waitAdmitted(base, sale, user, queueToken string, within time.Duration) string {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	var last answer
+	for time.Now().Before(deadline) {
+		last = h.do("GET", base+"/v1/sales/"+sale+"/queue/status",
+			map[string]string{"Authorization": "Bearer " + queueToken, "X-User-Token": user}, "")
+		wait := 400 * time.Millisecond // under the per-account poll limit (3 a second)
+		switch last.status {
+		case http.StatusOK:
+			var s struct {
+				State          string `json:"state"`
+				AdmissionToken string `json:"admission_token"`
+			}
+			last.decode(&s)
+			if s.State == "admitted" && s.AdmissionToken != "" {
+				return s.AdmissionToken
+			}
+			if s.State != "waiting" {
+				h.t.Fatalf("status %s, want waiting or admitted", last.body)
+			}
+		case 0, http.StatusServiceUnavailable, http.StatusTooManyRequests:
+			wait = last.retryAfter()
+		default:
+			h.t.Fatalf("GET %s/v1/sales/%s/queue/status = %d %s", base, sale, last.status, last.body)
+		}
+		time.Sleep(wait)
+	}
+	h.t.Fatalf("not admitted within %s; last status %d %s", within, last.status, last.body)
+	return ""
+}
+
+// reserve holds one unit with the admission token and returns the
+// reservation's id; a 503 please_wait is pressed again with the same key.
+func (h *shopperClient) reserve(base, sale, user, admission, key string, within time.Duration) string {
+	h.t.Helper()
+	res := h.retry503("POST", base+"/v1/sales/"+sale+"/reserve",
+		map[string]string{"Authorization": "Bearer " + admission, "X-User-Token": user},
+		fmt.Sprintf(`{"sku":"sneaker-42","idempotency_key":%q}`, key), within)
+	if res.status != http.StatusCreated {
+		h.t.Fatalf("POST %s/v1/sales/%s/reserve = %d %s, want 201", base, sale, res.status, res.body)
+	}
+	var v struct {
+		ReservationID string `json:"reservation_id"`
+		Status        string `json:"status"`
+	}
+	res.decode(&v)
+	if v.ReservationID == "" || v.Status != "held" {
+		h.t.Fatalf("reserve answered %s: want a held reservation", res.body)
+	}
+	return v.ReservationID
+}

@@ -1,0 +1,138 @@
+// Package clustertest runs `make run-cluster`'s script (deploy/local/cluster.sh)
+// for real — nginx, two edges, two origins, a Redis primary with a replica
+// and three Sentinels, Postgres, the sandbox gateway — and, as its
+// FLASHGATE_RUN_THEN command, this test binary again, which checks the
+// cluster from outside: the snapshot through nginx, a shopper joining,
+// admitted and holding a unit through nginx, one line across both edges,
+// and the same after the Redis primary is killed with SIGKILL.
+//
+// As root the cluster runs once in network namespaces and once on loopback
+// ports; otherwise on loopback ports only. It needs what cluster.sh needs
+// (redis-server, nginx, envsubst, socat for namespaces, Postgres as
+// services.sh finds or starts it); the script installs what is missing when
+// it runs as root.
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// checkEnv switches this binary, run by cluster.sh as FLASHGATE_RUN_THEN,
+// to TestClusterCheck.
+const checkEnv = "FLASHGATE_CLUSTERTEST_CHECK"
+
+// loopbackPortBase keeps the test's loopback cluster off the ports of a
+// `make run-cluster` someone may have running (7000 on).
+const loopbackPortBase = 7400
+
+// runBudget bounds one run of the script: build (cached), start, check, stop.
+const runBudget = 150 * time.Second
+
+// TestRunClusterSurvivesPrimaryKill runs cluster.sh in each shape this
+// machine allows and requires the check to pass and the script to leave
+// nothing behind.
+func TestRunClusterSurvivesPrimaryKill(t *testing.T) {
+	if os.Getenv(checkEnv) != "" {
+		t.Skip("inside the cluster check")
+	}
+	shapes := []struct {
+		name, netns string
+		needRoot    bool
+	}{
+		{"netns", "1", true},
+		{"loopback", "0", false},
+	}
+	for _, s := range shapes {
+		t.Run(s.name, func(t *testing.T) {
+			if s.needRoot && os.Geteuid() != 0 {
+				t.Skip("network namespaces need root; the loopback shape runs instead")
+			}
+			start := time.Now()
+			runCluster(t, s.netns)
+			t.Logf("cluster.sh (%s) started, passed the check and stopped in %s", s.name, time.Since(start).Round(time.Millisecond))
+			if s.netns == "1" {
+				assertNoNamespacesLeft(t)
+			} else {
+				assertPortsFree(t)
+			}
+		})
+	}
+}
+
+func runCluster(t *testing.T, netns string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runBudget)
+	defer cancel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "bash", "../cluster.sh")
+	// A deadline stops the script as Ctrl-C would, so it still cleans up.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 40 * time.Second
+	cmd.Env = append(os.Environ(),
+		"FLASHGATE_CLUSTER_NETNS="+netns,
+		fmt.Sprintf("FLASHGATE_CLUSTER_PORT_BASE=%d", loopbackPortBase),
+		"FLASHGATE_DEMO_STARTS_IN=2",
+		checkEnv+"=1",
+		fmt.Sprintf("FLASHGATE_RUN_THEN=%s -test.run='^TestClusterCheck$' -test.count=1 -test.v -test.timeout=90s", shellQuote(self)),
+	)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	if err != nil || testing.Verbose() {
+		t.Logf("cluster.sh output:\n%s", out.String())
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("cluster.sh did not finish within %s", runBudget)
+	}
+	if err != nil {
+		t.Fatalf("cluster.sh with FLASHGATE_CLUSTER_NETNS=%s = %v, want exit 0 (the check passed)", netns, err)
+	}
+	if !strings.Contains(out.String(), "--- PASS: TestClusterCheck") {
+		t.Fatalf("cluster.sh exited 0 but the check did not report PASS")
+	}
+}
+
+func assertNoNamespacesLeft(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip netns list: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "fgc-") {
+		t.Errorf("namespaces left after cluster.sh stopped:\n%s", out)
+	}
+	links, err := exec.Command("ip", "-o", "link", "show").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip link show: %v\n%s", err, links)
+	}
+	for _, l := range strings.Split(string(links), "\n") {
+		if strings.Contains(l, " fgc-") {
+			t.Errorf("link left after cluster.sh stopped: %s", l)
+		}
+	}
+}
+
+func assertPortsFree(t *testing.T) {
+	t.Helper()
+	for _, off := range []int{0, 11, 12, 21, 22, 31, 32, 41, 42, 51, 52, 61, 62, 63, 70} {
+		addr := fmt.Sprintf("127.0.0.1:%d", loopbackPortBase+off)
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			t.Errorf("%s still accepts connections after cluster.sh stopped", addr)
+		}
+	}
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
