@@ -25,6 +25,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.Secret(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL (with Sentinels: only its username, password and db count)")
 	env.String(&c.RedisSentinels, "redis-sentinels", "FLASHGATE_REDIS_SENTINELS", "comma-separated host:port of Redis Sentinels (empty: the URL names the server)")
 	env.String(&c.RedisMasterName, "redis-master", "FLASHGATE_REDIS_MASTER", "the Redis primary's name at the Sentinels")
+	env.String(&c.RedisCluster, "redis-cluster", "FLASHGATE_REDIS_CLUSTER", "comma-separated host:port of Redis Cluster nodes (empty: no cluster)")
 	env.Secret(&c.RedisSentinelPassword, "redis-sentinel-password", "FLASHGATE_REDIS_SENTINEL_PASSWORD", "the Sentinels' own password (empty: none)")
 	env.String(&c.RedisPrefix, "redis-prefix", "FLASHGATE_REDIS_PREFIX", "prefix of every Redis key")
 	env.String(&c.OriginURL, "origin-url", "FLASHGATE_ORIGIN_URL", "the origin's public listener")

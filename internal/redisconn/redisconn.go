@@ -1,7 +1,8 @@
 // Package redisconn builds the Redis client both binaries use, from a URL
-// and, optionally, a list of Sentinels: the one place where a client is
-// made, so the origin and the edge reach Redis the same way and both follow
-// a Sentinel failover.
+// and, optionally, a list of Sentinels or the seed nodes of a Redis
+// Cluster: the one place where a client is made, so the origin and the edge
+// reach Redis the same way, both follow a Sentinel failover, and both find
+// each sale's keys on the cluster node that holds its hash slot.
 package redisconn
 
 import (
@@ -31,6 +32,12 @@ type Options struct {
 	MasterName string
 	// SentinelPassword is the Sentinels' own requirepass; "" = none.
 	SentinelPassword string
+	// Cluster are host:port addresses of Redis Cluster nodes to learn the
+	// cluster from; empty means no cluster. With them, as with Sentinels,
+	// URL gives only the credentials, TLS and options (its db must be 0).
+	// Every script's keys share one sale's hash tag, so each runs on the
+	// node that holds the sale.
+	Cluster []string
 	// PoolSize is the connection pool's size when the URL sets no
 	// pool_size; 0 leaves go-redis's default (10 per CPU).
 	PoolSize int
@@ -42,6 +49,22 @@ func (o Options) Validate() error {
 	if err != nil {
 		return err
 	}
+	if len(o.Cluster) > 0 {
+		switch {
+		case len(o.Sentinels) > 0:
+			return errors.New("Sentinels and a Redis Cluster exclude each other: name one")
+		case ropts.Network == "unix":
+			return errors.New("with a Redis Cluster the Redis URL must be redis:// or rediss://, not a unix socket")
+		case ropts.DB != 0:
+			return errors.New("a Redis Cluster has only db 0: drop the db number from the Redis URL")
+		}
+		for _, addr := range o.Cluster {
+			if err := checkAddr("cluster node", addr); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if len(o.Sentinels) == 0 {
 		return nil
 	}
@@ -52,7 +75,7 @@ func (o Options) Validate() error {
 		return errors.New("with Sentinels a master name is required")
 	}
 	for _, addr := range o.Sentinels {
-		if err := checkAddr(addr); err != nil {
+		if err := checkAddr("sentinel", addr); err != nil {
 			return err
 		}
 	}
@@ -61,13 +84,19 @@ func (o Options) Validate() error {
 
 // ParseSentinels splits a comma-separated list of Sentinel addresses,
 // dropping blanks, and checks each is host:port. "" gives none.
-func ParseSentinels(list string) ([]string, error) {
+func ParseSentinels(list string) ([]string, error) { return parseAddrs("sentinel", list) }
+
+// ParseCluster splits a comma-separated list of Redis Cluster node
+// addresses as ParseSentinels does.
+func ParseCluster(list string) ([]string, error) { return parseAddrs("cluster node", list) }
+
+func parseAddrs(what, list string) ([]string, error) {
 	var out []string
 	for _, part := range strings.Split(list, ",") {
 		if part = strings.TrimSpace(part); part == "" {
 			continue
 		}
-		if err := checkAddr(part); err != nil {
+		if err := checkAddr(what, part); err != nil {
 			return nil, err
 		}
 		out = append(out, part)
@@ -75,27 +104,29 @@ func ParseSentinels(list string) ([]string, error) {
 	return out, nil
 }
 
-func checkAddr(addr string) error {
+func checkAddr(what, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || host == "" {
-		return fmt.Errorf("sentinel address %q is not host:port", addr)
+		return fmt.Errorf("%s address %q is not host:port", what, addr)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("sentinel address %q: port must be 1-65535", addr)
+		return fmt.Errorf("%s address %q: port must be 1-65535", what, addr)
 	}
 	return nil
 }
 
-// New returns a client for o: a plain client when there are no Sentinels,
-// else go-redis's failover client, which asks the Sentinels for the
-// primary, drops its connections to a demoted one when a Sentinel
-// announces +switch-master, and dials the new one. Either way every call
-// obeys its context's deadline (ContextTimeoutEnabled).
+// New returns a client for o: a plain client when there are no Sentinels
+// and no cluster; go-redis's failover client with Sentinels, which asks
+// them for the primary, drops its connections to a demoted one when a
+// Sentinel announces +switch-master, and dials the new one; its cluster
+// client with cluster nodes, which sends each command (and each pipelined
+// script) to the node holding its keys' slot and follows MOVED and ASK.
+// Every call obeys its context's deadline (ContextTimeoutEnabled).
 //
 // Scripts run through redis.Script (EVALSHA, then EVAL on NOSCRIPT) cope
 // with a promoted replica's empty script cache; hand-rolled EVALSHA does
 // not.
-func New(o Options) (*redis.Client, error) {
+func New(o Options) (redis.UniversalClient, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -103,6 +134,9 @@ func New(o Options) (*redis.Client, error) {
 	ropts.ContextTimeoutEnabled = true
 	if ropts.PoolSize == 0 {
 		ropts.PoolSize = o.PoolSize
+	}
+	if len(o.Cluster) > 0 {
+		return newCluster(o.Cluster, ropts), nil
 	}
 	if len(o.Sentinels) == 0 {
 		return redis.NewClient(ropts), nil
@@ -141,6 +175,36 @@ func New(o Options) (*redis.Client, error) {
 		ConnMaxLifetime:         ropts.ConnMaxLifetime,
 		ConnMaxLifetimeJitter:   ropts.ConnMaxLifetimeJitter,
 	}), nil
+}
+
+// newCluster is the cluster client over the seed nodes addrs with ropts's
+// credentials, TLS, timeouts and pool (per node).
+func newCluster(addrs []string, ropts *redis.Options) *redis.ClusterClient {
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:      addrs,
+		ClientName: ropts.ClientName,
+		Protocol:   ropts.Protocol,
+		Username:   ropts.Username,
+		Password:   ropts.Password,
+		TLSConfig:  ropts.TLSConfig,
+
+		MaxRetries:            ropts.MaxRetries,
+		MinRetryBackoff:       ropts.MinRetryBackoff,
+		MaxRetryBackoff:       ropts.MaxRetryBackoff,
+		DialTimeout:           ropts.DialTimeout,
+		ReadTimeout:           ropts.ReadTimeout,
+		WriteTimeout:          ropts.WriteTimeout,
+		ContextTimeoutEnabled: ropts.ContextTimeoutEnabled,
+
+		PoolFIFO:        ropts.PoolFIFO,
+		PoolSize:        ropts.PoolSize,
+		PoolTimeout:     ropts.PoolTimeout,
+		MinIdleConns:    ropts.MinIdleConns,
+		MaxIdleConns:    ropts.MaxIdleConns,
+		MaxActiveConns:  ropts.MaxActiveConns,
+		ConnMaxIdleTime: ropts.ConnMaxIdleTime,
+		ConnMaxLifetime: ropts.ConnMaxLifetime,
+	})
 }
 
 // ParseURL is redis.ParseURL with errors that never show the URL's
@@ -182,6 +246,7 @@ type Settings struct {
 	Sentinels        string
 	MasterName       string
 	SentinelPassword string
+	Cluster          string // comma-separated host:port of Redis Cluster nodes; empty for none
 }
 
 // FromSettings checks a binary's Redis settings and returns the Options to
@@ -192,8 +257,12 @@ func FromSettings(s Settings, poolSize int) (Options, error) {
 	if err != nil {
 		return Options{}, fmt.Errorf("config: FLASHGATE_REDIS_SENTINELS: %w", err)
 	}
+	cluster, err := ParseCluster(s.Cluster)
+	if err != nil {
+		return Options{}, fmt.Errorf("config: FLASHGATE_REDIS_CLUSTER: %w", err)
+	}
 	o := Options{URL: s.URL, Sentinels: sentinels, MasterName: s.MasterName,
-		SentinelPassword: s.SentinelPassword, PoolSize: poolSize}
+		SentinelPassword: s.SentinelPassword, Cluster: cluster, PoolSize: poolSize}
 	if err := o.Validate(); err != nil {
 		return Options{}, fmt.Errorf("config: %w", err)
 	}

@@ -116,7 +116,7 @@ func TestPoolSizeAndTimeouts(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			o := c.Options()
+			o := c.(*redis.Client).Options()
 			if o.PoolSize != tc.wantPool || !o.ContextTimeoutEnabled {
 				t.Errorf("New(%s): PoolSize %d, ContextTimeoutEnabled %v; want %d, true", tc.name, o.PoolSize, o.ContextTimeoutEnabled, tc.wantPool)
 			}
@@ -124,6 +124,40 @@ func TestPoolSizeAndTimeouts(t *testing.T) {
 				t.Errorf("New(%s): Addr %q, DB %d, password set %v; want the failover client on db 3 with the URL's password", tc.name, o.Addr, o.DB, o.Password == "pw")
 			}
 		})
+	}
+}
+
+// With cluster nodes New makes a cluster client with the URL's
+// credentials and the pool per node; the URL may name no db but 0, and
+// Sentinels and a cluster exclude each other.
+func TestClusterClient(t *testing.T) {
+	t.Parallel()
+	c, err := redisconn.New(redisconn.Options{URL: "redis://:pw@ignored/0?pool_size=5", Cluster: []string{"127.0.0.1:7001", "127.0.0.1:7002"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		t.Fatalf("New(cluster) = %T, want *redis.ClusterClient", c)
+	}
+	if o := cc.Options(); o.PoolSize != 5 || o.Password != "pw" || !o.ContextTimeoutEnabled || len(o.Addrs) != 2 {
+		t.Errorf("New(cluster): PoolSize %d, password set %v, ContextTimeoutEnabled %v, Addrs %v; want 5, true, true, two", o.PoolSize, o.Password == "pw", o.ContextTimeoutEnabled, o.Addrs)
+	}
+	for _, bad := range []redisconn.Options{
+		{URL: "redis://x/2", Cluster: []string{"127.0.0.1:7001"}},
+		{URL: "redis://x/0", Cluster: []string{"127.0.0.1:7001"}, Sentinels: []string{"127.0.0.1:1"}, MasterName: "m"},
+		{URL: "redis://x/0", Cluster: []string{"no-port"}},
+	} {
+		if _, err := redisconn.New(bad); err == nil {
+			t.Errorf("New(%+v) = nil error, want a refusal", bad)
+		}
+	}
+	if _, err := redisconn.FromSettings(redisconn.Settings{URL: "redis://x/0", Cluster: "127.0.0.1:7001, 127.0.0.1:7002"}, 8); err != nil {
+		t.Errorf("FromSettings(a cluster) = %v", err)
+	}
+	if _, err := redisconn.FromSettings(redisconn.Settings{URL: "redis://x/0", Cluster: "127.0.0.1"}, 8); err == nil || !strings.Contains(err.Error(), "FLASHGATE_REDIS_CLUSTER") {
+		t.Errorf("FromSettings(a bad cluster node) = %v, want an error naming FLASHGATE_REDIS_CLUSTER", err)
 	}
 }
 

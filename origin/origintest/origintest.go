@@ -73,6 +73,13 @@ type Origin struct {
 // once, and again at the end of the test does nothing.
 func (o *Origin) Stop() { o.stopOnce.Do(o.stop) }
 
+// OnRedisCluster is a StartOrigin override that points the origin at a Redis
+// Cluster (its nodes' host:port, comma-separated) instead of env's Redis;
+// the keys keep env's prefix.
+func OnRedisCluster(nodes string) func(*app.Config) {
+	return func(c *app.Config) { c.RedisURL, c.RedisCluster = "redis://127.0.0.1/0", nodes }
+}
+
 // StartOrigin builds an origin with app.New on env (Dev on, the tokenstest
 // keys, AdminToken, a quick sweeper), lets each override adjust the Config,
 // serves App.API.Public() and Admin() on in-memory listeners, starts the

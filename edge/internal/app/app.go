@@ -37,7 +37,7 @@ import (
 type App struct {
 	cfg Config
 	log *slog.Logger
-	rdb *redis.Client
+	rdb redis.UniversalClient
 
 	Snapshots *snapshot.Cache
 	Admission *admission.Controller // the tick, and the views handlers answer from
@@ -220,7 +220,7 @@ func limits(cfg Config, reg prometheus.Registerer) api.Limits {
 }
 
 // Redis is the node's Redis client, for tests that count its commands.
-func (a *App) Redis() *redis.Client { return a.rdb }
+func (a *App) Redis() redis.UniversalClient { return a.rdb }
 
 // Start runs the loops that keep the node's views fresh: snapshots from
 // origin (also as soon as a handler kicks the cache), and the admission

@@ -84,7 +84,7 @@ func (f *Failover) Client(t testing.TB) *redis.Client {
 		t.Fatalf("redisconn.New(sentinels %s) = %v", f.SentinelList(), err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return c.(*redis.Client) // the failover client
 }
 
 // Primary returns the data node a running Sentinel names as the primary.

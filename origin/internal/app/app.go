@@ -36,7 +36,7 @@ import (
 type App struct {
 	cfg  Config
 	log  *slog.Logger
-	rdb  *redis.Client
+	rdb  redis.UniversalClient
 	pool *pgxpool.Pool
 
 	Catalog  *catalog.Catalog

@@ -32,6 +32,11 @@ type Config struct {
 	RedisSentinels        string
 	RedisMasterName       string // the primary's name at the Sentinels
 	RedisSentinelPassword string // the Sentinels' own password; "" = none
+	// RedisCluster are comma-separated host:port addresses of Redis
+	// Cluster nodes ("" = no cluster); with them the origin finds each sale's
+	// keys on the node holding their slot, and of RedisURL only the
+	// username, password and options count.
+	RedisCluster string
 
 	PostgresMaxConns int // connections in the Postgres pool
 
@@ -206,7 +211,7 @@ const redisPoolSize = 64
 // redis says how to reach Redis, checked.
 func (c Config) redis() (redisconn.Options, error) {
 	return redisconn.FromSettings(redisconn.Settings{URL: c.RedisURL, Sentinels: c.RedisSentinels,
-		MasterName: c.RedisMasterName, SentinelPassword: c.RedisSentinelPassword}, redisPoolSize)
+		MasterName: c.RedisMasterName, SentinelPassword: c.RedisSentinelPassword, Cluster: c.RedisCluster}, redisPoolSize)
 }
 
 // userTokens are c's user-token settings, as package usertokens checks them.

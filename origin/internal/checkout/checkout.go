@@ -34,6 +34,8 @@ var (
 	leaseSource string
 	//go:embed unlease.lua
 	unleaseSource string
+	//go:embed replid.lua
+	replidSource string
 
 	reserveScript = redis.NewScript(reserveSource)
 	dueScript     = redis.NewScript(dueSource)
@@ -42,6 +44,7 @@ var (
 	loadScript    = redis.NewScript(loadSource)
 	leaseScript   = redis.NewScript(leaseSource)
 	unleaseScript = redis.NewScript(unleaseSource)
+	replidScript  = redis.NewScript(replidSource)
 )
 
 // Errors callers branch on.

@@ -67,8 +67,14 @@ type Burned struct {
 // of Redis is lost by it.
 func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[string]intent.Stock, live []intent.Reservation,
 	settled map[string]intent.Status, burned []Burned) error {
+	// SCAN is not routed by key: on Redis Cluster it must go to the node
+	// that holds the sale's slot.
+	node, err := s.nodeOf(ctx, s.keys.Meta(sale))
+	if err != nil {
+		return fmt.Errorf("rebuild sale %s: %w", sale, err)
+	}
 	var accounts []string
-	iter := s.rdb.Scan(ctx, 0, s.keys.AccountPattern(sale), 1000).Iterator()
+	iter := node.Scan(ctx, 0, s.keys.AccountPattern(sale), 1000).Iterator()
 	for iter.Next(ctx) {
 		accounts = append(accounts, iter.Val())
 	}
@@ -108,7 +114,7 @@ func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[strin
 		}
 		burned = burned[n:]
 	}
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for sku, c := range stock {
 			key := s.keys.Inventory(sale, sku)
 			p.Del(ctx, key)
@@ -157,6 +163,19 @@ func (s *Store) Rebuild(ctx context.Context, sale, epoch string, stock map[strin
 	return nil
 }
 
+// nodeOf is the client of the server that holds key: on Redis Cluster the
+// primary of its slot, else the one client.
+func (s *Store) nodeOf(ctx context.Context, key string) (redis.UniversalClient, error) {
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("find the cluster node of %s: %w", key, err)
+		}
+		return node, nil
+	}
+	return s.rdb, nil
+}
+
 // HeldIDs returns the ids in a sale's hold index: the reservations Redis
 // believes are held.
 func (s *Store) HeldIDs(ctx context.Context, sale string) ([]string, error) {
@@ -170,13 +189,13 @@ func (s *Store) HeldIDs(ctx context.Context, sale string) ([]string, error) {
 // burnedChunk bounds the burned tokens one rebuild round trip writes.
 const burnedChunk = 1000
 
-// ReplicationID returns the replication id of the Redis server this store
-// writes to (INFO replication's master_replid): a failover or a restart
-// changes it.
-func (s *Store) ReplicationID(ctx context.Context) (string, error) {
-	info, err := s.rdb.Info(ctx, "replication").Result()
+// ReplicationID returns the replication id of the Redis server that holds
+// the sale (INFO replication's master_replid; on Redis Cluster, of the node
+// holding the sale's slot): a failover or a restart changes it.
+func (s *Store) ReplicationID(ctx context.Context, sale string) (string, error) {
+	info, err := replidScript.Run(ctx, s.rdb, []string{s.keys.Meta(sale)}).Text()
 	if err != nil {
-		return "", fmt.Errorf("read redis replication id: %w", err)
+		return "", fmt.Errorf("read redis replication id of sale %s: %w", sale, err)
 	}
 	for _, line := range strings.Split(info, "\n") {
 		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "master_replid:"); ok {

@@ -68,13 +68,9 @@ func (s *Service) check(ctx context.Context, sales []ledger.Sale, drain time.Dur
 	if len(sales) == 0 {
 		return nil, nil
 	}
-	replid, err := s.checkout.ReplicationID(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var errs []error
 	for _, sale := range sales {
-		did, err := s.checkSale(ctx, sale, replid, drain)
+		did, err := s.checkSale(ctx, sale, drain)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sale %s: %w", sale.ID, err))
 		}
@@ -85,7 +81,11 @@ func (s *Service) check(ctx context.Context, sales []ledger.Sale, drain time.Dur
 	return rebuilt, errors.Join(errs...)
 }
 
-func (s *Service) checkSale(ctx context.Context, sale ledger.Sale, replid string, drain time.Duration) (bool, error) {
+func (s *Service) checkSale(ctx context.Context, sale ledger.Sale, drain time.Duration) (bool, error) {
+	replid, err := s.checkout.ReplicationID(ctx, sale.ID)
+	if err != nil {
+		return false, err
+	}
 	// Postgres first: a reserve is journaled only after Redis numbered it,
 	// so the journal read first can only be behind Redis read after, unless
 	// Redis lost writes.

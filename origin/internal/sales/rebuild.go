@@ -161,7 +161,7 @@ func (s *Service) fromLedger(ctx context.Context, sale ledger.Sale) (rebuilt, er
 	if err != nil {
 		return rebuilt{}, err
 	}
-	replid, err := s.checkout.ReplicationID(ctx)
+	replid, err := s.checkout.ReplicationID(ctx, sale.ID)
 	if err != nil {
 		return rebuilt{}, err
 	}

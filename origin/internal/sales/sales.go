@@ -124,7 +124,7 @@ func (s *Service) load(ctx context.Context, sale ledger.Sale) error {
 	if err != nil {
 		return err
 	}
-	replid, err := s.checkout.ReplicationID(ctx)
+	replid, err := s.checkout.ReplicationID(ctx, sale.ID)
 	if err != nil {
 		return err
 	}
