@@ -14,7 +14,7 @@ GO ?= go
 export GOTESTFLAGS
 export GOTESTPKGS
 
-.PHONY: help run test build bench bench-reserve bench-edge chaos fmt vet clean
+.PHONY: help run run-cluster test build bench bench-reserve bench-edge chaos fmt vet clean
 
 help: ## list the targets
 	@echo "flashgate targets:"
@@ -22,6 +22,9 @@ help: ## list the targets
 
 run: ## run Redis, Postgres, origin (and edge) locally with a demo sale; Ctrl-C stops it all
 	deploy/local/run.sh
+
+run-cluster: ## the deployed shape on one machine: nginx CDN, 2 edges, 2 origins, Redis + replica + 3 Sentinels, Postgres, gateway; own network namespaces when root
+	deploy/local/cluster.sh
 
 test: ## go vet and every test (race detector) against real Redis and Postgres; GOTESTFLAGS=... passes flags
 	deploy/local/test.sh

@@ -28,7 +28,8 @@
 #   the secrets run.sh generates (admin tokens, token keys, dev user-token secret, gateway keys): generated when
 #   unset; any other FLASHGATE_* setting (limits, rates) is passed to every binary as it is.
 #
-#   deploy/local/cluster.sh down    removes namespaces, veths and the bridge a killed run left behind
+#   deploy/local/cluster.sh down    removes the namespaces, veths and bridge a killed run left behind, and the
+#                                   processes still running in those namespaces
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -54,6 +55,10 @@ nodes=(cdn edge1 edge2 origin1 origin2 redis1 redis2 sentinel1 sentinel2 sentine
 remove_netns() {
 	local node
 	for node in "${nodes[@]}"; do
+		if [[ -n "${kill_leftovers:-}" ]] && ip netns list 2>/dev/null | grep -qw "$ns_prefix$node"; then
+			# shellcheck disable=SC2046 # a list of pids
+			kill -KILL $(ip netns pids "$ns_prefix$node" 2>/dev/null) 2>/dev/null || true
+		fi
 		if ip netns list 2>/dev/null | grep -qw "$ns_prefix$node"; then
 			ip netns del "$ns_prefix$node" 2>/dev/null || log "could not remove namespace $ns_prefix$node"
 		fi
@@ -68,6 +73,7 @@ remove_netns() {
 
 if [[ "${1:-}" == "down" ]]; then
 	is_root || die "cluster.sh down: only root makes (and removes) namespaces"
+	kill_leftovers=1 # what a killed run left running in its namespaces
 	remove_netns
 	log "removed what a cluster run left behind (if anything)"
 	exit 0
@@ -224,11 +230,14 @@ start() {
 	shift 3
 	: >"$logfile"
 	if [[ "$mode" == netns && -n "$node" ]]; then
-		# ip netns exec execs the command: $! is the command's own pid.
-		ip netns exec "$ns_prefix$node" "$@" >>"$logfile" 2>&1 </dev/null &
-	else
-		"$@" >>"$logfile" 2>&1 </dev/null &
+		set -- ip netns exec "$ns_prefix$node" "$@"
 	fi
+	# In a session of its own, so that Ctrl-C reaches this script alone and the nodes stop in order
+	# (nginx first, Redis last). setsid and ip netns exec exec the command: $! is the command's own pid.
+	if [[ -n "$setsid" ]]; then
+		set -- setsid "$@"
+	fi
+	"$@" >>"$logfile" 2>&1 </dev/null &
 	pids+=("$!")
 	names+=("$name")
 	tiers+=("$tier")
@@ -264,6 +273,9 @@ wait_healthy() { # url name
 	tail_log "$data/$name.log"
 	die "$name did not answer 200 on $url within 30 s"
 }
+
+setsid=""
+if have setsid; then setsid=setsid; fi
 
 port_busy() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
