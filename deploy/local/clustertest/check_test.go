@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -165,6 +166,10 @@ func TestClusterCheck(t *testing.T) {
 		t.Fatalf("alice's reservation after the failover = %s %q, want %s held", r.ReservationID, r.Status, aliceHold)
 	}
 
+	if links := os.Getenv("FLASHGATE_CLUSTER_LINKS"); links != "" {
+		cutEdgeLink(t, h, c, links)
+	}
+
 	// And the books say no promise was broken.
 	var ledger struct {
 		ReservationsLost *int `json:"reservations_lost"`
@@ -176,6 +181,64 @@ func TestClusterCheck(t *testing.T) {
 	lres.decode(&ledger)
 	if ledger.ReservationsLost == nil || *ledger.ReservationsLost != 0 {
 		t.Errorf("ledger reservations_lost = %v after the failover, want 0: %s", ledger.ReservationsLost, lres.body)
+	}
+}
+
+// cutEdgeLink takes edge1's link down (namespaces only) and requires the
+// snapshot through nginx to keep answering 200 from edge2, each answer within
+// the reference config's snapshot timeout and a margin; then brings the link
+// back and waits for edge1 to answer again.
+func cutEdgeLink(t *testing.T, h *shopperClient, c cluster, links string) {
+	t.Helper()
+	link := ""
+	for _, kv := range strings.Split(links, ",") {
+		if name, dev, ok := strings.Cut(kv, "="); ok && name == "edge1" {
+			link = dev
+		}
+	}
+	if link == "" {
+		t.Fatalf("FLASHGATE_CLUSTER_LINKS %q names no link for edge1", links)
+	}
+	ipLink := func(state string) {
+		t.Helper()
+		if out, err := exec.Command("ip", "link", "set", link, state).CombinedOutput(); err != nil {
+			t.Fatalf("ip link set %s %s: %v\n%s", link, state, err, out)
+		}
+	}
+	ipLink("down")
+	restored := false
+	defer func() {
+		if !restored {
+			ipLink("up")
+		}
+	}()
+	const slowest = 5 * time.Second // the snapshot location's proxy_read_timeout (3 s), and a margin
+	var worst time.Duration
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); {
+		began := time.Now()
+		res := h.do("GET", c.cdn+"/v1/sales/"+c.sale, nil, "")
+		took := time.Since(began)
+		worst = max(worst, took)
+		if res.status != http.StatusOK {
+			t.Fatalf("GET nginx /v1/sales/%s with edge1's link down = %d %s after %s, want 200 from edge2", c.sale, res.status, res.body, took)
+		}
+		if took > slowest {
+			t.Errorf("GET nginx /v1/sales/%s with edge1's link down took %s, want within %s", c.sale, took, slowest)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("edge1's link (%s) down: the snapshot through nginx answered 200 throughout, slowest %s", link, worst.Round(time.Millisecond))
+	ipLink("up")
+	restored = true
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if res := h.do("GET", c.edges[0]+"/healthz", nil, ""); res.status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("edge1 does not answer /healthz 10 s after its link came back up")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
