@@ -566,6 +566,8 @@ if [[ -n "${FLASHGATE_RUN_THEN:-}" ]]; then
 	export FLASHGATE_CROWD_EDGE_URL="$cdn_url" FLASHGATE_CROWD_EDGE_ADMIN_URL="$(admin_url edge1)"
 	export FLASHGATE_CROWD_ORIGIN_ADMIN_URL="$(admin_url origin1)"
 	export FLASHGATE_DEMO_SALE_ID="$sale_id"
+	# The crowd pays at the gateway and plays the naive baseline on Postgres, as under run.sh.
+	export FLASHGATE_GATEWAY_URL="$(url gateway)" FLASHGATE_POSTGRES_URL="$pg_url"
 	log "running: $FLASHGATE_RUN_THEN"
 	set +e
 	FLASHGATE_USER_TOKEN_SECRET="$FLASHGATE_DEV_USER_TOKEN_SECRET" FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" \
