@@ -14,7 +14,7 @@ GO ?= go
 export GOTESTFLAGS
 export GOTESTPKGS
 
-.PHONY: help run run-cluster test build bench bench-reserve bench-edge chaos fmt vet clean
+.PHONY: help run run-cluster test build image bench bench-reserve bench-edge chaos fmt vet clean
 
 help: ## list the targets
 	@echo "flashgate targets:"
@@ -39,6 +39,9 @@ build: ## compile every package and put the binaries (origin, edge, sandboxgatew
 	else \
 		echo "flashgate: no main packages yet"; \
 	fi
+
+image: ## container images of edge, origin and sandboxgateway without a Docker daemon: bin/image/oci (OCI layout) and bin/image/flashgate-images.tar (docker load); IMAGE_FLAGS=...
+	$(GO) run ./deploy/imagebuild $(IMAGE_FLAGS)
 
 bench: ## the crowd simulator: the stack as make run starts it, 100k shoppers through the edge, the naive baseline, a report; CROWD_FLAGS=...
 	deploy/local/crowd.sh
