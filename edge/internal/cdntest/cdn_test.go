@@ -121,45 +121,71 @@ func maxFetches(elapsed time.Duration) int { return int(elapsed.Seconds()) + 1 }
 // edge.
 func TestSnapshotLoadsCollapse(t *testing.T) {
 	const sale = "cdn-burst"
-	s := startStack(t, nil, edgetest.OpenSale(sale, 100))
+	// Cold entries for the burst, one per attempt (see below), and the sale
+	// the steady load reads.
+	const attempts = 3
+	sales := []snapshot.Sale{edgetest.OpenSale(sale, 100)}
+	for i := range attempts {
+		sales = append(sales, edgetest.OpenSale(fmt.Sprintf("%s-%d", sale, i), 100))
+	}
+	s := startStack(t, nil, sales...)
 	path := "/v1/sales/" + sale
 	const shoppers = 1000
 	c := NewClient(t, s.CDN, shoppers)
 
-	// A thousand at once on a cold cache.
-	var burst loadStats
-	start := make(chan struct{})
+	// A thousand at once on a cold cache: the lock lets one through. The
+	// entry serves (fresh, then stale while one refresh runs) for max-age
+	// plus stale-while-revalidate, 3 s; past that nginx collapses nothing
+	// (its lock covers new entries only). A burst that a loaded machine
+	// could not finish within that window says nothing of the lock, so it
+	// is tried again on a fresh entry, up to three times.
+	const window = 3 * time.Second
+	measured := false
+	for i := 0; i < attempts && !measured; i++ {
+		burstPath := fmt.Sprintf("%s-%d", path, i)
+		var burst loadStats
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range shoppers {
+			wg.Go(func() {
+				<-start
+				burst.add(c.Get(t, burstPath), fmt.Sprintf("%s-%d", sale, i))
+			})
+		}
+		began := time.Now()
+		close(start)
+		wg.Wait()
+		burstTime := time.Since(began)
+		burstFetches := s.Edge.Fetches("GET", burstPath)
+		t.Logf("cdn: %d concurrent snapshot loads in %v: %d edge fetches, answers by X-Cache-Status %v",
+			shoppers, burstTime.Round(time.Millisecond), burstFetches, burst.byStatus)
+		if len(burst.bad) > 0 {
+			t.Errorf("burst: answers that are not the snapshot: %v", burst.bad)
+		}
+		if burst.total != shoppers {
+			t.Errorf("burst: %d answers, want %d", burst.total, shoppers)
+		}
+		if burstTime >= window {
+			t.Logf("burst %d took %v, past the entry's %v window; trying a fresh entry", i+1, burstTime.Round(time.Millisecond), window)
+			continue
+		}
+		measured = true
+		if want := maxFetches(burstTime); burstFetches < 1 || burstFetches > want {
+			t.Errorf("burst: %d concurrent loads in %v made %d edge fetches of %s, want 1 to %d (proxy_cache_lock collapses a cold miss)",
+				shoppers, burstTime, burstFetches, burstPath, want)
+		}
+	}
+	if !measured {
+		t.Errorf("burst: none of %d bursts of %d loads finished within %v; the machine is too loaded to measure the collapse", attempts, shoppers, window)
+	}
 	var wg sync.WaitGroup
-	for range shoppers {
-		wg.Go(func() {
-			<-start
-			burst.add(c.Get(t, path), sale)
-		})
-	}
-	began := time.Now()
-	close(start)
-	wg.Wait()
-	burstTime := time.Since(began)
-	burstFetches := s.Edge.Fetches("GET", path)
-	t.Logf("cdn: %d concurrent snapshot loads in %v: %d edge fetches, answers by X-Cache-Status %v",
-		shoppers, burstTime.Round(time.Millisecond), burstFetches, burst.byStatus)
-	if len(burst.bad) > 0 {
-		t.Errorf("burst: answers that are not the snapshot: %v", burst.bad)
-	}
-	if burst.total != shoppers {
-		t.Errorf("burst: %d answers, want %d", burst.total, shoppers)
-	}
-	if want := maxFetches(burstTime); burstFetches < 1 || burstFetches > want {
-		t.Errorf("burst: %d concurrent loads in %v made %d edge fetches of %s, want 1 to %d (proxy_cache_lock collapses a cold miss)",
-			shoppers, burstTime, burstFetches, path, want)
-	}
 
 	// Steady load: 64 shoppers loading again and again for 5 s, some with
 	// a query of their own.
 	const workers, steady = 64, 5 * time.Second
 	var load loadStats
 	before := s.Edge.Fetches("GET", path)
-	began = time.Now()
+	began := time.Now()
 	for w := range workers {
 		wg.Go(func() {
 			for i := 0; time.Since(began) < steady && i < 100000; i++ {
