@@ -135,17 +135,12 @@ func New(o Options) (redis.UniversalClient, error) {
 	if ropts.PoolSize == 0 {
 		ropts.PoolSize = o.PoolSize
 	}
-	if len(o.Cluster) > 0 {
-		return newCluster(o.Cluster, ropts), nil
-	}
-	if len(o.Sentinels) == 0 {
+	if len(o.Cluster) == 0 && len(o.Sentinels) == 0 {
 		return redis.NewClient(ropts), nil
 	}
-	return redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:       o.MasterName,
-		SentinelAddrs:    o.Sentinels,
-		SentinelPassword: o.SentinelPassword,
-
+	// Sentinels or a cluster: the data nodes take the URL's credentials,
+	// TLS, timeouts and pool (per node), and go-redis picks the client.
+	u := &redis.UniversalOptions{
 		ClientName: ropts.ClientName,
 		Protocol:   ropts.Protocol,
 		Username:   ropts.Username,
@@ -174,37 +169,13 @@ func New(o Options) (redis.UniversalClient, error) {
 		ConnMaxIdleTime:         ropts.ConnMaxIdleTime,
 		ConnMaxLifetime:         ropts.ConnMaxLifetime,
 		ConnMaxLifetimeJitter:   ropts.ConnMaxLifetimeJitter,
-	}), nil
-}
-
-// newCluster is the cluster client over the seed nodes addrs with ropts's
-// credentials, TLS, timeouts and pool (per node).
-func newCluster(addrs []string, ropts *redis.Options) *redis.ClusterClient {
-	return redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs:      addrs,
-		ClientName: ropts.ClientName,
-		Protocol:   ropts.Protocol,
-		Username:   ropts.Username,
-		Password:   ropts.Password,
-		TLSConfig:  ropts.TLSConfig,
-
-		MaxRetries:            ropts.MaxRetries,
-		MinRetryBackoff:       ropts.MinRetryBackoff,
-		MaxRetryBackoff:       ropts.MaxRetryBackoff,
-		DialTimeout:           ropts.DialTimeout,
-		ReadTimeout:           ropts.ReadTimeout,
-		WriteTimeout:          ropts.WriteTimeout,
-		ContextTimeoutEnabled: ropts.ContextTimeoutEnabled,
-
-		PoolFIFO:        ropts.PoolFIFO,
-		PoolSize:        ropts.PoolSize,
-		PoolTimeout:     ropts.PoolTimeout,
-		MinIdleConns:    ropts.MinIdleConns,
-		MaxIdleConns:    ropts.MaxIdleConns,
-		MaxActiveConns:  ropts.MaxActiveConns,
-		ConnMaxIdleTime: ropts.ConnMaxIdleTime,
-		ConnMaxLifetime: ropts.ConnMaxLifetime,
-	})
+	}
+	if len(o.Cluster) > 0 {
+		u.Addrs, u.IsClusterMode = o.Cluster, true
+	} else {
+		u.Addrs, u.MasterName, u.SentinelPassword = o.Sentinels, o.MasterName, o.SentinelPassword
+	}
+	return redis.NewUniversalClient(u), nil
 }
 
 // ParseURL is redis.ParseURL with errors that never show the URL's
