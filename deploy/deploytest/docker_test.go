@@ -99,6 +99,7 @@ var composeShape = map[string]string{
 // target of its binary, reads only variables its binary has, gets its secrets as files it is given, listens
 // where its ports point, and runs read-only without capabilities; dependencies name services and do not loop.
 func TestCompose(t *testing.T) {
+	t.Parallel()
 	c := readCompose(t)
 	stages := dockerfileStages(t)
 	for name := range composeShape {
@@ -229,6 +230,7 @@ var placeholderRE = regexp.MustCompile(`\$\{(FLASHGATE_CDN_[A-Z_]+)\}`)
 // The CDN service mounts deploy/cdn's nginx template into nginx's templates folder, fills in exactly its
 // placeholders, and sends to every edge service.
 func TestComposeCDN(t *testing.T) {
+	t.Parallel()
 	c := readCompose(t)
 	cdn := c.Services["cdn"]
 	var template string
@@ -332,6 +334,7 @@ func dockerfileStages(t *testing.T) []string {
 // The Dockerfile builds with go.mod's Go, static, every binary, one target each with its entrypoint, as
 // user 65532 on a distroless base.
 func TestDockerfile(t *testing.T) {
+	t.Parallel()
 	d := readDockerfile(t)
 	mod, err := os.ReadFile(filepath.Join(moduleRoot, "go.mod"))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -71,14 +72,37 @@ func (r *rendered) workloads() []workload {
 	return out
 }
 
-// render builds deploy/k8s/<dir> with kustomize, as kubectl apply -k would, and decodes every object
+// render is deploy/k8s/<dir> built with kustomize, as kubectl apply -k would, every object decoded
 // strictly: a field its API type does not have fails the test, as do a kind or apiVersion not listed here.
+// Each folder is rendered once per test process; every test that renders it reports its problems.
 func render(t *testing.T, dir string) *rendered {
 	t.Helper()
+	v, _ := renders.LoadOrStore(dir, &renderOnce{})
+	ro := v.(*renderOnce)
+	ro.once.Do(func() { ro.r, ro.problems, ro.fatal = renderDir(dir) })
+	for _, p := range ro.problems {
+		t.Error(p)
+	}
+	if ro.fatal != nil {
+		t.Fatal(ro.fatal)
+	}
+	return ro.r
+}
+
+type renderOnce struct {
+	once     sync.Once
+	r        *rendered
+	problems []string
+	fatal    error
+}
+
+var renders sync.Map // dir → *renderOnce
+
+func renderDir(dir string) (*rendered, []string, error) {
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	m, err := k.Run(filesys.MakeFsOnDisk(), path.Join("..", "k8s", dir))
 	if err != nil {
-		t.Fatalf("kustomize build deploy/k8s/%s: %v", dir, err)
+		return nil, nil, fmt.Errorf("kustomize build deploy/k8s/%s: %v", dir, err)
 	}
 	r := &rendered{
 		dir:          dir,
@@ -92,10 +116,11 @@ func render(t *testing.T, dir string) *rendered {
 		pdbs:         map[string]*policyv1.PodDisruptionBudget{},
 		policies:     map[string]*networkingv1.NetworkPolicy{},
 	}
+	var problems []string
 	for _, res := range m.Resources() {
 		y, err := res.AsYAML()
 		if err != nil {
-			t.Fatalf("%s: %v", res.CurId(), err)
+			return nil, nil, fmt.Errorf("%s: %v", res.CurId(), err)
 		}
 		kind, version, name := res.GetKind(), res.GetApiVersion(), res.GetName()
 		var obj any
@@ -120,17 +145,17 @@ func render(t *testing.T, dir string) *rendered {
 		case "NetworkPolicy":
 			want, obj = "networking.k8s.io/v1", put(r.policies, name)
 		default:
-			t.Errorf("deploy/k8s/%s: %s %s: a kind this test does not decode (add its API group)", dir, kind, name)
+			problems = append(problems, fmt.Sprintf("deploy/k8s/%s: %s %s: a kind this test does not decode (add its API group)", dir, kind, name))
 			continue
 		}
 		if version != want {
-			t.Errorf("deploy/k8s/%s: %s %s has apiVersion %q, want %q", dir, kind, name, version, want)
+			problems = append(problems, fmt.Sprintf("deploy/k8s/%s: %s %s has apiVersion %q, want %q", dir, kind, name, version, want))
 		}
 		if err := yaml.UnmarshalStrict(y, obj); err != nil {
-			t.Errorf("deploy/k8s/%s: %s %s does not decode strictly into its API type: %v", dir, kind, name, err)
+			problems = append(problems, fmt.Sprintf("deploy/k8s/%s: %s %s does not decode strictly into its API type: %v", dir, kind, name, err))
 		}
 	}
-	return r
+	return r, problems, nil
 }
 
 func put[T any](m map[string]*T, name string) *T {
@@ -147,6 +172,7 @@ func forEachRender(t *testing.T, f func(t *testing.T, r *rendered)) {
 
 // The base and the overlay render, and hold the objects an operator relies on.
 func TestKustomizeRenders(t *testing.T) {
+	t.Parallel()
 	forEachRender(t, func(t *testing.T, r *rendered) {
 		for _, want := range []struct {
 			kind string
@@ -187,6 +213,7 @@ func TestKustomizeRenders(t *testing.T) {
 
 // The probe table above is what docs/API.md says each binary serves without a token on both listeners.
 func TestProbePathsAreDocumented(t *testing.T) {
+	t.Parallel()
 	doc := apidoc.Read(t, "../../docs/API.md")
 	for binary, heading := range map[string]string{"edge": "### Edge admin", "origin": "### Origin admin"} {
 		var documented []string
@@ -210,6 +237,7 @@ func TestProbePathsAreDocumented(t *testing.T) {
 
 // Every probe points at a port its container declares and, for HTTP, at a path the binary serves there.
 func TestKubernetesProbes(t *testing.T) {
+	t.Parallel()
 	forEachRender(t, func(t *testing.T, r *rendered) {
 		for _, w := range r.workloads() {
 			for _, c := range containers(w.template) {
@@ -256,6 +284,7 @@ func TestKubernetesProbes(t *testing.T) {
 // the binary reads (its -h output); each _FILE names a file a Secret volume mounts; the listeners are the
 // ports the container declares, the admin ones on every interface (in-cluster, guarded by NetworkPolicy).
 func TestKubernetesEnvironment(t *testing.T) {
+	t.Parallel()
 	forEachRender(t, func(t *testing.T, r *rendered) {
 		for _, w := range r.workloads() {
 			for _, c := range containers(w.template) {
@@ -316,6 +345,7 @@ func TestKubernetesEnvironment(t *testing.T) {
 // Every pod runs as non-root on a read-only root filesystem, without privilege escalation or capabilities,
 // and every container asks for CPU and memory and has a memory limit.
 func TestKubernetesSecurityAndResources(t *testing.T) {
+	t.Parallel()
 	forEachRender(t, func(t *testing.T, r *rendered) {
 		for _, w := range r.workloads() {
 			ps := w.template.Spec.SecurityContext
@@ -354,6 +384,7 @@ func TestKubernetesSecurityAndResources(t *testing.T) {
 // In the overlay, which provides the Secrets, everything a pod or Service refers to exists: ConfigMaps,
 // Secrets and their keys, the pods a Service selects and the ports it targets.
 func TestKubernetesReferences(t *testing.T) {
+	t.Parallel()
 	r := render(t, "overlays/example")
 	for _, w := range r.workloads() {
 		for _, v := range w.template.Spec.Volumes {
@@ -409,6 +440,7 @@ func TestKubernetesReferences(t *testing.T) {
 // The NetworkPolicies let only the edges reach the origins' public port and only the "ops" namespace reach
 // either admin listener, and nothing reaches a flashgate pod's port that no policy names.
 func TestKubernetesNetworkPolicies(t *testing.T) {
+	t.Parallel()
 	r := render(t, "base")
 	ops := "namespace kubernetes.io/metadata.name=ops"
 	edges := "pods app.kubernetes.io/component=edge,app.kubernetes.io/name=flashgate"
