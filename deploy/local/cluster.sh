@@ -369,7 +369,8 @@ sentinels_csv="$(IFS=,; printf '%s' "${sentinel_addrs[*]}")"
 export FLASHGATE_REDIS_SENTINELS="$sentinels_csv"
 export FLASHGATE_REDIS_MASTER="$master_name"
 # With Sentinels the URL's host is ignored: only its db and options count.
-export FLASHGATE_REDIS_URL="redis://$(addr redis1)/0"
+FLASHGATE_REDIS_URL="redis://$(addr redis1)/0"
+export FLASHGATE_REDIS_URL
 
 # --- Postgres (services.sh: the one on 127.0.0.1:5432, else our own) ----------------------------------------
 
@@ -377,7 +378,6 @@ export FLASHGATE_REDIS_URL="redis://$(addr redis1)/0"
 services_env="$(FLASHGATE_REDIS_URL="$FLASHGATE_REDIS_URL" "$here/services.sh" ensure)"
 eval "$services_env"
 services_started="$FLASHGATE_SERVICES_STARTED"
-export FLASHGATE_REDIS_URL="redis://$(addr redis1)/0"
 db=flashgate_cluster
 "$here/services.sh" createdb "$db"
 pg_hostport="${FLASHGATE_PG_BASE_URL#*@}"
@@ -472,6 +472,8 @@ done
 nginx_dir="$data/nginx"
 rm -rf "$nginx_dir"
 mkdir -p "$nginx_dir/temp"
+# envsubst is named the placeholders to fill, in single quotes: nginx's own $variables stay.
+# shellcheck disable=SC2016
 FLASHGATE_CDN_LISTEN="$(addr cdn) default_server" \
 	FLASHGATE_CDN_EDGES="server $(addr edge1); server $(addr edge2);" \
 	FLASHGATE_CDN_CACHE_DIR="$nginx_dir/cache" \
@@ -515,17 +517,23 @@ log "the demo sale $sale_id answers through edge1, edge2 and nginx"
 export FLASHGATE_CLUSTER_MODE="$mode"
 export FLASHGATE_CLUSTER_CDN_URL="$cdn_url"
 export FLASHGATE_CLUSTER_CDN_ACCESS_LOG="$data/cdn-access.log"
-export FLASHGATE_CLUSTER_EDGE_URLS="$(url edge1),$(url edge2)"
-export FLASHGATE_CLUSTER_EDGE_ADMIN_URLS="$(admin_url edge1),$(admin_url edge2)"
-export FLASHGATE_CLUSTER_ORIGIN_URLS="$(url origin1),$(url origin2)"
-export FLASHGATE_CLUSTER_ORIGIN_ADMIN_URLS="$(admin_url origin1),$(admin_url origin2)"
-export FLASHGATE_CLUSTER_REDIS_ADDRS="$(addr redis1),$(addr redis2)"
+FLASHGATE_CLUSTER_EDGE_URLS="$(url edge1),$(url edge2)"
+export FLASHGATE_CLUSTER_EDGE_URLS
+FLASHGATE_CLUSTER_EDGE_ADMIN_URLS="$(admin_url edge1),$(admin_url edge2)"
+export FLASHGATE_CLUSTER_EDGE_ADMIN_URLS
+FLASHGATE_CLUSTER_ORIGIN_URLS="$(url origin1),$(url origin2)"
+export FLASHGATE_CLUSTER_ORIGIN_URLS
+FLASHGATE_CLUSTER_ORIGIN_ADMIN_URLS="$(admin_url origin1),$(admin_url origin2)"
+export FLASHGATE_CLUSTER_ORIGIN_ADMIN_URLS
+FLASHGATE_CLUSTER_REDIS_ADDRS="$(addr redis1),$(addr redis2)"
+export FLASHGATE_CLUSTER_REDIS_ADDRS
 redis_pids=""
 for i in "${!names[@]}"; do
 	case "${names[$i]}" in redis1 | redis2) redis_pids="${redis_pids:+$redis_pids,}${pids[$i]}" ;; esac
 done
 export FLASHGATE_CLUSTER_REDIS_PIDS="$redis_pids"
-export FLASHGATE_CLUSTER_GATEWAY_URL="$(url gateway)"
+FLASHGATE_CLUSTER_GATEWAY_URL="$(url gateway)"
+export FLASHGATE_CLUSTER_GATEWAY_URL
 export FLASHGATE_CLUSTER_LOGS="$data"
 links=""
 if [[ "$mode" == netns ]]; then
@@ -563,11 +571,14 @@ echo "  redis-cli -h ${host[sentinel1]} -p ${port[sentinel1]} sentinel get-maste
 echo
 
 if [[ -n "${FLASHGATE_RUN_THEN:-}" ]]; then
-	export FLASHGATE_CROWD_EDGE_URL="$cdn_url" FLASHGATE_CROWD_EDGE_ADMIN_URL="$(admin_url edge1)"
-	export FLASHGATE_CROWD_ORIGIN_ADMIN_URL="$(admin_url origin1)"
+	FLASHGATE_CROWD_EDGE_URL="$cdn_url"
+	FLASHGATE_CROWD_EDGE_ADMIN_URL="$(admin_url edge1)"
+	FLASHGATE_CROWD_ORIGIN_ADMIN_URL="$(admin_url origin1)"
+	export FLASHGATE_CROWD_EDGE_URL FLASHGATE_CROWD_EDGE_ADMIN_URL FLASHGATE_CROWD_ORIGIN_ADMIN_URL
 	export FLASHGATE_DEMO_SALE_ID="$sale_id"
 	# The crowd pays at the gateway and plays the naive baseline on Postgres, as under run.sh.
-	export FLASHGATE_GATEWAY_URL="$(url gateway)" FLASHGATE_POSTGRES_URL="$pg_url"
+	FLASHGATE_GATEWAY_URL="$(url gateway)"
+	export FLASHGATE_GATEWAY_URL FLASHGATE_POSTGRES_URL="$pg_url"
 	log "running: $FLASHGATE_RUN_THEN"
 	set +e
 	FLASHGATE_USER_TOKEN_SECRET="$FLASHGATE_DEV_USER_TOKEN_SECRET" FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" \
