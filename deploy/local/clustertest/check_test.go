@@ -102,14 +102,13 @@ func TestClusterCheck(t *testing.T) {
 	}
 
 	// One line across both edges: shoppers joining at edge1 and at edge2
-	// directly, and through nginx, get distinct places.
-	positions := map[int]string{}
+	// directly, and through nginx, get one place each, one after another
+	// in the order they joined (the sale is fresh and no one else joins).
+	var order []string
+	positions := map[string]int{}
 	place := func(who string, pos int) {
-		t.Helper()
-		if other, dup := positions[pos]; dup {
-			t.Errorf("%s and %s both got place %d: the edges do not share one line", other, who, pos)
-		}
-		positions[pos] = who
+		order = append(order, who)
+		positions[who] = pos
 	}
 	for i := 0; i < 6; i++ {
 		edge := c.edges[i%2]
@@ -129,8 +128,14 @@ func TestClusterCheck(t *testing.T) {
 	for i, user := range others {
 		place(fmt.Sprintf("cdn-%d", i), h.join(c.cdn, c.sale, user).Position)
 	}
+	first := positions[order[0]]
+	for i, who := range order {
+		if positions[who] != first+i {
+			t.Errorf("join %d (%s) got place %d, want %d: the edges do not keep one line (places %v)", i, who, positions[who], first+i, positions)
+		}
+	}
 	checkBothEdgesServedJoins(t, c)
-	t.Logf("10 joins through edge1, edge2 and nginx got 10 distinct places")
+	t.Logf("10 joins through edge1, edge2 and nginx got places %d to %d, one each, in the order they joined", first, first+len(order)-1)
 
 	// Alice is admitted and holds a unit, through nginx.
 	adm := h.waitAdmitted(c.cdn, c.sale, alice, aliceJoin.QueueToken, 20*time.Second)
