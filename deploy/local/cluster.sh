@@ -368,6 +368,7 @@ log "Sentinels agree: primary $(addr redis1), replica $(addr redis2)"
 sentinels_csv="$(IFS=,; printf '%s' "${sentinel_addrs[*]}")"
 export FLASHGATE_REDIS_SENTINELS="$sentinels_csv"
 export FLASHGATE_REDIS_MASTER="$master_name"
+unset FLASHGATE_REDIS_CLUSTER # Sentinels here, not a Redis Cluster (the binaries refuse both)
 # With Sentinels the URL's host is ignored: only its db and options count.
 FLASHGATE_REDIS_URL="redis://$(addr redis1)/0"
 export FLASHGATE_REDIS_URL
