@@ -28,8 +28,8 @@
 #   the secrets run.sh generates (admin tokens, token keys, dev user-token secret, gateway keys): generated when
 #   unset; any other FLASHGATE_* setting (limits, rates) is passed to every binary as it is.
 #
-#   deploy/local/cluster.sh down    removes the namespaces, veths and bridge a killed run left behind, and the
-#                                   processes still running in those namespaces
+#   deploy/local/cluster.sh down    ends what a killed run left running (by the pids it recorded in
+#                                   .data/cluster/*/pids) and removes its namespaces, veths and bridge
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -71,10 +71,24 @@ remove_netns() {
 	fi
 }
 
+# proc_start PID: the process's start time (field 22 of /proc/PID/stat), or "" where there is no /proc.
+proc_start() { awk '{ print $22 }' "/proc/$1/stat" 2>/dev/null || true; }
+
 if [[ "${1:-}" == "down" ]]; then
-	is_root || die "cluster.sh down: only root makes (and removes) namespaces"
-	kill_leftovers=1 # what a killed run left running in its namespaces
-	remove_netns
+	for pids_file in "$root"/.data/cluster/*/pids; do
+		[[ -f "$pids_file" ]] || continue
+		while read -r pid started name; do
+			if [[ -n "$started" && "$(proc_start "$pid")" == "$started" ]]; then
+				log "ending $name (pid $pid), left by a killed run"
+				kill -KILL "$pid" 2>/dev/null || true
+			fi
+		done <"$pids_file"
+		rm -f "$pids_file"
+	done
+	if is_root && have ip; then
+		kill_leftovers=1 # what a killed run left running in its namespaces
+		remove_netns
+	fi
 	log "removed what a cluster run left behind (if anything)"
 	exit 0
 fi
@@ -160,7 +174,12 @@ admin_addr() { printf '%s:%s' "${host[$1]}" "${admin_port[$1]}"; }
 url() { printf 'http://%s' "$(addr "$1")"; }
 admin_url() { printf 'http://%s' "$(admin_addr "$1")"; }
 
-data="$root/.data/cluster"
+# One folder per shape, so that a loopback run on other ports may run beside another: netns/ or loopback-<base>/.
+if [[ "$mode" == netns ]]; then
+	data="$root/.data/cluster/netns"
+else
+	data="$root/.data/cluster/loopback-$base"
+fi
 
 # --- stopping everything we started ------------------------------------------------------------------------
 
@@ -212,6 +231,7 @@ cleanup() {
 		# shellcheck disable=SC2086 # a list of service names
 		"$here/services.sh" stop $services_started || true
 	fi
+	rm -f "$data/pids"
 	log "stopped"
 	exit "$rc"
 }
@@ -238,6 +258,8 @@ start() {
 		set -- setsid "$@"
 	fi
 	"$@" >>"$logfile" 2>&1 </dev/null &
+	# For `cluster.sh down` after a killed run: the pid and its start time, so that a reused pid is left alone.
+	printf '%s %s %s\n' "$!" "$(proc_start "$!")" "$name" >>"$data/pids"
 	pids+=("$!")
 	names+=("$name")
 	tiers+=("$tier")
@@ -280,6 +302,7 @@ if have setsid; then setsid=setsid; fi
 port_busy() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 mkdir -p "$data"
+: >"$data/pids"
 
 # --- network namespaces ------------------------------------------------------------------------------------
 
