@@ -23,7 +23,8 @@
 #   FLASHGATE_RUN_THEN="command"    run it once the cluster is up, then stop everything (its exit status is ours),
 #                                   with what run.sh gives its command (FLASHGATE_DEMO_SALE_ID, FLASHGATE_CROWD_*,
 #                                   FLASHGATE_USER_TOKEN_SECRET, FLASHGATE_GATEWAY_CONTROL_TOKEN, the admin tokens)
-#                                   and FLASHGATE_CLUSTER_* naming every node (printed at start)
+#                                   and FLASHGATE_CLUSTER_* naming every node (printed at start); the crowd
+#                                   (bin/crowd) sends load to 127.0.0.1 only: give it FLASHGATE_CLUSTER_NETNS=0
 #   FLASHGATE_DEMO_STARTS_IN=15     seconds from its creation to the demo sale's start
 #   the secrets run.sh generates (admin tokens, token keys, dev user-token secret, gateway keys): generated when
 #   unset; any other FLASHGATE_* setting (limits, rates) is passed to every binary as it is.
