@@ -218,8 +218,7 @@ func TestProbePathsAreDocumented(t *testing.T) {
 	for binary, heading := range map[string]string{"edge": "### Edge admin", "origin": "### Origin admin"} {
 		var documented []string
 		for _, r := range apidoc.ReadTable(t, doc, heading).PublicToo() {
-			// DocRoute keeps the route as docs/API.md spells it in an unexported field.
-			documented = append(documented, reflect.ValueOf(r).FieldByName("spelled").String())
+			documented = append(documented, r.Spelled())
 		}
 		sort.Strings(documented)
 		for port, paths := range probePaths[binary] {

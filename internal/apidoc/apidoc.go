@@ -28,6 +28,9 @@ type DocRoute struct {
 	alsoPublic bool   // the row, in an admin table, says "also on the public listener"
 }
 
+// Spelled is the route as docs/API.md writes it: "GET /v1/sales/{sale_id}".
+func (d DocRoute) Spelled() string { return d.spelled }
+
 // Table is the route table under one heading of docs/API.md.
 type Table struct {
 	Heading  string
