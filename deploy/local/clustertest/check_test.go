@@ -137,6 +137,16 @@ func TestClusterCheck(t *testing.T) {
 	checkBothEdgesServedJoins(t, c)
 	t.Logf("10 joins through edge1, edge2 and nginx got places %d to %d, one each, in the order they joined", first, first+len(order)-1)
 
+	// The edges share their token keys: alice's queue token, from whichever
+	// edge nginx chose, is good at both.
+	for i, edge := range c.edges {
+		res := h.do("GET", edge+"/v1/sales/"+c.sale+"/queue/status",
+			map[string]string{"Authorization": "Bearer " + aliceJoin.QueueToken, "X-User-Token": alice}, "")
+		if res.status != http.StatusOK {
+			t.Errorf("GET edge%d /queue/status with alice's queue token = %d %s, want 200", i+1, res.status, res.body)
+		}
+	}
+
 	// Alice is admitted and holds a unit, through nginx.
 	adm := h.waitAdmitted(c.cdn, c.sale, alice, aliceJoin.QueueToken, 20*time.Second)
 	aliceHold := h.reserve(c.cdn, c.sale, alice, adm, "alice-1", 10*time.Second)
