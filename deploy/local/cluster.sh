@@ -37,11 +37,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
 
-log() { printf 'flashgate: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 is_root() { [[ "$(id -u)" -eq 0 ]]; }
 have() { command -v "$1" >/dev/null 2>&1; }
 
@@ -240,10 +237,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-tail_log() { # file
-	log "last lines of $1:"
-	tail -n 40 "$1" >&2 2>/dev/null || true
-}
 
 # start TIER NODE NAME cmd…: runs cmd in NODE's namespace (or here), output to $data/NAME.log.
 start() {
@@ -279,22 +272,8 @@ wait_until() { # seconds what command…: runs command every 0.1 s until it succ
 	die "$what: not within $seconds s"
 }
 
-wait_healthy() { # url name
-	local url="$1" name="$2" pid i
-	pid="$(last_pid)"
-	for ((i = 0; i < 300; i++)); do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			tail_log "$data/$name.log"
-			die "$name exited during start-up"
-		fi
-		if curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; then
-			log "$name is ready ($url)"
-			return 0
-		fi
-		sleep 0.1
-	done
-	tail_log "$data/$name.log"
-	die "$name did not answer 200 on $url within 30 s"
+wait_ready() { # url name: wait_healthy for the node started last, with its log
+	wait_healthy "$1" "$(last_pid)" "$2" "$data/$2.log"
 }
 
 setsid=""
@@ -464,7 +443,7 @@ log "starting the sandbox payment gateway on $(addr gateway)"
 start 3 gateway gateway env FLASHGATE_GATEWAY_ADDR="$(addr gateway)" FLASHGATE_GATEWAY_PUBLIC_URL="$(url gateway)" \
 	FLASHGATE_GATEWAY_WEBHOOK_URL="$cdn_url/v1/payments/webhook" \
 	FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" bin/sandboxgateway
-wait_healthy "$(url gateway)/healthz" gateway
+wait_ready "$(url gateway)/healthz" gateway
 
 # --- origins -----------------------------------------------------------------------------------------------
 
@@ -473,7 +452,7 @@ for node in origin1 origin2; do
 	start 3 "$node" "$node" env FLASHGATE_ORIGIN_ADDR="$(addr "$node")" FLASHGATE_ORIGIN_ADMIN_ADDR="$(admin_addr "$node")" \
 		FLASHGATE_INSTANCE="$node" FLASHGATE_POSTGRES_URL="$pg_url" FLASHGATE_GATEWAY_URL="$(url gateway)" \
 		FLASHGATE_PAYMENT_RETURN_URL="$cdn_url/" bin/origin
-	wait_healthy "$(admin_url "$node")/healthz" "$node"
+	wait_ready "$(admin_url "$node")/healthz" "$node"
 done
 
 sale_id="$("$here/demosale.sh" "$(admin_url origin1)" "$(url origin1)")" || {
@@ -489,7 +468,7 @@ for node in edge1 edge2; do
 	start 4 "$node" "$node" env FLASHGATE_EDGE_ADDR="$(addr "$node")" FLASHGATE_EDGE_ADMIN_ADDR="$(admin_addr "$node")" \
 		FLASHGATE_ORIGIN_URL="$(url "${edge_origin[$node]}")" FLASHGATE_TRUSTED_PROXIES="$cdn_peer/32" \
 		FLASHGATE_WEBHOOK_ALLOW="${FLASHGATE_WEBHOOK_ALLOW:-${host[gateway]}/32}" bin/edge
-	wait_healthy "$(admin_url "$node")/healthz" "$node"
+	wait_ready "$(admin_url "$node")/healthz" "$node"
 done
 
 # --- nginx: deploy/cdn's configuration, filled in --------------------------------------------------------
@@ -527,7 +506,7 @@ FLASHGATE_CDN_LISTEN="$(addr cdn) default_server" \
 } >"$nginx_dir/nginx.conf"
 log "starting nginx on $(addr cdn) (deploy/cdn/nginx-flashgate.conf.template, upstream $(addr edge1) $(addr edge2))"
 start 5 cdn cdn nginx -p "$nginx_dir" -c "$nginx_dir/nginx.conf" -g "daemon off;"
-wait_healthy "$cdn_url/healthz" cdn
+wait_ready "$cdn_url/healthz" cdn
 
 # Each origin learns of the new sale from Postgres on its next catalog refresh, each edge from its origin:
 # ready once both edges, and nginx, answer its snapshot.

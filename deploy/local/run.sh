@@ -32,11 +32,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
 
-log() { printf 'flashgate: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
 for tool in go curl openssl; do
@@ -103,27 +100,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-tail_log() { # file
-	log "last lines of $1:"
-	tail -n 40 "$1" >&2 2>/dev/null || true
-}
 
-wait_healthy() { # url pid name logfile
-	local url="$1" pid="$2" name="$3" logfile="$4" i
-	for ((i = 0; i < 300; i++)); do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			tail_log "$logfile"
-			die "$name exited during start-up"
-		fi
-		if curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; then
-			log "$name is ready ($url)"
-			return 0
-		fi
-		sleep 0.1
-	done
-	tail_log "$logfile"
-	die "$name did not answer 200 on $url within 30 s"
-}
 
 # --- services ---------------------------------------------------------------------------------------------
 
