@@ -23,10 +23,10 @@ func TestRedisInitScript(t *testing.T) {
 	t.Parallel()
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Skip("redis-server is not installed (make test installs it when it starts its own Redis)")
+		t.Fatalf("redis-server is not installed (make test installs it, with redis-tools, when it starts its own Redis): %v", err)
 	}
 	if _, err := exec.LookPath("redis-cli"); err != nil {
-		t.Skip("redis-cli is not installed")
+		t.Fatalf("redis-cli is not installed (Debian: redis-tools): %v", err)
 	}
 	script, err := os.ReadFile("../k8s/base/redis-init.sh")
 	if err != nil {

@@ -65,11 +65,12 @@ func clusterFromEnv(t *testing.T) cluster {
 	return c
 }
 
-// TestClusterCheck is the check cluster.sh runs against itself (see
-// TestRunClusterSurvivesPrimaryKill); it skips when run any other way.
-func TestClusterCheck(t *testing.T) {
-	if os.Getenv(checkEnv) == "" || os.Getenv("FLASHGATE_CLUSTER_CDN_URL") == "" {
-		t.Skip("run by cluster.sh as FLASHGATE_RUN_THEN (TestRunClusterSurvivesPrimaryKill)")
+// checkCluster is the check cluster.sh runs against itself: this test
+// binary, run as its FLASHGATE_RUN_THEN command with checkEnv set (see
+// TestRunClusterSurvivesPrimaryKill).
+func checkCluster(t *testing.T) {
+	if os.Getenv("FLASHGATE_CLUSTER_CDN_URL") == "" {
+		t.Fatalf("%s is set but FLASHGATE_CLUSTER_CDN_URL is not: this check runs only as cluster.sh's FLASHGATE_RUN_THEN", checkEnv)
 	}
 	c := clusterFromEnv(t)
 	h := &shopperClient{t: t, http: &http.Client{Timeout: 5 * time.Second}}
