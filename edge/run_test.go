@@ -5,11 +5,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/configtest"
 	"github.com/flashgate/flashgate/internal/httpread/httpreadtest"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -81,87 +81,36 @@ func TestRunWarnsOfDevMode(t *testing.T) {
 		"FLASHGATE_DEV_USER_TOKEN_SECRET":  string(tokenstest.UserSecret()),
 		"FLASHGATE_DEV_ALLOW_NON_LOOPBACK": "1",
 	}
-	var logs syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, &logs, io.Discard) }()
-	httpreadtest.WaitStatus(t, "http://"+admin+"/healthz", http.StatusOK, 10*time.Second)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("run = %v", err)
-	}
+	logs := configtest.StartupLog(t, run, env, admin)
 	for _, want := range []string{`"level":"WARN","msg":"DEV MODE: POST /v1/dev/login`, `"level":"WARN","msg":"DEV MODE LISTENS BEYOND LOOPBACK`} {
-		if !strings.Contains(logs.String(), want) {
-			t.Errorf("start-up log lacks %s:\n%s", want, logs.String())
+		if !strings.Contains(logs, want) {
+			t.Errorf("start-up log lacks %s:\n%s", want, logs)
 		}
 	}
-	if strings.Contains(logs.String(), "NOT CHECKED") {
-		t.Errorf("start-up log in dev mode warns of unchecked user tokens:\n%s", logs.String())
+	if strings.Contains(logs, "NOT CHECKED") {
+		t.Errorf("start-up log in dev mode warns of unchecked user tokens:\n%s", logs)
 	}
 }
 
 // Outside dev mode, user tokens whose iss or aud is not checked are a WARN
-// when the node starts, naming the settings; checked, there is none.
+// when the node starts (the shared suite's cases).
 func TestRunWarnsOfUncheckedUserTokens(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	const warning = `"level":"WARN","msg":"USER TOKENS' `
-	for _, tc := range []struct {
-		name, issuer, audience string
-		want                   string // "" = no such warning
-	}{
-		{name: "neither", want: warning + `ISSUER AND AUDIENCE ARE NOT CHECKED: FLASHGATE_USER_TOKEN_ISSUER and FLASHGATE_USER_TOKEN_AUDIENCE are unset, ` +
-			`so any token the shop signs with the user-token key passes as a shopper's sign-in`},
-		{name: "no audience", issuer: "https://id.shop.example", want: warning + `AUDIENCE IS NOT CHECKED: FLASHGATE_USER_TOKEN_AUDIENCE is unset`},
-		{name: "both", issuer: "https://id.shop.example", audience: "flashgate"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			admin := httpreadtest.FreeAddr(t)
-			env := map[string]string{
-				"FLASHGATE_EDGE_ADDR":           httpreadtest.FreeAddr(t),
-				"FLASHGATE_EDGE_ADMIN_ADDR":     admin,
-				"FLASHGATE_REDIS_URL":           r.URL,
-				"FLASHGATE_REDIS_PREFIX":        r.Prefix,
-				"FLASHGATE_ORIGIN_URL":          "http://127.0.0.1:1",
-				"FLASHGATE_EDGE_ADMIN_TOKEN":    edgetest.AdminToken,
-				"FLASHGATE_TOKEN_KEYS":          tokenstest.KeySet().String(),
-				"FLASHGATE_USER_TOKEN_SECRET":   string(tokenstest.UserSecret()),
-				"FLASHGATE_USER_TOKEN_ISSUER":   tc.issuer,
-				"FLASHGATE_USER_TOKEN_AUDIENCE": tc.audience,
-			}
-			var logs syncBuffer
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, &logs, io.Discard) }()
-			httpreadtest.WaitStatus(t, "http://"+admin+"/healthz", http.StatusOK, 10*time.Second)
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatalf("run = %v", err)
-			}
-			if got := strings.Contains(logs.String(), warning); tc.want == "" && got {
-				t.Errorf("start-up log warns of unchecked user tokens with issuer and audience set:\n%s", logs.String())
-			}
-			if tc.want != "" && !strings.Contains(logs.String(), tc.want) {
-				t.Errorf("start-up log lacks %s:\n%s", tc.want, logs.String())
-			}
-		})
-	}
-}
-
-// syncBuffer is a strings.Builder safe for the node's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	configtest.UncheckedUserTokens(t, func(t *testing.T, issuer, audience string) string {
+		admin := httpreadtest.FreeAddr(t)
+		env := map[string]string{
+			"FLASHGATE_EDGE_ADDR":           httpreadtest.FreeAddr(t),
+			"FLASHGATE_EDGE_ADMIN_ADDR":     admin,
+			"FLASHGATE_REDIS_URL":           r.URL,
+			"FLASHGATE_REDIS_PREFIX":        r.Prefix,
+			"FLASHGATE_ORIGIN_URL":          "http://127.0.0.1:1",
+			"FLASHGATE_EDGE_ADMIN_TOKEN":    edgetest.AdminToken,
+			"FLASHGATE_TOKEN_KEYS":          tokenstest.KeySet().String(),
+			"FLASHGATE_USER_TOKEN_SECRET":   string(tokenstest.UserSecret()),
+			"FLASHGATE_USER_TOKEN_ISSUER":   issuer,
+			"FLASHGATE_USER_TOKEN_AUDIENCE": audience,
+		}
+		return configtest.StartupLog(t, run, env, admin)
+	})
 }

@@ -5,10 +5,10 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/configtest"
 	"github.com/flashgate/flashgate/internal/httpread/httpreadtest"
 	"github.com/flashgate/flashgate/origin/origintest"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
@@ -64,22 +64,6 @@ func TestRunDrainsPublicBeforeAdmin(t *testing.T) {
 	}
 }
 
-// runLogs starts the origin with env, waits until its admin listener at
-// admin answers, stops it and returns what it logged.
-func runLogs(t *testing.T, env map[string]string, admin string) string {
-	t.Helper()
-	var logs syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, &logs, io.Discard) }()
-	httpreadtest.WaitStatus(t, "http://"+admin+"/healthz", http.StatusOK, 30*time.Second)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("run = %v", err)
-	}
-	return logs.String()
-}
-
 // baseEnv is an origin's configuration on e, outside dev mode, with its
 // listeners on free loopback ports (admin is the admin listener's).
 func baseEnv(t *testing.T, e *origintest.Env, instance string) (env map[string]string, admin string) {
@@ -110,7 +94,7 @@ func TestRunWarnsOfDevMode(t *testing.T) {
 	env["FLASHGATE_DEV"] = "1"
 	env["FLASHGATE_DEV_USER_TOKEN_SECRET"] = "dev-user-token-secret-0123456789abcdef"
 	env["FLASHGATE_DEV_ALLOW_NON_LOOPBACK"] = "1"
-	logs := runLogs(t, env, admin)
+	logs := configtest.StartupLog(t, run, env, admin)
 	for _, want := range []string{`"level":"WARN","msg":"DEV MODE: POST /admin/dev/admission-token`, `"level":"WARN","msg":"DEV MODE LISTENS BEYOND LOOPBACK`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("start-up log lacks %s:\n%s", want, logs)
@@ -122,48 +106,13 @@ func TestRunWarnsOfDevMode(t *testing.T) {
 }
 
 // Outside dev mode, user tokens whose iss or aud is not checked are a WARN
-// when the origin starts, naming the settings; checked, there is none.
+// when the origin starts (the shared suite's cases).
 func TestRunWarnsOfUncheckedUserTokens(t *testing.T) {
 	t.Parallel()
 	e := origintest.NewEnv(t)
-	const warning = `"level":"WARN","msg":"USER TOKENS' `
-	for _, tc := range []struct {
-		name, issuer, audience string
-		want                   string // "" = no such warning
-	}{
-		{name: "neither", want: warning + `ISSUER AND AUDIENCE ARE NOT CHECKED: FLASHGATE_USER_TOKEN_ISSUER and FLASHGATE_USER_TOKEN_AUDIENCE are unset, ` +
-			`so any token the shop signs with the user-token key passes as a shopper's sign-in`},
-		{name: "no issuer", audience: "flashgate", want: warning + `ISSUER IS NOT CHECKED: FLASHGATE_USER_TOKEN_ISSUER is unset`},
-		{name: "both", issuer: "https://id.shop.example", audience: "flashgate"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env, admin := baseEnv(t, e, "origin-user-token-warn-test")
-			env["FLASHGATE_USER_TOKEN_ISSUER"], env["FLASHGATE_USER_TOKEN_AUDIENCE"] = tc.issuer, tc.audience
-			logs := runLogs(t, env, admin)
-			if got := strings.Contains(logs, warning); tc.want == "" && got {
-				t.Errorf("start-up log warns of unchecked user tokens with issuer and audience set:\n%s", logs)
-			}
-			if tc.want != "" && !strings.Contains(logs, tc.want) {
-				t.Errorf("start-up log lacks %s:\n%s", tc.want, logs)
-			}
-		})
-	}
-}
-
-// syncBuffer is a strings.Builder safe for the origin's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	configtest.UncheckedUserTokens(t, func(t *testing.T, issuer, audience string) string {
+		env, admin := baseEnv(t, e, "origin-user-token-warn-test")
+		env["FLASHGATE_USER_TOKEN_ISSUER"], env["FLASHGATE_USER_TOKEN_AUDIENCE"] = issuer, audience
+		return configtest.StartupLog(t, run, env, admin)
+	})
 }
