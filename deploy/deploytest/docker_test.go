@@ -15,7 +15,7 @@ import (
 
 // composeFile is the part of the Compose specification deploy/docker/compose.yaml uses. It is decoded
 // strictly, so a key this struct lacks fails the test: a misspelt key Compose would ignore (or refuse) is
-// caught here. (compose-go, the specification's own loader, needs a newer Go than the module's.)
+// caught here, and TestComposeLoadsWithComposeGo holds this reading against compose-go's.
 type composeFile struct {
 	Name     string                    `json:"name"`
 	Services map[string]composeService `json:"services"`
