@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/flashgate/flashgate/bench/internal/delayproxy"
 )
 
 // Scenario is one fault played against a running sale.
@@ -141,9 +143,9 @@ func Scenarios() []Scenario {
 				return nil
 			}},
 		{Name: "redis-slow-50-200ms", What: "every Redis round trip of origin and edge delayed 50–200 ms (25–100 ms each way) from 2 s to 8 s",
-			fault: slowRedis(Delay{25 * time.Millisecond, 100 * time.Millisecond}, 6*time.Second)},
+			fault: slowRedis(delayproxy.Delay{Min: 25 * time.Millisecond, Max: 100 * time.Millisecond}, 6*time.Second)},
 		{Name: "redis-slow-0.5-1.5s", What: "every Redis round trip of origin and edge delayed 0.5–1.5 s (0.25–0.75 s each way) from 2 s to 7 s",
-			fault: slowRedis(Delay{250 * time.Millisecond, 750 * time.Millisecond}, 5*time.Second)},
+			fault: slowRedis(delayproxy.Delay{Min: 250 * time.Millisecond, Max: 750 * time.Millisecond}, 5*time.Second)},
 		{Name: "gateway-frozen", What: "payment gateway frozen (SIGSTOP: connections open, no answers) from 3 s to 8 s", fault: func(ctx context.Context, f *faultEnv) error {
 			if err := f.at(ctx, 3*time.Second); err != nil {
 				return err
@@ -204,7 +206,7 @@ func killOrigin(fresh bool) func(context.Context, *faultEnv) error {
 	}
 }
 
-func slowRedis(each Delay, d time.Duration) func(context.Context, *faultEnv) error {
+func slowRedis(each delayproxy.Delay, d time.Duration) func(context.Context, *faultEnv) error {
 	return func(ctx context.Context, f *faultEnv) error {
 		if err := f.at(ctx, 2*time.Second); err != nil {
 			return err
@@ -212,7 +214,7 @@ func slowRedis(each Delay, d time.Duration) func(context.Context, *faultEnv) err
 		f.begin()
 		f.st.proxy.SetDelay(each, each)
 		err := f.at(ctx, 2*time.Second+d)
-		f.st.proxy.SetDelay(Delay{}, Delay{})
+		f.st.proxy.SetDelay(delayproxy.Delay{}, delayproxy.Delay{})
 		f.finish()
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flashgate/flashgate/bench/internal/delayproxy"
 	"github.com/flashgate/flashgate/internal/childproc"
 	"github.com/flashgate/flashgate/internal/redisserver"
 )
@@ -54,7 +55,7 @@ type stack struct {
 	db   string
 
 	redis    *redisserver.Server   // plainRedis
-	proxy    *DelayProxy           // plainRedis: origin and edge reach Redis through it
+	proxy    *delayproxy.Proxy     // plainRedis: origin and edge reach Redis through it
 	sentinel *redisserver.Failover // sentinelRedis
 	notes    []string              // what the report should say about the set-up
 
@@ -95,7 +96,7 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 		if s.redis, err = startRedis(ctx, dir); err != nil {
 			return nil, err
 		}
-		if s.proxy, err = NewDelayProxy(s.redis.Addr); err != nil {
+		if s.proxy, err = delayproxy.New(s.redis.Addr); err != nil {
 			return nil, err
 		}
 		redisEnv = []string{"FLASHGATE_REDIS_URL=redis://" + s.proxy.Addr() + "/0"}

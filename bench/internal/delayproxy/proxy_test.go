@@ -1,10 +1,13 @@
-package faults
+package delayproxy
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -32,7 +35,7 @@ func echoServer(t *testing.T) net.Listener {
 	return ln
 }
 
-func dialProxy(t *testing.T, p *DelayProxy) (net.Conn, *bufio.Reader) {
+func dialProxy(t *testing.T, p *Proxy) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
@@ -62,8 +65,8 @@ func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, line string) time.Dura
 
 // The delay applies per direction, can change on an open connection, and
 // goes back to nothing.
-func TestDelayProxyDelaysAndChangesWhileOpen(t *testing.T) {
-	p, err := NewDelayProxy(echoServer(t).Addr().String())
+func TestDelaysAndChangesWhileOpen(t *testing.T) {
+	p, err := New(echoServer(t).Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +87,8 @@ func TestDelayProxyDelaysAndChangesWhileOpen(t *testing.T) {
 }
 
 // Chunks held back by random delays still arrive in the order sent.
-func TestDelayProxyKeepsOrder(t *testing.T) {
-	p, err := NewDelayProxy(echoServer(t).Addr().String())
+func TestKeepsOrder(t *testing.T) {
+	p, err := New(echoServer(t).Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +116,7 @@ func TestDelayProxyKeepsOrder(t *testing.T) {
 }
 
 // A target that goes away takes its clients' connections with it.
-func TestDelayProxyClosesClientWhenTargetCloses(t *testing.T) {
+func TestClosesClientWhenTargetCloses(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +129,7 @@ func TestDelayProxyClosesClientWhenTargetCloses(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	p, err := NewDelayProxy(ln.Addr().String())
+	p, err := New(ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,5 +144,60 @@ func TestDelayProxyClosesClientWhenTargetCloses(t *testing.T) {
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := r.ReadByte(); err != io.EOF {
 		t.Errorf("read after the target closed = %v, want EOF", err)
+	}
+}
+
+// namedServer answers every connection with its name and closes it.
+func namedServer(t *testing.T, name string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(c, name)
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// The resolver is asked per connection: a target that moves is followed by
+// the connections opened after the move, and one it cannot name is refused.
+func TestFollowsAMovingTarget(t *testing.T) {
+	first, second := namedServer(t, "first"), namedServer(t, "second")
+	var target atomic.Value
+	target.Store(first)
+	p, err := Listen("127.0.0.1:0", func(context.Context) (string, error) {
+		addr := target.Load().(string)
+		if addr == "" {
+			return "", errors.New("no primary")
+		}
+		return addr, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	read := func() (string, error) {
+		c, r := dialProxy(t, p)
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		return r.ReadString('\n')
+	}
+	for _, step := range []struct{ target, want string }{{first, "first\n"}, {second, "second\n"}} {
+		target.Store(step.target)
+		if got, err := read(); err != nil || got != step.want {
+			t.Errorf("read %q, %v; want %q from the target resolved now", got, err, step.want)
+		}
+	}
+	target.Store("")
+	if got, err := read(); err != io.EOF {
+		t.Errorf("with nothing to resolve: read %q, %v; want the connection closed", got, err)
 	}
 }

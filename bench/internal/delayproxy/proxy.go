@@ -1,6 +1,10 @@
-package faults
+// Package delayproxy is a TCP proxy that adds latency: what stands for a slow
+// Redis under make chaos and for the distance between two regions under
+// make run-cluster's regions (command bench/delayproxy).
+package delayproxy
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"net"
@@ -29,16 +33,16 @@ type delays struct {
 	down Delay // target → client
 }
 
-// DelayProxy is a TCP proxy on 127.0.0.1 that adds latency, per direction,
-// changeable while connections are open (the new delay applies to the next
-// chunk). Bytes keep their order: a chunk is never delivered before the one
-// read ahead of it. When either side closes or fails, both are closed, so a
-// target that dies takes its clients' connections with it, as it would
-// without the proxy. It is what Toxiproxy's latency toxic does, in a page.
-type DelayProxy struct {
-	target string // host:port dialled for each client
-	ln     net.Listener
-	delay  atomic.Pointer[delays]
+// Proxy is a TCP proxy that adds latency, per direction, changeable while
+// connections are open (the new delay applies to the next chunk). Bytes keep
+// their order: a chunk is never delivered before the one read ahead of it.
+// When either side closes or fails, both are closed, so a target that dies
+// takes its clients' connections with it, as it would without the proxy. It
+// is what Toxiproxy's latency toxic does, in a page.
+type Proxy struct {
+	resolve Resolver // the target for each new client
+	ln      net.Listener
+	delay   atomic.Pointer[delays]
 
 	mu     sync.Mutex // guards conns and closed
 	conns  map[net.Conn]struct{}
@@ -46,14 +50,28 @@ type DelayProxy struct {
 	wg     sync.WaitGroup // the accept loop and every pipe
 }
 
-// NewDelayProxy listens on a free 127.0.0.1 port and forwards every
-// connection to target.
-func NewDelayProxy(target string) (*DelayProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// Resolver names the host:port a new client's connection is forwarded to.
+// It is asked once per connection, so a target that moves (a Redis primary
+// Sentinel replaced) is followed by the connections opened after the move.
+type Resolver func(ctx context.Context) (string, error)
+
+// To is the Resolver of a target that stays where it is.
+func To(target string) Resolver {
+	return func(context.Context) (string, error) { return target, nil }
+}
+
+// New listens on a free 127.0.0.1 port and forwards every connection to
+// target.
+func New(target string) (*Proxy, error) { return Listen("127.0.0.1:0", To(target)) }
+
+// Listen listens on addr and forwards every connection to where resolve
+// says, with no delay until SetDelay.
+func Listen(addr string, resolve Resolver) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	p := &DelayProxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{resolve: resolve, ln: ln, conns: map[net.Conn]struct{}{}}
 	p.delay.Store(&delays{})
 	p.wg.Add(1)
 	go p.accept()
@@ -61,13 +79,13 @@ func NewDelayProxy(target string) (*DelayProxy, error) {
 }
 
 // Addr is the proxy's listen address.
-func (p *DelayProxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // SetDelay sets both directions' latency; Delay{} for none.
-func (p *DelayProxy) SetDelay(up, down Delay) { p.delay.Store(&delays{up: up, down: down}) }
+func (p *Proxy) SetDelay(up, down Delay) { p.delay.Store(&delays{up: up, down: down}) }
 
 // Close stops listening and closes every connection.
-func (p *DelayProxy) Close() error {
+func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	for c := range p.conns {
@@ -79,7 +97,7 @@ func (p *DelayProxy) Close() error {
 	return err
 }
 
-func (p *DelayProxy) track(c net.Conn) bool {
+func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -89,13 +107,13 @@ func (p *DelayProxy) track(c net.Conn) bool {
 	return true
 }
 
-func (p *DelayProxy) untrack(c net.Conn) {
+func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
 	p.mu.Unlock()
 }
 
-func (p *DelayProxy) accept() {
+func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
 		client, err := p.ln.Accept()
@@ -112,9 +130,16 @@ func (p *DelayProxy) accept() {
 
 // serve dials the target for one client and pipes both ways until either
 // side ends.
-func (p *DelayProxy) serve(client net.Conn) {
+func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
-	server, err := net.DialTimeout("tcp", p.target, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	target, err := p.resolve(ctx)
+	var server net.Conn
+	if err == nil {
+		var d net.Dialer
+		server, err = d.DialContext(ctx, "tcp", target)
+	}
 	if err != nil {
 		_ = client.Close()
 		return
@@ -146,7 +171,7 @@ type chunk struct {
 
 // pipe copies src to dst, holding each chunk back by the direction's
 // current delay, in order.
-func (p *DelayProxy) pipe(src, dst net.Conn, which func(*delays) Delay, closeBoth func()) {
+func (p *Proxy) pipe(src, dst net.Conn, which func(*delays) Delay, closeBoth func()) {
 	defer p.wg.Done()
 	q := make(chan chunk, 256)
 	done := make(chan struct{})
