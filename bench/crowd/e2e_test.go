@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/flashgate/flashgate/bench/internal/crowdreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
+	"github.com/flashgate/flashgate/bench/internal/delayproxy"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -23,6 +25,112 @@ import (
 // them. Nothing is oversold, nothing answers 5xx, every shopper learns a
 // fate, the ledger keeps its invariant, and the report renders.
 func TestCrowdAgainstTheRealStack(t *testing.T) {
+	st := startStack(t, 0)
+	sc := smallScenario()
+	res := st.run(t, sc, 3)
+	checkRun(t, res, sc)
+	dir := t.TempDir()
+	if err := writeReport(dir, crowdreport.Runs{Flashgate: *res}); err != nil {
+		t.Fatalf("writeReport = %v", err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil || !strings.Contains(string(md), "oversold") {
+		t.Errorf("report.md: %v, %d bytes", err, len(md))
+	}
+	t.Log(crowdreport.Summary(crowdreport.Runs{Flashgate: *res}))
+}
+
+// regionDelay is the one-way distance TestCrowdAcrossTwoRegions puts
+// between the far edge and the home region's Redis and origin.
+const regionDelay = 40 * time.Millisecond
+
+// The same crowd split across two regions (docs/REGIONS.md): a second edge
+// reaches the home region's Redis and origin through a delay proxy, 40 ms
+// each way. The sale stays exact, every shopper of both regions gets an
+// answer, and the far region's joins and reserves pay the distance: at
+// least one round trip more than at home (the proxy is on their path), and
+// — what the design promises — not many more (a batch per round trip, not
+// a queue of them).
+func TestCrowdAcrossTwoRegions(t *testing.T) {
+	st := startStack(t, regionDelay)
+	sc := smallScenario()
+	res := st.run(t, sc, 5)
+	checkRun(t, res, sc)
+	if len(res.Regions) != 2 {
+		t.Fatalf("regions = %+v, want home and far", res.Regions)
+	}
+	home, far := res.Regions[0], res.Regions[1]
+	rtt := (2 * regionDelay).Seconds()
+	for _, r := range res.Regions {
+		if r.Shoppers < sc.Shoppers/4 || r.Answered < r.Shoppers*99/100 {
+			t.Errorf("region %s: %d of %d shoppers answered; want a fair share of the crowd, (almost) all answered", r.Name, r.Answered, r.Shoppers)
+		}
+	}
+	for _, c := range []struct {
+		what      string
+		home, far crowdsim.Dist
+	}{{"join", home.Join, far.Join}, {"reserve", home.Reserve, far.Reserve}} {
+		if c.home.Count == 0 || c.far.Count == 0 {
+			t.Errorf("%s: %d at home, %d far; want some in each region", c.what, c.home.Count, c.far.Count)
+			continue
+		}
+		extra := c.far.P50 - c.home.P50
+		t.Logf("%s p50: home %.3f s, far %.3f s: %.3f s more, the round trip is %.3f s", c.what, c.home.P50, c.far.P50, extra, rtt)
+		if extra < 0.9*rtt || extra > 4*rtt {
+			t.Errorf("%s p50: far %.3f s, home %.3f s; want the far region one round trip (%.3f s) slower, within 0.9–4 of them",
+				c.what, c.far.P50, c.home.P50, rtt)
+		}
+	}
+	t.Log(crowdreport.Summary(crowdreport.Runs{Flashgate: *res}))
+}
+
+func smallScenario() crowdsim.Scenario {
+	sc := crowdsim.DefaultScenario()
+	sc.Shoppers, sc.Stock, sc.RatePerS, sc.Bots, sc.BotIPs = 600, 60, 100, 20, 2
+	sc.PreQueueS, sc.BurstS, sc.TailS, sc.HoldTTLS, sc.MaxDurationS = 2, 2, 3, 3, 30
+	return sc
+}
+
+// checkRun holds a run to what every flashgate run must show.
+func checkRun(t *testing.T, res *crowdsim.Result, sc crowdsim.Scenario) {
+	t.Helper()
+	if res.Oversold != 0 || res.Status5xx != 0 || !res.InvariantOK {
+		t.Errorf("oversold %d, 5xx %d, invariant %v; want 0, 0, true", res.Oversold, res.Status5xx, res.InvariantOK)
+	}
+	total := sc.Shoppers + sc.Bots
+	if f := res.Fates; f.Reserved.Count+f.SoldOut.Count+f.Unknown != total || f.Unknown > total/100 || f.Answered < total*99/100 {
+		t.Errorf("fates: %d reserved + %d sold out + %d unknown of %d shoppers, %d answered; want (almost) every shopper a fate and an answer",
+			f.Reserved.Count, f.SoldOut.Count, f.Unknown, total, f.Answered)
+	}
+	if res.Fates.Paid == 0 || res.Sold < res.Fates.Paid || res.Sold > sc.Stock {
+		t.Errorf("paid %d, sold %d of %d; want some paid, all of them sold, none beyond the stock", res.Fates.Paid, res.Sold, sc.Stock)
+	}
+	for _, k := range res.Ledger {
+		if k.Drift != [3]int64{} || k.Pending != 0 {
+			t.Errorf("ledger %s: drift %v, pending %d; want Redis and Postgres agreeing", k.SKU, k.Drift, k.Pending)
+		}
+	}
+}
+
+const (
+	adminToken   = "4iVSe0dZ1Gzs8Zf0cQvCw6E2u0Vh5bIuPqX0jXyqOaA="
+	userSecret   = "e2e-user-secret-0123456789abcdef"
+	gatewayToken = "ctl_e2e_0123456789abcdef" // the gateway's alone: origin and edge never see it
+)
+
+// stack is the binaries one test started: an edge, an origin and the
+// sandbox gateway, and with a distance a far edge.
+type stack struct {
+	edge, edgeAdmin, originAdmin, gateway string // host:port
+	farEdge                               string // "" for one region
+}
+
+// startStack builds and starts the binaries on free loopback ports, with
+// this test's Redis prefix and Postgres schema; they stop with the test.
+// A farDelay above 0 also starts a far edge, whose Redis and origin
+// connections go through delay proxies adding farDelay each way.
+func startStack(t *testing.T, farDelay time.Duration) stack {
+	t.Helper()
 	env := testenv.New(t)
 	bin := t.TempDir()
 	build := exec.Command("go", "build", "-o", bin+"/", "../../origin", "../../edge", "../../deploy/sandboxgateway")
@@ -37,14 +145,16 @@ func TestCrowdAgainstTheRealStack(t *testing.T) {
 		defer ln.Close()
 		return ln.Addr().String()
 	}
-	edgeAddr, edgeAdmin, originAddr, originAdmin, gatewayAddr := port(), port(), port(), port(), port()
+	var st stack
+	st.edge, st.edgeAdmin, st.gateway = port(), port(), port()
+	originAddr, originAdmin := port(), port()
+	st.originAdmin = originAdmin
 	common := []string{
-		"FLASHGATE_ADMIN_TOKEN=4iVSe0dZ1Gzs8Zf0cQvCw6E2u0Vh5bIuPqX0jXyqOaA=",
+		"FLASHGATE_ADMIN_TOKEN=" + adminToken,
 		"FLASHGATE_TOKEN_KEYS=k1:" + "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
-		"FLASHGATE_USER_TOKEN_SECRET=e2e-user-secret-0123456789abcdef",
+		"FLASHGATE_USER_TOKEN_SECRET=" + userSecret,
 		"FLASHGATE_GATEWAY_API_KEY=sk_e2e_0123456789abcdef",
 		"FLASHGATE_GATEWAY_WEBHOOK_SECRET=whsec_e2e_0123456789abcdef",
-		"FLASHGATE_REDIS_URL=" + env.RedisURL,
 		"FLASHGATE_REDIS_PREFIX=" + env.Prefix,
 		"FLASHGATE_POSTGRES_URL=" + env.PostgresURL,
 		"FLASHGATE_SHUTDOWN_TIMEOUT=5s",
@@ -72,55 +182,63 @@ func TestCrowdAgainstTheRealStack(t *testing.T) {
 			}
 		})
 	}
-	const gatewayToken = "ctl_e2e_0123456789abcdef" // the gateway's alone: origin and edge never see it
-	start("sandboxgateway", "FLASHGATE_GATEWAY_ADDR="+gatewayAddr, "FLASHGATE_GATEWAY_PUBLIC_URL=http://"+gatewayAddr,
+	redisURL := "FLASHGATE_REDIS_URL=" + env.RedisURL
+	start("sandboxgateway", "FLASHGATE_GATEWAY_ADDR="+st.gateway, "FLASHGATE_GATEWAY_PUBLIC_URL=http://"+st.gateway,
 		"FLASHGATE_GATEWAY_CONTROL_TOKEN="+gatewayToken,
-		"FLASHGATE_GATEWAY_WEBHOOK_URL=http://"+edgeAddr+"/v1/payments/webhook", "FLASHGATE_GATEWAY_RETRY_BASE=100ms")
-	waitHealthy(t, "http://"+gatewayAddr+"/healthz")
-	start("origin", "FLASHGATE_ORIGIN_ADDR="+originAddr, "FLASHGATE_ORIGIN_ADMIN_ADDR="+originAdmin,
-		"FLASHGATE_GATEWAY_URL=http://"+gatewayAddr, "FLASHGATE_INSTANCE=e2e-origin")
+		"FLASHGATE_GATEWAY_WEBHOOK_URL=http://"+st.edge+"/v1/payments/webhook", "FLASHGATE_GATEWAY_RETRY_BASE=100ms")
+	waitHealthy(t, "http://"+st.gateway+"/healthz")
+	start("origin", redisURL, "FLASHGATE_ORIGIN_ADDR="+originAddr, "FLASHGATE_ORIGIN_ADMIN_ADDR="+originAdmin,
+		"FLASHGATE_GATEWAY_URL=http://"+st.gateway, "FLASHGATE_INSTANCE=e2e-origin")
 	waitHealthy(t, "http://"+originAdmin+"/healthz")
-	start("edge", "FLASHGATE_EDGE_ADDR="+edgeAddr, "FLASHGATE_EDGE_ADMIN_ADDR="+edgeAdmin,
+	start("edge", redisURL, "FLASHGATE_EDGE_ADDR="+st.edge, "FLASHGATE_EDGE_ADMIN_ADDR="+st.edgeAdmin,
 		"FLASHGATE_ORIGIN_URL=http://"+originAddr, "FLASHGATE_TRUSTED_PROXIES=127.0.0.1/32")
-	waitHealthy(t, "http://"+edgeAdmin+"/healthz")
+	waitHealthy(t, "http://"+st.edgeAdmin+"/healthz")
+	if farDelay <= 0 {
+		return st
+	}
+	u, err := url.Parse(env.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toRedis, toOrigin := distance(t, u.Host, farDelay), distance(t, originAddr, farDelay)
+	u.Host = toRedis
+	st.farEdge = port()
+	farAdmin := port()
+	start("edge", "FLASHGATE_REDIS_URL="+u.String(), "FLASHGATE_EDGE_ADDR="+st.farEdge, "FLASHGATE_EDGE_ADMIN_ADDR="+farAdmin,
+		"FLASHGATE_ORIGIN_URL=http://"+toOrigin, "FLASHGATE_TRUSTED_PROXIES=127.0.0.1/32")
+	waitHealthy(t, "http://"+farAdmin+"/healthz")
+	return st
+}
 
-	sc := crowdsim.DefaultScenario()
-	sc.Shoppers, sc.Stock, sc.RatePerS, sc.Bots, sc.BotIPs = 600, 60, 100, 20, 2
-	sc.PreQueueS, sc.BurstS, sc.TailS, sc.HoldTTLS, sc.MaxDurationS = 2, 2, 3, 3, 30
-	res, err := crowdsim.Run(context.Background(), crowdsim.Config{
-		Scenario: sc, EdgeURL: "http://" + edgeAddr, EdgeAdminURL: "http://" + edgeAdmin,
-		OriginAdminURL: "http://" + originAdmin, GatewayURL: "http://" + gatewayAddr, GatewayToken: gatewayToken,
-		AdminToken: "4iVSe0dZ1Gzs8Zf0cQvCw6E2u0Vh5bIuPqX0jXyqOaA=", UserSecret: []byte("e2e-user-secret-0123456789abcdef"),
-		Conns: 64, Seed: 3, Progress: t.Logf,
-	})
+// distance is a delay proxy to target, d each way, closed with the test.
+func distance(t *testing.T, target string, d time.Duration) string {
+	t.Helper()
+	p, err := delayproxy.New(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	p.SetDelay(delayproxy.Delay{Min: d, Max: d}, delayproxy.Delay{Min: d, Max: d})
+	return p.Addr()
+}
+
+// run plays sc through the stack, the far region's edge taking half the
+// shoppers when there is one.
+func (st stack) run(t *testing.T, sc crowdsim.Scenario, seed uint64) *crowdsim.Result {
+	t.Helper()
+	cfg := crowdsim.Config{
+		Scenario: sc, EdgeURL: "http://" + st.edge, EdgeAdminURL: "http://" + st.edgeAdmin,
+		OriginAdminURL: "http://" + st.originAdmin, GatewayURL: "http://" + st.gateway, GatewayToken: gatewayToken,
+		AdminToken: adminToken, UserSecret: []byte(userSecret), Conns: 64, Seed: seed, Progress: t.Logf,
+	}
+	if st.farEdge != "" {
+		cfg.FarEdgeURL = "http://" + st.farEdge
+	}
+	res, err := crowdsim.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("crowdsim.Run = %v", err)
 	}
-	if res.Oversold != 0 || res.Status5xx != 0 || !res.InvariantOK {
-		t.Errorf("oversold %d, 5xx %d, invariant %v; want 0, 0, true", res.Oversold, res.Status5xx, res.InvariantOK)
-	}
-	total := sc.Shoppers + sc.Bots
-	if f := res.Fates; f.Reserved.Count+f.SoldOut.Count+f.Unknown != total || f.Unknown > total/100 || f.Answered < total*99/100 {
-		t.Errorf("fates: %d reserved + %d sold out + %d unknown of %d shoppers, %d answered; want (almost) every shopper a fate and an answer",
-			f.Reserved.Count, f.SoldOut.Count, f.Unknown, total, f.Answered)
-	}
-	if res.Fates.Paid == 0 || res.Sold < res.Fates.Paid || res.Sold > sc.Stock {
-		t.Errorf("paid %d, sold %d of %d; want some paid, all of them sold, none beyond the stock", res.Fates.Paid, res.Sold, sc.Stock)
-	}
-	for _, k := range res.Ledger {
-		if k.Drift != [3]int64{} || k.Pending != 0 {
-			t.Errorf("ledger %s: drift %v, pending %d; want Redis and Postgres agreeing", k.SKU, k.Drift, k.Pending)
-		}
-	}
-	dir := t.TempDir()
-	if err := writeReport(dir, crowdreport.Runs{Flashgate: *res}); err != nil {
-		t.Fatalf("writeReport = %v", err)
-	}
-	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
-	if err != nil || !strings.Contains(string(md), "oversold") {
-		t.Errorf("report.md: %v, %d bytes", err, len(md))
-	}
-	t.Log(crowdreport.Summary(crowdreport.Runs{Flashgate: *res}))
+	return res
 }
 
 func waitHealthy(t *testing.T, url string) {

@@ -37,6 +37,7 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	o.OriginAdminURL, o.GatewayURL = "http://127.0.0.1:9091", "http://127.0.0.1:9300"
 	var secret string
 	env.String(&o.EdgeURL, "edge-url", "FLASHGATE_CROWD_EDGE_URL", "the edge's public URL")
+	env.String(&o.FarEdgeURL, "far-edge-url", "FLASHGATE_CROWD_FAR_EDGE_URL", "a second region's edges (its CDN): -far-share of the shoppers go there and the report splits them by region")
 	env.String(&o.EdgeAdminURL, "edge-admin-url", "FLASHGATE_CROWD_EDGE_ADMIN_URL", "the edge's admin URL")
 	env.String(&o.OriginAdminURL, "origin-admin-url", "FLASHGATE_CROWD_ORIGIN_ADMIN_URL", "the origin's admin URL")
 	env.String(&o.GatewayURL, "gateway-url", "FLASHGATE_GATEWAY_URL", "the sandbox payment gateway")
@@ -45,6 +46,7 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	env.Secret(&secret, "user-token-secret", "FLASHGATE_USER_TOKEN_SECRET", "the shop's HS256 user-token secret; shoppers' tokens are minted with it")
 	env.Secret(&o.PostgresURL, "postgres-url", "FLASHGATE_POSTGRES_URL", "Postgres for the naive baseline's tables")
 	sc := &o.Scenario
+	fs.Float64Var(&o.FarShare, "far-share", 0.5, "share of the shoppers (not the bots) who shop through -far-edge-url")
 	fs.IntVar(&sc.Shoppers, "shoppers", sc.Shoppers, "shoppers in the crowd")
 	fs.IntVar(&sc.Stock, "stock", sc.Stock, "units on sale")
 	fs.Float64Var(&sc.RatePerS, "rate", sc.RatePerS, "admissions per second (0: unthrottled)")
@@ -84,8 +86,10 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		return options{}, errors.New("the naive baseline needs FLASHGATE_POSTGRES_URL (or -naive=false)")
 	case sc.Shoppers < 1 || sc.Stock < 1:
 		return options{}, errors.New("shoppers and stock must be positive")
+	case o.FarShare <= 0 || o.FarShare >= 1:
+		return options{}, errors.New("-far-share must be between 0 and 1")
 	}
-	for _, u := range []string{o.EdgeURL, o.EdgeAdminURL, o.OriginAdminURL, o.GatewayURL, o.PostgresURL} {
+	for _, u := range []string{o.EdgeURL, o.FarEdgeURL, o.EdgeAdminURL, o.OriginAdminURL, o.GatewayURL, o.PostgresURL} {
 		if u != "" && !loopback(u) {
 			return options{}, fmt.Errorf("load only ever targets 127.0.0.1 or localhost, not %s", u)
 		}

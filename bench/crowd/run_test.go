@@ -27,6 +27,12 @@ func TestLoadOnlyTargetsThisMachine(t *testing.T) {
 	if _, err := loadOptions([]string{"-edge-url", "http://127.0.0.1.example.com:8080"}, getenv, io.Discard); err == nil || !strings.Contains(err.Error(), "127.0.0.1") {
 		t.Errorf("loadOptions(a remote edge) = %v, want a refusal", err)
 	}
+	if _, err := loadOptions([]string{"-far-edge-url", "http://10.0.0.5:8080"}, getenv, io.Discard); err == nil || !strings.Contains(err.Error(), "127.0.0.1") {
+		t.Errorf("loadOptions(a remote far edge) = %v, want a refusal", err)
+	}
+	if _, err := loadOptions([]string{"-far-edge-url", "http://127.0.0.1:7001", "-far-share", "1"}, getenv, io.Discard); err == nil {
+		t.Error("loadOptions(-far-share 1) accepted")
+	}
 	if _, err := loadOptions(nil, getenv, io.Discard); err != nil {
 		t.Errorf("loadOptions(defaults) = %v, want nil", err)
 	}

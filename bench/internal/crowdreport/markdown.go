@@ -41,6 +41,7 @@ func WriteMarkdown(w io.Writer, runs Runs, charts []string) error {
 	writeCPU(&b, rs)
 	writeEndpoints(&b, rs)
 	writeFates(&b, rs)
+	writeRegions(&b, rs)
 	writeFairness(&b, rs)
 	writeLedger(&b, rs)
 	writeCharts(&b, charts)
@@ -268,6 +269,34 @@ func writeFates(b *strings.Builder, rs []run) {
 		f := x.r.Fates
 		line(b, x.label, count(f.Paid), count(f.Abandoned), count(f.Unknown), count(f.Answered),
 			orDash(f.Answered > 0, num(f.AnswerP99, 2)))
+	}
+	b.WriteString("\n")
+}
+
+// writeRegions splits the runs that had two regions by region: what the
+// distance to the home region costs the far region's shoppers.
+func writeRegions(b *strings.Builder, rs []run) {
+	var two []run
+	for _, x := range rs {
+		if len(x.r.Regions) > 0 {
+			two = append(two, x)
+		}
+	}
+	if len(two) == 0 {
+		return
+	}
+	b.WriteString("## Regions\n\nShoppers by the region they shopped through (bots left out); seconds. " +
+		"answer: click → first honest answer; join and reserve: the request's round trip; admitted: click → \"admitted\".\n\n")
+	header(b, "run, region", "what", "shoppers", "p50 s", "p90 s", "p99 s", "max s")
+	for _, x := range two {
+		for _, r := range x.r.Regions {
+			label := x.label + ", " + r.Name
+			line(b, label, "answered", count(r.Answered)+" of "+count(r.Shoppers), "", "", "", "")
+			dist(b, label, "answer", r.Answer)
+			dist(b, label, "join", r.Join)
+			dist(b, label, "admitted", r.Admitted)
+			dist(b, label, "reserve", r.Reserve)
+		}
 	}
 	b.WriteString("\n")
 }

@@ -255,6 +255,53 @@ func TestMarkdown(t *testing.T) {
 	}
 }
 
+// A run across two regions gets a table per region, and a line each in
+// the summary.
+func TestRegions(t *testing.T) {
+	runs := fabricated()
+	if md := markdown(t, runs); strings.Contains(md, "## Regions") {
+		t.Errorf("a one-region run has a Regions section:\n%s", md)
+	}
+	runs.Flashgate.Regions = []crowdsim.Region{
+		{Name: "home", EdgeURL: "http://127.0.0.1:7000", Shoppers: 30000, Answered: 29990,
+			Answer: crowdsim.Dist{Count: 30000, P50: 0.012, P90: 0.05, P99: 0.4, Max: 1.2},
+			Join:   crowdsim.Dist{Count: 29990, P50: 0.01, P90: 0.04, P99: 0.3, Max: 1.1}},
+		{Name: "far", EdgeURL: "http://127.0.0.1:7001", Shoppers: 20000, Answered: 19995,
+			Answer:  crowdsim.Dist{Count: 20000, P50: 0.135, P90: 0.2, P99: 0.6, Max: 1.4},
+			Reserve: crowdsim.Dist{Count: 400, P50: 0.13, P90: 0.16, P99: 0.3, Max: 0.5}},
+	}
+	md := markdown(t, runs)
+	for _, want := range []string{
+		"## Regions",
+		"| flashgate, home | answered | 29,990 of 30,000 |",
+		"| flashgate, far | answer | 20,000 | 0.14 | 0.20 | 0.60 | 1.40 |",
+		"| flashgate, far | reserve | 400 | 0.13 |",
+		"| flashgate, home | reserve | 0 | — |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(md)
+	}
+	s := Summary(runs)
+	for _, want := range []string{"region home: 29,990 of 30,000 answered, answer p50 0.012 s", "region far: 19,995 of 20,000 answered, answer p50 0.135 s"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("Summary() lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+func markdown(t *testing.T, runs Runs) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, runs, nil); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	return b.String()
+}
+
 func TestSummary(t *testing.T) {
 	s := Summary(fabricated())
 	if n := strings.Count(s, "\n"); n < 8 || n > 15 {

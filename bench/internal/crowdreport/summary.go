@@ -32,6 +32,11 @@ func Summary(runs Runs) string {
 		f := r.Fates
 		fmt.Fprintf(&b, "\n  fates: %s answered (p99 %s s), %s reserved, %s sold out, %s unknown\n",
 			count(f.Answered), num(f.AnswerP99, 2), count(f.Reserved.Count), count(f.SoldOut.Count), count(f.Unknown))
+		for _, rg := range r.Regions {
+			fmt.Fprintf(&b, "  region %s: %s of %s answered, answer p50 %s s p99 %s s, join p50 %s s, reserve p50 %s s\n",
+				rg.Name, count(rg.Answered), count(rg.Shoppers), num(rg.Answer.P50, 3), num(rg.Answer.P99, 3),
+				num(rg.Join.P50, 3), num(rg.Reserve.P50, 3))
+		}
 	}
 	for _, g := range Goals(runs) {
 		fmt.Fprintf(&b, "%-4s  %s: %s\n", g.Verdict, g.Name, g.Measured)

@@ -106,6 +106,37 @@ func TestCrowdArrivals(t *testing.T) {
 	}
 }
 
+// With a far region the crowd arrives as it does with one: the same
+// shoppers at the same times, FarShare of them (never a bot) sent far.
+func TestCrowdAcrossTwoRegions(t *testing.T) {
+	sc := DefaultScenario()
+	sc.Shoppers, sc.Bots = 20_000, 100
+	one := (&sim{cfg: Config{Scenario: sc, Seed: 7}}).crowd()
+	s := &sim{cfg: Config{Scenario: sc, Seed: 7, FarEdgeURL: "http://127.0.0.1:1", FarShare: 0.3}}
+	two := s.crowd()
+	far := 0
+	for i, sh := range two {
+		if sh.account != one[i].account || sh.arrival != one[i].arrival {
+			t.Fatalf("shopper %d: %s at %v with two regions, %s at %v with one", i, sh.account, sh.arrival, one[i].account, one[i].arrival)
+		}
+		if one[i].far {
+			t.Fatalf("%s is far with one region", one[i].account)
+		}
+		if sh.far {
+			far++
+			if sh.bot {
+				t.Errorf("bot %s sent to the far region", sh.account)
+			}
+		}
+	}
+	if share := float64(far) / float64(sc.Shoppers); math.Abs(share-0.3) > 0.02 {
+		t.Errorf("%d of %d shoppers far (%.3f), want about 0.3", far, sc.Shoppers, share)
+	}
+	if got := (Config{FarEdgeURL: "http://127.0.0.1:1"}).withDefaults().FarShare; got != 0.5 {
+		t.Errorf("FarShare defaults to %v, want 0.5", got)
+	}
+}
+
 // The CDN asks the edge once per max-age however many pages load the
 // snapshot at once, and counts the rest as hits.
 func TestCDNCollapsesAndCaches(t *testing.T) {

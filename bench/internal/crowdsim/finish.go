@@ -41,6 +41,12 @@ func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 			"request latencies include any wait inside the simulator's own process.", lag.P50, lag.P99, lag.Max))
 	}
 	s.soldOutNotice(res, shoppers)
+	if s.far != nil {
+		res.Regions = []Region{
+			regionOf("home", s.cfg.EdgeURL, shoppers, false, s.ended),
+			regionOf("far", s.cfg.FarEdgeURL, shoppers, true, s.ended),
+		}
+	}
 	s.fairness(res, shoppers)
 	s.ledger(ctx, res)
 	res.Oversold = max(0, clientPaid-sc.Stock, res.Sold+res.Held-sc.Stock)
@@ -75,6 +81,34 @@ func tallyFates(res *Result, shoppers []*shopper, ended time.Duration, bots, sto
 	if stock > 0 {
 		res.Fairness.BotShare = float64(res.Fairness.BotUnits) / float64(stock)
 	}
+}
+
+// regionOf sums up the launched shoppers of one region (far or not); the
+// bots, who all shop at home and hammer, are left out of both.
+func regionOf(name, edgeURL string, shoppers []*shopper, far bool, ended time.Duration) Region {
+	r := Region{Name: name, EdgeURL: edgeURL}
+	var answer, join, reserve, admitted []float64
+	for _, sh := range shoppers {
+		if !sh.launched || sh.bot || sh.far != far {
+			continue
+		}
+		r.Shoppers++
+		if sh.hasAnswer {
+			r.Answered++
+		}
+		answer = append(answer, answerTime(sh, ended))
+		if sh.joined {
+			join = append(join, (sh.joinAnswered - sh.joinSent).Seconds())
+		}
+		if sh.fate == fateReserved && sh.reserveTook > 0 {
+			reserve = append(reserve, sh.reserveTook.Seconds())
+		}
+		if sh.admitted {
+			admitted = append(admitted, (sh.admittedAt - sh.started).Seconds())
+		}
+	}
+	r.Answer, r.Join, r.Reserve, r.Admitted = dist(answer), dist(join), dist(reserve), dist(admitted)
+	return r
 }
 
 // timeline adds the monitor's samples (the last of each second) to the

@@ -56,6 +56,10 @@ type Result struct {
 	// planned click (seconds): its own lag on a busy machine.
 	StartLag Dist `json:"start_lag"`
 
+	// Regions splits the shoppers by the region they shopped through, when
+	// the run had two (Config.FarEdgeURL); empty otherwise.
+	Regions []Region `json:"regions,omitempty"`
+
 	Fairness    Fairness    `json:"fairness"`
 	Ledger      []LedgerSKU `json:"ledger,omitempty"`
 	InvariantOK bool        `json:"invariant_ok"`
@@ -131,6 +135,27 @@ type Second struct {
 	NowServing  int64   `json:"now_serving"`
 	Available   int64   `json:"available"`
 	P99Ms       float64 `json:"p99_ms"`
+}
+
+// Region is what the shoppers of one region saw: the far region's pay the
+// distance to the home region's Redis and origins on every join and reserve
+// (docs/REGIONS.md says once each, and no more).
+type Region struct {
+	Name     string `json:"name"`     // "home" or "far"
+	EdgeURL  string `json:"edge_url"` // where its shoppers were sent
+	Shoppers int    `json:"shoppers"` // launched
+	Answered int    `json:"answered"` // of which had an honest answer
+	// Answer: click → first honest answer ("in line", "you have it", "sold
+	// out"), as Fates.AnswerP99 counts it (silence counts until the end).
+	Answer Dist `json:"answer"`
+	// Join: the join's round trip, its retries included, for those who got
+	// a place.
+	Join Dist `json:"join"`
+	// Reserve: the round trip of the reserve that got a hold (201 or the
+	// repeat's 200).
+	Reserve Dist `json:"reserve"`
+	// Admitted: click → first status answer "admitted".
+	Admitted Dist `json:"admitted"`
 }
 
 // Fairness is how closely admission followed arrival.

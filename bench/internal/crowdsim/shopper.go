@@ -23,6 +23,7 @@ type shopper struct {
 	n                         int
 	account, ip               string
 	bot, impatient, payer     bool
+	far                       bool          // shops through the far region's edges (Config.FarEdgeURL)
 	stays                     bool          // keeps waiting when told "sold out" is not final
 	arrival                   time.Duration // the first click, since the sale's start (negative: pre-queue)
 	launched                  bool          // the simulator set the shopper going (not when the run ended first)
@@ -35,6 +36,7 @@ type shopper struct {
 	position                  int64 // place in the admission order (drawn, for the pre-queue)
 	admitted                  bool
 	admittedAt                time.Duration
+	reserveTook               time.Duration // the round trip of the reserve that got the hold
 	hasAnswer                 bool
 	answeredAt                time.Duration // the first honest answer: in line, in, or sold out
 	heardSoldOut              bool
@@ -42,6 +44,22 @@ type shopper struct {
 	fate                      fate
 	fateAt                    time.Duration
 	paid, abandoned, refunded bool
+}
+
+// edgeOf is the edges the shopper reaches: its region's.
+func (s *sim) edgeOf(sh *shopper) *client {
+	if sh.far && s.far != nil {
+		return s.far
+	}
+	return s.edge
+}
+
+// cdnOf is the CDN in front of the shopper's region.
+func (s *sim) cdnOf(sh *shopper) *cdn {
+	if sh.far && s.farCDN != nil {
+		return s.farCDN
+	}
+	return s.cdn
 }
 
 // answered records the shopper's first honest answer.
@@ -87,7 +105,7 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 	var ans queueAnswer
 	sh.joinSent = s.since()
 	for attempt := 0; ; attempt++ {
-		r := s.edge.do(request{endpoint: epJoin, method: "POST", path: "/v1/sales/" + s.sale + "/queue", token: sh.userToken, header: xff})
+		r := s.edgeOf(sh).do(request{endpoint: epJoin, method: "POST", path: "/v1/sales/" + s.sale + "/queue", token: sh.userToken, header: xff})
 		r.decode(&ans)
 		switch {
 		case r.status == 202:
@@ -126,7 +144,7 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 		if !s.sleep(ctx, nextPoll-s.since()) {
 			return
 		}
-		r := s.edge.do(request{endpoint: epStatus, method: "GET", path: "/v1/sales/" + s.sale + "/queue/status", token: queueToken, header: polling})
+		r := s.edgeOf(sh).do(request{endpoint: epStatus, method: "GET", path: "/v1/sales/" + s.sale + "/queue/status", token: queueToken, header: polling})
 		if r.status != 200 {
 			if r.status == 429 || r.status == 503 || r.status == 0 {
 				failures++
@@ -182,7 +200,7 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 // pageSaysSoldOut loads the snapshot as the page does, through the CDN;
 // a sold-out sale is news. It reports whether the shopper stops there.
 func (s *sim) pageSaysSoldOut(sh *shopper) bool {
-	r, snap := s.cdn.get()
+	r, snap := s.cdnOf(sh).get()
 	if r.status != 200 || !snap.SoldOut {
 		return false
 	}
@@ -212,7 +230,8 @@ func (s *sim) reserve(ctx context.Context, sh *shopper, admission string) reserv
 	xff := map[string]string{"X-Forwarded-For": sh.ip, "X-User-Token": sh.userToken}
 	body := map[string]string{"sku": s.sku, "idempotency_key": "k-" + sh.account}
 	for attempt := 0; ; attempt++ {
-		r := s.edge.do(request{endpoint: epReserve, method: "POST", path: "/v1/sales/" + s.sale + "/reserve", token: admission, body: body, header: xff})
+		sent := s.since()
+		r := s.edgeOf(sh).do(request{endpoint: epReserve, method: "POST", path: "/v1/sales/" + s.sale + "/reserve", token: admission, body: body, header: xff})
 		var res struct {
 			ReservationID string `json:"reservation_id"`
 			Error         string `json:"error"`
@@ -223,6 +242,7 @@ func (s *sim) reserve(ctx context.Context, sh *shopper, admission string) reserv
 			if r.status == 201 && s.reservedUnits.Add(1) == int64(s.cfg.Stock) {
 				s.lastUnitAt.Store(int64(s.since()))
 			}
+			sh.reserveTook = s.since() - sent
 			sh.answered(s.since())
 			sh.decide(fateReserved, s.since())
 			s.pay(ctx, sh, res.ReservationID)
@@ -260,7 +280,7 @@ func (s *sim) pay(ctx context.Context, sh *shopper, reservationID string) {
 	}
 	body := map[string]string{"reservation_id": reservationID, "idempotency_key": "o-" + sh.account}
 	for attempt := 0; ; attempt++ {
-		r := s.edge.do(request{endpoint: epOrderCreate, method: "POST", path: "/v1/orders", token: sh.userToken, body: body,
+		r := s.edgeOf(sh).do(request{endpoint: epOrderCreate, method: "POST", path: "/v1/orders", token: sh.userToken, body: body,
 			header: map[string]string{"X-Forwarded-For": sh.ip}})
 		r.decode(&order)
 		if (r.status == 201 || r.status == 200) && order.Payment != nil {
@@ -286,7 +306,7 @@ func (s *sim) pay(ctx context.Context, sh *shopper, reservationID string) {
 		if !s.sleep(ctx, time.Second) {
 			return
 		}
-		r := s.edge.do(request{endpoint: epOrderGet, method: "GET", path: "/v1/orders/" + order.OrderID, token: sh.userToken,
+		r := s.edgeOf(sh).do(request{endpoint: epOrderGet, method: "GET", path: "/v1/orders/" + order.OrderID, token: sh.userToken,
 			header: map[string]string{"X-Forwarded-For": sh.ip}})
 		if r.status == 200 && r.decode(&order) && order.Status != "pending_payment" {
 			sh.paid = order.Status == "paid"

@@ -22,7 +22,13 @@ import (
 // Config is one run against a running stack.
 type Config struct {
 	Scenario
-	EdgeURL        string // the edge's public listener, http://127.0.0.1:8080
+	EdgeURL string // the edge's public listener, http://127.0.0.1:8080
+	// FarEdgeURL is the public address of a second region's edges (its CDN),
+	// "" for one region: FarShare of the shoppers (not the bots) shop
+	// through it, the rest through EdgeURL, and the Result tells the two
+	// regions apart (docs/REGIONS.md).
+	FarEdgeURL     string
+	FarShare       float64 // 0 means half
 	EdgeAdminURL   string
 	OriginAdminURL string
 	GatewayURL     string // the sandbox payment gateway
@@ -60,6 +66,9 @@ func (c Config) withDefaults() Config {
 	if c.Progress == nil {
 		c.Progress = func(string, ...any) {}
 	}
+	if c.FarEdgeURL != "" && c.FarShare <= 0 {
+		c.FarShare = 0.5
+	}
 	return c
 }
 
@@ -74,6 +83,8 @@ type sim struct {
 	edge    *client
 	gateway *client
 	cdn     *cdn
+	far     *client // the far region's edges; nil for one region
+	farCDN  *cdn
 
 	ended time.Duration // when the crowd stopped, since zero
 
@@ -114,6 +125,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	s.cdn = newCDN(s.edge, "/v1/sales/"+s.sale)
+	if cfg.FarEdgeURL != "" {
+		if s.far, err = newClient(cfg.FarEdgeURL, cfg.Conns, cfg.Timeout, s.rec); err != nil {
+			return nil, err
+		}
+		s.farCDN = newCDN(s.far, "/v1/sales/"+s.sale)
+	}
 	users := tokens.NewDevUserIssuer(cfg.UserSecret, "", 2*time.Hour, nil)
 	for _, sh := range shoppers {
 		if sh.userToken, err = users.Issue(sh.account); err != nil {
@@ -136,9 +153,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{Mode: "flashgate", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started}
 	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes()), time.Since(crowdStart).Seconds()
 	s.finish(ctx, res, shoppers)
-	res.Notes = append(res.Notes, fmt.Sprintf("Snapshot loads go through a simulated CDN that keeps the edge's answer for its max-age "+
+	hits, misses := s.cdn.hits.Load(), s.cdn.misses.Load()
+	if s.farCDN != nil {
+		hits, misses = hits+s.farCDN.hits.Load(), misses+s.farCDN.misses.Load()
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("Snapshot loads go through a simulated CDN (one per region) that keeps the edge's answer for its max-age "+
 		"and collapses concurrent misses: %d loads, %d served from its cache, %d reached the edge (counted as requests).",
-		s.cdn.hits.Load()+s.cdn.misses.Load(), s.cdn.hits.Load(), s.cdn.misses.Load()))
+		hits+misses, hits, misses))
 	res.Wall = time.Since(started).Seconds()
 	return res, nil
 }
@@ -244,8 +265,12 @@ func (s *sim) crowd() []*shopper {
 			arrival: secs(0.2 * rng.Float64()), payDelay: 200 * time.Millisecond,
 		})
 	}
+	// The far region's shoppers are drawn from a stream of their own, so
+	// that a seed's crowd arrives as it does with one region.
+	regionRng := rand.New(rand.NewPCG(s.cfg.Seed, 0xfa5))
 	for _, sh := range out {
 		sh.rng = rand.New(rand.NewPCG(s.cfg.Seed, uint64(sh.n)))
+		sh.far = s.cfg.FarEdgeURL != "" && !sh.bot && regionRng.Float64() < s.cfg.FarShare
 	}
 	slices.SortFunc(out, func(a, b *shopper) int { return cmp.Compare(a.arrival, b.arrival) })
 	return out
