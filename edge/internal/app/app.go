@@ -129,7 +129,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	a.Line = line.New(queue.NewLines(a.rdb, qkeys), lineStore, a.Cursor, line.Options{
 		DefaultRatePerSecond: cfg.DefaultRatePerSecond, BlockWindow: cfg.LineBlockWindow, MinBlock: int64(cfg.LineMinBlock),
 	}, log.With("component", "line"), reg)
-	a.Joiner = queue.NewJoiner(a.rdb, qkeys, queue.JoinerOptions{Observe: a.Line.Observe})
+	a.Joiner = queue.NewJoiner(a.rdb, qkeys, queue.JoinerOptions{Pipelines: cfg.JoinPipelines, Observe: a.Line.Observe})
 	a.Admission = admission.New(a.Cursor, a.Snapshots, a.Line, admission.Options{
 		StaleAfter: cfg.StaleAfter, SnapshotStaleAfter: cfg.SnapshotStaleAfter,
 	}, reg)

@@ -68,6 +68,7 @@ type Config struct {
 	UserTokenAudience string
 
 	DefaultRatePerSecond float64       // admission rate a sale's line starts with until ops set one
+	JoinPipelines        int           // join round trips to Redis in flight at once (more for an edge far from Redis: docs/REGIONS.md)
 	Tick                 time.Duration // how often the cursor advances and views rebuild
 	SnapshotRefresh      time.Duration // how often sale snapshots are fetched from origin
 	StaleAfter           time.Duration // cursor reading age at which sale endpoints say please_wait
@@ -155,6 +156,7 @@ func DefaultConfig() Config {
 		OriginURL:              "http://127.0.0.1:9090",
 		AdmissionTokenTTL:      tokens.DefaultAdmissionTTL,
 		DefaultRatePerSecond:   100,
+		JoinPipelines:          2,
 		Tick:                   100 * time.Millisecond,
 		SnapshotRefresh:        250 * time.Millisecond,
 		StaleAfter:             3 * time.Second,
@@ -199,6 +201,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: dev mode needs FLASHGATE_DEV_USER_TOKEN_SECRET of at least %d bytes, the same on the origins; %s", tokens.MinSecretLen, secretcheck.HowToMake)
 	case c.DefaultRatePerSecond < 0 || c.DefaultRatePerSecond > 1e6:
 		return errors.New("config: the default admission rate must be 0 to 1,000,000 a second")
+	case c.JoinPipelines < 1 || c.JoinPipelines > maxJoinPipelines:
+		return fmt.Errorf("config: join pipelines must be 1 to %d", maxJoinPipelines)
 	case c.RedisSentinels != "" && c.RedisMasterName == "":
 		return errors.New("config: FLASHGATE_REDIS_MASTER is required with FLASHGATE_REDIS_SENTINELS")
 	case c.Tick <= 0 || c.SnapshotRefresh <= 0 || c.StaleAfter <= 0 || c.SnapshotStaleAfter <= 0 || c.AdmissionTokenTTL <= 0 ||
@@ -254,6 +258,11 @@ func (c Config) Validate() error {
 // minRequestHeadBytes is fasthttp's own default read buffer: below it a
 // browser's ordinary request would not fit.
 const minRequestHeadBytes = 4 << 10
+
+// maxJoinPipelines bounds FLASHGATE_JOIN_PIPELINES: each pipeline is a
+// Redis connection kept busy, and past a round trip's worth of batches more
+// only make smaller ones.
+const maxJoinPipelines = 64
 
 // maxRequestBodyBytes is the largest body any request may have (413
 // beyond, before a handler sees it).
