@@ -286,7 +286,7 @@ func writeRegions(b *strings.Builder, rs []run) {
 		return
 	}
 	b.WriteString("## Regions\n\nShoppers by the region they shopped through (bots left out); seconds. " +
-		"answer: click → first honest answer; join and reserve: the request's round trip; admitted: click → \"admitted\".\n\n")
+		"answer: click → first honest answer; join and reserve: the request's round trip; admitted: click → \"admitted\"; sold-out notice: last unit → hearing \"sold out\" while in line.\n\n")
 	header(b, "run, region", "what", "shoppers", "p50 s", "p90 s", "p99 s", "max s")
 	for _, x := range two {
 		for _, r := range x.r.Regions {
@@ -296,6 +296,7 @@ func writeRegions(b *strings.Builder, rs []run) {
 			dist(b, label, "join", r.Join)
 			dist(b, label, "admitted", r.Admitted)
 			dist(b, label, "reserve", r.Reserve)
+			dist(b, label, "sold-out notice", r.SoldOutNotice)
 		}
 	}
 	b.WriteString("\n")

@@ -267,8 +267,9 @@ func TestRegions(t *testing.T) {
 			Answer: crowdsim.Dist{Count: 30000, P50: 0.012, P90: 0.05, P99: 0.4, Max: 1.2},
 			Join:   crowdsim.Dist{Count: 29990, P50: 0.01, P90: 0.04, P99: 0.3, Max: 1.1}},
 		{Name: "far", EdgeURL: "http://127.0.0.1:7001", Shoppers: 20000, Answered: 19995,
-			Answer:  crowdsim.Dist{Count: 20000, P50: 0.135, P90: 0.2, P99: 0.6, Max: 1.4},
-			Reserve: crowdsim.Dist{Count: 400, P50: 0.13, P90: 0.16, P99: 0.3, Max: 0.5}},
+			Answer:        crowdsim.Dist{Count: 20000, P50: 0.135, P90: 0.2, P99: 0.6, Max: 1.4},
+			Reserve:       crowdsim.Dist{Count: 400, P50: 0.13, P90: 0.16, P99: 0.3, Max: 0.5},
+			SoldOutNotice: crowdsim.Dist{Count: 50, P50: 0.8, P90: 1.1, P99: 1.5, Max: 1.6}},
 	}
 	md := markdown(t, runs)
 	for _, want := range []string{
@@ -277,6 +278,7 @@ func TestRegions(t *testing.T) {
 		"| flashgate, far | answer | 20,000 | 0.14 | 0.20 | 0.60 | 1.40 |",
 		"| flashgate, far | reserve | 400 | 0.13 |",
 		"| flashgate, home | reserve | 0 | — |",
+		"| flashgate, far | sold-out notice | 50 | 0.80 | 1.10 | 1.50 | 1.60 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("Markdown lacks %q", want)

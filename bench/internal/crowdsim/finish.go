@@ -43,8 +43,8 @@ func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 	s.soldOutNotice(res, shoppers)
 	if s.far != nil {
 		res.Regions = []Region{
-			regionOf("home", s.cfg.EdgeURL, shoppers, false, s.ended),
-			regionOf("far", s.cfg.FarEdgeURL, shoppers, true, s.ended),
+			regionOf("home", s.cfg.EdgeURL, shoppers, false, s.ended, time.Duration(s.lastUnitAt.Load())),
+			regionOf("far", s.cfg.FarEdgeURL, shoppers, true, s.ended, time.Duration(s.lastUnitAt.Load())),
 		}
 	}
 	s.fairness(res, shoppers)
@@ -85,9 +85,10 @@ func tallyFates(res *Result, shoppers []*shopper, ended time.Duration, bots, sto
 
 // regionOf sums up the launched shoppers of one region (far or not); the
 // bots, who all shop at home and hammer, are left out of both.
-func regionOf(name, edgeURL string, shoppers []*shopper, far bool, ended time.Duration) Region {
+// lastUnit is when the last unit went (0: it never did).
+func regionOf(name, edgeURL string, shoppers []*shopper, far bool, ended, lastUnit time.Duration) Region {
 	r := Region{Name: name, EdgeURL: edgeURL}
-	var answer, join, reserve, admitted []float64
+	var answer, join, reserve, admitted, soldOut []float64
 	for _, sh := range shoppers {
 		if !sh.launched || sh.bot || sh.far != far {
 			continue
@@ -106,8 +107,12 @@ func regionOf(name, edgeURL string, shoppers []*shopper, far bool, ended time.Du
 		if sh.admitted {
 			admitted = append(admitted, (sh.admittedAt - sh.started).Seconds())
 		}
+		if d, ok, _ := soldOutDelay(sh, lastUnit); ok && lastUnit > 0 {
+			soldOut = append(soldOut, d)
+		}
 	}
 	r.Answer, r.Join, r.Reserve, r.Admitted = dist(answer), dist(join), dist(reserve), dist(admitted)
+	r.SoldOutNotice = dist(soldOut)
 	return r
 }
 
@@ -169,21 +174,29 @@ func (s *sim) soldOutNotice(res *Result, shoppers []*shopper) {
 	var delays []float64
 	missed := 0
 	for _, sh := range shoppers {
-		inLine := sh.joined && sh.joinAnswered <= last && !(sh.heardSoldOut && sh.soldOutAt < last) &&
-			!(sh.fate == fateGaveUp && sh.fateAt <= last)
-		if !inLine || sh.fate == fateReserved {
-			continue
-		}
-		if !sh.heardSoldOut {
+		switch d, ok, inLine := soldOutDelay(sh, last); {
+		case ok:
+			delays = append(delays, d)
+		case inLine:
 			missed++
-			continue
 		}
-		delays = append(delays, (sh.soldOutAt - last).Seconds())
 	}
 	res.SoldOutNotice = dist(delays)
 	if missed > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("%d shoppers in line when the last unit went never heard \"sold out\" before the run ended (left, or ran out of retries).", missed))
 	}
+}
+
+// soldOutDelay is how long after the last unit went (at last) a shopper
+// who was in line then, holding nothing, heard "sold out" (ok); inLine
+// without ok is one who never heard it.
+func soldOutDelay(sh *shopper, last time.Duration) (d float64, ok, inLine bool) {
+	inLine = sh.joined && sh.joinAnswered <= last && !(sh.heardSoldOut && sh.soldOutAt < last) &&
+		!(sh.fate == fateGaveUp && sh.fateAt <= last) && sh.fate != fateReserved
+	if !inLine || !sh.heardSoldOut {
+		return 0, false, inLine
+	}
+	return (sh.soldOutAt - last).Seconds(), true, true
 }
 
 // fairness compares join order with admission order for shoppers (not

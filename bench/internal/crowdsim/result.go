@@ -156,6 +156,8 @@ type Region struct {
 	Reserve Dist `json:"reserve"`
 	// Admitted: click → first status answer "admitted".
 	Admitted Dist `json:"admitted"`
+	// SoldOutNotice: as Result.SoldOutNotice, for this region's shoppers.
+	SoldOutNotice Dist `json:"sold_out_notice"`
 }
 
 // Fairness is how closely admission followed arrival.
