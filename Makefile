@@ -14,7 +14,7 @@ GO ?= go
 export GOTESTFLAGS
 export GOTESTPKGS
 
-.PHONY: help run run-cluster test build image bench bench-reserve bench-edge chaos fmt vet clean
+.PHONY: help run run-cluster test build image bench bench-regions bench-reserve bench-edge chaos fmt vet clean
 
 help: ## list the targets
 	@echo "flashgate targets:"
@@ -45,6 +45,9 @@ image: ## container images of edge, origin and sandboxgateway without a Docker d
 
 bench: ## the crowd simulator: the stack as make run starts it, 100k shoppers through the edge, the naive baseline, a report; CROWD_FLAGS=...
 	deploy/local/crowd.sh
+
+bench-regions: ## one sale across two regions: make run-cluster with edge2 REGION_DELAY (60ms) each way from Redis, the crowd split between them, times per region; CROWD_FLAGS=...
+	deploy/local/regions.sh
 
 bench-reserve: ## the reserve-path benchmark (bench/reservebench): script path, durability options, HTTP path; RESERVE_FLAGS=...
 	deploy/local/bench.sh ./bench/reservebench $(RESERVE_FLAGS)

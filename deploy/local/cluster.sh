@@ -20,6 +20,12 @@
 #                                   and `ip netns add` works
 #   FLASHGATE_CLUSTER_SUBNET=10.99.0   the namespaces' /24 (first three octets); the bridge is .1
 #   FLASHGATE_CLUSTER_PORT_BASE=7000   loopback mode: nginx on BASE, the others from BASE+11 (see OPERATIONS.md)
+#   FLASHGATE_CLUSTER_REGION_DELAY=   two regions (docs/REGIONS.md): a one-way delay such as 60ms puts edge2 and a
+#                                   second nginx (BASE+1) in a far region, reaching the home region's Redis and
+#                                   origin2 through delay proxies (bench/delayproxy) that add it each way; the home
+#                                   nginx then fronts edge1 alone. Loopback ports only (auto picks them).
+#   FLASHGATE_CLUSTER_REGION_JITTER=0ms  each chunk's delay is drawn from [delay, delay+jitter]
+#   FLASHGATE_CLUSTER_FAR_JOIN_PIPELINES=  edge2's FLASHGATE_JOIN_PIPELINES in the far region (default: as edge1's)
 #   FLASHGATE_RUN_THEN="command"    run it once the cluster is up, then stop everything (its exit status is ours),
 #                                   with what run.sh gives its command (FLASHGATE_DEMO_SALE_ID, FLASHGATE_CROWD_*,
 #                                   FLASHGATE_USER_TOKEN_SECRET, FLASHGATE_GATEWAY_CONTROL_TOKEN, the admin tokens)
@@ -129,14 +135,25 @@ netns_works() {
 	ip netns del "$probe" 2>/dev/null || true
 }
 
+region_delay="${FLASHGATE_CLUSTER_REGION_DELAY:-}"
+region_jitter="${FLASHGATE_CLUSTER_REGION_JITTER:-0ms}"
+duration_re='^[0-9]+(\.[0-9]+)?(ms|s)$'
+if [[ -n "$region_delay" ]]; then
+	[[ "$region_delay" =~ $duration_re && "$region_jitter" =~ $duration_re ]] ||
+		die "FLASHGATE_CLUSTER_REGION_DELAY and _JITTER must be durations such as 60ms (got '$region_delay', '$region_jitter')"
+fi
+
 mode="${FLASHGATE_CLUSTER_NETNS:-auto}"
 case "$mode" in
-auto) if netns_works; then mode=netns; else mode=loopback; fi ;;
+auto) if [[ -z "$region_delay" ]] && netns_works; then mode=netns; else mode=loopback; fi ;;
 1 | true) netns_works || die "FLASHGATE_CLUSTER_NETNS=1, but network namespaces need root and a working 'ip netns add'" ;& 
 netns) mode=netns ;;
 0 | false | loopback) mode=loopback ;;
 *) die "FLASHGATE_CLUSTER_NETNS must be auto, 1 or 0 (got '$mode')" ;;
 esac
+if [[ -n "$region_delay" && "$mode" == netns ]]; then
+	die "FLASHGATE_CLUSTER_REGION_DELAY runs on loopback ports (the crowd aims at 127.0.0.1 only): set FLASHGATE_CLUSTER_NETNS=0 or auto"
+fi
 
 declare -A host port admin_port
 if [[ "$mode" == netns ]]; then
@@ -162,6 +179,12 @@ else
 		[redis1]=$((base + 51)) [redis2]=$((base + 52)) [sentinel1]=$((base + 61)) [sentinel2]=$((base + 62))
 		[sentinel3]=$((base + 63)) [gateway]=$((base + 70)))
 	admin_port=([edge1]=$((base + 12)) [edge2]=$((base + 22)) [origin1]=$((base + 32)) [origin2]=$((base + 42)))
+	if [[ -n "$region_delay" ]]; then
+		# The far region: its nginx, and the two ends of the link edge2 reaches the home region through.
+		nodes+=(cdnfar linkredis linkorigin)
+		host+=([cdnfar]=127.0.0.1 [linkredis]=127.0.0.1 [linkorigin]=127.0.0.1)
+		port+=([cdnfar]=$((base + 1)) [linkredis]=$((base + 81)) [linkorigin]=$((base + 82)))
+	fi
 	# nginx sends to the edges from an address of its own (proxy_bind), so that the edges believe
 	# X-Forwarded-For from nginx and from nothing else on this machine.
 	cdn_peer=127.0.0.10
@@ -462,65 +485,100 @@ sale_id="$("$here/demosale.sh" "$(admin_url origin1)" "$(url origin1)")" || {
 
 # --- edges -------------------------------------------------------------------------------------------------
 
-declare -A edge_origin=([edge1]=origin1 [edge2]=origin2)
+declare -A edge_origin=([edge1]="$(url origin1)" [edge2]="$(url origin2)")
+declare -A edge_redis=([edge1]="" [edge2]="")
+if [[ -n "$region_delay" ]]; then
+	# The far region's edge reaches the home region through the link: Redis (whichever node the Sentinels name
+	# primary, asked per connection) and origin2, each $region_delay (+ up to $region_jitter) each way.
+	log "the link between the regions: $region_delay each way (+ up to $region_jitter), $(addr linkredis) → the Redis primary, $(addr linkorigin) → origin2"
+	start 3 "" linkredis bin/delayproxy -listen "$(addr linkredis)" -sentinels "$sentinels_csv" -master "$master_name" \
+		-delay "$region_delay" -jitter "$region_jitter"
+	start 3 "" linkorigin bin/delayproxy -listen "$(addr linkorigin)" -to "$(addr origin2)" \
+		-delay "$region_delay" -jitter "$region_jitter"
+	wait_until 10 "the link's delay proxies listening" port_busy 127.0.0.1 "${port[linkorigin]}"
+	wait_until 10 "the link's delay proxies listening" port_busy 127.0.0.1 "${port[linkredis]}"
+	edge_origin[edge2]="$(url linkorigin)"
+	edge_redis[edge2]="redis://$(addr linkredis)/0"
+	far_pipelines="${FLASHGATE_CLUSTER_FAR_JOIN_PIPELINES:-}"
+fi
 for node in edge1 edge2; do
-	log "starting $node on $(addr "$node"), admin on $(admin_addr "$node"), origin $(url "${edge_origin[$node]}")"
-	start 4 "$node" "$node" env FLASHGATE_EDGE_ADDR="$(addr "$node")" FLASHGATE_EDGE_ADMIN_ADDR="$(admin_addr "$node")" \
-		FLASHGATE_ORIGIN_URL="$(url "${edge_origin[$node]}")" FLASHGATE_TRUSTED_PROXIES="$cdn_peer/32" \
+	redis_env=()
+	if [[ -n "${edge_redis[$node]}" ]]; then # a plain Redis URL through the link, no Sentinels
+		redis_env=(-u FLASHGATE_REDIS_SENTINELS -u FLASHGATE_REDIS_MASTER FLASHGATE_REDIS_URL="${edge_redis[$node]}")
+		if [[ -n "${far_pipelines:-}" ]]; then redis_env+=(FLASHGATE_JOIN_PIPELINES="$far_pipelines"); fi
+	fi
+	log "starting $node on $(addr "$node"), admin on $(admin_addr "$node"), origin ${edge_origin[$node]}"
+	start 4 "$node" "$node" env "${redis_env[@]}" FLASHGATE_EDGE_ADDR="$(addr "$node")" FLASHGATE_EDGE_ADMIN_ADDR="$(admin_addr "$node")" \
+		FLASHGATE_ORIGIN_URL="${edge_origin[$node]}" FLASHGATE_TRUSTED_PROXIES="$cdn_peer/32" \
 		FLASHGATE_WEBHOOK_ALLOW="${FLASHGATE_WEBHOOK_ALLOW:-${host[gateway]}/32}" bin/edge
 	wait_ready "$(admin_url "$node")/healthz" "$node"
 done
 
 # --- nginx: deploy/cdn's configuration, filled in --------------------------------------------------------
 
-nginx_dir="$data/nginx"
-rm -rf "$nginx_dir"
-mkdir -p "$nginx_dir/temp"
-# envsubst is named the placeholders to fill, in single quotes: nginx's own $variables stay.
-# shellcheck disable=SC2016
-FLASHGATE_CDN_LISTEN="$(addr cdn) default_server" \
-	FLASHGATE_CDN_EDGES="server $(addr edge1); server $(addr edge2);" \
-	FLASHGATE_CDN_CACHE_DIR="$nginx_dir/cache" \
-	FLASHGATE_CDN_ACCESS_LOG="$data/cdn-access.log" \
-	envsubst '${FLASHGATE_CDN_LISTEN} ${FLASHGATE_CDN_EDGES} ${FLASHGATE_CDN_CACHE_DIR} ${FLASHGATE_CDN_ACCESS_LOG}' \
-	<"$root/deploy/cdn/nginx-flashgate.conf.template" >"$nginx_dir/flashgate.conf"
-: >"$data/cdn-access.log"
-{
-	# Workers run as root when we are root: nobody cannot enter .data/.
-	if is_root; then echo "user root;"; fi
-	echo "pid $nginx_dir/nginx.pid;"
-	echo "error_log $data/cdn-error.log notice;"
-	echo "worker_processes 2;"
-	echo "events { worker_connections 4096; }"
-	echo "http {"
-	for m in client_body proxy fastcgi uwsgi scgi; do
-		if [[ "$m" == client_body || "$m" == proxy ]] || ! nginx -V 2>&1 | grep -q -- "--without-http_${m}_module"; then
-			echo "    ${m}_temp_path $nginx_dir/temp/$m;"
+start_cdn() { # node upstream-node…: nginx on node's address, in front of the upstream edges
+	local node="$1" nginx_dir="$data/nginx-$1" upstreams="" e m
+	shift
+	for e in "$@"; do upstreams="${upstreams}server $(addr "$e"); "; done
+	rm -rf "$nginx_dir"
+	mkdir -p "$nginx_dir/temp"
+	# envsubst is named the placeholders to fill, in single quotes: nginx's own $variables stay.
+	# shellcheck disable=SC2016
+	FLASHGATE_CDN_LISTEN="$(addr "$node") default_server" \
+		FLASHGATE_CDN_EDGES="$upstreams" \
+		FLASHGATE_CDN_CACHE_DIR="$nginx_dir/cache" \
+		FLASHGATE_CDN_ACCESS_LOG="$data/$node-access.log" \
+		envsubst '${FLASHGATE_CDN_LISTEN} ${FLASHGATE_CDN_EDGES} ${FLASHGATE_CDN_CACHE_DIR} ${FLASHGATE_CDN_ACCESS_LOG}' \
+		<"$root/deploy/cdn/nginx-flashgate.conf.template" >"$nginx_dir/flashgate.conf"
+	: >"$data/$node-access.log"
+	{
+		# Workers run as root when we are root: nobody cannot enter .data/.
+		if is_root; then echo "user root;"; fi
+		echo "pid $nginx_dir/nginx.pid;"
+		echo "error_log $data/$node-error.log notice;"
+		echo "worker_processes 2;"
+		echo "events { worker_connections 4096; }"
+		echo "http {"
+		for m in client_body proxy fastcgi uwsgi scgi; do
+			if [[ "$m" == client_body || "$m" == proxy ]] || ! nginx -V 2>&1 | grep -q -- "--without-http_${m}_module"; then
+				echo "    ${m}_temp_path $nginx_dir/temp/$m;"
+			fi
+		done
+		if [[ "$mode" == loopback ]]; then
+			echo "    proxy_bind $cdn_peer;"
 		fi
-	done
-	if [[ "$mode" == loopback ]]; then
-		echo "    proxy_bind $cdn_peer;"
-	fi
-	echo "    include $nginx_dir/flashgate.conf;"
-	echo "}"
-} >"$nginx_dir/nginx.conf"
-log "starting nginx on $(addr cdn) (deploy/cdn/nginx-flashgate.conf.template, upstream $(addr edge1) $(addr edge2))"
-start 5 cdn cdn nginx -p "$nginx_dir" -c "$nginx_dir/nginx.conf" -g "daemon off;"
-wait_ready "$cdn_url/healthz" cdn
+		echo "    include $nginx_dir/flashgate.conf;"
+		echo "}"
+	} >"$nginx_dir/nginx.conf"
+	log "starting nginx on $(addr "$node") (deploy/cdn/nginx-flashgate.conf.template, upstream ${upstreams% })"
+	start 5 "$node" "$node" nginx -p "$nginx_dir" -c "$nginx_dir/nginx.conf" -g "daemon off;"
+	wait_ready "$(url "$node")/healthz" "$node"
+}
+
+if [[ -n "$region_delay" ]]; then
+	start_cdn cdn edge1
+	start_cdn cdnfar edge2
+else
+	start_cdn cdn edge1 edge2
+fi
 
 # Each origin learns of the new sale from Postgres on its next catalog refresh, each edge from its origin:
 # ready once both edges, and nginx, answer its snapshot.
 snapshot_ok() { curl -fsS -o /dev/null --max-time 2 "$1/v1/sales/$sale_id"; }
-for u in "$(url edge1)" "$(url edge2)" "$cdn_url"; do
+for u in "$(url edge1)" "$(url edge2)" "$cdn_url" ${region_delay:+"$(url cdnfar)"}; do
 	wait_until 30 "GET $u/v1/sales/$sale_id answering 200" snapshot_ok "$u"
 done
-log "the demo sale $sale_id answers through edge1, edge2 and nginx"
+log "the demo sale $sale_id answers through edge1, edge2 and nginx${region_delay:+ (in both regions)}"
 
 # --- what to do with it ------------------------------------------------------------------------------------
 
 export FLASHGATE_CLUSTER_MODE="$mode"
 export FLASHGATE_CLUSTER_CDN_URL="$cdn_url"
 export FLASHGATE_CLUSTER_CDN_ACCESS_LOG="$data/cdn-access.log"
+export FLASHGATE_CLUSTER_REGION_DELAY="$region_delay"
+FLASHGATE_CLUSTER_FAR_CDN_URL=""
+if [[ -n "$region_delay" ]]; then FLASHGATE_CLUSTER_FAR_CDN_URL="$(url cdnfar)"; fi
+export FLASHGATE_CLUSTER_FAR_CDN_URL
 FLASHGATE_CLUSTER_EDGE_URLS="$(url edge1),$(url edge2)"
 export FLASHGATE_CLUSTER_EDGE_URLS
 FLASHGATE_CLUSTER_EDGE_ADMIN_URLS="$(admin_url edge1),$(admin_url edge2)"
@@ -549,6 +607,9 @@ echo
 echo "flashgate cluster is running ($mode; Ctrl-C stops everything it started)"
 echo
 echo "  shop (nginx CDN)   $cdn_url/?sale=$sale_id        sale: $cdn_url/v1/sales/$sale_id"
+if [[ -n "$region_delay" ]]; then
+	echo "  far region (CDN)   $(url cdnfar)/?sale=$sale_id        edge2 behind it; $region_delay each way to Redis and origin2"
+fi
 for node in edge1 edge2; do
 	echo "  $node              $(url "$node")        admin: $(admin_url "$node")  metrics: $(admin_url "$node")/metrics"
 done
@@ -576,6 +637,8 @@ echo
 
 if [[ -n "${FLASHGATE_RUN_THEN:-}" ]]; then
 	FLASHGATE_CROWD_EDGE_URL="$cdn_url"
+	FLASHGATE_CROWD_FAR_EDGE_URL="$FLASHGATE_CLUSTER_FAR_CDN_URL"
+	export FLASHGATE_CROWD_FAR_EDGE_URL
 	FLASHGATE_CROWD_EDGE_ADMIN_URL="$(admin_url edge1)"
 	FLASHGATE_CROWD_ORIGIN_ADMIN_URL="$(admin_url origin1)"
 	export FLASHGATE_CROWD_EDGE_URL FLASHGATE_CROWD_EDGE_ADMIN_URL FLASHGATE_CROWD_ORIGIN_ADMIN_URL

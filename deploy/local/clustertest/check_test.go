@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -478,4 +479,95 @@ func (h *shopperClient) reserve(base, sale, user, admission, key string, within 
 		h.t.Fatalf("reserve answered %s: want a held reservation", res.body)
 	}
 	return v.ReservationID
+}
+
+// checkRegions is TestRunClusterAcrossRegions's check, run by cluster.sh
+// with two regions: nginx and edge1 at home, a second nginx and edge2 far,
+// regionDelay each way from Redis and origin2.
+func checkRegions(t *testing.T) {
+	c := clusterFromEnv(t)
+	far := os.Getenv("FLASHGATE_CLUSTER_FAR_CDN_URL")
+	if far == "" || os.Getenv("FLASHGATE_CLUSTER_REGION_DELAY") != regionDelay.String() {
+		t.Fatalf("FLASHGATE_CLUSTER_FAR_CDN_URL %q, FLASHGATE_CLUSTER_REGION_DELAY %q: want cluster.sh's two regions, %s each way",
+			far, os.Getenv("FLASHGATE_CLUSTER_REGION_DELAY"), regionDelay)
+	}
+	h := &shopperClient{t: t, http: &http.Client{Timeout: 5 * time.Second}}
+	rtt := 2 * regionDelay
+
+	// Both regions' CDNs serve the open sale.
+	for _, cdn := range []string{c.cdn, far} {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			res := h.do("GET", cdn+"/v1/sales/"+c.sale, nil, "")
+			var snap struct {
+				Status string `json:"status"`
+			}
+			res.decode(&snap)
+			if res.status == http.StatusOK && snap.Status == "open" {
+				if res.header.Get("X-Cache-Status") == "" {
+					t.Errorf("GET %s/v1/sales/%s has no X-Cache-Status: not the reference CDN config", cdn, c.sale)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s/v1/sales/%s = %d %s 20 s on, want 200 and open", cdn, c.sale, res.status, res.body)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+
+	// One line across the regions: joins alternating between them get one
+	// place each, in the order they were made; a far join costs at least
+	// the link's round trip, a home one less.
+	var homeTook, farTook []time.Duration
+	var places []int
+	var farShopper, farQueueToken string
+	for i := range 8 {
+		cdn, region := c.cdn, "home"
+		if i%2 == 1 {
+			cdn, region = far, "far"
+		}
+		user := h.login(cdn, fmt.Sprintf("%s-%d", region, i))
+		start := time.Now()
+		j := h.join(cdn, c.sale, user)
+		took := time.Since(start)
+		places = append(places, j.Position)
+		if region == "far" {
+			farTook = append(farTook, took)
+			farShopper, farQueueToken = user, j.QueueToken
+		} else {
+			homeTook = append(homeTook, took)
+		}
+	}
+	for i := 1; i < len(places); i++ {
+		if places[i] != places[0]+i {
+			t.Errorf("joins alternating between the regions got places %v, want one line: consecutive places in join order", places)
+			break
+		}
+	}
+	for _, d := range farTook {
+		if d < rtt {
+			t.Errorf("a far join took %s, less than the link's round trip %s: the far edge does not reach Redis through the link", d, rtt)
+		}
+	}
+	if m := median(homeTook); m >= rtt {
+		t.Errorf("home joins took %v (median %s), want under the link's round trip %s: home joins should not cross it", homeTook, m, rtt)
+	}
+	t.Logf("joins: home %v, far %v (round trip %s); places %v", homeTook, farTook, rtt, places)
+
+	// The far shopper is admitted by the far edge and holds a unit through
+	// the far CDN; the reserve crosses the link to origin2.
+	adm := h.waitAdmitted(far, c.sale, farShopper, farQueueToken, 20*time.Second)
+	start := time.Now()
+	hold := h.reserve(far, c.sale, farShopper, adm, "far-1", 10*time.Second)
+	if took := time.Since(start); took < rtt {
+		t.Errorf("the far reserve took %s, less than the link's round trip %s", took, rtt)
+	}
+	t.Logf("the far shopper holds %s through the far region's nginx", hold)
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

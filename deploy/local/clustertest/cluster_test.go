@@ -44,8 +44,7 @@ const runBudget = 150 * time.Second
 // nothing behind. Run by the script as its FLASHGATE_RUN_THEN command
 // (checkEnv set), the same test is the check itself.
 func TestRunClusterSurvivesPrimaryKill(t *testing.T) {
-	if os.Getenv(checkEnv) != "" {
-		checkCluster(t)
+	if runAsCheck(t, checkCluster) {
 		return
 	}
 	prebuild(t)
@@ -67,7 +66,7 @@ func TestRunClusterSurvivesPrimaryKill(t *testing.T) {
 	for _, s := range shapes {
 		t.Run(s.name, func(t *testing.T) {
 			start := time.Now()
-			runCluster(t, s.netns)
+			runCluster(t, "TestRunClusterSurvivesPrimaryKill", "FLASHGATE_CLUSTER_NETNS="+s.netns)
 			t.Logf("cluster.sh (%s) started, passed the check and stopped in %s", s.name, time.Since(start).Round(time.Millisecond))
 			if s.netns == "1" {
 				assertNoNamespacesLeft(t)
@@ -76,6 +75,16 @@ func TestRunClusterSurvivesPrimaryKill(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runAsCheck runs check and reports true when this binary was started by
+// cluster.sh as its FLASHGATE_RUN_THEN command (checkEnv set).
+func runAsCheck(t *testing.T, check func(*testing.T)) bool {
+	if os.Getenv(checkEnv) == "" {
+		return false
+	}
+	check(t)
+	return true
 }
 
 // prebuild compiles what cluster.sh builds, outside the run's budget: on a
@@ -98,7 +107,29 @@ func prebuild(t *testing.T) {
 	t.Logf("built the cluster's binaries in %s", time.Since(start).Round(time.Millisecond))
 }
 
-func runCluster(t *testing.T, netns string) {
+// regionDelay is the one-way delay TestRunClusterAcrossRegions asks of the
+// link between the regions.
+const regionDelay = 50 * time.Millisecond
+
+// TestRunClusterAcrossRegions runs cluster.sh with two regions
+// (FLASHGATE_CLUSTER_REGION_DELAY): edge2 behind a second nginx, 50 ms each
+// way from Redis and its origin. Run by the script (checkEnv set), it is the
+// check: one line across both regions' CDNs, the far region's joins and
+// reserves paying the distance once, and a far shopper holding a unit.
+func TestRunClusterAcrossRegions(t *testing.T) {
+	if runAsCheck(t, checkRegions) {
+		return
+	}
+	prebuild(t)
+	start := time.Now()
+	runCluster(t, "TestRunClusterAcrossRegions", "FLASHGATE_CLUSTER_NETNS=0", "FLASHGATE_CLUSTER_REGION_DELAY="+regionDelay.String())
+	t.Logf("cluster.sh (two regions) started, passed the check and stopped in %s", time.Since(start).Round(time.Millisecond))
+	assertPortsFree(t)
+}
+
+// runCluster runs cluster.sh with env, and this binary's test named check
+// as its FLASHGATE_RUN_THEN command, which must pass.
+func runCluster(t *testing.T, check string, env ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runBudget)
 	defer cancel()
@@ -110,12 +141,11 @@ func runCluster(t *testing.T, netns string) {
 	// A deadline stops the script as Ctrl-C would, so it still cleans up.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 40 * time.Second
-	cmd.Env = append(os.Environ(),
-		"FLASHGATE_CLUSTER_NETNS="+netns,
+	cmd.Env = append(append(os.Environ(), env...),
 		fmt.Sprintf("FLASHGATE_CLUSTER_PORT_BASE=%d", loopbackPortBase),
 		"FLASHGATE_DEMO_STARTS_IN=2",
 		checkEnv+"=1",
-		fmt.Sprintf("FLASHGATE_RUN_THEN=%s -test.run='^TestRunClusterSurvivesPrimaryKill$' -test.count=1 -test.v -test.timeout=90s", shellQuote(self)),
+		fmt.Sprintf("FLASHGATE_RUN_THEN=%s -test.run='^%s$' -test.count=1 -test.v -test.timeout=90s", shellQuote(self), check),
 	)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -127,9 +157,9 @@ func runCluster(t *testing.T, netns string) {
 		t.Fatalf("cluster.sh did not finish within %s", runBudget)
 	}
 	if err != nil {
-		t.Fatalf("cluster.sh with FLASHGATE_CLUSTER_NETNS=%s = %v, want exit 0 (the check passed)", netns, err)
+		t.Fatalf("cluster.sh with %s = %v, want exit 0 (the check passed)", env, err)
 	}
-	if !strings.Contains(out.String(), "--- PASS: TestRunClusterSurvivesPrimaryKill") {
+	if !strings.Contains(out.String(), "--- PASS: "+check) {
 		t.Fatalf("cluster.sh exited 0 but the check did not report PASS")
 	}
 }
@@ -156,7 +186,7 @@ func assertNoNamespacesLeft(t *testing.T) {
 
 func assertPortsFree(t *testing.T) {
 	t.Helper()
-	for _, off := range []int{0, 11, 12, 21, 22, 31, 32, 41, 42, 51, 52, 61, 62, 63, 70} {
+	for _, off := range []int{0, 1, 11, 12, 21, 22, 31, 32, 41, 42, 51, 52, 61, 62, 63, 70, 81, 82} {
 		addr := fmt.Sprintf("127.0.0.1:%d", loopbackPortBase+off)
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
