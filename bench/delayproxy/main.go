@@ -4,8 +4,8 @@
 // FLASHGATE_CLUSTER_REGION_DELAY is set (deploy/local/cluster.sh,
 // docs/REGIONS.md).
 //
-//	delayproxy -listen 127.0.0.1:7081 -to 127.0.0.1:7031 -delay 60ms
-//	delayproxy -listen 127.0.0.1:7082 -sentinels 127.0.0.1:7061,127.0.0.1:7062 -master flashgate -delay 60ms
+//	delayproxy -listen 127.0.0.1:7081 -sentinels 127.0.0.1:7061,127.0.0.1:7062 -master flashgate -delay 60ms
+//	delayproxy -listen 127.0.0.1:7082 -to 127.0.0.1:7041 -delay 60ms
 //
 // With -sentinels each new connection goes to the primary the Sentinels name
 // at that moment, so the far side follows a failover as a Sentinel client

@@ -66,7 +66,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	resolve := delayproxy.To(o.to)
 	if len(o.sentinels) > 0 {
-		resolve = primaryAt(o.sentinels, o.master)
+		var closeSentinels func()
+		resolve, closeSentinels = primaryAt(o.sentinels, o.master, stderr)
+		defer closeSentinels()
 	}
 	p, err := delayproxy.Listen(o.listen, resolve)
 	if err != nil {
@@ -84,11 +86,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // primaryAt asks the Sentinels, in turn until one answers, where the primary
-// named master is.
-func primaryAt(sentinels []string, master string) delayproxy.Resolver {
+// named master is; when none does, it says so on stderr (the connection is
+// then refused). closeAll closes its Sentinel clients.
+func primaryAt(sentinels []string, master string, stderr io.Writer) (resolve delayproxy.Resolver, closeAll func()) {
 	clients := make([]*redis.SentinelClient, len(sentinels))
 	for i, addr := range sentinels {
 		clients[i] = redis.NewSentinelClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second})
+	}
+	closeAll = func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
 	}
 	return func(ctx context.Context) (string, error) {
 		var errs []error
@@ -99,6 +107,8 @@ func primaryAt(sentinels []string, master string) delayproxy.Resolver {
 			}
 			errs = append(errs, fmt.Errorf("sentinel %s: %v", sentinels[i], err))
 		}
-		return "", errors.Join(errs...)
-	}
+		err := errors.Join(errs...)
+		fmt.Fprintf(stderr, "delayproxy: no primary %s to forward to: %v\n", master, err)
+		return "", err
+	}, closeAll
 }

@@ -19,7 +19,8 @@
 #   FLASHGATE_CLUSTER_NETNS=auto    1: namespaces (fails unless they work); 0: loopback ports; auto: 1 when root
 #                                   and `ip netns add` works
 #   FLASHGATE_CLUSTER_SUBNET=10.99.0   the namespaces' /24 (first three octets); the bridge is .1
-#   FLASHGATE_CLUSTER_PORT_BASE=7000   loopback mode: nginx on BASE, the others from BASE+11 (see OPERATIONS.md)
+#   FLASHGATE_CLUSTER_PORT_BASE=7000   loopback mode: nginx on BASE, the others from BASE+11 (see OPERATIONS.md);
+#                                   two regions add the far nginx on BASE+1 and the link on BASE+81, BASE+82
 #   FLASHGATE_CLUSTER_REGION_DELAY=   two regions (docs/REGIONS.md): a one-way delay such as 60ms puts edge2 and a
 #                                   second nginx (BASE+1) in a far region, reaching the home region's Redis and
 #                                   origin2 through delay proxies (bench/delayproxy) that add it each way; the home
@@ -454,7 +455,7 @@ mapfile -t mains < <(main_pkgs ./origin ./edge ./deploy/sandboxgateway ./bench/.
 mkdir -p bin
 log "building ${mains[*]##*/} into bin/"
 go build -o bin/ "${mains[@]}"
-for b in origin edge sandboxgateway; do
+for b in origin edge sandboxgateway ${region_delay:+delayproxy}; do
 	[[ -x "bin/$b" ]] || die "bin/$b was not built"
 done
 
@@ -508,7 +509,7 @@ for node in edge1 edge2; do
 		if [[ -n "${far_pipelines:-}" ]]; then redis_env+=(FLASHGATE_JOIN_PIPELINES="$far_pipelines"); fi
 	fi
 	log "starting $node on $(addr "$node"), admin on $(admin_addr "$node"), origin ${edge_origin[$node]}"
-	start 4 "$node" "$node" env "${redis_env[@]}" FLASHGATE_EDGE_ADDR="$(addr "$node")" FLASHGATE_EDGE_ADMIN_ADDR="$(admin_addr "$node")" \
+	start 4 "$node" "$node" env ${redis_env[@]+"${redis_env[@]}"} FLASHGATE_EDGE_ADDR="$(addr "$node")" FLASHGATE_EDGE_ADMIN_ADDR="$(admin_addr "$node")" \
 		FLASHGATE_ORIGIN_URL="${edge_origin[$node]}" FLASHGATE_TRUSTED_PROXIES="$cdn_peer/32" \
 		FLASHGATE_WEBHOOK_ALLOW="${FLASHGATE_WEBHOOK_ALLOW:-${host[gateway]}/32}" bin/edge
 	wait_ready "$(admin_url "$node")/healthz" "$node"
