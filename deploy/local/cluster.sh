@@ -421,16 +421,7 @@ fi
 
 # --- secrets and dev mode (as run.sh) ----------------------------------------------------------------------
 
-for tier in EDGE ORIGIN; do
-	var="FLASHGATE_${tier}_ADMIN_TOKEN"
-	if [[ -z "${!var:-}" ]]; then
-		if [[ -n "${FLASHGATE_ADMIN_TOKEN:-}" ]]; then
-			printf -v "$var" '%s' "$FLASHGATE_ADMIN_TOKEN"
-		else
-			printf -v "$var" '%s' "$(openssl rand -base64 32)"
-		fi
-	fi
-done
+ensure_admin_tokens
 # One key set, one dev user-token secret and one line audience for every edge and origin: a queue token from
 # edge1 is good at edge2, and each origin takes the line requests of both edges.
 FLASHGATE_TOKEN_KEYS="${FLASHGATE_TOKEN_KEYS:-k1:$(openssl rand -base64 32)}"

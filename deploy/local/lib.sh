@@ -70,3 +70,19 @@ use_services() {
 	services_started="$FLASHGATE_SERVICES_STARTED"
 	"$here/services.sh" createdb "$1"
 }
+
+# ensure_admin_tokens sets FLASHGATE_EDGE_ADMIN_TOKEN and FLASHGATE_ORIGIN_ADMIN_TOKEN where they are unset:
+# to FLASHGATE_ADMIN_TOKEN when it is given for both, else to 32 random bytes each, as the binaries require.
+ensure_admin_tokens() {
+	local tier var
+	for tier in EDGE ORIGIN; do
+		var="FLASHGATE_${tier}_ADMIN_TOKEN"
+		[[ -z "${!var:-}" ]] || continue
+		if [[ -n "${FLASHGATE_ADMIN_TOKEN:-}" ]]; then
+			printf -v "$var" '%s' "$FLASHGATE_ADMIN_TOKEN"
+		else
+			printf -v "$var" '%s' "$(openssl rand -base64 32)"
+			log "generated $var"
+		fi
+	done
+}

@@ -115,18 +115,7 @@ export FLASHGATE_REDIS_URL
 
 # --- secrets and dev mode ---------------------------------------------------------------------------------
 
-# Each tier's admin token, unless one is given for both; 32 random bytes, as the binaries require.
-for tier in EDGE ORIGIN; do
-	var="FLASHGATE_${tier}_ADMIN_TOKEN"
-	if [[ -z "${!var:-}" ]]; then
-		if [[ -n "${FLASHGATE_ADMIN_TOKEN:-}" ]]; then
-			printf -v "$var" '%s' "$FLASHGATE_ADMIN_TOKEN"
-		else
-			printf -v "$var" '%s' "$(openssl rand -base64 32)"
-			log "generated $var"
-		fi
-	fi
-done
+ensure_admin_tokens
 if [[ -z "${FLASHGATE_TOKEN_KEYS:-}" ]]; then
 	FLASHGATE_TOKEN_KEYS="k1:$(openssl rand -base64 32)"
 	log "generated FLASHGATE_TOKEN_KEYS (kid k1)"

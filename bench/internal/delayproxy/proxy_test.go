@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// echoServer echoes every line back; it is closed with the test.
-func echoServer(t *testing.T) net.Listener {
+// serveTCP listens on a free 127.0.0.1 port and runs handle for every
+// connection until the test ends; it returns the address.
+func serveTCP(t *testing.T, handle func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -28,11 +29,16 @@ func echoServer(t *testing.T) net.Listener {
 			}
 			go func() {
 				defer c.Close()
-				_, _ = io.Copy(c, c)
+				handle(c)
 			}()
 		}
 	}()
-	return ln
+	return ln.Addr().String()
+}
+
+// echoServer echoes every byte back.
+func echoServer(t *testing.T) string {
+	return serveTCP(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
 }
 
 func dialProxy(t *testing.T, p *Proxy) (net.Conn, *bufio.Reader) {
@@ -66,7 +72,7 @@ func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, line string) time.Dura
 // The delay applies per direction, can change on an open connection, and
 // goes back to nothing.
 func TestDelaysAndChangesWhileOpen(t *testing.T) {
-	p, err := New(echoServer(t).Addr().String())
+	p, err := New(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +94,7 @@ func TestDelaysAndChangesWhileOpen(t *testing.T) {
 
 // Chunks held back by random delays still arrive in the order sent.
 func TestKeepsOrder(t *testing.T) {
-	p, err := New(echoServer(t).Addr().String())
+	p, err := New(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,23 +155,7 @@ func TestClosesClientWhenTargetCloses(t *testing.T) {
 
 // namedServer answers every connection with its name and closes it.
 func namedServer(t *testing.T, name string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintln(c, name)
-			c.Close()
-		}
-	}()
-	return ln.Addr().String()
+	return serveTCP(t, func(c net.Conn) { fmt.Fprintln(c, name) })
 }
 
 // The resolver is asked per connection: a target that moves is followed by
