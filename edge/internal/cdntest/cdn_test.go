@@ -1,7 +1,6 @@
 package cdntest
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -250,23 +249,6 @@ func TestPageServedFromCache(t *testing.T) {
 	}
 }
 
-// subject is a JWT's sub, read without checking the token.
-func subject(token string) string {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return ""
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return ""
-	}
-	var claims struct {
-		Sub string `json:"sub"`
-	}
-	_ = json.Unmarshal(payload, &claims)
-	return claims.Sub
-}
-
 // TestPersonalRoutesReachTheEdge: joins, status polls, reserves, orders,
 // reservations and webhooks each reach the edge, however alike, and come
 // back with the shopper's own answer; nothing with a shopper's token is
@@ -329,7 +311,7 @@ func TestPersonalRoutesReachTheEdge(t *testing.T) {
 				t.Errorf("status of %s: position %d, want its own %d", sh.account, q.Position, sh.position)
 			}
 			if q.State == "admitted" {
-				if got := subject(q.AdmissionToken); got != sh.account {
+				if got := edgetest.Subject(q.AdmissionToken); got != sh.account {
 					t.Errorf("status of %s: admission token for %q, want its own", sh.account, got)
 				}
 				admission[sh.account] = q.AdmissionToken
