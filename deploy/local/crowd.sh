@@ -5,8 +5,13 @@
 # .data/crowd/<time>/; then everything it started stops.
 #
 #   CROWD_FLAGS="-shoppers 20000 -ceiling"   passes flags to bench/crowd (go run ./bench/crowd -h lists them)
+#   FLASHGATE_BENCH_PIN=0                     leaves the simulator and the stack unpinned (see bench_pinning in
+#                                             lib.sh: by default the simulator gets the last CPU, the stack the rest)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+bench_pinning
 
 # The simulated shoppers reach the edge through a simulated CDN on 127.0.0.1, which names each shopper's
 # address in X-Forwarded-For: believe it from there, as a deployment believes its CDN.

@@ -10,6 +10,10 @@
 #   use_services DATABASE       ensures Redis and Postgres (services.sh), creates DATABASE, exports
 #                               FLASHGATE_REDIS_URL and FLASHGATE_PG_BASE_URL, and stops on exit only the
 #                               services it started
+#   bench_pinning               sets FLASHGATE_STACK_CPUS and FLASHGATE_RUN_THEN_CPUS (unless given) so that a
+#                               load generator has a core of its own: the last CPU for it, the others for the stack
+#   pin_listener CPUS PORT      pins the process listening on 127.0.0.1:PORT and its children (all threads) to
+#                               CPUS, recording their affinity first; unpin_listeners puts it back
 # The caller sets `here` (this folder) first.
 
 log() { printf 'flashgate: %s\n' "$*" >&2; }
@@ -85,4 +89,61 @@ ensure_admin_tokens() {
 			log "generated $var"
 		fi
 	done
+}
+
+# bench_pinning: a benchmark's load generator (FLASHGATE_RUN_THEN's command) gets the machine's last CPU, the
+# stack (our processes, Redis, Postgres) the others, so a starved generator is never taken for a slow system.
+# FLASHGATE_BENCH_PIN=0 leaves everything unpinned; a machine of one CPU, or without taskset, cannot pin.
+bench_pinning() {
+	local n
+	n="$(nproc 2>/dev/null || echo 1)"
+	if [[ "${FLASHGATE_BENCH_PIN:-1}" == 0 ]]; then
+		log "pinning: off (FLASHGATE_BENCH_PIN=0): the load generator shares every CPU with the stack"
+		return 0
+	fi
+	if ((n < 2)) || ! command -v taskset >/dev/null 2>&1; then
+		log "pinning: not possible here ($n CPU(s), taskset $(command -v taskset >/dev/null 2>&1 && echo found || echo missing)): the load generator shares the CPU with the stack"
+		return 0
+	fi
+	if ((n == 2)); then
+		export FLASHGATE_STACK_CPUS="${FLASHGATE_STACK_CPUS:-0}"
+	else
+		export FLASHGATE_STACK_CPUS="${FLASHGATE_STACK_CPUS:-0-$((n - 2))}"
+	fi
+	export FLASHGATE_RUN_THEN_CPUS="${FLASHGATE_RUN_THEN_CPUS:-$((n - 1))}"
+	log "pinning: the stack on CPU(s) $FLASHGATE_STACK_CPUS, the load generator on CPU(s) $FLASHGATE_RUN_THEN_CPUS"
+}
+
+pinned_pids=()       # processes pin_listener pinned
+pinned_affinities=() # their CPU lists before
+# shellcheck disable=SC2317 # called from the callers' EXIT traps
+unpin_listeners() {
+	local i pid child
+	for i in "${!pinned_pids[@]}"; do
+		pid="${pinned_pids[$i]}"
+		kill -0 "$pid" 2>/dev/null || continue
+		# Children forked while pinned (Postgres backends) inherited the pinning: they go back too.
+		for child in "$pid" $(pgrep -P "$pid" 2>/dev/null); do
+			taskset -a -p -c "${pinned_affinities[$i]}" "$child" >/dev/null 2>&1 || true
+		done
+	done
+	pinned_pids=()
+	pinned_affinities=()
+}
+
+pin_listener() { # cpus port
+	local cpus="$1" port="$2" pid child before
+	pid="$(ss -Htlnp "sport = :$port" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1)"
+	if [[ -z "$pid" ]]; then
+		log "pinning: nothing of ours listens on port $port (or ss cannot say): left unpinned"
+		return 0
+	fi
+	before="$(taskset -p -c "$pid" 2>/dev/null | sed -n 's/.*: *//p')"
+	[[ -n "$before" ]] || return 0
+	pinned_pids+=("$pid")
+	pinned_affinities+=("$before")
+	for child in "$pid" $(pgrep -P "$pid" 2>/dev/null); do
+		taskset -a -p -c "$cpus" "$child" >/dev/null 2>&1 || log "pinning: could not pin pid $child (port $port)"
+	done
+	log "pinning: $(cat "/proc/$pid/comm" 2>/dev/null || echo "pid $pid") on port $port to CPU(s) $cpus (was $before)"
 }

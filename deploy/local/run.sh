@@ -16,6 +16,9 @@
 #   FLASHGATE_GATEWAY_ADDR=127.0.0.1:9300 (the sandbox payment gateway)
 #   FLASHGATE_RUN_THEN="command"  run it once the stack is up, then stop everything (its exit status is ours);
 #                                 it finds the demo sale's id in FLASHGATE_DEMO_SALE_ID
+#   FLASHGATE_STACK_CPUS=0        run the stack's processes on these CPUs (taskset -c), and pin Redis and Postgres
+#                                 there too for the run (their own affinity comes back when it stops)
+#   FLASHGATE_RUN_THEN_CPUS=1     run FLASHGATE_RUN_THEN's command on these CPUs (make bench: bench_pinning in lib.sh)
 #   FLASHGATE_DEMO_STARTS_IN=15   seconds from its creation to the demo sale's start (see demosale.sh)
 #   FLASHGATE_EDGE_ADMIN_TOKEN, FLASHGATE_ORIGIN_ADMIN_TOKEN, FLASHGATE_TOKEN_KEYS,
 #   FLASHGATE_DEV_USER_TOKEN_SECRET, FLASHGATE_GATEWAY_API_KEY,
@@ -87,6 +90,7 @@ cleanup() {
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
 		stop_proc "${pids[$i]}" "${names[$i]}"
 	done
+	unpin_listeners
 	if [[ -n "$services_started" ]]; then
 		# shellcheck disable=SC2086 # a list of service names
 		"$here/services.sh" stop $services_started || true
@@ -112,6 +116,19 @@ services_ensured=1
 
 export FLASHGATE_POSTGRES_URL="$FLASHGATE_PG_BASE_URL/flashgate?sslmode=disable"
 export FLASHGATE_REDIS_URL
+
+# The stack's CPUs: ours start under taskset (which execs them: $! stays their pid), Redis and Postgres are
+# pinned where they run.
+pinned=()
+if [[ -n "${FLASHGATE_STACK_CPUS:-}" ]]; then
+	command -v taskset >/dev/null 2>&1 || die "FLASHGATE_STACK_CPUS is set but taskset is not installed"
+	pinned=(taskset -c "$FLASHGATE_STACK_CPUS")
+	redis_port="${FLASHGATE_REDIS_URL##*:}"
+	redis_port="${redis_port%%/*}"
+	pg_port="${FLASHGATE_PG_BASE_URL##*:}"
+	pin_listener "$FLASHGATE_STACK_CPUS" "$redis_port"
+	pin_listener "$FLASHGATE_STACK_CPUS" "${pg_port%%/*}"
+fi
 
 # --- secrets and dev mode ---------------------------------------------------------------------------------
 
@@ -201,7 +218,7 @@ if [[ -n "$have_gateway" ]]; then
 	export FLASHGATE_GATEWAY_URL="${FLASHGATE_GATEWAY_URL:-$gateway_url}"
 	export FLASHGATE_PAYMENT_RETURN_URL="${FLASHGATE_PAYMENT_RETURN_URL:-$edge_url/}"
 	log "starting the sandbox payment gateway on $FLASHGATE_GATEWAY_ADDR (log $gateway_log)"
-	FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" bin/sandboxgateway >>"$gateway_log" 2>&1 &
+	FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" ${pinned[@]+"${pinned[@]}"} bin/sandboxgateway >>"$gateway_log" 2>&1 &
 	pids+=("$!")
 	names+=(sandboxgateway)
 	wait_healthy "$gateway_url/healthz" "$!" "sandbox gateway" "$gateway_log"
@@ -214,7 +231,7 @@ fi
 origin_log="$root/.data/origin.log"
 : >"$origin_log"
 log "starting origin on $FLASHGATE_ORIGIN_ADDR, admin on $FLASHGATE_ORIGIN_ADMIN_ADDR (log $origin_log)"
-bin/origin >>"$origin_log" 2>&1 &
+${pinned[@]+"${pinned[@]}"} bin/origin >>"$origin_log" 2>&1 &
 pids+=("$!")
 names+=(origin)
 wait_healthy "$origin_admin_url/healthz" "$!" origin "$origin_log"
@@ -234,7 +251,7 @@ if [[ -n "$have_edge" ]]; then
 	edge_log="$root/.data/edge.log"
 	: >"$edge_log"
 	log "starting edge on $FLASHGATE_EDGE_ADDR, admin on $FLASHGATE_EDGE_ADMIN_ADDR (log $edge_log)"
-	FLASHGATE_ORIGIN_URL="${FLASHGATE_ORIGIN_URL:-$origin_url}" bin/edge >>"$edge_log" 2>&1 &
+	FLASHGATE_ORIGIN_URL="${FLASHGATE_ORIGIN_URL:-$origin_url}" ${pinned[@]+"${pinned[@]}"} bin/edge >>"$edge_log" 2>&1 &
 	pids+=("$!")
 	names+=(edge)
 	wait_healthy "$edge_admin_url/healthz" "$!" edge "$edge_log"
@@ -298,9 +315,13 @@ if [[ -n "${FLASHGATE_RUN_THEN:-}" ]]; then
 	export FLASHGATE_CROWD_ORIGIN_ADMIN_URL="$origin_admin_url"
 	export FLASHGATE_DEMO_SALE_ID="$sale_id"
 	log "running: $FLASHGATE_RUN_THEN"
+	then_pinned=()
+	if [[ -n "${FLASHGATE_RUN_THEN_CPUS:-}" ]]; then
+		then_pinned=(taskset -c "$FLASHGATE_RUN_THEN_CPUS")
+	fi
 	set +e
 	FLASHGATE_USER_TOKEN_SECRET="$FLASHGATE_DEV_USER_TOKEN_SECRET" FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" \
-		bash -c "$FLASHGATE_RUN_THEN"
+		${then_pinned[@]+"${then_pinned[@]}"} bash -c "$FLASHGATE_RUN_THEN"
 	rc=$?
 	set -e
 	exit "$rc"

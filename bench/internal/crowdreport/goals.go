@@ -13,6 +13,7 @@ const (
 	SoldOutNoticeTargetS = 2    // p99 time from the last unit to "sold out" in line, at most
 	RankCorrelationMin   = 0.99 // Spearman's rho between arrival and admission, at least
 	NaiveFactorMin       = 20   // how many times better than naive, at least
+	AnswerTargetS        = 2    // p99 time from a shopper's first request to an honest answer, at most (the seeds' promise)
 )
 
 // Verdict is how a run fared against one goal.
@@ -45,6 +46,7 @@ func Goals(runs Runs) []Goal {
 		rankGoal(fg),
 		answerTimeGoal(fg, runs.Naive),
 		answeredRateGoal(fg, runs.Naive),
+		promiseGoal(fg),
 	}
 }
 
@@ -125,6 +127,21 @@ func rankGoal(r *crowdsim.Result) Goal {
 	if f.Compared >= 2 {
 		g.Measured = fmt.Sprintf("%s (%s shoppers)", num(f.RankCorrelation, 4), count(f.Compared))
 		g.Verdict = verdict(f.RankCorrelation >= RankCorrelationMin)
+	}
+	return g
+}
+
+// promiseGoal is the seeds' promise: every shopper hears "in line", "in"
+// or "sold out" within AnswerTargetS of their first request, at the p99
+// (those never answered count as having waited until the crowd stopped).
+func promiseGoal(r *crowdsim.Result) Goal {
+	g := Goal{
+		Name:    fmt.Sprintf("p99 time to an honest answer (in line, in, sold out) ≤ %d s", AnswerTargetS),
+		Verdict: NotMeasured, Measured: "no shoppers answered",
+	}
+	if f := r.Fates; f.Answered > 0 {
+		g.Measured = fmt.Sprintf("%s s (%s answered; %s)", num(f.AnswerP99, 2), count(f.Answered), Pinning(r))
+		g.Verdict = verdict(f.AnswerP99 <= AnswerTargetS)
 	}
 	return g
 }

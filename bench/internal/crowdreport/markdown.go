@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -198,6 +199,10 @@ func writeCPU(b *strings.Builder, rs []run) {
 	sort.Strings(names)
 	b.WriteString("## Where the CPU went\n\n")
 	b.WriteString("CPU seconds each process used while the crowd ran (from /proc), and the share of the machine's cores.\n\n")
+	for _, x := range rs {
+		fmt.Fprintf(b, "- %s: %s\n", x.label, Pinning(x.r))
+	}
+	b.WriteString("\n")
 	header(b, "process", labels(rs)...)
 	for _, g := range names {
 		cells := []string{g}
@@ -216,6 +221,79 @@ func writeCPU(b *strings.Builder, rs []run) {
 	}
 	line(b, total...)
 	b.WriteString("\n")
+}
+
+// Pinning states where a run's processes were allowed to run: "pinned: the
+// simulator on CPU 1; the stack on CPU 0", or that they shared the CPUs.
+func Pinning(r *crowdsim.Result) string {
+	if len(r.CPUs) == 0 {
+		return "CPUs not known (no /proc)"
+	}
+	sim := r.CPUs[simulatorGroup]
+	byList := map[string][]string{}
+	for g, list := range r.CPUs {
+		if g != simulatorGroup {
+			byList[list] = append(byList[list], g)
+		}
+	}
+	lists := make([]string, 0, len(byList))
+	for list := range byList {
+		lists = append(lists, list)
+	}
+	sort.Strings(lists)
+	var stack []string
+	for _, list := range lists {
+		sort.Strings(byList[list])
+		stack = append(stack, strings.Join(byList[list], ", ")+" on CPU "+list)
+	}
+	shared := sim == ""
+	for _, list := range lists {
+		shared = shared || overlap(cpuSet(sim), cpuSet(list))
+	}
+	if shared {
+		return "not pinned: the simulator on CPU " + or(sim, "?") + " shares it with " + strings.Join(stack, "; ")
+	}
+	return "pinned: the simulator on CPU " + sim + "; " + strings.Join(stack, "; ")
+}
+
+// cpuSet reads a kernel CPU list ("0-2,5", or several joined by "|") into
+// the CPUs it names.
+func cpuSet(list string) map[int]bool {
+	set := map[int]bool{}
+	for _, part := range strings.Split(strings.ReplaceAll(list, "|", ","), ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, errA := strconv.Atoi(lo)
+		b, errB := a, error(nil)
+		if isRange {
+			b, errB = strconv.Atoi(hi)
+		}
+		if errA != nil || errB != nil {
+			continue
+		}
+		for c := a; c <= b; c++ {
+			set[c] = true
+		}
+	}
+	return set
+}
+
+func overlap(a, b map[int]bool) bool {
+	for c := range a {
+		if b[c] {
+			return true
+		}
+	}
+	return false
+}
+
+// simulatorGroup is the simulator's label among the CPU groups.
+const simulatorGroup = "crowd (the simulator)"
+
+func or(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
 }
 
 func cpuCell(r *crowdsim.Result, sec float64) string {

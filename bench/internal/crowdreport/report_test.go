@@ -117,14 +117,14 @@ func verdicts(goals []Goal) map[string]Verdict {
 }
 
 func TestGoals(t *testing.T) {
-	names := make([]string, 0, 7)
+	names := make([]string, 0, 8)
 	for _, g := range Goals(fabricated()) {
 		names = append(names, g.Name)
 	}
-	if len(names) != 7 {
-		t.Fatalf("Goals() gave %d goals, want 7", len(names))
+	if len(names) != 8 {
+		t.Fatalf("Goals() gave %d goals, want 8", len(names))
 	}
-	oversold, fivexx, burst, notice, rank, answerTime, answeredRate := names[0], names[1], names[2], names[3], names[4], names[5], names[6]
+	oversold, fivexx, burst, notice, rank, answerTime, answeredRate, promise := names[0], names[1], names[2], names[3], names[4], names[5], names[6], names[7]
 
 	tests := []struct {
 		name   string
@@ -141,14 +141,16 @@ func TestGoals(t *testing.T) {
 		{"did not sell out", func(r *Runs) { r.Flashgate.LastUnitAt = 0 }, map[string]Verdict{notice: NotMeasured}},
 		{"unfair", func(r *Runs) { r.Flashgate.Fairness.RankCorrelation = 0.95 }, map[string]Verdict{rank: Miss}},
 		{"nobody compared", func(r *Runs) { r.Flashgate.Fairness.Compared = 0 }, map[string]Verdict{rank: NotMeasured}},
-		{"answer time only 10x", func(r *Runs) { r.Flashgate.Fates.AnswerP99 = 2.9 }, map[string]Verdict{answerTime: Miss}},
+		{"answer time only 10x", func(r *Runs) { r.Flashgate.Fates.AnswerP99 = 2.9 }, map[string]Verdict{answerTime: Miss, promise: Miss}},
+		{"answer p99 over 2 s", func(r *Runs) { r.Flashgate.Fates.AnswerP99 = 2.01; r.Naive.Fates.AnswerP99 = 41 }, map[string]Verdict{promise: Miss}},
+		{"answer p99 at exactly 2 s", func(r *Runs) { r.Flashgate.Fates.AnswerP99 = 2; r.Naive.Fates.AnswerP99 = 40 }, nil},
 		{"answer rate only 10x", func(r *Runs) { r.Flashgate.AnsweredRPS = 1500 }, map[string]Verdict{answeredRate: Miss}},
 		{"naive answered nothing per second", func(r *Runs) { r.Naive.AnsweredRPS = 0 }, nil},
 		{"no naive run", func(r *Runs) { r.Naive = nil },
 			map[string]Verdict{answerTime: NotMeasured, answeredRate: NotMeasured}},
 		{"empty", func(r *Runs) { *r = Runs{} }, map[string]Verdict{
 			oversold: NotMeasured, fivexx: NotMeasured, burst: NotMeasured, notice: NotMeasured,
-			rank: NotMeasured, answerTime: NotMeasured, answeredRate: NotMeasured}},
+			rank: NotMeasured, answerTime: NotMeasured, answeredRate: NotMeasured, promise: NotMeasured}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,6 +217,7 @@ func TestGoalFigures(t *testing.T) {
 		{2, "85.0 ms over 0.0–10.0 s"},
 		{5, "naive 29.00 s (21,003 answered) ÷ flashgate 1.20 s (49,800 answered) = 24.2×"},
 		{6, "9,000/s ÷ naive 150/s = 60.0×"},
+		{7, "1.20 s (49,800 answered; CPUs not known (no /proc))"},
 	}
 	for _, tt := range tests {
 		if got := goals[tt.goal].Measured; !strings.Contains(got, tt.want) {
@@ -306,8 +309,8 @@ func markdown(t *testing.T, runs Runs) string {
 
 func TestSummary(t *testing.T) {
 	s := Summary(fabricated())
-	if n := strings.Count(s, "\n"); n < 8 || n > 15 {
-		t.Errorf("Summary() has %d lines, want 8 to 15:\n%s", n, s)
+	if n := strings.Count(s, "\n"); n < 8 || n > 18 {
+		t.Errorf("Summary() has %d lines, want 8 to 18:\n%s", n, s)
 	}
 	for _, want := range []string{"flashgate: 513,000 requests", "naive: 90,000 requests", "ceiling (unthrottled): 12,500 reserves/s", "PASS  5xx = 0"} {
 		if !strings.Contains(s, want) {
@@ -418,6 +421,25 @@ func TestCount(t *testing.T) {
 	for _, tt := range tests {
 		if got := count(tt.n); got != tt.want {
 			t.Errorf("count(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestPinning(t *testing.T) {
+	for _, c := range []struct {
+		cpus map[string]string
+		want string
+	}{
+		{map[string]string{"crowd (the simulator)": "1", "edge": "0", "origin": "0", "redis": "0"},
+			"pinned: the simulator on CPU 1; edge, origin, redis on CPU 0"},
+		{map[string]string{"crowd (the simulator)": "0-1", "edge": "0"},
+			"not pinned: the simulator on CPU 0-1 shares it with edge on CPU 0"},
+		{map[string]string{"crowd (the simulator)": "2-3", "edge": "0-1", "postgres": "0,1 | 0-3"},
+			"not pinned: the simulator on CPU 2-3 shares it with postgres on CPU 0,1 | 0-3; edge on CPU 0-1"},
+		{nil, "CPUs not known (no /proc)"},
+	} {
+		if got := Pinning(&crowdsim.Result{CPUs: c.cpus}); got != c.want {
+			t.Errorf("Pinning(%v) = %q, want %q", c.cpus, got, c.want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package crowdsim
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,50 @@ var cpuGroups = map[string]string{
 // clockTick is the kernel's USER_HZ, the unit of /proc/<pid>/stat times; it
 // is 100 on every Linux this runs on.
 const clockTick = 100
+
+// groupPIDs lists the running processes of each group, by label, from
+// /proc; off Linux it returns nothing.
+func groupPIDs() map[string][]string {
+	out := map[string][]string{}
+	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, path := range comms {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		if label, ok := cpuGroups[strings.TrimSpace(string(b))]; ok {
+			out[label] = append(out[label], filepath.Base(filepath.Dir(path)))
+		}
+	}
+	return out
+}
+
+// cpuAffinity is the CPUs each group's processes may run on (the kernel's
+// Cpus_allowed_list, as taskset sets it): one list, or several joined with
+// " | " when the group's processes differ. It is how the report states the
+// run's pinning.
+func cpuAffinity() map[string]string {
+	out := map[string]string{}
+	for label, pids := range groupPIDs() {
+		var lists []string
+		for _, pid := range pids {
+			b, err := os.ReadFile("/proc/" + pid + "/status")
+			if err != nil {
+				continue
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+					lists = append(lists, strings.TrimSpace(v))
+				}
+			}
+		}
+		slices.Sort(lists)
+		if lists = slices.Compact(lists); len(lists) > 0 {
+			out[label] = strings.Join(lists, " | ")
+		}
+	}
+	return out
+}
 
 // cpuTimes reads the CPU time each group's processes have used so far,
 // from /proc. Off Linux (no /proc) it returns nothing.

@@ -36,7 +36,7 @@ func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 	lag := dist(lags)
 	res.StartLag = lag
 	if lag.P99 > 0.1 {
-		res.Notes = append(res.Notes, fmt.Sprintf("The simulator, sharing the machine's cores with the stack, set shoppers going late: "+
+		res.Notes = append(res.Notes, fmt.Sprintf("The simulator set shoppers going late (its own lag: see the pinning under Where the CPU went): "+
 			"p50 %.2f s, p99 %.2f s, max %.2f s after their planned click. Times to an answer count from when a shopper actually started; "+
 			"request latencies include any wait inside the simulator's own process.", lag.P50, lag.P99, lag.Max))
 	}

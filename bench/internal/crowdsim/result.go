@@ -50,6 +50,9 @@ type Result struct {
 	// CPU is the CPU seconds each process group used while the crowd ran
 	// (read from /proc): where the machine's cores went.
 	CPU map[string]float64 `json:"cpu_s,omitempty"`
+	// CPUs is the CPUs each process group was allowed to run on (its
+	// affinity, from /proc): the run's pinning, as the report states it.
+	CPUs map[string]string `json:"cpus,omitempty"`
 	// CrowdS is how long the crowd ran, for reading CPU against.
 	CrowdS float64 `json:"crowd_s"`
 	// StartLag is how late the simulator set shoppers going after their

@@ -152,6 +152,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	res := &Result{Mode: "flashgate", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started}
 	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes()), time.Since(crowdStart).Seconds()
+	res.CPUs = cpuAffinity()
 	s.finish(ctx, res, shoppers)
 	hits, misses := s.cdn.hits.Load(), s.cdn.misses.Load()
 	if s.farCDN != nil {
