@@ -35,6 +35,11 @@ type ClientOptions struct {
 	// Backoff is the pause before the second attempt, doubling after; 0
 	// means 200 ms.
 	Backoff time.Duration
+	// MaxConns caps the connections to the gateway, all of which are kept
+	// open between calls; 0 means 64. (net/http's default keeps only 2 idle
+	// per host: in a burst of orders every other call would dial afresh and
+	// leave a socket in TIME_WAIT.)
+	MaxConns int
 }
 
 // Client talks to the gateway's API. It is safe for concurrent use.
@@ -57,10 +62,17 @@ func NewClient(baseURL, apiKey string, opts ClientOptions) *Client {
 	if opts.Backoff <= 0 {
 		opts.Backoff = 200 * time.Millisecond
 	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 64
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxConnsPerHost = opts.MaxConns
+	transport.MaxIdleConnsPerHost = opts.MaxConns
+	transport.MaxIdleConns = opts.MaxConns
 	return &Client{
 		base:   strings.TrimRight(baseURL, "/"),
 		apiKey: apiKey,
-		http:   &http.Client{Timeout: opts.Timeout},
+		http:   &http.Client{Timeout: opts.Timeout, Transport: transport},
 		opts:   opts,
 	}
 }
