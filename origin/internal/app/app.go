@@ -145,7 +145,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 			payment.NewClient(cfg.GatewayURL, cfg.GatewayAPIKey, payment.ClientOptions{}),
 			orders.Options{
 				Grace: cfg.PaymentGrace, ReturnURL: cfg.PaymentReturnURL, WebhookSecrets: secrets(cfg.WebhookSecrets),
-				ReconcileEvery: cfg.ReconcileInterval,
+				ReconcileEvery: cfg.ReconcileInterval, IntentWait: cfg.OrderIntentWait,
 			}, log.With("component", "orders"), reg)
 	} else {
 		log.Warn("no payment gateway configured (FLASHGATE_GATEWAY_API_KEY): orders and payments are off")

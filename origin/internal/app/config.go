@@ -11,6 +11,7 @@ import (
 	"github.com/flashgate/flashgate/internal/secretcheck"
 	"github.com/flashgate/flashgate/internal/usertokens"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
+	"github.com/flashgate/flashgate/origin/internal/orders"
 	"github.com/flashgate/flashgate/origin/internal/workers"
 	"github.com/flashgate/flashgate/tokens"
 )
@@ -107,6 +108,10 @@ type Config struct {
 	PaymentGrace      time.Duration // extra hold time once a payment starts, given once; 0 = none
 	PaymentReturnURL  string        // where the gateway's page sends the shopper back; "" = nowhere
 	ReconcileInterval time.Duration // how often gateway records are compared with orders; 0 = never here (another origin does)
+	// OrderIntentWait is how long POST /v1/orders waits for the gateway's
+	// payment intent before answering without it (the page reads the
+	// order until its payment link is there).
+	OrderIntentWait time.Duration
 }
 
 // goodSecrets: at least one secret, none empty or short.
@@ -154,6 +159,7 @@ func DefaultConfig() Config {
 		GatewayURL:        "http://127.0.0.1:9300",
 		PaymentGrace:      2 * time.Minute,
 		ReconcileInterval: 30 * time.Second,
+		OrderIntentWait:   orders.DefaultIntentWait,
 	}
 }
 
@@ -186,6 +192,8 @@ func (c Config) Validate() error {
 		return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_WEBHOOK_SECRET must name one or more secrets of at least 16 characters, comma-separated")
 	case c.PaymentsOn() && (c.PaymentGrace < 0 || c.ReconcileInterval < 0):
 		return errors.New("config: the payment grace and the reconcile interval must not be negative")
+	case c.PaymentsOn() && c.OrderIntentWait <= 0:
+		return errors.New("config: FLASHGATE_ORDER_INTENT_WAIT must be positive")
 	case c.WriterClaimIdle <= 0 || c.SweepInterval <= 0 || c.RequestBudget <= 0 || c.ShutdownTimeout <= 0 || c.RedisRetention <= 0 || c.RedisCheckInterval <= 0 || c.ReadTimeout <= 0:
 		return fmt.Errorf("config: durations must be positive")
 	case c.MaxRequestHeadBytes < minRequestHeadBytes:
