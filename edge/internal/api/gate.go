@@ -114,7 +114,8 @@ func (s *Server) shop(ctx *fasthttp.RequestCtx, _ []string) error {
 // failure is returned for the router to log and answer please_wait.
 func (s *Server) forward(ctx *fasthttp.RequestCtx, u *proxy.Upstream, name string) error {
 	start := time.Now()
-	err := u.Forward(ctx, s.clientIP(ctx))
+	waited, err := u.Forward(ctx, s.clientIP(ctx))
+	s.metrics.originWaitBy.get(name).Observe(waited.Seconds())
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"

@@ -96,11 +96,14 @@ type metrics struct {
 	admitted   prometheus.Counter
 	rejections *prometheus.CounterVec
 	upstream   *prometheus.HistogramVec
+	originWait *prometheus.HistogramVec // by upstream, as upstream names them
 
-	// The children of polls, rejections and requests that the hot paths use.
+	// The children of polls, rejections, requests and originWait that the
+	// hot paths use.
 	pollsBy      *childCache[string, prometheus.Counter]
 	rejectionsBy *childCache[string, prometheus.Counter]
 	requestsBy   *childCache[routeStatus, prometheus.Observer]
+	originWaitBy *childCache[string, prometheus.Observer]
 }
 
 // New returns a Server; its metrics register on deps.Registry.
@@ -130,14 +133,24 @@ func New(deps Deps, opts Options) *Server {
 			Name: "flashgate_edge_upstream_seconds", Help: "Proxied requests by upstream and outcome, with their latency.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"upstream", "outcome"}),
+		// The part of flashgate_edge_upstream_seconds spent before the
+		// request was sent: queueing for a connection of the upstream's
+		// pool (0 for most requests; up to the queue timeout when busy).
+		originWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "flashgate_edge_origin_wait_seconds", Help: "Proxied requests' wait for a free connection to their upstream, by upstream.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"upstream"}),
 	}
 	s.metrics.pollsBy = newChildCache(func(state string) prometheus.Counter { return s.metrics.polls.WithLabelValues(state) })
 	s.metrics.rejectionsBy = newChildCache(func(code string) prometheus.Counter { return s.metrics.rejections.WithLabelValues(code) })
 	s.metrics.requestsBy = newChildCache(func(k routeStatus) prometheus.Observer {
 		return s.metrics.requests.WithLabelValues(k.route, strconv.Itoa(k.status))
 	})
+	s.metrics.originWaitBy = newChildCache(func(upstream string) prometheus.Observer {
+		return s.metrics.originWait.WithLabelValues(upstream)
+	})
 	m := s.metrics
-	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.rejections, m.upstream)
+	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.rejections, m.upstream, m.originWait)
 	s.promh = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{}))
 	return s
 }

@@ -4,7 +4,10 @@
 // forwarding headers are stripped, forwarding headers are written afresh,
 // and bodies and times are bounded. Each forwarded request carries the
 // edge's request id (X-Request-Id), so the upstream's log line and error
-// answer show the id the edge's do.
+// answer show the id the edge's do. A request takes one of the pool's
+// connection slots before it is sent, and Forward reports how long it
+// waited for one: the queueing in front of the upstream, which the
+// round trip's time alone does not show.
 package proxy
 
 import (
@@ -37,9 +40,16 @@ type Options struct {
 
 // Upstream is one upstream server.
 type Upstream struct {
-	client  *fasthttp.HostClient
-	host    string
-	timeout time.Duration
+	client *fasthttp.HostClient
+	// slots holds one token per request in flight, at most MaxConns: a
+	// request waits here, not inside the client, so that its wait can be
+	// timed (fasthttp's own queue for a connection does not say how long
+	// it waited). The client is capped at the same MaxConns, so a request
+	// holding a slot always finds or dials a connection.
+	slots        chan struct{}
+	queueTimeout time.Duration
+	host         string
+	timeout      time.Duration
 }
 
 // ErrBusy: every connection to the upstream is in use.
@@ -70,7 +80,7 @@ func New(base string, opts Options) (*Upstream, error) {
 			Addr:                          addr,
 			IsTLS:                         u.Scheme == "https",
 			MaxConns:                      opts.MaxConns,
-			MaxConnWaitTimeout:            opts.QueueTimeout,
+			MaxConnWaitTimeout:            opts.QueueTimeout, // a backstop: a closing connection may be counted a moment longer
 			ReadTimeout:                   opts.Timeout,
 			WriteTimeout:                  opts.Timeout,
 			MaxIdleConnDuration:           30 * time.Second,
@@ -79,10 +89,38 @@ func New(base string, opts Options) (*Upstream, error) {
 			DisableHeaderNamesNormalizing: true,
 			DisablePathNormalizing:        true,
 		},
-		host:    u.Host,
-		timeout: opts.Timeout,
+		slots:        make(chan struct{}, opts.MaxConns),
+		queueTimeout: opts.QueueTimeout,
+		host:         u.Host,
+		timeout:      opts.Timeout,
 	}, nil
 }
+
+// acquire takes a connection slot, waiting up to the queue timeout for
+// one, and returns how long it waited: 0 when a slot was free, which is
+// the common case and costs no clock read.
+func (u *Upstream) acquire() (time.Duration, error) {
+	select {
+	case u.slots <- struct{}{}:
+		return 0, nil
+	default:
+	}
+	if u.queueTimeout <= 0 {
+		return 0, ErrBusy
+	}
+	start := time.Now()
+	t := fasthttp.AcquireTimer(u.queueTimeout) // pooled: a wait allocates nothing
+	defer fasthttp.ReleaseTimer(t)
+	select {
+	case u.slots <- struct{}{}:
+		return time.Since(start), nil
+	case <-t.C:
+		return time.Since(start), ErrBusy
+	}
+}
+
+// release gives back the slot acquire took.
+func (u *Upstream) release() { <-u.slots }
 
 // hopHeaders are meaningful only for one connection (RFC 9110 7.6.1), and
 // forwarding headers a client could forge.
@@ -103,8 +141,16 @@ var forwardingHeaders = []string{
 
 // Forward sends the request of ctx upstream and writes the answer into ctx.
 // clientIP is the caller's address as the edge trusts it. On error nothing
-// has been written and the caller answers.
-func (u *Upstream) Forward(ctx *fasthttp.RequestCtx, clientIP string) error {
+// has been written and the caller answers. waited is how long the request
+// waited for a free connection (the whole QueueTimeout when it failed with
+// ErrBusy); the wait counts against Timeout, which bounds the whole
+// exchange.
+func (u *Upstream) Forward(ctx *fasthttp.RequestCtx, clientIP string) (waited time.Duration, err error) {
+	waited, err = u.acquire()
+	if err != nil {
+		return waited, err
+	}
+	defer u.release()
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	ctx.Request.CopyTo(req)
@@ -128,30 +174,35 @@ func (u *Upstream) Forward(ctx *fasthttp.RequestCtx, clientIP string) error {
 
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	if err := u.client.DoTimeout(req, resp, u.timeout); err != nil {
+	if err := u.client.DoTimeout(req, resp, u.timeout-waited); err != nil {
 		if errors.Is(err, fasthttp.ErrNoFreeConns) {
-			return ErrBusy
+			return waited, ErrBusy
 		}
-		return fmt.Errorf("proxy to %s: %w", u.host, err)
+		return waited, fmt.Errorf("proxy to %s: %w", u.host, err)
 	}
 	delConnectionListed(&resp.Header)
 	for _, h := range hopHeaders {
 		resp.Header.Del(h)
 	}
 	resp.CopyTo(&ctx.Response)
-	return nil
+	return waited, nil
 }
 
 // Get fetches path from the upstream into dst (for the edge's own calls,
 // such as snapshot refreshes) and returns the status code.
 func (u *Upstream) Get(path string, dst []byte) (int, []byte, error) {
+	waited, err := u.acquire()
+	if err != nil {
+		return 0, dst, fmt.Errorf("get %s from %s: %w", path, u.host, err)
+	}
+	defer u.release()
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(path)
 	req.SetHost(u.host)
-	if err := u.client.DoTimeout(req, resp, u.timeout); err != nil {
+	if err := u.client.DoTimeout(req, resp, u.timeout-waited); err != nil {
 		return 0, dst, fmt.Errorf("get %s from %s: %w", path, u.host, err)
 	}
 	return resp.StatusCode(), append(dst[:0], resp.Body()...), nil

@@ -1,0 +1,164 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
+)
+
+// upstream is an in-memory upstream server: a request to /hold waits until
+// the test sends on release (and says on held that it arrived); any other
+// answers at once.
+type upstream struct {
+	held    chan struct{}
+	release chan struct{}
+}
+
+// newUpstream starts an in-memory upstream and returns an Upstream to it
+// with opts.
+func newUpstream(t testing.TB, opts Options) (*Upstream, *upstream) {
+	t.Helper()
+	ln := fasthttputil.NewInmemoryListener()
+	s := &upstream{held: make(chan struct{}, 16), release: make(chan struct{})}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/hold" {
+			s.held <- struct{}{}
+			<-s.release
+		}
+		ctx.SetBodyString("ok")
+	}}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown(); _ = ln.Close() })
+	u, err := New("http://upstream.test", opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	u.client.Dial = func(string) (net.Conn, error) { return ln.Dial() }
+	return u, s
+}
+
+// forward runs Forward for a request to path, as a handler would.
+func forward(u *Upstream, path string) (time.Duration, error) {
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.SetRequestURI(path)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	ctx.Init(&req, nil, nil)
+	return u.Forward(&ctx, "203.0.113.7")
+}
+
+// hold sends one request the upstream keeps until release, and returns once
+// the upstream has it: the pool's only connection is then in use.
+func hold(t *testing.T, u *Upstream, s *upstream) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := forward(u, "/hold")
+		done <- err
+	}()
+	select {
+	case <-s.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held request never reached the upstream")
+	}
+	return done
+}
+
+func TestForwardWithAFreeConnectionWaitsNothing(t *testing.T) {
+	u, _ := newUpstream(t, Options{MaxConns: 2, Timeout: 5 * time.Second, QueueTimeout: time.Second})
+	for range 3 {
+		waited, err := forward(u, "/")
+		if err != nil || waited != 0 {
+			t.Fatalf("Forward with a free connection = waited %v, %v; want 0, nil", waited, err)
+		}
+	}
+}
+
+// Without a queue timeout a request that finds every connection in use is
+// ErrBusy at once, as it was before the pool had slots of its own.
+func TestForwardBusyAtOnceWithoutAQueue(t *testing.T) {
+	u, s := newUpstream(t, Options{MaxConns: 1, Timeout: 5 * time.Second})
+	held := hold(t, u, s)
+	waited, err := forward(u, "/")
+	if !errors.Is(err, ErrBusy) || waited != 0 {
+		t.Errorf("Forward with the only connection in use = waited %v, %v; want 0, ErrBusy", waited, err)
+	}
+	close(s.release)
+	if err := <-held; err != nil {
+		t.Errorf("the held request: %v", err)
+	}
+}
+
+// With a queue timeout the request waits; if no connection frees up in
+// time it is ErrBusy, having waited the whole timeout.
+func TestForwardBusyAfterTheQueueTimeout(t *testing.T) {
+	const queue = 50 * time.Millisecond
+	u, s := newUpstream(t, Options{MaxConns: 1, Timeout: 5 * time.Second, QueueTimeout: queue})
+	held := hold(t, u, s)
+	waited, err := forward(u, "/")
+	if !errors.Is(err, ErrBusy) || waited < queue {
+		t.Errorf("Forward with the only connection in use = waited %v, %v; want ≥ %v, ErrBusy", waited, err, queue)
+	}
+	close(s.release)
+	if err := <-held; err != nil {
+		t.Errorf("the held request: %v", err)
+	}
+}
+
+// A request that waits for a connection gets the one freed and reports the
+// time it waited, no longer than it took the connection to come free.
+func TestForwardReportsItsWaitForAConnection(t *testing.T) {
+	u, s := newUpstream(t, Options{MaxConns: 1, Timeout: 5 * time.Second, QueueTimeout: 5 * time.Second})
+	held := hold(t, u, s)
+	type result struct {
+		waited time.Duration
+		err    error
+	}
+	second := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		waited, err := forward(u, "/")
+		second <- result{waited, err}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	close(s.release)
+	if err := <-held; err != nil {
+		t.Fatalf("the held request: %v", err)
+	}
+	r := <-second
+	if r.err != nil || r.waited <= 0 || r.waited > time.Since(start) {
+		t.Errorf("Forward queued behind a held request = waited %v, %v; want between 0 and %v, nil", r.waited, r.err, time.Since(start))
+	}
+}
+
+// The slots never let more requests reach the upstream than MaxConns: the
+// client's own limit is then never what turns a request away.
+func TestSlotsBoundTheRequestsInFlight(t *testing.T) {
+	const conns = 3
+	u, s := newUpstream(t, Options{MaxConns: conns, Timeout: 5 * time.Second, QueueTimeout: 5 * time.Second})
+	done := make(chan error, 2*conns)
+	for range 2 * conns {
+		go func() {
+			_, err := forward(u, "/hold")
+			done <- err
+		}()
+	}
+	for range conns {
+		<-s.held
+	}
+	select {
+	case <-s.held:
+		t.Fatalf("more than MaxConns = %d requests reached the upstream at once", conns)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(s.release)
+	for range 2 * conns {
+		if err := <-done; err != nil {
+			t.Errorf("Forward: %v", err)
+		}
+	}
+}
