@@ -316,10 +316,19 @@
     if (!resv) return;
     resv.order_key = resv.order_key || uuid(); store.set(K.res, JSON.stringify(resv));
     $('pay-button').disabled = true;
-    const res = await api('POST', '/v1/orders', { token: store.get(K.user), body: { reservation_id: resv.reservation_id, idempotency_key: resv.order_key } });
+    let res = await api('POST', '/v1/orders', { token: store.get(K.user), body: { reservation_id: resv.reservation_id, idempotency_key: resv.order_key } });
+    // A slow gateway: the order is made, its payment link is not yet; read the order until it is there.
+    for (let tries = 0; (res.status === 201 || res.status === 200) && res.data.status === 'pending_payment' && !res.data.payment && tries < 40; tries++) {
+      notice('Preparing your payment…', 'res');
+      await new Promise((ok) => setTimeout(ok, res.data.poll_after_ms || 1000));
+      const again = await api('GET', '/v1/orders/' + encodeURIComponent(res.data.order_id), { token: store.get(K.user) });
+      if (again.status === 200) res = again;
+      else if (!busy(again)) { res = again; break; }
+    }
     $('pay-button').disabled = false;
     const url = res.data.payment && res.data.payment.pay_url;
-    if ((res.status === 201 || res.status === 200) && res.data.status === 'pending_payment' && url) { location.href = url; return; }
+    if ((res.status === 201 || res.status === 200) && res.data.status === 'pending_payment' && url) { clearNotice('res'); location.href = url; return; }
+    if ((res.status === 201 || res.status === 200) && res.data.status === 'pending_payment') { notice('The payment page is not ready yet — press Pay again in a moment.', 'res'); return; }
     if (res.status === 200 && res.data.status === 'paid') { pollReservation(); return; }
     if (res.status === 409 && res.data.error === 'hold_expired') { notice('Your hold expired before payment.', 'res'); pollReservation(); }
     else notice(busy(res) ? 'Busy — please press Pay again in ' + (res.retry || 2) + ' s.' : msg(res), 'res');

@@ -33,10 +33,16 @@ type Payments struct {
 	// ReturnURL, when set before Configure, is where the pay page sends
 	// shoppers back (the origin's PaymentReturnURL).
 	ReturnURL string
+	// IntentWait, when set before Configure, is the origin's
+	// OrderIntentWait; 0 means 10 s (see Configure).
+	IntentWait time.Duration
 
 	// FailRefunds, while true, answers every refund call 503, as a
 	// gateway that is down would.
 	FailRefunds atomic.Bool
+	// SlowIntents, while positive, delays every intent creation by that
+	// many nanoseconds, as a gateway under load would.
+	SlowIntents atomic.Int64
 
 	mu     sync.Mutex // guards target
 	target *fasthttputil.InmemoryListener
@@ -79,6 +85,9 @@ func StartPayments(t testing.TB, overrides ...func(*gateway.Config)) *Payments {
 			http.Error(w, `{"error":"unavailable","message":"down for the test"}`, http.StatusServiceUnavailable)
 			return
 		}
+		if d := time.Duration(p.SlowIntents.Load()); d > 0 && r.Method == http.MethodPost && r.URL.Path == "/v1/intents" {
+			time.Sleep(d)
+		}
 		g.ServeHTTP(w, r)
 	}))
 	p.URL = srv.URL
@@ -95,7 +104,10 @@ func StartPayments(t testing.TB, overrides ...func(*gateway.Config)) *Payments {
 }
 
 // Configure points an origin's Config at the gateway; pass it to StartOrigin.
-// The reconciler runs every 300 ms and a hold's payment grace is 2 s.
+// The reconciler runs every 300 ms and a hold's payment grace is 2 s; an
+// order request waits up to 10 s for its intent, so that a test's orders
+// come with their payment however busy the machine is (a test of slow
+// gateways sets OrderIntentWait after).
 func (p *Payments) Configure(cfg *app.Config) {
 	cfg.GatewayURL = p.URL
 	cfg.GatewayAPIKey = p.APIKey
@@ -103,6 +115,10 @@ func (p *Payments) Configure(cfg *app.Config) {
 	cfg.PaymentGrace = 2 * time.Second
 	cfg.ReconcileInterval = 300 * time.Millisecond
 	cfg.PaymentReturnURL = p.ReturnURL
+	cfg.OrderIntentWait = 10 * time.Second
+	if p.IntentWait > 0 {
+		cfg.OrderIntentWait = p.IntentWait
+	}
 }
 
 // DeliverTo sends the gateway's webhooks to o from now on (nil: nowhere,
@@ -131,7 +147,8 @@ type Order struct {
 		Status   string `json:"status"`
 		RefundID string `json:"refund_id"`
 	} `json:"refund"`
-	Error string `json:"error"`
+	PollAfterMS int64  `json:"poll_after_ms"`
+	Error       string `json:"error"`
 }
 
 // CreateOrder posts POST /v1/orders for the reservation with a user token.

@@ -270,14 +270,7 @@ func (s *sim) pay(ctx context.Context, sh *shopper, reservationID string) {
 		sh.abandoned = true
 		return
 	}
-	var order struct {
-		OrderID string `json:"order_id"`
-		Status  string `json:"status"`
-		Payment *struct {
-			IntentID string `json:"intent_id"`
-		} `json:"payment"`
-		Error string `json:"error"`
-	}
+	var order orderAnswer
 	body := map[string]string{"reservation_id": reservationID, "idempotency_key": "o-" + sh.account}
 	for attempt := 0; ; attempt++ {
 		r := s.edgeOf(sh).do(request{endpoint: epOrderCreate, method: "POST", path: "/v1/orders", token: sh.userToken, body: body,
@@ -285,6 +278,9 @@ func (s *sim) pay(ctx context.Context, sh *shopper, reservationID string) {
 		r.decode(&order)
 		if (r.status == 201 || r.status == 200) && order.Payment != nil {
 			break
+		}
+		if (r.status == 201 || r.status == 200) && order.Status == "pending_payment" && s.awaitPayLink(ctx, sh, &order) {
+			break // the gateway was slow: the page read the order until its link was there
 		}
 		if (r.status == 503 || r.status == 429 || r.status == 0) && attempt < 5 {
 			if !s.sleep(ctx, s.retryWait(sh, r)) {
@@ -314,6 +310,42 @@ func (s *sim) pay(ctx context.Context, sh *shopper, reservationID string) {
 			return
 		}
 	}
+}
+
+// orderAnswer is the edge's answer for an order.
+type orderAnswer struct {
+	OrderID string `json:"order_id"`
+	Status  string `json:"status"`
+	Payment *struct {
+		IntentID string `json:"intent_id"`
+	} `json:"payment"`
+	PollAfterMS int64  `json:"poll_after_ms"`
+	Error       string `json:"error"`
+}
+
+// awaitPayLink reads an order whose payment link the gateway has not made
+// yet, as the page does: every poll_after_ms (a second when none), up to
+// 30 times. It reports whether the link came, into order.
+func (s *sim) awaitPayLink(ctx context.Context, sh *shopper, order *orderAnswer) bool {
+	for range 30 {
+		wait := time.Duration(order.PollAfterMS) * time.Millisecond
+		if wait <= 0 {
+			wait = time.Second
+		}
+		if !s.sleep(ctx, wait) {
+			return false
+		}
+		r := s.edgeOf(sh).do(request{endpoint: epOrderGet, method: "GET", path: "/v1/orders/" + order.OrderID, token: sh.userToken,
+			header: map[string]string{"X-Forwarded-For": sh.ip}})
+		switch {
+		case r.status == 200 && r.decode(order) && order.Payment != nil:
+			return true
+		case r.status == 200 && order.Status == "pending_payment":
+		case r.status != 429 && r.status != 503 && r.status != 0:
+			return false
+		}
+	}
+	return false
 }
 
 // pollWait is how long a shopper waits before the next poll: as told, but

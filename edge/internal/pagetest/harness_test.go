@@ -50,6 +50,9 @@ func startStack(t *testing.T) *stack {
 	// which passes them to origin untouched.
 	pay := origintest.StartPayments(t, func(c *gateway.Config) { c.WebhookDial, c.WebhookURL = nil, "" })
 	pay.ReturnURL = base + "/"
+	// Orders wait a short time for their payment link, as in production, so
+	// a slow gateway (Payments.SlowIntents) sends the page to read the order.
+	pay.IntentWait = 200 * time.Millisecond
 	o := origintest.StartOrigin(t, origintest.NewEnv(t), pay.Configure)
 	proxy := edgetest.NewCountingProxy(t, o.PublicLn.Dial)
 	cfg := edgetest.Config(edgetest.NewRedis(t), proxy.URL)

@@ -108,9 +108,14 @@ func TestShopperPage(t *testing.T) {
 		p.waitUntil("a held reservation", `document.getElementById('res-status').textContent === 'held'`, 10*time.Second)
 		resID := p.text("res-id")
 
-		// Pay now: the order is made and the browser goes to the gateway's own page.
+		// Pay now: the order is made and the browser goes to the gateway's own page — through a gateway
+		// slower than the origin waits, so the page is answered without the link and reads the order until
+		// it is there.
+		s.Payments.SlowIntents.Store(int64(1500 * time.Millisecond))
 		p.do("press Pay now", chromedp.Click(chromedp.ID("pay-button")))
+		p.waitUntil("the page preparing the payment", `/Preparing your payment/.test(document.body.textContent)`, 5*time.Second)
 		p.waitUntil("the gateway's pay page", `location.pathname.startsWith('/pay/') && !!document.getElementById('fail-button')`, 10*time.Second)
+		s.Payments.SlowIntents.Store(0)
 		p.screenshot("gateway-pay-page.png")
 		p.do("pay on the gateway's page", chromedp.Click(chromedp.ID("pay-button")))
 		p.waitUntil("the gateway's confirmation", `(document.getElementById('pay-result') || {}).dataset && document.getElementById('pay-result').dataset.status === 'succeeded'`, 10*time.Second)

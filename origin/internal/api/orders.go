@@ -23,7 +23,15 @@ type orderJSON struct {
 	Refund        *refundJSON  `json:"refund,omitempty"`
 	CreatedAt     time.Time    `json:"created_at"`
 	PaidAt        *time.Time   `json:"paid_at,omitempty"`
+	// PollAfterMS: a pending order whose payment link the gateway has not
+	// made yet; read the order again after this long.
+	PollAfterMS int64 `json:"poll_after_ms,omitempty"`
 }
+
+// paymentPollAfter is how soon to read an order again whose payment intent
+// is still being made: the gateway answers in tens of milliseconds when it
+// is well, and the page should not hammer it when it is not.
+const paymentPollAfter = 500 * time.Millisecond
 
 type paymentJSON struct {
 	IntentID string `json:"intent_id"`
@@ -42,8 +50,11 @@ func orderView(o ledger.Order) orderJSON {
 		OrderID: o.ID, ReservationID: o.ReservationID, SaleID: o.Sale, SKU: o.SKU, Status: o.Status,
 		AmountMinor: o.AmountMinor, Currency: o.Currency, CreatedAt: o.CreatedAt,
 	}
-	if o.IntentID != "" {
+	switch {
+	case o.IntentID != "":
 		v.Payment = &paymentJSON{IntentID: o.IntentID, PayURL: o.PayURL}
+	case o.Status == ledger.OrderPendingPayment:
+		v.PollAfterMS = paymentPollAfter.Milliseconds()
 	}
 	switch o.RefundStatus {
 	case ledger.RefundOwed:

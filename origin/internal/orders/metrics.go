@@ -10,6 +10,7 @@ type metrics struct {
 	repairs       *prometheus.CounterVec
 	alerts        *prometheus.CounterVec
 	reconciles    *prometheus.CounterVec
+	intents       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -42,9 +43,13 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Name: "flashgate_reconcile_runs_total",
 			Help: "Reconciliation runs by result (ok, failed).",
 		}, []string{"result"}),
+		intents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashgate_order_intents_total",
+			Help: "Order requests that waited for a payment intent, by result: in_time (in the answer), late (answered without it: it is still being made), failed (the gateway call failed within the wait).",
+		}, []string{"result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.ordersCreated, m.paid, m.refunds, m.webhooks, m.repairs, m.alerts, m.reconciles)
+		reg.MustRegister(m.ordersCreated, m.paid, m.refunds, m.webhooks, m.repairs, m.alerts, m.reconciles, m.intents)
 	}
 	return m
 }

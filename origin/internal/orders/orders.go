@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
@@ -79,7 +80,22 @@ type Options struct {
 	// Clock is the service's time (signature tolerance, paid_at); nil
 	// means time.Now.
 	Clock func() time.Time
+	// IntentWait is how long an order request waits for the gateway to
+	// make the payment intent before answering without it (the shopper's
+	// page then reads the order until its payment link is there); 0 means
+	// DefaultIntentWait. The intent is made whatever the request does.
+	IntentWait time.Duration
 }
+
+// DefaultIntentWait is Options.IntentWait's default: a gateway that
+// answers in time puts its payment link in the order's first answer; a
+// slow one never holds an order request, or the edge's connection it uses,
+// for longer.
+const DefaultIntentWait = 100 * time.Millisecond
+
+// intentBudget bounds one order's intent creation, retries included: the
+// call runs on after the request that started it has been answered.
+const intentBudget = 30 * time.Second
 
 // Service is the order and payment flow. It is safe for concurrent use.
 type Service struct {
@@ -91,6 +107,9 @@ type Service struct {
 	opts         Options
 	log          *slog.Logger
 	m            metrics
+	// intents makes each order's payment intent once at a time, however
+	// many requests for the order (double clicks, the page's reads) wait.
+	intents singleflight.Group
 }
 
 // New returns a Service; Run starts its reconciler.
@@ -104,12 +123,17 @@ func New(cs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, rs Reservat
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
+	if opts.IntentWait <= 0 {
+		opts.IntentWait = DefaultIntentWait
+	}
 	return &Service{checkout: cs, ledger: ls, catalog: cat, reservations: rs, gateway: gw, opts: opts, log: log, m: newMetrics(reg)}
 }
 
 // Create makes the order of a held reservation and its payment intent, or
 // returns the order the reservation already has (created = false) — a
-// double click makes one order and one intent. It fails with
+// double click makes one order and one intent. The order comes back
+// without its payment (IntentID "") when the gateway has not made the
+// intent within Options.IntentWait; it is being made. It fails with
 // sales.ErrUnknownReservation when the reservation is not the account's,
 // and ErrHoldExpired when its hold is gone (unless its order is paid).
 func (s *Service) Create(ctx context.Context, account, reservationID, idempotencyKey string) (_ ledger.Order, created bool, err error) {
@@ -204,6 +228,49 @@ func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Orde
 		// or the reconciler settles the order (a refund if money comes).
 		return ledger.Order{}, ErrHoldExpired
 	}
+	return s.awaitIntent(ctx, o, ext.ExpiresAt)
+}
+
+// awaitIntent has the order's payment intent made at the gateway and
+// waits up to Options.IntentWait for it. The call is not the request's: it
+// runs on (within intentBudget) when the wait is over, so a slow gateway
+// makes the shopper read the order again rather than hold a connection,
+// and concurrent requests for one order share one call. An order answered
+// without its intent gets it from whichever request comes next once the
+// call is done (a crash in between is finished the same way).
+func (s *Service) awaitIntent(ctx context.Context, o ledger.Order, holdUntil time.Time) (ledger.Order, error) {
+	made := s.intents.DoChan(o.ID, func() (any, error) {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), intentBudget)
+		defer cancel()
+		in, err := s.makeIntent(c, o, holdUntil)
+		if err != nil {
+			s.log.Warn("payment intent not made; the order's next read tries again", "order", o.ID, "err", err)
+		}
+		return in, err
+	})
+	wait := time.NewTimer(s.opts.IntentWait)
+	defer wait.Stop()
+	select {
+	case r := <-made:
+		if r.Err != nil {
+			s.m.intents.WithLabelValues("failed").Inc()
+			return ledger.Order{}, r.Err
+		}
+		in := r.Val.(payment.Intent)
+		o.IntentID, o.PayURL = in.ID, in.PayURL
+		s.m.intents.WithLabelValues("in_time").Inc()
+	case <-wait.C:
+		s.m.intents.WithLabelValues("late").Inc()
+	case <-ctx.Done():
+		s.m.intents.WithLabelValues("late").Inc()
+	}
+	return o, nil
+}
+
+// makeIntent creates the order's intent at the gateway (its idempotency
+// key makes a repeat the same intent) and records it with the hold's
+// expiry.
+func (s *Service) makeIntent(ctx context.Context, o ledger.Order, holdUntil time.Time) (payment.Intent, error) {
 	req := payment.NewIntent{
 		AmountMinor: o.AmountMinor,
 		Currency:    o.Currency,
@@ -218,15 +285,14 @@ func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Orde
 	}
 	in, err := s.gateway.CreateIntent(ctx, req, "order-"+o.ID+"-intent")
 	if err != nil {
-		return ledger.Order{}, fmt.Errorf("create payment intent of order %s: %w", o.ID, err)
+		return payment.Intent{}, fmt.Errorf("create payment intent of order %s: %w", o.ID, err)
 	}
 	// One write for both: the intent, and the hold's expiry with its grace
 	// (so a rebuild of Redis from Postgres keeps the grace).
-	if err := s.ledger.SetOrderIntent(ctx, o.ID, in.ID, in.PayURL, ext.ExpiresAt); err != nil {
-		return ledger.Order{}, err
+	if err := s.ledger.SetOrderIntent(ctx, o.ID, in.ID, in.PayURL, holdUntil); err != nil {
+		return payment.Intent{}, err
 	}
-	o.IntentID, o.PayURL = in.ID, in.PayURL
-	return o, nil
+	return in, nil
 }
 
 // holdGone confirms that a hold Redis does not show as held is gone. When
@@ -250,13 +316,29 @@ func (s *Service) holdGone(ctx context.Context, reservationID string, redisStatu
 	return nil
 }
 
-// Order reads an order for its owner, or ErrUnknownOrder.
+// Order reads an order for its owner, or ErrUnknownOrder. A pending order
+// still without its payment intent has it made (as Create does): the
+// shopper's page reads the order until the payment link is there, and a
+// read after the hold has gone finds the order cancelled.
 func (s *Service) Order(ctx context.Context, account, orderID string) (ledger.Order, error) {
 	o, err := s.ledger.Order(ctx, orderID)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && o.Account != account) {
 		return ledger.Order{}, ErrUnknownOrder
 	}
-	return o, err
+	if err != nil || o.Status != ledger.OrderPendingPayment || o.IntentID != "" {
+		return o, err
+	}
+	withIntent, err := s.startPayment(ctx, o)
+	switch {
+	case err == nil:
+		return withIntent, nil
+	case errors.Is(err, ErrHoldExpired):
+		return s.ledger.Order(ctx, orderID) // cancelled by startPayment, or settled meanwhile
+	}
+	// The order is as read; its payment is not ready yet, and the next
+	// read tries again.
+	s.log.Warn("order read: payment not started", "order", o.ID, "err", err)
+	return o, nil
 }
 
 func hold(o ledger.Order) checkout.Hold {

@@ -1,0 +1,63 @@
+package app_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/origin/internal/app"
+	"github.com/flashgate/flashgate/origin/origintest"
+)
+
+// A gateway slower than FLASHGATE_ORDER_INTENT_WAIT never holds an order
+// request: the order comes back at once, pending, without its payment and
+// with poll_after_ms; a repeat and the page's reads share the one intent
+// call; a read after the call finds the payment link, and the order pays
+// as any other.
+func TestSlowGatewayAnswersTheOrderWithoutWaiting(t *testing.T) {
+	t.Parallel()
+	const latency, wait = 1500 * time.Millisecond, 50 * time.Millisecond
+	o, p, sale := payingOriginWith(t,
+		func(c *app.Config) { c.OrderIntentWait = wait },
+		func(c *gateway.Config) { c.Latency = latency })
+	o.MustCreateSale(t, origintest.OpenSale(sale, 3, 60))
+	s := hold(t, o, sale, "alice")
+
+	start := time.Now()
+	status, ord := o.CreateOrder(t, s.userToken, s.reservationID, "order-alice")
+	took := time.Since(start)
+	if status != 201 || ord.Status != "pending_payment" || ord.Payment != nil || ord.PollAfterMS <= 0 {
+		t.Fatalf("CreateOrder = %d %+v, want 201 pending_payment without a payment yet, with poll_after_ms", status, ord)
+	}
+	if took >= latency {
+		t.Errorf("CreateOrder took %v, want it answered before the gateway's %v", took, latency)
+	}
+	if status, again := o.CreateOrder(t, s.userToken, s.reservationID, "order-alice"); status != 200 || again.OrderID != ord.OrderID {
+		t.Errorf("repeat CreateOrder = %d %+v, want 200 and order %s", status, again, ord.OrderID)
+	}
+
+	deadline := time.Now().Add(10 * time.Second)
+	var got origintest.Order
+	for {
+		var status int
+		status, got = o.Order(t, s.userToken, ord.OrderID)
+		if status != 200 {
+			t.Fatalf("Order = %d %+v, want 200", status, got)
+		}
+		if got.Payment != nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Duration(got.PollAfterMS) * time.Millisecond)
+	}
+	if got.Payment == nil || got.Payment.PayURL == "" || got.PollAfterMS != 0 {
+		t.Fatalf("Order after the gateway answered = %+v, want its payment link and no poll_after_ms", got)
+	}
+	if n := len(p.Gateway.Intents()); n != 1 {
+		t.Errorf("gateway has %d intents, want 1 (the create, its repeat and the reads share one)", n)
+	}
+	if _, err := p.Gateway.Pay(got.Payment.IntentID); err != nil {
+		t.Fatal(err)
+	}
+	o.WaitOrder(t, s.userToken, ord.OrderID, "paid", 10*time.Second)
+	settled(t, o, sale, origintest.Counts{Available: 2, Sold: 1})
+}
