@@ -16,6 +16,7 @@ var cpuGroups = map[string]string{
 	"edge":           "edge",
 	"origin":         "origin",
 	"sandboxgateway": "sandbox gateway",
+	"naiveserver":    "naive server",
 	"redis-server":   "redis",
 	"postgres":       "postgres",
 }

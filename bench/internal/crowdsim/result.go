@@ -90,6 +90,10 @@ type Scenario struct {
 	HoldTTLS       int     `json:"hold_ttl_s"`
 	MaxDurationS   float64 `json:"max_duration_s"`
 	MaxRequests    int     `json:"max_requests"`
+
+	// UniformBurst spreads the burst evenly over BurstS (a steady rate, as
+	// the capacity sweep asks) instead of densest at the open.
+	UniformBurst bool `json:"uniform_burst,omitempty"`
 }
 
 // Endpoint is one endpoint's requests.

@@ -40,6 +40,11 @@ type Config struct {
 	Timeout        time.Duration                    // one request's budget at the client; 0 means 5 s
 	Seed           uint64                           // the crowd and its timings follow from it
 	Progress       func(format string, args ...any) // nil: quiet
+
+	// NaiveURL is a naive baseline server of its own process
+	// (bench/naiveserver), which RunNaive resets and plays against; ""
+	// makes RunNaive start one inside this process.
+	NaiveURL string
 }
 
 // DefaultScenario is the standard run: 100,000 shoppers for 5,000 units
@@ -237,8 +242,8 @@ func (s *sim) admin(ctx context.Context, method, url string, body any) (int, []b
 
 // crowd makes the shoppers and their arrival times, sorted by arrival: the
 // pre-queue spread over the PreQueueS before the start, the burst densest
-// at the open and thinning over BurstS, the tail spread evenly over TailS
-// after it, and the bots all at the open.
+// at the open and thinning over BurstS (evenly over it with UniformBurst),
+// the tail spread evenly over TailS after it, and the bots all at the open.
 func (s *sim) crowd() []*shopper {
 	sc := s.cfg.Scenario
 	rng := rand.New(rand.NewPCG(s.cfg.Seed, 0x5eed))
@@ -256,6 +261,8 @@ func (s *sim) crowd() []*shopper {
 		switch u := rng.Float64(); {
 		case u < sc.PreQueueShare:
 			sh.arrival = -secs(sc.PreQueueS * rng.Float64())
+		case u < sc.PreQueueShare+sc.BurstShare && sc.UniformBurst:
+			sh.arrival = secs(sc.BurstS * rng.Float64())
 		case u < sc.PreQueueShare+sc.BurstShare:
 			// Densest at the open, thinning linearly to nothing at the
 			// burst's end (twice the burst's average rate at the open).
