@@ -111,14 +111,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	reg.MustRegister(devModeGauge(cfg.Dev))
 
 	a.Checkout = checkout.NewStore(a.rdb, checkout.NewKeys(cfg.RedisPrefix), cfg.RedisRetention)
-	a.Ledger = ledger.New(a.pool)
+	a.Ledger = ledger.NewObserved(a.pool, reg)
 	a.Catalog = catalog.New(a.Ledger, log, 0)
 	if err := a.Catalog.Refresh(ctx); err != nil {
 		return nil, err
 	}
 	ropt := checkout.ReserverOptions{
 		Pipelines: cfg.ReservePipelines, MaxBatch: cfg.ReserveMaxBatch, Timeout: cfg.RequestBudget,
-		WaitReplicas: cfg.ReserveWaitReplicas, WaitTimeout: cfg.ReserveWaitTimeout,
+		WaitReplicas: cfg.ReserveWaitReplicas, WaitTimeout: cfg.ReserveWaitTimeout, Registerer: reg,
 	}
 	if cfg.ReserveJournal {
 		ropt.Journal = a.Ledger
@@ -142,7 +142,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		log.With("component", "sweeper"), reg)
 	if cfg.PaymentsOn() {
 		a.Orders = orders.New(a.Checkout, a.Ledger, a.Catalog, a.Sales,
-			payment.NewClient(cfg.GatewayURL, cfg.GatewayAPIKey, payment.ClientOptions{}),
+			payment.NewClient(cfg.GatewayURL, cfg.GatewayAPIKey, payment.ClientOptions{Registerer: reg}),
 			orders.Options{
 				Grace: cfg.PaymentGrace, ReturnURL: cfg.PaymentReturnURL, WebhookSecrets: secrets(cfg.WebhookSecrets),
 				ReconcileEvery: cfg.ReconcileInterval, IntentWait: cfg.OrderIntentWait,

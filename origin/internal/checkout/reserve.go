@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/internal/batch"
@@ -122,6 +123,9 @@ type ReserverOptions struct {
 	// failover may still lose what it confirmed.
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// Registerer, when set, takes flashgate_origin_redis_script_seconds
+	// (script="reserve"); nil: the round trips are not observed.
+	Registerer prometheus.Registerer
 }
 
 // Reserver runs reserve scripts for many concurrent callers, a pipeline at a
@@ -140,6 +144,7 @@ type Reserver struct {
 	// journal takes the grants of each pipeline, as one item, so that a
 	// pipeline's grants share a journal write; nil without a journal.
 	journal *batch.Batcher[[]*reserveCall]
+	times   scriptTimes
 }
 
 // maxJournalBatch caps the grants one journal write carries, roughly: it
@@ -181,7 +186,7 @@ func NewReserver(store *Store, opts ReserverOptions) *Reserver {
 	if opts.WaitTimeout <= 0 {
 		opts.WaitTimeout = DefaultWaitTimeout
 	}
-	r := &Reserver{store: store, opts: opts}
+	r := &Reserver{store: store, opts: opts, times: newScriptTimes(opts.Registerer)}
 	if opts.Journal != nil {
 		r.journal = batch.New(batch.Options{
 			Workers:  opts.Pipelines,
@@ -244,7 +249,14 @@ func (r *Reserver) run(calls []*reserveCall) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
 	defer cancel()
+	sent := time.Now()
 	cmds, confirmed := r.pipeline(ctx, live)
+	if o := r.times.reserve; o != nil {
+		rt := time.Since(sent).Seconds()
+		for range live {
+			o.Observe(rt)
+		}
+	}
 	var grants []*reserveCall
 	for i, c := range live {
 		r.read(c, cmds[i])

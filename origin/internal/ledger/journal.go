@@ -22,6 +22,7 @@ func (s *Store) RecordGrants(ctx context.Context, grants []intent.Grant) (stale 
 	if len(grants) == 0 {
 		return nil, nil
 	}
+	defer s.observe(opRecordGrants, time.Now())
 	n := len(grants)
 	var (
 		ids, sales, skus, accounts, idems, tokens, epochs = make([]string, n), make([]string, n), make([]string, n),

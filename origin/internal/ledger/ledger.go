@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashgate/flashgate/origin/internal/intent"
 )
@@ -24,11 +25,18 @@ var (
 
 // Store reads and writes the ledger. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	times callTimes
 }
 
 // New returns a Store over pool; run Migrate first.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// NewObserved is New with the request paths' calls timed in
+// flashgate_origin_postgres_seconds{op}, registered on reg.
+func NewObserved(pool *pgxpool.Pool, reg prometheus.Registerer) *Store {
+	return &Store{pool: pool, times: newCallTimes(reg)}
+}
 
 // Sale is a sale's definition.
 type Sale struct {
@@ -204,6 +212,7 @@ func (s *Store) Inventory(ctx context.Context, sale string) (map[string]intent.S
 
 // Reservation reads one reservation row, with its order's id, or ErrNotFound.
 func (s *Store) Reservation(ctx context.Context, id string) (intent.Reservation, error) {
+	defer s.observe(opReservation, time.Now())
 	var r intent.Reservation
 	err := s.pool.QueryRow(ctx, `SELECT r.reservation_id, r.sale_id, r.sku, r.account_id, r.status, r.idempotency_key,
 		r.expires_at, r.created_at, coalesce(o.order_id, '')

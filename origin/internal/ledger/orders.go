@@ -69,6 +69,7 @@ func scanOrder(row pgx.Row) (Order, error) {
 // currency and idempotency key) as pending payment, unless its reservation
 // already has an order: then it returns that one with created = false.
 func (s *Store) CreateOrder(ctx context.Context, o Order) (_ Order, created bool, err error) {
+	defer s.observe(opCreateOrder, time.Now())
 	row := s.pool.QueryRow(ctx, `INSERT INTO orders
 		(order_id, reservation_id, sale_id, sku, account_id, status, amount_minor, currency, idempotency_key)
 		VALUES ($1, $2, $3, $4, $5, 'pending_payment', $6, $7, $8)
@@ -87,11 +88,13 @@ func (s *Store) CreateOrder(ctx context.Context, o Order) (_ Order, created bool
 
 // Order reads one order, or ErrNotFound.
 func (s *Store) Order(ctx context.Context, id string) (Order, error) {
+	defer s.observe(opOrder, time.Now())
 	return s.oneOrder(ctx, `SELECT `+orderColumns+` FROM orders WHERE order_id = $1`, id)
 }
 
 // OrderOfReservation reads a reservation's order, or ErrNotFound.
 func (s *Store) OrderOfReservation(ctx context.Context, reservationID string) (Order, error) {
+	defer s.observe(opOrderOfReservation, time.Now())
 	return s.oneOrder(ctx, `SELECT `+orderColumns+` FROM orders WHERE reservation_id = $1`, reservationID)
 }
 
@@ -112,6 +115,7 @@ func (s *Store) oneOrder(ctx context.Context, query, arg string) (Order, error) 
 // created under an idempotency key derived from the order, so a retry
 // records the same intent again, harmlessly.
 func (s *Store) SetOrderIntent(ctx context.Context, orderID, intentID, payURL string, holdUntil time.Time) error {
+	defer s.observe(opSetOrderIntent, time.Now())
 	var until *time.Time
 	if !holdUntil.IsZero() {
 		until = &holdUntil

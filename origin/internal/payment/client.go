@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // APIError is a refusal from the gateway: a 4xx with its error code.
@@ -40,6 +42,10 @@ type ClientOptions struct {
 	// per host: in a burst of orders every other call would dial afresh and
 	// leave a socket in TIME_WAIT.)
 	MaxConns int
+	// Registerer, when set, takes flashgate_origin_gateway_seconds{call,
+	// outcome}: each call's time, its retries and their pauses included,
+	// as the caller waited for it. nil: calls are not timed.
+	Registerer prometheus.Registerer
 }
 
 // Client talks to the gateway's API. It is safe for concurrent use.
@@ -48,6 +54,7 @@ type Client struct {
 	apiKey string
 	http   *http.Client
 	opts   ClientOptions
+	times  callTimes
 }
 
 // NewClient returns a client of the gateway at baseURL (for example
@@ -74,14 +81,80 @@ func NewClient(baseURL, apiKey string, opts ClientOptions) *Client {
 		apiKey: apiKey,
 		http:   &http.Client{Timeout: opts.Timeout, Transport: transport},
 		opts:   opts,
+		times:  newCallTimes(opts.Registerer),
+	}
+}
+
+// call names a gateway call in flashgate_origin_gateway_seconds.
+type call int
+
+const (
+	callCreateIntent call = iota
+	callRefund
+	callListIntents
+	callCount
+)
+
+var callNames = [callCount]string{"create_intent", "refund", "list_intents"}
+
+// An outcome of a call: answered, refused (a 4xx, IsRefusal), or failed
+// (down, 5xx or 429 after every attempt, a bad answer, the caller's
+// deadline).
+const (
+	outcomeOK = iota
+	outcomeRefused
+	outcomeError
+	outcomeCount
+)
+
+var outcomeNames = [outcomeCount]string{"ok", "refused", "error"}
+
+// callTimes holds a histogram child per call and outcome; all nil when not
+// observed.
+type callTimes [callCount][outcomeCount]prometheus.Observer
+
+func newCallTimes(reg prometheus.Registerer) callTimes {
+	var t callTimes
+	if reg == nil {
+		return t
+	}
+	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "flashgate_origin_gateway_seconds",
+		Help: "Payment gateway calls by call and outcome, with their time (retries and their pauses included).",
+		// A loopback sandbox answers in a fraction of a millisecond; a
+		// real gateway in tens, and a call with retries in seconds.
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"call", "outcome"})
+	reg.MustRegister(v)
+	for c := range callCount {
+		for o := range outcomeCount {
+			t[c][o] = v.WithLabelValues(callNames[c], outcomeNames[o])
+		}
+	}
+	return t
+}
+
+// observe records a call that started at start and ended in err.
+func (c *Client) observe(which call, start time.Time, err error) {
+	o := outcomeOK
+	switch {
+	case IsRefusal(err):
+		o = outcomeRefused
+	case err != nil:
+		o = outcomeError
+	}
+	if obs := c.times[which][o]; obs != nil {
+		obs.Observe(time.Since(start).Seconds())
 	}
 }
 
 // CreateIntent asks the gateway to collect a payment. The same
 // idempotencyKey always gets the same intent back.
 func (c *Client) CreateIntent(ctx context.Context, req NewIntent, idempotencyKey string) (Intent, error) {
+	start := time.Now()
 	var in Intent
 	err := c.call(ctx, http.MethodPost, "/v1/intents", idempotencyKey, req, &in)
+	c.observe(callCreateIntent, start, err)
 	return in, err
 }
 
@@ -92,14 +165,17 @@ func (c *Client) Refund(ctx context.Context, intentID string, amountMinor int64,
 	if amountMinor > 0 {
 		body["amount_minor"] = amountMinor
 	}
+	start := time.Now()
 	var r Refund
 	err := c.call(ctx, http.MethodPost, "/v1/intents/"+url.PathEscape(intentID)+"/refunds", idempotencyKey, body, &r)
+	c.observe(callRefund, start, err)
 	return r, err
 }
 
 // Intents lists the intents created since the given time (zero: all), with
 // their status and refunds, for reconciliation.
 func (c *Client) Intents(ctx context.Context, since time.Time) ([]Intent, error) {
+	start := time.Now()
 	path := "/v1/intents"
 	if !since.IsZero() {
 		path += "?created_since=" + url.QueryEscape(since.UTC().Format(time.RFC3339Nano))
@@ -108,6 +184,7 @@ func (c *Client) Intents(ctx context.Context, since time.Time) ([]Intent, error)
 		Intents []Intent `json:"intents"`
 	}
 	err := c.call(ctx, http.MethodGet, path, "", nil, &out)
+	c.observe(callListIntents, start, err)
 	return out.Intents, err
 }
 
