@@ -63,6 +63,11 @@ type Result struct {
 	// the run had two (Config.FarEdgeURL); empty otherwise.
 	Regions []Region `json:"regions,omitempty"`
 
+	// Stages are where the time of each path's requests went: the client's
+	// view beside the services' own histograms, read over the crowd (see
+	// Stage); empty when neither tier's /metrics could be read.
+	Stages []Stage `json:"stages,omitempty"`
+
 	Fairness    Fairness    `json:"fairness"`
 	Ledger      []LedgerSKU `json:"ledger,omitempty"`
 	InvariantOK bool        `json:"invariant_ok"`
@@ -193,4 +198,20 @@ type LedgerSKU struct {
 	Postgres [3]int64 `json:"postgres"`
 	Drift    [3]int64 `json:"drift"`
 	Pending  int      `json:"pending_intents"`
+}
+
+// Stage is one stage of a path's requests, in milliseconds: the client's
+// round trip from every request the simulator timed, or a service's stage
+// from its own histogram, the difference of scrapes before and after the
+// crowd, with p50 and p99 interpolated inside buckets (as Prometheus's
+// histogram_quantile does).
+type Stage struct {
+	Path string `json:"path"` // "reserve", "order", "order read", "join", "status"
+	Name string `json:"name"` // "client: reserve", "edge: reserve handler", ...
+	// Source is "client" or the series read: metric{label="value"}, added
+	// up over the labels not named.
+	Source string  `json:"source"`
+	Count  int     `json:"count"`
+	P50Ms  float64 `json:"p50_ms"`
+	P99Ms  float64 `json:"p99_ms"`
 }

@@ -7,15 +7,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
+	"github.com/flashgate/flashgate/bench/internal/stagestat"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -149,16 +153,25 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	go s.watchBudget(runCtx, cancel)
 	cfg.Progress("%s: %d shoppers (%d bots) for %d units at %g/s; the sale opens in %v",
 		s.sale, len(shoppers), cfg.Bots, cfg.Stock, cfg.RatePerS, time.Until(s.zero).Round(100*time.Millisecond))
+	stagesBefore := s.scrapeStages(ctx, "before")
 	cpuBefore, crowdStart := cpuTimes(), time.Now()
 	s.launch(runCtx, shoppers, s.shop)
 	cancel()
 	s.ended = s.since()
+	stagesAfter := s.scrapeStages(ctx, "after")
 	cfg.Progress("%s: the crowd is done after %.1f s (%d requests)", s.sale, s.since().Seconds(), s.rec.count())
 
 	res := &Result{Mode: "flashgate", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started}
 	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes()), time.Since(crowdStart).Seconds()
 	res.CPUs = cpuAffinity()
 	s.finish(ctx, res, shoppers)
+	res.Stages = stages(res.Endpoints, stagesBefore, stagesAfter)
+	res.Notes = append(res.Notes, stagesBefore.notes...)
+	res.Notes = append(res.Notes, stagesAfter.notes...)
+	if s.far != nil {
+		res.Notes = append(res.Notes, "Where a request's time goes: the client rows count both regions' requests, the edge rows only the edge at "+
+			s.cfg.EdgeAdminURL+".")
+	}
 	hits, misses := s.cdn.hits.Load(), s.cdn.misses.Load()
 	if s.farCDN != nil {
 		hits, misses = hits+s.farCDN.hits.Load(), misses+s.farCDN.misses.Load()
@@ -346,4 +359,132 @@ func (s *sim) watchBudget(ctx context.Context, stop context.CancelFunc) {
 			}
 		}
 	}
+}
+
+// stageScrape is one reading of both tiers' /metrics; a tier that could not
+// be read is nil, and why is a note for the report (the run goes on).
+type stageScrape struct {
+	edge, origin stagestat.Scrape
+	notes        []string
+}
+
+// scrapeStages reads the edge's and the origin's histograms, when (before
+// or after the crowd) naming the reading in a failure's note.
+func (s *sim) scrapeStages(ctx context.Context, when string) stageScrape {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c := &http.Client{}
+	var out stageScrape
+	for _, t := range []struct {
+		name, url string
+		into      *stagestat.Scrape
+	}{{"edge", s.cfg.EdgeAdminURL, &out.edge}, {"origin", s.cfg.OriginAdminURL, &out.origin}} {
+		sc, err := stagestat.Fetch(ctx, c, t.url+"/metrics", s.cfg.AdminToken)
+		if err != nil {
+			out.notes = append(out.notes, fmt.Sprintf("Where a request's time goes: the %s's /metrics could not be read %s the crowd, "+
+				"so its stages are missing: %v", t.name, when, err))
+			continue
+		}
+		*t.into = sc
+	}
+	return out
+}
+
+// stageSpec is one row of "where a request's time goes": the client's
+// endpoint (from the recorder), or a tier's histogram and the labels that
+// pick its series (added up over the labels not named, such as status).
+type stageSpec struct {
+	path, name string
+	endpoint   string // the client's; "" for a service's stage
+	origin     bool   // the origin's histogram, else the edge's
+	metric     string
+	labels     map[string]string
+}
+
+// stageSpecs are the paths' stages, the client first, then inward. The
+// edge's route and upstream names are edge/internal/api's, the origin's
+// origin/internal/api's; the edge's payments pool carries orders, order
+// reads, reservation reads and the webhook alike.
+var stageSpecs = []stageSpec{
+	{path: "reserve", name: "client: reserve", endpoint: epReserve},
+	{path: "reserve", name: "edge: reserve handler", metric: "flashgate_edge_request_seconds", labels: map[string]string{"route": "reserve"}},
+	{path: "reserve", name: "edge: wait for an origin connection", metric: "flashgate_edge_origin_wait_seconds", labels: map[string]string{"upstream": "origin"}},
+	{path: "reserve", name: "edge: upstream round trip (the wait included)", metric: "flashgate_edge_upstream_seconds", labels: map[string]string{"upstream": "origin"}},
+	{path: "reserve", name: "origin: reserve handler", origin: true, metric: "flashgate_origin_request_seconds", labels: map[string]string{"route": "reserve"}},
+	{path: "reserve", name: "origin: Redis reserve script (its pipeline's round trip)", origin: true, metric: "flashgate_origin_redis_script_seconds", labels: map[string]string{"script": "reserve"}},
+	{path: "reserve", name: "origin: Postgres journal write (one per batch)", origin: true, metric: "flashgate_origin_postgres_seconds", labels: map[string]string{"op": "record_grants"}},
+
+	{path: "order", name: "client: order_create", endpoint: epOrderCreate},
+	{path: "order", name: "edge: orders handler", metric: "flashgate_edge_request_seconds", labels: map[string]string{"route": "orders"}},
+	{path: "order", name: "edge: wait for a payments-pool connection (all its routes)", metric: "flashgate_edge_origin_wait_seconds", labels: map[string]string{"upstream": "origin_payments"}},
+	{path: "order", name: "edge: payments-pool round trip (all its routes)", metric: "flashgate_edge_upstream_seconds", labels: map[string]string{"upstream": "origin_payments"}},
+	{path: "order", name: "origin: create_order handler", origin: true, metric: "flashgate_origin_request_seconds", labels: map[string]string{"route": "create_order"}},
+	{path: "order", name: "origin: gateway create_intent", origin: true, metric: "flashgate_origin_gateway_seconds", labels: map[string]string{"call": "create_intent"}},
+	{path: "order", name: "origin: Postgres order_of_reservation", origin: true, metric: "flashgate_origin_postgres_seconds", labels: map[string]string{"op": "order_of_reservation"}},
+	{path: "order", name: "origin: Postgres create_order", origin: true, metric: "flashgate_origin_postgres_seconds", labels: map[string]string{"op": "create_order"}},
+	{path: "order", name: "origin: Postgres set_order_intent", origin: true, metric: "flashgate_origin_postgres_seconds", labels: map[string]string{"op": "set_order_intent"}},
+
+	{path: "order read", name: "client: order_get", endpoint: epOrderGet},
+	{path: "order read", name: "edge: order handler", metric: "flashgate_edge_request_seconds", labels: map[string]string{"route": "order"}},
+	{path: "order read", name: "origin: order handler", origin: true, metric: "flashgate_origin_request_seconds", labels: map[string]string{"route": "order"}},
+	{path: "order read", name: "origin: Postgres order", origin: true, metric: "flashgate_origin_postgres_seconds", labels: map[string]string{"op": "order"}},
+
+	{path: "join", name: "client: join", endpoint: epJoin},
+	{path: "join", name: "edge: join handler", metric: "flashgate_edge_request_seconds", labels: map[string]string{"route": "join"}},
+
+	{path: "status", name: "client: status", endpoint: epStatus},
+	{path: "status", name: "edge: status handler", metric: "flashgate_edge_request_seconds", labels: map[string]string{"route": "status"}},
+}
+
+// stages fills stageSpecs from the client's endpoints and the difference
+// of the two scrapes. A stage with nothing to read (its tier not scraped,
+// its series never observed) is left out; one observed zero times over the
+// crowd is kept with count 0.
+func stages(endpoints []Endpoint, before, after stageScrape) []Stage {
+	client := map[string]Endpoint{}
+	for _, e := range endpoints {
+		client[e.Name] = e
+	}
+	var out []Stage
+	for _, sp := range stageSpecs {
+		st := Stage{Path: sp.path, Name: sp.name, Source: "client"}
+		if sp.endpoint != "" {
+			e, ok := client[sp.endpoint]
+			if !ok {
+				continue
+			}
+			st.Count, st.P50Ms, st.P99Ms = e.Count, e.P50Ms, e.P99Ms
+			out = append(out, st)
+			continue
+		}
+		b, a := before.edge, after.edge
+		if sp.origin {
+			b, a = before.origin, after.origin
+		}
+		if b == nil || a == nil {
+			continue
+		}
+		h, ok := stagestat.Delta(b, a, sp.metric, sp.labels)
+		if !ok {
+			continue
+		}
+		st.Source = sourceOf(sp)
+		st.Count = int(math.Round(h.Count))
+		if st.Count > 0 {
+			st.P50Ms, st.P99Ms = 1000*h.Quantile(0.5), 1000*h.Quantile(0.99)
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// sourceOf names a service stage's series as a query would:
+// metric{label="value"}.
+func sourceOf(sp stageSpec) string {
+	keys := slices.Sorted(maps.Keys(sp.labels))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + strconv.Quote(sp.labels[k])
+	}
+	return sp.metric + "{" + strings.Join(parts, ",") + "}"
 }
