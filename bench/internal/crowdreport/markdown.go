@@ -41,6 +41,7 @@ func WriteMarkdown(w io.Writer, runs Runs, charts []string) error {
 	writeTotals(&b, rs)
 	writeCPU(&b, rs)
 	writeEndpoints(&b, rs)
+	writeStages(&b, rs)
 	writeFates(&b, rs)
 	writeRegions(&b, rs)
 	writeFairness(&b, rs)
