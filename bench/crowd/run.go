@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -24,6 +25,9 @@ type options struct {
 	Ceiling         bool
 	CeilingShoppers int
 	Out             string
+	// Sweep are the capacity sweep's burst rates (shoppers/s), lowest
+	// first; nil for the standard run.
+	Sweep []float64
 }
 
 func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -45,6 +49,8 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	env.Secret(&o.GatewayToken, "gateway-control-token", "FLASHGATE_GATEWAY_CONTROL_TOKEN", "the sandbox gateway's control token, which its pay route takes")
 	env.Secret(&secret, "user-token-secret", "FLASHGATE_USER_TOKEN_SECRET", "the shop's HS256 user-token secret; shoppers' tokens are minted with it")
 	env.Secret(&o.PostgresURL, "postgres-url", "FLASHGATE_POSTGRES_URL", "Postgres for the naive baseline's tables")
+	env.String(&o.NaiveURL, "naive-url", "FLASHGATE_CROWD_NAIVE_URL", "a naive baseline server of its own (bench/naiveserver), reset before each naive run; empty: one inside this process on -postgres-url")
+	var sweep string
 	sc := &o.Scenario
 	fs.Float64Var(&o.FarShare, "far-share", 0.5, "share of the shoppers (not the bots) who shop through -far-edge-url")
 	fs.IntVar(&sc.Shoppers, "shoppers", sc.Shoppers, "shoppers in the crowd")
@@ -69,9 +75,23 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	fs.BoolVar(&o.Naive, "naive", o.Naive, "also run the naive baseline under the same crowd")
 	fs.BoolVar(&o.Ceiling, "ceiling", o.Ceiling, "also run with admission unthrottled to find the stack's reserves per second")
 	fs.IntVar(&o.CeilingShoppers, "ceiling-shoppers", o.CeilingShoppers, "shoppers (and units) of the ceiling run")
-	fs.StringVar(&o.Out, "out", "", "report folder (default .data/crowd/<time>)")
+	fs.StringVar(&o.Out, "out", "", "report folder (default .data/crowd/<time>, or .data/capacity/<time> for -sweep)")
+	fs.StringVar(&sweep, "sweep", "", "comma-separated burst arrival rates (shoppers/s), e.g. "+defaultSweep+
+		": the capacity sweep (make bench-capacity) instead of the standard run; its steps start from the sweep's scenario "+
+		"(see capacityScenario), which the scenario flags given change, and -shoppers is the rate times -burst")
 	if err := env.Parse(args, getenv); err != nil {
 		return options{}, err
+	}
+	if sweep != "" {
+		var err error
+		if o.Sweep, err = parseRates(sweep); err != nil {
+			return options{}, fmt.Errorf("-sweep: %w", err)
+		}
+		// The scenario flags given apply to the sweep's scenario: parse
+		// them again over it (the first pass has checked them).
+		o.Scenario = capacityScenario()
+		_ = fs.Parse(args)
+		sc.Shoppers = max(1, int(math.Round(o.Sweep[0]*sc.BurstS)))
 	}
 	o.Seed = uint64(seed)
 	o.UserSecret = []byte(secret)
@@ -82,20 +102,24 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		return options{}, errors.New("paying on the sandbox gateway takes its control token (FLASHGATE_GATEWAY_CONTROL_TOKEN), or -pay 0")
 	case secret == "":
 		return options{}, errors.New("the user-token secret is required (FLASHGATE_USER_TOKEN_SECRET)")
-	case o.Naive && o.PostgresURL == "":
-		return options{}, errors.New("the naive baseline needs FLASHGATE_POSTGRES_URL (or -naive=false)")
+	case o.Naive && o.PostgresURL == "" && o.NaiveURL == "":
+		return options{}, errors.New("the naive baseline needs FLASHGATE_POSTGRES_URL or a naive server (-naive-url), or -naive=false")
 	case sc.Shoppers < 1 || sc.Stock < 1:
 		return options{}, errors.New("shoppers and stock must be positive")
 	case o.FarShare <= 0 || o.FarShare >= 1:
 		return options{}, errors.New("-far-share must be between 0 and 1")
 	}
-	for _, u := range []string{o.EdgeURL, o.FarEdgeURL, o.EdgeAdminURL, o.OriginAdminURL, o.GatewayURL, o.PostgresURL} {
+	for _, u := range []string{o.EdgeURL, o.FarEdgeURL, o.EdgeAdminURL, o.OriginAdminURL, o.GatewayURL, o.PostgresURL, o.NaiveURL} {
 		if u != "" && !loopback(u) {
 			return options{}, fmt.Errorf("load only ever targets 127.0.0.1 or localhost, not %s", u)
 		}
 	}
 	if o.Out == "" {
-		o.Out = filepath.Join(".data", "crowd", time.Now().UTC().Format("20060102-150405"))
+		kind := "crowd"
+		if o.Sweep != nil {
+			kind = "capacity"
+		}
+		o.Out = filepath.Join(".data", kind, time.Now().UTC().Format("20060102-150405"))
 	}
 	return o, nil
 }
@@ -110,6 +134,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	o.Progress = func(format string, a ...any) {
 		fmt.Fprintf(stderr, "crowd: "+format+"\n", a...)
+	}
+	if o.Sweep != nil {
+		return runSweep(ctx, o, sweepCommand(args), stdout)
 	}
 	var runs crowdreport.Runs
 	fg, err := crowdsim.Run(ctx, o.Config)

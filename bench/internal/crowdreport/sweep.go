@@ -359,7 +359,7 @@ func writeSweepSteps(b *strings.Builder, sw Sweep) {
 // endpoint's p50 / p99, to read what slowed a design down.
 func writeSweepRequests(b *strings.Builder, sw Sweep) {
 	b.WriteString("## Requests\n\n")
-	header(b, "shoppers/s", "design", "requests", "peak/s", "sold", "endpoints: p50 / p99 ms")
+	header(b, "shoppers/s", "design", "requests", "peak/s", "units taken (sold + held)", "endpoints: p50 / p99 ms")
 	for _, st := range sortedSteps(sw) {
 		for _, d := range Designs {
 			r := st.Result(d)
@@ -370,7 +370,7 @@ func writeSweepRequests(b *strings.Builder, sw Sweep) {
 			for _, e := range r.Endpoints {
 				eps = append(eps, fmt.Sprintf("%s %s / %s", e.Name, num(e.P50Ms, 1), num(e.P99Ms, 1)))
 			}
-			line(b, rate(st.RatePerS), d, count(r.Requests), rate(r.PeakRPS), count(r.Sold), strings.Join(eps, "; "))
+			line(b, rate(st.RatePerS), d, count(r.Requests), rate(r.PeakRPS), count(r.Sold+r.Held), strings.Join(eps, "; "))
 		}
 	}
 	b.WriteString("\n")

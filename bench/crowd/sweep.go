@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate/bench/internal/crowdreport"
+	"github.com/flashgate/flashgate/bench/internal/crowdsim"
+)
+
+// defaultSweep is the rates make bench-capacity sweeps (deploy/local/capacity.sh).
+const defaultSweep = "500,1000,2000,4000,8000"
+
+// capacityScenario is a sweep step's crowd but for its size: everyone
+// arriving evenly over a 3 s burst (no pre-queue, no tail, no bots) for 500
+// units admitted at 2,000/s; nobody pays and nobody stays after a sold-out,
+// and the crowd stops 12 s after the open, so that a step is over in well
+// under 20 s. Holds last a minute: no unit comes back within a step.
+func capacityScenario() crowdsim.Scenario {
+	sc := crowdsim.DefaultScenario()
+	sc.Stock, sc.RatePerS = 500, 2_000
+	sc.PreQueueS, sc.PreQueueShare, sc.BurstS, sc.BurstShare, sc.TailS, sc.UniformBurst = 0, 0, 3, 1, 0, true
+	sc.PayProbability, sc.StayShare, sc.Bots, sc.HoldTTLS = 0, 0, 0, 60
+	sc.MaxDurationS, sc.MaxRequests = 12, 1_000_000
+	return sc
+}
+
+// sweepNotes say why the sweep's scenario is what it is.
+func sweepNotes(sc crowdsim.Scenario) []string {
+	notes := []string{
+		"Each step is a fresh sale on the flashgate stack and the naive baseline's sale reset (both tables truncated, the same stock), " +
+			"flashgate first; both designs' servers, Redis and Postgres run on the stack's CPUs, the simulator on its own.",
+		fmt.Sprintf("The same %d units at every rate: a few hundred shoppers hold a unit, everyone else is told sold out — by the line, "+
+			"or (flashgate) by the snapshot through the simulated CDN once the stock has gone; the naive baseline answers every click "+
+			"with a transaction on the item's row.", sc.Stock),
+		"No pre-queue and no tail: every shopper arrives within the burst, so its rate is the load.",
+	}
+	if sc.PayProbability == 0 {
+		notes = append(notes, "Nobody pays (pay probability 0): the promise is about the answer, not the payment. The naive baseline "+
+			"has no payment step, and paying would add orders, the sandbox gateway and its webhooks to flashgate's side of the same "+
+			"CPUs, and up to 30 s of order polling to every step.")
+	}
+	if sc.StayShare == 0 {
+		notes = append(notes, fmt.Sprintf("Nobody waits on after a sold-out, and the crowd is stopped %s s after the open: each step is "+
+			"bounded. A shopper who had no answer by then counts as having waited until then.", strconv.FormatFloat(sc.MaxDurationS, 'f', -1, 64)))
+	}
+	return notes
+}
+
+// parseRates reads "500,1000,2000" into rates, lowest first.
+func parseRates(s string) ([]float64, error) {
+	var rates []float64
+	for _, f := range strings.Split(s, ",") {
+		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || r <= 0 || math.IsInf(r, 0) {
+			return nil, fmt.Errorf("%q is not a positive rate", f)
+		}
+		if slices.Contains(rates, r) {
+			return nil, fmt.Errorf("rate %g given twice", r)
+		}
+		rates = append(rates, r)
+	}
+	slices.Sort(rates)
+	return rates, nil
+}
+
+// sweepCommand is how the sweep was started, for the report: make
+// bench-capacity passes -sweep with the default rates, then CAPACITY_FLAGS.
+func sweepCommand(args []string) string {
+	if len(args) < 2 || args[0] != "-sweep" || args[1] != defaultSweep {
+		return "bin/crowd " + strings.Join(args, " ")
+	}
+	if rest := args[2:]; len(rest) > 0 {
+		return "make bench-capacity CAPACITY_FLAGS='" + strings.Join(rest, " ") + "'"
+	}
+	return "make bench-capacity"
+}
+
+// runSweep plays each rate's step — flashgate, then the naive baseline —
+// and writes capacity.md, capacity.json and capacity.png into o.Out, with
+// the one-line verdict on stdout. A run that fails ends the sweep; what
+// was measured until then is still written.
+func runSweep(ctx context.Context, o options, command string, stdout io.Writer) error {
+	sw := crowdreport.Sweep{Command: command, Started: time.Now(), Scenario: o.Scenario, Notes: sweepNotes(o.Scenario)}
+	runErr := sweepSteps(ctx, o, &sw)
+	sw.Wall = time.Since(sw.Started).Seconds()
+	if len(sw.Steps) == 0 {
+		return runErr
+	}
+	if err := writeSweep(o.Out, sw); err != nil {
+		return errors.Join(runErr, err)
+	}
+	fmt.Fprint(stdout, crowdreport.SweepSummary(sw))
+	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(o.Out, "capacity.md"))
+	return runErr
+}
+
+func sweepSteps(ctx context.Context, o options, sw *crowdreport.Sweep) error {
+	for i, r := range o.Sweep {
+		c := o.Config
+		c.Shoppers = max(1, int(math.Round(r*o.BurstS)))
+		c.SaleID = fmt.Sprintf("capacity-%d-%d", time.Now().Unix(), i)
+		o.Progress("capacity step %d of %d: %s shoppers/s, %d shoppers in %g s", i+1, len(o.Sweep), strconv.FormatFloat(r, 'f', -1, 64), c.Shoppers, c.BurstS)
+		step := crowdreport.Step{RatePerS: r}
+		fg, err := crowdsim.Run(ctx, c)
+		if err != nil {
+			return fmt.Errorf("step %g/s: flashgate: %w", r, err)
+		}
+		fg.Command = sw.Command
+		step.Flashgate = fg
+		if o.Naive {
+			nv, err := crowdsim.RunNaive(ctx, c, o.PostgresURL)
+			if err != nil {
+				sw.Steps = append(sw.Steps, step)
+				return fmt.Errorf("step %g/s: naive: %w", r, err)
+			}
+			nv.Command = sw.Command
+			step.Naive = nv
+		}
+		sw.Steps = append(sw.Steps, step)
+		for _, d := range crowdreport.Designs {
+			if res := step.Result(d); res != nil {
+				v := crowdreport.Judge(res)
+				o.Progress("  %s at %g/s: p99 answer %.2f s, 5xx %d, oversold %d, simulator lag p99 %.3f s: %s",
+					d, r, res.Fates.AnswerP99, res.Status5xx, res.Oversold, res.StartLag.P99, or(v.Why, "kept"))
+			}
+		}
+	}
+	return nil
+}
+
+func or(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}
+
+// writeSweep writes capacity.json, capacity.md and capacity.png into dir.
+func writeSweep(dir string, sw crowdreport.Sweep) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	chart, err := crowdreport.WriteSweepChart(dir, sw)
+	if err != nil {
+		return err
+	}
+	for name, write := range map[string]func(io.Writer) error{
+		"capacity.json": func(w io.Writer) error { return crowdreport.WriteSweepJSON(w, sw) },
+		"capacity.md":   func(w io.Writer) error { return crowdreport.WriteSweepMarkdown(w, sw, chart) },
+	} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
