@@ -14,7 +14,7 @@ GO ?= go
 export GOTESTFLAGS
 export GOTESTPKGS
 
-.PHONY: help run run-cluster test build image bench bench-regions bench-reserve bench-edge chaos fmt vet clean
+.PHONY: help run run-cluster test build image bench bench-capacity bench-regions bench-reserve bench-edge chaos fmt vet clean
 
 help: ## list the targets
 	@echo "flashgate targets:"
@@ -45,6 +45,9 @@ image: ## container images of edge, origin and sandboxgateway without a Docker d
 
 bench: ## the crowd simulator: the stack as make run starts it, 100k shoppers through the edge, the naive baseline, a report; CROWD_FLAGS=...
 	deploy/local/crowd.sh
+
+bench-capacity: ## capacity at the promise: burst rates 500–8,000 shoppers/s against flashgate and the naive baseline on the same pinned CPUs, the highest rate each holds p99 answer ≤ 2 s, 0 5xx, 0 oversold (~4 min); CAPACITY_FLAGS=...
+	deploy/local/capacity.sh
 
 bench-regions: ## one sale across two regions: make run-cluster with edge2 REGION_DELAY (60ms) each way from Redis, the crowd split between them, times per region; CROWD_FLAGS=...
 	deploy/local/regions.sh
