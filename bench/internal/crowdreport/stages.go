@@ -30,7 +30,8 @@ func writeStages(b *strings.Builder, rs []run) {
 		"accept queue, the edge's scheduling, the simulator's own — and the gap between the edge's upstream time and the " +
 		"origin handler's is the connection and the origin's scheduling. The edge's upstream time includes its wait for " +
 		"a connection, the row above it; the Redis script's row counts each reserve with the round trip of the pipeline " +
-		"that carried it, and the journal's row counts writes, each carrying many reserves.\n\n")
+		"that carried it, and the journal's row counts writes, each carrying many reserves. A p99 read from buckets can come out above the " +
+		"client's exact one when few requests fall in a wide bucket.\n\n")
 	for _, x := range with {
 		for _, p := range stagePaths {
 			var rows []crowdsim.Stage
