@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -60,4 +61,26 @@ func TestSlowGatewayAnswersTheOrderWithoutWaiting(t *testing.T) {
 	}
 	o.WaitOrder(t, s.userToken, ord.OrderID, "paid", 10*time.Second)
 	settled(t, o, sale, origintest.Counts{Available: 2, Sold: 1})
+}
+
+// A webhook for an order whose intent was never recorded (the origin
+// stopped between the gateway's answer and its own write) records the
+// intent with the payment, in the same transaction, and pays the order.
+func TestWebhookRecordsAnIntentTheOrderMissed(t *testing.T) {
+	t.Parallel()
+	o, p, sale := payingOrigin(t)
+	o.MustCreateSale(t, origintest.OpenSale(sale, 2, 60))
+	s := hold(t, o, sale, "kim")
+	ord := mustOrder(t, o, s)
+	if _, err := o.Env.DB.Exec(context.Background(), `UPDATE orders SET intent_id = NULL, pay_url = NULL WHERE order_id = $1`, ord.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Gateway.Pay(ord.Payment.IntentID); err != nil {
+		t.Fatal(err)
+	}
+	paid := o.WaitOrder(t, s.userToken, ord.OrderID, "paid", 10*time.Second)
+	if paid.Payment == nil || paid.Payment.IntentID != ord.Payment.IntentID || paid.Payment.PayURL != ord.Payment.PayURL {
+		t.Errorf("paid order = %+v, want the webhook's intent %s recorded with its pay URL", paid, ord.Payment.IntentID)
+	}
+	settled(t, o, sale, origintest.Counts{Available: 1, Sold: 1})
 }

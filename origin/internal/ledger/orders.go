@@ -298,10 +298,13 @@ func (s *Store) ChangeOrder(ctx context.Context, orderID, eventID, eventType str
 		if !next.PaidAt.IsZero() {
 			paid = &next.PaidAt
 		}
+		// An intent the order did not have yet (change may record the one
+		// an event names) is kept; a recorded one never changes.
 		row := tx.QueryRow(ctx, `UPDATE orders SET status = $2, refund_status = nullif($3, ''),
-			refund_id = nullif($4, ''), paid_at = $5, updated_at = now()
+			refund_id = nullif($4, ''), paid_at = $5, updated_at = now(),
+			intent_id = coalesce(intent_id, nullif($6, '')), pay_url = coalesce(pay_url, nullif($7, ''))
 			WHERE order_id = $1 RETURNING `+orderColumns,
-			orderID, next.Status, next.RefundStatus, next.RefundID, paid)
+			orderID, next.Status, next.RefundStatus, next.RefundID, paid, next.IntentID, next.PayURL)
 		out, err = scanOrder(row)
 		return err
 	})

@@ -141,16 +141,17 @@ func (s *Service) Create(ctx context.Context, account, reservationID, idempotenc
 	if err != nil {
 		return ledger.Order{}, false, err
 	}
-	o, err := s.ledger.OrderOfReservation(ctx, reservationID)
-	switch {
-	case err == nil:
-		o, err = s.existing(ctx, o)
-		return o, false, err
-	case !errors.Is(err, ledger.ErrNotFound):
-		return ledger.Order{}, false, err
-	}
 	if res.Status != intent.Held {
-		return ledger.Order{}, false, ErrHoldExpired
+		// Only a paid order outlives its hold.
+		o, err := s.ledger.OrderOfReservation(ctx, reservationID)
+		switch {
+		case err == nil:
+			o, err = s.existing(ctx, o)
+			return o, false, err
+		case errors.Is(err, ledger.ErrNotFound):
+			return ledger.Order{}, false, ErrHoldExpired
+		}
+		return ledger.Order{}, false, err
 	}
 	sale, err := s.catalog.Get(ctx, res.Sale)
 	if err != nil {
@@ -164,18 +165,22 @@ func (s *Service) Create(ctx context.Context, account, reservationID, idempotenc
 	if err != nil {
 		return ledger.Order{}, false, err
 	}
-	o, created, err = s.ledger.CreateOrder(ctx, ledger.Order{
+	o, created, err := s.ledger.CreateOrder(ctx, ledger.Order{
 		ID: id, ReservationID: reservationID, Sale: res.Sale, SKU: res.SKU, Account: account,
 		AmountMinor: price.PriceMinor, Currency: price.Currency, IdempotencyKey: idempotencyKey,
 	})
 	if err != nil {
 		return ledger.Order{}, false, err
 	}
-	if created {
-		s.m.ordersCreated.Inc()
+	if !created {
+		// A repeat: the insert found the reservation's order (one
+		// statement for a new order, the common case, and two for this).
+		o, err = s.existing(ctx, o)
+		return o, false, err
 	}
+	s.m.ordersCreated.Inc()
 	o, err = s.startPayment(ctx, o)
-	return o, created, err
+	return o, true, err
 }
 
 // existing answers a repeated order request: a paid order, or a pending

@@ -58,13 +58,14 @@ func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, er
 		s.m.alerts.WithLabelValues("unknown_order").Inc()
 		return s.ignore(ctx, ev, "intent names no order")
 	}
-	// The intent may not have been recorded if the origin stopped right
-	// after creating it; the event names it.
-	if err := s.ledger.SetOrderIntent(ctx, orderID, in.ID, in.PayURL, time.Time{}); err != nil {
-		return "", err
-	}
 	var foreign bool
 	o, err := s.settle(ctx, orderID, ev.ID, ev.Type, func(o ledger.Order) (ledger.Order, error) {
+		if o.IntentID == "" {
+			// Not recorded yet (the intent call is still being answered,
+			// or the origin stopped right after it): the event names it,
+			// and ChangeOrder records it with the change.
+			o.IntentID, o.PayURL = in.ID, in.PayURL
+		}
 		if o.IntentID != in.ID {
 			foreign = true // not the order's intent: settled apart, below
 			return o, nil
