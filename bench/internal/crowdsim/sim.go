@@ -422,7 +422,7 @@ var stageSpecs = []stageSpec{
 	{path: "order", name: "origin: gateway create_intent", origin: true, metric: "flashgate_origin_gateway_seconds", labels: map[string]string{"call": "create_intent"}},
 	{path: "order", name: "origin: Postgres order_of_reservation", origin: true, metric: "flashgate_origin_postgres_seconds", labels: map[string]string{"op": "order_of_reservation"}},
 	{path: "order", name: "origin: Postgres create_order", origin: true, metric: "flashgate_origin_postgres_seconds", labels: map[string]string{"op": "create_order"}},
-	{path: "order", name: "origin: Postgres set_order_intent (the webhook's too)", origin: true, metric: "flashgate_origin_postgres_seconds", labels: map[string]string{"op": "set_order_intent"}},
+	{path: "order", name: "origin: Postgres set_order_intent", origin: true, metric: "flashgate_origin_postgres_seconds", labels: map[string]string{"op": "set_order_intent"}},
 
 	{path: "order read", name: "client: order_get", endpoint: epOrderGet},
 	{path: "order read", name: "edge: order handler", metric: "flashgate_edge_request_seconds", labels: map[string]string{"route": "order"}},

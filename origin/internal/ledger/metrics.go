@@ -14,9 +14,9 @@ type op int
 
 const (
 	opRecordGrants       op = iota // the reserve journal: one write per batch of pipelines
-	opOrderOfReservation           // POST /v1/orders: the repeat's lookup
+	opOrderOfReservation           // POST /v1/orders for a hold no longer held, and CreateOrder's repeat
 	opCreateOrder                  // POST /v1/orders
-	opSetOrderIntent               // POST /v1/orders, once the gateway made the intent; the webhook
+	opSetOrderIntent               // POST /v1/orders, once the gateway made the intent; the reconciler
 	opOrder                        // GET /v1/orders/{id}
 	opReservation                  // GET /v1/reservations/{id} when Redis no longer has it; orders' checks
 	opCount
