@@ -28,10 +28,13 @@ type options struct {
 	// Sweep are the capacity sweep's burst rates (shoppers/s), lowest
 	// first; nil for the standard run.
 	Sweep []float64
+	// SweepRetries is how many more times a sweep run goes when the
+	// simulator lagged in it.
+	SweepRetries int
 }
 
 func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
-	o := options{Config: crowdsim.Config{Scenario: crowdsim.DefaultScenario()}, Naive: true, CeilingShoppers: 20_000}
+	o := options{Config: crowdsim.Config{Scenario: crowdsim.DefaultScenario()}, Naive: true, CeilingShoppers: 20_000, SweepRetries: 2}
 	fs := flag.NewFlagSet("crowd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	// Through envflag: its secrets never become defaults, so -h and a
@@ -79,6 +82,7 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	fs.StringVar(&sweep, "sweep", "", "comma-separated burst arrival rates (shoppers/s), e.g. "+defaultSweep+
 		": the capacity sweep (make bench-capacity) instead of the standard run; its steps start from the sweep's scenario "+
 		"(see capacityScenario), which the scenario flags given change, and -shoppers is the rate times -burst")
+	fs.IntVar(&o.SweepRetries, "sweep-retries", o.SweepRetries, "how many more times a sweep run goes when the simulator lagged in it")
 	if err := env.Parse(args, getenv); err != nil {
 		return options{}, err
 	}
@@ -108,6 +112,8 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		return options{}, errors.New("shoppers and stock must be positive")
 	case o.FarShare <= 0 || o.FarShare >= 1:
 		return options{}, errors.New("-far-share must be between 0 and 1")
+	case o.SweepRetries < 0:
+		return options{}, errors.New("-sweep-retries must not be negative")
 	}
 	for _, u := range []string{o.EdgeURL, o.FarEdgeURL, o.EdgeAdminURL, o.OriginAdminURL, o.GatewayURL, o.PostgresURL, o.NaiveURL} {
 		if u != "" && !loopback(u) {

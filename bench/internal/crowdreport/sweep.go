@@ -52,6 +52,10 @@ type Step struct {
 	RatePerS  float64          `json:"rate_per_s"` // shoppers per second arriving in the burst
 	Flashgate *crowdsim.Result `json:"flashgate,omitempty"`
 	Naive     *crowdsim.Result `json:"naive,omitempty"`
+	// Discarded are, by design, the simulator lags (start p99, seconds) of
+	// earlier attempts at this step that were not trusted and were run
+	// again; the results above are the last attempt's.
+	Discarded map[string][]float64 `json:"discarded,omitempty"`
 }
 
 // Designs are the designs a sweep compares, in report order.
@@ -331,12 +335,12 @@ func writeCapacities(b *strings.Builder, sw Sweep) {
 func writeSweepSteps(b *strings.Builder, sw Sweep) {
 	b.WriteString("## Steps\n\n")
 	header(b, "shoppers/s", "design", "shoppers", "answered", "p99 to an answer", "5xx", "oversold", "timeouts",
-		"requests answered", "simulator lag p99", "promise")
+		"requests answered", "simulator lag p99", "attempts", "promise")
 	for _, st := range sortedSteps(sw) {
 		for _, d := range Designs {
 			r := st.Result(d)
 			if r == nil {
-				line(b, rate(st.RatePerS), d, "—", "—", "—", "—", "—", "—", "—", "—", "no run")
+				line(b, rate(st.RatePerS), d, "—", "—", "—", "—", "—", "—", "—", "—", attempts(st, d), "no run")
 				continue
 			}
 			v := Judge(r)
@@ -349,10 +353,24 @@ func writeSweepSteps(b *strings.Builder, sw Sweep) {
 			}
 			line(b, rate(st.RatePerS), d, count(r.Scenario.Shoppers+r.Scenario.Bots), count(r.Fates.Answered),
 				num(r.Fates.AnswerP99, 2)+" s", count(r.Status5xx), count(r.Oversold), count(r.Timeouts),
-				count(r.Answered), num(r.StartLag.P99, 3)+" s", verdict)
+				count(r.Answered), num(r.StartLag.P99, 3)+" s", attempts(st, d), verdict)
 		}
 	}
 	b.WriteString("\n")
+}
+
+// attempts is how many times the step of design ran: "1", or "3 (lag 0.21,
+// 0.35 s)" with the discarded attempts' simulator lags.
+func attempts(st Step, design string) string {
+	lags := st.Discarded[design]
+	if len(lags) == 0 {
+		return "1"
+	}
+	parts := make([]string, len(lags))
+	for i, l := range lags {
+		parts[i] = num(l, 2)
+	}
+	return fmt.Sprintf("%d (lag %s s)", len(lags)+1, strings.Join(parts, ", "))
 }
 
 // writeSweepRequests: per step and design, the request totals and each

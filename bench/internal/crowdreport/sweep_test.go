@@ -159,7 +159,8 @@ func TestSweepReport(t *testing.T) {
 		Command: "make bench-capacity", Notes: []string{"Nobody pays: the answer is the promise."},
 		Steps: []Step{
 			{RatePerS: 500, Flashgate: held("flashgate"), Naive: held("naive")},
-			{RatePerS: 1000, Flashgate: held("flashgate"), Naive: stepRun("naive", 4.2, 17, 0, 0.02)},
+			{RatePerS: 1000, Flashgate: held("flashgate"), Naive: stepRun("naive", 4.2, 17, 0, 0.02),
+				Discarded: map[string][]float64{"flashgate": {0.31, 0.2}}},
 			{RatePerS: 2000, Flashgate: stepRun("flashgate", 0.3, 0, 0, 0.35), Naive: nil},
 		},
 	}
@@ -178,8 +179,9 @@ func TestSweepReport(t *testing.T) {
 	}
 	for _, want := range []string{
 		"**MISS** — capacity at the promise: flashgate 1,000/s, naive 500/s = 2.0× (goal ≥ 10×)",
-		"| 1,000 | naive | 900 | 900 | 4.20 s | 17 | 0 | 0 | 990 | 0.020 s | missed: p99 answer 4.20 s > 2 s; 17 5xx |",
-		"| 2,000 | flashgate | 900 | 900 | 0.30 s | 0 | 0 | 0 | 990 | 0.350 s | not trusted: simulator lagged (start p99 0.35 s > 0.1 s) |",
+		"| 1,000 | flashgate | 900 | 900 | 0.05 s | 0 | 0 | 0 | 990 | 0.010 s | 3 (lag 0.31, 0.20 s) | kept |",
+		"| 1,000 | naive | 900 | 900 | 4.20 s | 17 | 0 | 0 | 990 | 0.020 s | 1 | missed: p99 answer 4.20 s > 2 s; 17 5xx |",
+		"| 2,000 | flashgate | 900 | 900 | 0.30 s | 0 | 0 | 0 | 990 | 0.350 s | 1 | not trusted: simulator lagged (start p99 0.35 s > 0.1 s) |",
 		"| 2,000 | naive | — |",
 		"- flashgate: pinned: the simulator on CPU 1; edge, postgres on CPU 0",
 		"![p99 time to an answer and 5xx against the burst rate](capacity.png)",
