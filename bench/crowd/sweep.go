@@ -18,7 +18,7 @@ import (
 )
 
 // defaultSweep is the rates make bench-capacity sweeps (deploy/local/capacity.sh).
-const defaultSweep = "500,1000,2000,4000,8000"
+const defaultSweep = "500,1000,2000,4000,8000,16000"
 
 // capacityScenario is a sweep step's crowd but for its size: everyone
 // arriving evenly over a 3 s burst (no pre-queue, no tail, no bots) for 500

@@ -113,7 +113,9 @@ func Judge(r *crowdsim.Result) StepVerdict {
 type Capacity struct {
 	Design   string  `json:"design"`
 	RatePerS float64 `json:"rate_per_s"` // 0: not even the lowest rate held
-	// AtLeast: every rate swept held, so the capacity is RatePerS or more.
+	// AtLeast: the capacity is RatePerS or more — every rate swept held,
+	// or the first that did not was not trusted (the simulator lagged), so
+	// what the stack would have done there is not known.
 	AtLeast bool `json:"at_least"`
 	// LowestS is the lowest rate swept: with RatePerS 0 the capacity is
 	// below it.
@@ -135,6 +137,7 @@ func CapacityOf(sw Sweep, design string) Capacity {
 		v := Judge(st.Result(design))
 		if !v.Held {
 			c.MissedAt, c.Why = st.RatePerS, v.Why
+			c.AtLeast = !v.Trusted && st.Result(design) != nil && v.Why != "no shopper answered"
 			return c
 		}
 		c.RatePerS = st.RatePerS
@@ -163,6 +166,8 @@ func (c Capacity) String() string {
 	switch {
 	case c.LowestS == 0:
 		return "not measured"
+	case c.RatePerS == 0 && c.AtLeast:
+		return "unknown (the lowest rate was not trusted)"
 	case c.RatePerS == 0:
 		return "< " + rate(c.LowestS) + "/s"
 	case c.AtLeast:
@@ -172,44 +177,59 @@ func (c Capacity) String() string {
 }
 
 // CapacityGoal judges flashgate's capacity against CapacityFactorMin times
-// the naive baseline's. The ratio is bounded when a capacity lies outside
-// the rates swept: it PASSes when even its lower bound reaches the factor,
-// MISSes when even its upper bound falls short, and is NotMeasured between
-// (sweep wider).
+// the naive baseline's. Where a capacity is only bounded (held at every
+// rate, or stopped by an untrusted step: at least; held at none: below the
+// lowest rate) so is the ratio: the goal PASSes when even the ratio's lower
+// bound reaches the factor, MISSes when even its upper bound falls short,
+// and is NotMeasured between (sweep wider, or on a machine that can play
+// the crowd).
 func CapacityGoal(sw Sweep) Goal {
 	fg, nv := CapacityOf(sw, "flashgate"), CapacityOf(sw, "naive")
 	g := Goal{Name: "capacity at the promise", Verdict: NotMeasured}
 	goal := fmt.Sprintf("(goal ≥ %d×)", CapacityFactorMin)
-	if fg.LowestS == 0 {
+	switch {
+	case fg.LowestS == 0:
 		g.Measured = "no steps " + goal
 		return g
-	}
-	// The naive capacity as a divisor: below the lowest rate when none held.
-	naiveAt, strict := nv.RatePerS, false
-	if naiveAt == 0 {
-		naiveAt, strict = nv.LowestS, true
-	}
-	lower := fg.RatePerS / naiveAt
-	upper := lower
-	if fg.AtLeast || strict {
-		upper = math.Inf(1)
-	}
-	var ratio string
-	switch {
-	case fg.RatePerS == 0:
-		ratio = "0×"
-	case strict:
-		ratio = "> " + times(lower)
-	case fg.AtLeast:
-		ratio = "≥ " + times(lower)
-	default:
-		ratio = times(lower)
-	}
-	g.Measured = fmt.Sprintf("flashgate %s, naive %s = %s %s", fg, nv, ratio, goal)
-	if fg.RatePerS == 0 && nv.RatePerS == 0 {
+	case fg.RatePerS == 0 && nv.RatePerS == 0:
 		g.Measured = fmt.Sprintf("flashgate %s, naive %s: neither held at the lowest rate %s", fg, nv, goal)
 		return g
 	}
+	inf := math.Inf(1)
+	fgLo, fgHi := fg.RatePerS, fg.RatePerS
+	if fg.AtLeast {
+		fgHi = inf
+	}
+	nvLo, nvHi, strict := nv.RatePerS, nv.RatePerS, false
+	switch {
+	case nv.AtLeast:
+		nvHi = inf
+	case nv.RatePerS == 0: // below the lowest rate
+		nvHi, strict = nv.LowestS, true
+	}
+	lower, upper := 0.0, inf
+	if nvHi < inf {
+		lower = fgLo / nvHi
+	}
+	if nvLo > 0 {
+		upper = fgHi / nvLo
+	}
+	var ratio string
+	switch {
+	case lower == 0 && upper == inf:
+		ratio = "not known"
+	case lower == upper:
+		ratio = times(lower)
+	case upper == inf && strict:
+		ratio = "> " + times(lower)
+	case upper == inf:
+		ratio = "≥ " + times(lower)
+	case lower == 0:
+		ratio = "≤ " + times(upper)
+	default:
+		ratio = times(lower) + "–" + times(upper)
+	}
+	g.Measured = fmt.Sprintf("flashgate %s, naive %s = %s %s", fg, nv, ratio, goal)
 	switch {
 	case lower >= CapacityFactorMin:
 		g.Verdict = Pass

@@ -86,11 +86,32 @@ func TestCapacity(t *testing.T) {
 			measured: "flashgate 500/s, naive 500/s = 1.0× (goal ≥ 10×)",
 		},
 		{
-			name: "a lagged step does not count, even when its figures are good",
+			name: "a lagged step does not count, even when its figures are good: the capacity is a lower bound",
 			sw: sweep([]*crowdsim.Result{held(f), held(f), lagged(f), held(f)},
 				[]*crowdsim.Result{held(n), held(n), slow(n), slow(n)}),
-			fg: "1,000/s", nv: "1,000/s", fgMissedAt: 2000, verdict: Miss,
-			measured: "flashgate 1,000/s, naive 1,000/s = 1.0× (goal ≥ 10×)",
+			fg: "≥ 1,000/s", nv: "1,000/s", fgMissedAt: 2000, verdict: NotMeasured,
+			measured: "flashgate ≥ 1,000/s, naive 1,000/s = ≥ 1.0× (goal ≥ 10×)",
+		},
+		{
+			name: "flashgate misses at a rate the simulator kept up with",
+			sw: sweep([]*crowdsim.Result{held(f), held(f), held(f), slow(f)},
+				[]*crowdsim.Result{held(n), slow(n), slow(n), slow(n)}),
+			fg: "2,000/s", nv: "500/s", fgMissedAt: 4000, verdict: Miss,
+			measured: "flashgate 2,000/s, naive 500/s = 4.0× (goal ≥ 10×)",
+		},
+		{
+			name: "naive stopped by a lagged step: the ratio is an upper bound",
+			sw: sweep([]*crowdsim.Result{held(f), held(f), slow(f)},
+				[]*crowdsim.Result{held(n), lagged(n), slow(n)}),
+			fg: "1,000/s", nv: "≥ 500/s", fgMissedAt: 2000, verdict: Miss,
+			measured: "flashgate 1,000/s, naive ≥ 500/s = ≤ 2.0× (goal ≥ 10×)",
+		},
+		{
+			name: "the lowest step lagged",
+			sw: sweep([]*crowdsim.Result{lagged(f), held(f)},
+				[]*crowdsim.Result{held(n), slow(n)}),
+			fg: "unknown (the lowest rate was not trusted)", nv: "500/s", fgMissedAt: 500, verdict: NotMeasured,
+			measured: "flashgate unknown (the lowest rate was not trusted), naive 500/s = not known (goal ≥ 10×)",
 		},
 		{
 			name: "naive holds nowhere: the ratio is a lower bound",
@@ -111,7 +132,7 @@ func TestCapacity(t *testing.T) {
 			sw: sweep([]*crowdsim.Result{slow(f), slow(f)},
 				[]*crowdsim.Result{held(n), slow(n)}),
 			fg: "< 500/s", nv: "500/s", fgMissedAt: 500, verdict: Miss,
-			measured: "flashgate < 500/s, naive 500/s = 0× (goal ≥ 10×)",
+			measured: "flashgate < 500/s, naive 500/s = 0.0× (goal ≥ 10×)",
 		},
 		{
 			name: "flashgate at every rate but not yet 10×: sweep wider",
@@ -178,7 +199,7 @@ func TestSweepReport(t *testing.T) {
 		t.Fatalf("WriteSweepMarkdown = %v", err)
 	}
 	for _, want := range []string{
-		"**MISS** — capacity at the promise: flashgate 1,000/s, naive 500/s = 2.0× (goal ≥ 10×)",
+		"**N/A** — capacity at the promise: flashgate ≥ 1,000/s, naive 500/s = ≥ 2.0× (goal ≥ 10×)",
 		"| 1,000 | flashgate | 900 | 900 | 0.05 s | 0 | 0 | 0 | 990 | 0.010 s | 3 (lag 0.31, 0.20 s) | kept |",
 		"| 1,000 | naive | 900 | 900 | 4.20 s | 17 | 0 | 0 | 990 | 0.020 s | 1 | missed: p99 answer 4.20 s > 2 s; 17 5xx |",
 		"| 2,000 | flashgate | 900 | 900 | 0.30 s | 0 | 0 | 0 | 990 | 0.350 s | 1 | not trusted: simulator lagged (start p99 0.35 s > 0.1 s) |",
@@ -200,12 +221,12 @@ func TestSweepReport(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
 		t.Fatalf("capacity.json does not read back: %v", err)
 	}
-	if len(back.Steps) != 3 || back.Goal.Verdict != Miss || len(back.Capacities) != 2 || back.Capacities[0].RatePerS != 1000 ||
+	if len(back.Steps) != 3 || back.Goal.Verdict != NotMeasured || len(back.Capacities) != 2 || back.Capacities[0].RatePerS != 1000 ||
 		len(back.Verdicts["naive"]) != 3 || back.Verdicts["naive"][2].Why != "no run" {
 		t.Errorf("capacity.json read back as %d steps, goal %s, capacities %+v, naive verdicts %+v",
 			len(back.Steps), back.Goal.Verdict, back.Capacities, back.Verdicts["naive"])
 	}
-	if got, want := SweepSummary(sw), "MISS  capacity at the promise: flashgate 1,000/s, naive 500/s = 2.0× (goal ≥ 10×)\n"; got != want {
+	if got, want := SweepSummary(sw), "N/A   capacity at the promise: flashgate ≥ 1,000/s, naive 500/s = ≥ 2.0× (goal ≥ 10×)\n"; got != want {
 		t.Errorf("SweepSummary = %q, want %q", got, want)
 	}
 }
