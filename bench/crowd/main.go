@@ -2,6 +2,12 @@
 // through the edge, the way real shoppers do, and the same crowd against
 // the naive baseline, and writes a report (JSON, Markdown, PNG charts).
 // `make bench` starts the stack and runs it; see docs/BENCHMARKS.md.
+//
+// With -sweep it runs the capacity sweep instead (`make bench-capacity`):
+// at each burst arrival rate a fresh sale through the stack and the naive
+// baseline's sale reset, and per design the highest rate that keeps the
+// promise (p99 time to an honest answer ≤ 2 s, 0 5xx, 0 oversold), written
+// as capacity.md, capacity.json and capacity.png.
 package main
 
 import (
