@@ -7,6 +7,8 @@
 #   CROWD_FLAGS="-shoppers 20000 -ceiling"   passes flags to bench/crowd (go run ./bench/crowd -h lists them)
 #   FLASHGATE_BENCH_PIN=0                     leaves the simulator and the stack unpinned (see bench_pinning in
 #                                             lib.sh: by default the simulator gets the last CPU, the stack the rest)
+#   FLASHGATE_CHECKOUT_NICE=10                the checkout's nice value on the stack's CPUs (0: the same as the
+#                                             waiting room's; bench_pinning sets 10 when it pins)
 #   FLASHGATE_NAIVE_ADDR=127.0.0.1:9400       where the naive baseline's server listens
 #
 # The naive baseline runs as a process of its own, bin/naiveserver, on the stack's CPUs (the simulator resets its
@@ -37,7 +39,7 @@ stop_naive() {
 }
 
 with_naive() { # command…
-	local addr="${FLASHGATE_NAIVE_ADDR:-127.0.0.1:9400}" naive_log=.data/naiveserver.log rc pinned=()
+	local addr="${FLASHGATE_NAIVE_ADDR:-127.0.0.1:9400}" naive_log=.data/naiveserver.log rc pinned=() niced=()
 	[[ -x bin/naiveserver ]] || die "bin/naiveserver is missing (run.sh builds it with the other bench commands)"
 	if (exec 3<>"/dev/tcp/127.0.0.1/${addr##*:}") 2>/dev/null; then
 		die "port ${addr##*:} is already in use (another make bench?); set FLASHGATE_NAIVE_ADDR to another port"
@@ -51,7 +53,9 @@ with_naive() { # command…
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
 	log "starting the naive server on $addr${FLASHGATE_STACK_CPUS:+, CPU(s) $FLASHGATE_STACK_CPUS} (log $naive_log)"
-	FLASHGATE_NAIVE_ADDR="$addr" ${pinned[@]+"${pinned[@]}"} bin/naiveserver >>"$naive_log" 2>&1 &
+	# The naive design's one server is its checkout: it runs at the checkout's priority, beside Postgres.
+	mapfile -t niced < <(nice_prefix "${FLASHGATE_CHECKOUT_NICE:-0}")
+	FLASHGATE_NAIVE_ADDR="$addr" ${pinned[@]+"${pinned[@]}"} ${niced[@]+"${niced[@]}"} bin/naiveserver >>"$naive_log" 2>&1 &
 	naive_pid=$!
 	wait_healthy "http://$addr/healthz" "$naive_pid" "naive server" "$naive_log"
 	set +e

@@ -14,6 +14,8 @@
 #                               load generator has a core of its own: the last CPU for it, the others for the stack
 #   pin_listener CPUS PORT      pins the process listening on 127.0.0.1:PORT and its children (all threads) to
 #                               CPUS, recording their affinity first; unpin_listeners puts it back
+#   nice_listener N PORT        the same for the scheduling priority: nice N (all threads, children included);
+#                               unpin_listeners puts it back too
 # The caller sets `here` (this folder) first.
 
 log() { printf 'flashgate: %s\n' "$*" >&2; }
@@ -111,11 +113,27 @@ bench_pinning() {
 		export FLASHGATE_STACK_CPUS="${FLASHGATE_STACK_CPUS:-0-$((n - 2))}"
 	fi
 	export FLASHGATE_RUN_THEN_CPUS="${FLASHGATE_RUN_THEN_CPUS:-$((n - 1))}"
-	log "pinning: the stack on CPU(s) $FLASHGATE_STACK_CPUS, the load generator on CPU(s) $FLASHGATE_RUN_THEN_CPUS"
+	# On the stack's shared CPUs the waiting room (edge, Redis) goes first and the checkout (origin, the
+	# gateway, Postgres, the naive baseline's server) takes what is left, as separate machines would keep
+	# the tiers apart in a deployment: a burst of checkouts must not delay the crowd's "you are in line".
+	export FLASHGATE_CHECKOUT_NICE="${FLASHGATE_CHECKOUT_NICE:-$checkout_nice_default}"
+	log "pinning: the stack on CPU(s) $FLASHGATE_STACK_CPUS (the checkout at nice $FLASHGATE_CHECKOUT_NICE), the load generator on CPU(s) $FLASHGATE_RUN_THEN_CPUS"
+}
+
+# checkout_nice_default is bench_pinning's FLASHGATE_CHECKOUT_NICE.
+checkout_nice_default=10
+
+# nice_prefix N: the words that start a command at nice N (none for 0).
+nice_prefix() {
+	if [[ -n "${1:-}" && "$1" != 0 ]]; then
+		printf '%s\n' nice -n "$1"
+	fi
 }
 
 pinned_pids=()       # processes pin_listener pinned
 pinned_affinities=() # their CPU lists before
+niced_pids=()        # processes nice_listener reniced
+niced_before=()      # their nice values before
 # shellcheck disable=SC2317 # called from the callers' EXIT traps
 unpin_listeners() {
 	local i pid child
@@ -127,13 +145,50 @@ unpin_listeners() {
 			taskset -a -p -c "${pinned_affinities[$i]}" "$child" >/dev/null 2>&1 || true
 		done
 	done
+	for i in "${!niced_pids[@]}"; do
+		pid="${niced_pids[$i]}"
+		kill -0 "$pid" 2>/dev/null || continue
+		renice_tree "${niced_before[$i]}" "$pid"
+	done
 	pinned_pids=()
 	pinned_affinities=()
+	niced_pids=()
+	niced_before=()
+}
+
+# renice_tree N PID: every thread of PID and of its children to nice N (nice is per thread on Linux).
+renice_tree() {
+	local n="$1" pid="$2" proc task
+	for proc in "$pid" $(pgrep -P "$pid" 2>/dev/null); do
+		for task in /proc/"$proc"/task/*; do
+			renice -n "$n" -p "${task##*/}" >/dev/null 2>&1 || true
+		done
+	done
+}
+
+# listener_pid PORT: the process listening on 127.0.0.1:PORT, if ss can say.
+listener_pid() {
+	ss -Htlnp "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1
+}
+
+nice_listener() { # n port
+	local n="$1" port="$2" pid before
+	pid="$(listener_pid "$port")"
+	if [[ -z "$pid" ]]; then
+		log "priority: nothing listens on port $port (or ss cannot say): left as it is"
+		return 0
+	fi
+	before="$(ps -o ni= -p "$pid" 2>/dev/null | tr -d ' ')"
+	[[ -n "$before" ]] || return 0
+	niced_pids+=("$pid")
+	niced_before+=("$before")
+	renice_tree "$n" "$pid"
+	log "priority: $(cat "/proc/$pid/comm" 2>/dev/null || echo "pid $pid") on port $port at nice $n (was $before)"
 }
 
 pin_listener() { # cpus port
 	local cpus="$1" port="$2" pid child before
-	pid="$(ss -Htlnp "sport = :$port" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1)"
+	pid="$(listener_pid "$port")"
 	if [[ -z "$pid" ]]; then
 		log "pinning: nothing of ours listens on port $port (or ss cannot say): left unpinned"
 		return 0

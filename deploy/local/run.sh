@@ -19,6 +19,8 @@
 #   FLASHGATE_STACK_CPUS=0        run the stack's processes on these CPUs (taskset -c), and pin Redis and Postgres
 #                                 there too for the run (their own affinity comes back when it stops)
 #   FLASHGATE_RUN_THEN_CPUS=1     run FLASHGATE_RUN_THEN's command on these CPUs (make bench: bench_pinning in lib.sh)
+#   FLASHGATE_CHECKOUT_NICE=10    run the checkout (origin, the sandbox gateway) at this nice value and renice
+#                                 Postgres to it for the run, so that on shared CPUs the waiting room goes first
 #   FLASHGATE_DEMO_STARTS_IN=15   seconds from its creation to the demo sale's start (see demosale.sh)
 #   FLASHGATE_EDGE_ADMIN_TOKEN, FLASHGATE_ORIGIN_ADMIN_TOKEN, FLASHGATE_TOKEN_KEYS,
 #   FLASHGATE_DEV_USER_TOKEN_SECRET, FLASHGATE_GATEWAY_API_KEY,
@@ -129,6 +131,12 @@ if [[ -n "${FLASHGATE_STACK_CPUS:-}" ]]; then
 	pin_listener "$FLASHGATE_STACK_CPUS" "$redis_port"
 	pin_listener "$FLASHGATE_STACK_CPUS" "${pg_port%%/*}"
 fi
+# The checkout's priority: ours start under nice, Postgres is reniced where it runs (and put back at the end).
+mapfile -t checkout_nice < <(nice_prefix "${FLASHGATE_CHECKOUT_NICE:-0}")
+if [[ ${#checkout_nice[@]} -gt 0 ]]; then
+	pg_port="${FLASHGATE_PG_BASE_URL##*:}"
+	nice_listener "$FLASHGATE_CHECKOUT_NICE" "${pg_port%%/*}"
+fi
 
 # --- secrets and dev mode ---------------------------------------------------------------------------------
 
@@ -218,7 +226,7 @@ if [[ -n "$have_gateway" ]]; then
 	export FLASHGATE_GATEWAY_URL="${FLASHGATE_GATEWAY_URL:-$gateway_url}"
 	export FLASHGATE_PAYMENT_RETURN_URL="${FLASHGATE_PAYMENT_RETURN_URL:-$edge_url/}"
 	log "starting the sandbox payment gateway on $FLASHGATE_GATEWAY_ADDR (log $gateway_log)"
-	FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" ${pinned[@]+"${pinned[@]}"} bin/sandboxgateway >>"$gateway_log" 2>&1 &
+	FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" ${pinned[@]+"${pinned[@]}"} ${checkout_nice[@]+"${checkout_nice[@]}"} bin/sandboxgateway >>"$gateway_log" 2>&1 &
 	pids+=("$!")
 	names+=(sandboxgateway)
 	wait_healthy "$gateway_url/healthz" "$!" "sandbox gateway" "$gateway_log"
@@ -231,7 +239,7 @@ fi
 origin_log="$root/.data/origin.log"
 : >"$origin_log"
 log "starting origin on $FLASHGATE_ORIGIN_ADDR, admin on $FLASHGATE_ORIGIN_ADMIN_ADDR (log $origin_log)"
-${pinned[@]+"${pinned[@]}"} bin/origin >>"$origin_log" 2>&1 &
+${pinned[@]+"${pinned[@]}"} ${checkout_nice[@]+"${checkout_nice[@]}"} bin/origin >>"$origin_log" 2>&1 &
 pids+=("$!")
 names+=(origin)
 wait_healthy "$origin_admin_url/healthz" "$!" origin "$origin_log"

@@ -231,25 +231,35 @@ func Pinning(r *crowdsim.Result) string {
 		return "CPUs not known (no /proc)"
 	}
 	sim := r.CPUs[simulatorGroup]
-	byList := map[string][]string{}
+	// The stack's groups, gathered by where they ran and at what priority.
+	type place struct{ cpus, nice string }
+	byPlace := map[place][]string{}
 	for g, list := range r.CPUs {
 		if g != simulatorGroup {
-			byList[list] = append(byList[list], g)
+			p := place{list, r.Nice[g]}
+			byPlace[p] = append(byPlace[p], g)
 		}
 	}
-	lists := make([]string, 0, len(byList))
-	for list := range byList {
-		lists = append(lists, list)
+	places := make([]place, 0, len(byPlace))
+	for p := range byPlace {
+		places = append(places, p)
 	}
-	sort.Strings(lists)
+	sort.Slice(places, func(i, j int) bool {
+		if places[i].cpus != places[j].cpus {
+			return places[i].cpus < places[j].cpus
+		}
+		return places[i].nice < places[j].nice
+	})
 	var stack []string
-	for _, list := range lists {
-		sort.Strings(byList[list])
-		stack = append(stack, strings.Join(byList[list], ", ")+" on CPU "+list)
-	}
 	shared := sim == ""
-	for _, list := range lists {
-		shared = shared || overlap(cpuSet(sim), cpuSet(list))
+	for _, p := range places {
+		sort.Strings(byPlace[p])
+		where := strings.Join(byPlace[p], ", ") + " on CPU " + p.cpus
+		if p.nice != "" && p.nice != "0" {
+			where += " at nice " + p.nice
+		}
+		stack = append(stack, where)
+		shared = shared || overlap(cpuSet(sim), cpuSet(p.cpus))
 	}
 	if shared {
 		return "not pinned: the simulator on CPU " + or(sim, "?") + " shares it with " + strings.Join(stack, "; ")

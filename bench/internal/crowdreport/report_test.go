@@ -442,4 +442,11 @@ func TestPinning(t *testing.T) {
 			t.Errorf("Pinning(%v) = %q, want %q", c.cpus, got, c.want)
 		}
 	}
+	niced := &crowdsim.Result{
+		CPUs: map[string]string{"crowd (the simulator)": "1", "edge": "0", "redis": "0", "origin": "0", "postgres": "0"},
+		Nice: map[string]string{"crowd (the simulator)": "0", "edge": "0", "redis": "0", "origin": "10", "postgres": "10"},
+	}
+	if got, want := Pinning(niced), "pinned: the simulator on CPU 1; edge, redis on CPU 0; origin, postgres on CPU 0 at nice 10"; got != want {
+		t.Errorf("Pinning(niced checkout) = %q, want %q", got, want)
+	}
 }

@@ -43,30 +43,59 @@ func groupPIDs() map[string][]string {
 }
 
 // cpuAffinity is the CPUs each group's processes may run on (the kernel's
-// Cpus_allowed_list, as taskset sets it): one list, or several joined with
-// " | " when the group's processes differ. It is how the report states the
-// run's pinning.
-func cpuAffinity() map[string]string {
-	out := map[string]string{}
+// Cpus_allowed_list, as taskset sets it), and their nice values: one of
+// each, or several joined with " | " when the group's processes differ.
+// It is how the report states the run's pinning and priorities.
+func cpuAffinity() (cpus, nice map[string]string) {
+	cpus, nice = map[string]string{}, map[string]string{}
 	for label, pids := range groupPIDs() {
-		var lists []string
+		var lists, nices []string
 		for _, pid := range pids {
-			b, err := os.ReadFile("/proc/" + pid + "/status")
-			if err != nil {
-				continue
-			}
-			for _, l := range strings.Split(string(b), "\n") {
-				if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
-					lists = append(lists, strings.TrimSpace(v))
+			if b, err := os.ReadFile("/proc/" + pid + "/status"); err == nil {
+				for _, l := range strings.Split(string(b), "\n") {
+					if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+						lists = append(lists, strings.TrimSpace(v))
+					}
 				}
 			}
+			if n, ok := niceOf(pid); ok {
+				nices = append(nices, n)
+			}
 		}
-		slices.Sort(lists)
-		if lists = slices.Compact(lists); len(lists) > 0 {
-			out[label] = strings.Join(lists, " | ")
+		if l := distinct(lists); l != "" {
+			cpus[label] = l
+		}
+		if n := distinct(nices); n != "" {
+			nice[label] = n
 		}
 	}
-	return out
+	return cpus, nice
+}
+
+// niceOf reads a process's nice value (its main thread's: /proc/<pid>/stat
+// field 19).
+func niceOf(pid string) (string, bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return "", false
+	}
+	s := string(b)
+	close := strings.LastIndexByte(s, ')')
+	if close < 0 {
+		return "", false
+	}
+	// Fields after the comm start at field 3 (state).
+	fields := strings.Fields(s[close+1:])
+	if len(fields) < 17 {
+		return "", false
+	}
+	return fields[16], true
+}
+
+// distinct joins the different values of vs, sorted, with " | ".
+func distinct(vs []string) string {
+	slices.Sort(vs)
+	return strings.Join(slices.Compact(vs), " | ")
 }
 
 // cpuTimes reads the CPU time each group's processes have used so far,

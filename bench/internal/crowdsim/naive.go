@@ -83,7 +83,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 
 	res := &Result{Mode: "naive", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started, Stock: cfg.Stock}
 	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes()), time.Since(crowdStart).Seconds()
-	res.CPUs = cpuAffinity()
+	res.CPUs, res.Nice = cpuAffinity()
 	res.Endpoints = s.rec.endpoints()
 	s.rec.totals(res, 0, cfg.BurstS)
 	tallyFates(res, shoppers, s.ended, cfg.Bots, cfg.Stock)

@@ -53,6 +53,9 @@ type Result struct {
 	// CPUs is the CPUs each process group was allowed to run on (its
 	// affinity, from /proc): the run's pinning, as the report states it.
 	CPUs map[string]string `json:"cpus,omitempty"`
+	// Nice is each process group's nice value: the run's priorities (the
+	// checkout below the waiting room, FLASHGATE_CHECKOUT_NICE).
+	Nice map[string]string `json:"nice,omitempty"`
 	// CrowdS is how long the crowd ran, for reading CPU against.
 	CrowdS float64 `json:"crowd_s"`
 	// StartLag is how late the simulator set shoppers going after their

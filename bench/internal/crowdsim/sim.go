@@ -163,7 +163,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	res := &Result{Mode: "flashgate", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started}
 	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes()), time.Since(crowdStart).Seconds()
-	res.CPUs = cpuAffinity()
+	res.CPUs, res.Nice = cpuAffinity()
 	s.finish(ctx, res, shoppers)
 	res.Stages = stages(res.Endpoints, stagesBefore, stagesAfter)
 	res.Notes = append(res.Notes, stagesBefore.notes...)
