@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -120,6 +121,9 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 			return options{}, fmt.Errorf("load only ever targets 127.0.0.1 or localhost, not %s", u)
 		}
 	}
+	// The CPU table counts the run's own Redis and Postgres (make bench's
+	// run.sh names them), not every such server on the machine.
+	o.Services = crowdsim.Services{RedisPort: portOf(getenv("FLASHGATE_REDIS_URL")), PostgresPort: portOf(o.PostgresURL)}
 	if o.Out == "" {
 		kind := "crowd"
 		if o.Sweep != nil {
@@ -204,6 +208,25 @@ func writeReport(dir string, runs crowdreport.Runs) error {
 		}
 	}
 	return nil
+}
+
+// portOf is a redis:// or postgres:// URL's port, its scheme's default when
+// it names none, 0 when there is no URL.
+func portOf(raw string) int {
+	u, err := url.Parse(raw)
+	if raw == "" || err != nil {
+		return 0
+	}
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return p
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		return 6379
+	case "postgres", "postgresql":
+		return 5432
+	}
+	return 0
 }
 
 // loopback reports whether a URL (http or postgres) names this machine.

@@ -25,42 +25,140 @@ var cpuGroups = map[string]string{
 // is 100 on every Linux this runs on.
 const clockTick = 100
 
-// groupPIDs lists the running processes of each group, by label, from
-// /proc; off Linux it returns nothing.
-func groupPIDs() map[string][]string {
-	out := map[string][]string{}
-	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
-	for _, path := range comms {
+// Services names the ports of the run's Redis and Postgres: their groups
+// then count only the process listening there and its children (Postgres's
+// backends), not every redis-server or postgres on the machine (tests'
+// own servers, other databases' clients stay out). A zero port counts every
+// process of that name.
+type Services struct {
+	RedisPort, PostgresPort int
+}
+
+// proc is one process as /proc shows it.
+type proc struct {
+	pid, ppid, comm string
+	cpu             time.Duration // user + system so far
+	nice            string
+}
+
+// procs reads every process's stat line; off Linux it returns nothing.
+func procs() []proc {
+	var out []proc
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, path := range stats {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			continue
 		}
-		if label, ok := cpuGroups[strings.TrimSpace(string(b))]; ok {
-			out[label] = append(out[label], filepath.Base(filepath.Dir(path)))
+		// pid (comm) state ppid ... utime(14) stime(15) ... nice(19), counting from 1.
+		s := string(b)
+		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || close < open {
+			continue
 		}
+		fields := strings.Fields(s[close+1:]) // from field 3 on
+		if len(fields) < 17 {
+			continue
+		}
+		utime, _ := strconv.ParseInt(fields[11], 10, 64)
+		stime, _ := strconv.ParseInt(fields[12], 10, 64)
+		out = append(out, proc{
+			pid: strings.TrimSpace(s[:open]), ppid: fields[1], comm: s[open+1 : close],
+			cpu: time.Duration(utime+stime) * time.Second / clockTick, nice: fields[16],
+		})
 	}
 	return out
+}
+
+// grouped sorts the processes of the run's groups by label, keeping only
+// the listeners' trees for the services whose ports are known.
+func grouped(all []proc, sv Services) map[string][]proc {
+	keep := map[string]map[string]bool{} // comm → the pids of its listener's tree
+	for comm, port := range map[string]int{"redis-server": sv.RedisPort, "postgres": sv.PostgresPort} {
+		if port > 0 {
+			keep[comm] = treeOf(all, listenerPID(port))
+		}
+	}
+	out := map[string][]proc{}
+	for _, p := range all {
+		label, ok := cpuGroups[p.comm]
+		if !ok {
+			continue
+		}
+		if tree, scoped := keep[p.comm]; scoped && !tree[p.pid] {
+			continue
+		}
+		out[label] = append(out[label], p)
+	}
+	return out
+}
+
+// treeOf is pid and its children.
+func treeOf(all []proc, pid string) map[string]bool {
+	tree := map[string]bool{}
+	if pid == "" {
+		return tree
+	}
+	tree[pid] = true
+	for _, p := range all {
+		if p.ppid == pid {
+			tree[p.pid] = true
+		}
+	}
+	return tree
+}
+
+// listenerPID finds the process listening on a TCP port (IPv4 or IPv6):
+// the socket's inode from /proc/net/tcp*, then the process holding it; ""
+// when none is found (or this is not Linux).
+func listenerPID(port int) string {
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			_, hexPort, ok := strings.Cut(f[1], ":")
+			if n, err := strconv.ParseInt(hexPort, 16, 32); ok && err == nil && int(n) == port {
+				inodes["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return ""
+	}
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	for _, fd := range fds {
+		if target, err := os.Readlink(fd); err == nil && inodes[target] {
+			return strings.Split(fd, "/")[2]
+		}
+	}
+	return ""
 }
 
 // cpuAffinity is the CPUs each group's processes may run on (the kernel's
 // Cpus_allowed_list, as taskset sets it), and their nice values: one of
 // each, or several joined with " | " when the group's processes differ.
 // It is how the report states the run's pinning and priorities.
-func cpuAffinity() (cpus, nice map[string]string) {
+func cpuAffinity(sv Services) (cpus, nice map[string]string) {
 	cpus, nice = map[string]string{}, map[string]string{}
-	for label, pids := range groupPIDs() {
+	for label, ps := range grouped(procs(), sv) {
 		var lists, nices []string
-		for _, pid := range pids {
-			if b, err := os.ReadFile("/proc/" + pid + "/status"); err == nil {
+		for _, p := range ps {
+			if b, err := os.ReadFile("/proc/" + p.pid + "/status"); err == nil {
 				for _, l := range strings.Split(string(b), "\n") {
 					if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
 						lists = append(lists, strings.TrimSpace(v))
 					}
 				}
 			}
-			if n, ok := niceOf(pid); ok {
-				nices = append(nices, n)
-			}
+			nices = append(nices, p.nice)
 		}
 		if l := distinct(lists); l != "" {
 			cpus[label] = l
@@ -72,59 +170,19 @@ func cpuAffinity() (cpus, nice map[string]string) {
 	return cpus, nice
 }
 
-// niceOf reads a process's nice value (its main thread's: /proc/<pid>/stat
-// field 19).
-func niceOf(pid string) (string, bool) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return "", false
-	}
-	s := string(b)
-	close := strings.LastIndexByte(s, ')')
-	if close < 0 {
-		return "", false
-	}
-	// Fields after the comm start at field 3 (state).
-	fields := strings.Fields(s[close+1:])
-	if len(fields) < 17 {
-		return "", false
-	}
-	return fields[16], true
-}
-
 // distinct joins the different values of vs, sorted, with " | ".
 func distinct(vs []string) string {
 	slices.Sort(vs)
 	return strings.Join(slices.Compact(vs), " | ")
 }
 
-// cpuTimes reads the CPU time each group's processes have used so far,
-// from /proc. Off Linux (no /proc) it returns nothing.
-func cpuTimes() map[string]time.Duration {
+// cpuTimes reads the CPU time each group's processes have used so far.
+func cpuTimes(sv Services) map[string]time.Duration {
 	out := map[string]time.Duration{}
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, path := range stats {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue
+	for label, ps := range grouped(procs(), sv) {
+		for _, p := range ps {
+			out[label] += p.cpu
 		}
-		// pid (comm) state ppid ... utime(14) stime(15), counting from 1.
-		s := string(b)
-		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || close < open {
-			continue
-		}
-		label, ok := cpuGroups[s[open+1:close]]
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(s[close+1:])
-		if len(fields) < 13 {
-			continue
-		}
-		utime, _ := strconv.ParseInt(fields[11], 10, 64)
-		stime, _ := strconv.ParseInt(fields[12], 10, 64)
-		out[label] += time.Duration(utime+stime) * time.Second / clockTick
 	}
 	return out
 }

@@ -2,8 +2,11 @@ package crowdsim
 
 import (
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -174,5 +177,43 @@ func TestCDNCollapsesAndCaches(t *testing.T) {
 	cdn.get()
 	if n := fetches.Load(); n != 2 {
 		t.Errorf("edge fetches after max-age = %d, want 2", n)
+	}
+}
+
+// The CPU accounting finds the process listening on a port (this test's),
+// and scopes a service's group to the listener's tree: another server of
+// the same name, and its children, are left out.
+func TestCPUScopesServicesToTheirListeners(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	if got, want := listenerPID(port), strconv.Itoa(os.Getpid()); got != want {
+		t.Fatalf("listenerPID(%d) = %q, want this process, %s", port, got, want)
+	}
+
+	all := []proc{
+		{pid: "10", ppid: "1", comm: "postgres", cpu: time.Second},            // the run's postmaster
+		{pid: "11", ppid: "10", comm: "postgres", cpu: 2 * time.Second},       // its backend
+		{pid: "20", ppid: "1", comm: "postgres", cpu: 40 * time.Second},       // another cluster
+		{pid: "21", ppid: "20", comm: "postgres", cpu: 50 * time.Second},      // and its backend
+		{pid: "30", ppid: "1", comm: "edge", cpu: 3 * time.Second, nice: "0"}, // not scoped
+	}
+	if tree := treeOf(all, "10"); len(tree) != 2 || !tree["10"] || !tree["11"] {
+		t.Errorf("treeOf(10) = %v, want 10 and its backend 11", tree)
+	}
+	// A port nothing listens on scopes the group to nothing rather than to everything.
+	free, _ := net.Listen("tcp", "127.0.0.1:0")
+	freePort := free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	g := grouped(all, Services{PostgresPort: freePort})
+	if len(g["postgres"]) != 0 || len(g["edge"]) != 1 {
+		t.Errorf("grouped with an unheard port = %v, want no postgres and the edge", g)
+	}
+	g = grouped(all, Services{})
+	if len(g["postgres"]) != 4 {
+		t.Errorf("grouped unscoped = %d postgres processes, want all 4", len(g["postgres"]))
 	}
 }

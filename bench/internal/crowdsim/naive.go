@@ -69,7 +69,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	defer cancel()
 	go s.watchBudget(runCtx, cancel)
 	cfg.Progress("naive baseline: %d shoppers for %d units, every buy an UPDATE on one Postgres row", len(shoppers), cfg.Stock)
-	cpuBefore, crowdStart := cpuTimes(), time.Now()
+	cpuBefore, crowdStart := cpuTimes(cfg.Services), time.Now()
 	for _, sh := range shoppers {
 		sh.arrival = max(sh.arrival, 0)
 	}
@@ -82,8 +82,8 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	cfg.Progress("naive baseline: done after %.1f s (%d requests)", s.since().Seconds(), s.rec.count())
 
 	res := &Result{Mode: "naive", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started, Stock: cfg.Stock}
-	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes()), time.Since(crowdStart).Seconds()
-	res.CPUs, res.Nice = cpuAffinity()
+	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes(cfg.Services)), time.Since(crowdStart).Seconds()
+	res.CPUs, res.Nice = cpuAffinity(cfg.Services)
 	res.Endpoints = s.rec.endpoints()
 	s.rec.totals(res, 0, cfg.BurstS)
 	tallyFates(res, shoppers, s.ended, cfg.Bots, cfg.Stock)

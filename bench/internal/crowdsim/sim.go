@@ -44,6 +44,9 @@ type Config struct {
 	Timeout        time.Duration                    // one request's budget at the client; 0 means 5 s
 	Seed           uint64                           // the crowd and its timings follow from it
 	Progress       func(format string, args ...any) // nil: quiet
+	// Services scopes the CPU accounting of Redis and Postgres to the
+	// run's own servers (their ports); zero counts every such process.
+	Services Services
 
 	// NaiveURL is a naive baseline server of its own process
 	// (bench/naiveserver), which RunNaive resets and plays against; ""
@@ -154,7 +157,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.Progress("%s: %d shoppers (%d bots) for %d units at %g/s; the sale opens in %v",
 		s.sale, len(shoppers), cfg.Bots, cfg.Stock, cfg.RatePerS, time.Until(s.zero).Round(100*time.Millisecond))
 	stagesBefore := s.scrapeStages(ctx, "before")
-	cpuBefore, crowdStart := cpuTimes(), time.Now()
+	cpuBefore, crowdStart := cpuTimes(cfg.Services), time.Now()
 	s.launch(runCtx, shoppers, s.shop)
 	cancel()
 	s.ended = s.since()
@@ -162,8 +165,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.Progress("%s: the crowd is done after %.1f s (%d requests)", s.sale, s.since().Seconds(), s.rec.count())
 
 	res := &Result{Mode: "flashgate", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started}
-	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes()), time.Since(crowdStart).Seconds()
-	res.CPUs, res.Nice = cpuAffinity()
+	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes(cfg.Services)), time.Since(crowdStart).Seconds()
+	res.CPUs, res.Nice = cpuAffinity(cfg.Services)
 	s.finish(ctx, res, shoppers)
 	res.Stages = stages(res.Endpoints, stagesBefore, stagesAfter)
 	res.Notes = append(res.Notes, stagesBefore.notes...)
