@@ -201,7 +201,9 @@ func writeCPU(b *strings.Builder, rs []run) {
 	b.WriteString("## Where the CPU went\n\n")
 	b.WriteString("CPU seconds each process used while the crowd ran (from /proc), and the share of the machine's cores.\n\n")
 	for _, x := range rs {
-		fmt.Fprintf(b, "- %s: %s\n", x.label, Pinning(x.r))
+		fmt.Fprintf(b, "- %s: %s; the simulator's goroutines waited p50 %s ms, p99 %s ms to run (Go's /sched/latencies: "+
+			"a reply the simulator reads late carries that wait in its latency)\n",
+			x.label, Pinning(x.r), num(x.r.SchedWait[0], 2), num(x.r.SchedWait[1], 1))
 	}
 	b.WriteString("\n")
 	header(b, "process", labels(rs)...)

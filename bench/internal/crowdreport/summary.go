@@ -30,7 +30,8 @@ func Summary(runs Runs) string {
 			fmt.Fprintf(&b, "; sold out at %s s (%s holds granted/s)", num(r.LastUnitAt, 2), rate(reservesPerS(r)))
 		}
 		f := r.Fates
-		fmt.Fprintf(&b, "\n  cpus: %s; simulator lag p99 %s s", Pinning(r), num(r.StartLag.P99, 2))
+		fmt.Fprintf(&b, "\n  cpus: %s; simulator lag p99 %s s, its goroutines waited p99 %s ms to run",
+			Pinning(r), num(r.StartLag.P99, 2), num(r.SchedWait[1], 1))
 		fmt.Fprintf(&b, "\n  fates: %s answered (p99 %s s), %s reserved, %s sold out, %s unknown\n",
 			count(f.Answered), num(f.AnswerP99, 2), count(f.Reserved.Count), count(f.SoldOut.Count), count(f.Unknown))
 		for _, rg := range r.Regions {

@@ -69,7 +69,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	defer cancel()
 	go s.watchBudget(runCtx, cancel)
 	cfg.Progress("naive baseline: %d shoppers for %d units, every buy an UPDATE on one Postgres row", len(shoppers), cfg.Stock)
-	cpuBefore, crowdStart := cpuTimes(cfg.Services), time.Now()
+	cpuBefore, schedBefore, crowdStart := cpuTimes(cfg.Services), schedSnapshot(), time.Now()
 	for _, sh := range shoppers {
 		sh.arrival = max(sh.arrival, 0)
 	}
@@ -83,6 +83,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 
 	res := &Result{Mode: "naive", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started, Stock: cfg.Stock}
 	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes(cfg.Services)), time.Since(crowdStart).Seconds()
+	res.SchedWait = waitMs(schedWait(schedBefore, schedSnapshot()))
 	res.CPUs, res.Nice = cpuAffinity(cfg.Services)
 	res.Endpoints = s.rec.endpoints()
 	s.rec.totals(res, 0, cfg.BurstS)

@@ -61,6 +61,10 @@ type Result struct {
 	// StartLag is how late the simulator set shoppers going after their
 	// planned click (seconds): its own lag on a busy machine.
 	StartLag Dist `json:"start_lag"`
+	// SchedWait is the p50 and p99 (ms) of how long the simulator's
+	// goroutines waited to run while the crowd ran (the Go runtime's
+	// /sched/latencies): reading a reply late adds that to its latency.
+	SchedWait [2]float64 `json:"sched_wait_ms"`
 
 	// Regions splits the shoppers by the region they shopped through, when
 	// the run had two (Config.FarEdgeURL); empty otherwise.
