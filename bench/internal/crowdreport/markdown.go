@@ -233,11 +233,18 @@ func Pinning(r *crowdsim.Result) string {
 		return "CPUs not known (no /proc)"
 	}
 	sim := r.CPUs[simulatorGroup]
-	// The stack's groups, gathered by where they ran and at what priority.
+	// The stack's groups, gathered by where they ran and at what priority;
+	// the payment gateway is the world outside the stack, like the
+	// simulator, and may share its CPUs.
 	type place struct{ cpus, nice string }
 	byPlace := map[place][]string{}
+	var outside []string
 	for g, list := range r.CPUs {
-		if g != simulatorGroup {
+		switch {
+		case g == simulatorGroup:
+		case g == gatewayGroup && !overlapsStack(r, list):
+			outside = append(outside, g+" on CPU "+list)
+		default:
 			p := place{list, r.Nice[g]}
 			byPlace[p] = append(byPlace[p], g)
 		}
@@ -264,9 +271,26 @@ func Pinning(r *crowdsim.Result) string {
 		shared = shared || overlap(cpuSet(sim), cpuSet(p.cpus))
 	}
 	if shared {
-		return "not pinned: the simulator on CPU " + or(sim, "?") + " shares it with " + strings.Join(stack, "; ")
+		return "not pinned: the simulator on CPU " + or(sim, "?") + " shares it with " + strings.Join(append(stack, outside...), "; ")
+	}
+	if len(outside) > 0 {
+		stack = append(stack, "outside the stack, "+strings.Join(outside, ", "))
 	}
 	return "pinned: the simulator on CPU " + sim + "; " + strings.Join(stack, "; ")
+}
+
+// gatewayGroup is the sandbox payment gateway's label among the CPU groups.
+const gatewayGroup = "sandbox gateway"
+
+// overlapsStack reports whether a CPU list shares a CPU with any of the
+// stack's groups (all but the simulator and the gateway).
+func overlapsStack(r *crowdsim.Result, list string) bool {
+	for g, l := range r.CPUs {
+		if g != simulatorGroup && g != gatewayGroup && overlap(cpuSet(list), cpuSet(l)) {
+			return true
+		}
+	}
+	return false
 }
 
 // cpuSet reads a kernel CPU list ("0-2,5", or several joined by "|") into

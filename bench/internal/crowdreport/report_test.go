@@ -449,4 +449,9 @@ func TestPinning(t *testing.T) {
 	if got, want := Pinning(niced), "pinned: the simulator on CPU 1; edge, redis on CPU 0; origin, postgres on CPU 0 at nice 10"; got != want {
 		t.Errorf("Pinning(niced checkout) = %q, want %q", got, want)
 	}
+	niced.CPUs["sandbox gateway"] = "1"
+	if got, want := Pinning(niced), "pinned: the simulator on CPU 1; edge, redis on CPU 0; origin, postgres on CPU 0 at nice 10; "+
+		"outside the stack, sandbox gateway on CPU 1"; got != want {
+		t.Errorf("Pinning(gateway with the simulator) = %q, want %q", got, want)
+	}
 }
