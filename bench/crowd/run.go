@@ -32,6 +32,9 @@ type options struct {
 	// SweepRetries is how many more times a sweep run goes when the
 	// simulator lagged in it.
 	SweepRetries int
+	// Scaling are the scaling law's crowd sizes (shoppers), smallest
+	// first; nil for the standard run.
+	Scaling []int
 }
 
 func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -54,7 +57,7 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	env.Secret(&secret, "user-token-secret", "FLASHGATE_USER_TOKEN_SECRET", "the shop's HS256 user-token secret; shoppers' tokens are minted with it")
 	env.Secret(&o.PostgresURL, "postgres-url", "FLASHGATE_POSTGRES_URL", "Postgres for the naive baseline's tables")
 	env.String(&o.NaiveURL, "naive-url", "FLASHGATE_CROWD_NAIVE_URL", "a naive baseline server of its own (bench/naiveserver), reset before each naive run; empty: one inside this process on -postgres-url")
-	var sweep string
+	var sweep, scaling string
 	sc := &o.Scenario
 	fs.Float64Var(&o.FarShare, "far-share", 0.5, "share of the shoppers (not the bots) who shop through -far-edge-url")
 	fs.IntVar(&sc.Shoppers, "shoppers", sc.Shoppers, "shoppers in the crowd")
@@ -79,11 +82,14 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	fs.BoolVar(&o.Naive, "naive", o.Naive, "also run the naive baseline under the same crowd")
 	fs.BoolVar(&o.Ceiling, "ceiling", o.Ceiling, "also run with admission unthrottled to find the stack's reserves per second")
 	fs.IntVar(&o.CeilingShoppers, "ceiling-shoppers", o.CeilingShoppers, "shoppers (and units) of the ceiling run")
-	fs.StringVar(&o.Out, "out", "", "report folder (default .data/crowd/<time>, or .data/capacity/<time> for -sweep)")
+	fs.StringVar(&o.Out, "out", "", "report folder (default .data/crowd/<time>, .data/capacity/<time> for -sweep, .data/scaling/<time> for -scaling)")
 	fs.StringVar(&sweep, "sweep", "", "comma-separated burst arrival rates (shoppers/s), e.g. "+defaultSweep+
 		": the capacity sweep (make bench-capacity) instead of the standard run; its steps start from the sweep's scenario "+
 		"(see capacityScenario), which the scenario flags given change, and -shoppers is the rate times -burst")
 	fs.IntVar(&o.SweepRetries, "sweep-retries", o.SweepRetries, "how many more times a sweep run goes when the simulator lagged in it")
+	fs.StringVar(&scaling, "scaling", "", "comma-separated crowd sizes (shoppers), e.g. "+defaultScaling+
+		": the scaling law (make bench-scaling) instead of the standard run; at each size the standard scenario as the "+
+		"scenario flags set it, with -shoppers the size, a fresh sale, and the naive baseline (-naive)")
 	if err := env.Parse(args, getenv); err != nil {
 		return options{}, err
 	}
@@ -97,6 +103,13 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		o.Scenario = capacityScenario()
 		_ = fs.Parse(args)
 		sc.Shoppers = max(1, int(math.Round(o.Sweep[0]*sc.BurstS)))
+	}
+	if scaling != "" {
+		var err error
+		if o.Scaling, err = parseSizes(scaling); err != nil {
+			return options{}, fmt.Errorf("-scaling: %w", err)
+		}
+		sc.Shoppers = o.Scaling[0]
 	}
 	o.Seed = uint64(seed)
 	o.UserSecret = []byte(secret)
@@ -115,6 +128,8 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		return options{}, errors.New("-far-share must be between 0 and 1")
 	case o.SweepRetries < 0:
 		return options{}, errors.New("-sweep-retries must not be negative")
+	case o.Scaling != nil && (o.Sweep != nil || o.Ceiling):
+		return options{}, errors.New("-scaling is a run of its own: not with -sweep or -ceiling")
 	}
 	for _, u := range []string{o.EdgeURL, o.FarEdgeURL, o.EdgeAdminURL, o.OriginAdminURL, o.GatewayURL, o.PostgresURL, o.NaiveURL} {
 		if u != "" && !loopback(u) {
@@ -126,8 +141,11 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	o.Services = crowdsim.Services{RedisPort: portOf(getenv("FLASHGATE_REDIS_URL")), PostgresPort: portOf(o.PostgresURL)}
 	if o.Out == "" {
 		kind := "crowd"
-		if o.Sweep != nil {
+		switch {
+		case o.Sweep != nil:
 			kind = "capacity"
+		case o.Scaling != nil:
+			kind = "scaling"
 		}
 		o.Out = filepath.Join(".data", kind, time.Now().UTC().Format("20060102-150405"))
 	}
@@ -147,6 +165,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if o.Sweep != nil {
 		return runSweep(ctx, o, sweepCommand(args), stdout)
+	}
+	if o.Scaling != nil {
+		return runScaling(ctx, o, scalingCommand(args), stdout)
 	}
 	var runs crowdreport.Runs
 	fg, err := crowdsim.Run(ctx, o.Config)
