@@ -113,10 +113,9 @@ bench_pinning() {
 		export FLASHGATE_STACK_CPUS="${FLASHGATE_STACK_CPUS:-0-$((n - 2))}"
 	fi
 	export FLASHGATE_RUN_THEN_CPUS="${FLASHGATE_RUN_THEN_CPUS:-$((n - 1))}"
-	# On the stack's shared CPUs the waiting room (edge, Redis) goes first and the checkout (origin, Postgres,
-	# the naive baseline's server) takes what is left, as separate machines would keep the tiers apart in a
-	# deployment: a burst of checkouts must not delay the crowd's "you are in line". (The sandbox payment
-	# gateway, someone else's machines in a deployment, runs on the load generator's CPUs: run.sh.)
+	# On the stack's shared CPUs the waiting room (edge, Redis) goes first and the checkout (origin, the sandbox
+	# gateway, Postgres, the naive baseline's server) takes what is left, as separate machines would keep the
+	# tiers apart in a deployment: a burst of checkouts must not delay the crowd's "you are in line".
 	export FLASHGATE_CHECKOUT_NICE="${FLASHGATE_CHECKOUT_NICE:-$checkout_nice_default}"
 	log "pinning: the stack on CPU(s) $FLASHGATE_STACK_CPUS (the checkout at nice $FLASHGATE_CHECKOUT_NICE), the load generator on CPU(s) $FLASHGATE_RUN_THEN_CPUS"
 }

@@ -18,9 +18,8 @@
 #                                 it finds the demo sale's id in FLASHGATE_DEMO_SALE_ID
 #   FLASHGATE_STACK_CPUS=0        run the stack's processes on these CPUs (taskset -c), and pin Redis and Postgres
 #                                 there too for the run (their own affinity comes back when it stops)
-#   FLASHGATE_RUN_THEN_CPUS=1     run FLASHGATE_RUN_THEN's command on these CPUs (make bench: bench_pinning in lib.sh),
-#                                 and the sandbox payment gateway with it: the world outside the stack
-#   FLASHGATE_CHECKOUT_NICE=10    run the checkout (origin) at this nice value and renice
+#   FLASHGATE_RUN_THEN_CPUS=1     run FLASHGATE_RUN_THEN's command on these CPUs (make bench: bench_pinning in lib.sh)
+#   FLASHGATE_CHECKOUT_NICE=10    run the checkout (origin, the sandbox gateway) at this nice value and renice
 #                                 Postgres to it for the run, so that on shared CPUs the waiting room goes first
 #   FLASHGATE_DEMO_STARTS_IN=15   seconds from its creation to the demo sale's start (see demosale.sh)
 #   FLASHGATE_EDGE_ADMIN_TOKEN, FLASHGATE_ORIGIN_ADMIN_TOKEN, FLASHGATE_TOKEN_KEYS,
@@ -227,13 +226,9 @@ if [[ -n "$have_gateway" ]]; then
 	export FLASHGATE_GATEWAY_URL="${FLASHGATE_GATEWAY_URL:-$gateway_url}"
 	export FLASHGATE_PAYMENT_RETURN_URL="${FLASHGATE_PAYMENT_RETURN_URL:-$edge_url/}"
 	log "starting the sandbox payment gateway on $FLASHGATE_GATEWAY_ADDR (log $gateway_log)"
-	# The payment gateway is someone else's machines: with a load generator on CPUs of its own (make bench), the
-	# sandbox runs there, with the shoppers, not on the stack's CPUs.
-	outside=()
-	if [[ -n "${FLASHGATE_RUN_THEN_CPUS:-}" ]]; then
-		outside=(taskset -c "$FLASHGATE_RUN_THEN_CPUS")
-	fi
-	FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" ${outside[@]+"${outside[@]}"} bin/sandboxgateway >>"$gateway_log" 2>&1 &
+	# The sandbox runs with the checkout: the load generator's CPU is the one a benchmark keeps for the shoppers
+	# (a deployment's gateway is someone else's machines; on this one it shares the stack's).
+	FLASHGATE_GATEWAY_CONTROL_TOKEN="$FLASHGATE_GATEWAY_CONTROL_TOKEN" ${pinned[@]+"${pinned[@]}"} ${checkout_nice[@]+"${checkout_nice[@]}"} bin/sandboxgateway >>"$gateway_log" 2>&1 &
 	pids+=("$!")
 	names+=(sandboxgateway)
 	wait_healthy "$gateway_url/healthz" "$!" "sandbox gateway" "$gateway_log"
