@@ -14,7 +14,7 @@ GO ?= go
 export GOTESTFLAGS
 export GOTESTPKGS
 
-.PHONY: help run run-cluster test build image bench bench-capacity bench-regions bench-reserve bench-edge chaos fmt vet clean
+.PHONY: help run run-cluster test build image bench bench-capacity bench-scaling bench-regions bench-reserve bench-edge chaos fmt vet clean
 
 help: ## list the targets
 	@echo "flashgate targets:"
@@ -48,6 +48,9 @@ bench: ## the crowd simulator: the stack as make run starts it, 100k shoppers th
 
 bench-capacity: ## capacity at the promise: burst rates 500–16,000 shoppers/s against flashgate and the naive baseline on the same pinned CPUs, the highest rate each holds p99 answer ≤ 2 s, 0 5xx, 0 oversold (~3 min); CAPACITY_FLAGS=...
 	deploy/local/capacity.sh
+
+bench-scaling: ## the scaling law: the standard sale with 20,000 and 100,000 shoppers (same stock, same rate), flashgate and the naive baseline; CPU per process at each size, goal origin + Postgres ≤ 1.3× (~5–6 min); SCALING_FLAGS=...
+	deploy/local/scaling.sh
 
 bench-regions: ## one sale across two regions: make run-cluster with edge2 REGION_DELAY (60ms) each way from Redis, the crowd split between them, times per region; CROWD_FLAGS=...
 	deploy/local/regions.sh
