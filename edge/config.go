@@ -54,6 +54,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.String(&c.TrustedProxies, "trusted-proxies", "FLASHGATE_TRUSTED_PROXIES", "comma-separated CIDRs whose X-Forwarded-For is believed")
 	env.Int(&c.OriginMaxConns, "origin-max-conns", "FLASHGATE_ORIGIN_MAX_CONNS", "connections to origin for reserves")
 	env.Duration(&c.OriginQueueTimeout, "origin-queue-timeout", "FLASHGATE_ORIGIN_QUEUE_TIMEOUT", "how long a request may wait for a free origin connection (0: fail at once)")
+	env.Duration(&c.OriginPaymentsQueueTimeout, "origin-payments-queue-timeout", "FLASHGATE_ORIGIN_PAYMENTS_QUEUE_TIMEOUT", "the same for the payments pool (orders, reservations, the webhook)")
 	env.Int(&c.OriginPaymentsMaxConns, "origin-payments-max-conns", "FLASHGATE_ORIGIN_PAYMENTS_MAX_CONNS", "connections to origin for orders, reservations and the payment webhook")
 	env.Duration(&c.OriginTimeout, "origin-timeout", "FLASHGATE_ORIGIN_TIMEOUT", "one proxied origin exchange")
 	env.Int(&c.ShopMaxConns, "shop-max-conns", "FLASHGATE_SHOP_MAX_CONNS", "connections to the shop")

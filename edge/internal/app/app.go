@@ -85,7 +85,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	payments, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: cfg.OriginPaymentsMaxConns, Timeout: cfg.OriginTimeout, QueueTimeout: cfg.OriginQueueTimeout})
+	payments, err := proxy.New(cfg.OriginURL, proxy.Options{MaxConns: cfg.OriginPaymentsMaxConns, Timeout: cfg.OriginTimeout, QueueTimeout: cfg.OriginPaymentsQueueTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -98,9 +98,13 @@ type Config struct {
 	// OriginQueueTimeout is how long a request may wait for a free origin
 	// connection before it is answered please_wait; 0 means not at all.
 	OriginQueueTimeout time.Duration
-	OriginTimeout      time.Duration // one proxied origin exchange
-	ShopMaxConns       int           // connections to the shop
-	ShopTimeout        time.Duration // one proxied shop exchange
+	// OriginPaymentsQueueTimeout is the same for the payments pool: a
+	// shopper who pressed Pay waits longer for a connection (a burst of
+	// checkouts queues behind a busy origin) rather than hear please_wait.
+	OriginPaymentsQueueTimeout time.Duration
+	OriginTimeout              time.Duration // one proxied origin exchange
+	ShopMaxConns               int           // connections to the shop
+	ShopTimeout                time.Duration // one proxied shop exchange
 
 	// Rate limits in ulule/limiter's "<n>-<S|M|H>" form, per client
 	// address (an IPv6 address by its /64) and per account, on join,
@@ -148,41 +152,42 @@ type Config struct {
 // DefaultConfig returns the defaults every flag starts from.
 func DefaultConfig() Config {
 	return Config{
-		Addr:                   ":8080",
-		AdminAddr:              "127.0.0.1:8081",
-		RedisURL:               "redis://127.0.0.1:6379/0",
-		RedisMasterName:        "flashgate",
-		RedisPrefix:            "fg:",
-		OriginURL:              "http://127.0.0.1:9090",
-		AdmissionTokenTTL:      tokens.DefaultAdmissionTTL,
-		DefaultRatePerSecond:   100,
-		JoinPipelines:          2,
-		Tick:                   100 * time.Millisecond,
-		SnapshotRefresh:        250 * time.Millisecond,
-		StaleAfter:             3 * time.Second,
-		SnapshotStaleAfter:     3 * time.Second,
-		LineBlockWindow:        time.Second,
-		LineMinBlock:           256,
-		OriginMaxConns:         256,
-		OriginPaymentsMaxConns: 128,
-		OriginQueueTimeout:     time.Second,
-		OriginTimeout:          5 * time.Second,
-		ShopMaxConns:           256,
-		ShopTimeout:            10 * time.Second,
-		LimitJoinIP:            "120-M",
-		LimitJoinAccount:       "10-M",
-		LimitPollIP:            "30-S",
-		LimitPollAccount:       "3-S",
-		LimitReserveIP:         "120-M",
-		LimitReserveAccount:    "20-M",
-		LimitOrderAccount:      "20-M",
-		LimitOrderReadAccount:  "120-M",
-		LimitWebhookIP:         "1000-S",
-		LimitMaxKeys:           limitstore.DefaultMaxKeys,
-		WebhookMaxBodyBytes:    api.DefaultWebhookMaxBodyBytes,
-		ReadTimeout:            10 * time.Second,
-		MaxRequestHeadBytes:    16 << 10,
-		ShutdownTimeout:        15 * time.Second,
+		Addr:                       ":8080",
+		AdminAddr:                  "127.0.0.1:8081",
+		RedisURL:                   "redis://127.0.0.1:6379/0",
+		RedisMasterName:            "flashgate",
+		RedisPrefix:                "fg:",
+		OriginURL:                  "http://127.0.0.1:9090",
+		AdmissionTokenTTL:          tokens.DefaultAdmissionTTL,
+		DefaultRatePerSecond:       100,
+		JoinPipelines:              2,
+		Tick:                       100 * time.Millisecond,
+		SnapshotRefresh:            250 * time.Millisecond,
+		StaleAfter:                 3 * time.Second,
+		SnapshotStaleAfter:         3 * time.Second,
+		LineBlockWindow:            time.Second,
+		LineMinBlock:               256,
+		OriginMaxConns:             256,
+		OriginPaymentsMaxConns:     128,
+		OriginQueueTimeout:         time.Second,
+		OriginPaymentsQueueTimeout: 3 * time.Second,
+		OriginTimeout:              5 * time.Second,
+		ShopMaxConns:               256,
+		ShopTimeout:                10 * time.Second,
+		LimitJoinIP:                "120-M",
+		LimitJoinAccount:           "10-M",
+		LimitPollIP:                "30-S",
+		LimitPollAccount:           "3-S",
+		LimitReserveIP:             "120-M",
+		LimitReserveAccount:        "20-M",
+		LimitOrderAccount:          "20-M",
+		LimitOrderReadAccount:      "120-M",
+		LimitWebhookIP:             "1000-S",
+		LimitMaxKeys:               limitstore.DefaultMaxKeys,
+		WebhookMaxBodyBytes:        api.DefaultWebhookMaxBodyBytes,
+		ReadTimeout:                10 * time.Second,
+		MaxRequestHeadBytes:        16 << 10,
+		ShutdownTimeout:            15 * time.Second,
 	}
 }
 
@@ -223,10 +228,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: the webhook body bound (FLASHGATE_WEBHOOK_MAX_BODY_BYTES) must be 1 to %d bytes", maxRequestBodyBytes)
 	case c.OriginMaxConns < 1 || c.OriginPaymentsMaxConns < 1 || c.ShopMaxConns < 1:
 		return errors.New("config: connection pools must have at least one connection")
-	case c.OriginQueueTimeout < 0 || c.OriginQueueTimeout >= c.OriginTimeout:
+	case c.OriginQueueTimeout < 0 || c.OriginQueueTimeout >= c.OriginTimeout,
+		c.OriginPaymentsQueueTimeout < 0 || c.OriginPaymentsQueueTimeout >= c.OriginTimeout:
 		// Past the exchange's own timeout the wait would end as a timeout,
 		// not as "the pool is full".
-		return errors.New("config: the origin queue timeout must be at least 0 and shorter than the origin timeout")
+		return errors.New("config: the origin queue timeouts (FLASHGATE_ORIGIN_QUEUE_TIMEOUT, FLASHGATE_ORIGIN_PAYMENTS_QUEUE_TIMEOUT) must be at least 0 and shorter than the origin timeout")
 	}
 	if err := secretcheck.Strong(c.AdminToken); err != nil {
 		return fmt.Errorf("config: the admin token (FLASHGATE_EDGE_ADMIN_TOKEN, -admin-token) is too weak: %w; %s", err, secretcheck.HowToMake)
