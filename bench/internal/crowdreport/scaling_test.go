@@ -146,6 +146,20 @@ func TestEdgeMicrosPerAnswered(t *testing.T) {
 	}
 }
 
+func TestEdgeMicrosPerAddedRequest(t *testing.T) {
+	sc := scaling(20, 24, 10, 50)
+	// 20,000: 5 s for 40,000 requests; 100,000: 25 s for 200,000. Make the
+	// smallest 7 s: 2 s of it beyond the 125 µs a request.
+	sc.Sizes[1].Flashgate.CPU["edge"] = 7
+	us, fixed, ok := EdgeMicrosPerAddedRequest(sc)
+	if !ok || math.Abs(us-112.5) > 1e-9 || math.Abs(fixed-2.5) > 1e-9 {
+		t.Errorf("EdgeMicrosPerAddedRequest = %v µs, %v s, %v; want 112.5, 2.5, true", us, fixed, ok)
+	}
+	if _, _, ok := EdgeMicrosPerAddedRequest(scaling(20, -1, 10, 50)); ok {
+		t.Error("EdgeMicrosPerAddedRequest without the largest run: ok")
+	}
+}
+
 func TestScalingReport(t *testing.T) {
 	sc := scaling(20, 24, 10, 50)
 	sc.Notes = []string{"a note of the run"}
@@ -168,6 +182,7 @@ func TestScalingReport(t *testing.T) {
 		"| edge | 5.0 | 25.0 | 0.250 | 0.250 | 5.00× |",
 		"| 20,000 | 5.0 s | 40,000 | 125.0 |", // edge µs per answered request
 		"bare fasthttp handler",
+		"the edge answered 160,000 more requests for 20.0 CPU s more: 125.0 µs per added request",
 		"| route | `sale` | 400 | 800 | 2.00× |",
 		"| route | `reserve` | 5,000 | 5,100 | 1.02× |",
 		"| postgres op | `order` | 0 | 7 | — |",
