@@ -111,7 +111,9 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 			return c.OriginQueueTimeout == time.Second && c.OriginPaymentsQueueTimeout == 3*time.Second
 		}},
 		{name: "payments queue timeout", env: map[string]string{"FLASHGATE_ORIGIN_PAYMENTS_QUEUE_TIMEOUT": "2s"},
-			check: func(c app.Config) bool { return c.OriginPaymentsQueueTimeout == 2*time.Second && c.OriginQueueTimeout == time.Second }},
+			check: func(c app.Config) bool {
+				return c.OriginPaymentsQueueTimeout == 2*time.Second && c.OriginQueueTimeout == time.Second
+			}},
 		{name: "payments queue timeout past the origin timeout", env: map[string]string{"FLASHGATE_ORIGIN_PAYMENTS_QUEUE_TIMEOUT": "5s"},
 			wantErr: "must be at least 0 and shorter than the origin timeout"},
 		{name: "no join pipeline", env: map[string]string{"FLASHGATE_JOIN_PIPELINES": "0"}, wantErr: "join pipelines must be 1 to 64"},

@@ -212,23 +212,10 @@ func writeReport(dir string, runs crowdreport.Runs) error {
 	if err != nil {
 		return fmt.Errorf("charts: %w", err)
 	}
-	for name, write := range map[string]func(io.Writer) error{
+	return writeFiles(dir, map[string]func(io.Writer) error{
 		"report.json": func(w io.Writer) error { return crowdreport.WriteJSON(w, runs) },
 		"report.md":   func(w io.Writer) error { return crowdreport.WriteMarkdown(w, runs, charts) },
-	} {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		err = write(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	return nil
+	})
 }
 
 // portOf is a redis:// or postgres:// URL's port, its scheme's default when
@@ -281,4 +268,22 @@ func ceilingScenario(base crowdsim.Scenario, shoppers int) crowdsim.Scenario {
 	sc.PayProbability, sc.ImpatientShare, sc.StayShare, sc.Bots, sc.PageRefreshS = 0, 0, 0, 0, 0
 	sc.MaxDurationS = 45
 	return sc
+}
+
+// writeFiles writes each named file into dir with its writer.
+func writeFiles(dir string, files map[string]func(io.Writer) error) error {
+	for name, write := range files {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
 }

@@ -251,21 +251,8 @@ func writeScaling(dir string, sc crowdreport.Scaling) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for name, write := range map[string]func(io.Writer) error{
+	return writeFiles(dir, map[string]func(io.Writer) error{
 		"scaling.json": func(w io.Writer) error { return crowdreport.WriteScalingJSON(w, sc) },
 		"scaling.md":   func(w io.Writer) error { return crowdreport.WriteScalingMarkdown(w, sc) },
-	} {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		err = write(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	return nil
+	})
 }

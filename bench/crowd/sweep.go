@@ -175,21 +175,8 @@ func writeSweep(dir string, sw crowdreport.Sweep) error {
 	if err != nil {
 		return err
 	}
-	for name, write := range map[string]func(io.Writer) error{
+	return writeFiles(dir, map[string]func(io.Writer) error{
 		"capacity.json": func(w io.Writer) error { return crowdreport.WriteSweepJSON(w, sw) },
 		"capacity.md":   func(w io.Writer) error { return crowdreport.WriteSweepMarkdown(w, sw, chart) },
-	} {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		err = write(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	return nil
+	})
 }
