@@ -45,6 +45,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.String(&c.UserTokenAudience, "user-token-audience", "FLASHGATE_USER_TOKEN_AUDIENCE", "required aud of user tokens (empty: not checked, so tokens the shop issues for other purposes pass; logged at WARN)")
 	env.Float64(&c.DefaultRatePerSecond, "default-rate", "FLASHGATE_DEFAULT_RATE", "admission rate per second of a sale until ops set one")
 	env.Duration(&c.Tick, "tick", "FLASHGATE_TICK", "how often the admission cursor advances")
+	env.Duration(&c.AdmissionHoldAfter, "admission-hold-after", "FLASHGATE_ADMISSION_HOLD_AFTER", "a tick admits no one when even the quickest origin request since the last one took longer (0: never hold)")
 	env.Int(&c.JoinPipelines, "join-pipelines", "FLASHGATE_JOIN_PIPELINES", "join round trips to Redis in flight at once (raise it on edges far from Redis)")
 	env.Duration(&c.SnapshotRefresh, "snapshot-refresh", "FLASHGATE_SNAPSHOT_REFRESH", "how often sale snapshots are fetched from origin")
 	env.Duration(&c.StaleAfter, "stale-after", "FLASHGATE_STALE_AFTER", "cursor age at which sale endpoints answer please_wait")

@@ -73,6 +73,12 @@ type Options struct {
 	// MaxPollAfter caps the poll interval told to a shopper far back in
 	// line; 0 means 30 s.
 	MaxPollAfter time.Duration
+	// Hold is asked once a tick whether the checkout behind this node is
+	// congested (CheckoutHold): if so the tick advances no cursor, and
+	// shoppers wait in line, hearing honest estimates, instead of being
+	// admitted to a checkout that would answer them please_wait. nil means
+	// never.
+	Hold func() bool
 	// Clock is the node's clock; nil means time.Now.
 	Clock func() time.Time
 }
@@ -96,6 +102,7 @@ type metrics struct {
 	queueLength *prometheus.GaugeVec
 	snapshotAge *prometheus.GaugeVec
 	ready       prometheus.Gauge
+	held        prometheus.Counter
 }
 
 // New returns a Controller over cursor (which it alone ticks), the snapshot
@@ -115,9 +122,12 @@ func New(cursor *Cursor, snapshots *snapshot.Cache, lines Lines, opts Options, r
 			Name: "flashgate_edge_snapshot_age_seconds", Help: "Age of this node's last good origin snapshot of each sale that has not ended.",
 		}, []string{"sale"}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flashgate_edge_ready", Help: "1 while this node is ready (GET /readyz answers 200), else 0."}),
+		held: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashgate_edge_admission_held_ticks_total", Help: "Ticks in which this node admitted no one because it found the checkout congested.",
+		}),
 	}
 	m := c.metrics
-	reg.MustRegister(m.cursor, m.queueLength, m.snapshotAge, m.ready)
+	reg.MustRegister(m.cursor, m.queueLength, m.snapshotAge, m.ready, m.held)
 	return c
 }
 
@@ -149,13 +159,17 @@ func (c *Controller) Tick(ctx context.Context) error {
 	entries := c.snapshots.All()
 	ticks := make([]queue.Tick, 0, len(entries))
 	available := make([]int64, len(entries))
+	hold := c.opts.Hold != nil && c.opts.Hold()
 	for i, e := range entries {
 		available[i] = e.Sale.Available()
 		var left int64
 		if !e.Sale.SoldOut {
 			left = max(available[i], 1) // not sold out: something may be left
 		}
-		ticks = append(ticks, queue.Tick{Sale: e.Sale.SaleID, StartsAt: e.Sale.StartsAt, Available: left})
+		ticks = append(ticks, queue.Tick{Sale: e.Sale.SaleID, StartsAt: e.Sale.StartsAt, Available: left, Hold: hold})
+	}
+	if hold && len(ticks) > 0 {
+		c.metrics.held.Inc()
 	}
 	var tickErr error
 	if len(ticks) > 0 {

@@ -4,8 +4,11 @@
 -- The cursor waits while the sale has not started, until the pre-queue's
 -- draw size is sealed in the line hash, while paused, while no stock is
 -- available, at the durable serving ceiling (the edge raises it ahead of
--- need), and when it has reached the end of the line; no credit builds up
--- meanwhile, so it resumes at its rate, in queue order. While few units are
+-- need), when it has reached the end of the line, and for a call that holds
+-- (the calling node finds the checkout congested: the time since the last
+-- call passes unused, so with several nodes the rate falls by the share of
+-- them that hold); no credit builds up meanwhile, so it resumes at its
+-- rate, in queue order. While few units are
 -- available it admits at most twice that many a second: units that come
 -- back one by one go to about as many shoppers, not to a second's worth of
 -- the line.
@@ -15,6 +18,7 @@
 -- ARGV[1] sale start (unix ms)  ARGV[2] units available (0: none)
 -- ARGV[3] pre, ARGV[4] post, ARGV[5] now_serving floors: the highest values
 --   the calling node has read (0: none)
+-- ARGV[6] hold: 1 to admit nothing this call (0: admit at the pace)
 --
 -- Returns {now_serving, queue length, rate (string), paused (0/1), now (unix ms),
 --   pre counter, post counter, draw size (-1 until sealed), pre ceiling,
@@ -29,6 +33,7 @@
 local cursor, pre_key, post_key, line_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local starts, available = tonumber(ARGV[1]), tonumber(ARGV[2])
 local pre_floor, post_floor, serving_floor = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local hold = ARGV[6] == '1'
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -72,7 +77,7 @@ if now >= starts then
   local pace = rate
   if available > 0 and available * 2 < pace then pace = available * 2 end
   local stop = math.min(length, serving_ceiling)
-  if paused or not drawn or available <= 0 or serving >= stop or pace <= 0 then
+  if paused or hold or not drawn or available <= 0 or serving >= stop or pace <= 0 then
     redis.call('HSET', cursor, 'last_ms', string.format('%.3f', math.max(now, last)))
   else
     local add = math.floor((now - last) * pace / 1000)

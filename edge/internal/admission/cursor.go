@@ -83,7 +83,7 @@ func (c *Cursor) Tick(ctx context.Context, ticks []queue.Tick) error {
 	cmds := redisscript.Each(ctx, c.rdb, advanceScript, len(ticks), func(i int) ([]string, []any) {
 		t, f := ticks[i], floors[i]
 		return []string{c.keys.Cursor(t.Sale), c.keys.Pre(t.Sale), c.keys.Post(t.Sale), c.keys.Line(t.Sale)},
-			[]any{t.StartsAt.UnixMilli(), max(t.Available, 0), f.Pre, f.Post, f.NowServing}
+			[]any{t.StartsAt.UnixMilli(), max(t.Available, 0), f.Pre, f.Post, f.NowServing, flag(t.Hold)}
 	})
 	read := c.now()
 	var firstErr error
@@ -115,6 +115,14 @@ func (c *Cursor) Tick(ctx context.Context, ticks []queue.Tick) error {
 	return firstErr
 }
 
+// flag is a script's boolean argument.
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // entry is a sale's cached state, made on first use; c.mu must be held.
 func (c *Cursor) entry(sale string) *saleState {
 	s := c.states[sale]
@@ -139,6 +147,7 @@ func (c *Cursor) store(sale string, st queue.State) {
 	first := s.samples[0]
 	if dt := st.ReadAt.Sub(first.at).Seconds(); dt > 0 {
 		st.MeasuredRate = float64(st.NowServing-first.serving) / dt
+		st.Measured = dt >= 1
 	}
 	s.State = st
 }

@@ -29,8 +29,9 @@ func tick(t *testing.T, c *admission.Cursor, tk queue.Tick) queue.State {
 }
 
 // TestCursorHolds: the cursor does not move before the start, while
-// paused, while nothing is in stock, at rate 0, nor past the end of the
-// line — and builds no credit meanwhile.
+// paused, while nothing is in stock, at rate 0, past the end of the line,
+// nor while the ticking node holds for its checkout — and builds no
+// credit meanwhile.
 func TestCursorHolds(t *testing.T) {
 	t.Parallel()
 	past, future := time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
@@ -42,14 +43,16 @@ func TestCursorHolds(t *testing.T) {
 		paused   *bool
 		rate     *float64
 		length   int64
+		hold     bool
 		want     int64 // now_serving after the wait
 		wantRate float64
 	}{
-		{"before the start", future, 1_000_000, nil, nil, 100, 0, 1000},
-		{"paused", past, 1_000_000, &yes, nil, 100, 0, 1000},
-		{"no stock", past, 0, nil, nil, 100, 0, 1000},
-		{"rate zero", past, 1_000_000, nil, &zero, 100, 0, 0},
-		{"end of the line", past, 1_000_000, nil, nil, 5, 5, 1000},
+		{"before the start", future, 1_000_000, nil, nil, 100, false, 0, 1000},
+		{"paused", past, 1_000_000, &yes, nil, 100, false, 0, 1000},
+		{"no stock", past, 0, nil, nil, 100, false, 0, 1000},
+		{"rate zero", past, 1_000_000, nil, &zero, 100, false, 0, 0},
+		{"end of the line", past, 1_000_000, nil, nil, 5, false, 5, 1000},
+		{"held for the checkout", past, 1_000_000, nil, nil, 100, true, 0, 1000},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,7 +60,7 @@ func TestCursorHolds(t *testing.T) {
 			r := edgetest.NewRedis(t)
 			queuetest.Ready(t, r, "s", 1000)
 			c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
-			tk := queue.Tick{Sale: "s", StartsAt: tc.starts, Available: tc.stock}
+			tk := queue.Tick{Sale: "s", StartsAt: tc.starts, Available: tc.stock, Hold: tc.hold}
 			tick(t, c, tk) // an empty line: the cursor starts from now
 			if tc.paused != nil || tc.rate != nil {
 				queuetest.SetSettings(t, r, "s", tc.rate, tc.paused)
@@ -84,7 +87,7 @@ func TestCursorHolds(t *testing.T) {
 			if tc.paused != nil || tc.rate != nil {
 				queuetest.SetSettings(t, r, "s", &one, &no)
 			}
-			tk.Available = 1_000_000
+			tk.Available, tk.Hold = 1_000_000, false
 			tick(t, c, tk)
 			time.Sleep(100 * time.Millisecond)
 			after := tick(t, c, tk)
@@ -176,6 +179,39 @@ func TestCursorConcurrentTicksAdmitAtRate(t *testing.T) {
 	}
 	if admitted < rate*0.5 {
 		t.Errorf("cursor moved %v in about a second at %v/s, want about %v", admitted, rate, rate)
+	}
+}
+
+// TestCursorHoldingNodeTakesItsShare: of two nodes ticking in turn, one
+// holding for its checkout, the spans the holding one ticks pass unused:
+// the cursor moves at about half the rate, not at the rate (the other node
+// does not admit the held time) nor not at all.
+func TestCursorHoldingNodeTakesItsShare(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	keys := queue.NewKeys(r.Prefix)
+	const rate = 1000.0
+	queuetest.Ready(t, r, "s", rate)
+	open := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	held := open
+	held.Hold = true
+	admitting, holding := admission.NewCursor(r.Client, keys, nil), admission.NewCursor(r.Client, keys, nil)
+	tick(t, admitting, open)
+	queuetest.Fill(t, r, "s", 100_000)
+	first := tick(t, admitting, open).NowServing
+	start := redisTime(t, r)
+	var st queue.State
+	for i := 0; time.Since(start) < time.Second; i++ {
+		time.Sleep(25 * time.Millisecond)
+		if i%2 == 0 {
+			tick(t, holding, held)
+		} else {
+			st = tick(t, admitting, open)
+		}
+	}
+	elapsed := redisTime(t, r).Sub(start).Seconds()
+	if got, want := float64(st.NowServing-first), rate*elapsed/2; got < want*0.6 || got > want*1.4 {
+		t.Errorf("admitted %.0f in %.2fs with one of two nodes holding at %v/s, want about %.0f (half)", got, elapsed, rate, want)
 	}
 }
 

@@ -133,9 +133,17 @@ func (v *View) Estimate(pre bool, pos int64, now time.Time) Estimate {
 		e.PollAfterMS = min(jitter(1000, pos), maxPoll.Milliseconds())
 		return e
 	}
-	rate := v.State.MeasuredRate
-	if rate <= 0 {
-		rate = v.State.RatePerSecond
+	// The wait at the rate the cursor has moved lately: while admission
+	// holds for the checkout that is far below the set rate, and the
+	// estimate (and so the poll interval) grows, rather than promise a
+	// wait at a rate nobody is admitted at and bring the whole line back
+	// each second. A standing cursor counts at a tenth of the set rate,
+	// which keeps the wait finite and the front of the line asking.
+	rate := v.State.RatePerSecond
+	if v.State.Measured {
+		rate = max(v.State.MeasuredRate, v.State.RatePerSecond/10)
+	} else if v.State.MeasuredRate > 0 {
+		rate = v.State.MeasuredRate
 	}
 	if v.State.Paused {
 		// Paused: the estimate is what the wait will be once admission

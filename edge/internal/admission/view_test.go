@@ -43,6 +43,21 @@ func TestEstimate(t *testing.T) {
 			t.Errorf("Estimate(300) paused, set rate 50/s = %+v, want paused, 4 s", e)
 		}
 	})
+	t.Run("a standing cursor: the wait at a tenth of the set rate", func(t *testing.T) {
+		// Held for the checkout for the whole window: measured 0 over
+		// seconds. 200 ahead at 50/s ÷ 10 is 40 s, polled after 10 s —
+		// not the 4 s the set rate would promise.
+		st := running
+		st.MeasuredRate, st.Measured = 0, true
+		e := view(open, st).Estimate(false, 300, now)
+		if e.WaitS != 40 || e.PollAfterMS < 10_000 || e.PollAfterMS > 12_500 {
+			t.Errorf("Estimate(300) with the cursor standing at 100, set rate 50/s = %+v, want 40 s, polling in 10 to 12.5 s", e)
+		}
+		st.MeasuredRate, st.Measured = 0, false // nothing measured yet: the set rate
+		if e := view(open, st).Estimate(false, 300, now); e.WaitS != 4 {
+			t.Errorf("Estimate(300) before any measurement, set rate 50/s = %+v, want 4 s", e)
+		}
+	})
 	t.Run("far back: the poll interval is capped", func(t *testing.T) {
 		e := view(open, running).Estimate(false, 1_000_000, now)
 		if e.PollAfterMS != opts.MaxPollAfter.Milliseconds() {

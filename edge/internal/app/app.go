@@ -130,8 +130,12 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 		DefaultRatePerSecond: cfg.DefaultRatePerSecond, BlockWindow: cfg.LineBlockWindow, MinBlock: int64(cfg.LineMinBlock),
 	}, log.With("component", "line"), reg)
 	a.Joiner = queue.NewJoiner(a.rdb, qkeys, queue.JoinerOptions{Pipelines: cfg.JoinPipelines, Observe: a.Line.Observe})
+	var hold func() bool
+	if cfg.AdmissionHoldAfter > 0 {
+		hold = admission.CheckoutHold(cfg.AdmissionHoldAfter, map[string]admission.Sojourns{"origin": origin, "origin_payments": payments}, reg)
+	}
 	a.Admission = admission.New(a.Cursor, a.Snapshots, a.Line, admission.Options{
-		StaleAfter: cfg.StaleAfter, SnapshotStaleAfter: cfg.SnapshotStaleAfter,
+		StaleAfter: cfg.StaleAfter, SnapshotStaleAfter: cfg.SnapshotStaleAfter, Hold: hold,
 	}, reg)
 	a.API = api.New(api.Deps{
 		Admission: a.Admission, Joiner: a.Joiner, Line: a.Line,

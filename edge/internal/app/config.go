@@ -70,8 +70,12 @@ type Config struct {
 	DefaultRatePerSecond float64       // admission rate a sale's line starts with until ops set one
 	JoinPipelines        int           // join round trips to Redis in flight at once (more for an edge far from Redis: docs/REGIONS.md)
 	Tick                 time.Duration // how often the cursor advances and views rebuild
-	SnapshotRefresh      time.Duration // how often sale snapshots are fetched from origin
-	StaleAfter           time.Duration // cursor reading age at which sale endpoints say please_wait
+	// AdmissionHoldAfter: a tick admits no one when even the quickest
+	// request to an origin pool since the last tick took longer than this
+	// (the checkout is behind: admission.CheckoutHold); 0 turns it off.
+	AdmissionHoldAfter time.Duration
+	SnapshotRefresh    time.Duration // how often sale snapshots are fetched from origin
+	StaleAfter         time.Duration // cursor reading age at which sale endpoints say please_wait
 	// SnapshotStaleAfter is the age at which a sale's origin snapshot is no
 	// longer answered from (its endpoints say please_wait rather than a
 	// stale "open"), and at which the list of sales stops proving a sale
@@ -162,6 +166,7 @@ func DefaultConfig() Config {
 		DefaultRatePerSecond:       100,
 		JoinPipelines:              2,
 		Tick:                       100 * time.Millisecond,
+		AdmissionHoldAfter:         250 * time.Millisecond,
 		SnapshotRefresh:            250 * time.Millisecond,
 		StaleAfter:                 3 * time.Second,
 		SnapshotStaleAfter:         3 * time.Second,
@@ -215,6 +220,8 @@ func (c Config) Validate() error {
 		return errors.New("config: durations must be positive")
 	case c.LineBlockWindow <= 0 || c.LineMinBlock < 1:
 		return errors.New("config: the line block window and the line's smallest block must be positive")
+	case c.AdmissionHoldAfter < 0:
+		return errors.New("config: FLASHGATE_ADMISSION_HOLD_AFTER must be at least 0 (0: admission never holds for the checkout)")
 	case c.StaleAfter < 2*c.Tick:
 		return errors.New("config: stale-after must be at least two ticks")
 	case c.SnapshotStaleAfter < 3*c.SnapshotRefresh:

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,7 +142,16 @@ type StubOrigin struct {
 	lines     map[string]*StubLine
 	linesDown bool
 	verifier  *tokens.RequestVerifier
+	// delay (ns) slows every answer but the sale list, the snapshots and
+	// the lines: what the edge's origin pools carry (SetDelay).
+	delay atomic.Int64
 }
+
+// SetDelay makes the answers a shopper's requests get through the edge's
+// origin pools (reserves, orders, anything but the sale list, the
+// snapshots and the lines) take d, as an origin behind on its work would;
+// 0 answers at once again.
+func (o *StubOrigin) SetDelay(d time.Duration) { o.delay.Store(int64(d)) }
 
 // StubLine is a StubOrigin's durable copy of a sale's line.
 type StubLine struct {
@@ -203,6 +213,10 @@ func OpenSale(id string, stock int64) snapshot.Sale {
 
 func (o *StubOrigin) handle(ctx *fasthttp.RequestCtx) {
 	segs := strings.Split(strings.Trim(string(ctx.Path()), "/"), "/")
+	control := len(segs) >= 2 && segs[0] == "v1" && (segs[1] == "lines" || (segs[1] == "sales" && ctx.IsGet()))
+	if d := time.Duration(o.delay.Load()); d > 0 && !control {
+		time.Sleep(d)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	write := func(status int, v any) {

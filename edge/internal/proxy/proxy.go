@@ -7,7 +7,9 @@
 // answer show the id the edge's do. A request takes one of the pool's
 // connection slots before it is sent, and Forward reports how long it
 // waited for one: the queueing in front of the upstream, which the
-// round trip's time alone does not show.
+// round trip's time alone does not show. TakeLeast says whether a queue
+// stands in front of it: the shortest time any request spent with it
+// lately, its wait included.
 package proxy
 
 import (
@@ -15,6 +17,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -48,8 +51,11 @@ type Upstream struct {
 	// holding a slot always finds or dials a connection.
 	slots        chan struct{}
 	queueTimeout time.Duration
-	host         string
-	timeout      time.Duration
+	// least is the shortest sojourn (wait and exchange, in ns) of the
+	// requests Forward finished since the last TakeLeast; 0 for none.
+	least   atomic.Int64
+	host    string
+	timeout time.Duration
 }
 
 // ErrBusy: every connection to the upstream is in use.
@@ -122,6 +128,31 @@ func (u *Upstream) acquire() (time.Duration, error) {
 // release gives back the slot acquire took.
 func (u *Upstream) release() { <-u.slots }
 
+// observe keeps d if it is the shortest sojourn since the last TakeLeast.
+func (u *Upstream) observe(d time.Duration) {
+	ns := max(int64(d), 1) // 0 means none
+	for {
+		least := u.least.Load()
+		if least != 0 && least <= ns {
+			return
+		}
+		if u.least.CompareAndSwap(least, ns) {
+			return
+		}
+	}
+}
+
+// TakeLeast returns the shortest time a request forwarded since the
+// previous call spent with the upstream (its wait for a connection and
+// the exchange, a failed one's until it failed), and starts over; 0 when
+// none finished. It is CoDel's signal of a standing queue: one slow
+// request says little, but when even the quickest of many was slow,
+// every request queued.
+func (u *Upstream) TakeLeast() time.Duration { return time.Duration(u.least.Swap(0)) }
+
+// InFlight is how many requests hold a connection slot now.
+func (u *Upstream) InFlight() int { return len(u.slots) }
+
 // hopHeaders are meaningful only for one connection (RFC 9110 7.6.1), and
 // forwarding headers a client could forge.
 var hopHeaders = []string{
@@ -146,6 +177,8 @@ var forwardingHeaders = []string{
 // ErrBusy); the wait counts against Timeout, which bounds the whole
 // exchange.
 func (u *Upstream) Forward(ctx *fasthttp.RequestCtx, clientIP string) (waited time.Duration, err error) {
+	start := time.Now()
+	defer func() { u.observe(time.Since(start)) }()
 	waited, err = u.acquire()
 	if err != nil {
 		return waited, err

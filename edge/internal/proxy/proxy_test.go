@@ -162,3 +162,39 @@ func TestSlotsBoundTheRequestsInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TakeLeast is the quickest request since the last call, the wait for a
+// connection counted: a request that queued behind a held one took at
+// least as long as the hold, and one that answered at once less. Each call
+// starts over; with nothing forwarded since, it is 0.
+func TestTakeLeastIsTheQuickestRequestSinceTheLastCall(t *testing.T) {
+	u, s := newUpstream(t, Options{MaxConns: 1, Timeout: 5 * time.Second, QueueTimeout: 5 * time.Second})
+	if got := u.TakeLeast(); got != 0 {
+		t.Fatalf("TakeLeast before any request = %v, want 0", got)
+	}
+	const holdFor = 100 * time.Millisecond
+	held := hold(t, u, s)
+	queued := make(chan error, 1)
+	go func() { _, err := forward(u, "/"); queued <- err }()
+	time.Sleep(holdFor)
+	close(s.release)
+	for _, c := range []<-chan error{held, queued} {
+		if err := <-c; err != nil {
+			t.Fatalf("Forward: %v", err)
+		}
+	}
+	// Both waited out the hold: the held one in the upstream, the other for
+	// the connection.
+	if got := u.TakeLeast(); got < holdFor {
+		t.Errorf("TakeLeast after two requests that waited %v = %v, want at least that", holdFor, got)
+	}
+	if got := u.TakeLeast(); got != 0 {
+		t.Errorf("TakeLeast again with nothing forwarded = %v, want 0", got)
+	}
+	if _, err := forward(u, "/"); err != nil {
+		t.Fatalf("Forward: %v", err)
+	}
+	if got := u.TakeLeast(); got <= 0 || got >= holdFor {
+		t.Errorf("TakeLeast after a request answered at once = %v, want above 0 and under %v", got, holdFor)
+	}
+}

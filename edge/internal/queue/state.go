@@ -29,8 +29,11 @@ type State struct {
 	// holds (0 before any change).
 	SettingsVersion int64
 	// MeasuredRate is admissions per second over the last few seconds; the
-	// honest basis of a wait estimate.
+	// honest basis of a wait estimate. Measured says the readings behind
+	// it span at least a second: a rate of 0 then means the cursor stood
+	// (held for the checkout, at a ceiling), not that nothing is known.
 	MeasuredRate float64
+	Measured     bool
 	ReadAt       time.Time // this node's clock when it read the state
 	// RedisNow is Redis's clock at the read: the one clock that decides
 	// when a sale has started (the join script uses it too).
@@ -46,6 +49,9 @@ type Tick struct {
 	// handful of units coming back does not admit a second's worth of
 	// shoppers to find them gone.
 	Available int64
+	// Hold: the node finds the checkout congested, and this tick's time
+	// passes without admitting anyone (admission.Options.Hold).
+	Hold bool
 }
 
 // Seen is what a node has read of a line: Redis never holds less of a line

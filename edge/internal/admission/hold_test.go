@@ -1,0 +1,48 @@
+package admission_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashgate/flashgate/edge/internal/admission"
+)
+
+// pool is an upstream's sojourns as a test sets them for the next tick.
+type pool struct {
+	least    time.Duration
+	inFlight int
+}
+
+func (p *pool) TakeLeast() time.Duration { d := p.least; p.least = 0; return d }
+func (p *pool) InFlight() int            { return p.inFlight }
+
+// TestCheckoutHoldVerdicts: a tick holds when the quickest request of a
+// pool took longer than the bound; the verdict stands through ticks in
+// which requests are in flight but none finished, and clears on a quick
+// one or once the pool is idle. One pool behind is enough.
+func TestCheckoutHoldVerdicts(t *testing.T) {
+	reserves, payments := &pool{}, &pool{}
+	hold := admission.CheckoutHold(100*time.Millisecond, map[string]admission.Sojourns{"origin": reserves, "origin_payments": payments}, prometheus.NewRegistry())
+	steps := []struct {
+		name     string
+		reserves pool
+		payments pool
+		want     bool
+	}{
+		{"idle", pool{}, pool{}, false},
+		{"quick answers", pool{least: 5 * time.Millisecond, inFlight: 3}, pool{least: 20 * time.Millisecond, inFlight: 1}, false},
+		{"the quickest reserve was slow", pool{least: 150 * time.Millisecond, inFlight: 40}, pool{least: 20 * time.Millisecond}, true},
+		{"none finished, some in flight", pool{inFlight: 40}, pool{}, true},
+		{"a quick one again", pool{least: 30 * time.Millisecond, inFlight: 40}, pool{}, false},
+		{"payments behind", pool{least: 30 * time.Millisecond}, pool{least: 2 * time.Second, inFlight: 128}, true},
+		{"payments idle", pool{}, pool{}, false},
+	}
+	for _, s := range steps {
+		*reserves, *payments = s.reserves, s.payments
+		if got := hold(); got != s.want {
+			t.Errorf("%s: hold = %v, want %v", s.name, got, s.want)
+		}
+	}
+}

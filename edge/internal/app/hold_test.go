@@ -1,0 +1,119 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
+)
+
+// TestAdmissionHoldsWhileTheCheckoutIsBehind: while every request to the
+// origin takes longer than FLASHGATE_ADMISSION_HOLD_AFTER (a standing
+// queue), the node's ticks admit no one and count it; once the origin
+// answers quickly again the cursor moves at its rate, with no burst for
+// the held time.
+func TestAdmissionHoldsWhileTheCheckoutIsBehind(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	origin := edgetest.NewStubOrigin(t)
+	const sale = "hold"
+	origin.SetSale(edgetest.OpenSale(sale, 1000))
+	cfg := edgetest.Config(r, origin.URL)
+	const rate = 200.0
+	cfg.DefaultRatePerSecond = rate
+	cfg.AdmissionHoldAfter = 100 * time.Millisecond
+	n := edgetest.StartNode(t, cfg)
+	n.WaitSale(t, sale)
+	snap, _ := n.App.Snapshots.Get(sale)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const line = 3000 // longer than the test admits
+	var wg sync.WaitGroup
+	for w := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < line; i += 50 {
+				if _, err := joinWaiting(ctx, n, sale, snap.StartsAt, fmt.Sprintf("a%d", i)); err != nil {
+					t.Errorf("Join(a%d) = %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// The origin falls behind: shoppers' order reads, through the payments
+	// pool, each take 300 ms.
+	origin.SetDelay(300 * time.Millisecond)
+	var stop atomic.Bool
+	var readers sync.WaitGroup
+	token := edgetest.UserToken(t, "reader")
+	for range 8 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for !stop.Load() {
+				n.Do(t, edgetest.Request{Method: "GET", Path: "/v1/orders/o-1", Token: token})
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond) // the first slow answers come back
+	heldBefore := heldTicks(t, n)
+	start := readCursor(t, r, sale)
+	time.Sleep(time.Second)
+	end := readCursor(t, r, sale)
+	if moved, most := end.serving-start.serving, int64(0.1*rate*end.at.Sub(start.at).Seconds()); moved > most {
+		t.Errorf("while the origin took 300 ms the cursor moved %d in %v, want at most %d (held)", moved, end.at.Sub(start.at), most)
+	}
+	if held := heldTicks(t, n) - heldBefore; held < 5 {
+		t.Errorf("flashgate_edge_admission_held_ticks_total rose by %v in a second of 100 ms ticks while the origin was behind, want at least 5", held)
+	}
+	if end.serving >= end.length {
+		t.Fatalf("the whole line (%d) was admitted; the test needs a longer line", end.length)
+	}
+
+	// It catches up: admission resumes at the rate.
+	origin.SetDelay(0)
+	stop.Store(true)
+	readers.Wait()
+	time.Sleep(200 * time.Millisecond) // the last slow answers are judged and forgotten
+	start = readCursor(t, r, sale)
+	time.Sleep(time.Second)
+	end = readCursor(t, r, sale)
+	elapsed := end.at.Sub(start.at).Seconds()
+	if moved := float64(end.serving - start.serving); moved < 0.7*rate*elapsed || moved > 1.1*rate*elapsed {
+		t.Errorf("once the origin answered at once the cursor moved %.0f in %.2fs, want about %.0f (the rate, no catch-up burst)", moved, elapsed, rate*elapsed)
+	}
+}
+
+var heldTicksLine = regexp.MustCompile(`(?m)^flashgate_edge_admission_held_ticks_total (\S+)$`)
+
+// heldTicks reads flashgate_edge_admission_held_ticks_total from the node's metrics.
+func heldTicks(t *testing.T, n *edgetest.Node) float64 {
+	t.Helper()
+	res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/metrics"})
+	if res.Status != fasthttp.StatusOK {
+		t.Fatalf("GET /metrics = %d", res.Status)
+	}
+	m := heldTicksLine.FindSubmatch(res.Body)
+	if m == nil {
+		t.Fatal("GET /metrics has no flashgate_edge_admission_held_ticks_total")
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatalf("flashgate_edge_admission_held_ticks_total %q: %v", m[1], err)
+	}
+	return v
+}
