@@ -31,6 +31,7 @@
   let lineOver = '';      // 'closed' or 'sold_out' once the line says so for good
   let resv = null;        // current reservation
   let pollTimer = 0, pollGen = 0, resTimer = 0;
+  let place = 0;          // our place while waiting in line (0: not known, as in the pre-queue before the draw)
   const keys = {};        // idempotency key per SKU, reused on retry so a retry can never reserve twice
 
   // One fetch wrapper so every answer has the same shape: {status, data, retry (Retry-After seconds)}.
@@ -92,7 +93,12 @@
   async function loadSale() {
     const res = await api('GET', salePath);
     let wait = snap && snap.final ? 30000 : 1000;
-    if (res.status === 200) { snap = res.data; clearNotice('sale'); renderSale(); }
+    if (res.status === 200) {
+      snap = res.data; clearNotice('sale'); renderSale();
+      // The snapshot shows when our turn has come: ask for the admission now, not at the next poll (whose
+      // poll_after_ms is the longest to wait, so the line need not ask every second while it moves slowly).
+      if (place && snap.now_serving >= place) { place = 0; startPolling(0); }
+    }
     else if (!noticeFrom || noticeFrom === 'sale') { // never hide a queue or purchase message behind this one
       if (busy(res)) wait = Math.max(wait, retryNotice(res, 'sale'));
       else notice(res.status === 404 ? 'There is no sale called "' + sale + '".' : msg(res), 'sale');
@@ -223,11 +229,13 @@
   function showQueue(d) {
     const set = (id, v) => { $(id).textContent = v; };
     if (!d) {
+      place = 0;
       ['position', 'now-serving', 'ahead', 'eta'].forEach((id) => set(id, '–'));
       set('queue-state', store.get(K.user) ? 'Not in line yet.' : 'Sign in, then join the line.');
       $('queue-state').dataset.state = ''; $('progress').value = 0; return;
     }
     const pos = d.position || 0, serving = d.now_serving || 0, ahead = Math.max(0, pos - serving - 1); // places up to now_serving are admitted
+    place = d.state === 'waiting' ? pos : 0;
     // Pre-queue places are drawn at the start, so until then the position is 0 (pre_queue: true on join).
     const pre = d.state === 'waiting' && !pos;
     set('position', pos ? '#' + pos : '–');

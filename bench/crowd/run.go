@@ -59,6 +59,7 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	env.String(&o.NaiveURL, "naive-url", "FLASHGATE_CROWD_NAIVE_URL", "a naive baseline server of its own (bench/naiveserver), reset before each naive run; empty: one inside this process on -postgres-url")
 	var sweep, scaling string
 	sc := &o.Scenario
+	fs.IntVar(&o.Conns, "conns", 2048, "connections from the simulated shoppers (their CDN) to each region's edges")
 	fs.Float64Var(&o.FarShare, "far-share", 0.5, "share of the shoppers (not the bots) who shop through -far-edge-url")
 	fs.IntVar(&sc.Shoppers, "shoppers", sc.Shoppers, "shoppers in the crowd")
 	fs.IntVar(&sc.Stock, "stock", sc.Stock, "units on sale")

@@ -29,8 +29,9 @@ func newCDN(edge *client, path string) *cdn { return &cdn{edge: edge, path: path
 
 // saleFlags are what a waiting page looks for in the snapshot.
 type saleFlags struct {
-	SoldOut bool `json:"sold_out"`
-	Final   bool `json:"final"`
+	SoldOut    bool  `json:"sold_out"`
+	Final      bool  `json:"final"`
+	NowServing int64 `json:"now_serving"` // a page whose place it reaches asks for its admission at once
 }
 
 // get returns the snapshot and its flags, from the cache while it is fresh.

@@ -97,7 +97,7 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 	sh.started = s.since()
 	xff := map[string]string{"X-Forwarded-For": sh.ip}
 	polling := map[string]string{"X-Forwarded-For": sh.ip, "X-User-Token": sh.userToken} // as the page polls
-	if s.pageSaysSoldOut(sh) {
+	if stop, _ := s.readPage(sh); stop {
 		return
 	}
 
@@ -136,8 +136,12 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 				return
 			}
 			nextPage += refresh
-			if s.pageSaysSoldOut(sh) {
+			stop, serving := s.readPage(sh)
+			if stop {
 				return
+			}
+			if sh.position > 0 && serving >= sh.position && nextPoll > s.since() {
+				nextPoll = s.since() // the snapshot shows the shopper's turn: ask for the admission now
 			}
 			continue
 		}
@@ -197,15 +201,21 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 	}
 }
 
-// pageSaysSoldOut loads the snapshot as the page does, through the CDN;
-// a sold-out sale is news. It reports whether the shopper stops there.
-func (s *sim) pageSaysSoldOut(sh *shopper) bool {
+// readPage loads the snapshot as the page does, through the CDN: a
+// sold-out sale is news, and its now_serving tells a waiting page when its
+// turn has come (it then polls its status at once rather than when told,
+// docs/API.md). It reports whether the shopper stops there, and the
+// snapshot's now_serving (0 when it did not load).
+func (s *sim) readPage(sh *shopper) (stop bool, nowServing int64) {
 	r, snap := s.cdnOf(sh).get()
-	if r.status != 200 || !snap.SoldOut {
-		return false
+	if r.status != 200 {
+		return false, 0
+	}
+	if !snap.SoldOut {
+		return false, snap.NowServing
 	}
 	s.heardSoldOut(sh)
-	return snap.Final || !sh.stays
+	return snap.Final || !sh.stays, snap.NowServing
 }
 
 func (s *sim) heardSoldOut(sh *shopper) {

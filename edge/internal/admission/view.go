@@ -159,9 +159,18 @@ func (v *View) Estimate(pre bool, pos int64, now time.Time) Estimate {
 		wait += v.Sale.StartsAt.Sub(now)
 	}
 	e.WaitS = int64(math.Ceil(wait.Seconds()))
-	e.PollAfterMS = min(jitter(clampMS(wait/4, time.Second, maxPoll), pos), maxPoll.Milliseconds())
+	// Half the wait, at least minWaitingPoll: the page also watches the
+	// snapshot's now_serving (through the CDN, every second) and asks at
+	// once when its turn shows there, so the poll only refreshes the
+	// estimate and is the backstop of a client that does not watch.
+	e.PollAfterMS = min(jitter(clampMS(wait/2, minWaitingPoll, maxPoll), pos), maxPoll.Milliseconds())
 	return e
 }
+
+// minWaitingPoll is the shortest poll interval told to a shopper still
+// waiting: near the front every shopper would otherwise ask each second,
+// and the front of a long line held for the checkout is thousands.
+const minWaitingPoll = 2 * time.Second
 
 // preQueueWindow is how long the part of the pre-queue that the stock can
 // serve takes to admit at the set rate, between 1 and 10 seconds: the window

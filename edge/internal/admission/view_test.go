@@ -31,8 +31,8 @@ func TestEstimate(t *testing.T) {
 		if e.Admitted || e.Position != 300 || e.WaitS != 20 || e.Paused {
 			t.Errorf("Estimate(300) with now_serving 100 at 10/s measured = %+v, want waiting 20 s", e)
 		}
-		if e.PollAfterMS < 5000 || e.PollAfterMS > 6250 {
-			t.Errorf("PollAfterMS = %d, want a quarter of the wait plus up to a quarter of that", e.PollAfterMS)
+		if e.PollAfterMS < 10_000 || e.PollAfterMS > 12_500 {
+			t.Errorf("PollAfterMS = %d, want half the wait plus up to a quarter of that", e.PollAfterMS)
 		}
 	})
 	t.Run("paused: the wait at the set rate", func(t *testing.T) {
@@ -45,17 +45,23 @@ func TestEstimate(t *testing.T) {
 	})
 	t.Run("a standing cursor: the wait at a tenth of the set rate", func(t *testing.T) {
 		// Held for the checkout for the whole window: measured 0 over
-		// seconds. 200 ahead at 50/s ÷ 10 is 40 s, polled after 10 s —
+		// seconds. 200 ahead at 50/s ÷ 10 is 40 s, polled after 20 s —
 		// not the 4 s the set rate would promise.
 		st := running
 		st.MeasuredRate, st.Measured = 0, true
 		e := view(open, st).Estimate(false, 300, now)
-		if e.WaitS != 40 || e.PollAfterMS < 10_000 || e.PollAfterMS > 12_500 {
-			t.Errorf("Estimate(300) with the cursor standing at 100, set rate 50/s = %+v, want 40 s, polling in 10 to 12.5 s", e)
+		if e.WaitS != 40 || e.PollAfterMS < 20_000 || e.PollAfterMS > 25_000 {
+			t.Errorf("Estimate(300) with the cursor standing at 100, set rate 50/s = %+v, want 40 s, polling in 20 to 25 s", e)
 		}
 		st.MeasuredRate, st.Measured = 0, false // nothing measured yet: the set rate
 		if e := view(open, st).Estimate(false, 300, now); e.WaitS != 4 {
 			t.Errorf("Estimate(300) before any measurement, set rate 50/s = %+v, want 4 s", e)
+		}
+	})
+	t.Run("near the front: polled after two seconds", func(t *testing.T) {
+		e := view(open, running).Estimate(false, 110, now) // 10 ahead at 10/s: 1 s
+		if e.WaitS != 1 || e.PollAfterMS < 2000 || e.PollAfterMS > 2500 {
+			t.Errorf("Estimate(110) with now_serving 100 at 10/s = %+v, want 1 s, polling in 2 to 2.5 s", e)
 		}
 	})
 	t.Run("far back: the poll interval is capped", func(t *testing.T) {
