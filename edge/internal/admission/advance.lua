@@ -8,7 +8,12 @@
 -- (the calling node finds the checkout congested: the time since the last
 -- call passes unused, so with several nodes the rate falls by the share of
 -- them that hold); no credit builds up meanwhile, so it resumes at its
--- rate, in queue order. While few units are
+-- rate, in queue order. It starts slowly: from the sale's start, and again
+-- from the last call that held, the pace rises from an eighth of the rate
+-- to all of it over three seconds, doubling each second (the checkout's
+-- answer to a wave of admissions comes back a poll and a reserve later, so
+-- at full pace seconds' worth would be admitted before the first hold).
+-- While few units are
 -- available it admits at most twice that many a second: units that come
 -- back one by one go to about as many shoppers, not to a second's worth of
 -- the line.
@@ -37,7 +42,7 @@ local hold = ARGV[6] == '1'
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', cursor, 'now_serving', 'last_ms', 'rate', 'paused', 'settings_version')
+local h = redis.call('HMGET', cursor, 'now_serving', 'last_ms', 'rate', 'paused', 'settings_version', 'ramp_from')
 local line = redis.call('HMGET', line_key, 'epoch', 'pre_ceiling', 'post_ceiling', 'serving_ceiling', 'draw_size', 'replid')
 local pre_s = redis.call('GET', pre_key)
 local post_s = redis.call('GET', post_key)
@@ -72,12 +77,17 @@ if rate > 0 and rate < 1 then gap = 1000 / rate end
 if now - last > gap then last = now - gap end
 
 if now >= starts then
-  -- The pace this tick: the rate, or twice the units left if that is less.
-  -- The configured rate is what the script returns.
+  -- The pace this tick: the rate, or twice the units left if that is less,
+  -- times the slow start's share. The configured rate is what the script
+  -- returns.
   local pace = rate
   if available > 0 and available * 2 < pace then pace = available * 2 end
+  local ramp_from = math.max(tonumber(h[6] or '0'), starts)
+  pace = pace * math.min(1, 2 ^ ((now - ramp_from) / 1000) / 8)
   local stop = math.min(length, serving_ceiling)
-  if paused or hold or not drawn or available <= 0 or serving >= stop or pace <= 0 then
+  if hold then
+    redis.call('HSET', cursor, 'last_ms', string.format('%.3f', math.max(now, last)), 'ramp_from', now)
+  elseif paused or not drawn or available <= 0 or serving >= stop or pace <= 0 then
     redis.call('HSET', cursor, 'last_ms', string.format('%.3f', math.max(now, last)))
   else
     local add = math.floor((now - last) * pace / 1000)

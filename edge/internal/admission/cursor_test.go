@@ -182,11 +182,13 @@ func TestCursorConcurrentTicksAdmitAtRate(t *testing.T) {
 	}
 }
 
-// TestCursorHoldingNodeTakesItsShare: of two nodes ticking in turn, one
-// holding for its checkout, the spans the holding one ticks pass unused:
-// the cursor moves at about half the rate, not at the rate (the other node
-// does not admit the held time) nor not at all.
-func TestCursorHoldingNodeTakesItsShare(t *testing.T) {
+// TestCursorHoldingNodeSlowsEveryNode: of two nodes ticking in turn, one
+// holding for its checkout, the spans the holding one ticks pass unused
+// and each of its holds restarts the slow start, so the other admits at
+// an eighth of the rate in the spans it ticks: the cursor moves at about a
+// sixteenth of the rate, never at the rate. Once no node holds, the pace
+// doubles each second.
+func TestCursorHoldingNodeSlowsEveryNode(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	keys := queue.NewKeys(r.Prefix)
@@ -210,8 +212,55 @@ func TestCursorHoldingNodeTakesItsShare(t *testing.T) {
 		}
 	}
 	elapsed := redisTime(t, r).Sub(start).Seconds()
-	if got, want := float64(st.NowServing-first), rate*elapsed/2; got < want*0.6 || got > want*1.4 {
-		t.Errorf("admitted %.0f in %.2fs with one of two nodes holding at %v/s, want about %.0f (half)", got, elapsed, rate, want)
+	if got, want := float64(st.NowServing-first), rate*elapsed/16; got < want/2 || got > want*2 {
+		t.Errorf("admitted %.0f in %.2fs with one of two nodes holding at %v/s, want about %.0f (a sixteenth)", got, elapsed, rate, want)
+	}
+	// The holds end: over the next second the pace rises from an eighth
+	// towards a quarter of the rate (about 0.18 of it on average).
+	tick(t, holding, held)
+	from := tick(t, admitting, open)
+	begin := redisTime(t, r)
+	for time.Since(begin) < time.Second {
+		time.Sleep(25 * time.Millisecond)
+		st = tick(t, admitting, open)
+	}
+	elapsed = redisTime(t, r).Sub(begin).Seconds()
+	if got := float64(st.NowServing - from.NowServing); got < 0.1*rate*elapsed || got > 0.3*rate*elapsed {
+		t.Errorf("admitted %.0f in the %.2fs after the last hold at %v/s, want the slow start's 0.1 to 0.3 of the rate", got, elapsed, rate)
+	}
+}
+
+// TestCursorSlowStart: a sale that starts now admits at an eighth of the
+// rate at first, doubling each second, and at the rate from the third
+// second on.
+func TestCursorSlowStart(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	const rate = 1000.0
+	queuetest.Ready(t, r, "s", rate)
+	c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
+	starts := redisTime(t, r).Truncate(time.Millisecond)
+	tk := queue.Tick{Sale: "s", StartsAt: starts, Available: 1_000_000}
+	queuetest.Fill(t, r, "s", 100_000)
+	servingAt := func(at time.Duration) (int64, float64) {
+		t.Helper()
+		var st queue.State
+		for redisTime(t, r).Sub(starts) < at {
+			st = tick(t, c, tk)
+			time.Sleep(20 * time.Millisecond)
+		}
+		st = tick(t, c, tk)
+		return st.NowServing, redisTime(t, r).Sub(starts).Seconds()
+	}
+	one, _ := servingAt(time.Second)
+	// ∫₀¹ 2^s/8 ds ≈ 0.18 of a second's worth.
+	if one < int64(0.1*rate) || one > int64(0.3*rate) {
+		t.Errorf("admitted %d in the first second at %v/s, want about 180 (the slow start)", one, rate)
+	}
+	three, _ := servingAt(3 * time.Second)
+	four, at := servingAt(4 * time.Second)
+	if got := float64(four - three); got < 0.8*rate*(at-3) || got > 1.2*rate*(at-3) {
+		t.Errorf("admitted %.0f in the fourth second at %v/s, want about the rate", got, rate)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -143,6 +144,37 @@ func TestShopperPage(t *testing.T) {
 			t.Errorf("gateway intents = %d, want 1", n)
 		}
 		origintest.CheckInvariant(t, s.Origin.Env, sale)
+	})
+
+	t.Run("turn_from_the_snapshot", func(t *testing.T) {
+		// Admission paused at a crawl: the join's answer says to ask again
+		// in 30 s (the longest poll). When ops resume it, the snapshot the
+		// page re-reads every second shows now_serving at the shopper's
+		// place, and the page asks for its admission then, not 30 s later.
+		const sale, account, sku = "page-turn", "shopper-dan", "sku-1"
+		def := s.openSale(t, sale, 2)
+		admission := func(body string) {
+			t.Helper()
+			res := s.Node.DoAdmin(t, edgetest.Request{Method: "PUT", Path: "/admin/sales/" + sale + "/admission", Body: []byte(body)})
+			if res.Status != fasthttp.StatusOK {
+				t.Fatalf("PUT admission %s = %d %s, want 200", body, res.Status, res.Body)
+			}
+		}
+		admission(`{"rate_per_s": 0.01, "paused": true}`)
+		p := newPage(t, browser)
+		p.do("open the page", chromedp.Navigate(s.BaseURL+"/?sale="+url.QueryEscape(sale)))
+		p.waitUntil("the sale's name", fmt.Sprintf(`document.getElementById('sale-name').textContent === %q`, def.Name), 10*time.Second)
+		signIn(p, account)
+		p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
+		p.waitUntil("a place in line", `document.getElementById('queue-state').dataset.state === 'waiting' && document.getElementById('position').textContent === '#1'`, 10*time.Second)
+		time.Sleep(1500 * time.Millisecond) // a snapshot read or two while the line stands
+		if p.visible("buy") {
+			t.Fatalf("the page offers Buy while admission is paused: %s", p.state())
+		}
+		admission(`{"rate_per_s": 1000, "paused": false}`)
+		resumed := time.Now()
+		p.waitUntil("admission", `!!document.getElementById('buy-`+sku+`')`, 8*time.Second)
+		t.Logf("admitted %v after admission resumed (the join said to ask again in 30 s)", time.Since(resumed).Round(time.Millisecond))
 	})
 
 	t.Run("sold_out", func(t *testing.T) {
