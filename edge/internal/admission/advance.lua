@@ -8,11 +8,12 @@
 -- (the calling node finds the checkout congested: the time since the last
 -- call passes unused, so with several nodes the rate falls by the share of
 -- them that hold); no credit builds up meanwhile, so it resumes at its
--- rate, in queue order. It starts slowly: from the sale's start, and again
--- from the last call that held, the pace rises from an eighth of the rate
--- to all of it over three seconds, doubling each second (the checkout's
--- answer to a wave of admissions comes back a poll and a reserve later, so
--- at full pace seconds' worth would be admitted before the first hold).
+-- rate, in queue order. It starts slowly, as TCP does: from the sale's
+-- start, and again from the last call that held, the pace rises from an
+-- eighth of the rate, doubling each second up to half of it, then by an
+-- eighth a second to all of it (six seconds in all). The checkout's answer
+-- to a wave of admissions comes back a poll and a reserve later, so at full
+-- pace seconds' worth would be admitted before the first hold.
 -- While few units are
 -- available it admits at most twice that many a second: units that come
 -- back one by one go to about as many shoppers, not to a second's worth of
@@ -82,8 +83,12 @@ if now >= starts then
   -- returns.
   local pace = rate
   if available > 0 and available * 2 < pace then pace = available * 2 end
-  local ramp_from = math.max(tonumber(h[6] or '0'), starts)
-  pace = pace * math.min(1, 2 ^ ((now - ramp_from) / 1000) / 8)
+  local since = (now - math.max(tonumber(h[6] or '0'), starts)) / 1000
+  if since < 2 then
+    pace = pace * 2 ^ since / 8
+  elseif since < 6 then
+    pace = pace * (0.5 + (since - 2) / 8)
+  end
   local stop = math.min(length, serving_ceiling)
   if hold then
     redis.call('HSET', cursor, 'last_ms', string.format('%.3f', math.max(now, last)), 'ramp_from', now)

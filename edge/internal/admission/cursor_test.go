@@ -231,8 +231,8 @@ func TestCursorHoldingNodeSlowsEveryNode(t *testing.T) {
 }
 
 // TestCursorSlowStart: a sale that starts now admits at an eighth of the
-// rate at first, doubling each second, and at the rate from the third
-// second on.
+// rate at first, doubling each second up to half of it, then an eighth
+// more each second, and at the rate from the sixth second on.
 func TestCursorSlowStart(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
@@ -259,8 +259,14 @@ func TestCursorSlowStart(t *testing.T) {
 	}
 	three, _ := servingAt(3 * time.Second)
 	four, at := servingAt(4 * time.Second)
-	if got := float64(four - three); got < 0.8*rate*(at-3) || got > 1.2*rate*(at-3) {
-		t.Errorf("admitted %.0f in the fourth second at %v/s, want about the rate", got, rate)
+	// Half the rate and an eighth, to half and a quarter: about 0.69.
+	if got := float64(four - three); got < 0.55*rate*(at-3) || got > 0.85*rate*(at-3) {
+		t.Errorf("admitted %.0f in the fourth second at %v/s, want about 0.69 of the rate", got, rate)
+	}
+	six, _ := servingAt(6 * time.Second)
+	seven, at := servingAt(7 * time.Second)
+	if got := float64(seven - six); got < 0.8*rate*(at-6) || got > 1.2*rate*(at-6) {
+		t.Errorf("admitted %.0f in the seventh second at %v/s, want about the rate", got, rate)
 	}
 }
 
