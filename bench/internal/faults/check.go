@@ -110,7 +110,7 @@ func (t *traffic) collect(ctx context.Context, f *faultEnv, r *Result) {
 		r.Recovered, r.Recovery = true, max(at.Sub(f.end), 0)
 	}
 	for _, sh := range t.shoppers {
-		if sh.fate == "" {
+		if !sh.answered() {
 			r.Unanswered++
 		}
 	}
@@ -160,7 +160,7 @@ func (t *traffic) collect(ctx context.Context, f *faultEnv, r *Result) {
 	}
 	fates := map[string]int{}
 	for _, sh := range t.shoppers {
-		fates[cmp.Or(sh.fate, "no answer")]++
+		fates[sh.outcome()]++
 	}
 	note("shoppers' fates: %s", formatCounts(fates))
 }

@@ -123,3 +123,26 @@ func TestSelect(t *testing.T) {
 		seen[sc.Name] = true
 	}
 }
+
+// TestShopperAnswered: a place in line is an answer, as a unit and sold
+// out are; only a shopper who never got one of them counts as unanswered.
+func TestShopperAnswered(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sh       shopper
+		answered bool
+		outcome  string
+	}{
+		{"never joined", shopper{}, false, "no answer"},
+		{"in line when its time ran out", shopper{queueToken: "qt", position: 12}, true, "in line"},
+		{"reserved", shopper{queueToken: "qt", fate: "reserved"}, true, "reserved"},
+		{"sold out at the join", shopper{fate: "sold_out"}, true, "sold_out"},
+	} {
+		if got := tc.sh.answered(); got != tc.answered {
+			t.Errorf("%s: answered = %v, want %v", tc.name, got, tc.answered)
+		}
+		if got := tc.sh.outcome(); got != tc.outcome {
+			t.Errorf("%s: outcome = %q, want %q", tc.name, got, tc.outcome)
+		}
+	}
+}

@@ -84,6 +84,24 @@ type shopper struct {
 	sawPaid    bool // GET /v1/orders said paid
 }
 
+// answered reports whether the shopper heard an honest answer in its
+// time: a place in line (the join's 202), a unit, or sold out. A shopper
+// still in line when its time ran out was answered: admission may hold
+// while the checkout is behind, and "you are in line" is the answer then.
+func (sh *shopper) answered() bool { return sh.fate != "" || sh.queueToken != "" }
+
+// outcome is the shopper's fate for the report: "in line" for one that
+// held a place and no other fate when its time ran out.
+func (sh *shopper) outcome() string {
+	switch {
+	case sh.fate != "":
+		return sh.fate
+	case sh.queueToken != "":
+		return "in line"
+	}
+	return "no answer"
+}
+
 // observation is one status answer.
 type observation struct {
 	at         time.Time

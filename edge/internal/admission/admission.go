@@ -91,6 +91,9 @@ type Controller struct {
 	lines     Lines
 	opts      Options
 	views     atomic.Pointer[map[string]*View]
+	// heldAt is the Clock reading (unix ns) of this node's last held tick,
+	// 0 before any: its slow start runs from then.
+	heldAt atomic.Int64
 	// tickedAt is the Clock reading (unix ns) of the last tick Redis
 	// answered; 0 before the first.
 	tickedAt atomic.Int64
@@ -160,13 +163,20 @@ func (c *Controller) Tick(ctx context.Context) error {
 	ticks := make([]queue.Tick, 0, len(entries))
 	available := make([]int64, len(entries))
 	hold := c.opts.Hold != nil && c.opts.Hold()
+	if hold {
+		c.heldAt.Store(c.opts.Clock().UnixNano())
+	}
+	var heldAt time.Time
+	if at := c.heldAt.Load(); at != 0 {
+		heldAt = time.Unix(0, at)
+	}
 	for i, e := range entries {
 		available[i] = e.Sale.Available()
 		var left int64
 		if !e.Sale.SoldOut {
 			left = max(available[i], 1) // not sold out: something may be left
 		}
-		ticks = append(ticks, queue.Tick{Sale: e.Sale.SaleID, StartsAt: e.Sale.StartsAt, Available: left, Hold: hold})
+		ticks = append(ticks, queue.Tick{Sale: e.Sale.SaleID, StartsAt: e.Sale.StartsAt, Available: left, Hold: hold, HeldAt: heldAt})
 	}
 	if hold && len(ticks) > 0 {
 		c.metrics.held.Inc()

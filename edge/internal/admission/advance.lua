@@ -9,15 +9,14 @@
 -- call passes unused, so with several nodes the rate falls by the share of
 -- them that hold); no credit builds up meanwhile, so it resumes at its
 -- rate, in queue order. It starts slowly, as TCP does: from the sale's
--- start, and again from the last call that held, the pace rises from an
--- eighth of the rate, doubling each second up to half of it, then by an
--- eighth a second to all of it (six seconds in all). The checkout's answer
--- to a wave of admissions comes back a poll and a reserve later, so at full
--- pace seconds' worth would be admitted before the first hold.
--- While few units are
--- available it admits at most twice that many a second: units that come
--- back one by one go to about as many shoppers, not to a second's worth of
--- the line.
+-- start, and for each node again from its own last held tick, the pace
+-- rises from an eighth of the rate, doubling each second up to half of it,
+-- then by an eighth a second to all of it (six seconds in all). The
+-- checkout's answer to a wave of admissions comes back a poll and a reserve
+-- later, so at full pace seconds' worth would be admitted before the first
+-- hold. While few units are available it admits at most twice that many a
+-- second: units that come back one by one go to about as many shoppers,
+-- not to a second's worth of the line.
 --
 -- KEYS[1] cursor hash  KEYS[2] pre counter  KEYS[3] post counter
 -- KEYS[4] line hash (epoch, ceilings, draw_size, replid)
@@ -25,6 +24,7 @@
 -- ARGV[3] pre, ARGV[4] post, ARGV[5] now_serving floors: the highest values
 --   the calling node has read (0: none)
 -- ARGV[6] hold: 1 to admit nothing this call (0: admit at the pace)
+-- ARGV[7] ms since the calling node last held (-1: never): its slow start
 --
 -- Returns {now_serving, queue length, rate (string), paused (0/1), now (unix ms),
 --   pre counter, post counter, draw size (-1 until sealed), pre ceiling,
@@ -40,10 +40,11 @@ local cursor, pre_key, post_key, line_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local starts, available = tonumber(ARGV[1]), tonumber(ARGV[2])
 local pre_floor, post_floor, serving_floor = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local hold = ARGV[6] == '1'
+local since_hold = tonumber(ARGV[7] or '-1')
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', cursor, 'now_serving', 'last_ms', 'rate', 'paused', 'settings_version', 'ramp_from')
+local h = redis.call('HMGET', cursor, 'now_serving', 'last_ms', 'rate', 'paused', 'settings_version')
 local line = redis.call('HMGET', line_key, 'epoch', 'pre_ceiling', 'post_ceiling', 'serving_ceiling', 'draw_size', 'replid')
 local pre_s = redis.call('GET', pre_key)
 local post_s = redis.call('GET', post_key)
@@ -70,29 +71,28 @@ local length = pre + post
 local serving_ceiling = tonumber(line[4] or '0')
 local drawn = line[5] ~= false
 local last = math.max(tonumber(h[2] or '0'), starts)
+-- The pace this tick: the rate, or twice the units left if that is less,
+-- times the slow start's share. The configured rate is what the script
+-- returns.
+local pace = rate
+if available > 0 and available * 2 < pace then pace = available * 2 end
+local since = (now - starts) / 1000
+if since_hold >= 0 then since = math.min(since, since_hold / 1000) end
+if since < 2 then
+  pace = pace * 2 ^ math.max(since, 0) / 8
+elseif since < 6 then
+  pace = pace * (0.5 + (since - 2) / 8)
+end
 -- No node ticked for a while (all down, or the first tick of a sale that
 -- started long ago): admit at most a second's worth (or one shopper, at
--- rates below one a second), not the whole gap.
+-- paces below one a second), not the whole gap.
 local gap = 1000
-if rate > 0 and rate < 1 then gap = 1000 / rate end
+if pace > 0 and pace < 1 then gap = 1000 / pace end
 if now - last > gap then last = now - gap end
 
 if now >= starts then
-  -- The pace this tick: the rate, or twice the units left if that is less,
-  -- times the slow start's share. The configured rate is what the script
-  -- returns.
-  local pace = rate
-  if available > 0 and available * 2 < pace then pace = available * 2 end
-  local since = (now - math.max(tonumber(h[6] or '0'), starts)) / 1000
-  if since < 2 then
-    pace = pace * 2 ^ since / 8
-  elseif since < 6 then
-    pace = pace * (0.5 + (since - 2) / 8)
-  end
   local stop = math.min(length, serving_ceiling)
-  if hold then
-    redis.call('HSET', cursor, 'last_ms', string.format('%.3f', math.max(now, last)), 'ramp_from', now)
-  elseif paused or not drawn or available <= 0 or serving >= stop or pace <= 0 then
+  if paused or hold or not drawn or available <= 0 or serving >= stop or pace <= 0 then
     redis.call('HSET', cursor, 'last_ms', string.format('%.3f', math.max(now, last)))
   else
     local add = math.floor((now - last) * pace / 1000)

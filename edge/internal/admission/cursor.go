@@ -83,7 +83,7 @@ func (c *Cursor) Tick(ctx context.Context, ticks []queue.Tick) error {
 	cmds := redisscript.Each(ctx, c.rdb, advanceScript, len(ticks), func(i int) ([]string, []any) {
 		t, f := ticks[i], floors[i]
 		return []string{c.keys.Cursor(t.Sale), c.keys.Pre(t.Sale), c.keys.Post(t.Sale), c.keys.Line(t.Sale)},
-			[]any{t.StartsAt.UnixMilli(), max(t.Available, 0), f.Pre, f.Post, f.NowServing, flag(t.Hold)}
+			[]any{t.StartsAt.UnixMilli(), max(t.Available, 0), f.Pre, f.Post, f.NowServing, flag(t.Hold), c.sinceMS(t.HeldAt)}
 	})
 	read := c.now()
 	var firstErr error
@@ -121,6 +121,15 @@ func flag(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// sinceMS is how long ago a Tick's HeldAt was, as advance.lua takes it:
+// milliseconds, -1 for never.
+func (c *Cursor) sinceMS(at time.Time) int64 {
+	if at.IsZero() {
+		return -1
+	}
+	return max(c.now().Sub(at), 0).Milliseconds()
 }
 
 // entry is a sale's cached state, made on first use; c.mu must be held.

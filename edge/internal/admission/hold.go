@@ -8,11 +8,16 @@ import (
 
 // Sojourns is an upstream that tells how long its requests spend with it
 // (proxy.Upstream): the shortest time of those finished since it was last
-// asked, and how many are in flight.
+// asked and how many finished, and how many are in flight.
 type Sojourns interface {
-	TakeLeast() time.Duration
+	TakeLeast() (least time.Duration, finished int)
 	InFlight() int
 }
+
+// minBehind is how many requests must have finished in a tick, all slower
+// than the bound, for it to find the checkout behind: at a trickle one
+// slow webhook would otherwise hold the whole line.
+const minBehind = 3
 
 // CheckoutHold returns an Options.Hold for the checkout behind this node,
 // the origin pools named in upstreams: congested when, for any of them,
@@ -20,27 +25,32 @@ type Sojourns interface {
 // after. That is CoDel's test for a standing queue: a slow request or two
 // leave the quickest fast, but once the origin (or the CPU it runs on) is
 // behind, every request waits, and admitting more shoppers would only make
-// them wait longer and then hear please_wait. As in CoDel the verdict
-// stands until a request says otherwise: a tick in which requests are in
-// flight but none finished (the slow ones come back in waves) keeps the
-// last one, and only a pool with nothing in flight is clear by itself.
-// The least sojourns are exported as
-// flashgate_edge_checkout_least_sojourn_seconds{upstream}. The returned
-// func is called by the tick alone, never concurrently.
+// them wait longer and then hear please_wait. It takes minBehind slow
+// requests in a tick to find a pool behind, one quick one to clear it; as
+// in CoDel the verdict stands until requests say otherwise: a tick with
+// fewer finished (the slow ones come back in waves) keeps it, and only a
+// pool with nothing in flight is clear by itself. The least sojourns are
+// exported as flashgate_edge_checkout_least_sojourn_seconds{upstream}. The
+// returned func is called by the tick alone, never concurrently.
 func CheckoutHold(after time.Duration, upstreams map[string]Sojourns, reg prometheus.Registerer) func() bool {
 	least := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "flashgate_edge_checkout_least_sojourn_seconds",
-		Help: "Shortest time a request to the origin's pool spent there (its wait for a connection included) over the last tick; 0 when none finished. Above FLASHGATE_ADMISSION_HOLD_AFTER admission holds.",
+		Help: "Shortest time a request to the origin's pool spent there (its wait for a connection included) over the last tick that finished any (0 once the pool is idle). Above FLASHGATE_ADMISSION_HOLD_AFTER admission holds.",
 	}, []string{"upstream"})
 	reg.MustRegister(least)
 	behind := make(map[string]bool, len(upstreams))
 	return func() bool {
 		congested := false
 		for name, u := range upstreams {
-			switch d := u.TakeLeast(); {
-			case d > 0:
+			switch d, n := u.TakeLeast(); {
+			case n > 0 && d <= after:
 				least.WithLabelValues(name).Set(d.Seconds())
-				behind[name] = d > after
+				behind[name] = false
+			case n >= minBehind:
+				least.WithLabelValues(name).Set(d.Seconds())
+				behind[name] = true
+			case n > 0:
+				least.WithLabelValues(name).Set(d.Seconds()) // slow, but too few to say
 			case u.InFlight() == 0:
 				least.WithLabelValues(name).Set(0)
 				behind[name] = false

@@ -12,16 +12,22 @@ import (
 // pool is an upstream's sojourns as a test sets them for the next tick.
 type pool struct {
 	least    time.Duration
+	finished int
 	inFlight int
 }
 
-func (p *pool) TakeLeast() time.Duration { d := p.least; p.least = 0; return d }
-func (p *pool) InFlight() int            { return p.inFlight }
+func (p *pool) TakeLeast() (time.Duration, int) {
+	d, n := p.least, p.finished
+	p.least, p.finished = 0, 0
+	return d, n
+}
+func (p *pool) InFlight() int { return p.inFlight }
 
-// TestCheckoutHoldVerdicts: a tick holds when the quickest request of a
-// pool took longer than the bound; the verdict stands through ticks in
-// which requests are in flight but none finished, and clears on a quick
-// one or once the pool is idle. One pool behind is enough.
+// TestCheckoutHoldVerdicts: a tick holds when the quickest of at least
+// three requests of a pool took longer than the bound; one or two slow
+// ones say nothing; the verdict stands through ticks in which requests are
+// in flight but none finished, and clears on a quick one or once the pool
+// is idle. One pool behind is enough.
 func TestCheckoutHoldVerdicts(t *testing.T) {
 	reserves, payments := &pool{}, &pool{}
 	hold := admission.CheckoutHold(100*time.Millisecond, map[string]admission.Sojourns{"origin": reserves, "origin_payments": payments}, prometheus.NewRegistry())
@@ -32,11 +38,14 @@ func TestCheckoutHoldVerdicts(t *testing.T) {
 		want     bool
 	}{
 		{"idle", pool{}, pool{}, false},
-		{"quick answers", pool{least: 5 * time.Millisecond, inFlight: 3}, pool{least: 20 * time.Millisecond, inFlight: 1}, false},
-		{"the quickest reserve was slow", pool{least: 150 * time.Millisecond, inFlight: 40}, pool{least: 20 * time.Millisecond}, true},
+		{"quick answers", pool{least: 5 * time.Millisecond, finished: 9, inFlight: 3}, pool{least: 20 * time.Millisecond, finished: 2, inFlight: 1}, false},
+		{"one slow webhook", pool{least: 5 * time.Millisecond, finished: 4}, pool{least: 400 * time.Millisecond, finished: 1, inFlight: 1}, false},
+		{"two slow", pool{}, pool{least: 400 * time.Millisecond, finished: 2, inFlight: 1}, false},
+		{"the quickest reserve was slow", pool{least: 150 * time.Millisecond, finished: 30, inFlight: 40}, pool{least: 20 * time.Millisecond, finished: 3}, true},
 		{"none finished, some in flight", pool{inFlight: 40}, pool{}, true},
-		{"a quick one again", pool{least: 30 * time.Millisecond, inFlight: 40}, pool{}, false},
-		{"payments behind", pool{least: 30 * time.Millisecond}, pool{least: 2 * time.Second, inFlight: 128}, true},
+		{"one slow: no news", pool{least: 300 * time.Millisecond, finished: 1, inFlight: 40}, pool{}, true},
+		{"a quick one again", pool{least: 30 * time.Millisecond, finished: 1, inFlight: 40}, pool{}, false},
+		{"payments behind", pool{least: 30 * time.Millisecond, finished: 5}, pool{least: 2 * time.Second, finished: 64, inFlight: 128}, true},
 		{"payments idle", pool{}, pool{}, false},
 	}
 	for _, s := range steps {

@@ -52,10 +52,11 @@ type Upstream struct {
 	slots        chan struct{}
 	queueTimeout time.Duration
 	// least is the shortest sojourn (wait and exchange, in ns) of the
-	// requests Forward finished since the last TakeLeast; 0 for none.
-	least   atomic.Int64
-	host    string
-	timeout time.Duration
+	// requests Forward finished since the last TakeLeast, 0 for none, and
+	// finished how many there were.
+	least, finished atomic.Int64
+	host            string
+	timeout         time.Duration
 }
 
 // ErrBusy: every connection to the upstream is in use.
@@ -103,8 +104,8 @@ func New(base string, opts Options) (*Upstream, error) {
 }
 
 // acquire takes a connection slot, waiting up to the queue timeout for
-// one, and returns how long it waited: 0 when a slot was free, which is
-// the common case and costs no clock read.
+// one, and returns how long it waited: 0 when a slot was free, the common
+// case.
 func (u *Upstream) acquire() (time.Duration, error) {
 	select {
 	case u.slots <- struct{}{}:
@@ -128,8 +129,10 @@ func (u *Upstream) acquire() (time.Duration, error) {
 // release gives back the slot acquire took.
 func (u *Upstream) release() { <-u.slots }
 
-// observe keeps d if it is the shortest sojourn since the last TakeLeast.
+// observe counts a finished request and keeps d if it is the shortest
+// sojourn since the last TakeLeast.
 func (u *Upstream) observe(d time.Duration) {
+	u.finished.Add(1)
 	ns := max(int64(d), 1) // 0 means none
 	for {
 		least := u.least.Load()
@@ -143,12 +146,17 @@ func (u *Upstream) observe(d time.Duration) {
 }
 
 // TakeLeast returns the shortest time a request forwarded since the
-// previous call spent with the upstream (its wait for a connection and
-// the exchange, a failed one's until it failed), and starts over; 0 when
-// none finished. It is CoDel's signal of a standing queue: one slow
-// request says little, but when even the quickest of many was slow,
-// every request queued.
-func (u *Upstream) TakeLeast() time.Duration { return time.Duration(u.least.Swap(0)) }
+// previous call spent with the upstream (its wait for a connection and the
+// exchange; one that timed out, its time until then; one refused for a
+// full pool counts as the longest exchange), and how many finished, and
+// starts over; 0, 0 when none did. A connection that failed at once is
+// not counted. It is CoDel's signal of a standing queue: one slow request
+// says little, but when even the quickest of many was slow, every request
+// queued.
+func (u *Upstream) TakeLeast() (least time.Duration, finished int) {
+	n := u.finished.Swap(0)
+	return time.Duration(u.least.Swap(0)), int(n)
+}
 
 // InFlight is how many requests hold a connection slot now.
 func (u *Upstream) InFlight() int { return len(u.slots) }
@@ -178,9 +186,9 @@ var forwardingHeaders = []string{
 // exchange.
 func (u *Upstream) Forward(ctx *fasthttp.RequestCtx, clientIP string) (waited time.Duration, err error) {
 	start := time.Now()
-	defer func() { u.observe(time.Since(start)) }()
 	waited, err = u.acquire()
 	if err != nil {
+		u.observe(u.timeout) // refused for a full pool: as slow as an exchange may be
 		return waited, err
 	}
 	defer u.release()
@@ -208,11 +216,18 @@ func (u *Upstream) Forward(ctx *fasthttp.RequestCtx, clientIP string) (waited ti
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	if err := u.client.DoTimeout(req, resp, u.timeout-waited); err != nil {
-		if errors.Is(err, fasthttp.ErrNoFreeConns) {
+		switch {
+		case errors.Is(err, fasthttp.ErrNoFreeConns):
+			u.observe(u.timeout)
 			return waited, ErrBusy
+		case errors.Is(err, fasthttp.ErrTimeout):
+			u.observe(time.Since(start))
 		}
+		// A refused or broken connection fails at once and says nothing
+		// about how long the upstream takes: not counted.
 		return waited, fmt.Errorf("proxy to %s: %w", u.host, err)
 	}
+	u.observe(time.Since(start))
 	delConnectionListed(&resp.Header)
 	for _, h := range hopHeaders {
 		resp.Header.Del(h)

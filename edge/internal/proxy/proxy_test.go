@@ -169,8 +169,8 @@ func TestSlotsBoundTheRequestsInFlight(t *testing.T) {
 // starts over; with nothing forwarded since, it is 0.
 func TestTakeLeastIsTheQuickestRequestSinceTheLastCall(t *testing.T) {
 	u, s := newUpstream(t, Options{MaxConns: 1, Timeout: 5 * time.Second, QueueTimeout: 5 * time.Second})
-	if got := u.TakeLeast(); got != 0 {
-		t.Fatalf("TakeLeast before any request = %v, want 0", got)
+	if got, n := u.TakeLeast(); got != 0 || n != 0 {
+		t.Fatalf("TakeLeast before any request = %v, %d; want 0, 0", got, n)
 	}
 	const holdFor = 100 * time.Millisecond
 	held := hold(t, u, s)
@@ -183,18 +183,36 @@ func TestTakeLeastIsTheQuickestRequestSinceTheLastCall(t *testing.T) {
 			t.Fatalf("Forward: %v", err)
 		}
 	}
-	// Both waited out the hold: the held one in the upstream, the other for
-	// the connection.
-	if got := u.TakeLeast(); got < holdFor {
-		t.Errorf("TakeLeast after two requests that waited %v = %v, want at least that", holdFor, got)
+	// Both waited out most of the hold: the held one in the upstream, the
+	// other for the connection (from whenever its goroutine started).
+	if got, n := u.TakeLeast(); got < holdFor/2 || n != 2 {
+		t.Errorf("TakeLeast after two requests that waited about %v = %v, %d; want at least %v, 2", holdFor, got, n, holdFor/2)
 	}
-	if got := u.TakeLeast(); got != 0 {
-		t.Errorf("TakeLeast again with nothing forwarded = %v, want 0", got)
+	if got, n := u.TakeLeast(); got != 0 || n != 0 {
+		t.Errorf("TakeLeast again with nothing forwarded = %v, %d; want 0, 0", got, n)
 	}
 	if _, err := forward(u, "/"); err != nil {
 		t.Fatalf("Forward: %v", err)
 	}
-	if got := u.TakeLeast(); got <= 0 || got >= holdFor {
-		t.Errorf("TakeLeast after a request answered at once = %v, want above 0 and under %v", got, holdFor)
+	if got, n := u.TakeLeast(); got <= 0 || got >= holdFor || n != 1 {
+		t.Errorf("TakeLeast after a request answered at once = %v, %d; want above 0 and under %v, 1", got, n, holdFor)
+	}
+}
+
+// TestTakeLeastCountsARefusalAsSlow: a request refused for a full pool
+// (no queue) counts as the longest exchange, never as a quick answer that
+// would clear a hold.
+func TestTakeLeastCountsARefusalAsSlow(t *testing.T) {
+	u, s := newUpstream(t, Options{MaxConns: 1, Timeout: 5 * time.Second})
+	held := hold(t, u, s)
+	if _, err := forward(u, "/"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Forward with the only connection in use = %v, want ErrBusy", err)
+	}
+	if got, n := u.TakeLeast(); got != 5*time.Second || n != 1 {
+		t.Errorf("TakeLeast after a refusal = %v, %d; want the 5 s timeout, 1", got, n)
+	}
+	close(s.release)
+	if err := <-held; err != nil {
+		t.Errorf("the held request: %v", err)
 	}
 }

@@ -69,10 +69,6 @@ const (
 	CursorRate            = "rate"             // admissions per second
 	CursorPaused          = "paused"           // "1" paused, "0" not
 	CursorSettingsVersion = "settings_version" // of the origin's copy the rate and pause came from
-	// CursorRampFrom is the instant (unix ms) the slow start counts from:
-	// the last tick that held for the checkout; until one does, the sale's
-	// start (advance.lua).
-	CursorRampFrom = "ramp_from"
 )
 
 // Fields of the line hash (Keys.Line).

@@ -52,6 +52,10 @@ type Tick struct {
 	// Hold: the node finds the checkout congested, and this tick's time
 	// passes without admitting anyone (admission.Options.Hold).
 	Hold bool
+	// HeldAt is when the node last held, by its clock (this tick's time
+	// while it holds; zero if it never has): its ticks' slow start runs
+	// from then.
+	HeldAt time.Time
 }
 
 // Seen is what a node has read of a line: Redis never holds less of a line
