@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -77,20 +76,7 @@ func TestAdmissionRateAcrossNodes(t *testing.T) {
 	const line = 6000
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	for w := range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < line; i += 50 {
-				if _, err := joinWaiting(ctx, nodes[i%3], sale, snap.StartsAt, fmt.Sprintf("a%d", i)); err != nil {
-					t.Errorf("Join(a%d) = %v", i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	fillLine(t, ctx, nodes, sale, snap.StartsAt, line)
 	for i, n := range nodes {
 		if res, ans := n.Join(t, sale, fmt.Sprintf("http-%d", i)); res.Status != fasthttp.StatusAccepted || ans.Position <= line {
 			t.Errorf("POST queue on node %d = %d %s, want 202 with a position behind the first %d", i, res.Status, res.Body, line)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,6 +126,29 @@ func joinWaiting(ctx context.Context, n *edgetest.Node, sale string, startsAt ti
 		if !errors.Is(err, queue.ErrWait) || ctx.Err() != nil {
 			return p, err
 		}
+	}
+}
+
+// fillLine joins accounts a0 … a<n-1> through the nodes' Joiners, in
+// turn, from 50 goroutines at once, and stops the test if any join fails.
+func fillLine(t *testing.T, ctx context.Context, nodes []*edgetest.Node, sale string, startsAt time.Time, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for w := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 50 {
+				if _, err := joinWaiting(ctx, nodes[i%len(nodes)], sale, startsAt, fmt.Sprintf("a%d", i)); err != nil {
+					t.Errorf("Join(a%d) = %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
 	}
 }
 

@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"strconv"
 	"sync"
@@ -37,23 +36,7 @@ func TestAdmissionHoldsWhileTheCheckoutIsBehind(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const line = 3000 // longer than the test admits
-	var wg sync.WaitGroup
-	for w := range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < line; i += 50 {
-				if _, err := joinWaiting(ctx, n, sale, snap.StartsAt, fmt.Sprintf("a%d", i)); err != nil {
-					t.Errorf("Join(a%d) = %v", i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
+	fillLine(t, ctx, []*edgetest.Node{n}, sale, snap.StartsAt, line)
 
 	// The origin falls behind: shoppers' order reads, through the payments
 	// pool, each take 300 ms.
