@@ -135,8 +135,16 @@ func (s *Store) SetOrderIntent(ctx context.Context, orderID, intentID, payURL st
 // Redis lose its intents, to SettlePaid). It reports false when Postgres
 // has no unit for the order: the reservation expired or was cancelled here.
 func markPaid(ctx context.Context, tx pgx.Tx, o Order) (bool, error) {
+	// Nearly always the writer has recorded the reservation, held: one
+	// statement marks it, a round trip fewer in every paid webhook.
+	tag, err := tx.Exec(ctx, `UPDATE reservations SET status = 'paid', updated_at = now()
+		WHERE reservation_id = $1 AND status = 'held'`, o.ReservationID)
+	if err != nil || tag.RowsAffected() == 1 {
+		return err == nil, err
+	}
+	// Otherwise find out why, under the row's lock.
 	var status intent.Status
-	err := tx.QueryRow(ctx, `SELECT status FROM reservations WHERE reservation_id = $1 FOR UPDATE`, o.ReservationID).Scan(&status)
+	err = tx.QueryRow(ctx, `SELECT status FROM reservations WHERE reservation_id = $1 FOR UPDATE`, o.ReservationID).Scan(&status)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return true, nil
@@ -147,6 +155,7 @@ func markPaid(ctx context.Context, tx pgx.Tx, o Order) (bool, error) {
 	case status != intent.Held:
 		return false, nil
 	}
+	// The writer recorded it between the two statements.
 	_, err = tx.Exec(ctx, `UPDATE reservations SET status = 'paid', updated_at = now() WHERE reservation_id = $1`, o.ReservationID)
 	return err == nil, err
 }
