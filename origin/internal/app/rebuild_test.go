@@ -67,8 +67,7 @@ func TestRebuildFromPostgres(t *testing.T) {
 		return l["sku-1"].PendingIntents == 0 && l["sku-1"].DB.Held == 5
 	})
 
-	// Redis restarts empty: every key of the sale is gone. A new origin puts
-	// the sale back from Postgres before serving.
+	// Redis restarts empty: every key of the sale is gone.
 	if _, err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +82,12 @@ func TestRebuildFromPostgres(t *testing.T) {
 	a.WaitLedger(t, sale, 15*time.Second, func(l map[string]origintest.LedgerSKU) bool {
 		return l["sku-1"].Redis.Held >= 5
 	})
+	// Then Redis restarts empty while no origin runs (origin-a stopped
+	// first: a running origin's guard would rebuild the sale itself, and a
+	// starting one leaves a sale that another origin is rebuilding to it,
+	// answering please_wait for it meanwhile — not the start-up path this
+	// checks). The new origin has the sale back before it serves.
+	a.Stop()
 	if _, err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
 		t.Fatal(err)
 	}
