@@ -24,7 +24,7 @@ func TestParseRates(t *testing.T) {
 		want []float64
 		bad  bool
 	}{
-		{in: defaultSweep, want: []float64{500, 1000, 2000, 4000, 8000, 16000}},
+		{in: defaultSweep, want: []float64{250, 500, 1000, 2000, 4000, 8000}},
 		{in: "2000, 500,1000", want: []float64{500, 1000, 2000}},
 		{in: "250.5", want: []float64{250.5}},
 		{in: "500,500", bad: true},
