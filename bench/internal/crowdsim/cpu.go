@@ -38,7 +38,11 @@ type Services struct {
 type proc struct {
 	pid, ppid, comm string
 	cpu             time.Duration // user + system so far
-	nice            string
+	// children is the user + system time of its children that ended and
+	// were waited for: a Postgres backend that exits (a client dropped its
+	// connection) stays counted in its postmaster's.
+	children time.Duration
+	nice     string
 }
 
 // procs reads every process's stat line; off Linux it returns nothing.
@@ -50,7 +54,7 @@ func procs() []proc {
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid ... utime(14) stime(15) ... nice(19), counting from 1.
+		// pid (comm) state ppid ... utime(14) stime(15) cutime(16) cstime(17) ... nice(19), counting from 1.
 		s := string(b)
 		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
 		if open < 0 || close < open {
@@ -62,9 +66,12 @@ func procs() []proc {
 		}
 		utime, _ := strconv.ParseInt(fields[11], 10, 64)
 		stime, _ := strconv.ParseInt(fields[12], 10, 64)
+		cutime, _ := strconv.ParseInt(fields[13], 10, 64)
+		cstime, _ := strconv.ParseInt(fields[14], 10, 64)
 		out = append(out, proc{
 			pid: strings.TrimSpace(s[:open]), ppid: fields[1], comm: s[open+1 : close],
-			cpu: time.Duration(utime+stime) * time.Second / clockTick, nice: fields[16],
+			cpu:      time.Duration(utime+stime) * time.Second / clockTick,
+			children: time.Duration(cutime+cstime) * time.Second / clockTick, nice: fields[16],
 		})
 	}
 	return out
@@ -176,19 +183,22 @@ func distinct(vs []string) string {
 	return strings.Join(slices.Compact(vs), " | ")
 }
 
-// cpuTimes reads the CPU time each group's processes have used so far.
+// cpuTimes reads the CPU time each group's processes have used so far,
+// their ended children's included.
 func cpuTimes(sv Services) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for label, ps := range grouped(procs(), sv) {
 		for _, p := range ps {
-			out[label] += p.cpu
+			out[label] += p.cpu + p.children
 		}
 	}
 	return out
 }
 
 // cpuSince is the CPU seconds each group used between two readings
-// (processes that ended meanwhile are not counted).
+// (a process that ended meanwhile counts only if its parent, in the group,
+// waited for it: Postgres's backends do; a group's own top process that
+// ended does not).
 func cpuSince(before, after map[string]time.Duration) map[string]float64 {
 	out := map[string]float64{}
 	for label, t := range after {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -215,5 +216,29 @@ func TestCPUScopesServicesToTheirListeners(t *testing.T) {
 	g = grouped(all, Services{})
 	if len(g["postgres"]) != 4 {
 		t.Errorf("grouped unscoped = %d postgres processes, want all 4", len(g["postgres"]))
+	}
+}
+
+// A child that ended and was waited for stays in its parent's CPU time:
+// how a Postgres backend that exits mid-run (a client dropped its
+// connection) is still counted, in its postmaster's.
+func TestCPUCountsEndedChildren(t *testing.T) {
+	self := func() proc {
+		for _, p := range procs() {
+			if p.pid == strconv.Itoa(os.Getpid()) {
+				return p
+			}
+		}
+		t.Fatal("this process is not in /proc")
+		return proc{}
+	}
+	before := self().children
+	// About half a second of CPU in a child, then waited for.
+	busy := exec.Command("sh", "-c", `end=$(($(date +%s%N) + 500000000)); while [ "$(date +%s%N)" -lt "$end" ]; do :; done`)
+	if err := busy.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if got := self().children - before; got < 100*time.Millisecond {
+		t.Errorf("children's CPU grew by %v after a child busy for 0.5 s, want ≥ 0.1 s", got)
 	}
 }
