@@ -34,7 +34,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 		ScriptWorkers:  256,
 		RedisBenchmark: redisbench.Options{Clients: 50, Pipeline: 32, KeySpace: 100_000_000},
 		HTTPRequests:   100_000,
-		HTTPConns:      64,
+		HTTPConns:      256, // as many as an edge keeps to the origin, and as the script path's goroutines
 		HTTPNoJournal:  true,
 		Warmup:         2_000,
 		Rounds:         1,
