@@ -195,9 +195,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // serves it; the sale opens PreQueueS (plus a moment) from now.
 func (s *sim) setUp(ctx context.Context) error {
 	s.zero = time.Now().Add(3*time.Second + time.Duration(s.cfg.PreQueueS*float64(time.Second))).Truncate(time.Second).Add(time.Second)
+	// The sale ends a minute after the run's last hold could run out: a
+	// bench sale left open costs every later run on these CPUs the edge's
+	// snapshot refresh of it, four fetches a second (a capacity sweep makes
+	// one per step).
+	ends := s.zero.Add(time.Duration(s.cfg.MaxDurationS*float64(time.Second)) + time.Duration(s.cfg.HoldTTLS)*time.Second + time.Minute)
 	sale := map[string]any{
 		"sale_id": s.sale, "name": "Crowd run " + s.sale,
-		"starts_at": s.zero.UTC().Format(time.RFC3339), "ends_at": s.zero.Add(time.Hour).UTC().Format(time.RFC3339),
+		"starts_at": s.zero.UTC().Format(time.RFC3339), "ends_at": ends.UTC().Format(time.RFC3339),
 		"hold_ttl_s": s.cfg.HoldTTLS, "per_account_limit": 1,
 		"skus": []map[string]any{{"sku": s.sku, "name": "Sneaker", "price_minor": 499900, "currency": "INR", "stock": s.cfg.Stock}},
 	}
