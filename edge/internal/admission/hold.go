@@ -8,10 +8,12 @@ import (
 
 // Sojourns is an upstream that tells how long its requests spend with it
 // (proxy.Upstream): the shortest time of those finished since it was last
-// asked and how many finished, and how many are in flight.
+// asked and how many finished, how many are in flight, and how many
+// connections it has.
 type Sojourns interface {
 	TakeLeast() (least time.Duration, finished int)
 	InFlight() int
+	MaxConns() int
 }
 
 // minBehind is how many requests must have finished in a tick, all slower
@@ -29,7 +31,11 @@ const minBehind = 3
 // requests in a tick to find a pool behind, one quick one to clear it; as
 // in CoDel the verdict stands until requests say otherwise: a tick with
 // fewer finished (the slow ones come back in waves) keeps it, and only a
-// pool with nothing in flight is clear by itself. The least sojourns are
+// pool with nothing in flight is clear by itself. A pool with half its
+// connections in flight is behind whatever finished: the answers that
+// would show the queue come back only after it has formed, and a wave of
+// admissions (the opening, a resume) fills the pool within a tick or two,
+// well before its requests time out as please_wait. The least sojourns are
 // exported as flashgate_edge_checkout_least_sojourn_seconds{upstream}. The
 // returned func is called by the tick alone, never concurrently.
 func CheckoutHold(after time.Duration, upstreams map[string]Sojourns, reg prometheus.Registerer) func() bool {
@@ -42,16 +48,21 @@ func CheckoutHold(after time.Duration, upstreams map[string]Sojourns, reg promet
 	return func() bool {
 		congested := false
 		for name, u := range upstreams {
-			switch d, n := u.TakeLeast(); {
-			case n > 0 && d <= after:
+			d, n := u.TakeLeast()
+			if n > 0 {
 				least.WithLabelValues(name).Set(d.Seconds())
+			}
+			inFlight := u.InFlight()
+			switch {
+			case inFlight*2 >= u.MaxConns():
+				behind[name] = true
+			case n > 0 && d <= after:
 				behind[name] = false
 			case n >= minBehind:
-				least.WithLabelValues(name).Set(d.Seconds())
 				behind[name] = true
 			case n > 0:
-				least.WithLabelValues(name).Set(d.Seconds()) // slow, but too few to say
-			case u.InFlight() == 0:
+				// slow, but too few to say
+			case inFlight == 0:
 				least.WithLabelValues(name).Set(0)
 				behind[name] = false
 			}

@@ -161,6 +161,9 @@ func (u *Upstream) TakeLeast() (least time.Duration, finished int) {
 // InFlight is how many requests hold a connection slot now.
 func (u *Upstream) InFlight() int { return len(u.slots) }
 
+// MaxConns is how many connection slots the upstream has.
+func (u *Upstream) MaxConns() int { return cap(u.slots) }
+
 // hopHeaders are meaningful only for one connection (RFC 9110 7.6.1), and
 // forwarding headers a client could forge.
 var hopHeaders = []string{
