@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/bench/internal/cpuprofile"
 	"github.com/flashgate/flashgate/bench/internal/crowdreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
 	"github.com/flashgate/flashgate/internal/envflag"
@@ -35,6 +36,9 @@ type options struct {
 	// Scaling are the scaling law's crowd sizes (shoppers), smallest
 	// first; nil for the standard run.
 	Scaling []int
+	// CPUProfile, when set, is where the simulator's own CPU profile goes
+	// (CPUProfile.crowd.pprof): where the load generator spends its core.
+	CPUProfile string
 }
 
 func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -83,6 +87,7 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	fs.BoolVar(&o.Naive, "naive", o.Naive, "also run the naive baseline under the same crowd")
 	fs.BoolVar(&o.Ceiling, "ceiling", o.Ceiling, "also run with admission unthrottled to find the stack's reserves per second")
 	fs.IntVar(&o.CeilingShoppers, "ceiling-shoppers", o.CeilingShoppers, "shoppers (and units) of the ceiling run")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write the simulator's own CPU profile, the whole run, to `path`.crowd.pprof")
 	fs.StringVar(&o.Out, "out", "", "report folder (default .data/crowd/<time>, .data/capacity/<time> for -sweep, .data/scaling/<time> for -scaling)")
 	fs.StringVar(&sweep, "sweep", "", "comma-separated burst arrival rates (shoppers/s), e.g. "+defaultSweep+
 		": the capacity sweep (make bench-capacity) instead of the standard run; its steps start from the sweep's scenario "+
@@ -153,7 +158,7 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	return o, nil
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	o, err := loadOptions(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -164,6 +169,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	o.Progress = func(format string, a ...any) {
 		fmt.Fprintf(stderr, "crowd: "+format+"\n", a...)
 	}
+	stopProfile, err := cpuprofile.Start(o.CPUProfile, "crowd")
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopProfile()) }()
 	if o.Sweep != nil {
 		return runSweep(ctx, o, sweepCommand(args), stdout)
 	}
