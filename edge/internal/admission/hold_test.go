@@ -50,7 +50,7 @@ func TestCheckoutHoldVerdicts(t *testing.T) {
 		{"none finished, some in flight", pool{inFlight: 40}, pool{}, true},
 		{"one slow: no news", pool{least: 300 * time.Millisecond, finished: 1, inFlight: 40}, pool{}, true},
 		{"a quick one again", pool{least: 30 * time.Millisecond, finished: 1, inFlight: 40}, pool{}, false},
-		{"payments behind", pool{least: 30 * time.Millisecond, finished: 5}, pool{least: 2 * time.Second, finished: 64, inFlight: 128}, true},
+		{"payments behind", pool{least: 30 * time.Millisecond, finished: 5}, pool{least: 2 * time.Second, finished: 64, inFlight: conns/2 - 1}, true},
 		{"payments idle", pool{}, pool{}, false},
 		{"a wave fills the reserve pool, the first answers quick", pool{least: 10 * time.Millisecond, finished: 20, inFlight: conns / 2}, pool{}, true},
 		{"still half full", pool{least: 10 * time.Millisecond, finished: 40, inFlight: conns - 1}, pool{}, true},
