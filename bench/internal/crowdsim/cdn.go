@@ -8,21 +8,28 @@ import (
 
 // cdn stands in for the CDN in front of the edge, for the one thing the
 // contract makes cacheable that every shopper's page loads again and
-// again: the public sale snapshot. It keeps the edge's answer for the
-// max-age the edge sets and collapses concurrent misses into one fetch, as
-// a CDN POP does. Only its fetches reach the edge (and the run's request
-// counts); hits are counted apart.
+// again: the public sale snapshot. It does what a CDN POP does with the
+// edge's Cache-Control (and what deploy/cdn's nginx does with
+// proxy_cache_background_update): it keeps the answer for its max-age,
+// serves it stale for the stale-while-revalidate after that while one
+// fetch refreshes it in the background, and past that collapses concurrent
+// misses into one fetch that they all wait for. Only its fetches reach the
+// edge (and the run's request counts); hits, stale ones included, are
+// counted apart.
 type cdn struct {
 	edge *client
 	path string
 
-	mu       sync.Mutex // guards the fields below
-	cached   reply
-	flags    saleFlags // cached, decoded once per fetch: a page reads them every second
-	expires  time.Time
-	inflight chan struct{} // closed when the fetch in flight lands
+	mu         sync.Mutex // guards the fields below
+	cached     reply
+	flags      saleFlags     // cached, decoded once per fetch: a page reads them every second
+	expires    time.Time     // fresh until
+	staleUntil time.Time     // served stale, while a fetch refreshes it, until
+	inflight   chan struct{} // closed when the fetch in flight lands
 
+	refreshes    sync.WaitGroup // background fetches in flight
 	hits, misses atomic.Int64
+	stale        atomic.Int64 // of the hits, those served stale while a fetch refreshed them
 }
 
 func newCDN(edge *client, path string) *cdn { return &cdn{edge: edge, path: path} }
@@ -34,12 +41,27 @@ type saleFlags struct {
 	NowServing int64 `json:"now_serving"` // a page whose place it reaches asks for its admission at once
 }
 
-// get returns the snapshot and its flags, from the cache while it is fresh.
+// get returns the snapshot and its flags: from the cache while it is
+// fresh or may be served stale, else from a fetch (its own or the one in
+// flight).
 func (c *cdn) get() (reply, saleFlags) {
 	c.mu.Lock()
 	for {
-		if c.cached.status != 0 && time.Now().Before(c.expires) {
+		now := time.Now()
+		if c.cached.status != 0 && now.Before(c.staleUntil) {
 			r, f := c.cached, c.flags
+			if !now.Before(c.expires) {
+				c.stale.Add(1)
+				if c.inflight == nil {
+					done := make(chan struct{})
+					c.inflight = done
+					c.refreshes.Add(1)
+					go func() {
+						defer c.refreshes.Done()
+						c.fetch(done)
+					}()
+				}
+			}
 			c.mu.Unlock()
 			c.hits.Add(1)
 			return r, f
@@ -55,17 +77,27 @@ func (c *cdn) get() (reply, saleFlags) {
 	done := make(chan struct{})
 	c.inflight = done
 	c.mu.Unlock()
+	return c.fetch(done)
+}
 
+// fetch asks the edge, keeps a 200 for its max-age and stale-while-
+// revalidate, and closes done (c.inflight) once the answer is in place.
+func (c *cdn) fetch(done chan struct{}) (reply, saleFlags) {
 	c.misses.Add(1)
 	r := c.edge.do(request{endpoint: epSnapshot, method: "GET", path: c.path})
 	var f saleFlags
 	r.decode(&f)
 	c.mu.Lock()
 	if r.status == 200 {
-		c.cached, c.flags, c.expires = r, f, time.Now().Add(r.maxAge)
+		now := time.Now()
+		c.cached, c.flags = r, f
+		c.expires, c.staleUntil = now.Add(r.maxAge), now.Add(r.maxAge+r.swr)
 	}
 	c.inflight = nil
 	close(done)
 	c.mu.Unlock()
 	return r, f
 }
+
+// wait returns once no background refresh is in flight.
+func (c *cdn) wait() { c.refreshes.Wait() }

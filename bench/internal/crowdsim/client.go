@@ -57,6 +57,7 @@ type reply struct {
 	status     int
 	retryAfter time.Duration
 	maxAge     time.Duration // from Cache-Control
+	swr        time.Duration // Cache-Control's stale-while-revalidate
 	body       []byte
 }
 
@@ -92,7 +93,8 @@ func (c *client) do(r request) reply {
 	if s, err := strconv.Atoi(string(resp.Header.Peek("Retry-After"))); err == nil && s >= 0 {
 		out.retryAfter = time.Duration(s) * time.Second
 	}
-	out.maxAge = maxAge(resp.Header.Peek("Cache-Control"))
+	cc := resp.Header.Peek("Cache-Control")
+	out.maxAge, out.swr = cacheSeconds(cc, "max-age="), cacheSeconds(cc, "stale-while-revalidate=")
 	c.rec.add(r.endpoint, sent, took, out.status, answered)
 	return out
 }
@@ -101,9 +103,10 @@ func (c *client) do(r request) reply {
 // v as it was.
 func (r reply) decode(v any) bool { return json.Unmarshal(r.body, v) == nil }
 
-// maxAge reads max-age=N from a Cache-Control value; 0 when absent.
-func maxAge(cc []byte) time.Duration {
-	_, after, ok := strings.Cut(string(cc), "max-age=")
+// cacheSeconds reads a Cache-Control directive of seconds, as "max-age=" N;
+// 0 when absent.
+func cacheSeconds(cc []byte, directive string) time.Duration {
+	_, after, ok := strings.Cut(string(cc), directive)
 	if !ok {
 		return 0
 	}

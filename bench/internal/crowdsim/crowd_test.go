@@ -1,6 +1,7 @@
 package crowdsim
 
 import (
+	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -52,16 +53,21 @@ func TestDist(t *testing.T) {
 	}
 }
 
-func TestMaxAge(t *testing.T) {
-	for in, want := range map[string]time.Duration{
-		"public, max-age=1, stale-while-revalidate=2": time.Second,
-		"max-age=30":  30 * time.Second,
-		"no-store":    0,
-		"":            0,
-		"max-age=abc": 0,
+func TestCacheSeconds(t *testing.T) {
+	for _, c := range []struct {
+		cc, directive string
+		want          time.Duration
+	}{
+		{"public, max-age=1, stale-while-revalidate=2", "max-age=", time.Second},
+		{"public, max-age=1, stale-while-revalidate=2", "stale-while-revalidate=", 2 * time.Second},
+		{"max-age=30", "max-age=", 30 * time.Second},
+		{"max-age=30", "stale-while-revalidate=", 0},
+		{"no-store", "max-age=", 0},
+		{"", "max-age=", 0},
+		{"max-age=abc", "max-age=", 0},
 	} {
-		if got := maxAge([]byte(in)); got != want {
-			t.Errorf("maxAge(%q) = %v, want %v", in, got, want)
+		if got := cacheSeconds([]byte(c.cc), c.directive); got != c.want {
+			t.Errorf("cacheSeconds(%q, %q) = %v, want %v", c.cc, c.directive, got, c.want)
 		}
 	}
 }
@@ -178,6 +184,57 @@ func TestCDNCollapsesAndCaches(t *testing.T) {
 	cdn.get()
 	if n := fetches.Load(); n != 2 {
 		t.Errorf("edge fetches after max-age = %d, want 2", n)
+	}
+}
+
+// Past max-age, within stale-while-revalidate, a page gets the stale copy at
+// once while one fetch refreshes it in the background, as a CDN serves it:
+// a slow edge does not hold up the page. Past both, the page waits for the
+// fetch.
+func TestCDNServesStaleWhileRevalidating(t *testing.T) {
+	var fetches atomic.Int64
+	slow := make(chan struct{})
+	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := fetches.Add(1)
+		if n == 2 {
+			<-slow // the refresh: held until the test has read the stale copy
+		}
+		w.Header().Set("Cache-Control", "public, max-age=1, stale-while-revalidate=1")
+		_, _ = fmt.Fprintf(w, `{"now_serving":%d}`, n)
+	}))
+	defer edge.Close()
+	c, err := newClient(edge.URL, 64, 5*time.Second, newRecorder(time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cdn := newCDN(c, "/v1/sales/s")
+	if _, f := cdn.get(); f.NowServing != 1 {
+		t.Fatalf("first get: now_serving %d, want 1", f.NowServing)
+	}
+	time.Sleep(1100 * time.Millisecond) // past max-age, within stale-while-revalidate
+	start := time.Now()
+	for range 10 {
+		if _, f := cdn.get(); f.NowServing != 1 {
+			t.Fatalf("get while refreshing: now_serving %d, want the stale 1", f.NowServing)
+		}
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("stale gets took %v, want them at once", took)
+	}
+	close(slow)
+	cdn.wait()
+	if n := fetches.Load(); n != 2 {
+		t.Errorf("edge fetches = %d, want 2 (one refresh for ten stale loads)", n)
+	}
+	if _, f := cdn.get(); f.NowServing != 2 {
+		t.Errorf("get after the refresh: now_serving %d, want 2", f.NowServing)
+	}
+	if s := cdn.stale.Load(); s != 10 {
+		t.Errorf("stale hits = %d, want 10", s)
+	}
+	time.Sleep(2100 * time.Millisecond) // past both: the page waits for a fetch
+	if _, f := cdn.get(); f.NowServing != 3 {
+		t.Errorf("get past stale-while-revalidate: now_serving %d, want a fresh 3", f.NowServing)
 	}
 }
 
