@@ -476,17 +476,34 @@ func (k *Keeper) servingBlock(rate float64) int64 {
 // joinRaise returns the join ceilings to raise (0: leave one): a counter
 // within half a block of its ceiling, or one that refused joins, gets a
 // block beyond it. The pre-queue's only before the start: it is closed
-// after.
+// after. Before the start the line after it is readied for the open, with
+// a block at least the pre-queue's size (openingBlock).
 func (k *Keeper) joinRaise(s *saleLine, before bool, pre, preCeiling, post, postCeiling int64, refused bool) queue.Ceilings {
 	b := k.joinBlock(s)
 	var c queue.Ceilings
 	if before && (preCeiling-pre <= b/2 || refused) {
 		c.Pre = pre + b
 	}
-	if postCeiling-post <= b/2 || (refused && !before) {
-		c.Post = post + b
+	postBlock := b
+	if before {
+		postBlock = k.openingBlock(b, pre)
+	}
+	if postCeiling-post <= postBlock/2 || (refused && !before) {
+		c.Post = post + postBlock
 	}
 	return c
+}
+
+// openingBlock is the post line's block before the start: the join block
+// b, or the pre-queue's size pre if that is more (up to MaxBlock). The
+// rate of joins before the open says little about the burst at it — the
+// busiest second of a sale, when a raise's round trip to the origin is
+// slowest — and the crowd that came early is the best forecast of it: its
+// joins then find places without waiting for a raise. The price is paid
+// only if Redis loses the line near the open: the cursor passes up to that
+// many unused places (docs/OPERATIONS.md, "The price of a loss").
+func (k *Keeper) openingBlock(b, pre int64) int64 {
+	return min(max(b, pre), k.opts.MaxBlock)
 }
 
 // raise raises ceilings in the origin's copy, then in Redis to what the
