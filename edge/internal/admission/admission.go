@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,7 +98,11 @@ type Controller struct {
 	// tickedAt is the Clock reading (unix ns) of the last tick Redis
 	// answered; 0 before the first.
 	tickedAt atomic.Int64
-	metrics  metrics
+	// answers maps a sale to the reserves of it this node saw the checkout
+	// answer since its last tick (*atomic.Int64, Answered); the tick hands
+	// them to the cursor, whose slow start follows the answer rate.
+	answers sync.Map
+	metrics metrics
 }
 
 type metrics struct {
@@ -176,7 +181,8 @@ func (c *Controller) Tick(ctx context.Context) error {
 		if !e.Sale.SoldOut {
 			left = max(available[i], 1) // not sold out: something may be left
 		}
-		ticks = append(ticks, queue.Tick{Sale: e.Sale.SaleID, StartsAt: e.Sale.StartsAt, Available: left, Hold: hold, HeldAt: heldAt})
+		ticks = append(ticks, queue.Tick{Sale: e.Sale.SaleID, StartsAt: e.Sale.StartsAt, Available: left, Hold: hold, HeldAt: heldAt,
+			Answered: c.takeAnswers(e.Sale.SaleID)})
 	}
 	if hold && len(ticks) > 0 {
 		c.metrics.held.Inc()
@@ -225,6 +231,28 @@ func (c *Controller) Tick(ctx context.Context) error {
 
 // view builds a sale's view from its snapshot, its durable seed and the
 // cursor's last reading.
+// Answered counts a reserve of the sale that the checkout answered (any
+// answer but a failure: a hold, sold out, a limit), for the next tick: the
+// slow start admits at most twice the rate of these answers, so a checkout
+// that answers slowly is not sent shoppers faster than it can take them.
+func (c *Controller) Answered(sale string) {
+	n, ok := c.answers.Load(sale)
+	if !ok {
+		n, _ = c.answers.LoadOrStore(sale, new(atomic.Int64))
+	}
+	n.(*atomic.Int64).Add(1)
+}
+
+// takeAnswers returns the sale's answers counted since the last call. A
+// tick that then fails loses them: the slow start is only the more careful
+// for a moment.
+func (c *Controller) takeAnswers(sale string) int64 {
+	if n, ok := c.answers.Load(sale); ok {
+		return n.(*atomic.Int64).Swap(0)
+	}
+	return 0
+}
+
 func (c *Controller) view(e snapshot.Entry, seed []byte, available int64) (*View, error) {
 	sale := e.Sale
 	v := &View{Sale: sale, fetchedAt: e.FetchedAt, seed: seed, available: available, opts: &c.opts}

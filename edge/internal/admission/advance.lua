@@ -14,9 +14,15 @@
 -- then by an eighth a second to all of it (six seconds in all). The
 -- checkout's answer to a wave of admissions comes back a poll and a reserve
 -- later, so at full pace seconds' worth would be admitted before the first
--- hold. While few units are available it admits at most twice that many a
--- second: units that come back one by one go to about as many shoppers,
--- not to a second's worth of the line.
+-- hold. During the slow start the pace is also at most twice the rate at
+-- which the checkout answered reserves over the last second or so (and at
+-- least an eighth of the rate, or 16 a second): the edges count the reserve
+-- answers they pass on (ARGV[8]), and a checkout that answers a few hundred
+-- a second is not sent a thousand shoppers a second to queue for it, to
+-- hear please_wait once the edge's pool times out. While few units
+-- are available it admits at most twice that many a second: units that
+-- come back one by one go to about as many shoppers, not to a second's
+-- worth of the line.
 --
 -- KEYS[1] cursor hash  KEYS[2] pre counter  KEYS[3] post counter
 -- KEYS[4] line hash (epoch, ceilings, draw_size, replid)
@@ -25,6 +31,9 @@
 --   the calling node has read (0: none)
 -- ARGV[6] hold: 1 to admit nothing this call (0: admit at the pace)
 -- ARGV[7] ms since the calling node last held (-1: never): its slow start
+-- ARGV[8] reserves the calling node saw the checkout answer (any answer but
+--   a failure) since its last call: added to the cursor's answered count,
+--   whose rate bounds the slow start
 --
 -- Returns {now_serving, queue length, rate (string), paused (0/1), now (unix ms),
 --   pre counter, post counter, draw size (-1 until sealed), pre ceiling,
@@ -41,10 +50,12 @@ local starts, available = tonumber(ARGV[1]), tonumber(ARGV[2])
 local pre_floor, post_floor, serving_floor = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local hold = ARGV[6] == '1'
 local since_hold = tonumber(ARGV[7] or '-1')
+local answers = tonumber(ARGV[8] or '0')
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', cursor, 'now_serving', 'last_ms', 'rate', 'paused', 'settings_version')
+local h = redis.call('HMGET', cursor, 'now_serving', 'last_ms', 'rate', 'paused', 'settings_version',
+  'answered', 'answered_ms', 'answered_then', 'answer_rate')
 local line = redis.call('HMGET', line_key, 'epoch', 'pre_ceiling', 'post_ceiling', 'serving_ceiling', 'draw_size', 'replid')
 local pre_s = redis.call('GET', pre_key)
 local post_s = redis.call('GET', post_key)
@@ -67,6 +78,21 @@ end
 if replid and not line[6] then
   redis.call('HSET', line_key, 'replid', replid)
 end
+-- The checkout's answer rate: answers counted since the sample before,
+-- over the time since then, sampled once a second or so.
+local answered = tonumber(h[6] or '0') + answers
+local answered_ms = tonumber(h[7] or '-1')
+local answer_rate = tonumber(h[9] or '0')
+if answered_ms < 0 or now < answered_ms then
+  redis.call('HSET', cursor, 'answered', answered, 'answered_ms', now, 'answered_then', answered, 'answer_rate', 0)
+  answer_rate = 0
+elseif now - answered_ms >= 1000 then
+  answer_rate = (answered - tonumber(h[8] or '0')) * 1000 / (now - answered_ms)
+  redis.call('HSET', cursor, 'answered', answered, 'answered_ms', now, 'answered_then', answered,
+    'answer_rate', string.format('%.3f', answer_rate))
+elseif answers > 0 then
+  redis.call('HSET', cursor, 'answered', answered)
+end
 local length = pre + post
 local serving_ceiling = tonumber(line[4] or '0')
 local drawn = line[5] ~= false
@@ -78,10 +104,17 @@ local pace = rate
 if available > 0 and available * 2 < pace then pace = available * 2 end
 local since = (now - starts) / 1000
 if since_hold >= 0 then since = math.min(since, since_hold / 1000) end
-if since < 2 then
-  pace = pace * 2 ^ math.max(since, 0) / 8
-elseif since < 6 then
-  pace = pace * (0.5 + (since - 2) / 8)
+if since < 6 then
+  -- However slowly the checkout answers, the slow start keeps an eighth of
+  -- the pace, and up to 16 a second (a trickle any checkout takes: a sale
+  -- at a low rate is not slowed further).
+  local least = math.max(pace / 8, math.min(pace, 16))
+  if since < 2 then
+    pace = pace * 2 ^ math.max(since, 0) / 8
+  else
+    pace = pace * (0.5 + (since - 2) / 8)
+  end
+  pace = math.min(pace, math.max(least, 2 * answer_rate))
 end
 -- No node ticked for a while (all down, or the first tick of a sale that
 -- started long ago): admit at most a second's worth (or one shopper, at

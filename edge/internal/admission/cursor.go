@@ -83,7 +83,7 @@ func (c *Cursor) Tick(ctx context.Context, ticks []queue.Tick) error {
 	cmds := redisscript.Each(ctx, c.rdb, advanceScript, len(ticks), func(i int) ([]string, []any) {
 		t, f := ticks[i], floors[i]
 		return []string{c.keys.Cursor(t.Sale), c.keys.Pre(t.Sale), c.keys.Post(t.Sale), c.keys.Line(t.Sale)},
-			[]any{t.StartsAt.UnixMilli(), max(t.Available, 0), f.Pre, f.Post, f.NowServing, flag(t.Hold), c.sinceMS(t.HeldAt)}
+			[]any{t.StartsAt.UnixMilli(), max(t.Available, 0), f.Pre, f.Post, f.NowServing, flag(t.Hold), c.sinceMS(t.HeldAt), max(t.Answered, 0)}
 	})
 	read := c.now()
 	var firstErr error

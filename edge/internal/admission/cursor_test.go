@@ -245,14 +245,21 @@ func TestCursorSlowStart(t *testing.T) {
 	starts := redisTime(t, r).Truncate(time.Millisecond)
 	tk := queue.Tick{Sale: "s", StartsAt: starts, Available: 1_000_000}
 	queuetest.Fill(t, r, "s", 100_000)
+	// A checkout that keeps up: every shopper admitted is answered by the
+	// next tick, so the answer rate never holds the ramp back.
+	var admitted int64
+	step := func() queue.State {
+		st := tick(t, c, tk)
+		tk.Answered, admitted = st.NowServing-admitted, st.NowServing
+		return st
+	}
 	servingAt := func(at time.Duration) (int64, float64) {
 		t.Helper()
-		var st queue.State
 		for redisTime(t, r).Sub(starts) < at {
-			st = tick(t, c, tk)
+			step()
 			time.Sleep(20 * time.Millisecond)
 		}
-		st = tick(t, c, tk)
+		st := step()
 		return st.NowServing, redisTime(t, r).Sub(starts).Seconds()
 	}
 	one, _ := servingAt(time.Second)
@@ -270,6 +277,58 @@ func TestCursorSlowStart(t *testing.T) {
 	seven, to := servingAt(7 * time.Second)
 	if got := float64(seven - six); got < 0.8*rate*(to-from) || got > 1.2*rate*(to-from) {
 		t.Errorf("admitted %.0f from %.2fs to %.2fs at %v/s, want about the rate", got, from, to, rate)
+	}
+}
+
+// TestCursorSlowStartFollowsTheCheckout: during the slow start the pace is
+// at most twice the rate at which the checkout answers reserves (and at
+// least an eighth of the set rate): with no answers it stays at an eighth;
+// with answers at 100/s it goes no faster than about 200/s where the ramp
+// alone would admit 625/s and more; after the slow start the set rate
+// applies whatever the answers.
+func TestCursorSlowStartFollowsTheCheckout(t *testing.T) {
+	t.Parallel()
+	const rate = 1000.0
+	for _, c := range []struct {
+		name          string
+		answersPerSec float64
+		from, to      time.Duration
+		want          float64 // admissions a second
+	}{
+		{"no answers", 0, 3 * time.Second, 4 * time.Second, rate / 8},
+		{"answers at 100/s", 100, 3 * time.Second, 4 * time.Second, 200},
+		{"after the slow start", 0, 6500 * time.Millisecond, 7500 * time.Millisecond, rate},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := edgetest.NewRedis(t)
+			queuetest.Ready(t, r, "s", rate)
+			cur := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
+			starts := redisTime(t, r).Truncate(time.Millisecond)
+			tk := queue.Tick{Sale: "s", StartsAt: starts, Available: 1_000_000}
+			queuetest.Fill(t, r, "s", 100_000)
+			last, owed := time.Now(), 0.0
+			servingAt := func(at time.Duration) (int64, float64) {
+				t.Helper()
+				for {
+					now := time.Now()
+					owed += c.answersPerSec * now.Sub(last).Seconds()
+					last = now
+					tk.Answered = int64(owed)
+					owed -= float64(tk.Answered)
+					st := tick(t, cur, tk)
+					if redisTime(t, r).Sub(starts) >= at {
+						return st.NowServing, redisTime(t, r).Sub(starts).Seconds()
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			from, fromS := servingAt(c.from)
+			to, toS := servingAt(c.to)
+			if got, want := float64(to-from)/(toS-fromS), c.want; got < 0.7*want || got > 1.3*want {
+				t.Errorf("admitted %d from %.2fs to %.2fs: %.0f/s, want about %.0f/s", to-from, fromS, toS, got, want)
+			}
+		})
 	}
 }
 

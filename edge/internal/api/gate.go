@@ -46,7 +46,13 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
 	if err := s.limit(ctx, byAccount(s.Limits.ReserveAccount, claims.Subject), byIP(s.Limits.ReserveIP, s.addressKey(ctx))); err != nil {
 		return err
 	}
-	return s.forward(ctx, s.Origin, "origin")
+	if err := s.forward(ctx, s.Origin, "origin"); err != nil {
+		return err
+	}
+	if ctx.Response.StatusCode() < fasthttp.StatusInternalServerError {
+		s.Admission.Answered(params[0]) // the checkout's pace, for admission's slow start
+	}
+	return nil
 }
 
 // userPassThrough is the handler of a route that goes to origin for a

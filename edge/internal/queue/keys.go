@@ -69,6 +69,10 @@ const (
 	CursorRate            = "rate"             // admissions per second
 	CursorPaused          = "paused"           // "1" paused, "0" not
 	CursorSettingsVersion = "settings_version" // of the origin's copy the rate and pause came from
+	CursorAnswered        = "answered"         // reserves the edges saw the checkout answer, in all
+	CursorAnsweredMs      = "answered_ms"      // when the answer rate was last sampled (unix ms)
+	CursorAnsweredThen    = "answered_then"    // the answered count then
+	CursorAnswerRate      = "answer_rate"      // answers per second between the last two samples
 )
 
 // Fields of the line hash (Keys.Line).

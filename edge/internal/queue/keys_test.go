@@ -51,6 +51,8 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 	cursor := sorted(queue.CursorNowServing, queue.CursorLastMs, queue.CursorRate, queue.CursorPaused, queue.CursorSettingsVersion)
 	line := sorted(queue.LineEpoch, queue.LinePreCeiling, queue.LinePostCeiling, queue.LineServingCeiling, queue.LineReplID)
 	sealed := sorted(append(slices.Clone(line), queue.LineDrawSize)...)
+	// The advance adds the checkout's answer rate.
+	advanced := sorted(append(slices.Clone(cursor), queue.CursorAnswered, queue.CursorAnsweredMs, queue.CursorAnsweredThen, queue.CursorAnswerRate)...)
 	for _, step := range []struct {
 		name         string
 		run          func()
@@ -71,27 +73,27 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 			if st := tick(); st.Lost {
 				t.Fatalf("State after a tick = %+v, want the line whole", st)
 			}
-		}, cursor, line},
+		}, advanced, line},
 		{"raise", func() {
 			if err := lines.Raise(ctx, "s", queue.Ceilings{Pre: 20, Post: 30, Serving: 40}); err != nil {
 				t.Fatalf("Raise = %v", err)
 			}
-		}, cursor, line},
+		}, advanced, line},
 		{"seal", func() {
 			if n, err := lines.Seal(ctx, "s", 3); n != 3 || err != nil {
 				t.Fatalf("Seal(3) = %d, %v; want 3", n, err)
 			}
-		}, cursor, sealed},
+		}, advanced, sealed},
 		{"settings", func() {
 			if _, err := lines.Settings(ctx, "s", 7, true, 2); err != nil {
 				t.Fatalf("Settings = %v", err)
 			}
-		}, cursor, sealed},
+		}, advanced, sealed},
 		{"join", func() {
 			if p, _, err := j.Join(ctx, "s", past, "a"); err != nil || p.Position != 4 {
 				t.Fatalf("Join = %+v, %v; want position 4, after the draw of 3", p, err)
 			}
-		}, cursor, sealed},
+		}, advanced, sealed},
 	} {
 		step.run()
 		if got := fields(keys.Cursor("s")); !slices.Equal(got, step.cursor) {

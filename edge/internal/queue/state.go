@@ -56,6 +56,10 @@ type Tick struct {
 	// while it holds; zero if it never has): its ticks' slow start runs
 	// from then.
 	HeldAt time.Time
+	// Answered is how many reserves of the sale the node saw the checkout
+	// answer since its last tick: the cursor's slow start admits at most
+	// twice their rate.
+	Answered int64
 }
 
 // Seen is what a node has read of a line: Redis never holds less of a line
