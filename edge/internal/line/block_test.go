@@ -37,3 +37,24 @@ func TestJoinRaiseReadiesTheOpen(t *testing.T) {
 		}
 	}
 }
+
+// A slow raise stretches the join blocks to four times its round trip, so
+// the next raise, set off at half a block, has twice that to land; a raise
+// that took very long stretches them to eight BlockWindows at most.
+func TestJoinBlockFollowsTheRaise(t *testing.T) {
+	k := &Keeper{opts: Options{BlockWindow: time.Second, MinBlock: 256, MaxBlock: 1 << 20}}
+	for _, c := range []struct {
+		took time.Duration
+		want int64
+	}{
+		{0, 4_000},                      // a second of joins at 4,000/s
+		{100 * time.Millisecond, 4_000}, // quick raises: BlockWindow
+		{500 * time.Millisecond, 8_000}, // 4 × 0.5 s of joins
+		{3 * time.Second, 32_000},       // capped at 8 BlockWindows
+	} {
+		s := &saleLine{raiseTook: c.took, samples: []sample{{at: time.Unix(0, 0), length: 0}, {at: time.Unix(1, 0), length: 4_000}}}
+		if got := k.joinBlock(s); got != c.want {
+			t.Errorf("joinBlock after a raise of %v at 4,000 joins/s = %d, want %d", c.took, got, c.want)
+		}
+	}
+}

@@ -43,9 +43,11 @@ type Options struct {
 	// BlockWindow sizes the join ceilings' blocks: a ceiling is raised to
 	// a block beyond its counter once the counter comes within half a block
 	// of it, a block being this long of joins at the recent join rate; 0
-	// means 1 s. After Redis loses a line, up to a block of places goes
-	// unused (the cursor passes them at the admission rate), so it is kept
-	// short; half a block is the lead a raise has over the joins.
+	// means 1 s; four times the last raise's round trip when that is
+	// longer (up to eight BlockWindows). After Redis loses a line, up to a
+	// block of places goes unused (the cursor passes them at the admission
+	// rate), so it is kept short; half a block is the lead a raise has over
+	// the joins.
 	BlockWindow time.Duration
 	// MinBlock is the smallest join block; 0 means 256.
 	MinBlock int64
@@ -117,6 +119,9 @@ type saleLine struct {
 	durable Row
 	heard   bool
 	heardAt time.Time
+	// raiseTook is how long the last raise took, origin and Redis: the
+	// join blocks give a raise at least twice that long to land.
+	raiseTook time.Duration
 }
 
 type sample struct {
@@ -462,9 +467,19 @@ func (s *saleLine) joinRate() float64 {
 	return float64(last.length-first.length) / max(last.at.Sub(first.at), minRateSpan).Seconds()
 }
 
-// joinBlock is how far ahead of its counter a join ceiling is raised.
+// maxBlockWindows caps how far a slow raise stretches the join blocks, in
+// BlockWindows: a raise that timed out once does not make them huge.
+const maxBlockWindows = 8
+
+// joinBlock is how far ahead of its counter a join ceiling is raised:
+// BlockWindow of joins at the recent rate, or four times the last raise's
+// round trip if that is longer (up to maxBlockWindows), so that the raise
+// set off at half a block has twice its round trip to land before joins
+// reach the ceiling. In a burst the origin answers slowest just when joins
+// come fastest.
 func (k *Keeper) joinBlock(s *saleLine) int64 {
-	b := int64(math.Ceil(s.joinRate() * k.opts.BlockWindow.Seconds()))
+	window := min(max(k.opts.BlockWindow, 4*s.raiseTook), maxBlockWindows*k.opts.BlockWindow)
+	b := int64(math.Ceil(s.joinRate() * window.Seconds()))
 	return min(max(b, k.opts.MinBlock), k.opts.MaxBlock)
 }
 
@@ -509,6 +524,13 @@ func (k *Keeper) openingBlock(b, pre int64) int64 {
 // raise raises ceilings in the origin's copy, then in Redis to what the
 // origin holds (which may be more: other nodes raise too).
 func (k *Keeper) raise(ctx context.Context, sale string, c queue.Ceilings) error {
+	started := k.opts.Now()
+	defer func() {
+		took := k.opts.Now().Sub(started)
+		k.mu.Lock()
+		k.sale(sale).raiseTook = took
+		k.mu.Unlock()
+	}()
 	row, err := k.store.Raise(ctx, sale, c)
 	if err != nil {
 		return fmt.Errorf("raise in the origin: %w", err)
