@@ -27,9 +27,11 @@ type cdn struct {
 	staleUntil time.Time     // served stale, while a fetch refreshes it, until
 	inflight   chan struct{} // closed when the fetch in flight lands
 
-	refreshes    sync.WaitGroup // background fetches in flight
-	hits, misses atomic.Int64
-	stale        atomic.Int64 // of the hits, those served stale while a fetch refreshed them
+	inBackground sync.WaitGroup // background fetches in flight
+	// Loads are hits (stale ones among them) plus misses; refreshes are
+	// the background fetches stale hits set off. Misses and refreshes
+	// reach the edge.
+	hits, misses, stale, refreshes atomic.Int64
 }
 
 func newCDN(edge *client, path string) *cdn { return &cdn{edge: edge, path: path} }
@@ -56,8 +58,9 @@ func (c *cdn) get() (reply, saleFlags) {
 					done := make(chan struct{})
 					c.inflight = done
 					c.refreshes.Add(1)
+					c.inBackground.Add(1)
 					go func() {
-						defer c.refreshes.Done()
+						defer c.inBackground.Done()
 						c.fetch(done)
 					}()
 				}
@@ -77,13 +80,13 @@ func (c *cdn) get() (reply, saleFlags) {
 	done := make(chan struct{})
 	c.inflight = done
 	c.mu.Unlock()
+	c.misses.Add(1)
 	return c.fetch(done)
 }
 
 // fetch asks the edge, keeps a 200 for its max-age and stale-while-
 // revalidate, and closes done (c.inflight) once the answer is in place.
 func (c *cdn) fetch(done chan struct{}) (reply, saleFlags) {
-	c.misses.Add(1)
 	r := c.edge.do(request{endpoint: epSnapshot, method: "GET", path: c.path})
 	var f saleFlags
 	r.decode(&f)
@@ -100,4 +103,4 @@ func (c *cdn) fetch(done chan struct{}) (reply, saleFlags) {
 }
 
 // wait returns once no background refresh is in flight.
-func (c *cdn) wait() { c.refreshes.Wait() }
+func (c *cdn) wait() { c.inBackground.Wait() }

@@ -419,13 +419,13 @@ func (s *sim) sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
-	t, _ := timers.Get().(*time.Timer)
+	t, _ := s.timers.Get().(*time.Timer)
 	if t == nil {
 		t = time.NewTimer(d)
 	} else {
 		t.Reset(d)
 	}
-	defer timers.Put(t)
+	defer s.timers.Put(t)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -434,9 +434,3 @@ func (s *sim) sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
-
-// timers are the shoppers' stopped sleep timers, reused: a crowd sleeps a
-// few times per request, and each new timer is an allocation the
-// simulator's one core pays for in its collections. Since Go 1.23 a
-// stopped timer's channel holds no stale value, so Reset reuses it safely.
-var timers sync.Pool
