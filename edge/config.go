@@ -50,7 +50,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.Duration(&c.SnapshotRefresh, "snapshot-refresh", "FLASHGATE_SNAPSHOT_REFRESH", "how often sale snapshots are fetched from origin")
 	env.Duration(&c.StaleAfter, "stale-after", "FLASHGATE_STALE_AFTER", "cursor age at which sale endpoints answer please_wait")
 	env.Duration(&c.SnapshotStaleAfter, "snapshot-stale-after", "FLASHGATE_SNAPSHOT_STALE_AFTER", "snapshot age at which a sale's endpoints answer please_wait and the node is not ready")
-	env.Duration(&c.LineBlockWindow, "line-block-window", "FLASHGATE_LINE_BLOCK_WINDOW", "durable join ceilings are raised a block ahead: this long of joins at the recent rate")
+	env.Duration(&c.LineBlockWindow, "line-block-window", "FLASHGATE_LINE_BLOCK_WINDOW", "durable join ceilings are raised a block ahead: this long of joins at the recent rate (at least four times the last raise's round trip)")
 	env.Int(&c.LineMinBlock, "line-min-block", "FLASHGATE_LINE_MIN_BLOCK", "smallest block of places a durable join ceiling is raised by")
 	env.String(&c.TrustedProxies, "trusted-proxies", "FLASHGATE_TRUSTED_PROXIES", "comma-separated CIDRs whose X-Forwarded-For is believed")
 	env.Int(&c.OriginMaxConns, "origin-max-conns", "FLASHGATE_ORIGIN_MAX_CONNS", "connections to origin for reserves")

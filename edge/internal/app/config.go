@@ -88,8 +88,10 @@ type Config struct {
 	// the line"): a join counter's ceiling is raised, in the origin first,
 	// to a block beyond the counter once the counter is within half a
 	// block of it. A block is LineBlockWindow of joins at the recent join
-	// rate, at least LineMinBlock places. Up to a block of places goes
-	// unused after Redis loses the line.
+	// rate (longer while raises are slow, and before the start the
+	// pre-queue's size for the post counter: line.Options), at least
+	// LineMinBlock places. Up to a block of places goes unused after Redis
+	// loses the line.
 	LineBlockWindow time.Duration
 	LineMinBlock    int
 

@@ -8,13 +8,15 @@ import (
 )
 
 // Before the start the line after it is readied for the open: its block is
-// the pre-queue's size when that is more than the recent join rate's, so
-// the opening burst finds places without a raise's round trip. After the
-// start, and for the pre-queue itself, the block follows the join rate.
+// the pre-queue's size when that is more than the recent join rate's (up to
+// five seconds of admissions), so the opening burst finds places without a
+// raise's round trip. After the start, and for the pre-queue itself, the
+// block follows the join rate.
 func TestJoinRaiseReadiesTheOpen(t *testing.T) {
 	k := &Keeper{opts: Options{BlockWindow: time.Second, MinBlock: 256, MaxBlock: 50_000}}
-	quiet := &saleLine{} // no recent joins: the block is MinBlock
-	busy := &saleLine{samples: []sample{{at: time.Unix(0, 0), length: 0}, {at: time.Unix(1, 0), length: 4_000}}}
+	quiet := &saleLine{rate: 10_000} // no recent joins: the block is MinBlock
+	busy := &saleLine{rate: 10_000, samples: []sample{{at: time.Unix(0, 0), length: 0}, {at: time.Unix(1, 0), length: 4_000}}}
+	slowAdmission := &saleLine{rate: 1_000} // five seconds of admissions: 5,000 places
 	for _, c := range []struct {
 		name                               string
 		s                                  *saleLine
@@ -28,6 +30,7 @@ func TestJoinRaiseReadiesTheOpen(t *testing.T) {
 		{"before, the pre-queue near its ceiling: a rate block", quiet, true, 20_000, 20_100, 0, 20_000, queue.Ceilings{Pre: 20_256}},
 		{"before, a pre-queue past MaxBlock: capped", quiet, true, 80_000, 80_256, 0, 256, queue.Ceilings{Post: 50_000}},
 		{"before, the join rate's block above the pre-queue: the rate's", busy, true, 1_000, 6_000, 0, 1_000, queue.Ceilings{Post: 4_000}},
+		{"before, a pre-queue past five seconds of admissions: capped there", slowAdmission, true, 20_000, 20_256, 0, 256, queue.Ceilings{Post: 5_000}},
 		{"after the start: the rate's block only", quiet, false, 20_000, 20_256, 200, 256, queue.Ceilings{Post: 456}},
 		{"after the start, busy: the rate's block", busy, false, 20_000, 20_256, 10_000, 11_000, queue.Ceilings{Post: 14_000}},
 	} {

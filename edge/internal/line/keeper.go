@@ -44,10 +44,11 @@ type Options struct {
 	// a block beyond its counter once the counter comes within half a block
 	// of it, a block being this long of joins at the recent join rate; 0
 	// means 1 s; four times the last raise's round trip when that is
-	// longer (up to eight BlockWindows). After Redis loses a line, up to a
-	// block of places goes unused (the cursor passes them at the admission
-	// rate), so it is kept short; half a block is the lead a raise has over
-	// the joins.
+	// longer (up to eight BlockWindows); before the start, for the post
+	// counter, the pre-queue's size when that is more (openingBlock). After
+	// Redis loses a line, up to a block of places goes unused (the cursor
+	// passes them at the admission rate), so it is kept short; half a block
+	// is the lead a raise has over the joins.
 	BlockWindow time.Duration
 	// MinBlock is the smallest join block; 0 means 256.
 	MinBlock int64
@@ -119,9 +120,12 @@ type saleLine struct {
 	durable Row
 	heard   bool
 	heardAt time.Time
-	// raiseTook is how long the last raise took, origin and Redis: the
-	// join blocks give a raise at least twice that long to land.
+	// raiseTook is how long the last raise that landed took, origin and
+	// Redis: the join blocks give a raise at least twice that long.
 	raiseTook time.Duration
+	// rate is the admission rate as the last tick read it: it bounds the
+	// opening block (openingBlock).
+	rate float64
 }
 
 type sample struct {
@@ -251,7 +255,7 @@ func (k *Keeper) Maintain(ticks []queue.Tick) {
 			continue
 		}
 		s := k.sale(t.Sale)
-		s.startsAt = t.StartsAt
+		s.startsAt, s.rate = t.StartsAt, st.RatePerSecond
 		if !st.Lost {
 			s.record(st.ReadAt, st.QueueLength)
 		}
@@ -501,7 +505,7 @@ func (k *Keeper) joinRaise(s *saleLine, before bool, pre, preCeiling, post, post
 	}
 	postBlock := b
 	if before {
-		postBlock = k.openingBlock(b, pre)
+		postBlock = k.openingBlock(s, b, pre)
 	}
 	if postCeiling-post <= postBlock/2 || (refused && !before) {
 		c.Post = post + postBlock
@@ -509,28 +513,29 @@ func (k *Keeper) joinRaise(s *saleLine, before bool, pre, preCeiling, post, post
 	return c
 }
 
+// openingWindow bounds the opening block: at most this long of admissions
+// at the set rate.
+const openingWindow = 5 * time.Second
+
 // openingBlock is the post line's block before the start: the join block
-// b, or the pre-queue's size pre if that is more (up to MaxBlock). The
-// rate of joins before the open says little about the burst at it — the
-// busiest second of a sale, when a raise's round trip to the origin is
-// slowest — and the crowd that came early is the best forecast of it: its
-// joins then find places without waiting for a raise. The price is paid
-// only if Redis loses the line near the open: the cursor passes up to that
-// many unused places (docs/OPERATIONS.md, "The price of a loss").
-func (k *Keeper) openingBlock(b, pre int64) int64 {
-	return min(max(b, pre), k.opts.MaxBlock)
+// b, or the pre-queue's size pre if that is more, but no more than
+// openingWindow of admissions at the sale's rate (nor MaxBlock). The rate
+// of joins before the open says little about the burst at it — the busiest
+// second of a sale, when a raise's round trip to the origin is slowest —
+// and the crowd that came early is the best forecast of it: its joins then
+// find places without waiting for a raise. The price is paid if Redis
+// loses the line before the open: the restored post counter starts at its
+// ceiling, and the cursor passes the unused places at the admission rate,
+// hence the bound (docs/OPERATIONS.md, "The price of a loss").
+func (k *Keeper) openingBlock(s *saleLine, b, pre int64) int64 {
+	forecast := min(pre, int64(math.Ceil(s.rate*openingWindow.Seconds())))
+	return min(max(b, forecast), k.opts.MaxBlock)
 }
 
 // raise raises ceilings in the origin's copy, then in Redis to what the
 // origin holds (which may be more: other nodes raise too).
 func (k *Keeper) raise(ctx context.Context, sale string, c queue.Ceilings) error {
 	started := k.opts.Now()
-	defer func() {
-		took := k.opts.Now().Sub(started)
-		k.mu.Lock()
-		k.sale(sale).raiseTook = took
-		k.mu.Unlock()
-	}()
 	row, err := k.store.Raise(ctx, sale, c)
 	if err != nil {
 		return fmt.Errorf("raise in the origin: %w", err)
@@ -542,6 +547,9 @@ func (k *Keeper) raise(ctx context.Context, sale string, c queue.Ceilings) error
 	}
 	if err == nil {
 		k.raises.Inc()
+		k.mu.Lock()
+		k.sale(sale).raiseTook = k.opts.Now().Sub(started)
+		k.mu.Unlock()
 		k.landed(sale)
 	}
 	return err
