@@ -229,8 +229,6 @@ func (c *Controller) Tick(ctx context.Context) error {
 	return tickErr
 }
 
-// view builds a sale's view from its snapshot, its durable seed and the
-// cursor's last reading.
 // Answered counts a reserve of the sale that the checkout answered (any
 // answer but a failure: a hold, sold out, a limit), for the next tick: the
 // slow start admits at most twice the rate of these answers, so a checkout
@@ -253,6 +251,8 @@ func (c *Controller) takeAnswers(sale string) int64 {
 	return 0
 }
 
+// view builds a sale's view from its snapshot, its durable seed and the
+// cursor's last reading.
 func (c *Controller) view(e snapshot.Entry, seed []byte, available int64) (*View, error) {
 	sale := e.Sale
 	v := &View{Sale: sale, fetchedAt: e.FetchedAt, seed: seed, available: available, opts: &c.opts}

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strconv"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/edge/internal/queue"
 )
 
 // TestAdmissionHoldsWhileTheCheckoutIsBehind: while every request to the
@@ -108,4 +110,54 @@ func heldTicks(t *testing.T, n *edgetest.Node) float64 {
 		t.Fatalf("flashgate_edge_admission_held_ticks_total %q: %v", m[1], err)
 	}
 	return v
+}
+
+// TestReserveAnswersPaceTheSlowStart: every reserve the checkout answers —
+// a hold, sold out — is counted into the sale's cursor at the next tick,
+// where the slow start reads the checkout's pace; a please_wait is not an
+// answer, nor is a reserve the edge refuses itself.
+func TestReserveAnswersPaceTheSlowStart(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	origin := edgetest.NewStubOrigin(t)
+	const sale = "answers"
+	origin.SetSale(edgetest.OpenSale(sale, 100))
+	n := edgetest.StartNode(t, edgetest.Config(r, origin.URL))
+	n.WaitSale(t, sale)
+	reserve := func(account string, want int) {
+		t.Helper()
+		token, _, err := issuer.Admission(sale, account, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: token, User: edgetest.Owner(t, token),
+			Body: reserveBody("sku-1", "k-"+account)})
+		if res.Status != want {
+			t.Fatalf("reserve of %s = %d %s, want %d", account, res.Status, res.Body, want)
+		}
+	}
+	for i := range 3 {
+		reserve(fmt.Sprintf("held-%d", i), fasthttp.StatusCreated)
+	}
+	origin.SetReserveStatus(fasthttp.StatusConflict)
+	reserve("late", fasthttp.StatusConflict)
+	origin.SetReserveStatus(fasthttp.StatusServiceUnavailable)
+	reserve("waiting-0", fasthttp.StatusServiceUnavailable)
+	reserve("waiting-1", fasthttp.StatusServiceUnavailable)
+	if res := n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Body: reserveBody("sku-1", "k-none")}); res.Status != fasthttp.StatusUnauthorized {
+		t.Fatalf("reserve without an admission token = %d %s, want the edge's own 401", res.Status, res.Body)
+	}
+
+	keys := queue.NewKeys(r.Prefix)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		answered, _ := r.Client.HGet(context.Background(), keys.Cursor(sale), queue.CursorAnswered).Int64()
+		if answered == 4 {
+			break
+		}
+		if answered > 4 || time.Now().After(deadline) {
+			t.Fatalf("the cursor's answered count = %d, want 4 (3 holds and a sold out; no please_wait, no refusal at the edge)", answered)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -145,7 +145,15 @@ type StubOrigin struct {
 	// delay (ns) slows every answer but the sale list, the snapshots and
 	// the lines: what the edge's origin pools carry (SetDelay).
 	delay atomic.Int64
+	// reserveStatus is the status reserves are answered with, 0 for 201
+	// (SetReserveStatus).
+	reserveStatus atomic.Int64
 }
+
+// SetReserveStatus makes reserves answer status (with the origin's error
+// body for a 4xx or 5xx: 409 sold_out, 503 please_wait, any other
+// bad_request); 201 answers a hold again.
+func (o *StubOrigin) SetReserveStatus(status int) { o.reserveStatus.Store(int64(status)) }
 
 // SetDelay makes the answers a shopper's requests get through the edge's
 // origin pools (reserves, orders, anything but the sale list, the
@@ -245,7 +253,16 @@ func (o *StubOrigin) handle(ctx *fasthttp.RequestCtx) {
 		}
 		write(fasthttp.StatusOK, s)
 	case ctx.IsPost() && len(segs) == 4 && segs[0] == "v1" && segs[1] == "sales" && segs[3] == "reserve":
-		write(fasthttp.StatusCreated, map[string]string{"reservation_id": "r-stub", "sale_id": segs[2], "status": "held"})
+		switch status := int(o.reserveStatus.Load()); status {
+		case 0, fasthttp.StatusCreated:
+			write(fasthttp.StatusCreated, map[string]string{"reservation_id": "r-stub", "sale_id": segs[2], "status": "held"})
+		case fasthttp.StatusConflict:
+			write(status, map[string]string{"error": "sold_out", "message": "sold out"})
+		case fasthttp.StatusServiceUnavailable:
+			write(status, map[string]string{"error": "please_wait", "message": "try again shortly"})
+		default:
+			write(status, map[string]string{"error": "bad_request", "message": "stub origin"})
+		}
 	case len(segs) >= 3 && segs[0] == "v1" && segs[1] == "lines":
 		status, v := o.line(ctx, segs[2:])
 		write(status, v)

@@ -10,7 +10,10 @@ package queue
 //	<prefix>{q:<sale>}:cursor   hash    now_serving, last_ms (admitted up to), rate, paused,
 //	                                    settings_version (of the origin's copy); created only
 //	                                    by restore.lua, then advanced by package admission's
-//	                                    advance.lua and changed by settings.lua
+//	                                    advance.lua and changed by settings.lua; advance.lua
+//	                                    also keeps the checkout's answer rate there: answered,
+//	                                    answered_ms, answered_then, answer_rate (not durable: a
+//	                                    restored line samples it anew)
 //	<prefix>{q:<sale>}:line     hash    epoch (set by the restore that put the line here),
 //	                                    pre_ceiling, post_ceiling, serving_ceiling (durable
 //	                                    high-water marks: pre, post and now_serving never pass

@@ -2,7 +2,9 @@ package queue_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -102,6 +104,23 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 		if got := fields(keys.Line("s")); !slices.Equal(got, step.line) {
 			t.Errorf("line hash fields after %s = %v, want %v", step.name, got, step.line)
 		}
+	}
+
+	// The answer rate's sample, a second or more after the last one, reads
+	// and writes the named fields: 5 answers over the 2 s since, 2.5/s.
+	ago := strconv.FormatInt(time.Now().Add(-2*time.Second).UnixMilli(), 10)
+	if err := r.Client.HSet(ctx, keys.Cursor("s"), queue.CursorAnsweredMs, ago, queue.CursorAnsweredThen, 0, queue.CursorAnswered, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 10, Answered: 5}}); err != nil {
+		t.Fatalf("Tick = %v", err)
+	}
+	got, err := r.Client.HMGet(ctx, keys.Cursor("s"), queue.CursorAnswered, queue.CursorAnsweredThen, queue.CursorAnswerRate).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rate, _ := strconv.ParseFloat(fmt.Sprint(got[2]), 64); got[0] != "5" || got[1] != "5" || rate < 2.2 || rate > 2.5 {
+		t.Errorf("cursor answered, answered_then, answer_rate after 5 answers in 2 s = %v, want 5, 5, about 2.5", got)
 	}
 
 	st := tick()
