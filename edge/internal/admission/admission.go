@@ -107,6 +107,7 @@ type Controller struct {
 
 type metrics struct {
 	cursor      *prometheus.GaugeVec
+	answerRate  *prometheus.GaugeVec
 	queueLength *prometheus.GaugeVec
 	snapshotAge *prometheus.GaugeVec
 	ready       prometheus.Gauge
@@ -124,7 +125,11 @@ func New(cursor *Cursor, snapshots *snapshot.Cache, lines Lines, opts Options, r
 	}
 	c := &Controller{cursor: cursor, snapshots: snapshots, lines: lines, opts: opts}
 	c.metrics = metrics{
-		cursor:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flashgate_edge_now_serving", Help: "Admission cursor as this node last read it."}, []string{"sale"}),
+		cursor: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flashgate_edge_now_serving", Help: "Admission cursor as this node last read it."}, []string{"sale"}),
+		answerRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashgate_edge_checkout_answer_rate",
+			Help: "Reserves a second the checkout answered, as every edge counted them and this node last read it; the slow start admits at most twice it.",
+		}, []string{"sale"}),
 		queueLength: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flashgate_edge_queue_length", Help: "Places handed out, as this node last read it."}, []string{"sale"}),
 		snapshotAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flashgate_edge_snapshot_age_seconds", Help: "Age of this node's last good origin snapshot of each sale that has not ended.",
@@ -135,7 +140,7 @@ func New(cursor *Cursor, snapshots *snapshot.Cache, lines Lines, opts Options, r
 		}),
 	}
 	m := c.metrics
-	reg.MustRegister(m.cursor, m.queueLength, m.snapshotAge, m.ready, m.held)
+	reg.MustRegister(m.cursor, m.answerRate, m.queueLength, m.snapshotAge, m.ready, m.held)
 	return c
 }
 
@@ -212,6 +217,7 @@ func (c *Controller) Tick(ctx context.Context) error {
 		next[sale.SaleID] = v
 		if v.HasState {
 			c.metrics.cursor.WithLabelValues(sale.SaleID).Set(float64(v.State.NowServing))
+			c.metrics.answerRate.WithLabelValues(sale.SaleID).Set(v.State.AnswerRate)
 			c.metrics.queueLength.WithLabelValues(sale.SaleID).Set(float64(v.State.QueueLength))
 		}
 		if sale.Ended() {

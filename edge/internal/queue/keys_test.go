@@ -122,6 +122,9 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 	if rate, _ := strconv.ParseFloat(fmt.Sprint(got[2]), 64); got[0] != "5" || got[1] != "5" || rate < 2.2 || rate > 2.5 {
 		t.Errorf("cursor answered, answered_then, answer_rate after 5 answers in 2 s = %v, want 5, 5, about 2.5", got)
 	}
+	if st, _ := c.State("s"); st.AnswerRate < 2.2 || st.AnswerRate > 2.5 {
+		t.Errorf("State().AnswerRate after 5 answers in 2 s = %v, want about 2.5 (the script's reply)", st.AnswerRate)
+	}
 
 	st := tick()
 	if st.Lost || st.PreQueue != 3 || st.Post != 1 || st.PreCeiling != 20 || st.PostCeiling != 30 || st.ServingCeiling != 40 ||

@@ -34,6 +34,10 @@ type State struct {
 	// (held for the checkout, at a ceiling), not that nothing is known.
 	MeasuredRate float64
 	Measured     bool
+	// AnswerRate is the rate at which the checkout answered reserves, as
+	// the edges counted them (Tick.Answered), sampled about once a second:
+	// the slow start admits at most twice it.
+	AnswerRate float64
 	ReadAt       time.Time // this node's clock when it read the state
 	// RedisNow is Redis's clock at the read: the one clock that decides
 	// when a sale has started (the join script uses it too).
