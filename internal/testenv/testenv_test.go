@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -61,6 +62,33 @@ func TestDeleteKeysTakesThePrefixLiterally(t *testing.T) {
 	}
 	if _, err := DeleteKeys(ctx, r.Client, ""); err == nil {
 		t.Error("DeleteKeys with an empty prefix = nil error, want a refusal")
+	}
+}
+
+// TestLoseKeysTakesEveryPageAndOnlyThePrefix: keys spread over many SCAN
+// pages all go, in one command; keys outside the prefix stay.
+func TestLoseKeysTakesEveryPageAndOnlyThePrefix(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := NewRedis(t, RedisURL())
+	mine, theirs := r.Prefix+"lose*:", r.Prefix+"losex:"
+	pipe := r.Client.Pipeline()
+	for i := range 2500 {
+		pipe.Set(ctx, fmt.Sprintf("%s%d", mine, i), "v", 0)
+	}
+	pipe.Set(ctx, theirs+"1", "v", 0)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, err := LoseKeys(ctx, r.Client, mine)
+	if err != nil || n != 2500 {
+		t.Errorf("LoseKeys(%q) = %d, %v; want 2500", mine, n, err)
+	}
+	if got, err := r.Client.Exists(ctx, theirs+"1").Result(); err != nil || got != 1 {
+		t.Errorf("EXISTS %s1 = %d, %v; want 1 (not under the prefix)", theirs, got, err)
+	}
+	if _, err := LoseKeys(ctx, r.Client, ""); err == nil {
+		t.Error("LoseKeys with an empty prefix = nil error, want a refusal")
 	}
 }
 

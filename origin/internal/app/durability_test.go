@@ -55,7 +55,7 @@ func TestGrantedHoldsSurviveRedisLosingTheSale(t *testing.T) {
 
 	// Redis loses every key of the sale (a restart without persistence, a
 	// FLUSHALL), the writer's lease with them.
-	if _, err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
+	if _, err := testenv.LoseKeys(ctx, env.Redis, env.Prefix); err != nil {
 		t.Fatal(err)
 	}
 	d = a.WaitDurability(t, sale, 15*time.Second, func(d origintest.Durability) bool {
@@ -115,7 +115,7 @@ func TestBurnedTokensSurviveRedisLosingTheSale(t *testing.T) {
 	a.WaitLedger(t, sale, 15*time.Second, func(l map[string]origintest.LedgerSKU) bool {
 		return l["sku-1"].PendingIntents == 0 && l["sku-1"].DB.Available == 5 && l["sku-1"].Redis.Available == 5
 	})
-	if _, err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
+	if _, err := testenv.LoseKeys(ctx, env.Redis, env.Prefix); err != nil {
 		t.Fatal(err)
 	}
 	a.WaitDurability(t, sale, 15*time.Second, func(d origintest.Durability) bool {

@@ -68,7 +68,7 @@ func TestRebuildFromPostgres(t *testing.T) {
 	})
 
 	// Redis restarts empty: every key of the sale is gone.
-	if _, err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
+	if _, err := testenv.LoseKeys(ctx, env.Redis, env.Prefix); err != nil {
 		t.Fatal(err)
 	}
 	// The running origin neither calls the sale sold out meanwhile nor
@@ -88,7 +88,7 @@ func TestRebuildFromPostgres(t *testing.T) {
 	// answering please_wait for it meanwhile — not the start-up path this
 	// checks). The new origin has the sale back before it serves.
 	a.Stop()
-	if _, err := testenv.DeleteKeys(ctx, env.Redis, env.Prefix); err != nil {
+	if _, err := testenv.LoseKeys(ctx, env.Redis, env.Prefix); err != nil {
 		t.Fatal(err)
 	}
 	b := origintest.StartOrigin(t, env, instance("origin-b"))

@@ -230,7 +230,7 @@ func TestCheckRestoresASaleRedisLost(t *testing.T) {
 	f.create(t, f.openSale("s1", 5))
 	f.create(t, f.openSale("s2", 3))
 	id := f.reserve(t, "s1", "u1")
-	if _, err := testenv.DeleteKeys(ctx, f.env.Redis, f.env.Prefix+"{s:s1}"); err != nil {
+	if _, err := testenv.LoseKeys(ctx, f.env.Redis, f.env.Prefix+"{s:s1}"); err != nil {
 		t.Fatal(err)
 	}
 	if s, err := f.Snapshot(ctx, "s1"); err != nil || s.Stock["a"].Available != 5 || s.SoldOut {
