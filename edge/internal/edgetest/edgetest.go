@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
@@ -55,12 +54,6 @@ func NewRedis(t testing.TB) *Redis {
 func NewRedisAt(t testing.TB, url string) *Redis {
 	t.Helper()
 	return testenv.NewRedis(t, url)
-}
-
-// DeleteKeys deletes every key that starts with prefix, found with SCAN.
-func DeleteKeys(ctx context.Context, rdb *redis.Client, prefix string) error {
-	_, err := testenv.DeleteKeys(ctx, rdb, prefix)
-	return err
 }
 
 // RandomID returns n random bytes as lower-case hex.
