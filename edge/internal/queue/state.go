@@ -38,7 +38,7 @@ type State struct {
 	// the edges counted them (Tick.Answered), sampled about once a second:
 	// the slow start admits at most twice it.
 	AnswerRate float64
-	ReadAt       time.Time // this node's clock when it read the state
+	ReadAt     time.Time // this node's clock when it read the state
 	// RedisNow is Redis's clock at the read: the one clock that decides
 	// when a sale has started (the join script uses it too).
 	RedisNow time.Time
