@@ -11,7 +11,11 @@
 -- rate, in queue order. It starts slowly, as TCP does: from the sale's
 -- start, and for each node again from its own last held tick, the pace
 -- rises from an eighth of the rate, doubling each second up to half of it,
--- then by an eighth a second to all of it (six seconds in all). The
+-- then by an eighth a second to all of it (six seconds in all). An ops
+-- resume ramps the same way (settings.lua records it in ramp_ms), and a
+-- raised rate from the rate before it (ramp_from) to the new one; where
+-- ramps overlap the slowest governs (and only a raise's ramp, governing,
+-- keeps the old rate as its least). The
 -- checkout's answer to a wave of admissions comes back a poll and a reserve
 -- later, so at full pace seconds' worth would be admitted before the first
 -- hold. During the slow start the pace is also at most twice the rate at
@@ -56,7 +60,7 @@ local answers = tonumber(ARGV[8] or '0')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local h = redis.call('HMGET', cursor, 'now_serving', 'last_ms', 'rate', 'paused', 'settings_version',
-  'answered', 'answered_ms', 'answered_then', 'answer_rate')
+  'answered', 'answered_ms', 'answered_then', 'answer_rate', 'ramp_ms', 'ramp_from')
 local line = redis.call('HMGET', line_key, 'epoch', 'pre_ceiling', 'post_ceiling', 'serving_ceiling', 'draw_size', 'replid')
 local pre_s = redis.call('GET', pre_key)
 local post_s = redis.call('GET', post_key)
@@ -98,25 +102,37 @@ local length = pre + post
 local serving_ceiling = tonumber(line[4] or '0')
 local drawn = line[5] ~= false
 local last = math.max(tonumber(h[2] or '0'), starts)
--- The pace this tick: the rate, or twice the units left if that is less,
--- times the slow start's share. The configured rate is what the script
--- returns.
+-- The pace this tick: the rate times the slow start's share, or twice the
+-- units left if that is less (few units are no wave to ramp). The
+-- configured rate is what the script returns.
 local pace = rate
-if available > 0 and available * 2 < pace then pace = available * 2 end
+-- The slow start's share of the rate, s seconds into a ramp.
+local function ramp(s)
+  if s >= 6 then return 1 end
+  if s < 2 then return 2 ^ math.max(s, 0) / 8 end
+  return 0.5 + (s - 2) / 8
+end
 local since = (now - starts) / 1000
 if since_hold >= 0 then since = math.min(since, since_hold / 1000) end
-if since < 6 then
-  -- However slowly the checkout answers, the slow start keeps an eighth of
-  -- the pace, and up to 16 a second (a trickle any checkout takes: a sale
-  -- at a low rate is not slowed further).
-  local least = math.max(pace / 8, math.min(pace, 16))
-  if since < 2 then
-    pace = pace * 2 ^ math.max(since, 0) / 8
-  else
-    pace = pace * (0.5 + (since - 2) / 8)
-  end
-  pace = math.min(pace, math.max(least, 2 * answer_rate))
+local share = ramp(since)
+-- The ramp of a resume (from nothing) or a raise (from the rate before
+-- it, at most the rate now), when it is slower than the start's or the
+-- hold's. A change before the start is the start's ramp's to make.
+local from = 0
+local ramp_ms = tonumber(h[10] or '-1')
+if ramp_ms >= starts and now - ramp_ms < 6000 and rate > 0 then
+  local floor = math.min(tonumber(h[11] or '0'), rate)
+  local s = (floor + (rate - floor) * ramp((now - ramp_ms) / 1000)) / rate
+  if s < share then share, from = s, floor end
 end
+if share < 1 then
+  -- However slowly the checkout answers, the slow start keeps an eighth of
+  -- the rate, and up to 16 a second (a trickle any checkout takes: a sale
+  -- at a low rate is not slowed further), and a raise the rate before it.
+  local least = math.max(rate / 8, math.min(rate, 16), from)
+  pace = math.min(rate * share, math.max(least, 2 * answer_rate))
+end
+if available > 0 and available * 2 < pace then pace = available * 2 end
 -- No node ticked for a while (all down, or the first tick of a sale that
 -- started long ago): admit at most a second's worth (or one shopper, at
 -- paces below one a second), not the whole gap.

@@ -284,7 +284,8 @@ func TestCursorSlowStart(t *testing.T) {
 
 // TestCursorSlowStartFollowsTheCheckout: during the slow start the pace is
 // at most twice the rate at which the checkout answers reserves (and at
-// least an eighth of the set rate): with no answers it stays at an eighth;
+// least an eighth of the set rate, whatever the rate before a raise just
+// before the start): with no answers it stays at an eighth;
 // with answers at 100/s it goes no faster than about 200/s where the ramp
 // alone would admit 625/s and more; after the slow start the set rate
 // applies whatever the answers.
@@ -293,18 +294,26 @@ func TestCursorSlowStartFollowsTheCheckout(t *testing.T) {
 	const rate = 1000.0
 	for _, c := range []struct {
 		name          string
+		raisedFrom    float64 // the rate before a raise just before the start (0: none)
 		answersPerSec float64
 		from, to      time.Duration
 		want          float64 // admissions a second
 	}{
-		{"no answers", 0, 3 * time.Second, 4 * time.Second, rate / 8},
-		{"answers at 100/s", 100, 3 * time.Second, 4 * time.Second, 200},
-		{"after the slow start", 0, 6500 * time.Millisecond, 7500 * time.Millisecond, rate},
+		{"no answers", 0, 0, 3 * time.Second, 4 * time.Second, rate / 8},
+		{"answers at 100/s", 0, 100, 3 * time.Second, 4 * time.Second, 200},
+		{"after the slow start", 0, 0, 6500 * time.Millisecond, 7500 * time.Millisecond, rate},
+		// The old rate is no least for the start's ramp.
+		{"raised before the start, no answers", rate / 2, 0, 3 * time.Second, 4 * time.Second, rate / 8},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			r := edgetest.NewRedis(t)
-			queuetest.Ready(t, r, "s", rate)
+			if c.raisedFrom > 0 {
+				queuetest.Ready(t, r, "s", c.raisedFrom)
+				queuetest.SetSettings(t, r, "s", new(rate), nil)
+			} else {
+				queuetest.Ready(t, r, "s", rate)
+			}
 			cur := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
 			starts := redisTime(t, r).Truncate(time.Millisecond)
 			tk := queue.Tick{Sale: "s", StartsAt: starts, Available: 1_000_000}
@@ -329,6 +338,68 @@ func TestCursorSlowStartFollowsTheCheckout(t *testing.T) {
 			to, toS := servingAt(c.to)
 			if got, want := float64(to-from)/(toS-fromS), c.want; got < 0.7*want || got > 1.3*want {
 				t.Errorf("admitted %d from %.2fs to %.2fs: %.0f/s, want about %.0f/s", to-from, fromS, toS, got, want)
+			}
+		})
+	}
+}
+
+// TestCursorRampsAfterAResumeOrARaise: in a sale long started, a resume
+// ramps as the start does (about 0.18 of the rate in its first second),
+// and a raise from 200/s to 1000/s rises from the old rate (about 344 in
+// its first second) instead of jumping; six seconds on, both admit at the
+// rate. The checkout keeps up: every shopper admitted is answered by the
+// next tick.
+func TestCursorRampsAfterAResumeOrARaise(t *testing.T) {
+	t.Parallel()
+	const rate = 1000.0
+	for _, c := range []struct {
+		name        string
+		before      float64 // the rate before the change
+		pausedFirst bool
+		firstSecond float64 // admitted in the first second after it
+	}{
+		{"resume", rate, true, 0.18 * rate},
+		{"raise", 200, false, 200 + 0.18*(rate-200)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := edgetest.NewRedis(t)
+			queuetest.Ready(t, r, "s", c.before)
+			queuetest.Fill(t, r, "s", 100_000)
+			if c.pausedFirst {
+				queuetest.SetSettings(t, r, "s", nil, new(true))
+			}
+			cur := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
+			tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+			var admitted int64
+			step := func() queue.State {
+				st := tick(t, cur, tk)
+				tk.Answered, admitted = st.NowServing-admitted, st.NowServing
+				return st
+			}
+			servingAt := func(from time.Time, at time.Duration) (int64, float64) {
+				t.Helper()
+				for redisTime(t, r).Sub(from) < at {
+					step()
+					time.Sleep(20 * time.Millisecond)
+				}
+				st := step()
+				return st.NowServing, redisTime(t, r).Sub(from).Seconds()
+			}
+			// A second and a half at the old setting: the answer rate is
+			// sampled.
+			servingAt(redisTime(t, r), 1500*time.Millisecond)
+			queuetest.SetSettings(t, r, "s", new(rate), new(false))
+			changed := redisTime(t, r)
+			zero, fromS := servingAt(changed, 0)
+			one, toS := servingAt(changed, time.Second)
+			if got, want := float64(one-zero)/(toS-fromS), c.firstSecond; got < 0.65*want || got > 1.4*want {
+				t.Errorf("admitted %d from %.2fs to %.2fs after the %s: %.0f/s, want about %.0f/s", one-zero, fromS, toS, c.name, got, want)
+			}
+			six, fromS := servingAt(changed, 6500*time.Millisecond)
+			seven, toS := servingAt(changed, 7500*time.Millisecond)
+			if got := float64(seven-six) / (toS - fromS); got < 0.8*rate || got > 1.2*rate {
+				t.Errorf("admitted %d from %.2fs to %.2fs after the %s: %.0f/s, want about the rate (%v/s)", seven-six, fromS, toS, c.name, got, rate)
 			}
 		})
 	}
@@ -379,18 +450,25 @@ func TestCursorSlowRate(t *testing.T) {
 
 // TestCursorPacesToScarceStock: with 20 units available and a rate of
 // 1000/s, the cursor admits about 40 a second (twice the units), not 1000;
-// with plenty available it runs at the rate.
+// with plenty available it runs at the rate. Just after a resume the
+// same: the ramp (125/s at first) does not slow the scarce pace further.
 func TestCursorPacesToScarceStock(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		available int64
+		resumed   bool  // just resumed: the ramp's 125/s is no bound below twice the units
 		lo, hi    int64 // admitted over about a second
 	}{
-		{20, 25, 60},
-		{1_000_000, 800, 1200},
+		{20, false, 25, 60},
+		{20, true, 25, 60},
+		{1_000_000, false, 800, 1200},
 	} {
 		r := edgetest.NewRedis(t)
 		queuetest.Ready(t, r, "s", 1000)
+		if tc.resumed {
+			queuetest.SetSettings(t, r, "s", nil, new(true))
+			queuetest.SetSettings(t, r, "s", nil, new(false))
+		}
 		c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
 		tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: tc.available}
 		first := tick(t, c, tk).NowServing
@@ -402,7 +480,7 @@ func TestCursorPacesToScarceStock(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		if got := st.NowServing - first; got < tc.lo || got > tc.hi {
-			t.Errorf("available %d: admitted %d in about a second, want %d to %d", tc.available, got, tc.lo, tc.hi)
+			t.Errorf("available %d (resumed %v): admitted %d in about a second, want %d to %d", tc.available, tc.resumed, got, tc.lo, tc.hi)
 		}
 		if st.RatePerSecond != 1000 {
 			t.Errorf("available %d: RatePerSecond = %v, want the configured 1000 (pacing is not a setting)", tc.available, st.RatePerSecond)

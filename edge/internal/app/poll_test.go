@@ -33,7 +33,7 @@ func TestPollCostsNothing(t *testing.T) {
 	settle(t, ctx, n, sale)
 
 	// Hold admission while the line forms, then admit about half of it.
-	paused, rate := true, 50.0
+	paused, rate := true, 400.0
 	if _, applied, err := n.App.Line.Settings(ctx, sale, nil, &paused); err != nil || !applied {
 		t.Fatalf("Settings(paused) = %v, in Redis %v; want nil, true", err, applied)
 	}
@@ -50,7 +50,9 @@ func TestPollCostsNothing(t *testing.T) {
 	if _, applied, err := n.App.Line.Settings(ctx, sale, &rate, &paused); err != nil || !applied {
 		t.Fatalf("Settings(resume) = %v, in Redis %v; want nil, true", err, applied)
 	}
-	time.Sleep(200 * time.Millisecond) // about 10 admitted at 50/s
+	// A resume ramps from an eighth of the rate (50/s), and the 10 units in
+	// stock hold the pace to 20/s: about 4 admitted in 200 ms.
+	time.Sleep(200 * time.Millisecond)
 	settle(t, ctx, n, sale)
 	if len(commands.Take()) == 0 {
 		t.Fatalf("the command log saw nothing of a refresh, joins and ticks; it cannot vouch for the polls")

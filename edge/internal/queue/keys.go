@@ -13,7 +13,8 @@ package queue
 //	                                    advance.lua and changed by settings.lua; advance.lua
 //	                                    also keeps the checkout's answer rate there: answered,
 //	                                    answered_ms, answered_then, answer_rate (not durable: a
-//	                                    restored line samples it anew)
+//	                                    restored line samples it anew); settings.lua records a
+//	                                    resume's or a raise's ramp there: ramp_ms, ramp_from
 //	<prefix>{q:<sale>}:line     hash    epoch (set by the restore that put the line here),
 //	                                    pre_ceiling, post_ceiling, serving_ceiling (durable
 //	                                    high-water marks: pre, post and now_serving never pass
@@ -76,6 +77,8 @@ const (
 	CursorAnsweredMs      = "answered_ms"      // when the answer rate was last sampled (unix ms)
 	CursorAnsweredThen    = "answered_then"    // the answered count then
 	CursorAnswerRate      = "answer_rate"      // answers per second between the last two samples
+	CursorRampMs          = "ramp_ms"          // when the last resume or raised rate started a ramp (unix ms)
+	CursorRampFrom        = "ramp_from"        // the rate that ramp rises from: 0 after a resume, the old rate after a raise
 )
 
 // Fields of the line hash (Keys.Line).

@@ -55,6 +55,7 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 	sealed := sorted(append(slices.Clone(line), queue.LineDrawSize)...)
 	// The advance adds the checkout's answer rate.
 	advanced := sorted(append(slices.Clone(cursor), queue.CursorAnswered, queue.CursorAnsweredMs, queue.CursorAnsweredThen, queue.CursorAnswerRate)...)
+	ramped := sorted(append(slices.Clone(advanced), queue.CursorRampMs, queue.CursorRampFrom)...)
 	for _, step := range []struct {
 		name         string
 		run          func()
@@ -91,11 +92,22 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 				t.Fatalf("Settings = %v", err)
 			}
 		}, advanced, sealed},
+		// A resume starts a ramp.
+		{"resume", func() {
+			if _, err := lines.Settings(ctx, "s", 7, false, 3); err != nil {
+				t.Fatalf("Settings = %v", err)
+			}
+		}, ramped, sealed},
+		{"pause again", func() {
+			if _, err := lines.Settings(ctx, "s", 7, true, 4); err != nil {
+				t.Fatalf("Settings = %v", err)
+			}
+		}, ramped, sealed},
 		{"join", func() {
 			if p, _, err := j.Join(ctx, "s", past, "a"); err != nil || p.Position != 4 {
 				t.Fatalf("Join = %+v, %v; want position 4, after the draw of 3", p, err)
 			}
-		}, advanced, sealed},
+		}, ramped, sealed},
 	} {
 		step.run()
 		if got := fields(keys.Cursor("s")); !slices.Equal(got, step.cursor) {
@@ -128,8 +140,8 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 
 	st := tick()
 	if st.Lost || st.PreQueue != 3 || st.Post != 1 || st.PreCeiling != 20 || st.PostCeiling != 30 || st.ServingCeiling != 40 ||
-		!st.Drawn || st.DrawSize != 3 || st.RatePerSecond != 7 || !st.Paused || st.SettingsVersion != 2 {
-		t.Errorf("State read by advance.lua = %+v, want pre 3, post 1, ceilings 20/30/40, draw 3, paused at 7 (version 2)", st)
+		!st.Drawn || st.DrawSize != 3 || st.RatePerSecond != 7 || !st.Paused || st.SettingsVersion != 4 {
+		t.Errorf("State read by advance.lua = %+v, want pre 3, post 1, ceilings 20/30/40, draw 3, paused at 7 (version 4)", st)
 	}
 	cur, err := lines.Current(ctx, "s")
 	if err != nil || cur.Pre != 3 || cur.Post != 1 || cur.NowServing != st.NowServing || !cur.HasRate || cur.RatePerSecond != 7 || !cur.Paused {

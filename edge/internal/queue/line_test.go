@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -263,6 +264,62 @@ func TestSettingsKeepNewest(t *testing.T) {
 	}
 	if st, err := lines.Settings(ctx, "s", 50, false, 1); err != nil || st.RatePerSecond != 5 || !st.Paused {
 		t.Errorf("Settings(50, running, v1) after v2 = %+v, %v; want v2's rate 5, paused kept", st, err)
+	}
+}
+
+// TestSettingsStartARamp: a resume records a ramp from nothing, a raise
+// one from the rate before it; a raise while that ramp runs lets it go on,
+// and a lowered rate or a change while paused starts none.
+func TestSettingsStartARamp(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	ready(t, r, "s", 100)
+	keys := queue.NewKeys(r.Prefix)
+	lines := queue.NewLines(r.Client, keys)
+	ctx := context.Background()
+	ramp := func() (string, string) {
+		t.Helper()
+		v, err := r.Client.HMGet(ctx, keys.Cursor("s"), queue.CursorRampMs, queue.CursorRampFrom).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, _ := v[0].(string)
+		from, _ := v[1].(string)
+		return ms, from
+	}
+	version := int64(1)
+	set := func(rate float64, paused bool) {
+		t.Helper()
+		version++
+		if _, err := lines.Settings(ctx, "s", rate, paused, version); err != nil {
+			t.Fatalf("Settings(%v, paused %v) = %v", rate, paused, err)
+		}
+	}
+	set(50, false) // lowered
+	if ms, _ := ramp(); ms != "" {
+		t.Errorf("ramp after a lowered rate = %q, want none", ms)
+	}
+	set(500, true) // raised while paused
+	if ms, _ := ramp(); ms != "" {
+		t.Errorf("ramp after a raise while paused = %q, want none", ms)
+	}
+	set(500, false) // resumed
+	resumed, from := ramp()
+	if resumed == "" || from != "0" {
+		t.Fatalf("ramp after a resume = %q from %q, want one from 0", resumed, from)
+	}
+	set(900, false) // raised while the resume's ramp runs
+	if ms, from := ramp(); ms != resumed || from != "0" {
+		t.Errorf("ramp after a raise during the resume's = %q from %q, want the resume's (%q from 0) going on", ms, from, resumed)
+	}
+	// Six seconds later the ramp is over: a raise starts its own.
+	old := strconv.FormatInt(time.Now().Add(-7*time.Second).UnixMilli(), 10)
+	if err := r.Client.HSet(ctx, keys.Cursor("s"), queue.CursorRampMs, old).Err(); err != nil {
+		t.Fatal(err)
+	}
+	set(2000, false)
+	if ms, from := ramp(); ms == old || ms == "" || from != "900" {
+		t.Errorf("ramp after a raise from 900 = %q from %q, want a new one from 900", ms, from)
 	}
 }
 
