@@ -163,6 +163,13 @@ func (v *View) Estimate(pre bool, pos int64, now time.Time) Estimate {
 	// snapshot's now_serving (through the CDN, every second) and asks at
 	// once when its turn shows there, so the poll only refreshes the
 	// estimate and is the backstop of a client that does not watch.
+	if wait/2 >= maxPoll {
+		// Far back, everyone would be told the cap: a burst of joins would
+		// come back as one burst of polls a cap later, and again after
+		// that. Each is told a fixed moment of the cap's second half.
+		e.PollAfterMS = (maxPoll/2 + spread(pos, maxPoll/2)).Milliseconds()
+		return e
+	}
 	e.PollAfterMS = min(jitter(clampMS(wait/2, minWaitingPoll, maxPoll), pos), maxPoll.Milliseconds())
 	return e
 }
