@@ -166,8 +166,9 @@ func (v *View) Estimate(pre bool, pos int64, now time.Time) Estimate {
 	if wait/2 >= maxPoll {
 		// Far back, everyone would be told the cap: a burst of joins would
 		// come back as one burst of polls a cap later, and again after
-		// that. Each is told a fixed moment of the cap's second half.
-		e.PollAfterMS = (maxPoll/2 + spread(pos, maxPoll/2)).Milliseconds()
+		// that. Each is told a fixed moment of the cap's last quarter
+		// (the last half cost a third more polls, to no gain at the burst).
+		e.PollAfterMS = (maxPoll - maxPoll/4 + spread(pos, maxPoll/4)).Milliseconds()
 		return e
 	}
 	e.PollAfterMS = min(jitter(clampMS(wait/2, minWaitingPoll, maxPoll), pos), maxPoll.Milliseconds())
