@@ -166,8 +166,8 @@ func (v *View) Estimate(pre bool, pos int64, now time.Time) Estimate {
 	if wait/2 >= maxPoll {
 		// Far back, everyone would be told the cap: a burst of joins would
 		// come back as one burst of polls a cap later, and again after
-		// that. Each is told a fixed moment of the cap's last quarter
-		// (the last half cost a third more polls, to no gain at the burst).
+		// that. Each is told a fixed moment of the cap's last quarter (a
+		// wider spread costs more polls: the last half, a third more).
 		e.PollAfterMS = (maxPoll - maxPoll/4 + spread(pos, maxPoll/4)).Milliseconds()
 		return e
 	}
