@@ -23,7 +23,10 @@
 -- least an eighth of the rate, or 16 a second): the edges count the reserve
 -- answers they pass on (ARGV[8]), and a checkout that answers a few hundred
 -- a second is not sent a thousand shoppers a second to queue for it, to
--- hear please_wait once the edge's pool times out. While few units
+-- hear please_wait once the edge's pool times out. After the six seconds
+-- that bound doubles every two seconds, and is gone after six more: a
+-- step from it to the set rate would admit seconds of the checkout's work
+-- before the pools showed a queue. While few units
 -- are available it admits at most twice that many a second: units that
 -- come back one by one go to about as many shoppers, not to a second's
 -- worth of the line.
@@ -120,17 +123,27 @@ local share = ramp(since)
 -- hold's. A change before the start is the start's ramp's to make.
 local from = 0
 local ramp_ms = tonumber(h[10] or '-1')
-if ramp_ms >= starts and now - ramp_ms < 6000 and rate > 0 then
+if ramp_ms >= starts and now - ramp_ms < 12000 and rate > 0 then
+  local age = (now - ramp_ms) / 1000
   local floor = math.min(tonumber(h[11] or '0'), rate)
-  local s = (floor + (rate - floor) * ramp((now - ramp_ms) / 1000)) / rate
-  if s < share then share, from = s, floor end
+  local s = (floor + (rate - floor) * ramp(age)) / rate
+  if s < share or (s == share and age < since) then share, from = s, floor end
+  since = math.min(since, age)
 end
-if share < 1 then
-  -- However slowly the checkout answers, the slow start keeps an eighth of
-  -- the rate, and up to 16 a second (a trickle any checkout takes: a sale
-  -- at a low rate is not slowed further), and a raise the rate before it.
+if since < 12 then
+  -- The pace is at most twice the rate at which the checkout answers,
+  -- however slowly that is, but at least an eighth of the rate, and up to
+  -- 16 a second (a trickle any checkout takes: a sale at a low rate is not
+  -- slowed further), and for a raise the rate before it. After the ramp's
+  -- six seconds that bound doubles every two seconds, gone six seconds
+  -- later: the shoppers admitted now reach Buy only a poll later, so a step
+  -- from the bound to the set rate would admit seconds of the checkout's
+  -- work before its pools showed any queue (make bench: 3,400 admitted in
+  -- 1.5 s while it answered 250 a second).
   local least = math.max(rate / 8, math.min(rate, 16), from)
-  pace = math.min(rate * share, math.max(least, 2 * answer_rate))
+  local bound = math.max(least, 2 * answer_rate)
+  if since > 6 then bound = bound * 2 ^ ((since - 6) / 2) end
+  pace = math.min(rate * share, bound)
 end
 if available > 0 and available * 2 < pace then pace = available * 2 end
 -- No node ticked for a while (all down, or the first tick of a sale that

@@ -287,7 +287,8 @@ func TestCursorSlowStart(t *testing.T) {
 // least an eighth of the set rate, whatever the rate before a raise just
 // before the start): with no answers it stays at an eighth;
 // with answers at 100/s it goes no faster than about 200/s where the ramp
-// alone would admit 625/s and more; after the slow start the set rate
+// alone would admit 625/s and more; after the slow start that bound
+// doubles every two seconds, and from twelve seconds on the set rate
 // applies whatever the answers.
 func TestCursorSlowStartFollowsTheCheckout(t *testing.T) {
 	t.Parallel()
@@ -301,7 +302,10 @@ func TestCursorSlowStartFollowsTheCheckout(t *testing.T) {
 	}{
 		{"no answers", 0, 0, 3 * time.Second, 4 * time.Second, rate / 8},
 		{"answers at 100/s", 0, 100, 3 * time.Second, 4 * time.Second, 200},
-		{"after the slow start", 0, 0, 6500 * time.Millisecond, 7500 * time.Millisecond, rate},
+		// After the six seconds the bound doubles every two seconds: an
+		// eighth of the rate times 2 to 2.8 from 8 to 9 s.
+		{"the bound fading", 0, 0, 8 * time.Second, 9 * time.Second, 300},
+		{"after the bound", 0, 0, 12500 * time.Millisecond, 13500 * time.Millisecond, rate},
 		// The old rate is no least for the start's ramp.
 		{"raised before the start, no answers", rate / 2, 0, 3 * time.Second, 4 * time.Second, rate / 8},
 	} {
