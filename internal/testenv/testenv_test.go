@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 var _ TB = testing.TB(nil)
@@ -41,54 +43,37 @@ func TestEnvIsTheTestsOwnAndRemoved(t *testing.T) {
 	}
 }
 
-// TestDeleteKeysTakesThePrefixLiterally: a prefix with SCAN's glob
-// characters deletes only the keys that start with it as written.
-func TestDeleteKeysTakesThePrefixLiterally(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	r := NewRedis(t, RedisURL())
-	mine, theirs := r.Prefix+"x*[y]:", r.Prefix+"xa[y]:"
-	for _, k := range []string{mine + "1", mine + "2", theirs + "1"} {
-		if err := r.Client.Set(ctx, k, "v", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n, err := DeleteKeys(ctx, r.Client, mine)
-	if err != nil || n != 2 {
-		t.Errorf("DeleteKeys(%q) = %d, %v; want 2", mine, n, err)
-	}
-	if got, err := r.Client.Exists(ctx, theirs+"1").Result(); err != nil || got != 1 {
-		t.Errorf("EXISTS %s1 = %d, %v; want 1 (not under the prefix)", theirs, got, err)
-	}
-	if _, err := DeleteKeys(ctx, r.Client, ""); err == nil {
-		t.Error("DeleteKeys with an empty prefix = nil error, want a refusal")
-	}
-}
-
-// TestLoseKeysTakesEveryPageAndOnlyThePrefix: keys spread over many SCAN
-// pages all go, in one command; keys outside the prefix stay.
-func TestLoseKeysTakesEveryPageAndOnlyThePrefix(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	r := NewRedis(t, RedisURL())
-	mine, theirs := r.Prefix+"lose*:", r.Prefix+"losex:"
-	pipe := r.Client.Pipeline()
-	for i := range 2500 {
-		pipe.Set(ctx, fmt.Sprintf("%s%d", mine, i), "v", 0)
-	}
-	pipe.Set(ctx, theirs+"1", "v", 0)
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
-	n, err := LoseKeys(ctx, r.Client, mine)
-	if err != nil || n != 2500 {
-		t.Errorf("LoseKeys(%q) = %d, %v; want 2500", mine, n, err)
-	}
-	if got, err := r.Client.Exists(ctx, theirs+"1").Result(); err != nil || got != 1 {
-		t.Errorf("EXISTS %s1 = %d, %v; want 1 (not under the prefix)", theirs, got, err)
-	}
-	if _, err := LoseKeys(ctx, r.Client, ""); err == nil {
-		t.Error("LoseKeys with an empty prefix = nil error, want a refusal")
+// TestDeleteAndLoseKeys: both remove every key under a prefix taken
+// literally (SCAN's glob characters in it match only themselves), over
+// many SCAN pages, and nothing else; both refuse an empty prefix.
+func TestDeleteAndLoseKeys(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		remove func(context.Context, redis.UniversalClient, string) (int, error)
+	}{{"DeleteKeys", DeleteKeys}, {"LoseKeys", LoseKeys}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			r := NewRedis(t, RedisURL())
+			mine, theirs := r.Prefix+"x*[y]:", r.Prefix+"xa[y]:"
+			pipe := r.Client.Pipeline()
+			for i := range 2500 {
+				pipe.Set(ctx, fmt.Sprintf("%s%d", mine, i), "v", 0)
+			}
+			pipe.Set(ctx, theirs+"1", "v", 0)
+			if _, err := pipe.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := c.remove(ctx, r.Client, mine); err != nil || n != 2500 {
+				t.Errorf("%s(%q) = %d, %v; want 2500", c.name, mine, n, err)
+			}
+			if got, err := r.Client.Exists(ctx, theirs+"1").Result(); err != nil || got != 1 {
+				t.Errorf("EXISTS %s1 = %d, %v; want 1 (not under the prefix)", theirs, got, err)
+			}
+			if _, err := c.remove(ctx, r.Client, ""); err == nil {
+				t.Errorf("%s with an empty prefix = nil error, want a refusal", c.name)
+			}
+		})
 	}
 }
 

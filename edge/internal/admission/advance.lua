@@ -138,7 +138,7 @@ if since < 12 then
   -- six seconds that bound doubles every two seconds, gone six seconds
   -- later: the shoppers admitted now reach Buy only a poll later, so a step
   -- from the bound to the set rate would admit seconds of the checkout's
-  -- work before its pools showed any queue (make bench: 3,400 admitted in
+  -- work before its pools showed any queue (make bench: 3,200 admitted in
   -- 1.5 s while it answered 250 a second).
   local least = math.max(rate / 8, math.min(rate, 16), from)
   local bound = math.max(least, 2 * answer_rate)

@@ -109,6 +109,34 @@ func redisTime(t *testing.T, r *edgetest.Redis) time.Time {
 	return tm
 }
 
+// keptUp ticks a cursor for a checkout that keeps up: every shopper
+// admitted is answered by the next tick.
+type keptUp struct {
+	t        *testing.T
+	r        *edgetest.Redis
+	c        *admission.Cursor
+	tk       queue.Tick
+	admitted int64
+}
+
+// servingAt ticks every 20 ms until at has passed since from (Redis's
+// clock), then once more, and returns now_serving and the seconds since
+// from.
+func (k *keptUp) servingAt(from time.Time, at time.Duration) (int64, float64) {
+	k.t.Helper()
+	step := func() queue.State {
+		st := tick(k.t, k.c, k.tk)
+		k.tk.Answered, k.admitted = st.NowServing-k.admitted, st.NowServing
+		return st
+	}
+	for redisTime(k.t, k.r).Sub(from) < at {
+		step()
+		time.Sleep(20 * time.Millisecond)
+	}
+	st := step()
+	return st.NowServing, redisTime(k.t, k.r).Sub(from).Seconds()
+}
+
 // TestCursorConcurrentTicksAdmitAtRate: three nodes ticking as fast as
 // they can never double-advance: over about a second the cursor moves at
 // the rate.
@@ -245,24 +273,11 @@ func TestCursorSlowStart(t *testing.T) {
 	starts := redisTime(t, r).Truncate(time.Millisecond)
 	tk := queue.Tick{Sale: "s", StartsAt: starts, Available: 1_000_000}
 	queuetest.Fill(t, r, "s", 100_000)
-	// A checkout that keeps up: every shopper admitted is answered by the
-	// next tick, so after the first second (no answer rate sampled yet: an
-	// eighth of the rate) twice the answer rate stays above the ramp.
-	var admitted int64
-	step := func() queue.State {
-		st := tick(t, c, tk)
-		tk.Answered, admitted = st.NowServing-admitted, st.NowServing
-		return st
-	}
-	servingAt := func(at time.Duration) (int64, float64) {
-		t.Helper()
-		for redisTime(t, r).Sub(starts) < at {
-			step()
-			time.Sleep(20 * time.Millisecond)
-		}
-		st := step()
-		return st.NowServing, redisTime(t, r).Sub(starts).Seconds()
-	}
+	// A checkout that keeps up, so after the first second (no answer rate
+	// sampled yet: an eighth of the rate) twice the answer rate stays above
+	// the ramp.
+	k := &keptUp{t: t, r: r, c: c, tk: tk}
+	servingAt := func(at time.Duration) (int64, float64) { return k.servingAt(starts, at) }
 	one, _ := servingAt(time.Second)
 	// An eighth of the rate until the first answer rate is sampled, a
 	// second in (the ramp alone: ∫₀¹ 2^s/8 ds ≈ 0.18 of a second's worth).
@@ -374,22 +389,8 @@ func TestCursorRampsAfterAResumeOrARaise(t *testing.T) {
 				queuetest.SetSettings(t, r, "s", nil, new(true))
 			}
 			cur := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
-			tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
-			var admitted int64
-			step := func() queue.State {
-				st := tick(t, cur, tk)
-				tk.Answered, admitted = st.NowServing-admitted, st.NowServing
-				return st
-			}
-			servingAt := func(from time.Time, at time.Duration) (int64, float64) {
-				t.Helper()
-				for redisTime(t, r).Sub(from) < at {
-					step()
-					time.Sleep(20 * time.Millisecond)
-				}
-				st := step()
-				return st.NowServing, redisTime(t, r).Sub(from).Seconds()
-			}
+			k := &keptUp{t: t, r: r, c: cur, tk: queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}}
+			servingAt := k.servingAt
 			// A second and a half at the old setting: the answer rate is
 			// sampled.
 			servingAt(redisTime(t, r), 1500*time.Millisecond)
