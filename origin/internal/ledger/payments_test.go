@@ -3,7 +3,11 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/flashgate/flashgate/origin/internal/intent"
 )
@@ -255,4 +259,60 @@ func TestPaidOrderMarksItsReservationAtOnce(t *testing.T) {
 		}
 		wantStock(t, s, "a", intent.Stock{Total: 1, Available: 1})
 	})
+}
+
+// A pay batch finds its reservations by key, however many paid ones past
+// sales left behind. The order writer's statements are prepared, and
+// after five runs Postgres may keep a generic plan; with "status IN
+// ('held', 'paid')" that plan ANDed the key lookup with a scan of the whole
+// one-live-per-account index (its predicate), which grows with every sale.
+func TestApplyPaysFindsReservationsByKeyOnly(t *testing.T) {
+	s := newStore(t, 1, 0)
+	ctx := context.Background()
+	// Past sales: most holds expired, one in a hundred paid, as the
+	// statistics last saw them; then a sale's worth more paid since.
+	past := func(from, to int, status string) string {
+		return fmt.Sprintf(`INSERT INTO reservations
+			(reservation_id, sale_id, sku, account_id, status, idempotency_key, expires_at, created_at)
+			SELECT 'past-' || i, 's1', 'a', 'past-' || i, '%s', 'idem-past-' || i, now(), now()
+			FROM generate_series(%d, %d) AS i`, status, from, to)
+	}
+	for _, sql := range []string{past(1, 19800, "expired"), past(19801, 20000, "paid"), `ANALYZE reservations`, past(20001, 25000, "paid")} {
+		if _, err := s.pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.Background(), `DISCARD ALL`)
+		conn.Release()
+	}()
+	for _, sql := range []string{`SET plan_cache_mode = force_generic_plan`, `PREPARE pays(text[]) AS ` + markPays} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE pays('{r1,r2}')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if strings.Contains(plan, "reservations_one_live_per_account") || !strings.Contains(plan, "reservations_pkey") {
+		t.Errorf("the pays' generic plan reads more than the key:\n%s", plan)
+	}
+
+	// And the statement still does its job.
+	apply(t, s, reserve(1, "r1", "u1", "a"))
+	if got := apply(t, s, pay(2, "r1", "u1", "a")); len(got.PayRefused) != 0 {
+		t.Errorf("Apply(pay) refused %v", got.PayRefused)
+	}
+	wantStatus(t, s, "r1", intent.Paid)
+	wantStock(t, s, "a", intent.Stock{Total: 1, Sold: 1})
 }
