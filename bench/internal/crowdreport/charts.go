@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -41,7 +43,7 @@ var dashed = []vg.Length{vg.Points(6), vg.Points(3)}
 
 // WriteCharts draws the charts into dir as PNG files and returns their file
 // names (relative to dir, ready for WriteMarkdown): timeline.png,
-// latency.png, fates.png and stock.png. Runs with no data give empty panels.
+// latency.png, fates.png, stock.png and cpu.png. Runs with no data give empty panels.
 func WriteCharts(dir string, runs Runs) ([]string, error) {
 	charts := []struct {
 		name   string
@@ -52,6 +54,7 @@ func WriteCharts(dir string, runs Runs) ([]string, error) {
 		{"latency.png", panelHeight, latencyPlots},
 		{"fates.png", 1.5 * panelHeight, fatesPlots},
 		{"stock.png", panelHeight, stockPlots},
+		{"cpu.png", panelHeight, cpuPlots},
 	}
 	rs := runs.list()
 	var names []string
@@ -363,4 +366,56 @@ func stockPlots(rs []run) ([]*plot.Plot, error) {
 	}
 	nominal(units, "stock", "sold", "held at the end", "oversold")
 	return []*plot.Plot{avail, units}, errors.Join(errs...)
+}
+
+// groupColors keep each process group's colour the same across the CPU
+// panels; a group not named here is drawn grey.
+var groupColors = map[string]color.Color{
+	"edge":                  color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	"redis":                 color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	"origin":                color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	"postgres":              color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	"sandbox gateway":       color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	"naive server":          color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+	"crowd (the simulator)": color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+}
+
+// cpuPlots: one panel per run, the cores each process group used per
+// second: which process held the stack's core at the moment an answer was
+// slow.
+func cpuPlots(rs []run) ([]*plot.Plot, error) {
+	var plots []*plot.Plot
+	var errs []error
+	for _, x := range rs {
+		p := newPlot(x.label+": cores used per second, by process", timeAxis, "cores")
+		plots = append(plots, p)
+		groups := map[string]bool{}
+		for _, s := range x.r.Timeline {
+			for g := range s.CPU {
+				groups[g] = true
+			}
+		}
+		for _, g := range slices.Sorted(maps.Keys(groups)) {
+			c, ok := groupColors[g]
+			if !ok {
+				c = color.Gray{Y: 0xa0}
+			}
+			var pts plotter.XYs
+			for _, s := range x.r.Timeline {
+				if s.CPU != nil {
+					pts = append(pts, plotter.XY{X: s.T, Y: s.CPU[g]})
+				}
+			}
+			drawn, err := addLine(p, pts, c, nil)
+			errs = append(errs, err)
+			if drawn {
+				addLegend(p, g, c)
+			}
+		}
+		if len(groups) == 0 {
+			p.Title.Text = x.label + ": no CPU readings"
+		}
+		raiseTop(p)
+	}
+	return plots, errors.Join(errs...)
 }

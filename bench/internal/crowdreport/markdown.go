@@ -21,6 +21,7 @@ var chartCaptions = map[string]string{
 	"latency.png":  "Per-endpoint p50 and p99 latency",
 	"fates.png":    "Time from arrival to fate (CDF)",
 	"stock.png":    "Available units over time; stock, sold and held",
+	"cpu.png":      "Cores each process used per second",
 }
 
 // WriteMarkdown writes the report a person reads. charts are the chart files

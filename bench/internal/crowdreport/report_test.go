@@ -37,6 +37,7 @@ func timeline(secs int, peak float64, soldOut int, stock int64, queue bool) []cr
 		if queue {
 			s.QueueLength = int64(max(0, 50000-2000*i))
 			s.NowServing = int64(min(50000, 2000*i))
+			s.CPU = map[string]float64{"edge": 0.8 * math.Exp(-t/10), "redis": 0.1, "an unnamed group": 0.05}
 		}
 		tl[i] = s
 	}
@@ -368,7 +369,7 @@ func TestWriteCharts(t *testing.T) {
 		{"empty", Runs{}},
 		{"all empty", Runs{Naive: &crowdsim.Result{}, Ceiling: &crowdsim.Result{}}},
 	}
-	want := []string{"timeline.png", "latency.png", "fates.png", "stock.png"}
+	want := []string{"timeline.png", "latency.png", "fates.png", "stock.png", "cpu.png"}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()

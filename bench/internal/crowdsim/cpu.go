@@ -1,11 +1,14 @@
 package crowdsim
 
 import (
+	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -77,14 +80,26 @@ func procs() []proc {
 	return out
 }
 
-// grouped sorts the processes of the run's groups by label, keeping only
-// the listeners' trees for the services whose ports are known.
-func grouped(all []proc, sv Services) map[string][]proc {
-	keep := map[string]map[string]bool{} // comm → the pids of its listener's tree
+// listeners finds the process listening on each known service port, by
+// the service's comm; a port nothing listens on maps to "" (its group then
+// counts nothing, rather than every process of that name). Finding them
+// reads every process's file descriptors, so a meter finds them once.
+func (sv Services) listeners() map[string]string {
+	out := map[string]string{}
 	for comm, port := range map[string]int{"redis-server": sv.RedisPort, "postgres": sv.PostgresPort} {
 		if port > 0 {
-			keep[comm] = treeOf(all, listenerPID(port))
+			out[comm] = listenerPID(port)
 		}
+	}
+	return out
+}
+
+// grouped sorts the processes of the run's groups by label, keeping only
+// the listeners' trees for the services whose listeners were looked for.
+func grouped(all []proc, listeners map[string]string) map[string][]proc {
+	keep := map[string]map[string]bool{} // comm → the pids of its listener's tree
+	for comm, pid := range listeners {
+		keep[comm] = treeOf(all, pid)
 	}
 	out := map[string][]proc{}
 	for _, p := range all {
@@ -155,7 +170,7 @@ func listenerPID(port int) string {
 // It is how the report states the run's pinning and priorities.
 func cpuAffinity(sv Services) (cpus, nice map[string]string) {
 	cpus, nice = map[string]string{}, map[string]string{}
-	for label, ps := range grouped(procs(), sv) {
+	for label, ps := range grouped(procs(), sv.listeners()) {
 		var lists, nices []string
 		for _, p := range ps {
 			if b, err := os.ReadFile("/proc/" + p.pid + "/status"); err == nil {
@@ -186,8 +201,13 @@ func distinct(vs []string) string {
 // cpuTimes reads the CPU time each group's processes have used so far,
 // their ended children's included.
 func cpuTimes(sv Services) map[string]time.Duration {
+	return cpuTimesOf(sv.listeners())
+}
+
+// cpuTimesOf is cpuTimes with the services' listeners already found.
+func cpuTimesOf(listeners map[string]string) map[string]time.Duration {
 	out := map[string]time.Duration{}
-	for label, ps := range grouped(procs(), sv) {
+	for label, ps := range grouped(procs(), listeners) {
 		for _, p := range ps {
 			out[label] += p.cpu + p.children
 		}
@@ -205,6 +225,58 @@ func cpuSince(before, after map[string]time.Duration) map[string]float64 {
 		if d := t - before[label]; d > 0 {
 			out[label] = d.Seconds()
 		}
+	}
+	return out
+}
+
+// cpuMeter reads each group's CPU time once a second while a run lasts:
+// where the cores went, second by second, for the timeline. A run's
+// averages hide the second that matters (the opening, the poll echo).
+type cpuMeter struct {
+	mu       sync.Mutex // guards readings
+	readings []cpuReading
+}
+
+type cpuReading struct {
+	at    time.Duration // since the sale's start
+	times map[string]time.Duration
+}
+
+// run reads until ctx ends; since is the clock of the run's timeline.
+func (m *cpuMeter) run(ctx context.Context, sv Services, since func() time.Duration) {
+	listeners := sv.listeners()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		times := cpuTimesOf(listeners)
+		m.mu.Lock()
+		m.readings = append(m.readings, cpuReading{at: since(), times: times})
+		m.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// perSecond is the cores each group used between consecutive readings, by
+// the second of the timeline that holds the interval's middle.
+func (m *cpuMeter) perSecond() map[int]map[string]float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[int]map[string]float64{}
+	for i := 1; i < len(m.readings); i++ {
+		a, b := m.readings[i-1], m.readings[i]
+		wall := (b.at - a.at).Seconds()
+		if wall <= 0 {
+			continue
+		}
+		cores := map[string]float64{}
+		for label, d := range cpuSince(a.times, b.times) {
+			cores[label] = d / wall
+		}
+		out[int(math.Floor((a.at+b.at).Seconds()/2))] = cores
 	}
 	return out
 }

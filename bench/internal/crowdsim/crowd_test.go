@@ -1,6 +1,7 @@
 package crowdsim
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -268,11 +270,11 @@ func TestCPUScopesServicesToTheirListeners(t *testing.T) {
 	free, _ := net.Listen("tcp", "127.0.0.1:0")
 	freePort := free.Addr().(*net.TCPAddr).Port
 	free.Close()
-	g := grouped(all, Services{PostgresPort: freePort})
+	g := grouped(all, Services{PostgresPort: freePort}.listeners())
 	if len(g["postgres"]) != 0 || len(g["edge"]) != 1 {
 		t.Errorf("grouped with an unheard port = %v, want no postgres and the edge", g)
 	}
-	g = grouped(all, Services{})
+	g = grouped(all, Services{}.listeners())
 	if len(g["postgres"]) != 4 {
 		t.Errorf("grouped unscoped = %d postgres processes, want all 4", len(g["postgres"]))
 	}
@@ -300,5 +302,43 @@ func TestCPUCountsEndedChildren(t *testing.T) {
 	}
 	if got := self().children - before; got < 100*time.Millisecond {
 		t.Errorf("children's CPU grew by %v after a child's ~0.5 s of work, want ≥ 0.1 s", got)
+	}
+}
+
+// The CPU meter turns readings a second apart into cores per second of
+// the timeline, by the second that holds each interval's middle: a group
+// that used 1.5 s of CPU in one second used 1.5 cores then.
+func TestCPUMeterPerSecond(t *testing.T) {
+	var m cpuMeter
+	for _, r := range []struct {
+		at             time.Duration
+		edge, postgres time.Duration
+	}{
+		{-1200 * time.Millisecond, 0, 0},
+		{-200 * time.Millisecond, 500 * time.Millisecond, 0},
+		{800 * time.Millisecond, 2 * time.Second, 250 * time.Millisecond},
+		{800 * time.Millisecond, 3 * time.Second, 250 * time.Millisecond}, // no wall time: no second
+		{2800 * time.Millisecond, 4 * time.Second, 250 * time.Millisecond},
+	} {
+		m.readings = append(m.readings, cpuReading{at: r.at, times: map[string]time.Duration{"edge": r.edge, "postgres": r.postgres}})
+	}
+	got := m.perSecond()
+	want := map[int]map[string]float64{
+		-1: {"edge": 0.5},
+		0:  {"edge": 1.5, "postgres": 0.25},
+		1:  {"edge": 0.5}, // 1 s over 2 s
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("perSecond = %v, want %v", got, want)
+	}
+
+	// A running meter reads at once and then each second until its context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var live cpuMeter
+	start := time.Now()
+	live.run(ctx, Services{}, func() time.Duration { return time.Since(start) })
+	if n := len(live.readings); n < 2 || n > 3 {
+		t.Errorf("a meter run for 1.5 s took %d readings, want 2 (at 0 and 1 s; 3 if the end raced the tick)", n)
 	}
 }

@@ -139,6 +139,16 @@ func (s *sim) timeline(res *Result) {
 		}
 	}
 	slices.SortFunc(res.Timeline, func(a, b Second) int { return int(a.T - b.T) })
+	s.addCPU(res)
+}
+
+// addCPU adds the CPU meter's cores per second to the timeline's seconds
+// (seconds with no request, before the crowd came, are left out).
+func (s *sim) addCPU(res *Result) {
+	cores := s.cpu.perSecond()
+	for i := range res.Timeline {
+		res.Timeline[i].CPU = cores[int(res.Timeline[i].T)]
+	}
 }
 
 // answerTime is how long a started shopper waited for a first honest

@@ -68,6 +68,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	runCtx, cancel := context.WithDeadline(ctx, s.zero.Add(time.Duration(cfg.MaxDurationS*float64(time.Second))))
 	defer cancel()
 	go s.watchBudget(runCtx, cancel)
+	go s.cpu.run(runCtx, cfg.Services, s.since)
 	cfg.Progress("naive baseline: %d shoppers for %d units, every buy an UPDATE on one Postgres row", len(shoppers), cfg.Stock)
 	cpuBefore, schedBefore, crowdStart := cpuTimes(cfg.Services), schedSnapshot(), time.Now()
 	for _, sh := range shoppers {
@@ -87,6 +88,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	res.CPUs, res.Nice = cpuAffinity(cfg.Services)
 	res.Endpoints = s.rec.endpoints()
 	s.rec.totals(res, 0, cfg.BurstS)
+	s.addCPU(res)
 	tallyFates(res, shoppers, s.ended, cfg.Bots, cfg.Stock)
 	res.StartLag = startLag(shoppers)
 	st, err := baseline.State(ctx)

@@ -154,6 +154,9 @@ type Second struct {
 	NowServing  int64   `json:"now_serving"`
 	Available   int64   `json:"available"`
 	P99Ms       float64 `json:"p99_ms"`
+	// CPU is the cores each process group used in this second (1 = one
+	// core busy the whole second), read from /proc once a second.
+	CPU map[string]float64 `json:"cpu,omitempty"`
 }
 
 // Region is what the shoppers of one region saw: the far region's pay the

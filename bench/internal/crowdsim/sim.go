@@ -105,6 +105,7 @@ type sim struct {
 
 	monMu   sync.Mutex // guards samples
 	samples []sample
+	cpu     cpuMeter
 
 	// timers are the shoppers' stopped sleep timers (*time.Timer), reused:
 	// a crowd sleeps a few times per request, and each new timer is an
@@ -160,6 +161,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	runCtx, cancel := context.WithDeadline(ctx, s.zero.Add(time.Duration(cfg.MaxDurationS*float64(time.Second))))
 	defer cancel()
 	go s.monitor(runCtx)
+	go s.cpu.run(runCtx, cfg.Services, s.since)
 	go s.watchBudget(runCtx, cancel)
 	cfg.Progress("%s: %d shoppers (%d bots) for %d units at %g/s; the sale opens in %v",
 		s.sale, len(shoppers), cfg.Bots, cfg.Stock, cfg.RatePerS, time.Until(s.zero).Round(100*time.Millisecond))
