@@ -181,18 +181,36 @@ func (v *View) Estimate(pre bool, pos int64, now time.Time) Estimate {
 const minWaitingPoll = 2 * time.Second
 
 // preQueueWindow is how long the part of the pre-queue that the stock can
-// serve takes to admit at the set rate, between 1 and 10 seconds: the window
-// its first polls after the draw are spread over. Shorter than that would
-// bring the whole pre-queue back in one instant; longer would let shoppers
-// drawn early learn it only after later ones (who polled sooner) had taken
-// the units.
+// serve takes to admit at the soonest — the start's ramp up to the set rate
+// — between 1 and 10 seconds: the window its first polls after the draw are
+// spread over. Shorter than that would bring the whole pre-queue back at
+// once (at the set rate alone it was half as long, and 20,000 polls came in
+// 2.5 s); longer would let shoppers drawn early learn it only after later
+// ones (who polled sooner) had taken the units.
 func (v *View) preQueueWindow() time.Duration {
 	served := min(v.State.PreQueue, v.available)
 	seconds := 10.0
 	if v.State.RatePerSecond > 0 {
-		seconds = float64(served) / v.State.RatePerSecond
+		seconds = rampSeconds(float64(served) / v.State.RatePerSecond)
 	}
 	return time.Duration(min(max(seconds, 1), 10) * float64(time.Second))
+}
+
+// rampSeconds is how long the start's ramp takes to admit x seconds' worth
+// of the set rate: the inverse of the integral of advance.lua's ramp (2^s/8
+// of the rate for s < 2 s, then 0.5 + (s-2)/8, the whole rate from 6 s).
+// The ramp's bound on the checkout's answers only makes it slower.
+func rampSeconds(x float64) float64 {
+	first := 3 / (8 * math.Ln2) // the rate-seconds admitted in the first 2 s
+	ramped := first + 3         // and by the end of the ramp, at 6 s
+	switch {
+	case x <= first:
+		return math.Log2(1 + 8*math.Ln2*x)
+	case x <= ramped:
+		return 2 + 8*(math.Sqrt(0.25+(x-first)/4)-0.5)
+	default:
+		return 6 + x - ramped
+	}
 }
 
 // spread places a shopper's index evenly and fixedly in [0, window): the

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -85,16 +86,17 @@ func TestEstimate(t *testing.T) {
 	t.Run("pre-queue before the draw: the time to the start", func(t *testing.T) {
 		// 1,000 in the pre-queue, 50 units available (the negative hint
 		// counts as none) at 10/s: the first polls after the draw spread
-		// over the 5 s the units take to admit.
+		// over the 7.46 s the start's ramp takes to admit the units (3.54
+		// s' worth of the rate by its end at 6 s, then 1.46 s at the rate).
 		st := queue.State{PreQueue: 1000, RatePerSecond: 10, ReadAt: now}
 		v := view(upcoming, st)
-		if got := v.preQueueWindow(); got != 5*time.Second {
-			t.Errorf("preQueueWindow = %v, want 5 s (50 units at 10/s)", got)
+		if got, want := v.preQueueWindow(), 7459*time.Millisecond; got < want-time.Millisecond || got > want+time.Millisecond {
+			t.Errorf("preQueueWindow = %v, want %v (50 units at 10/s, ramped)", got, want)
 		}
 		for _, index := range []int64{1, 2, 500, 999} {
 			e := v.Estimate(true, index, now)
-			if e.Admitted || e.Position != 0 || !e.PreQueue || e.WaitS != 20 || e.PollAfterMS < 20_000 || e.PollAfterMS >= 25_000 {
-				t.Errorf("Estimate(pre %d) before the draw = %+v, want position 0, 20 s wait, a poll 20 to 25 s from now", index, e)
+			if e.Admitted || e.Position != 0 || !e.PreQueue || e.WaitS != 20 || e.PollAfterMS < 20_000 || e.PollAfterMS >= 27_459 {
+				t.Errorf("Estimate(pre %d) before the draw = %+v, want position 0, 20 s wait, a poll 20 to 27.46 s from now", index, e)
 			}
 		}
 	})
@@ -158,5 +160,34 @@ func TestViewJoinableAndReservable(t *testing.T) {
 		if got := v.Reservable(now); got != tt.reserve {
 			t.Errorf("%s: Reservable = %v, want %v", tt.name, got, tt.reserve)
 		}
+	}
+}
+
+// rampSeconds inverts the start's ramp: the time at which the ramp, integrated,
+// has admitted x seconds' worth of the rate, checked against advance.lua's
+// ramp integrated in small steps.
+func TestRampSeconds(t *testing.T) {
+	ramp := func(s float64) float64 { // advance.lua's ramp(s)
+		switch {
+		case s >= 6:
+			return 1
+		case s < 2:
+			return math.Pow(2, s) / 8
+		}
+		return 0.5 + (s-2)/8
+	}
+	const step = 1e-4
+	admitted, s := 0.0, 0.0
+	for _, x := range []float64{0.1, 0.54, 1, 2.5, 3.54, 5, 12} {
+		for admitted < x {
+			admitted += ramp(s+step/2) * step
+			s += step
+		}
+		if got := rampSeconds(x); math.Abs(got-s) > 0.002 {
+			t.Errorf("rampSeconds(%g) = %.4f, want %.4f", x, got, s)
+		}
+	}
+	if got := rampSeconds(0); got != 0 {
+		t.Errorf("rampSeconds(0) = %g, want 0", got)
 	}
 }
