@@ -203,8 +203,13 @@ func writeCPU(b *strings.Builder, rs []run) {
 	b.WriteString("CPU seconds each process used while the crowd ran (from /proc), and the share of the machine's cores.\n\n")
 	for _, x := range rs {
 		fmt.Fprintf(b, "- %s: %s; the simulator's goroutines waited p50 %s ms, p99 %s ms to run (Go's /sched/latencies: "+
-			"a reply the simulator reads late carries that wait in its latency)\n",
+			"a reply the simulator reads late carries that wait in its latency)",
 			x.label, Pinning(x.r), num(x.r.SchedWait[0], 2), num(x.r.SchedWait[1], 1))
+		if loops := CoreLoops(x.r); loops != "" {
+			fmt.Fprintf(b, "; before and after the crowd %s (about 70 ms on a quick core of this machine: "+
+				"more is the VM's core running slow under the run, not the system)", loops)
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\n")
 	header(b, "process", labels(rs)...)
@@ -278,6 +283,35 @@ func Pinning(r *crowdsim.Result) string {
 		stack = append(stack, "outside the stack, "+strings.Join(outside, ", "))
 	}
 	return "pinned: the simulator on CPU " + sim + "; " + strings.Join(stack, "; ")
+}
+
+// CoreLoops says how long the fixed loop took on each CPU before and after
+// the crowd ("a fixed loop took 40 → 41 ms on CPU 0, 39 → 40 ms on CPU 1"),
+// or "" when it was not timed: a slow core under the run is the machine,
+// not the system.
+func CoreLoops(r *crowdsim.Result) string {
+	before, after := r.CoreLoopMs[0], r.CoreLoopMs[1]
+	cpus := make([]string, 0, len(before))
+	for cpu := range before {
+		cpus = append(cpus, cpu)
+	}
+	sort.Slice(cpus, func(i, j int) bool {
+		a, _ := strconv.Atoi(cpus[i])
+		b, _ := strconv.Atoi(cpus[j])
+		return a < b
+	})
+	var parts []string
+	for _, cpu := range cpus {
+		took := num(before[cpu], 0)
+		if ms, ok := after[cpu]; ok {
+			took += " → " + num(ms, 0)
+		}
+		parts = append(parts, took+" ms on CPU "+cpu)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "a fixed loop took " + strings.Join(parts, ", ")
 }
 
 // gatewayGroup is the sandbox payment gateway's label among the CPU groups.

@@ -456,3 +456,22 @@ func TestPinning(t *testing.T) {
 		t.Errorf("Pinning(gateway with the simulator) = %q, want %q", got, want)
 	}
 }
+
+func TestCoreLoops(t *testing.T) {
+	tests := []struct {
+		name          string
+		before, after map[string]float64
+		want          string
+	}{
+		{"two cores, the stack's slowed", map[string]float64{"1": 39.6, "0": 40.4}, map[string]float64{"0": 61.2, "1": 40},
+			"a fixed loop took 40 → 61 ms on CPU 0, 40 → 40 ms on CPU 1"},
+		{"numeric order", map[string]float64{"10": 41, "2": 42}, nil, "a fixed loop took 42 ms on CPU 2, 41 ms on CPU 10"},
+		{"not timed", nil, nil, ""},
+	}
+	for _, tt := range tests {
+		r := &crowdsim.Result{CoreLoopMs: [2]map[string]float64{tt.before, tt.after}}
+		if got := CoreLoops(r); got != tt.want {
+			t.Errorf("%s: CoreLoops = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

@@ -32,6 +32,9 @@ func Summary(runs Runs) string {
 		f := r.Fates
 		fmt.Fprintf(&b, "\n  cpus: %s; simulator lag p99 %s s, its goroutines waited p99 %s ms to run",
 			Pinning(r), num(r.StartLag.P99, 2), num(r.SchedWait[1], 1))
+		if loops := CoreLoops(r); loops != "" {
+			fmt.Fprintf(&b, "\n  cores: %s (before → after the crowd; ~70 ms on a quick core)", loops)
+		}
 		fmt.Fprintf(&b, "\n  fates: %s answered (p99 %s s), %s reserved, %s sold out, %s unknown\n",
 			count(f.Answered), num(f.AnswerP99, 2), count(f.Reserved.Count), count(f.SoldOut.Count), count(f.Unknown))
 		for _, rg := range r.Regions {

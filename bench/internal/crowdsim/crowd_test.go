@@ -342,3 +342,29 @@ func TestCPUMeterPerSecond(t *testing.T) {
 		t.Errorf("a meter run for 1.5 s took %d readings, want 2 (at 0 and 1 s; 3 if the end raced the tick)", n)
 	}
 }
+
+// CoreSpeeds times the loop on every online CPU of the machine, those the
+// process may not use included, each a positive time well under a second
+// on anything this runs on.
+func TestCoreSpeeds(t *testing.T) {
+	for _, tt := range []struct {
+		list string
+		want []int
+	}{{"0-1", []int{0, 1}}, {"0", []int{0}}, {"0-2,5,7-8", []int{0, 1, 2, 5, 7, 8}}, {"x,3", []int{3}}, {"", nil}} {
+		if got := parseCPUList(tt.list); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("parseCPUList(%q) = %v, want %v", tt.list, got, tt.want)
+		}
+	}
+	// Every online CPU, from the kernel's list, not runtime.NumCPU (the
+	// CPUs the process may use: one, for the pinned simulator).
+	got := CoreSpeeds()
+	if len(got) != len(onlineCPUs()) || len(got) == 0 {
+		t.Fatalf("CoreSpeeds = %v, want one time for each of the online CPUs %v", got, onlineCPUs())
+	}
+	for cpu, ms := range got {
+		if ms <= 0 || ms > 5000 {
+			t.Errorf("CPU %s: the loop took %v ms, want (0, 5000]", cpu, ms)
+		}
+	}
+	t.Logf("core loop: %v ms", got)
+}

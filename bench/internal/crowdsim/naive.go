@@ -70,6 +70,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	go s.watchBudget(runCtx, cancel)
 	go s.cpu.run(runCtx, cfg.Services, s.since)
 	cfg.Progress("naive baseline: %d shoppers for %d units, every buy an UPDATE on one Postgres row", len(shoppers), cfg.Stock)
+	coresBefore := CoreSpeeds()
 	cpuBefore, schedBefore, crowdStart := cpuTimes(cfg.Services), schedSnapshot(), time.Now()
 	for _, sh := range shoppers {
 		sh.arrival = max(sh.arrival, 0)
@@ -85,6 +86,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	res := &Result{Mode: "naive", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started, Stock: cfg.Stock}
 	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes(cfg.Services)), time.Since(crowdStart).Seconds()
 	res.SchedWait = waitMs(schedWait(schedBefore, schedSnapshot()))
+	res.CoreLoopMs = [2]map[string]float64{coresBefore, CoreSpeeds()}
 	res.CPUs, res.Nice = cpuAffinity(cfg.Services)
 	res.Endpoints = s.rec.endpoints()
 	s.rec.totals(res, 0, cfg.BurstS)

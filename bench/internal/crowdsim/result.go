@@ -65,6 +65,10 @@ type Result struct {
 	// goroutines waited to run while the crowd ran (the Go runtime's
 	// /sched/latencies): reading a reply late adds that to its latency.
 	SchedWait [2]float64 `json:"sched_wait_ms"`
+	// CoreLoopMs is how long a fixed loop took on each CPU (by number)
+	// before the crowd and after it (CoreSpeeds): ~70 ms on a quick core of
+	// this machine; much more means the VM's core was slow under the run.
+	CoreLoopMs [2]map[string]float64 `json:"core_loop_ms"`
 
 	// Regions splits the shoppers by the region they shopped through, when
 	// the run had two (Config.FarEdgeURL); empty otherwise.

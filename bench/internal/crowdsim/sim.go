@@ -166,10 +166,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.Progress("%s: %d shoppers (%d bots) for %d units at %g/s; the sale opens in %v",
 		s.sale, len(shoppers), cfg.Bots, cfg.Stock, cfg.RatePerS, time.Until(s.zero).Round(100*time.Millisecond))
 	stagesBefore := s.scrapeStages(ctx, "before")
+	coresBefore := CoreSpeeds()
 	cpuBefore, schedBefore, crowdStart := cpuTimes(cfg.Services), schedSnapshot(), time.Now()
 	s.launch(runCtx, shoppers, s.shop)
 	cancel()
 	s.ended = s.since()
+	coresAfter := CoreSpeeds()
 	for _, c := range []*cdn{s.cdn, s.farCDN} {
 		if c != nil {
 			c.wait() // a background refresh records its request
@@ -181,6 +183,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{Mode: "flashgate", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started}
 	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes(cfg.Services)), time.Since(crowdStart).Seconds()
 	res.SchedWait = waitMs(schedWait(schedBefore, schedSnapshot()))
+	res.CoreLoopMs = [2]map[string]float64{coresBefore, coresAfter}
 	res.CPUs, res.Nice = cpuAffinity(cfg.Services)
 	s.finish(ctx, res, shoppers)
 	res.Stages = stages(res.Endpoints, stagesBefore, stagesAfter)
