@@ -67,7 +67,10 @@ type Result struct {
 	SchedWait [2]float64 `json:"sched_wait_ms"`
 	// CoreLoopMs is how long a fixed loop took on each CPU (by number)
 	// before the crowd and after it (CoreSpeeds): ~70 ms on a quick core of
-	// this machine; much more means the VM's core was slow under the run.
+	// this machine; much more means the VM's core was slow under the run —
+	// or busy: the loop shares the core with whatever still runs there (the
+	// naive baseline's Postgres working off its backlog took it to 487 ms),
+	// so it is a hint, read beside the simulator's own waits.
 	CoreLoopMs [2]map[string]float64 `json:"core_loop_ms"`
 
 	// Regions splits the shoppers by the region they shopped through, when
