@@ -76,7 +76,8 @@ type Options struct {
 	// page learns its turn from the snapshot it re-reads through the CDN),
 	// and at 30 s the burst's joins came back as a second burst of polls
 	// while the checkout was busiest (make bench: 7–10k requests/s at
-	// 26–36 s; at 60 s, 242–283k requests a run instead of 325–388k).
+	// 26–36 s; at 60 s, on a quick box, 242–283k requests a run instead of
+	// 325–388k).
 	MaxPollAfter time.Duration
 	// Hold is asked once a tick whether the checkout behind this node is
 	// congested (CheckoutHold): if so the tick advances no cursor, and
