@@ -171,7 +171,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	s.launch(runCtx, shoppers, s.shop)
 	cancel()
 	s.ended = s.since()
-	coresAfter := CoreSpeeds()
 	for _, c := range []*cdn{s.cdn, s.farCDN} {
 		if c != nil {
 			c.wait() // a background refresh records its request
@@ -183,7 +182,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{Mode: "flashgate", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started}
 	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes(cfg.Services)), time.Since(crowdStart).Seconds()
 	res.SchedWait = waitMs(schedWait(schedBefore, schedSnapshot()))
-	res.CoreLoopMs = [2]map[string]float64{coresBefore, coresAfter}
+	// After the readings above, so the loop's own time counts in neither.
+	res.CoreLoopMs = [2]map[string]float64{coresBefore, CoreSpeeds()}
 	res.CPUs, res.Nice = cpuAffinity(cfg.Services)
 	s.finish(ctx, res, shoppers)
 	res.Stages = stages(res.Endpoints, stagesBefore, stagesAfter)
