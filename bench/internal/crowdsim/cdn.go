@@ -1,6 +1,7 @@
 package crowdsim
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,12 +27,15 @@ type cdn struct {
 	expires    time.Time     // fresh until
 	staleUntil time.Time     // served stale, while a fetch refreshes it, until
 	inflight   chan struct{} // closed when the fetch in flight lands
+	watches    []*pageWatch  // the waiting pages that watch rather than re-read
+	held       []heldCopy    // the last few snapshots it took in, oldest first (for readAt)
 
 	inBackground sync.WaitGroup // background fetches in flight
 	// Loads are hits (stale ones among them) plus misses; refreshes are
 	// the background fetches stale hits set off. Misses and refreshes
-	// reach the edge.
-	hits, misses, stale, refreshes atomic.Int64
+	// reach the edge. Unchanged are the re-reads of watching pages that
+	// could not have changed what the page does: counted, not made.
+	hits, misses, stale, refreshes, unchanged atomic.Int64
 }
 
 func newCDN(edge *client, path string) *cdn { return &cdn{edge: edge, path: path} }
@@ -46,14 +50,20 @@ type saleFlags struct {
 // get returns the snapshot and its flags: from the cache while it is
 // fresh or may be served stale, else from a fetch (its own or the one in
 // flight).
-func (c *cdn) get() (reply, saleFlags) {
+func (c *cdn) get() (reply, saleFlags) { return c.load(true) }
+
+// load is get; a load that is not a page's (keepFresh's) is not counted
+// as a hit.
+func (c *cdn) load(page bool) (reply, saleFlags) {
 	c.mu.Lock()
 	for {
 		now := time.Now()
 		if c.cached.status != 0 && now.Before(c.staleUntil) {
 			r, f := c.cached, c.flags
 			if !now.Before(c.expires) {
-				c.stale.Add(1)
+				if page {
+					c.stale.Add(1)
+				}
 				if c.inflight == nil {
 					done := make(chan struct{})
 					c.inflight = done
@@ -66,7 +76,9 @@ func (c *cdn) get() (reply, saleFlags) {
 				}
 			}
 			c.mu.Unlock()
-			c.hits.Add(1)
+			if page {
+				c.hits.Add(1)
+			}
 			return r, f
 		}
 		if c.inflight == nil {
@@ -95,6 +107,11 @@ func (c *cdn) fetch(done chan struct{}) (reply, saleFlags) {
 		now := time.Now()
 		c.cached, c.flags = r, f
 		c.expires, c.staleUntil = now.Add(r.maxAge), now.Add(r.maxAge+r.swr)
+		if len(c.held) == maxHeld {
+			c.held = append(c.held[:0], c.held[1:]...)
+		}
+		c.held = append(c.held, heldCopy{from: now, flags: f})
+		c.fire(f)
 	}
 	c.inflight = nil
 	close(done)
@@ -104,3 +121,130 @@ func (c *cdn) fetch(done chan struct{}) (reply, saleFlags) {
 
 // wait returns once no background refresh is in flight.
 func (c *cdn) wait() { c.inBackground.Wait() }
+
+// heldCopy is a snapshot the CDN held from a moment on.
+type heldCopy struct {
+	from  time.Time
+	flags saleFlags
+}
+
+// maxHeld is how many snapshots the CDN remembers for readAt: a few
+// seconds' worth, longer than a page's read can lag the moment it is for.
+const maxHeld = 8
+
+// readAt is a watching page's read at its refresh at t, which the page's
+// goroutine may reach late: the flags of the snapshot the CDN held at t,
+// as a hit. A refresh it holds no snapshot for (none yet, or older than
+// it remembers) is read as get reads now.
+func (c *cdn) readAt(t time.Time) (status int, f saleFlags) {
+	c.mu.Lock()
+	for i := len(c.held) - 1; i >= 0; i-- {
+		if !c.held[i].from.After(t) {
+			f = c.held[i].flags
+			c.mu.Unlock()
+			c.hits.Add(1)
+			return 200, f
+		}
+	}
+	c.mu.Unlock()
+	r, f := c.get()
+	return r.status, f
+}
+
+// pageWatch is a waiting page that sleeps until the snapshot the CDN holds
+// would change what it does, instead of re-reading it every refresh: a
+// crowd of pages re-reading once a second is that many wake-ups a second
+// of the simulator's own core (100,000 at the open), for reads that almost
+// never change anything, and a simulator short of its core delays every
+// answer it times. The page then reads the snapshot at its next refresh,
+// as it would have.
+type pageWatch struct {
+	position     int64         // fire once now_serving reaches it (0: never)
+	heardSoldOut bool          // the page has shown a sold-out: fire on a final one only
+	fired        chan struct{} // closed when the CDN holds such a snapshot
+	firedAt      time.Time     // when it took that snapshot in (set before fired is closed)
+	i            int           // index in cdn.watches; -1 once fired or dropped
+}
+
+// matches reports whether a snapshot with these flags changes what the
+// page does: its turn has come, or a sold-out it has not shown (or a final
+// one) is there.
+func (w *pageWatch) matches(f saleFlags) bool {
+	return (w.position > 0 && f.NowServing >= w.position) || (f.SoldOut && (!w.heardSoldOut || f.Final))
+}
+
+// watch starts a watch: it fires at once when the CDN already holds such
+// a snapshot.
+func (c *cdn) watch(position int64, heardSoldOut bool) *pageWatch {
+	w := &pageWatch{position: position, heardSoldOut: heardSoldOut, fired: make(chan struct{}), i: -1}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cached.status == 200 && w.matches(c.flags) {
+		w.firedAt = time.Now()
+		close(w.fired)
+		return w
+	}
+	w.i = len(c.watches)
+	c.watches = append(c.watches, w)
+	return w
+}
+
+// unwatch drops a watch that has not fired.
+func (c *cdn) unwatch(w *pageWatch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w.i < 0 {
+		return
+	}
+	last := c.watches[len(c.watches)-1]
+	c.watches[w.i], last.i = last, w.i
+	c.watches[len(c.watches)-1] = nil
+	c.watches = c.watches[:len(c.watches)-1]
+	w.i = -1
+}
+
+// fire, with c.mu held, fires the watches that a new snapshot's flags
+// match. Each watch keeps the moment, not its goroutine's later wake-up:
+// a sold-out fires the whole line at once, and the last of them runs a
+// good part of a second later, when the CDN may hold the next snapshot.
+func (c *cdn) fire(f saleFlags) {
+	now := time.Now()
+	kept := c.watches[:0]
+	for _, w := range c.watches {
+		if w.matches(f) {
+			w.firedAt = now
+			close(w.fired)
+			w.i = -1
+			continue
+		}
+		w.i = len(kept)
+		kept = append(kept, w)
+	}
+	clear(c.watches[len(kept):])
+	c.watches = kept
+}
+
+// keepFresh reads the snapshot in the watching pages' stead until ctx
+// ends: as soon as it goes stale while any page watches, as the first of
+// a crowd of re-reading pages would, so the CDN refreshes it (and the edge
+// sees its fetches) as often as it would for them.
+func (c *cdn) keepFresh(ctx context.Context) {
+	const idle = 5 * time.Millisecond // how often it looks when no page watches
+	t := time.NewTimer(idle)
+	defer t.Stop()
+	for {
+		c.mu.Lock()
+		wait, watching := time.Until(c.expires), len(c.watches) > 0
+		c.mu.Unlock()
+		if watching && wait <= 0 {
+			c.load(false)
+			wait = idle // the refresh it set off is in flight
+		}
+		t.Reset(min(max(wait, time.Millisecond), idle))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

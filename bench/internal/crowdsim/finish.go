@@ -122,8 +122,14 @@ func (s *sim) timeline(res *Result) {
 	s.monMu.Lock()
 	defer s.monMu.Unlock()
 	bySec := map[int]sample{}
+	soldOut, sampled := map[int]int{}, map[int]int{}
 	for _, smp := range s.samples {
-		bySec[int(smp.at.Seconds()+1000)-1000] = smp
+		sec := int(smp.at.Seconds()+1000) - 1000
+		bySec[sec] = smp
+		sampled[sec]++
+		if smp.soldOut {
+			soldOut[sec]++
+		}
 	}
 	have := map[int]bool{}
 	for i := range res.Timeline {
@@ -131,11 +137,13 @@ func (s *sim) timeline(res *Result) {
 		have[sec] = true
 		if smp, ok := bySec[sec]; ok {
 			res.Timeline[i].QueueLength, res.Timeline[i].NowServing, res.Timeline[i].Available = smp.queueLength, smp.nowServing, smp.avail
+			res.Timeline[i].SoldOut = float64(soldOut[sec]) / float64(sampled[sec])
 		}
 	}
 	for sec, smp := range bySec {
 		if !have[sec] {
-			res.Timeline = append(res.Timeline, Second{T: float64(sec), QueueLength: smp.queueLength, NowServing: smp.nowServing, Available: smp.avail})
+			res.Timeline = append(res.Timeline, Second{T: float64(sec), QueueLength: smp.queueLength, NowServing: smp.nowServing, Available: smp.avail,
+				SoldOut: float64(soldOut[sec]) / float64(sampled[sec])})
 		}
 	}
 	slices.SortFunc(res.Timeline, func(a, b Second) int { return int(a.T - b.T) })

@@ -100,9 +100,18 @@ func (r *recorder) totals(res *Result, burstFrom, burstTo float64) {
 	defer r.mu.Unlock()
 	perSecond := map[int]*Second{}
 	lat := map[int][]float64{}
+	type endpointSecond struct {
+		endpoint string
+		sec      int
+	}
+	type endpointCalls struct {
+		n   int
+		lat []float64
+	}
+	byEndpoint := map[endpointSecond]*endpointCalls{}
 	var burst []float64
 	burstAnswered := 0
-	for _, calls := range r.calls {
+	for endpoint, calls := range r.calls {
 		for _, c := range calls {
 			t := c.at.Seconds()
 			sec := int(t+1000) - 1000 // floor, also below zero
@@ -113,6 +122,12 @@ func (r *recorder) totals(res *Result, burstFrom, burstTo float64) {
 			}
 			s.Requests++
 			res.Requests++
+			ec := byEndpoint[endpointSecond{endpoint, sec}]
+			if ec == nil {
+				ec = &endpointCalls{}
+				byEndpoint[endpointSecond{endpoint, sec}] = ec
+			}
+			ec.n++
 			switch {
 			case c.err == timedOut:
 				res.Timeouts++
@@ -123,6 +138,7 @@ func (r *recorder) totals(res *Result, burstFrom, burstTo float64) {
 			default:
 				res.Answered++
 				lat[sec] = append(lat[sec], ms(c.took))
+				ec.lat = append(ec.lat, ms(c.took))
 				if c.status >= 500 {
 					res.Status5xx++
 					s.Status5xx++
@@ -137,6 +153,14 @@ func (r *recorder) totals(res *Result, burstFrom, burstTo float64) {
 				}
 			}
 		}
+	}
+	for es, ec := range byEndpoint {
+		s := perSecond[es.sec]
+		if s.Endpoints == nil {
+			s.Endpoints = map[string]SecondEndpoint{}
+		}
+		slices.Sort(ec.lat)
+		s.Endpoints[es.endpoint] = SecondEndpoint{Requests: ec.n, P99Ms: quantile(ec.lat, 0.99)}
 	}
 	for sec, s := range perSecond {
 		l := lat[sec]

@@ -160,10 +160,20 @@ type Second struct {
 	QueueLength int64   `json:"queue_length"`
 	NowServing  int64   `json:"now_serving"`
 	Available   int64   `json:"available"`
+	SoldOut     float64 `json:"sold_out"` // the share of the second's snapshot samples that said sold out
 	P99Ms       float64 `json:"p99_ms"`
+	// Endpoints splits the second's requests by endpoint: what the
+	// services were asked for when, and how long each kind took.
+	Endpoints map[string]SecondEndpoint `json:"endpoints,omitempty"`
 	// CPU is the cores each process group used in this second (1 = one
 	// core busy the whole second), read from /proc once a second.
 	CPU map[string]float64 `json:"cpu,omitempty"`
+}
+
+// SecondEndpoint is one endpoint's requests sent in a second.
+type SecondEndpoint struct {
+	Requests int     `json:"requests"`
+	P99Ms    float64 `json:"p99_ms"` // of those answered
 }
 
 // Region is what the shoppers of one region saw: the far region's pay the

@@ -132,11 +132,14 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 
 	for failures := 0; ; {
 		if refresh > 0 && nextPage < nextPoll {
-			if !s.sleep(ctx, nextPage-s.since()) {
+			read, ok := s.awaitPage(ctx, sh, &nextPage, nextPoll, refresh)
+			if !ok {
 				return
 			}
-			nextPage += refresh
-			stop, serving := s.readPage(sh)
+			if !read {
+				continue // the poll is due first
+			}
+			stop, serving := s.readPageAt(sh, nextPage-refresh)
 			if stop {
 				return
 			}
@@ -201,14 +204,64 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 	}
 }
 
-// readPage loads the snapshot as the page does, through the CDN: a
-// sold-out sale is news, and its now_serving tells a waiting page when its
-// turn has come (it then polls its status at once rather than when told,
-// docs/API.md). It reports whether the shopper stops there, and the
-// snapshot's now_serving (0 when it did not load).
+// awaitPage waits for the page's next refresh that could change its
+// course, or for its poll (at nextPoll), whichever comes first. The page
+// re-reads the snapshot every refresh, from *nextPage on; rather than
+// waking for each read, the shopper watches the CDN (cdn.watch) and, once
+// the CDN holds a snapshot that shows its turn or a sold-out, sleeps until
+// the first refresh at or after that moment. The refreshes before it are
+// counted as the CDN's unchanged reads, and *nextPage moves past them. It
+// reports whether the page reads the snapshot now (false: the poll is
+// due), and ok false when the run has ended.
+func (s *sim) awaitPage(ctx context.Context, sh *shopper, nextPage *time.Duration, nextPoll, refresh time.Duration) (read, ok bool) {
+	c := s.cdnOf(sh)
+	w := c.watch(sh.position, sh.heardSoldOut)
+	fired, ok := s.sleepOr(ctx, nextPoll-s.since(), w.fired)
+	if !fired {
+		c.unwatch(w)
+	}
+	if !ok {
+		return false, false
+	}
+	from := s.since() // the poll is due: the refreshes before now changed nothing
+	if fired {
+		from = w.firedAt.Sub(s.zero) // the first refresh from then on reads it, however late this goroutine woke
+	}
+	if *nextPage < from {
+		skipped := (from - *nextPage + refresh - 1) / refresh
+		*nextPage += skipped * refresh
+		c.unchanged.Add(int64(skipped))
+	}
+	if !fired || *nextPage >= nextPoll {
+		return false, true
+	}
+	if !s.sleep(ctx, *nextPage-s.since()) {
+		return false, false
+	}
+	*nextPage += refresh
+	return true, true
+}
+
+// readPage loads the snapshot as the page does, through the CDN, now.
+// It reports whether the shopper stops there, and the snapshot's
+// now_serving (0 when it did not load).
 func (s *sim) readPage(sh *shopper) (stop bool, nowServing int64) {
 	r, snap := s.cdnOf(sh).get()
-	if r.status != 200 {
+	return s.onPage(sh, r.status, snap)
+}
+
+// readPageAt is the page's refresh at at (since the start): it reads what
+// the CDN held then, however late the shopper's goroutine got there.
+func (s *sim) readPageAt(sh *shopper, at time.Duration) (stop bool, nowServing int64) {
+	status, snap := s.cdnOf(sh).readAt(s.zero.Add(at))
+	return s.onPage(sh, status, snap)
+}
+
+// onPage is what the page makes of the snapshot: a sold-out sale is news,
+// and its now_serving tells a waiting page when its turn has come (it
+// then polls its status at once rather than when told, docs/API.md).
+func (s *sim) onPage(sh *shopper, status int, snap saleFlags) (stop bool, nowServing int64) {
+	if status != 200 {
 		return false, 0
 	}
 	if !snap.SoldOut {
@@ -412,6 +465,35 @@ func (s *sim) launch(ctx context.Context, shoppers []*shopper, run func(context.
 		}()
 	}
 	wg.Wait()
+}
+
+// sleepOr waits d, or until wake is closed or the run ends; it reports
+// whether wake was closed, and whether to go on.
+func (s *sim) sleepOr(ctx context.Context, d time.Duration, wake <-chan struct{}) (woken, ok bool) {
+	if d <= 0 {
+		select {
+		case <-wake:
+			return true, ctx.Err() == nil
+		default:
+			return false, ctx.Err() == nil
+		}
+	}
+	t, _ := s.timers.Get().(*time.Timer)
+	if t == nil {
+		t = time.NewTimer(d)
+	} else {
+		t.Reset(d)
+	}
+	defer s.timers.Put(t)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, false
+	case <-wake:
+		return true, true
+	case <-t.C:
+		return false, true
+	}
 }
 
 // sleep waits d or until the run ends; it reports whether to go on.

@@ -161,6 +161,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	runCtx, cancel := context.WithDeadline(ctx, s.zero.Add(time.Duration(cfg.MaxDurationS*float64(time.Second))))
 	defer cancel()
 	go s.monitor(runCtx)
+	for _, c := range []*cdn{s.cdn, s.farCDN} {
+		if c != nil {
+			go c.keepFresh(runCtx)
+		}
+	}
 	go s.cpu.run(runCtx, cfg.Services, s.since)
 	go s.watchBudget(runCtx, cancel)
 	cfg.Progress("%s: %d shoppers (%d bots) for %d units at %g/s; the sale opens in %v",
@@ -193,10 +198,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Notes = append(res.Notes, "Where a request's time goes: the client rows count both regions' requests, the edge rows only the edge at "+
 			s.cfg.EdgeAdminURL+".")
 	}
-	var hits, misses, stale, refreshes int64
+	var hits, misses, stale, refreshes, unchanged int64
 	for _, c := range []*cdn{s.cdn, s.farCDN} {
 		if c != nil {
 			hits, misses, stale, refreshes = hits+c.hits.Load(), misses+c.misses.Load(), stale+c.stale.Load(), refreshes+c.refreshes.Load()
+			unchanged += c.unchanged.Load()
 		}
 	}
 	if s.far != nil {
@@ -205,8 +211,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("Snapshot loads go through a simulated CDN (one per region) that keeps the edge's answer for its max-age, "+
 		"serves it stale for its stale-while-revalidate while one fetch refreshes it (as deploy/cdn's nginx does), and collapses concurrent misses: "+
-		"%d loads, %d served from its cache (%d of them stale); %d misses and %d background refreshes reached the edge (counted as requests).",
-		hits+misses, hits, stale, misses, refreshes))
+		"%d loads, %d served from its cache (%d of them stale); %d misses and %d background refreshes reached the edge (counted as requests). "+
+		"A waiting page's re-reads that could not change what it does are counted, not made (%d of them): the page sleeps until the CDN holds "+
+		"a snapshot that shows its turn or a sold-out, and reads it at its next refresh; while pages wait, the CDN is read as soon as it goes stale, "+
+		"as the first of them would.",
+		hits+misses, hits, stale, misses, refreshes, unchanged))
 	res.Wall = time.Since(started).Seconds()
 	return res, nil
 }
