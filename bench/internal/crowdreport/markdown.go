@@ -42,6 +42,7 @@ func WriteMarkdown(w io.Writer, runs Runs, charts []string) error {
 	writeTotals(&b, rs)
 	writeCPU(&b, rs)
 	writeEndpoints(&b, rs)
+	writeOpen(&b, &runs.Flashgate)
 	writeStages(&b, rs)
 	writeFates(&b, rs)
 	writeRegions(&b, rs)
@@ -386,6 +387,45 @@ func writeEndpoints(b *strings.Builder, rs []run) {
 			line(b, x.label, e.Name, count(e.Count), byStatus(e.ByStatus),
 				num(e.P50Ms, 1), num(e.P99Ms, 1), num(e.MaxMs, 1))
 		}
+	}
+	b.WriteString("\n")
+}
+
+// openEndpoints are the endpoints the open's table shows, in its order.
+var openEndpoints = []string{"join", "status", "reserve", "order_create"}
+
+// writeOpen shows the burst second by second: what the shoppers asked for
+// and how long it took, beside the cores the simulator and the stack used,
+// so a second the simulator was short of its core is told apart from one
+// the stack was.
+func writeOpen(b *strings.Builder, r *crowdsim.Result) {
+	from, to := r.BurstWindowS[0], r.BurstWindowS[1]
+	if to <= from {
+		return
+	}
+	b.WriteString("## The open, second by second\n\n")
+	b.WriteString("The flashgate run's burst: requests sent in each second and their p99 (ms), by endpoint; " +
+		"the cores the simulator and the stack (every other process) used in that second.\n\n")
+	cols := append([]string{"requests", "5xx", "p99 ms"}, openEndpoints...)
+	header(b, "second", append(cols, "simulator cores", "stack cores")...)
+	for _, s := range r.Timeline {
+		if s.T < from || s.T >= to {
+			continue
+		}
+		cells := []string{num(s.T, 0), count(s.Requests), count(s.Status5xx), num(s.P99Ms, 0)}
+		for _, name := range openEndpoints {
+			e, ok := s.Endpoints[name]
+			cells = append(cells, orDash(ok, count(e.Requests)+" / "+num(e.P99Ms, 0)))
+		}
+		var stack float64
+		for g, v := range s.CPU {
+			if g != crowdsim.SimulatorCPU {
+				stack += v
+			}
+		}
+		sim, ok := s.CPU[crowdsim.SimulatorCPU]
+		cells = append(cells, orDash(ok, num(sim, 2)), orDash(len(s.CPU) > 0, num(stack, 2)))
+		line(b, cells...)
 	}
 	b.WriteString("\n")
 }

@@ -475,3 +475,32 @@ func TestCoreLoops(t *testing.T) {
 		}
 	}
 }
+
+// The open's table shows the burst's seconds only, each endpoint's
+// requests and p99, and the simulator's cores apart from the stack's.
+func TestOpenSecondBySecond(t *testing.T) {
+	runs := fabricated()
+	runs.Flashgate.BurstWindowS = [2]float64{0, 2}
+	tl := runs.Flashgate.Timeline
+	tl[0].Endpoints = map[string]crowdsim.SecondEndpoint{"join": {Requests: 9000, P99Ms: 450}, "status": {Requests: 3000, P99Ms: 380}}
+	tl[0].CPU = map[string]float64{crowdsim.SimulatorCPU: 0.9, "edge": 0.6, "redis": 0.1}
+	tl[1].Endpoints = map[string]crowdsim.SecondEndpoint{"reserve": {Requests: 120, P99Ms: 1500}}
+	tl[1].CPU = nil
+	md := markdown(t, runs)
+	for _, want := range []string{
+		"## The open, second by second",
+		"| second | requests | 5xx | p99 ms | join | status | reserve | order_create | simulator cores | stack cores |",
+		"| 0 | 40,000 | 0 | 40 | 9,000 / 450 | 3,000 / 380 | — | — | 0.90 | 0.70 |",
+		"| 1 | 36,193 | 0 | 41 | — | — | 120 / 1500 | — | — | — |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "| 2 | ") {
+		t.Error("the open's table goes past the burst window")
+	}
+	if t.Failed() {
+		t.Log(md)
+	}
+}

@@ -15,7 +15,7 @@ import (
 // cpuGroups are the processes whose CPU a run accounts for, by the name
 // the kernel gives them (comm), and the label the report uses.
 var cpuGroups = map[string]string{
-	"crowd":          "crowd (the simulator)",
+	"crowd":          SimulatorCPU,
 	"edge":           "edge",
 	"origin":         "origin",
 	"sandboxgateway": "sandbox gateway",
@@ -23,6 +23,10 @@ var cpuGroups = map[string]string{
 	"redis-server":   "redis",
 	"postgres":       "postgres",
 }
+
+// SimulatorCPU is the simulator's own group in Result.CPU and Second.CPU;
+// every other group is the system under test.
+const SimulatorCPU = "crowd (the simulator)"
 
 // clockTick is the kernel's USER_HZ, the unit of /proc/<pid>/stat times; it
 // is 100 on every Linux this runs on.
