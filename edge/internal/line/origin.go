@@ -72,7 +72,10 @@ type OriginStore struct {
 var _ Store = (*OriginStore)(nil)
 
 // originConns caps the connections of the line's calls: a few per sale a
-// second at most.
+// second at most. A call that finds them all busy waits for one (within
+// its timeout) rather than failing: every node syncs every sale it knows
+// every SyncInterval, and a ceiling raise that failed at once behind those
+// syncs left joins waiting out JoinWait and answering please_wait.
 const originConns = 8
 
 // NewOriginStore returns a Store at base (http or https, no path), its
@@ -101,7 +104,7 @@ func NewOriginStore(base string, keys *tokens.KeySet, audience string, timeout t
 	}
 	return &OriginStore{
 		client: &fasthttp.HostClient{
-			Addr: addr, IsTLS: u.Scheme == "https", MaxConns: originConns,
+			Addr: addr, IsTLS: u.Scheme == "https", MaxConns: originConns, MaxConnWaitTimeout: timeout,
 			ReadTimeout: timeout, WriteTimeout: timeout, MaxIdleConnDuration: 30 * time.Second,
 			MaxResponseBodySize: 64 << 10, NoDefaultUserAgentHeader: true,
 			RetryIfErr: func(req *fasthttp.Request, attempts int, _ error) (bool, bool) {
