@@ -121,30 +121,39 @@ func regionOf(name, edgeURL string, shoppers []*shopper, far bool, ended, lastUn
 func (s *sim) timeline(res *Result) {
 	s.monMu.Lock()
 	defer s.monMu.Unlock()
-	bySec := map[int]sample{}
-	soldOut, sampled := map[int]int{}, map[int]int{}
+	type second struct {
+		last              sample // the second's last sample
+		samples, soldOuts int
+	}
+	bySec := map[int]*second{}
 	for _, smp := range s.samples {
 		sec := int(smp.at.Seconds()+1000) - 1000
-		bySec[sec] = smp
-		sampled[sec]++
+		b := bySec[sec]
+		if b == nil {
+			b = &second{}
+			bySec[sec] = b
+		}
+		b.last = smp
+		b.samples++
 		if smp.soldOut {
-			soldOut[sec]++
+			b.soldOuts++
 		}
 	}
-	have := map[int]bool{}
+	fill := func(t *Second, b *second) {
+		t.QueueLength, t.NowServing, t.Available = b.last.queueLength, b.last.nowServing, b.last.avail
+		t.SoldOut = float64(b.soldOuts) / float64(b.samples)
+	}
 	for i := range res.Timeline {
 		sec := int(res.Timeline[i].T)
-		have[sec] = true
-		if smp, ok := bySec[sec]; ok {
-			res.Timeline[i].QueueLength, res.Timeline[i].NowServing, res.Timeline[i].Available = smp.queueLength, smp.nowServing, smp.avail
-			res.Timeline[i].SoldOut = float64(soldOut[sec]) / float64(sampled[sec])
+		if b, ok := bySec[sec]; ok {
+			fill(&res.Timeline[i], b)
+			delete(bySec, sec)
 		}
 	}
-	for sec, smp := range bySec {
-		if !have[sec] {
-			res.Timeline = append(res.Timeline, Second{T: float64(sec), QueueLength: smp.queueLength, NowServing: smp.nowServing, Available: smp.avail,
-				SoldOut: float64(soldOut[sec]) / float64(sampled[sec])})
-		}
+	for sec, b := range bySec { // seconds with samples and no request
+		t := Second{T: float64(sec)}
+		fill(&t, b)
+		res.Timeline = append(res.Timeline, t)
 	}
 	slices.SortFunc(res.Timeline, func(a, b Second) int { return int(a.T - b.T) })
 	s.addCPU(res)

@@ -34,3 +34,26 @@ func TestTimelineSplitsSecondsByEndpoint(t *testing.T) {
 		t.Errorf("second -1 = %+v, want the one reserve sent before the open", before)
 	}
 }
+
+// Each second of the timeline carries its last snapshot sample and the
+// share of its samples that said sold out, seconds without a request too.
+func TestTimelineCarriesTheSnapshotSamples(t *testing.T) {
+	s := &sim{samples: []sample{
+		{at: 200 * time.Millisecond, avail: 3},
+		{at: 450 * time.Millisecond, avail: 0, soldOut: true},
+		{at: 700 * time.Millisecond, avail: 1},
+		{at: 950 * time.Millisecond, avail: 0, soldOut: true, nowServing: 42},
+		{at: 2100 * time.Millisecond, avail: 0, soldOut: true},
+	}}
+	res := &Result{Timeline: []Second{{T: 0, Requests: 5}}}
+	s.timeline(res)
+	if len(res.Timeline) != 2 {
+		t.Fatalf("timeline = %+v, want seconds 0 and 2", res.Timeline)
+	}
+	if got := res.Timeline[0]; got.Requests != 5 || got.SoldOut != 0.5 || got.NowServing != 42 || got.Available != 0 {
+		t.Errorf("second 0 = %+v, want its 5 requests, sold out 0.5, the last sample's now_serving 42", got)
+	}
+	if got := res.Timeline[1]; got.T != 2 || got.SoldOut != 1 {
+		t.Errorf("second 2 = %+v, want a second of its own, sold out 1", got)
+	}
+}
