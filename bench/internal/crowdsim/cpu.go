@@ -53,13 +53,19 @@ type proc struct {
 }
 
 // procs reads every process's stat line; off Linux it returns nothing.
+// It lists /proc once and opens each process's stat file by name: a glob
+// of /proc/[0-9]*/stat lists every process's folder as well, which took
+// ~12 ms a reading here, each second, on the simulator's own core.
 func procs() []proc {
 	var out []proc
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, path := range stats {
-		b, err := os.ReadFile(path)
-		if err != nil {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if !isPID(e.Name()) {
 			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // it ended since the listing
 		}
 		// pid (comm) state ppid ... utime(14) stime(15) cutime(16) cstime(17) ... nice(19), counting from 1.
 		s := string(b)
@@ -82,6 +88,16 @@ func procs() []proc {
 		})
 	}
 	return out
+}
+
+// isPID reports whether a /proc entry is a process's folder.
+func isPID(name string) bool {
+	for _, c := range name {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return name != ""
 }
 
 // listeners finds the process listening on each known service port, by
