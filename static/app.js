@@ -32,6 +32,9 @@
   let resv = null;        // current reservation
   let pollTimer = 0, pollGen = 0, resTimer = 0;
   let place = 0;          // our place while waiting in line (0: not known, as in the pre-queue before the draw)
+  let preIndex = 0;       // our pre-queue index while our drawn place is not known and we can work it out
+  let drawing = false;    // working the drawn place out
+  let placeFromDraw = false, pace = null; // the place is our own reckoning: estimate the wait from now_serving's pace
   const keys = {};        // idempotency key per SKU, reused on retry so a retry can never reserve twice
 
   // One fetch wrapper so every answer has the same shape: {status, data, retry (Retry-After seconds)}.
@@ -79,12 +82,70 @@
     catch (_) { return amount.toFixed(2) + ' ' + (s.currency || ''); }
   }
   // The account id is the JWT's `sub`; decoding (not verifying) it is enough to say who is signed in.
-  function subOf(jwt) {
-    try { return JSON.parse(atob(jwt.split('.')[1].replace(/-/g, '+').replace(/_/g, '/'))).sub || ''; } catch (_) { return ''; }
+  function claimsOf(jwt) {
+    try { return JSON.parse(atob(jwt.split('.')[1].replace(/-/g, '+').replace(/_/g, '/'))) || {}; } catch (_) { return {}; }
   }
+  const subOf = (jwt) => claimsOf(jwt || '').sub || '';
   // randomUUID exists only in secure contexts (https, localhost); plain-http dev hosts get a v4 UUID by hand.
   const uuid = () => crypto.randomUUID ? crypto.randomUUID() : '10000000-1000-4000-8000-100000000000'
     .replace(/[018]/g, (c) => (c ^ (crypto.getRandomValues(new Uint8Array(1))[0] & (15 >> (c / 4)))).toString(16));
+
+  // ---- the pre-queue draw ----
+  // At the start the pre-queue is shuffled, and the snapshot reveals the seed (docs/FAIRNESS.md). A page in the
+  // pre-queue works its drawn place out itself from its index (its queue token's `pos`) rather than asking the
+  // edge, so the whole pre-queue does not come back to the edge in the sale's first seconds only to hear it.
+  // P(i) of `feistel-sha256-8`: 0 when the page cannot work it out (no WebCrypto off https and localhost, or a
+  // draw too large for exact arithmetic here); the page then asks the edge as before.
+  async function drawnPlace(seedHex, n, i) {
+    if (!(crypto.subtle && /^([0-9a-f]{2}){1,55}$/.test(seedHex || '') && n >= 1 && n <= 2 ** 48 && i >= 1 && i <= n)) return 0;
+    const seed = seedHex.match(/../g).map((b) => parseInt(b, 16));
+    let bits = 2;
+    while (2 ** bits < n) bits += 2;
+    const half = 2 ** (bits / 2); // at most 2^24: halves and round values are exact 32-bit integers
+    const msg = new Uint8Array(seed.length + 9), at = seed.length;
+    msg.set(seed);
+    const encrypt = async (x) => {
+      let left = Math.floor(x / half), right = x % half;
+      for (let r = 0; r < 8; r++) {
+        const view = new DataView(msg.buffer);
+        msg[at] = r; view.setUint32(at + 1, 0); view.setUint32(at + 5, right); // seed ‖ byte(r) ‖ uint64_be(R)
+        const f = new DataView(await crypto.subtle.digest('SHA-256', msg)).getUint32(4) % half; // low bits of the first 8 bytes
+        [left, right] = [right, (left ^ f) >>> 0];
+      }
+      return left * half + right;
+    };
+    let x = i - 1;
+    do { x = await encrypt(x); } while (x >= n); // cycle-walking back into 1..n
+    return x + 1;
+  }
+  const DRAW_BACKSTOP_MS = 10000; // after the start, ask the edge anyway if the snapshot has not shown the draw
+  // When to ask for our status after a waiting answer: when told, but a pre-queue page that can work out its
+  // place waits for the snapshot's draw instead (asking DRAW_BACKSTOP_MS after the start should it not show).
+  function waitingPoll(d, afterMs) {
+    preIndex = d.pre_queue && !d.position && crypto.subtle ? (claimsOf(store.get(K.queue) || '').pos || 0) : 0;
+    if (!preIndex || !snap) return afterMs;
+    return Math.max(afterMs, Date.parse(snap.starts_at) + DRAW_BACKSTOP_MS - Date.now());
+  }
+  async function placeFromSnapshot() {
+    const want = preIndex, d = snap.draw;
+    drawing = true;
+    const p = await drawnPlace(d.seed, d.pre_queue, want).catch(() => 0);
+    drawing = false;
+    if (preIndex !== want) return; // signed out, rejoined or answered meanwhile
+    preIndex = 0;
+    if (!p) return; // the backstop poll asks the edge
+    placeFromDraw = true; pace = { t: Date.now(), ns: snap.now_serving };
+    showQueue(ownAnswer(p));
+    if (snap.now_serving >= place) { place = 0; startPolling(0); }
+    // Our turn shows in the snapshot; the poll only backs that up, at a moment of 45–60 s our place fixes.
+    else startPolling(45000 + 15 * (((p % 1000) * 2654435761) % 1000));
+  }
+  // Our own answer from the snapshot, with the wait at the pace now_serving has moved since we placed ourselves.
+  function ownAnswer(p) {
+    const dt = (Date.now() - pace.t) / 1000, rate = dt >= 2 ? (snap.now_serving - pace.ns) / dt : 0;
+    return { state: 'waiting', position: p, now_serving: snap.now_serving,
+      estimated_wait_s: rate > 0 ? Math.ceil(Math.max(0, p - snap.now_serving) / rate) : null };
+  }
 
   // ---- the sale snapshot (cheap: served from edge memory and the CDN) ----
   // Re-read every second: it is how a shopper far back in line hears "sold out" within a moment of the last
@@ -95,6 +156,8 @@
     let wait = snap && snap.final ? 30000 : 1000;
     if (res.status === 200) {
       snap = res.data; clearNotice('sale'); renderSale();
+      if (preIndex && !drawing && snap.draw && snap.draw.seed) placeFromSnapshot();
+      if (placeFromDraw && place) showQueue(ownAnswer(place));
       // The snapshot shows when our turn has come: ask for the admission now, not at the next poll (whose
       // poll_after_ms is the longest to wait, so the line need not ask every second while it moves slowly).
       if (place && snap.now_serving >= place) { place = 0; startPolling(0); }
@@ -154,7 +217,7 @@
   }
   function forgetSale() {
     stopPolling(); clearTimeout(resTimer);
-    admission = ''; resv = null; lineOver = '';
+    admission = ''; resv = null; lineOver = ''; preIndex = 0; placeFromDraw = false;
     store.set(K.queue, null); store.set(K.res, null);
     showQueue(null); renderBuy(); $('reservation').hidden = true;
   }
@@ -193,7 +256,7 @@
       clearNotice('join');
       store.set(K.queue, res.data.queue_token);
       showQueue(Object.assign({ state: 'waiting' }, res.data));
-      startPolling(res.data.poll_after_ms);
+      startPolling(waitingPoll(res.data, res.data.poll_after_ms));
     } else if (res.status === 401) {
       store.set(K.user, null); renderAuth();
       notice('Your sign-in has expired (' + msg(res) + ') — please sign in again.', 'join');
@@ -215,10 +278,12 @@
     if (gen !== pollGen) return; // stopped meanwhile (signed out, reserved, rejoined)
     if (res.status === 200) {
       const d = res.data;
+      placeFromDraw = false; // the edge's own estimate from here on
       clearNotice('poll'); showQueue(d);
       if (d.state === 'admitted' && d.admission_token) { admission = d.admission_token; renderBuy(); return; }
       if (d.state === 'closed' || (d.state === 'sold_out' && d.final)) { lineOver = d.state; stopPolling(); updateJoin(); return; }
-      startPolling(d.poll_after_ms || res.retry * 1000);
+      const after = d.poll_after_ms || res.retry * 1000;
+      startPolling(d.state === 'waiting' ? waitingPoll(d, after) : after);
     } else if (res.status === 401) { // queue token no longer good for us (other account or sale): join afresh
       store.set(K.queue, null); showQueue(null); updateJoin();
       notice(msg(res) + ' — please join the line again.', 'poll');

@@ -17,6 +17,7 @@ type (
 	JoinerOptions = queue.JoinerOptions
 	Keys          = queue.Keys
 	Place         = queue.Place
+	Shuffle       = queue.Shuffle
 )
 
 // ErrWait is the Joiner's answer while a line is at its durable ceiling.
@@ -28,4 +29,5 @@ var (
 	DefaultConfig = app.DefaultConfig
 	NewJoiner     = queue.NewJoiner
 	NewKeys       = queue.NewKeys
+	NewShuffle    = queue.NewShuffle
 )

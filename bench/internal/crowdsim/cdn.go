@@ -45,7 +45,16 @@ type saleFlags struct {
 	SoldOut    bool  `json:"sold_out"`
 	Final      bool  `json:"final"`
 	NowServing int64 `json:"now_serving"` // a page whose place it reaches asks for its admission at once
+	// Draw reveals the pre-queue's seed after the start: a pre-queue page
+	// then works out its drawn place itself (docs/FAIRNESS.md).
+	Draw struct {
+		Seed     string `json:"seed"` // hex; "" until the draw
+		PreQueue int64  `json:"pre_queue"`
+	} `json:"draw"`
 }
+
+// drawn reports whether the snapshot reveals the pre-queue's draw.
+func (f saleFlags) drawn() bool { return f.Draw.Seed != "" && f.Draw.PreQueue > 0 }
 
 // get returns the snapshot and its flags: from the cache while it is
 // fresh or may be served stale, else from a fetch (its own or the one in
@@ -160,6 +169,7 @@ func (c *cdn) readAt(t time.Time) (status int, f saleFlags) {
 // as it would have.
 type pageWatch struct {
 	position     int64         // fire once now_serving reaches it (0: never)
+	awaitsDraw   bool          // a pre-queue page before its place is known: fire once the draw is revealed
 	heardSoldOut bool          // the page has shown a sold-out: fire on a final one only
 	fired        chan struct{} // closed when the CDN holds such a snapshot
 	firedAt      time.Time     // when it took that snapshot in (set before fired is closed)
@@ -167,16 +177,17 @@ type pageWatch struct {
 }
 
 // matches reports whether a snapshot with these flags changes what the
-// page does: its turn has come, or a sold-out it has not shown (or a final
-// one) is there.
+// page does: its turn has come, the draw that tells a pre-queue page its
+// place is out, or a sold-out it has not shown (or a final one) is there.
 func (w *pageWatch) matches(f saleFlags) bool {
-	return (w.position > 0 && f.NowServing >= w.position) || (f.SoldOut && (!w.heardSoldOut || f.Final))
+	return (w.position > 0 && f.NowServing >= w.position) || (w.awaitsDraw && f.drawn()) ||
+		(f.SoldOut && (!w.heardSoldOut || f.Final))
 }
 
 // watch starts a watch: it fires at once when the CDN already holds such
 // a snapshot.
-func (c *cdn) watch(position int64, heardSoldOut bool) *pageWatch {
-	w := &pageWatch{position: position, heardSoldOut: heardSoldOut, fired: make(chan struct{}), i: -1}
+func (c *cdn) watch(position int64, awaitsDraw, heardSoldOut bool) *pageWatch {
+	w := &pageWatch{position: position, awaitsDraw: awaitsDraw, heardSoldOut: heardSoldOut, fired: make(chan struct{}), i: -1}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cached.status == 200 && w.matches(c.flags) {

@@ -36,7 +36,8 @@ func (e *snapshotEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.hits++
 	e.mu.Unlock()
 	w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d, stale-while-revalidate=5", maxAge))
-	_, _ = fmt.Fprintf(w, `{"now_serving":%d,"sold_out":%t,"final":%t}`, f.NowServing, f.SoldOut, f.Final)
+	_, _ = fmt.Fprintf(w, `{"now_serving":%d,"sold_out":%t,"final":%t,"draw":{"seed":%q,"pre_queue":%d}}`,
+		f.NowServing, f.SoldOut, f.Final, f.Draw.Seed, f.Draw.PreQueue)
 }
 
 func newSnapshotCDN(t *testing.T, maxAge int) (*snapshotEdge, *cdn) {
@@ -78,13 +79,13 @@ func TestCDNWatchFiresOnWhatChangesThePage(t *testing.T) {
 	edge.set(saleFlags{NowServing: 10})
 	c.get()
 
-	if w := c.watch(5, false); !fired(w) {
+	if w := c.watch(5, false, false); !fired(w) {
 		t.Error("a watch for a turn the snapshot already shows did not fire at once")
 	}
-	turn := c.watch(20, false)
-	soldOut := c.watch(0, false)
-	heard := c.watch(0, true) // has shown a sold-out: waits for the final one
-	dropped := c.watch(15, false)
+	turn := c.watch(20, false, false)
+	soldOut := c.watch(0, false, false)
+	heard := c.watch(0, false, true) // has shown a sold-out: waits for the final one
+	dropped := c.watch(15, false, false)
 	c.unwatch(dropped)
 	c.unwatch(dropped) // twice is harmless
 
@@ -138,7 +139,7 @@ func TestCDNUnwatchKeepsTheOthers(t *testing.T) {
 	c.get()
 	var ws []*pageWatch
 	for i := range 10 {
-		ws = append(ws, c.watch(int64(100+i), false))
+		ws = append(ws, c.watch(int64(100+i), false, false))
 	}
 	for _, i := range []int{3, 9, 0, 5} {
 		c.unwatch(ws[i])
@@ -203,7 +204,7 @@ func TestCDNKeepFreshOnlyWhilePagesWatch(t *testing.T) {
 	if n := edge.fetches(); n != 1 {
 		t.Errorf("edge fetches with no page watching = %d, want 1 (the first load)", n)
 	}
-	w := c.watch(50, false)
+	w := c.watch(50, false, false)
 	edge.set(saleFlags{NowServing: 50})
 	select {
 	case <-w.fired:

@@ -36,6 +36,8 @@ type shopper struct {
 	joined                    bool
 	joinSent, joinAnswered    time.Duration
 	position                  int64 // place in the admission order (drawn, for the pre-queue)
+	preIndex                  int64 // the pre-queue index its queue token carries, while its drawn place is not known
+	placedByDraw              bool  // the page has just worked its place out from the snapshot's draw
 	admitted                  bool
 	admittedAt                time.Duration
 	reserveTook               time.Duration // the round trip of the reserve that got the hold
@@ -71,6 +73,9 @@ func (sh *shopper) answered(at time.Duration) {
 	}
 }
 
+// awaitsDraw: a pre-queue page that has not learned its drawn place yet.
+func (sh *shopper) awaitsDraw() bool { return sh.preIndex > 0 && sh.position == 0 }
+
 // decide records the shopper's fate; a shopper told sold out who waited on
 // and then got a unit changes their fate to reserved.
 func (sh *shopper) decide(f fate, at time.Duration) {
@@ -89,6 +94,7 @@ type queueAnswer struct {
 	State          string `json:"state"`
 	Position       int64  `json:"position"`
 	PollAfterMS    int64  `json:"poll_after_ms"`
+	PreQueue       bool   `json:"pre_queue"`
 	AdmissionToken string `json:"admission_token"`
 	Final          *bool  `json:"final"`
 	Error          string `json:"error"`
@@ -110,6 +116,7 @@ func readQueueAnswer(body []byte) queueAnswer {
 		State:          string(v.GetStringBytes("state")),
 		Position:       v.GetInt64("position"),
 		PollAfterMS:    v.GetInt64("poll_after_ms"),
+		PreQueue:       v.GetBool("pre_queue"),
 		AdmissionToken: string(v.GetStringBytes("admission_token")),
 		Error:          string(v.GetStringBytes("error")),
 	}
@@ -158,8 +165,14 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 	sh.joined, sh.joinAnswered, sh.position = true, s.since(), ans.Position
 	sh.answered(sh.joinAnswered) // "you are in line, about N s"
 	queueToken := ans.QueueToken
+	if ans.PreQueue && ans.Position == 0 && !sh.bot { // bots poll; pages watch the draw
+		sh.preIndex = preQueueIndex(queueToken)
+	}
 	refresh := time.Duration(s.cfg.PageRefreshS * float64(time.Second))
 	nextPoll := s.since() + s.pollWait(sh, time.Duration(ans.PollAfterMS)*time.Millisecond)
+	if sh.preIndex > 0 {
+		nextPoll = max(nextPoll, drawBackstop) // the snapshot's draw tells it sooner
+	}
 	nextPage := s.since() + refresh
 
 	for failures := 0; ; {
@@ -174,6 +187,10 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 			stop, serving := s.readPageAt(sh, nextPage-refresh)
 			if stop {
 				return
+			}
+			if sh.placedByDraw { // its place is known now: the poll that would have told it is not needed
+				sh.placedByDraw = false
+				nextPoll = s.since() + s.pollWait(sh, drawnPlacePoll(sh.position))
 			}
 			if sh.position > 0 && serving >= sh.position && nextPoll > s.since() {
 				nextPoll = s.since() // the snapshot shows the shopper's turn: ask for the admission now
@@ -200,7 +217,7 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 		failures = 0
 		ans = readQueueAnswer(r.body)
 		if ans.Position > 0 {
-			sh.position = ans.Position
+			sh.position, sh.preIndex = ans.Position, 0
 		}
 		wait := time.Duration(ans.PollAfterMS) * time.Millisecond
 		if wait <= 0 {
@@ -246,7 +263,7 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 // due), and ok false when the run has ended.
 func (s *sim) awaitPage(ctx context.Context, sh *shopper, nextPage *time.Duration, nextPoll, refresh time.Duration) (read, ok bool) {
 	c := s.cdnOf(sh)
-	w := c.watch(sh.position, sh.heardSoldOut)
+	w := c.watch(sh.position, sh.awaitsDraw(), sh.heardSoldOut)
 	fired, ok := s.sleepOr(ctx, nextPoll-s.since(), w.fired)
 	if !fired {
 		c.unwatch(w)
@@ -289,11 +306,17 @@ func (s *sim) readPageAt(sh *shopper, at time.Duration) (stop bool, nowServing i
 }
 
 // onPage is what the page makes of the snapshot: a sold-out sale is news,
-// and its now_serving tells a waiting page when its turn has come (it
-// then polls its status at once rather than when told, docs/API.md).
+// its now_serving tells a waiting page when its turn has come (it then
+// polls its status at once rather than when told, docs/API.md), and its
+// revealed draw tells a pre-queue page its place (draw.go).
 func (s *sim) onPage(sh *shopper, status int, snap saleFlags) (stop bool, nowServing int64) {
 	if status != 200 {
 		return false, 0
+	}
+	if sh.awaitsDraw() {
+		if p := s.draws.place(snap, sh.preIndex); p > 0 {
+			sh.position, sh.preIndex, sh.placedByDraw = p, 0, true
+		}
 	}
 	if !snap.SoldOut {
 		return false, snap.NowServing

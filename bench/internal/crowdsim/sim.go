@@ -97,6 +97,7 @@ type sim struct {
 	cdn     *cdn
 	far     *client // the far region's edges; nil for one region
 	farCDN  *cdn
+	draws   draws // pre-queue pages' drawn places
 
 	ended time.Duration // when the crowd stopped, since zero
 

@@ -177,6 +177,60 @@ func TestShopperPage(t *testing.T) {
 		t.Logf("admitted %v after admission resumed (the join said to ask again in 45–60 s)", time.Since(resumed).Round(time.Millisecond))
 	})
 
+	t.Run("pre_queue_place_from_the_draw", func(t *testing.T) {
+		// A shopper who joins before the start is in the pre-queue, whose
+		// places are drawn at the start; then the snapshot reveals the
+		// draw's seed. The page works its drawn place out from the seed
+		// and its queue token, without asking the edge (the whole
+		// pre-queue would otherwise ask in the sale's first seconds), and
+		// shows the place the edge's own draw gives it. Admission is paused
+		// so that no admission tells it either.
+		const sale, account = "page-draw", "shopper-eli"
+		def := origintest.OpenSale(sale, 5, 600)
+		def.StartsAt = time.Now().Add(8 * time.Second).Truncate(time.Second)
+		s.Origin.MustCreateSale(t, def)
+		s.Node.WaitSale(t, sale)
+		if res := s.Node.DoAdmin(t, edgetest.Request{Method: "PUT", Path: "/admin/sales/" + sale + "/admission", Body: []byte(`{"rate_per_s": 0.01, "paused": true}`)}); res.Status != fasthttp.StatusOK {
+			t.Fatalf("pause admission = %d %s, want 200", res.Status, res.Body)
+		}
+		for i := range 20 { // others in the pre-queue: a real shuffle
+			if res, a := s.Node.Join(t, sale, fmt.Sprintf("early-%02d", i)); res.Status != fasthttp.StatusAccepted || !a.PreQueue {
+				t.Fatalf("join before the start = %d %s, want 202 in the pre-queue", res.Status, res.Body)
+			}
+		}
+		p := newPage(t, browser)
+		p.do("open the page", chromedp.Navigate(s.BaseURL+"/?sale="+url.QueryEscape(sale)))
+		p.waitUntil("the sale's name", fmt.Sprintf(`document.getElementById('sale-name').textContent === %q`, def.Name), 10*time.Second)
+		signIn(p, account)
+		p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
+		p.waitUntil("the pre-queue", `/pre-queue/.test(document.getElementById('queue-state').textContent)`, 10*time.Second)
+		if time.Now().After(def.StartsAt) {
+			t.Fatalf("the page joined after the start (%v); the test needs it in the pre-queue", def.StartsAt)
+		}
+
+		p.waitUntil("a drawn place", `document.getElementById('position').textContent !== '–'`, time.Until(def.StartsAt)+8*time.Second)
+		t.Logf("place shown %v after the start", time.Since(def.StartsAt).Round(time.Millisecond))
+		for _, path := range p.requested() {
+			if strings.HasSuffix(path, "/queue/status") {
+				t.Errorf("the page asked the edge (%s) before showing its drawn place; want it worked out from the snapshot", path)
+			}
+		}
+		queueToken, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`sessionStorage.getItem('fg.queue.`+sale+`')`))
+		if err != nil || queueToken == "" {
+			t.Fatalf("read the page's queue token: %q, %v", queueToken, err)
+		}
+		res, a := s.Node.Status(t, sale, queueToken)
+		if res.Status != fasthttp.StatusOK || a.Position < 1 || a.Position > 21 {
+			t.Fatalf("status of the page's queue token = %d %s, want a drawn place in 1..21", res.Status, res.Body)
+		}
+		if got, want := p.text("position"), fmt.Sprintf("#%d", a.Position); got != want {
+			t.Errorf("#position = %q, want %q, the edge's draw", got, want)
+		}
+		if got := p.text("queue-state"); strings.Contains(got, "pre-queue") {
+			t.Errorf("#queue-state = %q after the draw, want the place in line", got)
+		}
+	})
+
 	t.Run("sold_out", func(t *testing.T) {
 		const sale, account, sku = "page-soldout", "shopper-bob", "sku-1"
 		def := s.openSale(t, sale, 1)
