@@ -120,11 +120,13 @@
   }
   const DRAW_BACKSTOP_MS = 10000; // after the start, ask the edge anyway if the snapshot has not shown the draw
   // When to ask for our status after a waiting answer: when told, but a pre-queue page that can work out its
-  // place waits for the snapshot's draw instead (asking DRAW_BACKSTOP_MS after the start should it not show).
+  // place waits for the snapshot's draw instead of the poll it was told to make after the start (it asks
+  // DRAW_BACKSTOP_MS after the start should the draw not show by then).
   function waitingPoll(d, afterMs) {
     preIndex = d.pre_queue && !d.position && crypto.subtle ? (claimsOf(store.get(K.queue) || '').pos || 0) : 0;
-    if (!preIndex || !snap) return afterMs;
-    return Math.max(afterMs, Date.parse(snap.starts_at) + DRAW_BACKSTOP_MS - Date.now());
+    const start = snap ? Date.parse(snap.starts_at) : NaN;
+    if (!preIndex || !(Date.now() + afterMs >= start)) return afterMs; // before the start: as told
+    return Math.max(afterMs, start + DRAW_BACKSTOP_MS - Date.now());
   }
   async function placeFromSnapshot() {
     const want = preIndex, d = snap.draw;
