@@ -175,11 +175,37 @@ func listenerPID(port int) string {
 	if len(inodes) == 0 {
 		return ""
 	}
+	// A process forked by the listener holds the socket too until it
+	// closes it (a Postgres backend just started): the listener is the
+	// holder whose parent is not one.
+	holders := map[string]bool{}
 	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
 	for _, fd := range fds {
 		if target, err := os.Readlink(fd); err == nil && inodes[target] {
-			return strings.Split(fd, "/")[2]
+			holders[strings.Split(fd, "/")[2]] = true
 		}
+	}
+	for pid := range holders {
+		if !holders[parentOf(pid)] {
+			return pid
+		}
+	}
+	return ""
+}
+
+// parentOf is a process's parent's pid, "" when it cannot be read.
+func parentOf(pid string) string {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	close := strings.LastIndexByte(s, ')')
+	if close < 0 {
+		return ""
+	}
+	if fields := strings.Fields(s[close+1:]); len(fields) > 1 {
+		return fields[1]
 	}
 	return ""
 }

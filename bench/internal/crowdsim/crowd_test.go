@@ -255,6 +255,24 @@ func TestCPUScopesServicesToTheirListeners(t *testing.T) {
 	if got, want := listenerPID(port), strconv.Itoa(os.Getpid()); got != want {
 		t.Fatalf("listenerPID(%d) = %q, want this process, %s", port, got, want)
 	}
+	// A child that holds the listening socket too (as a Postgres backend
+	// does for a moment after its fork) is not taken for the listener.
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command("sleep", "10")
+	child.ExtraFiles = []*os.File{f}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	f.Close()
+	for range 20 {
+		if got, want := listenerPID(port), strconv.Itoa(os.Getpid()); got != want {
+			t.Fatalf("listenerPID(%d) with a child holding the socket = %q, want this process, %s", port, got, want)
+		}
+	}
 
 	all := []proc{
 		{pid: "10", ppid: "1", comm: "postgres", cpu: time.Second},            // the run's postmaster
