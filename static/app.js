@@ -118,22 +118,24 @@
     do { x = await encrypt(x); } while (x >= n); // cycle-walking back into 1..n
     return x + 1;
   }
-  const DRAW_BACKSTOP_MS = 10000; // after the start, ask the edge anyway if the snapshot has not shown the draw
+  const DRAW_BACKSTOP_MS = 10000; // how much later than told a pre-queue page asks, should the draw not show
   // When to ask for our status after a waiting answer: when told, but a pre-queue page that can work out its
-  // place waits for the snapshot's draw instead of the poll it was told to make after the start (it asks
-  // DRAW_BACKSTOP_MS after the start should the draw not show by then).
+  // place waits for the snapshot's draw instead of the poll it was told to make after the start: it asks
+  // DRAW_BACKSTOP_MS after its told moment (keeping the edge's spread) should the draw not show by then.
   function waitingPoll(d, afterMs) {
-    preIndex = d.pre_queue && !d.position && crypto.subtle ? (claimsOf(store.get(K.queue) || '').pos || 0) : 0;
+    const claims = claimsOf(store.get(K.queue) || '');
+    preIndex = d.pre_queue && !d.position && claims.pre && crypto.subtle ? (claims.pos || 0) : 0;
     const start = snap ? Date.parse(snap.starts_at) : NaN;
     if (!preIndex || !(Date.now() + afterMs >= start)) return afterMs; // before the start: as told
-    return Math.max(afterMs, start + DRAW_BACKSTOP_MS - Date.now());
+    return afterMs + DRAW_BACKSTOP_MS;
   }
   async function placeFromSnapshot() {
     const want = preIndex, d = snap.draw;
     drawing = true;
     const p = await drawnPlace(d.seed, d.pre_queue, want).catch(() => 0);
     drawing = false;
-    if (preIndex !== want) return; // signed out, rejoined or answered meanwhile
+    // Signed out, rejoined or answered meanwhile (any answer but "waiting" ends the wait for the draw).
+    if (preIndex !== want || admission || resv || lineOver) return;
     preIndex = 0;
     if (!p) return; // the backstop poll asks the edge
     placeFromDraw = true; pace = { t: Date.now(), ns: snap.now_serving };
@@ -159,7 +161,9 @@
     if (res.status === 200) {
       snap = res.data; clearNotice('sale'); renderSale();
       if (preIndex && !drawing && snap.draw && snap.draw.seed) placeFromSnapshot();
-      if (placeFromDraw && place) showQueue(ownAnswer(place));
+      if (placeFromDraw && place && snap.sold_out && snap.final) { // no poll is due soon to say so
+        showQueue({ state: 'sold_out', final: true }); lineOver = 'sold_out'; stopPolling(); updateJoin();
+      } else if (placeFromDraw && place) showQueue(ownAnswer(place));
       // The snapshot shows when our turn has come: ask for the admission now, not at the next poll (whose
       // poll_after_ms is the longest to wait, so the line need not ask every second while it moves slowly).
       if (place && snap.now_serving >= place) { place = 0; startPolling(0); }
@@ -280,13 +284,14 @@
     if (gen !== pollGen) return; // stopped meanwhile (signed out, reserved, rejoined)
     if (res.status === 200) {
       const d = res.data;
-      placeFromDraw = false; // the edge's own estimate from here on
+      placeFromDraw = false; preIndex = 0; // the edge's own answer from here on (waitingPoll looks again)
       clearNotice('poll'); showQueue(d);
       if (d.state === 'admitted' && d.admission_token) { admission = d.admission_token; renderBuy(); return; }
       if (d.state === 'closed' || (d.state === 'sold_out' && d.final)) { lineOver = d.state; stopPolling(); updateJoin(); return; }
       const after = d.poll_after_ms || res.retry * 1000;
       startPolling(d.state === 'waiting' ? waitingPoll(d, after) : after);
     } else if (res.status === 401) { // queue token no longer good for us (other account or sale): join afresh
+      preIndex = 0; placeFromDraw = false;
       store.set(K.queue, null); showQueue(null); updateJoin();
       notice(msg(res) + ' — please join the line again.', 'poll');
     } else if (busy(res)) startPolling(retryNotice(res, 'poll'));

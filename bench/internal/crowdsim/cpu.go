@@ -177,7 +177,9 @@ func listenerPID(port int) string {
 	}
 	// A process forked by the listener holds the socket too until it
 	// closes it (a Postgres backend just started): the listener is the
-	// holder whose parent is not one.
+	// holder whose parent is not one. One that ended since the scan (its
+	// parent unreadable) is skipped; of several, the lowest pid is taken,
+	// so the choice does not depend on a map's order.
 	holders := map[string]bool{}
 	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
 	for _, fd := range fds {
@@ -185,12 +187,16 @@ func listenerPID(port int) string {
 			holders[strings.Split(fd, "/")[2]] = true
 		}
 	}
+	listener, lowest := "", int64(math.MaxInt64)
 	for pid := range holders {
-		if !holders[parentOf(pid)] {
-			return pid
+		parent := parentOf(pid)
+		n, err := strconv.ParseInt(pid, 10, 64)
+		if parent == "" || holders[parent] || err != nil || n >= lowest {
+			continue
 		}
+		listener, lowest = pid, n
 	}
-	return ""
+	return listener
 }
 
 // parentOf is a process's parent's pid, "" when it cannot be read.

@@ -76,10 +76,11 @@ func (d *draws) place(f saleFlags, i int64) int64 {
 	return p
 }
 
-// drawBackstop is when, after the start, a pre-queue page that can work
-// its place out asks for it anyway if the snapshot has not shown the draw:
-// the draw is sealed a tick and a round trip after the start, and the CDN
-// serves a snapshot up to its max-age and stale-while-revalidate old.
+// drawBackstop is how much later than told a pre-queue page that can work
+// its place out asks the edge for it after the start, should the snapshot
+// not have shown the draw by then (it keeps the edge's spread): the draw is
+// sealed a tick and a round trip after the start, and the CDN serves a
+// snapshot up to its max-age and stale-while-revalidate old.
 const drawBackstop = 10 * time.Second
 
 // drawnPlacePoll is how long a page that worked out its drawn place waits

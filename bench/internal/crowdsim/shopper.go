@@ -171,7 +171,7 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 	refresh := time.Duration(s.cfg.PageRefreshS * float64(time.Second))
 	nextPoll := s.since() + s.pollWait(sh, time.Duration(ans.PollAfterMS)*time.Millisecond)
 	if sh.preIndex > 0 && nextPoll >= 0 {
-		nextPoll = max(nextPoll, drawBackstop) // the poll after the start: the snapshot's draw tells it sooner
+		nextPoll += drawBackstop // the poll after the start: the snapshot's draw tells it sooner
 	}
 	nextPage := s.since() + refresh
 

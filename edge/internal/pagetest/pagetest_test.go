@@ -187,7 +187,7 @@ func TestShopperPage(t *testing.T) {
 		// so that no admission tells it either.
 		const sale, account = "page-draw", "shopper-eli"
 		def := origintest.OpenSale(sale, 5, 600)
-		def.StartsAt = time.Now().Add(8 * time.Second).Truncate(time.Second)
+		def.StartsAt = time.Now().Add(12 * time.Second).Truncate(time.Second) // room to join first on a busy box
 		s.Origin.MustCreateSale(t, def)
 		s.Node.WaitSale(t, sale)
 		if res := s.Node.DoAdmin(t, edgetest.Request{Method: "PUT", Path: "/admin/sales/" + sale + "/admission", Body: []byte(`{"rate_per_s": 0.01, "paused": true}`)}); res.Status != fasthttp.StatusOK {
@@ -208,6 +208,8 @@ func TestShopperPage(t *testing.T) {
 			t.Fatalf("the page joined after the start (%v); the test needs it in the pre-queue", def.StartsAt)
 		}
 
+		// The page would have asked at its moment of the edge's spread after
+		// the start; it waits for the draw, which the snapshot shows first.
 		p.waitUntil("a drawn place", `document.getElementById('position').textContent !== '–'`, time.Until(def.StartsAt)+8*time.Second)
 		t.Logf("place shown %v after the start", time.Since(def.StartsAt).Round(time.Millisecond))
 		for _, path := range p.requested() {
