@@ -63,31 +63,38 @@ func procs() []proc {
 		if !isPID(e.Name()) {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // it ended since the listing
+		if p, ok := readProc(e.Name()); ok { // not: it ended since the listing
+			out = append(out, p)
 		}
-		// pid (comm) state ppid ... utime(14) stime(15) cutime(16) cstime(17) ... nice(19), counting from 1.
-		s := string(b)
-		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || close < open {
-			continue
-		}
-		fields := strings.Fields(s[close+1:]) // from field 3 on
-		if len(fields) < 17 {
-			continue
-		}
-		utime, _ := strconv.ParseInt(fields[11], 10, 64)
-		stime, _ := strconv.ParseInt(fields[12], 10, 64)
-		cutime, _ := strconv.ParseInt(fields[13], 10, 64)
-		cstime, _ := strconv.ParseInt(fields[14], 10, 64)
-		out = append(out, proc{
-			pid: strings.TrimSpace(s[:open]), ppid: fields[1], comm: s[open+1 : close],
-			cpu:      time.Duration(utime+stime) * time.Second / clockTick,
-			children: time.Duration(cutime+cstime) * time.Second / clockTick, nice: fields[16],
-		})
 	}
 	return out
+}
+
+// readProc reads one process's stat line; false when it has ended.
+func readProc(pid string) (proc, bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return proc{}, false
+	}
+	// pid (comm) state ppid ... utime(14) stime(15) cutime(16) cstime(17) ... nice(19), counting from 1.
+	s := string(b)
+	open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || close < open {
+		return proc{}, false
+	}
+	fields := strings.Fields(s[close+1:]) // from field 3 on
+	if len(fields) < 17 {
+		return proc{}, false
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	cutime, _ := strconv.ParseInt(fields[13], 10, 64)
+	cstime, _ := strconv.ParseInt(fields[14], 10, 64)
+	return proc{
+		pid: strings.TrimSpace(s[:open]), ppid: fields[1], comm: s[open+1 : close],
+		cpu:      time.Duration(utime+stime) * time.Second / clockTick,
+		children: time.Duration(cutime+cstime) * time.Second / clockTick, nice: fields[16],
+	}, true
 }
 
 // isPID reports whether a /proc entry is a process's folder.
@@ -175,45 +182,36 @@ func listenerPID(port int) string {
 	if len(inodes) == 0 {
 		return ""
 	}
-	// A process forked by the listener holds the socket too until it
-	// closes it (a Postgres backend just started): the listener is the
-	// holder whose parent is not one. One that ended since the scan (its
-	// parent unreadable) is skipped; of several, the lowest pid is taken,
-	// so the choice does not depend on a map's order.
-	holders := map[string]bool{}
+	var holders []proc
 	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
 	for _, fd := range fds {
 		if target, err := os.Readlink(fd); err == nil && inodes[target] {
-			holders[strings.Split(fd, "/")[2]] = true
+			if p, ok := readProc(strings.Split(fd, "/")[2]); ok { // not: it ended since the scan
+				holders = append(holders, p)
+			}
 		}
 	}
-	listener, lowest := "", int64(math.MaxInt64)
-	for pid := range holders {
-		parent := parentOf(pid)
-		n, err := strconv.ParseInt(pid, 10, 64)
-		if parent == "" || holders[parent] || err != nil || n >= lowest {
-			continue
-		}
-		listener, lowest = pid, n
-	}
-	return listener
+	return rootHolder(holders)
 }
 
-// parentOf is a process's parent's pid, "" when it cannot be read.
-func parentOf(pid string) string {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return ""
+// rootHolder picks the listener among the processes holding its socket: a
+// process forked by the listener holds the socket too until it closes it
+// (a Postgres backend just started), so it is the holder whose parent is
+// not one; of several such, the lowest pid, whatever order they came in.
+func rootHolder(holders []proc) string {
+	held := map[string]bool{}
+	for _, p := range holders {
+		held[p.pid] = true
 	}
-	s := string(b)
-	close := strings.LastIndexByte(s, ')')
-	if close < 0 {
-		return ""
+	listener, lowest := "", int64(math.MaxInt64)
+	for _, p := range holders {
+		n, err := strconv.ParseInt(p.pid, 10, 64)
+		if err != nil || held[p.ppid] || n >= lowest {
+			continue
+		}
+		listener, lowest = p.pid, n
 	}
-	if fields := strings.Fields(s[close+1:]); len(fields) > 1 {
-		return fields[1]
-	}
-	return ""
+	return listener
 }
 
 // cpuAffinity is the CPUs each group's processes may run on (the kernel's

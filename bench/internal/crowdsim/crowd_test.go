@@ -274,6 +274,21 @@ func TestCPUScopesServicesToTheirListeners(t *testing.T) {
 		}
 	}
 
+	// Of the holders, the one whose parent holds it not: a backend with a
+	// lower pid than its postmaster (pids wrap) or listed first is not it.
+	for _, tt := range []struct {
+		holders []proc
+		want    string
+	}{
+		{[]proc{{pid: "300", ppid: "1"}, {pid: "120", ppid: "300"}}, "300"},
+		{[]proc{{pid: "120", ppid: "300"}, {pid: "300", ppid: "1"}, {pid: "301", ppid: "300"}}, "300"},
+		{[]proc{{pid: "300", ppid: "1"}, {pid: "250", ppid: "1"}}, "250"}, // two roots: the lowest
+	} {
+		if got := rootHolder(tt.holders); got != tt.want {
+			t.Errorf("rootHolder(%v) = %q, want %q", tt.holders, got, tt.want)
+		}
+	}
+
 	all := []proc{
 		{pid: "10", ppid: "1", comm: "postgres", cpu: time.Second},            // the run's postmaster
 		{pid: "11", ppid: "10", comm: "postgres", cpu: 2 * time.Second},       // its backend
