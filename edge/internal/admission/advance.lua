@@ -45,7 +45,8 @@
 -- Returns {now_serving, queue length, rate (string), paused (0/1), now (unix ms),
 --   pre counter, post counter, draw size (-1 until sealed), pre ceiling,
 --   post ceiling, serving ceiling, settings version, the checkout's answer
---   rate (string, answers a second)}; cursor.go names the
+--   rate (string, answers a second), the line's epoch (string: a new one
+--   after every restore)}; cursor.go names the
 --   positions and the flags, and package queue's codes.go LINE_LOST.
 -- Fails with LINE_LOST when the line's state is not all there, or Redis
 -- lost writes to it: the line was last known good in another Redis history
@@ -177,4 +178,4 @@ local draw = -1
 if drawn then draw = tonumber(line[5]) end
 return {serving, length, tostring(rate), p, now, pre, post, draw,
   tonumber(line[2] or '0'), tonumber(line[3] or '0'), serving_ceiling, tonumber(h[5] or '0'),
-  string.format('%.3f', answer_rate)}
+  string.format('%.3f', answer_rate), line[1]}

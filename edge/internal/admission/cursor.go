@@ -63,7 +63,7 @@ func NewCursor(rdb redis.UniversalClient, keys queue.Keys, now func() time.Time)
 // script gives, named in package queue's codes.go and read by
 // queue.ScriptError.
 const (
-	advanceValues    = 13
+	advanceValues    = 14
 	advancePaused    = 1  // the paused flag set (0: running)
 	advanceNotSealed = -1 // the draw size until the draw is sealed
 )
@@ -107,9 +107,11 @@ func (c *Cursor) Tick(ctx context.Context, ticks []queue.Tick) error {
 			n[k], _ = v[k].(int64)
 		}
 		rate, answerRate := floatReply(v[2]), floatReply(v[12])
+		epoch, _ := v[13].(string)
 		c.store(ticks[i].Sale, queue.State{NowServing: n[0], QueueLength: n[1], RatePerSecond: rate, Paused: n[3] == advancePaused,
 			RedisNow: time.UnixMilli(n[4]), PreQueue: n[5], Post: n[6], DrawSize: max(n[7], 0), Drawn: n[7] != advanceNotSealed,
-			PreCeiling: n[8], PostCeiling: n[9], ServingCeiling: n[10], SettingsVersion: n[11], AnswerRate: answerRate, ReadAt: read})
+			PreCeiling: n[8], PostCeiling: n[9], ServingCeiling: n[10], SettingsVersion: n[11], AnswerRate: answerRate,
+			Epoch: epoch, ReadAt: read})
 	}
 	return firstErr
 }

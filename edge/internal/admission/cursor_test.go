@@ -535,10 +535,10 @@ func TestCursorStopsAtServingCeiling(t *testing.T) {
 	if st := tick(t, c, tk); st.NowServing != 30 || st.ServingCeiling != 30 {
 		t.Fatalf("State 100 ms at the serving ceiling = %+v, want still 30", st)
 	}
-	if err := lines.Raise(ctx, "s", queue.Ceilings{Serving: 80}); err != nil {
+	if _, err := lines.Raise(ctx, "s", queue.Ceilings{Serving: 80}); err != nil {
 		t.Fatalf("Raise = %v", err)
 	}
-	if err := lines.Raise(ctx, "s", queue.Ceilings{Serving: 50, Pre: 3}); err != nil {
+	if _, err := lines.Raise(ctx, "s", queue.Ceilings{Serving: 50, Pre: 3}); err != nil {
 		t.Fatalf("Raise lower = %v", err)
 	}
 	st := wait("after the raise", func(st queue.State) bool { return st.NowServing == 80 })

@@ -12,6 +12,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/edge/internal/line"
+	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
@@ -161,18 +163,9 @@ func (o *StubOrigin) SetReserveStatus(status int) { o.reserveStatus.Store(int64(
 // 0 answers at once again.
 func (o *StubOrigin) SetDelay(d time.Duration) { o.delay.Store(int64(d)) }
 
-// StubLine is a StubOrigin's durable copy of a sale's line.
-type StubLine struct {
-	SaleID          string  `json:"sale_id"`
-	Seed            string  `json:"seed"`
-	RatePerSecond   float64 `json:"rate_per_s"`
-	Paused          bool    `json:"paused"`
-	SettingsVersion int64   `json:"settings_version"`
-	PreCeiling      int64   `json:"pre_ceiling"`
-	PostCeiling     int64   `json:"post_ceiling"`
-	ServingCeiling  int64   `json:"serving_ceiling"`
-	DrawSize        *int64  `json:"draw_size"`
-}
+// StubLine is a StubOrigin's durable copy of a sale's line, changed as the
+// origin changes it (the methods of line.Row).
+type StubLine = line.Row
 
 // NewStubOrigin starts a StubOrigin with no sales.
 func NewStubOrigin(t testing.TB) *StubOrigin {
@@ -375,6 +368,8 @@ func (o *StubOrigin) line(ctx *fasthttp.RequestCtx, segs []string) (int, any) {
 		Pre           int64    `json:"pre"`
 		Post          int64    `json:"post"`
 		Serving       int64    `json:"serving"`
+		Version       int64    `json:"settings_version"`
+		Ceiling       int64    `json:"ceiling"`
 		PreQueue      *int64   `json:"pre_queue"`
 	}
 	if len(ctx.PostBody()) > 0 {
@@ -403,15 +398,11 @@ func (o *StubOrigin) line(ctx *fasthttp.RequestCtx, segs []string) (int, any) {
 			o.lines[sale] = l
 		}
 	case "PUT settings":
-		if body.RatePerSecond != nil {
-			l.RatePerSecond = *body.RatePerSecond
-		}
-		if body.Paused != nil {
-			l.Paused = *body.Paused
-		}
-		l.SettingsVersion++
+		*l = l.WithSettings(body.RatePerSecond, body.Paused)
 	case "POST ceilings":
-		l.PreCeiling, l.PostCeiling, l.ServingCeiling = max(l.PreCeiling, body.Pre), max(l.PostCeiling, body.Post), max(l.ServingCeiling, body.Serving)
+		*l = l.Raised(queue.Ceilings{Pre: body.Pre, Post: body.Post, Serving: body.Serving, SettingsVersion: body.Version})
+	case "POST serving":
+		*l = l.Lowered(body.Version, body.Ceiling)
 	case "POST draw":
 		if l.DrawSize == nil && body.PreQueue != nil {
 			n := *body.PreQueue

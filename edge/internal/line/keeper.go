@@ -11,6 +11,16 @@
 // back), the same seed, rate and pause. A settings change the origin
 // recorded is the setting: every node pushes it into Redis on its next tick
 // if Redis does not hold it yet.
+//
+// The serving ceiling is also what a restore admits up to, so it is kept
+// within one serving block of the cursor — about two seconds of admissions
+// at the rate in force, none while paused — and follows the settings down:
+// applying new settings brings it down in Redis, and the node then reports
+// that to the origin, which lowers its copy (Store.LowerServing). The
+// origin's copy stays above Redis's throughout: it takes a serving raise
+// only at the settings version the raise was sized for and remembers the
+// highest it took at that version, and it lowers only to that or to what
+// Redis was seen to hold at that version, whichever is more.
 package line
 
 import (
@@ -55,8 +65,9 @@ type Options struct {
 	// MaxBlock is the largest join block; 0 means 1<<20.
 	MaxBlock int64
 	// ServingWindow sizes the serving ceiling's block: this long of
-	// admissions at the set rate; 0 means 2 s. After a loss the cursor
-	// resumes at the ceiling, admitting up to a block early.
+	// admissions at the set rate (at least one position; none while
+	// paused); 0 means 2 s. After a loss the cursor resumes at the
+	// ceiling, admitting up to a block early.
 	ServingWindow time.Duration
 	// Timeout bounds one step (a restore, a raise, a seal, a settings
 	// change), origin and Redis together; 0 means 3 s.
@@ -74,9 +85,6 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
-
-// minServingBlock is the smallest serving block, for low or zero rates.
-const minServingBlock = 16
 
 // rateWindow is how far back the join rate looks.
 const rateWindow = 2 * time.Second
@@ -113,7 +121,8 @@ type saleLine struct {
 	busy     bool          // a step is in flight
 	seed     []byte        // the durable seed once read; it never changes
 	samples  []sample
-	failing  bool // the last step failed (logged once until one succeeds)
+	epoch    string // of the line the samples were read from
+	failing  bool   // the last step failed (logged once until one succeeds)
 	// durable is the origin's copy with the newest settings this node has
 	// had from the origin (valid when heard); heardAt is when the node last
 	// had a row from the origin or last asked for one.
@@ -126,6 +135,14 @@ type saleLine struct {
 	// rate is the admission rate as the last tick read it: it bounds the
 	// opening block (openingBlock).
 	rate float64
+	// lowered is the last serving ceiling reported to the origin
+	// (LowerServing), so a tick does not report the same one again.
+	lowered servingReport
+}
+
+// servingReport is a serving ceiling Redis held at a settings version.
+type servingReport struct {
+	version, ceiling int64
 }
 
 type sample struct {
@@ -257,7 +274,7 @@ func (k *Keeper) Maintain(ticks []queue.Tick) {
 		s := k.sale(t.Sale)
 		s.startsAt, s.rate = t.StartsAt, st.RatePerSecond
 		if !st.Lost {
-			s.record(st.ReadAt, st.QueueLength)
+			s.record(st.Epoch, st.ReadAt, st.QueueLength)
 		}
 		if s.busy || k.closed {
 			continue
@@ -277,13 +294,18 @@ func (k *Keeper) Maintain(ticks []queue.Tick) {
 				_, err := k.pushSettings(ctx, t.Sale, row)
 				return err
 			})
+		case s.heard && st.SettingsVersion == s.durable.SettingsVersion && st.ServingCeiling < s.durable.ServingCeiling &&
+			s.lowered != (servingReport{st.SettingsVersion, st.ServingCeiling}):
+			report := servingReport{st.SettingsVersion, st.ServingCeiling}
+			s.lowered = report
+			k.start(t.Sale, s, "lower", func(ctx context.Context) error { return k.lowerServing(ctx, t.Sale, report) })
 		case now.Sub(s.heardAt) >= k.opts.SyncInterval:
 			s.heardAt = now // at most one read per interval, answered or not
 			k.start(t.Sale, s, "sync", func(ctx context.Context) error { return k.sync(ctx, t.Sale) })
 		default:
 			c := k.joinRaise(s, !started, st.PreQueue, st.PreCeiling, st.Post, st.PostCeiling, false)
-			if b := k.servingBlock(st.RatePerSecond); st.ServingCeiling-st.NowServing <= b/2 {
-				c.Serving = st.NowServing + b
+			if b := k.servingBlock(st.RatePerSecond, st.Paused); b > 0 && st.ServingCeiling-st.NowServing <= b/2 {
+				c.Serving, c.SettingsVersion = st.NowServing+b, st.SettingsVersion
 			}
 			if c != (queue.Ceilings{}) {
 				k.start(t.Sale, s, "raise", func(ctx context.Context) error { return k.raise(ctx, t.Sale, c) })
@@ -302,7 +324,7 @@ func (k *Keeper) Observe(sale string, lv queue.Level) {
 	defer k.mu.Unlock()
 	s := k.sale(sale)
 	if !lv.Lost {
-		s.record(now, lv.Pre+lv.Post)
+		s.record(lv.Epoch, now, lv.Pre+lv.Post)
 	}
 	if s.busy || k.closed {
 		return
@@ -341,23 +363,63 @@ func (k *Keeper) Settings(ctx context.Context, sale string, rate *float64, pause
 		return st, false, nil
 	}
 	st.RatePerSecond, st.Paused, st.NowServing = applied.RatePerSecond, applied.Paused, max(st.NowServing, applied.NowServing)
+	st.SettingsVersion, st.ServingCeiling = applied.SettingsVersion, applied.ServingCeiling
 	return st, true, nil
 }
 
 // pushSettings puts the settings of the origin's copy row into Redis (a
-// newer version there stays) and returns what Redis holds afterwards.
-func (k *Keeper) pushSettings(ctx context.Context, sale string, row Row) (queue.State, error) {
-	applied, err := k.lines.Settings(ctx, sale, row.RatePerSecond, row.Paused, row.SettingsVersion)
+// newer version there stays), which brings the serving ceiling down to a
+// block of the new settings, and then reports that ceiling to the origin,
+// which lowers its copy to match. It returns what Redis holds afterwards.
+func (k *Keeper) pushSettings(ctx context.Context, sale string, row Row) (queue.Applied, error) {
+	block := k.servingBlock(row.RatePerSecond, row.Paused)
+	applied, err := k.lines.Settings(ctx, sale, row.RatePerSecond, row.Paused, row.SettingsVersion, block, k.seen(sale))
 	if errors.Is(err, queue.ErrLost) {
 		// Redis lost the line: the restore brings the change back with it.
 		if err = k.restore(ctx, sale); err == nil {
-			applied, err = k.lines.Settings(ctx, sale, row.RatePerSecond, row.Paused, row.SettingsVersion)
+			applied, err = k.lines.Settings(ctx, sale, row.RatePerSecond, row.Paused, row.SettingsVersion, block, k.seen(sale))
 		}
 	}
 	if err != nil {
-		return queue.State{}, err
+		return queue.Applied{}, err
+	}
+	if applied.SettingsVersion == row.SettingsVersion && applied.ServingCeiling < row.ServingCeiling {
+		report := servingReport{applied.SettingsVersion, applied.ServingCeiling}
+		k.mu.Lock()
+		k.sale(sale).lowered = report
+		k.mu.Unlock()
+		if err := k.lowerServing(ctx, sale, report); err != nil {
+			// The setting is in force; the origin's copy stays higher until
+			// a tick reports the ceiling again (Maintain).
+			k.failures.WithLabelValues("lower").Inc()
+			k.mu.Lock()
+			k.sale(sale).lowered = servingReport{}
+			k.mu.Unlock()
+		}
 	}
 	return applied, nil
+}
+
+// lowerServing reports a serving ceiling Redis held at a settings version
+// to the origin, which lowers its copy to it (or to the highest raise it
+// took at that version, if more).
+func (k *Keeper) lowerServing(ctx context.Context, sale string, r servingReport) error {
+	row, err := k.store.LowerServing(ctx, sale, r.version, r.ceiling)
+	if err != nil {
+		return fmt.Errorf("lower the serving ceiling in the origin: %w", err)
+	}
+	k.heard(sale, row)
+	return nil
+}
+
+// seen is what this node has read of a sale's line: Redis holding less
+// has lost writes.
+func (k *Keeper) seen(sale string) queue.Seen {
+	st, ok := k.states.State(sale)
+	if !ok {
+		return queue.Seen{}
+	}
+	return queue.Seen{Pre: st.PreQueue, Post: st.Post, NowServing: st.NowServing}
 }
 
 // sync reads the origin's copy of a line, so that settings it recorded
@@ -442,8 +504,15 @@ func (k *Keeper) start(sale string, s *saleLine, step string, run func(context.C
 	}()
 }
 
-// record adds a reading of the line's length for the join rate.
-func (s *saleLine) record(at time.Time, length int64) {
+// record adds a reading of the line's length for the join rate. A reading
+// of a line restored since the last one starts the samples over: the
+// restore raised the counters to their ceilings, and that jump is no rate
+// of joins (taken for one, it would size the next blocks for it, and each
+// loss would leave more places unused than the last).
+func (s *saleLine) record(epoch string, at time.Time, length int64) {
+	if epoch != s.epoch {
+		s.samples, s.epoch = nil, epoch
+	}
 	if n := len(s.samples); n > 0 && at.Sub(s.samples[n-1].at) < 20*time.Millisecond {
 		return
 	}
@@ -487,9 +556,15 @@ func (k *Keeper) joinBlock(s *saleLine) int64 {
 	return min(max(b, k.opts.MinBlock), k.opts.MaxBlock)
 }
 
-// servingBlock is how far ahead of the cursor the serving ceiling is raised.
-func (k *Keeper) servingBlock(rate float64) int64 {
-	return max(int64(math.Ceil(rate*k.opts.ServingWindow.Seconds())), minServingBlock)
+// servingBlock is how far ahead of the cursor the serving ceiling may be:
+// ServingWindow of admissions at rate, at least one position while the
+// cursor may move, none while paused. It bounds how many shoppers a
+// restore admits early after Redis loses the line.
+func (k *Keeper) servingBlock(rate float64, paused bool) int64 {
+	if paused || rate <= 0 {
+		return 0
+	}
+	return max(int64(math.Ceil(rate*k.opts.ServingWindow.Seconds())), 1)
 }
 
 // joinRaise returns the join ceilings to raise (0: leave one): a counter
@@ -532,8 +607,10 @@ func (k *Keeper) openingBlock(s *saleLine, b, pre int64) int64 {
 	return min(max(b, forecast), k.opts.MaxBlock)
 }
 
-// raise raises ceilings in the origin's copy, then in Redis to what the
-// origin holds (which may be more: other nodes raise too).
+// raise raises ceilings in the origin's copy, then in Redis: the join
+// ceilings to what the origin holds (which may be more: other nodes raise
+// too), the serving ceiling to the one asked for, and only if the origin
+// took it at the settings version it was sized for.
 func (k *Keeper) raise(ctx context.Context, sale string, c queue.Ceilings) error {
 	started := k.opts.Now()
 	row, err := k.store.Raise(ctx, sale, c)
@@ -541,7 +618,11 @@ func (k *Keeper) raise(ctx context.Context, sale string, c queue.Ceilings) error
 		return fmt.Errorf("raise in the origin: %w", err)
 	}
 	k.heard(sale, row)
-	err = k.lines.Raise(ctx, sale, queue.Ceilings{Pre: row.PreCeiling, Post: row.PostCeiling, Serving: row.ServingCeiling})
+	next := queue.Ceilings{Pre: row.PreCeiling, Post: row.PostCeiling}
+	if c.Serving > 0 && row.SettingsVersion == c.SettingsVersion {
+		next.Serving, next.SettingsVersion = c.Serving, c.SettingsVersion
+	}
+	_, err = k.lines.Raise(ctx, sale, next)
 	if errors.Is(err, queue.ErrLost) {
 		return nil // the restore takes the ceilings from the origin
 	}
@@ -624,37 +705,45 @@ func (k *Keeper) restore(ctx context.Context, sale string) error {
 		return fmt.Errorf("line in the origin: seed %q is not hex", row.Seed)
 	}
 	// Resume every counter at its ceiling (or what Redis still holds, if
-	// more), under the ceilings the origin holds now. The line lands
-	// before any ceiling is raised: a node that lands a new sale's line
-	// at zero has then raised nothing yet, so another node that read the
-	// copy meanwhile read zero ceilings and lands the same line (or finds
-	// it landed); had the first raised first, the second could land the
-	// new line at the raised ceilings and leave a block of places unused.
-	// The next tick raises the ceilings a block ahead, and joins that meet
-	// a ceiling meanwhile wait for that raise.
+	// more), and the cursor at the serving ceiling (never past the line's
+	// end): nobody admitted is sent back. The serving ceiling then is a
+	// block of the restored settings beyond the cursor, and the origin
+	// takes it as a raise at their version before Redis has it, so its
+	// copy covers it. The line lands before any join ceiling is raised: a
+	// node that lands a new sale's line at zero has then raised nothing
+	// yet, so another node that read the copy meanwhile read zero ceilings
+	// and lands the same line (or finds it landed); had the first raised
+	// first, the second could land the new line at the raised ceilings and
+	// leave a block of places unused. The next tick raises the ceilings a
+	// block ahead, and joins that meet a ceiling meanwhile wait for that
+	// raise.
 	pre, post := max(row.PreCeiling, cur.Pre), max(row.PostCeiling, cur.Post)
-	serving := max(row.ServingCeiling, cur.NowServing)
+	serving := max(cur.NowServing, min(row.ServingCeiling, pre+post))
+	ceiling := max(serving, min(row.ServingCeiling, serving+k.servingBlock(row.RatePerSecond, row.Paused)))
 	k.mu.Lock()
 	k.sale(sale).samples = nil
 	k.mu.Unlock()
 	raised := row
-	if pre > row.PreCeiling || post > row.PostCeiling || serving > row.ServingCeiling {
-		// Redis holds more than the copy (a line from before the copy):
-		// the copy must cover it before the line is called landed.
-		if raised, err = k.store.Raise(ctx, sale, queue.Ceilings{Pre: pre, Post: post, Serving: serving}); err != nil {
+	if ceiling > 0 || pre > row.PreCeiling || post > row.PostCeiling {
+		c := queue.Ceilings{Serving: ceiling, SettingsVersion: row.SettingsVersion}
+		if pre > row.PreCeiling || post > row.PostCeiling {
+			// Redis holds more than the copy (a line from before the copy):
+			// the copy must cover it before the line is called landed.
+			c.Pre, c.Post = pre, post
+		}
+		if raised, err = k.store.Raise(ctx, sale, c); err != nil {
 			return fmt.Errorf("raise in the origin: %w", err)
+		}
+		if raised.SettingsVersion != row.SettingsVersion {
+			return fmt.Errorf("restore line of sale %s: its settings changed meanwhile; the next tick restores again", sale)
 		}
 	}
 	k.heard(sale, raised)
-	var seen queue.Seen
-	if st, ok := k.states.State(sale); ok {
-		seen = queue.Seen{Pre: st.PreQueue, Post: st.Post, NowServing: st.NowServing}
-	}
 	d := queue.Durable{
 		Seed: seed, RatePerSecond: raised.RatePerSecond, Paused: raised.Paused, SettingsVersion: raised.SettingsVersion,
 		Pre: pre, Post: post, NowServing: serving,
-		PreCeiling: raised.PreCeiling, PostCeiling: raised.PostCeiling, ServingCeiling: raised.ServingCeiling,
-		Seen: seen,
+		PreCeiling: raised.PreCeiling, PostCeiling: raised.PostCeiling, ServingCeiling: ceiling,
+		Seen: k.seen(sale),
 	}
 	if raised.DrawSize != nil {
 		d.DrawSize, d.Drawn = *raised.DrawSize, true
@@ -665,17 +754,19 @@ func (k *Keeper) restore(ctx context.Context, sale string) error {
 	if err != nil {
 		return err
 	}
-	k.landed(sale)
 	switch restored {
+	case queue.Newer:
+		return fmt.Errorf("restore line of sale %s: redis holds newer settings than the copy read; the next tick restores again", sale)
 	case queue.Missing:
 		k.restores.Inc()
 		k.log.Warn("sale line was not in redis; restored from the origin's durable copy", "sale", sale,
-			"pre", pre, "post", post, "now_serving", serving, "paused", d.Paused, "rate_per_s", d.RatePerSecond)
+			"pre", pre, "post", post, "now_serving", serving, "serving_ceiling", ceiling, "paused", d.Paused, "rate_per_s", d.RatePerSecond)
 	case queue.Behind:
 		k.restores.Inc()
 		k.log.Warn("redis lost writes to the sale line (failover or restart); raised to the origin's durable copy", "sale", sale,
-			"pre", pre, "post", post, "now_serving", serving, "paused", d.Paused, "rate_per_s", d.RatePerSecond)
+			"pre", pre, "post", post, "now_serving", serving, "serving_ceiling", ceiling, "paused", d.Paused, "rate_per_s", d.RatePerSecond)
 	}
+	k.landed(sale)
 	k.setSeed(sale, seed)
 	return nil
 }

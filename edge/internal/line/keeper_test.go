@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // memStore is the origin's durable copy in memory, with a switch that makes
@@ -66,21 +69,15 @@ func (m *memStore) Line(_ context.Context, sale string) (line.Row, error) {
 }
 
 func (m *memStore) Settings(_ context.Context, sale string, rate *float64, paused *bool) (line.Row, error) {
-	return m.do(sale, func(r *line.Row) {
-		if rate != nil {
-			r.RatePerSecond = *rate
-		}
-		if paused != nil {
-			r.Paused = *paused
-		}
-		r.SettingsVersion++
-	})
+	return m.do(sale, func(r *line.Row) { *r = r.WithSettings(rate, paused) })
 }
 
 func (m *memStore) Raise(_ context.Context, sale string, c queue.Ceilings) (line.Row, error) {
-	return m.do(sale, func(r *line.Row) {
-		r.PreCeiling, r.PostCeiling, r.ServingCeiling = max(r.PreCeiling, c.Pre), max(r.PostCeiling, c.Post), max(r.ServingCeiling, c.Serving)
-	})
+	return m.do(sale, func(r *line.Row) { *r = r.Raised(c) })
+}
+
+func (m *memStore) LowerServing(_ context.Context, sale string, version, ceiling int64) (line.Row, error) {
+	return m.do(sale, func(r *line.Row) { *r = r.Lowered(version, ceiling) })
 }
 
 func (m *memStore) SealDraw(_ context.Context, sale string, size int64) (line.Row, error) {
@@ -383,4 +380,228 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 	tickUntil(other, "another node, the first gone", func(st queue.State) bool {
 		return st.RatePerSecond == 9 && st.Paused && st.SettingsVersion == 2
 	})
+}
+
+// consistent calls f with the origin's copy of sale held still: no origin
+// step lands while f reads Redis, so f sees one instant of both.
+func (m *memStore) consistent(sale string, f func(line.Row)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.lines[sale]; ok {
+		f(*r)
+	}
+}
+
+// snapshotKeys is every key of a test's prefix as DUMP gives it, to put
+// back later as an older copy of the line.
+type snapshotKeys map[string]string
+
+func dumpKeys(t *testing.T, ctx context.Context, r *edgetest.Redis) snapshotKeys {
+	t.Helper()
+	keys, err := r.Client.Keys(ctx, r.Prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := snapshotKeys{}
+	for _, k := range keys {
+		v, err := r.Client.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// rewind replaces every key of the prefix by snap in another Redis
+// history (a foreign replication id), as a restart from an older snapshot
+// or the promotion of a replica that lagged leaves the line.
+func rewind(t *testing.T, ctx context.Context, r *edgetest.Redis, keys queue.Keys, sale string, snap snapshotKeys) {
+	t.Helper()
+	now, err := r.Client.Keys(ctx, r.Prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At once, as a restart or a promotion switches copies.
+	pipe := r.Client.TxPipeline()
+	if len(now) > 0 {
+		pipe.Unlink(ctx, now...)
+	}
+	for k, v := range snap {
+		pipe.RestoreReplace(ctx, k, 0, v)
+	}
+	pipe.HSet(ctx, keys.Line(sale), queue.LineReplID, strings.Repeat("0", 40))
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPauseAndRateHoldThroughLosses: two nodes keep a running sale's line
+// while Redis loses it again and again — emptied, or rewound to a copy
+// from before the last settings change in another Redis history (a
+// restart from an older snapshot, a lagging replica promoted). While
+// paused, the cursor never moves, through eight losses: nobody is
+// admitted. Lowered from 100/s to 1/s, each loss admits at most the 1/s
+// serving block (two positions) early. At every instant the origin's
+// serving ceiling is at least Redis's, and Redis's at least the cursor.
+func TestPauseAndRateHoldThroughLosses(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	keys := queue.NewKeys(r.Prefix)
+	store := newMemStore()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	starts := time.Now().Add(-time.Minute)
+	ticks := []queue.Tick{{Sale: "s", StartsAt: starts, Available: 1_000_000}}
+	type node struct {
+		k *line.Keeper
+		c *admission.Cursor
+	}
+	var nodes []node
+	for range 2 {
+		c := admission.NewCursor(r.Client, keys, nil)
+		k := line.New(queue.NewLines(r.Client, keys), store, c,
+			line.Options{DefaultRatePerSecond: 100, MinBlock: 32, SyncInterval: 50 * time.Millisecond},
+			slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+		t.Cleanup(k.Close)
+		nodes = append(nodes, node{k, c})
+	}
+	stop := make(chan struct{})
+	var loops sync.WaitGroup
+	var violations atomic.Int64
+	for _, n := range nodes {
+		loops.Add(1)
+		go func() { // the node's tick
+			defer loops.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+				_ = n.c.Tick(ctx, ticks)
+				n.k.Maintain(ticks)
+			}
+		}()
+	}
+	loops.Add(1)
+	go func() { // the invariant, origin and Redis read at one instant
+		defer loops.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(3 * time.Millisecond):
+			}
+			store.consistent("s", func(row line.Row) {
+				pipe := r.Client.TxPipeline()
+				ceiling := pipe.HGet(ctx, keys.Line("s"), queue.LineServingCeiling)
+				serving := pipe.HGet(ctx, keys.Cursor("s"), queue.CursorNowServing)
+				replid := pipe.HGet(ctx, keys.Line("s"), queue.LineReplID)
+				_, _ = pipe.Exec(ctx)
+				c, cerr := ceiling.Int64()
+				n, nerr := serving.Int64()
+				if cerr != nil || nerr != nil || replid.Val() == strings.Repeat("0", 40) {
+					return // lost, or a rewound copy not yet restored
+				}
+				if n > c || c > row.ServingCeiling {
+					violations.Add(1)
+					t.Errorf("now_serving %d, Redis serving ceiling %d, origin's %d: want now_serving <= Redis's <= origin's", n, c, row.ServingCeiling)
+				}
+			})
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		loops.Wait()
+	})
+	state := func() queue.State {
+		st, _ := nodes[0].c.State("s")
+		return st
+	}
+	waitState := func(what string, ok func(queue.State) bool) queue.State {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if st := state(); !st.Lost && ok(st) {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: state after 10 s = %+v", what, state())
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	waitState("the line created", func(st queue.State) bool { return st.Drawn && st.RatePerSecond == 100 })
+
+	joiner := queue.NewJoiner(r.Client, keys, queue.JoinerOptions{Observe: nodes[0].k.Observe})
+	t.Cleanup(joiner.Close)
+	for i := range 400 {
+		if _, err := nodes[0].k.Join(ctx, joiner, "s", starts, fmt.Sprintf("a-%03d", i)); err != nil {
+			t.Fatalf("Join(a-%03d) = %v", i, err)
+		}
+	}
+	waitState("some admitted", func(st queue.State) bool { return st.NowServing >= 20 })
+	old := dumpKeys(t, ctx, r) // running at 100/s, its serving ceiling a block ahead
+
+	paused := true
+	st, inRedis, err := nodes[1].k.Settings(ctx, "s", nil, &paused)
+	if err != nil || !inRedis || st.ServingCeiling != st.NowServing {
+		t.Fatalf("Settings(paused) = %+v, in Redis %v, %v; want in Redis, the serving ceiling brought down to now_serving", st, inRedis, err)
+	}
+	held := waitState("paused", func(st queue.State) bool { return st.Paused })
+	if row := store.row("s"); row.ServingCeiling != held.NowServing {
+		t.Fatalf("origin's serving ceiling after the pause = %d, now_serving %d: want lowered to it", row.ServingCeiling, held.NowServing)
+	}
+	for i := range 8 {
+		what := "emptied"
+		if i%2 == 0 {
+			rewind(t, ctx, r, keys, "s", old)
+			what = "rewound to before the pause"
+		} else if _, err := testenv.LoseKeys(ctx, r.Client, r.Prefix); err != nil {
+			t.Fatal(err)
+		}
+		got := waitState(fmt.Sprintf("loss %d (%s) restored", i+1, what), func(st queue.State) bool {
+			return st.ReadAt.After(time.Now().Add(-20*time.Millisecond)) && st.Paused && st.QueueLength >= 400
+		})
+		if got.NowServing != held.NowServing {
+			t.Fatalf("loss %d (%s): now_serving %d after the restore, %d at the pause: want nobody admitted while paused", i+1, what, got.NowServing, held.NowServing)
+		}
+	}
+
+	// Ops resume at 1/s: the ceiling follows the rate down from 100/s.
+	rate, resume := 1.0, false
+	if _, inRedis, err := nodes[0].k.Settings(ctx, "s", &rate, &resume); err != nil || !inRedis {
+		t.Fatalf("Settings(1/s, resumed) = in Redis %v, %v", inRedis, err)
+	}
+	old = dumpKeys(t, ctx, r)
+	for i := range 4 {
+		before := waitState("running at 1/s", func(st queue.State) bool { return !st.Paused && st.RatePerSecond == 1 })
+		since := time.Now()
+		what := "emptied"
+		if i%2 == 0 {
+			rewind(t, ctx, r, keys, "s", old)
+			what = "rewound"
+		} else if _, err := testenv.LoseKeys(ctx, r.Client, r.Prefix); err != nil {
+			t.Fatal(err)
+		}
+		got := waitState(fmt.Sprintf("1/s, loss %d (%s) restored", i+1, what), func(st queue.State) bool {
+			return st.ReadAt.After(time.Now().Add(-20*time.Millisecond)) && st.QueueLength >= 400
+		})
+		// The serving block at 1/s is two positions; the restore and the
+		// reading took a moment at 1/s too.
+		bound := before.NowServing + 2 + int64(math.Ceil(time.Since(since).Seconds()))
+		if got.NowServing > bound {
+			t.Errorf("1/s, loss %d (%s): now_serving %d -> %d after the restore, want at most %d", i+1, what, before.NowServing, got.NowServing, bound)
+		}
+	}
+	close(stop)
+	loops.Wait()
+	if violations.Load() > 0 {
+		t.Fatalf("%d readings with the serving ceilings out of order", violations.Load())
+	}
 }

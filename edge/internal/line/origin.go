@@ -23,7 +23,10 @@ type Row struct {
 	PreCeiling      int64   `json:"pre_ceiling"`
 	PostCeiling     int64   `json:"post_ceiling"`
 	ServingCeiling  int64   `json:"serving_ceiling"`
-	DrawSize        *int64  `json:"draw_size"` // nil until sealed
+	// ServingRaised is the highest serving ceiling the origin took at this
+	// settings version: it never lowers the serving ceiling below it.
+	ServingRaised int64  `json:"serving_raised"`
+	DrawSize      *int64 `json:"draw_size"` // nil until sealed
 }
 
 // Proposal is what an edge proposes when it creates a line: the first
@@ -44,8 +47,15 @@ type Store interface {
 	// Settings changes the rate (not nil) and pause switch (not nil); the
 	// origin orders changes as they reach it, bumping the version.
 	Settings(ctx context.Context, sale string, rate *float64, paused *bool) (Row, error)
-	// Raise raises the ceilings given (0 leaves one), never lowering any.
+	// Raise raises the ceilings given (0 leaves one), never lowering any;
+	// the serving ceiling only while the settings version is
+	// c.SettingsVersion (the row answered says which it is).
 	Raise(ctx context.Context, sale string, c queue.Ceilings) (Row, error)
+	// LowerServing reports that Redis held serving ceiling ceiling at
+	// settings version version: while that version is in force the origin
+	// lowers its serving ceiling to it, or to the highest raise it took at
+	// that version if more.
+	LowerServing(ctx context.Context, sale string, version, ceiling int64) (Row, error)
 	// SealDraw records the pre-queue's size at the start unless recorded.
 	SealDraw(ctx context.Context, sale string, size int64) (Row, error)
 }
@@ -152,7 +162,16 @@ func (o *OriginStore) Raise(ctx context.Context, sale string, c queue.Ceilings) 
 			body[name] = v
 		}
 	}
+	if c.Serving > 0 {
+		body["settings_version"] = c.SettingsVersion
+	}
 	return o.call(ctx, fasthttp.MethodPost, "/v1/lines/"+sale+"/ceilings", body)
+}
+
+// LowerServing implements Store.
+func (o *OriginStore) LowerServing(ctx context.Context, sale string, version, ceiling int64) (Row, error) {
+	return o.call(ctx, fasthttp.MethodPost, "/v1/lines/"+sale+"/serving",
+		map[string]int64{"settings_version": version, "ceiling": ceiling})
 }
 
 // SealDraw implements Store.

@@ -21,14 +21,18 @@ const replyTrue = 1
 
 // join.lua: one value per account (a place, as the places hash holds it, or
 // joinWait), then joinTail values: the queue length, the pre counter, its
-// ceiling, the post counter, its ceiling, and replyTrue before the start.
+// ceiling, the post counter, its ceiling, replyTrue before the start, and
+// the line's epoch (the one value that is not a number).
 const (
 	joinWait = "w" // no place: the counter is at its ceiling (ErrWait)
-	joinTail = 6
+	joinTail = 7
 )
 
 // raise.lua.
-const raiseRaised = 1 // every ceiling is at least the one asked for
+const (
+	raiseRaised      = 1 // every ceiling is at least the one asked for
+	raiseServingLeft = 2 // the join ceilings are; the serving one was sized for replaced settings
+)
 
 // seal.lua answers the draw size Redis holds afterwards (never negative).
 
@@ -37,6 +41,9 @@ const (
 	restoreWhole   = 0 // whole, in this history and at the floors: nothing changed
 	restoreMissing = 1 // keys were gone; the line was put back
 	restoreBehind  = 2 // the line had lost writes; it was raised to the durable copy
+	restoreNewer   = 3 // not whole, but Redis holds newer settings: nothing changed
 )
 
-// settings.lua answers {rate, paused (replyTrue or 0), now_serving}.
+// settings.lua answers settingsValues values: {rate, paused (replyTrue or
+// 0), now_serving, serving ceiling, settings version}.
+const settingsValues = 5

@@ -29,13 +29,14 @@ func TestLostIsOneReply(t *testing.T) {
 				[]string{keys.Pre(sale), keys.Post(sale), keys.Places(sale), keys.Line(sale)}, past.UnixMilli(), "a").Err())
 		},
 		"raise": func(sale string) error {
-			return queue.ScriptError(queue.RaiseScript.Run(ctx, r.Client, []string{keys.Line(sale)}, "", "20", "").Err())
+			return queue.ScriptError(queue.RaiseScript.Run(ctx, r.Client, []string{keys.Line(sale), keys.Cursor(sale)}, "", "20", "", "").Err())
 		},
 		"seal": func(sale string) error {
 			return queue.ScriptError(queue.SealScript.Run(ctx, r.Client, []string{keys.Line(sale), keys.Pre(sale)}, 3).Err())
 		},
 		"settings": func(sale string) error {
-			return queue.ScriptError(queue.SettingsScript.Run(ctx, r.Client, []string{keys.Cursor(sale), keys.Line(sale)}, "5", "1", 9).Err())
+			return queue.ScriptError(queue.SettingsScript.Run(ctx, r.Client,
+				[]string{keys.Cursor(sale), keys.Line(sale), keys.Pre(sale), keys.Post(sale)}, "5", "1", 9, 0, 0, 0, 0).Err())
 		},
 		"advance": func(sale string) error {
 			c := admission.NewCursor(r.Client, keys, nil)
@@ -58,11 +59,11 @@ func TestLostIsOneReply(t *testing.T) {
 		{"never restored", false, func(string) {}, all},
 		{"line hash gone", true, func(sale string) { r.Client.Del(ctx, keys.Line(sale)) }, all},
 		{"cursor gone", true, func(sale string) { r.Client.Del(ctx, keys.Cursor(sale)) }, []string{"settings", "advance"}},
-		{"pre counter gone", true, func(sale string) { r.Client.Del(ctx, keys.Pre(sale)) }, []string{"join", "advance"}},
-		{"post counter gone", true, func(sale string) { r.Client.Del(ctx, keys.Post(sale)) }, []string{"join", "advance"}},
+		{"pre counter gone", true, func(sale string) { r.Client.Del(ctx, keys.Pre(sale)) }, []string{"join", "settings", "advance"}},
+		{"post counter gone", true, func(sale string) { r.Client.Del(ctx, keys.Post(sale)) }, []string{"join", "settings", "advance"}},
 		{"another history", true, func(sale string) {
 			r.Client.HSet(ctx, keys.Line(sale), queue.LineReplID, strings.Repeat("0", 40))
-		}, []string{"join", "advance"}},
+		}, []string{"join", "settings", "advance"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,9 +13,11 @@
 --
 -- Returns one value per account: "p<i>" (pre-queue index i, 1-based),
 -- "<position>" (1-based), or "w" (no place: the counter is at its ceiling;
--- ask again once it is raised); then six values: the queue length, the pre
--- counter, its ceiling, the post counter, its ceiling, and 1 before the
--- start (0 after). codes.go names the codes.
+-- ask again once it is raised); then seven values: the queue length, the pre
+-- counter, its ceiling, the post counter, its ceiling, 1 before the start
+-- (0 after), and the line's epoch (a new one after every restore: counters
+-- read across two epochs say nothing of the join rate). codes.go names the
+-- codes.
 -- Fails with LINE_LOST when the line's state is not all there (Redis lost
 -- it), or when the line was last known good in another Redis history (its
 -- replication id is not this Redis's: a replica that may have lagged was
@@ -110,4 +112,5 @@ out[n + 3] = tostring(pre_ceiling)
 out[n + 4] = tostring(post)
 out[n + 5] = tostring(post_ceiling)
 out[n + 6] = tostring(phase)
+out[n + 7] = line[1]
 return out

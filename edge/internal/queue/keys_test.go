@@ -11,6 +11,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/queue/queuetest"
 )
 
 // TestScriptsWriteTheNamedFields: the cursor and line hashes hold exactly
@@ -78,7 +79,7 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 			}
 		}, advanced, line},
 		{"raise", func() {
-			if err := lines.Raise(ctx, "s", queue.Ceilings{Pre: 20, Post: 30, Serving: 40}); err != nil {
+			if _, err := lines.Raise(ctx, "s", queue.Ceilings{Pre: 20, Post: 30, Serving: 40, SettingsVersion: 1}); err != nil {
 				t.Fatalf("Raise = %v", err)
 			}
 		}, advanced, line},
@@ -88,18 +89,18 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 			}
 		}, advanced, sealed},
 		{"settings", func() {
-			if _, err := lines.Settings(ctx, "s", 7, true, 2); err != nil {
+			if _, err := lines.Settings(ctx, "s", 7, true, 2, queuetest.Open, queue.Seen{}); err != nil {
 				t.Fatalf("Settings = %v", err)
 			}
 		}, advanced, sealed},
 		// A resume starts a ramp.
 		{"resume", func() {
-			if _, err := lines.Settings(ctx, "s", 7, false, 3); err != nil {
+			if _, err := lines.Settings(ctx, "s", 7, false, 3, queuetest.Open, queue.Seen{}); err != nil {
 				t.Fatalf("Settings = %v", err)
 			}
 		}, ramped, sealed},
 		{"pause again", func() {
-			if _, err := lines.Settings(ctx, "s", 7, true, 4); err != nil {
+			if _, err := lines.Settings(ctx, "s", 7, true, 4, queuetest.Open, queue.Seen{}); err != nil {
 				t.Fatalf("Settings = %v", err)
 			}
 		}, ramped, sealed},

@@ -31,7 +31,9 @@ type Durable struct {
 	// Where the counters and the cursor resume: at least what they were
 	// (the ceilings before this restore raised them).
 	Pre, Post, NowServing int64
-	// The ceilings from here on, raised in the origin's copy already.
+	// The ceilings from here on, in the origin's copy already. The join
+	// ceilings only ever rise; the serving ceiling is set to this, sized
+	// for the settings restored.
 	PreCeiling, PostCeiling, ServingCeiling int64
 	DrawSize                                int64 // valid when Drawn
 	Drawn                                   bool
@@ -53,6 +55,10 @@ const (
 	// promoted, a restart from an old file, values below the floors); it
 	// was raised to the durable copy.
 	Behind
+	// Newer: the line was not whole but Redis holds settings newer than
+	// the copy restored (a node applied a change after the copy was read);
+	// nothing changed, and a restore from a fresh copy is needed.
+	Newer
 )
 
 // Restore puts a sale's line back into Redis under a fresh epoch unless it
@@ -81,6 +87,8 @@ func (l *Lines) Restore(ctx context.Context, sale, epoch string, d Durable) (Res
 		return Missing, nil
 	case restoreBehind:
 		return Behind, nil
+	case restoreNewer:
+		return Newer, nil
 	}
 	return Whole, fmt.Errorf("restore line of sale %s: script answered %d", sale, n)
 }
@@ -88,25 +96,38 @@ func (l *Lines) Restore(ctx context.Context, sale, epoch string, d Durable) (Res
 // Ceilings are values to raise a line's ceilings to; 0 leaves one as it is.
 type Ceilings struct {
 	Pre, Post, Serving int64
+	// SettingsVersion is the version of the settings the serving ceiling
+	// was sized for: it is raised only while that version is in force.
+	SettingsVersion int64
 }
 
-// Raise raises a sale's ceilings in Redis (never lowers one); ErrLost when
-// Redis does not hold the line.
-func (l *Lines) Raise(ctx context.Context, sale string, c Ceilings) error {
+// Raise raises a sale's ceilings in Redis (never lowers one) and reports
+// whether the serving ceiling was raised too (false: the settings it was
+// sized for are no longer Redis's); ErrLost when Redis does not hold the
+// line.
+func (l *Lines) Raise(ctx context.Context, sale string, c Ceilings) (bool, error) {
 	arg := func(v int64) string {
 		if v <= 0 {
 			return ""
 		}
 		return strconv.FormatInt(v, 10)
 	}
-	n, err := raiseScript.Run(ctx, l.rdb, []string{l.keys.Line(sale)}, arg(c.Pre), arg(c.Post), arg(c.Serving)).Int()
+	version := ""
+	if c.Serving > 0 {
+		version = strconv.FormatInt(c.SettingsVersion, 10)
+	}
+	n, err := raiseScript.Run(ctx, l.rdb, []string{l.keys.Line(sale), l.keys.Cursor(sale)},
+		arg(c.Pre), arg(c.Post), arg(c.Serving), version).Int()
 	if err = lineErr(err); err != nil {
-		return fmt.Errorf("raise line of sale %s: %w", sale, err)
+		return false, fmt.Errorf("raise line of sale %s: %w", sale, err)
 	}
-	if n != raiseRaised {
-		return fmt.Errorf("raise line of sale %s: script answered %d", sale, n)
+	switch n {
+	case raiseRaised:
+		return true, nil
+	case raiseServingLeft:
+		return false, nil
 	}
-	return nil
+	return false, fmt.Errorf("raise line of sale %s: script answered %d", sale, n)
 }
 
 // Seal records the draw size the origin holds and returns the one Redis
@@ -119,26 +140,44 @@ func (l *Lines) Seal(ctx context.Context, sale string, size int64) (int64, error
 	return n, nil
 }
 
+// Applied is what Redis holds of a line's settings after Settings.
+type Applied struct {
+	RatePerSecond   float64
+	Paused          bool
+	SettingsVersion int64
+	NowServing      int64
+	ServingCeiling  int64
+}
+
 // Settings puts the rate and pause switch of the origin's copy, at its
-// settings version, into Redis, and returns what Redis holds afterwards
-// (a newer version that raced ahead stays). ErrLost when Redis does not
-// hold the line.
-func (l *Lines) Settings(ctx context.Context, sale string, rate float64, paused bool, version int64) (State, error) {
+// settings version, into Redis, bringing the serving ceiling down to the
+// cursor plus block (settings.lua), and returns what Redis holds
+// afterwards (a newer version that raced ahead stays). seen is what the
+// calling node has read of the line. ErrLost when Redis does not hold the
+// line, or lost writes to it.
+func (l *Lines) Settings(ctx context.Context, sale string, rate float64, paused bool, version, block int64, seen Seen) (Applied, error) {
 	p := "0"
 	if paused {
 		p = "1"
 	}
-	v, err := settingsScript.Run(ctx, l.rdb, []string{l.keys.Cursor(sale), l.keys.Line(sale)}, formatRate(rate), p, version).Slice()
+	v, err := settingsScript.Run(ctx, l.rdb,
+		[]string{l.keys.Cursor(sale), l.keys.Line(sale), l.keys.Pre(sale), l.keys.Post(sale)},
+		formatRate(rate), p, version, block, seen.Pre, seen.Post, seen.NowServing).Slice()
 	if err = lineErr(err); err != nil {
-		return State{}, fmt.Errorf("admission settings of sale %s: %w", sale, err)
+		return Applied{}, fmt.Errorf("admission settings of sale %s: %w", sale, err)
 	}
-	var st State
+	if len(v) != settingsValues {
+		return Applied{}, fmt.Errorf("admission settings of sale %s: script answered %d values", sale, len(v))
+	}
+	var a Applied
 	rs, _ := v[0].(string)
-	st.RatePerSecond, _ = strconv.ParseFloat(rs, 64)
+	a.RatePerSecond, _ = strconv.ParseFloat(rs, 64)
 	ps, _ := v[1].(int64)
-	st.Paused = ps == replyTrue
-	st.NowServing, _ = v[2].(int64)
-	return st, nil
+	a.Paused = ps == replyTrue
+	a.NowServing, _ = v[2].(int64)
+	a.ServingCeiling, _ = v[3].(int64)
+	a.SettingsVersion, _ = v[4].(int64)
+	return a, nil
 }
 
 // Current is what Redis holds of a line right now, whole or not: what a

@@ -14,6 +14,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/queue/queuetest"
 )
 
 // TestLineLostHandsOutNothing: with no line in Redis (never restored, or
@@ -47,10 +48,10 @@ func TestLineLostHandsOutNothing(t *testing.T) {
 		t.Errorf("State after a tick with no line = %+v, %v; want Lost", st, ok)
 	}
 	lines := queue.NewLines(r.Client, keys)
-	if _, err := lines.Settings(ctx, "s", 5, true, 1); !errors.Is(err, queue.ErrLost) {
+	if _, err := lines.Settings(ctx, "s", 5, true, 1, queuetest.Open, queue.Seen{}); !errors.Is(err, queue.ErrLost) {
 		t.Errorf("Settings with no line = %v, want ErrLost", err)
 	}
-	if err := lines.Raise(ctx, "s", queue.Ceilings{Post: 10}); !errors.Is(err, queue.ErrLost) {
+	if _, err := lines.Raise(ctx, "s", queue.Ceilings{Post: 10}); !errors.Is(err, queue.ErrLost) {
 		t.Errorf("Raise with no line = %v, want ErrLost", err)
 	}
 	if _, err := lines.Seal(ctx, "s", 3); !errors.Is(err, queue.ErrLost) {
@@ -120,7 +121,10 @@ func TestJoinNeverPassesCeiling(t *testing.T) {
 		if err != nil {
 			t.Fatalf("join.lua %v: %v", accounts, err)
 		}
-		return got
+		if epoch := got[len(got)-1]; !strings.HasPrefix(epoch, "e-") {
+			t.Errorf("join.lua's last value = %q, want the epoch of the restore that put the line here", epoch)
+		}
+		return got[:len(got)-1]
 	}
 	// Before the start: the pre-queue stops at 5, a repeat of a waiting
 	// account waits too, and the tail tells the level.
@@ -171,7 +175,7 @@ func TestJoinNeverPassesCeiling(t *testing.T) {
 		t.Errorf("post counter = %d, want exactly the ceiling 250", post)
 	}
 
-	if err := queue.NewLines(r.Client, keys).Raise(ctx, "s", queue.Ceilings{Post: 260}); err != nil {
+	if _, err := queue.NewLines(r.Client, keys).Raise(ctx, "s", queue.Ceilings{Post: 260}); err != nil {
 		t.Fatalf("Raise = %v", err)
 	}
 	waiter := aWaiter.Load().(string)
@@ -237,17 +241,32 @@ func TestRestoreOnceAtCeilings(t *testing.T) {
 	if restoreAt(t, r, "s", queue.Durable{RatePerSecond: 99, Pre: 1, Post: 1, PreCeiling: 1, PostCeiling: 1, ServingCeiling: 1}) {
 		t.Errorf("Restore of a whole line = true, want false")
 	}
-	// Partly lost (the epoch gone, the counters left): nothing is lowered.
+	// Partly lost (the epoch gone, the counters left), and Redis holds
+	// newer settings than the copy: nothing changes until a restore
+	// brings a copy as new.
 	r.Client.HDel(ctx, keys.Line("s"), queue.LineEpoch)
-	if !restoreAt(t, r, "s", queue.Durable{RatePerSecond: 99, SettingsVersion: 1, Pre: 1, Post: 1, PreCeiling: 1, PostCeiling: 1, ServingCeiling: 1}) {
+	older := queue.Durable{Seed: testSeed, RatePerSecond: 99, SettingsVersion: 1, Pre: 1, Post: 1, PreCeiling: 1, PostCeiling: 1, ServingCeiling: 1}
+	if got, err := lines.Restore(ctx, "s", "older", older); err != nil || got != queue.Newer {
+		t.Errorf("Restore of a line without its epoch from an older copy = %v, %v; want Newer", got, err)
+	}
+	if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
+		t.Fatalf("Tick = %v", err)
+	}
+	if st, _ := c.State("s"); !st.Lost {
+		t.Errorf("State after a refused restore = %+v, want still lost", st)
+	}
+	// From a copy as new, with lower values: no counter or cursor is
+	// lowered; the serving ceiling is the one given, never below the cursor.
+	if !restoreAt(t, r, "s", queue.Durable{RatePerSecond: 12, Paused: true, SettingsVersion: 4, Pre: 1, Post: 1, PreCeiling: 1, PostCeiling: 1, ServingCeiling: 1}) {
 		t.Errorf("Restore of a line without its epoch = false, want true")
 	}
 	if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
 		t.Fatalf("Tick = %v", err)
 	}
 	st, _ = c.State("s")
-	if st.PreQueue != 40 || st.Post != 301 || st.NowServing != 340 || st.PostCeiling < 400 || !st.Paused || st.RatePerSecond == 99 || st.DrawSize != 37 {
-		t.Errorf("State after restoring lower values over a partial loss = %+v, want nothing lowered, the newer settings kept", st)
+	if st.PreQueue != 40 || st.Post != 301 || st.NowServing != 340 || st.PostCeiling < 400 || st.ServingCeiling != 340 ||
+		!st.Paused || st.RatePerSecond != 12 || st.DrawSize != 37 {
+		t.Errorf("State after restoring lower values over a partial loss = %+v, want nothing lowered, the serving ceiling at the cursor", st)
 	}
 }
 
@@ -259,10 +278,10 @@ func TestSettingsKeepNewest(t *testing.T) {
 	ready(t, r, "s", 100)
 	lines := queue.NewLines(r.Client, queue.NewKeys(r.Prefix))
 	ctx := context.Background()
-	if st, err := lines.Settings(ctx, "s", 5, true, 2); err != nil || st.RatePerSecond != 5 || !st.Paused {
+	if st, err := lines.Settings(ctx, "s", 5, true, 2, queuetest.Open, queue.Seen{}); err != nil || st.RatePerSecond != 5 || !st.Paused {
 		t.Fatalf("Settings(5, paused, v2) = %+v, %v; want rate 5 paused", st, err)
 	}
-	if st, err := lines.Settings(ctx, "s", 50, false, 1); err != nil || st.RatePerSecond != 5 || !st.Paused {
+	if st, err := lines.Settings(ctx, "s", 50, false, 1, queuetest.Open, queue.Seen{}); err != nil || st.RatePerSecond != 5 || !st.Paused {
 		t.Errorf("Settings(50, running, v1) after v2 = %+v, %v; want v2's rate 5, paused kept", st, err)
 	}
 }
@@ -291,7 +310,7 @@ func TestSettingsStartARamp(t *testing.T) {
 	set := func(rate float64, paused bool) {
 		t.Helper()
 		version++
-		if _, err := lines.Settings(ctx, "s", rate, paused, version); err != nil {
+		if _, err := lines.Settings(ctx, "s", rate, paused, version, queuetest.Open, queue.Seen{}); err != nil {
 			t.Fatalf("Settings(%v, paused %v) = %v", rate, paused, err)
 		}
 	}

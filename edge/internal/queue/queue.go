@@ -113,7 +113,8 @@ type Level struct {
 	PreCeiling  int64
 	Post        int64
 	PostCeiling int64
-	Refused     int // joins that got no place: the counter was at its ceiling
+	Refused     int    // joins that got no place: the counter was at its ceiling
+	Epoch       string // of the restore that put the line in Redis
 }
 
 // maxJoinBatch is the largest MaxBatch.
@@ -239,13 +240,14 @@ func readJoins(calls []*joinCall, cmd *redis.Cmd) (Level, bool) {
 	if err == nil && len(vals) != len(calls)+joinTail {
 		err = fmt.Errorf("join script returned %d values for %d joins", len(vals), len(calls))
 	}
-	var tail [joinTail]int64
-	for k := 0; err == nil && k < joinTail; k++ {
+	var tail [joinTail - 1]int64 // the numbers before the epoch
+	for k := 0; err == nil && k < len(tail); k++ {
 		tail[k], err = strconv.ParseInt(vals[len(calls)+k], 10, 64)
 	}
 	lv := Level{Lost: errors.Is(err, ErrLost)}
 	if err == nil {
-		lv = Level{Pre: tail[1], PreCeiling: tail[2], Post: tail[3], PostCeiling: tail[4], BeforeStart: tail[5] == replyTrue}
+		lv = Level{Pre: tail[1], PreCeiling: tail[2], Post: tail[3], PostCeiling: tail[4], BeforeStart: tail[5] == replyTrue,
+			Epoch: vals[len(calls)+len(tail)]}
 	}
 	for i, c := range calls {
 		switch {

@@ -14,10 +14,15 @@
 -- Each counter is set to at least its durable ceiling — no place at or
 -- below it can be handed out again, at the price of the unused places
 -- between where the counter really was and its ceiling — and the cursor to
--- at least the serving ceiling (but not past the restored line), so no
--- shopper ever admitted is sent back to waiting. Nothing still in Redis is
--- ever lowered, and settings are taken only at a version at least Redis's.
--- The new ceilings let joins go on at once.
+-- at least the durable serving ceiling (but not past the restored line),
+-- so no shopper ever admitted is sent back to waiting. No counter or cursor
+-- still in Redis is ever lowered. The serving ceiling is set to the one
+-- given (the edge sizes it from the settings restored, and the origin's
+-- copy covers it): a lagging replica's older, higher ceiling does not
+-- survive the restore. A line whose settings in Redis are newer than the
+-- ones restored is left alone (3): a node applied a change after this one
+-- read the origin's copy, and the next tick restores with the new one.
+-- The new join ceilings let joins go on at once.
 --
 -- KEYS[1] line hash  KEYS[2] cursor hash  KEYS[3] pre counter
 -- KEYS[4] post counter  KEYS[5] seed
@@ -25,12 +30,15 @@
 -- ARGV[3] rate per second  ARGV[4] '1' paused, '0' not  ARGV[5] settings version
 -- ARGV[6] pre counter  ARGV[7] post counter  ARGV[8] now_serving
 -- ARGV[9] pre ceiling  ARGV[10] post ceiling  ARGV[11] serving ceiling
+--   (the join ceilings only rise; the serving one is set, and never below
+--   the restored cursor)
 -- ARGV[12] draw size, or '' when the draw is not sealed
 -- ARGV[13] pre, ARGV[14] post, ARGV[15] now_serving floors (0: none)
 --
 -- Returns (codes.go names them) 0 when the line was whole, 1 when it
 -- restored a line whose keys were missing, 2 when it restored a line that
--- had lost writes. It never fails with LINE_LOST: it is what ends a loss.
+-- had lost writes, 3 when it changed nothing because Redis holds newer
+-- settings. It never fails with LINE_LOST: it is what ends a loss.
 local line_key, cursor, pre_key, post_key, seed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local epoch, seed_hex = ARGV[1], ARGV[2]
 local rate, paused, version = ARGV[3], ARGV[4], ARGV[5]
@@ -59,6 +67,9 @@ if line[1] and h[2] and pre_s and post_s and seed then
   end
   outcome = 2
 end
+if tonumber(h[3] or '0') > tonumber(version) then
+  return 3
+end
 local pre = math.max(tonumber(pre_s or '0'), tonumber(resume_pre))
 local post = math.max(tonumber(post_s or '0'), tonumber(resume_post))
 local serving = math.max(tonumber(h[1] or '0'), math.min(tonumber(resume_serving), pre + post))
@@ -67,17 +78,15 @@ redis.call('SET', post_key, string.format('%.0f', post))
 redis.call('SET', seed_key, seed_hex)
 -- No admission credit for the time the line was gone.
 redis.call('HSET', cursor, 'now_serving', string.format('%.0f', serving), 'last_ms', string.format('%.3f', now))
-if not h[2] or tonumber(version) >= tonumber(h[3] or '0') then
-  redis.call('HSET', cursor, 'rate', rate, 'paused', paused, 'settings_version', version)
-end
-local l = redis.call('HMGET', line_key, 'pre_ceiling', 'post_ceiling', 'serving_ceiling')
+redis.call('HSET', cursor, 'rate', rate, 'paused', paused, 'settings_version', version)
+local l = redis.call('HMGET', line_key, 'pre_ceiling', 'post_ceiling')
 if replid ~= '' then
   redis.call('HSET', line_key, 'replid', replid)
 end
 redis.call('HSET', line_key, 'epoch', epoch,
   'pre_ceiling', string.format('%.0f', math.max(tonumber(l[1] or '0'), tonumber(pre_ceiling))),
   'post_ceiling', string.format('%.0f', math.max(tonumber(l[2] or '0'), tonumber(post_ceiling))),
-  'serving_ceiling', string.format('%.0f', math.max(tonumber(l[3] or '0'), tonumber(serving_ceiling))))
+  'serving_ceiling', string.format('%.0f', math.max(serving, tonumber(serving_ceiling))))
 if draw_size ~= '' then
   redis.call('HSETNX', line_key, 'draw_size', draw_size)
 end

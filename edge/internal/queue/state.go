@@ -28,6 +28,9 @@ type State struct {
 	// SettingsVersion is the version of the origin's settings that Redis
 	// holds (0 before any change).
 	SettingsVersion int64
+	// Epoch names the restore that put the line in Redis: readings of two
+	// epochs are of two lines (a restore raised the counters in between).
+	Epoch string
 	// MeasuredRate is admissions per second over the last few seconds; the
 	// honest basis of a wait estimate. Measured says the readings behind
 	// it span at least a second: a rate of 0 then means the cursor stood

@@ -40,6 +40,7 @@ const (
 	codeInvalidSeed           = "invalid_seed"
 	codeInvalidRate           = "invalid_rate"
 	codeInvalidCeiling        = "invalid_ceiling"
+	codeInvalidVersion        = "invalid_settings_version"
 	codeInvalidPreQueue       = "invalid_pre_queue"
 	codeEmptyChange           = "empty_change"
 
@@ -92,6 +93,7 @@ var (
 	errInvalidRate           = badRequest(codeInvalidRate, "rate_per_s must be 0 to 1,000,000.")
 	errInvalidCeiling        = badRequest(codeInvalidCeiling, "pre, post and serving must be 0 to %d.", int64(maxCeiling))
 	errInvalidPreQueue       = badRequest(codeInvalidPreQueue, "pre_queue must be 0 to %d.", int64(maxCeiling))
+	errInvalidVersion        = badRequest(codeInvalidVersion, "settings_version must be given with a serving ceiling, 0 or more.")
 	errNoSettings            = badRequest(codeEmptyChange, "Give rate_per_s, paused or both.")
 	errNoCeilings            = badRequest(codeEmptyChange, "Give pre, post, serving or several.")
 

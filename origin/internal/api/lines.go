@@ -27,6 +27,7 @@ type lineJSON struct {
 	PreCeiling      int64     `json:"pre_ceiling"`
 	PostCeiling     int64     `json:"post_ceiling"`
 	ServingCeiling  int64     `json:"serving_ceiling"`
+	ServingRaised   int64     `json:"serving_raised"`
 	DrawSize        *int64    `json:"draw_size"` // null until the start's pre-queue is sealed
 	UpdatedAt       time.Time `json:"updated_at"`
 }
@@ -34,7 +35,7 @@ type lineJSON struct {
 func lineOf(l ledger.Line) lineJSON {
 	out := lineJSON{SaleID: l.SaleID, Seed: l.Seed, RatePerSecond: l.RatePerSecond, Paused: l.Paused,
 		SettingsVersion: l.SettingsVersion, PreCeiling: l.PreCeiling, PostCeiling: l.PostCeiling,
-		ServingCeiling: l.ServingCeiling, UpdatedAt: l.UpdatedAt}
+		ServingCeiling: l.ServingCeiling, ServingRaised: l.ServingRaised, UpdatedAt: l.UpdatedAt}
 	if l.Drawn {
 		out.DrawSize = &l.DrawSize
 	}
@@ -122,13 +123,17 @@ func (s *Server) lineSettings(ctx *fasthttp.RequestCtx, c context.Context, param
 	return answerLine(ctx, l, err)
 }
 
-// raiseLine: POST /v1/lines/{sale}/ceilings {pre?, post?, serving?}: raises
-// each ceiling given to at least that value; none is ever lowered.
+// raiseLine: POST /v1/lines/{sale}/ceilings {pre?, post?, serving?,
+// settings_version?}: raises each join ceiling given to at least that
+// value, and the serving ceiling only while the line's settings version is
+// settings_version (required with serving): a ceiling sized for settings
+// since replaced is not taken. None is ever lowered here.
 func (s *Server) raiseLine(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
 	var body struct {
 		Pre     *int64 `json:"pre"`
 		Post    *int64 `json:"post"`
 		Serving *int64 `json:"serving"`
+		Version *int64 `json:"settings_version"`
 	}
 	if err := httpapi.DecodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
 		return err
@@ -146,7 +151,37 @@ func (s *Server) raiseLine(ctx *fasthttp.RequestCtx, c context.Context, params [
 		}
 		v[i] = *p
 	}
-	l, err := s.Ledger.RaiseLine(c, params[0], v[0], v[1], v[2])
+	var version int64
+	if body.Serving != nil {
+		if body.Version == nil || *body.Version < 0 {
+			return errInvalidVersion
+		}
+		version = *body.Version
+	}
+	l, err := s.Ledger.RaiseLine(c, params[0], v[0], v[1], v[2], version)
+	return answerLine(ctx, l, err)
+}
+
+// lowerServing: POST /v1/lines/{sale}/serving {settings_version, ceiling}:
+// an edge reports the serving ceiling Redis held at that settings version
+// (after applying it brought the ceiling down); while the version is in
+// force the origin lowers its copy to it, never below a serving raise it
+// took at that version.
+func (s *Server) lowerServing(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
+	var body struct {
+		Version *int64 `json:"settings_version"`
+		Ceiling *int64 `json:"ceiling"`
+	}
+	if err := httpapi.DecodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
+		return err
+	}
+	if body.Version == nil || *body.Version < 0 {
+		return errInvalidVersion
+	}
+	if body.Ceiling == nil || *body.Ceiling < 0 || *body.Ceiling > maxCeiling {
+		return errInvalidCeiling
+	}
+	l, err := s.Ledger.LowerServing(c, params[0], *body.Version, *body.Ceiling)
 	return answerLine(ctx, l, err)
 }
 

@@ -119,6 +119,7 @@ func (s *Server) publicRoutes() []route {
 		{fasthttp.MethodPost, []string{"v1", "lines", "*"}, "line_ensure", s.signed(s.ensureLine)},
 		{fasthttp.MethodPut, []string{"v1", "lines", "*", "settings"}, "line_settings", s.signed(s.lineSettings)},
 		{fasthttp.MethodPost, []string{"v1", "lines", "*", "ceilings"}, "line_ceilings", s.signed(s.raiseLine)},
+		{fasthttp.MethodPost, []string{"v1", "lines", "*", "serving"}, "line_serving", s.signed(s.lowerServing)},
 		{fasthttp.MethodPost, []string{"v1", "lines", "*", "draw"}, "line_draw", s.signed(s.sealDraw)},
 		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
 	}

@@ -24,6 +24,7 @@ type lineReply struct {
 	PreCeiling      int64   `json:"pre_ceiling"`
 	PostCeiling     int64   `json:"post_ceiling"`
 	ServingCeiling  int64   `json:"serving_ceiling"`
+	ServingRaised   int64   `json:"serving_raised"`
 	DrawSize        *int64  `json:"draw_size"`
 	Error           string  `json:"error"`
 }
@@ -98,20 +99,22 @@ func TestLineRoutes(t *testing.T) {
 		t.Errorf("POST line again with another seed = %d %+v, want 200 with the stored seed %s, not paused", s, l, seeds[0])
 	}
 
-	// Ceilings rise, never fall; a field left out stays.
+	// Ceilings rise, never fall; a field left out stays. The serving
+	// ceiling rises only at the settings version it was sized for.
 	steps := []struct {
 		body               string
 		pre, post, serving int64
 	}{
 		{`{"post":100}`, 0, 100, 0},
 		{`{"post":50}`, 0, 100, 0},
-		{`{"pre":10,"serving":5}`, 10, 100, 5},
-		{`{"pre":3,"post":101,"serving":4}`, 10, 101, 5},
+		{`{"pre":10,"serving":5,"settings_version":0}`, 10, 100, 5},
+		{`{"pre":3,"post":101,"serving":4,"settings_version":0}`, 10, 101, 5},
+		{`{"serving":9,"settings_version":1}`, 10, 101, 5},
 	}
 	for _, st := range steps {
 		s, l := lineCall(t, o, sign, "POST", path+"/ceilings", st.body)
-		if s != 200 || l.PreCeiling != st.pre || l.PostCeiling != st.post || l.ServingCeiling != st.serving {
-			t.Errorf("raise %s = %d %+v, want ceilings pre %d post %d serving %d", st.body, s, l, st.pre, st.post, st.serving)
+		if s != 200 || l.PreCeiling != st.pre || l.PostCeiling != st.post || l.ServingCeiling != st.serving || l.ServingRaised != st.serving {
+			t.Errorf("raise %s = %d %+v, want ceilings pre %d post %d serving %d (raised %[6]d)", st.body, s, l, st.pre, st.post, st.serving)
 		}
 	}
 	for i := range 20 {
@@ -128,10 +131,33 @@ func TestLineRoutes(t *testing.T) {
 		t.Errorf("post ceiling after 20 racing raises up to 1190 = %d %+v, want 1190", s, l)
 	}
 
-	// Settings: each change names what it changes and bumps the version.
+	// Settings: each change names what it changes and bumps the version,
+	// and no serving raise is taken at the new version yet.
 	s, l := lineCall(t, o, sign, "PUT", path+"/settings", `{"paused":true}`)
-	if s != 200 || !l.Paused || l.SettingsVersion != 1 {
-		t.Errorf("PUT settings paused = %d %+v, want paused at version 1", s, l)
+	if s != 200 || !l.Paused || l.SettingsVersion != 1 || l.ServingCeiling != 5 || l.ServingRaised != 0 {
+		t.Errorf("PUT settings paused = %d %+v, want paused at version 1, serving ceiling 5 and none raised", s, l)
+	}
+	// The serving ceiling follows reports of what Redis holds at the
+	// version in force down, never below a raise taken at it, never up,
+	// and a report of another version changes nothing.
+	for _, st := range []struct {
+		body    string
+		serving int64
+	}{
+		{`{"settings_version":0,"ceiling":1}`, 5},
+		{`{"settings_version":1,"ceiling":7}`, 5},
+		{`{"settings_version":1,"ceiling":2}`, 2},
+		{`{"settings_version":1,"ceiling":0}`, 0},
+	} {
+		if s, l := lineCall(t, o, sign, "POST", path+"/serving", st.body); s != 200 || l.ServingCeiling != st.serving {
+			t.Errorf("report %s = %d %+v, want serving ceiling %d", st.body, s, l, st.serving)
+		}
+	}
+	if s, l := lineCall(t, o, sign, "POST", path+"/ceilings", `{"serving":3,"settings_version":1}`); s != 200 || l.ServingCeiling != 3 || l.ServingRaised != 3 {
+		t.Errorf("raise serving 3 at version 1 = %d %+v, want 3, raised 3", s, l)
+	}
+	if s, l := lineCall(t, o, sign, "POST", path+"/serving", `{"settings_version":1,"ceiling":1}`); s != 200 || l.ServingCeiling != 3 {
+		t.Errorf("report 1 after a raise to 3 = %d %+v, want 3 kept: the raise may reach Redis after the reading", s, l)
 	}
 	rate := l.RatePerSecond
 	if s, l := lineCall(t, o, sign, "PUT", path+"/settings", `{"rate_per_s":5}`); s != 200 || !l.Paused || l.RatePerSecond != 5 || l.SettingsVersion != 2 {
@@ -178,7 +204,7 @@ func TestLineRoutes(t *testing.T) {
 		t.Errorf("seal draw 50 after 37 = %d %+v, want draw_size still 37", s, l)
 	}
 	if s, l := lineCall(t, o, sign, "GET", path, ""); s != 200 || l.Seed != seeds[0] || l.Paused || l.RatePerSecond != 5 ||
-		l.PreCeiling != 10 || l.PostCeiling != 1190 || l.ServingCeiling != 5 || *l.DrawSize != 37 {
+		l.PreCeiling != 10 || l.PostCeiling != 1190 || l.ServingCeiling != 3 || *l.DrawSize != 37 {
 		t.Errorf("GET line at the end = %d %+v, want everything as set", s, l)
 	}
 }
@@ -257,6 +283,11 @@ func TestLineRoutesRefuse(t *testing.T) {
 		{"POST", path + "/ceilings", "", `{"post":-5}`, 400, "invalid_ceiling"},
 		{"POST", path + "/ceilings", "", `{"post":1e30}`, 400, "invalid_field"},
 		{"POST", path + "/ceilings", "", `{"post":1.5}`, 400, "invalid_field"},
+		{"POST", path + "/ceilings", "", `{"serving":5}`, 400, "invalid_settings_version"},
+		{"POST", path + "/ceilings", "", `{"serving":5,"settings_version":-1}`, 400, "invalid_settings_version"},
+		{"POST", path + "/serving", "", `{"ceiling":5}`, 400, "invalid_settings_version"},
+		{"POST", path + "/serving", "", `{"settings_version":0}`, 400, "invalid_ceiling"},
+		{"POST", path + "/serving", "", `{"settings_version":0,"ceiling":-1}`, 400, "invalid_ceiling"},
 		{"POST", path + "/draw", "", `{}`, 400, "invalid_pre_queue"},
 		{"POST", "/v1/lines/bad%20id/draw", "", `{"pre_queue":1}`, 404, "unknown_sale"},
 		{"POST", "/v1/lines/unknown/ceilings", "", `{"post":1}`, 404, "unknown_sale"},

@@ -23,7 +23,10 @@ type Line struct {
 	SettingsVersion int64 // bumped by every settings change
 	PreCeiling      int64 // no pre-queue index beyond it was ever handed out
 	PostCeiling     int64 // nor any later join beyond it
-	ServingCeiling  int64 // nor was the cursor ever beyond it
+	ServingCeiling  int64 // nor is the cursor beyond it
+	// ServingRaised is the highest serving ceiling raised at this settings
+	// version: LowerServing never goes below it.
+	ServingRaised int64
 	// DrawSize is the pre-queue's size at the start, which the draw
 	// permutes; valid when Drawn.
 	DrawSize  int64
@@ -31,13 +34,13 @@ type Line struct {
 	UpdatedAt time.Time
 }
 
-const lineColumns = `sale_id, seed, rate_per_s, paused, settings_version, pre_ceiling, post_ceiling, serving_ceiling, draw_size, updated_at`
+const lineColumns = `sale_id, seed, rate_per_s, paused, settings_version, pre_ceiling, post_ceiling, serving_ceiling, serving_raised, draw_size, updated_at`
 
 func scanLine(row pgx.Row) (Line, error) {
 	var l Line
 	var draw *int64
 	err := row.Scan(&l.SaleID, &l.Seed, &l.RatePerSecond, &l.Paused, &l.SettingsVersion,
-		&l.PreCeiling, &l.PostCeiling, &l.ServingCeiling, &draw, &l.UpdatedAt)
+		&l.PreCeiling, &l.PostCeiling, &l.ServingCeiling, &l.ServingRaised, &draw, &l.UpdatedAt)
 	if draw != nil {
 		l.DrawSize, l.Drawn = *draw, true
 	}
@@ -78,10 +81,11 @@ func (s *Store) EnsureLine(ctx context.Context, sale, seed string, rate float64,
 // not nil) of a sale's line and bumps the settings version: changes are
 // ordered as they reach the database (the row lock serialises racing ones),
 // never by a clock of the edge that sent them. settings_at records when.
-// ErrUnknownLine when the line does not exist.
+// No serving raise is taken at the new version yet. ErrUnknownLine when the
+// line does not exist.
 func (s *Store) SetLineSettings(ctx context.Context, sale string, rate *float64, paused *bool) (Line, error) {
 	l, err := scanLine(s.pool.QueryRow(ctx, `UPDATE sale_lines SET rate_per_s = COALESCE($2, rate_per_s), paused = COALESCE($3, paused),
-			settings_version = settings_version + 1, settings_at = now(), updated_at = now()
+			settings_version = settings_version + 1, settings_at = now(), serving_raised = 0, updated_at = now()
 		WHERE sale_id = $1
 		RETURNING `+lineColumns, sale, rate, paused))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -93,19 +97,46 @@ func (s *Store) SetLineSettings(ctx context.Context, sale string, rate *float64,
 	return l, nil
 }
 
-// RaiseLine raises a sale's ceilings to at least the values given (never
-// lowers one; 0 leaves it) and returns the line. ErrUnknownLine when the line
-// does not exist.
-func (s *Store) RaiseLine(ctx context.Context, sale string, pre, post, serving int64) (Line, error) {
+// RaiseLine raises a sale's join ceilings to at least the values given
+// (never lowers one; 0 leaves it), and its serving ceiling to at least
+// serving if the line's settings version is still version (the ceiling was
+// sized for those settings), remembering it as raised at that version. It
+// returns the line; its settings version says whether the serving raise
+// was taken. ErrUnknownLine when the line does not exist.
+func (s *Store) RaiseLine(ctx context.Context, sale string, pre, post, serving, version int64) (Line, error) {
 	l, err := scanLine(s.pool.QueryRow(ctx, `UPDATE sale_lines SET pre_ceiling = GREATEST(pre_ceiling, $2),
-			post_ceiling = GREATEST(post_ceiling, $3), serving_ceiling = GREATEST(serving_ceiling, $4), updated_at = now()
+			post_ceiling = GREATEST(post_ceiling, $3),
+			serving_ceiling = CASE WHEN settings_version = $5 THEN GREATEST(serving_ceiling, $4) ELSE serving_ceiling END,
+			serving_raised = CASE WHEN settings_version = $5 THEN GREATEST(serving_raised, $4) ELSE serving_raised END,
+			updated_at = now()
 		WHERE sale_id = $1
-		RETURNING `+lineColumns, sale, pre, post, serving))
+		RETURNING `+lineColumns, sale, pre, post, serving, version))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Line{}, fmt.Errorf("raise line of sale %s: %w", sale, ErrUnknownLine)
 	}
 	if err != nil {
 		return Line{}, fmt.Errorf("raise line of sale %s: %w", sale, err)
+	}
+	return l, nil
+}
+
+// LowerServing takes an edge's report that Redis held serving ceiling
+// ceiling at settings version version: while that version is in force the
+// serving ceiling comes down to it, never below the highest raise taken at
+// that version (whose Redis part may land after the reading), and never
+// up. A report of an older version changes nothing. It returns the line.
+// ErrUnknownLine when the line does not exist.
+func (s *Store) LowerServing(ctx context.Context, sale string, version, ceiling int64) (Line, error) {
+	l, err := scanLine(s.pool.QueryRow(ctx, `UPDATE sale_lines SET
+			serving_ceiling = CASE WHEN settings_version = $2 THEN LEAST(serving_ceiling, GREATEST($3, serving_raised)) ELSE serving_ceiling END,
+			updated_at = now()
+		WHERE sale_id = $1
+		RETURNING `+lineColumns, sale, version, ceiling))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Line{}, fmt.Errorf("lower serving ceiling of sale %s: %w", sale, ErrUnknownLine)
+	}
+	if err != nil {
+		return Line{}, fmt.Errorf("lower serving ceiling of sale %s: %w", sale, err)
 	}
 	return l, nil
 }

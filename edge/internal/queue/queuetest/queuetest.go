@@ -55,8 +55,10 @@ func Fill(t testing.TB, r *edgetest.Redis, sale string, length int64) {
 var settingsVersion atomic.Int64
 
 // SetSettings changes sale's rate and/or pause switch as an admin PUT
-// does once the origin took it (nil keeps the current value).
-func SetSettings(t testing.TB, r *edgetest.Redis, sale string, rate *float64, paused *bool) queue.State {
+// does once the origin took it (nil keeps the current value). It leaves
+// the serving ceiling where it is (a block of Open), so the cursor's tests
+// see the settings alone.
+func SetSettings(t testing.TB, r *edgetest.Redis, sale string, rate *float64, paused *bool) queue.Applied {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -72,7 +74,7 @@ func SetSettings(t testing.TB, r *edgetest.Redis, sale string, rate *float64, pa
 	if paused != nil {
 		np = *paused
 	}
-	st, err := lines.Settings(ctx, sale, nr, np, settingsVersion.Add(1)+time.Now().UnixNano())
+	st, err := lines.Settings(ctx, sale, nr, np, settingsVersion.Add(1)+time.Now().UnixNano(), Open, queue.Seen{})
 	if err != nil {
 		t.Fatalf("Settings(%s) = %v", sale, err)
 	}
