@@ -7,11 +7,11 @@ import (
 )
 
 // The fast paths decode claims with claimScan instead of encoding/json. It
-// reads one JSON object and accepts only a subset of what encoding/json
-// accepts: whatever it accepts, encoding/json (what golang-jwt decodes claims
-// with) accepts too and decodes to the same values. On anything outside the
-// subset it reports false, and the caller takes the slow path, which produces
-// every error. The subset:
+// reads one JSON object and accepts only a subset of what the slow paths
+// accept: whatever it accepts, encoding/json (what golang-jwt decodes claims
+// with, through the checks of decodeClaims) accepts too and decodes to the
+// same values. On anything outside the subset it reports false, and the
+// caller takes the slow path, which produces every error. The subset:
 //
 //   - known claims (their names exactly, once each): strings of printable ASCII
 //     without escapes; aud a string or a non-empty array of such strings;

@@ -42,6 +42,14 @@ var scanSeeds = []string{
 	`{"exp":1e3}`,
 	`{"exp":1E3}`,
 	`{"exp":"1"}`,
+	`{"exp":"1893499200"}`,
+	`{"nbf":null}`,
+	`{"iat":true}`,
+	`{"exp":[1893499200]}`,
+	`{"exp":{}}`,
+	`{"exp":1e300}`,
+	`{"iat":99999999999999999999}`,
+	`{"EXP":"1893499200"}`,
 	`{"exp":1234567890123456}`,
 	`{"exp":123456789012345}`,
 	`{"pos":0}`,
@@ -80,12 +88,16 @@ var scanSeeds = []string{
 	`{"sub":"a"`,
 }
 
-// jsonClaims decodes p with encoding/json into each claims type, as golang-jwt does.
+// jsonClaims decodes p into each claims type as the slow paths have
+// golang-jwt decode it (encoding/json, time claims checked).
 func jsonClaims(p string) (q QueueClaims, qerr error, a AdmissionClaims, aerr error, r jwt.RegisteredClaims, rerr error) {
-	qerr = json.Unmarshal([]byte(p), &q)
-	aerr = json.Unmarshal([]byte(p), &a)
-	rerr = json.Unmarshal([]byte(p), &r)
-	return
+	var qj queueClaimsJSON
+	var aj admissionClaimsJSON
+	var rj userClaimsJSON
+	qerr = json.Unmarshal([]byte(p), &qj)
+	aerr = json.Unmarshal([]byte(p), &aj)
+	rerr = json.Unmarshal([]byte(p), &rj)
+	return qj.QueueClaims, qerr, aj.AdmissionClaims, aerr, rj.RegisteredClaims, rerr
 }
 
 // checkScan fails t if claimScan accepts p for a claims type that encoding/json

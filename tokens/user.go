@@ -164,10 +164,11 @@ func (v *UserVerifier) Account(token string) (string, error) {
 	if err := checkLen(what, token); err != nil {
 		return "", err
 	}
-	var c jwt.RegisteredClaims
-	if _, err := v.parser.ParseWithClaims(token, &c, v.keyfunc); err != nil {
+	var w userClaimsJSON
+	if _, err := v.parser.ParseWithClaims(token, &w, v.keyfunc); err != nil {
 		return "", classify(what, err)
 	}
+	c := w.RegisteredClaims
 	if c.Subject == "" {
 		return "", fmt.Errorf("%s: %w: no sub", what, ErrInvalid)
 	}

@@ -107,10 +107,11 @@ func (v *Verifier) Admission(token, sale string) (AdmissionClaims, error) {
 	if fc, ok := v.fastParse(AudienceOrigin, admissionFields, token); ok && fc.sub != "" && fc.jti != "" && fc.sale == sale {
 		return AdmissionClaims{RegisteredClaims: fc.registered(), Sale: fc.sale, Pos: fc.pos}, nil
 	}
-	var c AdmissionClaims
-	if err := v.parse(v.admission, "admission token", token, &c); err != nil {
+	var w admissionClaimsJSON
+	if err := v.parse(v.admission, "admission token", token, &w); err != nil {
 		return AdmissionClaims{}, err
 	}
+	c := w.AdmissionClaims
 	switch {
 	case c.Subject == "":
 		return AdmissionClaims{}, fmt.Errorf("admission token: %w: no sub", ErrInvalid)
@@ -129,10 +130,11 @@ func (v *Verifier) Queue(token, sale string) (QueueClaims, error) {
 	if fc, ok := v.fastParse(AudienceEdge, queueFields, token); ok && fc.sub != "" && fc.sale == sale {
 		return QueueClaims{RegisteredClaims: fc.registered(), Sale: fc.sale, Pos: fc.pos, Pre: fc.pre}, nil
 	}
-	var c QueueClaims
-	if err := v.parse(v.queue, "queue token", token, &c); err != nil {
+	var w queueClaimsJSON
+	if err := v.parse(v.queue, "queue token", token, &w); err != nil {
 		return QueueClaims{}, err
 	}
+	c := w.QueueClaims
 	switch {
 	case c.Subject == "":
 		return QueueClaims{}, fmt.Errorf("queue token: %w: no sub", ErrInvalid)

@@ -145,6 +145,36 @@ func ErrorHandler() func(ctx *fasthttp.RequestCtx, err error) {
 	})
 }
 
+// ExpectHandler is a fasthttp.Server's ExpectHandler for either tier, whose
+// bodies may take maxBodyBytes (0: fasthttp's default limit). A request
+// with Expect: 100-continue whose head already says it will be refused — a
+// Content-Length over the limit (413), a head httpread.Strict refuses (400) —
+// gets that answer at once, in the contract's shape, and the connection is
+// closed; only the others are told 100 Continue and send their bodies.
+//
+// fasthttp's documentation asks an ExpectHandler not to touch the response;
+// on a refusal it writes ctx.Response, with the status returned, as the
+// final answer, and the handler never runs. Only a refusal writes it here;
+// internal/serve's tests hold fasthttp to that.
+func ExpectHandler(maxBodyBytes int) func(ctx *fasthttp.RequestCtx) int {
+	if maxBodyBytes <= 0 {
+		maxBodyBytes = fasthttp.DefaultMaxRequestBodySize
+	}
+	return func(ctx *fasthttp.RequestCtx) int {
+		var e *Error
+		switch {
+		case !httpread.CheckHead(&ctx.Request.Header):
+			e = ErrBadRequest
+		case ctx.Request.Header.ContentLength() > maxBodyBytes:
+			e = ErrBodyTooLarge
+		default:
+			return fasthttp.StatusContinue
+		}
+		WriteError(ctx, e)
+		return e.Status
+	}
+}
+
 // ReadFailureAnswer is the answer to a request that could not be read for f.
 func ReadFailureAnswer(f httpread.Failure) *Error {
 	switch f {

@@ -100,12 +100,15 @@ type ServerOptions struct {
 // NewServer returns a fasthttp server for h with what every listener of
 // both tiers needs: strict HTTP/1.x heads, read failures answered in the
 // contract's shape (or not at all on a connection that carried nothing),
-// idle connections closed after a minute and on shutdown.
+// Expect: 100-continue refused at once when the head shows the request
+// will be (a body over MaxBodyBytes), idle connections closed after a
+// minute and on shutdown.
 func NewServer(h fasthttp.RequestHandler, o ServerOptions) *fasthttp.Server {
 	onError := httpapi.ErrorHandler()
 	return &fasthttp.Server{
 		Handler:               httpread.Strict(h, onError),
 		ErrorHandler:          onError,
+		ExpectHandler:         httpapi.ExpectHandler(o.MaxBodyBytes),
 		ReadBufferSize:        o.MaxHeadBytes,
 		Name:                  o.Name,
 		ReadTimeout:           o.ReadTimeout,
