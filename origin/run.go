@@ -6,7 +6,6 @@ import (
 	"flag"
 	"io"
 	"log/slog"
-	"time"
 
 	"github.com/flashgate/flashgate/internal/serve"
 	"github.com/flashgate/flashgate/origin/internal/app"
@@ -14,8 +13,8 @@ import (
 
 // run starts the origin and blocks until ctx ends, then shuts down in order:
 // stop accepting and drain in-flight requests (the public listener, then the
-// admin one), stop reserves and workers, close clients — all within a fresh
-// ShutdownTimeout.
+// admin one), stop reserves and workers (or the wait for Redis and
+// Postgres), close clients — all within a fresh ShutdownTimeout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, warnings, err := loadConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -32,14 +31,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Warn(w)
 	}
 
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	a, err := app.New(startCtx, cfg, log)
-	cancel()
+	// Only a bad configuration fails here: Redis and Postgres are waited
+	// for once the listeners are open (App.Start), answering /readyz 503
+	// and please_wait meanwhile, so a dependency that is down costs no
+	// crash loop.
+	a, err := app.New(cfg, log)
 	if err != nil {
 		return err
 	}
 	// In drain order: the edge's requests finish while the admin listener
-	// still answers metrics.
+	// still answers metrics and readiness.
 	log.Info("origin starting", "dev", cfg.Dev)
 	return serve.Run(ctx, log, a, cfg.ShutdownTimeout,
 		serve.Listener{Name: "public", Addr: cfg.Addr, Server: a.PublicServer()},

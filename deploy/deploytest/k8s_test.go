@@ -32,7 +32,7 @@ var kustomizations = []string{"base", "overlays/example"}
 // (Server.Public and Server.Admin); TestProbePathsAreDocumented holds this table against docs/API.md.
 var probePaths = map[string]map[string][]string{
 	"edge":   {"http": {"/healthz", "/readyz"}, "admin": {"/healthz", "/readyz"}},
-	"origin": {"http": {"/healthz"}, "admin": {"/healthz"}},
+	"origin": {"http": {"/healthz", "/readyz"}, "admin": {"/healthz", "/readyz"}},
 }
 
 // listenEnv names each binary's listener variables by the container port name they must match.

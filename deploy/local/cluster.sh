@@ -467,7 +467,7 @@ for node in origin1 origin2; do
 	start 3 "$node" "$node" env FLASHGATE_ORIGIN_ADDR="$(addr "$node")" FLASHGATE_ORIGIN_ADMIN_ADDR="$(admin_addr "$node")" \
 		FLASHGATE_INSTANCE="$node" FLASHGATE_POSTGRES_URL="$pg_url" FLASHGATE_GATEWAY_URL="$(url gateway)" \
 		FLASHGATE_PAYMENT_RETURN_URL="$cdn_url/" bin/origin
-	wait_ready "$(admin_url "$node")/healthz" "$node"
+	wait_ready "$(admin_url "$node")/readyz" "$node" # ready: it has reached Redis and Postgres
 done
 
 sale_id="$("$here/demosale.sh" "$(admin_url origin1)" "$(url origin1)")" || {

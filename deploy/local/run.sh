@@ -244,7 +244,8 @@ log "starting origin on $FLASHGATE_ORIGIN_ADDR, admin on $FLASHGATE_ORIGIN_ADMIN
 ${pinned[@]+"${pinned[@]}"} ${checkout_nice[@]+"${checkout_nice[@]}"} bin/origin >>"$origin_log" 2>&1 &
 pids+=("$!")
 names+=(origin)
-wait_healthy "$origin_admin_url/healthz" "$!" origin "$origin_log"
+# /readyz, not /healthz: the origin answers before it has reached Redis and Postgres, and the demo sale needs them.
+wait_healthy "$origin_admin_url/readyz" "$!" origin "$origin_log"
 
 # --- the demo sale ----------------------------------------------------------------------------------------
 

@@ -6,6 +6,9 @@
 package origininternals
 
 import (
+	"context"
+	"log/slog"
+
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/intent"
@@ -33,7 +36,6 @@ const Created = checkout.Created
 
 // The origin's constructors.
 var (
-	NewApp        = app.New
 	DefaultConfig = app.DefaultConfig
 	NewStore      = checkout.NewStore
 	NewKeys       = checkout.NewKeys
@@ -41,3 +43,18 @@ var (
 	NewLedger     = ledger.New
 	Migrate       = ledger.Migrate // the ledger's schema, reserve journal included
 )
+
+// NewApp builds an origin and connects it once (app.New, then
+// App.Connect): the benchmarks measure a ready origin, and a dependency
+// that is down fails them rather than waits.
+func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+	a, err := app.New(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Connect(ctx); err != nil {
+		_ = a.Stop(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return a, nil
+}

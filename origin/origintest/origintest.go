@@ -82,8 +82,8 @@ func OnRedisCluster(nodes string) func(*app.Config) {
 
 // StartOrigin builds an origin with app.New on env (Dev on, the tokenstest
 // keys, AdminToken, a quick sweeper), lets each override adjust the Config,
-// serves App.API.Public() and Admin() on in-memory listeners, starts the
-// workers, and stops it all in t.Cleanup.
+// connects it (App.Connect), serves App.API.Public() and Admin() on
+// in-memory listeners, starts the workers, and stops it all in t.Cleanup.
 func StartOrigin(t testing.TB, env *Env, overrides ...func(*app.Config)) *Origin {
 	t.Helper()
 	cfg := app.DefaultConfig()
@@ -102,11 +102,18 @@ func StartOrigin(t testing.TB, env *Env, overrides ...func(*app.Config)) *Origin
 
 	logw := testenv.NewLogWriter(t)
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn})).With("instance", cfg.Instance)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	a, err := app.New(ctx, cfg, log)
-	cancel()
+	a, err := app.New(cfg, log)
 	if err != nil {
 		t.Fatalf("app.New(%s) = %v", cfg.Instance, err)
+	}
+	// Ready before the first request, as a test expects: Start would wait
+	// for Redis and Postgres in the background.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err = a.Connect(ctx)
+	cancel()
+	if err != nil {
+		_ = a.Stop(context.Background())
+		t.Fatalf("App.Connect(%s) = %v", cfg.Instance, err)
 	}
 	o := &Origin{
 		App: a, Config: cfg, Env: env,

@@ -43,6 +43,7 @@ const (
 	codeInvalidVersion        = "invalid_settings_version"
 	codeInvalidPreQueue       = "invalid_pre_queue"
 	codeEmptyChange           = "empty_change"
+	codeNotReady              = "not_ready" // GET /readyz while the origin is starting
 
 	// Admin: sale definitions and rebuilds.
 	codeSaleExists             = "sale_exists"
@@ -79,6 +80,10 @@ var (
 	errHoldExpired        = httpapi.New(fasthttp.StatusConflict, codeHoldExpired, "The hold on this unit has ended; it can no longer be paid for.")
 	errNoPayments         = &httpapi.Error{Status: fasthttp.StatusServiceUnavailable, Code: httpapi.CodePleaseWait,
 		Message: "Payments are not available right now; please try again in a moment.", RetryAfter: 5}
+	// errStarting is please_wait while the origin waits for Redis and
+	// Postgres at start-up (Deps.Ready).
+	errStarting = &httpapi.Error{Status: fasthttp.StatusServiceUnavailable, Code: httpapi.CodePleaseWait,
+		Message: "The checkout is starting; please try again in a moment.", RetryAfter: 1}
 	errInvalidSignature = httpapi.New(fasthttp.StatusUnauthorized, codeInvalidSignature, "The Payment-Signature does not verify.")
 	errStaleSignature   = httpapi.New(fasthttp.StatusUnauthorized, codeStaleSignature, "The Payment-Signature's time is outside the tolerance.")
 	errInvalidEvent     = httpapi.New(fasthttp.StatusBadRequest, codeInvalidEvent, "The body is not a payment event.")

@@ -39,6 +39,11 @@ type Deps struct {
 	Registry   *prometheus.Registry // metrics served on the admin listener
 	Clock      func() time.Time     // nil means time.Now
 	AdminToken string
+	// Ready says whether the origin takes requests that need Redis or
+	// Postgres and, when not, what it waits for; until it does, every
+	// route but the probes and metrics answers please_wait. nil means
+	// always ready.
+	Ready func() (ready bool, waitingFor string)
 }
 
 // Options tune the handlers; zero values take the defaults.
@@ -75,6 +80,9 @@ func New(deps Deps, opts Options) *Server {
 	if deps.Clock == nil {
 		deps.Clock = time.Now
 	}
+	if deps.Ready == nil {
+		deps.Ready = func() (bool, string) { return true, "" }
+	}
 	s := &Server{
 		Deps: deps,
 		opts: opts,
@@ -105,9 +113,11 @@ type route struct {
 }
 
 // publicRoutes are the routes of the public listener, in the order they are
-// matched. docs/API.md lists each one (routes_test.go).
+// matched: the sale, order, webhook and line routes, which wait for the
+// origin to be ready, then the probes. docs/API.md lists each one
+// (routes_test.go).
 func (s *Server) publicRoutes() []route {
-	return []route{
+	return append(s.whenReady([]route{
 		{fasthttp.MethodPost, []string{"v1", "sales", "*", "reserve"}, "reserve", s.reserve},
 		{fasthttp.MethodGet, []string{"v1", "sales"}, "sales", s.listSales},
 		{fasthttp.MethodGet, []string{"v1", "sales", "*"}, "sale", s.snapshot},
@@ -121,13 +131,13 @@ func (s *Server) publicRoutes() []route {
 		{fasthttp.MethodPost, []string{"v1", "lines", "*", "ceilings"}, "line_ceilings", s.signed(s.raiseLine)},
 		{fasthttp.MethodPost, []string{"v1", "lines", "*", "serving"}, "line_serving", s.signed(s.lowerServing)},
 		{fasthttp.MethodPost, []string{"v1", "lines", "*", "draw"}, "line_draw", s.signed(s.sealDraw)},
-		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
-	}
+	}), s.probeRoutes()...)
 }
 
 // adminRoutes are the routes of the admin listener, in the order they are
-// matched; the dev admission token only in dev mode (Options.Dev).
-// docs/API.md lists each one (routes_test.go).
+// matched: the sale and dev routes, which wait for the origin to be ready
+// (the dev admission token only in dev mode, Options.Dev), then the probes
+// and metrics, which never do. docs/API.md lists each one (routes_test.go).
 func (s *Server) adminRoutes() []route {
 	r := []route{
 		{fasthttp.MethodPost, []string{"admin", "sales"}, "create_sale", s.createSale},
@@ -137,13 +147,36 @@ func (s *Server) adminRoutes() []route {
 	if s.opts.Dev {
 		r = append(r, route{fasthttp.MethodPost, []string{"admin", "dev", "admission-token"}, "dev_admission_token", s.devAdmissionToken})
 	}
-	return append(r,
-		route{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
+	return append(append(s.whenReady(r), s.probeRoutes()...),
 		route{fasthttp.MethodGet, []string{"metrics"}, "metrics", func(ctx *fasthttp.RequestCtx, _ context.Context, _ []string) error {
 			s.metrics(ctx)
 			return nil
 		}},
 	)
+}
+
+// probeRoutes are liveness and readiness, on both listeners.
+func (s *Server) probeRoutes() []route {
+	return []route{
+		{fasthttp.MethodGet, []string{"healthz"}, "healthz", s.healthz},
+		{fasthttp.MethodGet, []string{"readyz"}, "readyz", s.readyz},
+	}
+}
+
+// whenReady makes each route answer please_wait (errStarting) until the
+// origin is ready (Deps.Ready): before, the stores they use may not reach
+// Redis or Postgres, the schema may be old and the catalog empty.
+func (s *Server) whenReady(routes []route) []route {
+	for i := range routes {
+		h := routes[i].h
+		routes[i].h = func(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
+			if ready, _ := s.Ready(); !ready {
+				return errStarting
+			}
+			return h(ctx, c, params)
+		}
+	}
+	return routes
 }
 
 // Public is the handler of the public listener.
@@ -152,10 +185,10 @@ func (s *Server) Public() fasthttp.RequestHandler {
 }
 
 // Admin is the handler of the admin listener: every request but /healthz
-// is authenticated with the admin bearer token before it is routed, and an
-// address that keeps failing is throttled (see adminauth).
+// and /readyz is authenticated with the admin bearer token before it is
+// routed, and an address that keeps failing is throttled (see adminauth).
 func (s *Server) Admin() fasthttp.RequestHandler {
-	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz"}, Reject: s.fail})
+	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz", "/readyz"}, Reject: s.fail})
 	return guard.Handler(s.router(s.adminRoutes()))
 }
 
@@ -202,7 +235,37 @@ func (s *Server) router(routes []route) fasthttp.RequestHandler {
 	}
 }
 
+// healthz: GET /healthz, liveness: the process serves requests. It says
+// nothing about Redis or Postgres; /readyz does.
 func (s *Server) healthz(ctx *fasthttp.RequestCtx, _ context.Context, _ []string) error {
 	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// readyzJSON is the body of GET /readyz: the edge's shape, without its
+// ages and stale sales.
+type readyzJSON struct {
+	Status    string `json:"status"`               // "ready" or "not_ready"
+	Error     string `json:"error,omitempty"`      // "not_ready" when not ready, as every error body has
+	Message   string `json:"message,omitempty"`    // what the origin waits for
+	RequestID string `json:"request_id,omitempty"` // when not ready, as every error body has
+}
+
+// readyz: GET /readyz, readiness for the load balancer: 503 not_ready with
+// Retry-After until the origin has reached Redis and Postgres, migrated
+// and checked Redis for lost sales, then 200 for good. A dependency lost
+// later shows in the answers that need it (please_wait), not here: every
+// origin shares it, and one not sent requests helps no one.
+func (s *Server) readyz(ctx *fasthttp.RequestCtx, _ context.Context, _ []string) error {
+	ready, waitingFor := s.Ready()
+	if ready {
+		writeJSON(ctx, fasthttp.StatusOK, readyzJSON{Status: "ready"})
+		return nil
+	}
+	id := httpapi.RequestID(ctx)
+	ctx.Response.Header.SetCanonical(httpapi.HeaderRequestID, []byte(id))
+	ctx.Response.Header.SetCanonical(httpapi.HeaderRetryAfter, []byte("1"))
+	writeJSON(ctx, fasthttp.StatusServiceUnavailable, readyzJSON{Status: codeNotReady, Error: codeNotReady,
+		Message: "The origin is starting: waiting for " + waitingFor + ".", RequestID: id})
 	return nil
 }

@@ -1,6 +1,7 @@
 // Package app wires the origin's components from a Config: clients, stores,
-// handlers and workers, with a start and an ordered stop. Command origin
-// gives it listeners and signals; tests start several in one process.
+// handlers and workers, with a start that waits for Redis and Postgres
+// (start.go) and an ordered stop. Command origin gives it listeners and
+// signals; tests start several in one process.
 package app
 
 import (
@@ -11,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -49,55 +51,22 @@ type App struct {
 	Orders   *orders.Service // nil when payments are off
 	API      *api.Server
 
+	// waitingFor is the start-up step (startSteps) the origin has not yet
+	// done, nil once it is ready. Every request reads it, hence an atomic.
+	waitingFor atomic.Pointer[string]
+
 	stopWorkers context.CancelFunc
-	workers     sync.WaitGroup
+	workers     sync.WaitGroup // the start-up loop and the workers it starts
 }
 
-// New connects to Redis and Postgres, applies migrations and builds every
-// component. Nothing runs until Start.
-func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) {
+// New validates cfg and builds every component, touching no network: only
+// a bad configuration fails it, never a dependency that is down. Its
+// clients connect on first use; Connect, or Start, which retries Connect,
+// makes the origin ready. Nothing runs until Start.
+func New(cfg Config, log *slog.Logger) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: log}
-	defer func() {
-		if err != nil {
-			if a.Reserver != nil {
-				a.Reserver.Close()
-			}
-			a.closeClients()
-		}
-	}()
-
-	ropts, err := cfg.redis()
-	if err != nil {
-		return nil, err
-	}
-	if a.rdb, err = redisconn.New(ropts); err != nil {
-		return nil, err
-	}
-	if err := a.rdb.Ping(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-
-	pcfg, err := pgxpool.ParseConfig(cfg.PostgresURL)
-	if err != nil {
-		return nil, fmt.Errorf("postgres url: %w", err)
-	}
-	// pgx's default (4 on a small machine) lets one slow transaction on the
-	// hot inventory row stall every order and reservation read behind it.
-	pcfg.MaxConns = int32(cfg.PostgresMaxConns)
-	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	if err := a.pool.Ping(ctx); err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	if err := ledger.Migrate(ctx, a.pool); err != nil {
-		return nil, err
-	}
-
 	keys, err := tokens.ParseKeySet(cfg.TokenKeys)
 	if err != nil {
 		return nil, fmt.Errorf("token keys: %w", err)
@@ -106,16 +75,51 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if err != nil {
 		return nil, err
 	}
+	a := &App{cfg: cfg, log: log}
+	if err := a.openClients(); err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(devModeGauge(cfg.Dev))
+	reg.MustRegister(devModeGauge(cfg.Dev), a.readyGauge())
+	a.buildStores(reg)
+	a.buildWorkers(reg)
+	a.buildAPI(reg, keys, users)
+	a.waitFor(a.startSteps()[0].name)
+	return a, nil
+}
 
+// openClients makes the Redis client and the Postgres pool. Neither dials
+// here: both connect on first use and again after a failure.
+func (a *App) openClients() error {
+	ropts, err := a.cfg.redis()
+	if err != nil {
+		return err
+	}
+	pcfg, err := pgxpool.ParseConfig(a.cfg.PostgresURL)
+	if err != nil {
+		return fmt.Errorf("postgres url: %w", err)
+	}
+	// pgx's default (4 on a small machine) lets one slow transaction on the
+	// hot inventory row stall every order and reservation read behind it.
+	pcfg.MaxConns = int32(a.cfg.PostgresMaxConns)
+	if a.rdb, err = redisconn.New(ropts); err != nil {
+		return err
+	}
+	if a.pool, err = pgxpool.NewWithConfig(context.Background(), pcfg); err != nil {
+		_ = a.rdb.Close()
+		return fmt.Errorf("postgres: %w", err)
+	}
+	return nil
+}
+
+// buildStores builds the sales' state and books, the catalog, the reserve
+// pipelines and the sales service over them.
+func (a *App) buildStores(reg *prometheus.Registry) {
+	cfg, log := a.cfg, a.log
 	a.Checkout = checkout.NewStore(a.rdb, checkout.NewKeys(cfg.RedisPrefix), cfg.RedisRetention)
 	a.Ledger = ledger.NewObserved(a.pool, reg)
 	a.Catalog = catalog.New(a.Ledger, log, 0)
-	if err := a.Catalog.Refresh(ctx); err != nil {
-		return nil, err
-	}
 	ropt := checkout.ReserverOptions{
 		Pipelines: cfg.ReservePipelines, MaxBatch: cfg.ReserveMaxBatch, Timeout: cfg.RequestBudget,
 		WaitReplicas: cfg.ReserveWaitReplicas, WaitTimeout: cfg.ReserveWaitTimeout, Registerer: reg,
@@ -129,38 +133,41 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.Sales = sales.New(a.Checkout, a.Ledger, a.Catalog, a.Reserver,
 		sales.Options{CheckEvery: cfg.RedisCheckInterval, MaxHoldsPerAccount: cfg.MaxHoldsPerAccount},
 		log.With("component", "sales"), reg)
-	// A Redis that restarted empty, or failed over, may have lost sales:
-	// put back, from Postgres, those that are not over, before taking any
-	// request.
-	if err := a.Sales.CheckCurrent(ctx, 0); err != nil {
-		return nil, fmt.Errorf("check redis for lost sales: %w", err)
-	}
+}
+
+// buildWorkers builds the order writer, the sweeper and, with a gateway,
+// the orders service.
+func (a *App) buildWorkers(reg *prometheus.Registry) {
+	cfg, log := a.cfg, a.log
 	a.Writer = workers.NewWriter(a.Checkout, a.Ledger, a.Catalog, workers.WriterOptions{
 		Consumer: cfg.Instance, BatchSize: cfg.WriterBatch, ClaimIdle: cfg.WriterClaimIdle,
 	}, log.With("component", "writer"), reg)
 	a.Sweeper = workers.NewSweeper(a.Checkout, a.Catalog, workers.SweeperOptions{Interval: cfg.SweepInterval},
 		log.With("component", "sweeper"), reg)
-	if cfg.PaymentsOn() {
-		a.Orders = orders.New(a.Checkout, a.Ledger, a.Catalog, a.Sales,
-			payment.NewClient(cfg.GatewayURL, cfg.GatewayAPIKey, payment.ClientOptions{Registerer: reg}),
-			orders.Options{
-				Grace: cfg.PaymentGrace, ReturnURL: cfg.PaymentReturnURL, WebhookSecrets: secrets(cfg.WebhookSecrets),
-				ReconcileEvery: cfg.ReconcileInterval, IntentWait: cfg.OrderIntentWait,
-			}, log.With("component", "orders"), reg)
-	} else {
+	if !cfg.PaymentsOn() {
 		log.Warn("no payment gateway configured (FLASHGATE_GATEWAY_API_KEY): orders and payments are off")
+		return
 	}
+	a.Orders = orders.New(a.Checkout, a.Ledger, a.Catalog, a.Sales,
+		payment.NewClient(cfg.GatewayURL, cfg.GatewayAPIKey, payment.ClientOptions{Registerer: reg}),
+		orders.Options{
+			Grace: cfg.PaymentGrace, ReturnURL: cfg.PaymentReturnURL, WebhookSecrets: secrets(cfg.WebhookSecrets),
+			ReconcileEvery: cfg.ReconcileInterval, IntentWait: cfg.OrderIntentWait,
+		}, log.With("component", "orders"), reg)
+}
+
+// buildAPI builds the handlers of both listeners.
+func (a *App) buildAPI(reg *prometheus.Registry, keys *tokens.KeySet, users *tokens.UserVerifier) {
 	var issuer *tokens.Issuer
-	if cfg.Dev {
+	if a.cfg.Dev {
 		issuer = tokens.NewIssuer(keys, tokens.IssuerOptions{})
 	}
 	a.API = api.New(api.Deps{
 		Catalog: a.Catalog, Sales: a.Sales, Ledger: a.Ledger, Orders: a.Orders,
 		Verifier: tokens.NewVerifier(keys, tokens.VerifierOptions{}), Users: users, Issuer: issuer,
-		Edges: tokens.NewRequestVerifier(keys, tokens.RequestVerifierOptions{Audience: cfg.LineAudience}),
-		Log:   log, Registry: reg, AdminToken: cfg.AdminToken,
-	}, api.Options{Dev: cfg.Dev, Budget: cfg.RequestBudget})
-	return a, nil
+		Edges: tokens.NewRequestVerifier(keys, tokens.RequestVerifierOptions{Audience: a.cfg.LineAudience}),
+		Log:   a.log, Registry: reg, AdminToken: a.cfg.AdminToken, Ready: a.Ready,
+	}, api.Options{Dev: a.cfg.Dev, Budget: a.cfg.RequestBudget})
 }
 
 // secrets splits a comma-separated list of webhook secrets.
@@ -211,25 +218,6 @@ func userVerifier(cfg Config) (*tokens.UserVerifier, error) {
 	return v, nil
 }
 
-// Start runs the background workers: catalog refresh, order writer, sweeper,
-// the watch for sales Redis has lost (sales.Service.Run), and the payment
-// reconciler.
-func (a *App) Start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	a.stopWorkers = cancel
-	runs := []func(context.Context){a.Catalog.Run, a.Writer.Run, a.Sweeper.Run, a.Sales.Run}
-	if a.Orders != nil && a.cfg.ReconcileInterval > 0 {
-		runs = append(runs, a.Orders.Run)
-	}
-	for _, run := range runs {
-		a.workers.Add(1)
-		go func() {
-			defer a.workers.Done()
-			run(ctx)
-		}()
-	}
-}
-
 // Body bounds of the two listeners, in bytes: a public request carries a
 // reserve, an order, a line request or a gateway's webhook; an admin one a
 // sale definition.
@@ -257,8 +245,10 @@ func (a *App) Server(h fasthttp.RequestHandler, maxBody int) *fasthttp.Server {
 }
 
 // Stop is the second half of an ordered shutdown, after the listeners have
-// stopped and drained: it stops new reserves, then the workers (each
-// finishes the batch in hand), then closes the clients. ctx bounds the wait.
+// stopped and drained: it stops new reserves, then the start-up attempts
+// if the origin is still waiting for its dependencies, or else the workers
+// (each finishes the batch in hand), then closes the clients. ctx bounds
+// the wait. It may follow New without Start.
 func (a *App) Stop(ctx context.Context) error {
 	a.Reserver.Close()
 	if a.stopWorkers != nil {
