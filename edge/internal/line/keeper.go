@@ -364,6 +364,19 @@ func (k *Keeper) Settings(ctx context.Context, sale string, rate *float64, pause
 	}
 	st.RatePerSecond, st.Paused, st.NowServing = applied.RatePerSecond, applied.Paused, max(st.NowServing, applied.NowServing)
 	st.SettingsVersion, st.ServingCeiling = applied.SettingsVersion, applied.ServingCeiling
+	// A resume or a higher rate needs a higher serving ceiling than the
+	// one the old settings left: raise it now rather than at the next
+	// tick, so the change is in effect when the caller hears it is. If it
+	// fails, the next tick raises it.
+	if b := k.servingBlock(applied.RatePerSecond, applied.Paused); applied.SettingsVersion == row.SettingsVersion &&
+		b > 0 && applied.ServingCeiling-applied.NowServing <= b/2 {
+		c := queue.Ceilings{Serving: applied.NowServing + b, SettingsVersion: applied.SettingsVersion}
+		if err := k.raise(ctx, sale, c); err != nil {
+			k.failures.WithLabelValues("raise").Inc()
+		} else {
+			st.ServingCeiling = max(st.ServingCeiling, c.Serving)
+		}
+	}
 	return st, true, nil
 }
 
