@@ -13,10 +13,10 @@ import (
 )
 
 // The short scenarios of make chaos (origin killed -9, Redis emptied by
-// FLUSHALL), end to end: the real binaries on their own Redis and Postgres,
+// FLUSHALL, Redis restarted from an older snapshot), end to end: the real binaries on their own Redis and Postgres,
 // a sale played through them, the fault, and every check. Each must pass;
 // a failure names the promise that broke (an unreported lost 201, a place
-// handed out twice, ops settings forgotten, ...).
+// handed out twice, a paused line admitting, ...).
 func TestShortScenarios(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -59,6 +59,11 @@ type Options struct {
 	// ReplicaOf makes the server a replica of that one; Start returns once
 	// the replica has finished its first sync.
 	ReplicaOf *Server
+	// ReplicaOfAddr makes the server a replica of whatever listens at that
+	// host:port — a proxy in front of a primary, so that the replication
+	// link can be slowed or cut — as ReplicaOf does; it is ignored when
+	// ReplicaOf is set.
+	ReplicaOfAddr string
 	// Sentinel runs the server as a Sentinel (redis-server --sentinel).
 	Sentinel bool
 }
@@ -86,7 +91,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := s.Start(ctx); err != nil {
 		return nil, err
 	}
-	if o.ReplicaOf != nil {
+	if o.ReplicaOf != nil || o.ReplicaOfAddr != "" {
 		if err := s.waitSynced(ctx); err != nil {
 			s.Kill()
 			return nil, err
@@ -127,8 +132,15 @@ func newServer(o Options) (*Server, error) {
 	if !o.Sentinel {
 		s.settings = append(s.settings, baseConfig...)
 	}
-	if o.ReplicaOf != nil {
+	switch {
+	case o.ReplicaOf != nil:
 		s.settings = append(s.settings, fmt.Sprintf("replicaof 127.0.0.1 %d", o.ReplicaOf.Port))
+	case o.ReplicaOfAddr != "":
+		host, port, err := net.SplitHostPort(o.ReplicaOfAddr)
+		if err != nil {
+			return nil, fmt.Errorf("redis-server %s: replica of %q: %w", o.Name, o.ReplicaOfAddr, err)
+		}
+		s.settings = append(s.settings, fmt.Sprintf("replicaof %s %s", host, port))
 	}
 	s.settings = append(s.settings, o.Config...)
 	if o.Sentinel {

@@ -163,3 +163,26 @@ func TestFailoverPromotesTheReplica(t *testing.T) {
 		t.Errorf("GET k on the new primary = %q, %v; want \"v\"", got, err)
 	}
 }
+
+// TestReplicaOfAddr: a replica named by address (as through a proxy) is in
+// sync when Start returns and follows its primary's writes.
+func TestReplicaOfAddr(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	primary := start(t, ctx, Options{Name: "primary"})
+	replica := start(t, ctx, Options{Name: "replica", ReplicaOfAddr: primary.Addr})
+	p := client(t, primary)
+	if err := p.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 5000 = %d, %v; want 1 replica", n, err)
+	}
+	if got, err := client(t, replica).Get(ctx, "k").Result(); err != nil || got != "v" {
+		t.Errorf("replica GET k = %q, %v; want \"v\"", got, err)
+	}
+	if _, err := Start(ctx, Options{Dir: t.TempDir(), ReplicaOfAddr: "no-port"}); err == nil {
+		t.Error("Start with ReplicaOfAddr \"no-port\" = nil error, want one")
+	}
+}

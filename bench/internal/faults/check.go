@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +42,8 @@ type Result struct {
 	Recovery     time.Duration // from the fault's end until a reserve and a join worked again
 	Unanswered   int           // shoppers with no fate when their time ran out
 	Line         []string      // what went wrong with the line
+	LineChecked  string        // what the line sales' admissions were, for the report's line column
+	Fault        []string      // what the fault's own checks found wrong (an origin that exited, say)
 	Failures     []string      // why the scenario failed; none: it passed
 	Notes        []string
 	Took         time.Duration
@@ -86,6 +90,9 @@ func judge(r *Result) {
 	}
 	if r.Unanswered > 0 {
 		fail("%d of %d shoppers got no answer (no place, unit or sold-out) in their time", r.Unanswered, r.Shoppers)
+	}
+	for _, f := range r.Fault {
+		fail("%s", f)
 	}
 	for _, l := range r.Line {
 		fail("line: %s", l)
@@ -151,6 +158,7 @@ func (t *traffic) collect(ctx context.Context, f *faultEnv, r *Result) {
 		r.Failures = append(r.Failures, "201s could not be checked: "+err.Error())
 	}
 	t.line(ctx, r)
+	t.lineSales(f, r)
 	t.replay(ctx, r) // last: a token that works again takes a unit
 	if len(f.notes) > 0 {
 		r.Notes = append(r.Notes, f.notes...)
@@ -158,6 +166,7 @@ func (t *traffic) collect(ctx context.Context, f *faultEnv, r *Result) {
 	if n := len(t.st.notes); n > 0 {
 		r.Notes = append(r.Notes, t.st.notes...)
 	}
+	r.Notes = append(r.Notes, t.notes...)
 	fates := map[string]int{}
 	for _, sh := range t.shoppers {
 		fates[sh.outcome()]++
@@ -667,25 +676,268 @@ func (t *traffic) line(ctx context.Context, r *Result) {
 	add(cursorBack, "%d times a shopper saw the cursor go back")
 	add(passedOver, "%d times a shopper was told to wait although the cursor had passed its place")
 
-	// Ops settings: the crowd's rate, and the paused sale's pause and rate.
+	// Ops settings, as every edge reads them: the crowd's rate, the paused
+	// sale's pause (at the default rate) and the slow sale's rate. What the
+	// line sales admitted is lineSales's.
+	for _, e := range t.st.edges {
+		for _, c := range []struct {
+			sale   string
+			rate   float64
+			paused bool
+		}{{shopSale, t.load.RatePerS, false}, {pausedSale, edgeDefaultRate, true}, {slowSale, t.load.SlowRatePerS, false}} {
+			status, body, err := admin(ctx, "GET", "http://"+e.admin+"/admin/sales/"+c.sale+"/admission", nil)
+			var got struct {
+				Rate   float64 `json:"rate_per_s"`
+				Paused bool    `json:"paused"`
+			}
+			if err != nil || status != 200 || json.Unmarshal(body, &got) != nil {
+				r.Line = append(r.Line, fmt.Sprintf("admission settings of %s unreadable on %s: %d %v", c.sale, e.name, status, err))
+				continue
+			}
+			if got.Rate != c.rate || got.Paused != c.paused {
+				r.Line = append(r.Line, fmt.Sprintf("ops settings of %s not kept on %s: rate %g paused %v, want rate %g paused %v",
+					c.sale, e.name, got.Rate, got.Paused, c.rate, c.paused))
+			}
+		}
+	}
+}
+
+// lineSales checks what the line sales admitted, on every edge, against
+// the losses the fault caused.
+func (t *traffic) lineSales(f *faultEnv, r *Result) {
+	names := make([]string, len(t.st.edges))
+	for i, e := range t.st.edges {
+		names[i] = e.name
+	}
+	var checked []string
 	for _, c := range []struct {
 		sale   string
 		rate   float64
 		paused bool
-	}{{shopSale, t.load.RatePerS, false}, {opsSale, opsRate, true}} {
-		status, body, err := admin(ctx, "GET", "http://"+t.st.edgeAdmin+"/admin/sales/"+c.sale+"/admission", nil)
-		var got struct {
-			Rate   float64 `json:"rate_per_s"`
-			Paused bool    `json:"paused"`
+	}{{pausedSale, 0, true}, {slowSale, t.load.SlowRatePerS, false}} {
+		joined, all := t.lines.joined(c.sale)
+		l := lineRun{sale: c.sale, rate: c.rate, paused: c.paused, atPause: t.lines.atPause, zero: t.zero, faultEnd: f.end,
+			losses: f.losses, edges: names, shoppers: all, joined: joined, obs: t.lines.observations(c.sale)}
+		var summary string
+		var broken []string
+		if c.paused {
+			summary, broken = l.checkPaused()
+		} else {
+			summary, broken = l.checkRate()
 		}
-		if err != nil || status != 200 || json.Unmarshal(body, &got) != nil {
-			r.Line = append(r.Line, fmt.Sprintf("admission settings of %s unreadable: %d %v", c.sale, status, err))
+		checked = append(checked, summary)
+		r.Line = append(r.Line, broken...)
+	}
+	r.LineChecked = strings.Join(checked, "; ")
+	if n := len(f.losses); n > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("Redis losses the line bound allows for: %d, at %s", n, sinceZero(t.zero, f.losses)))
+	}
+}
+
+// earlyWindow is how far ahead of its rate a line may admit after Redis
+// loses it: the cursor resumes at its durable ceiling, raised a serving
+// block ahead, "up to about two seconds of admissions' worth of shoppers
+// are admitted a little early" (docs/FAIRNESS.md, "When Redis loses the
+// line"; the edge's ServingWindow, 2 s by default).
+const earlyWindow = 2 * time.Second
+
+// earlyBound is how many positions a line admitted at rate per second may
+// admit early after one loss: ceil(rate × earlyWindow); none while paused.
+func earlyBound(rate float64) int64 { return int64(math.Ceil(rate * earlyWindow.Seconds())) }
+
+// lineObs is one reading of a line sale: a shopper's join or status answer,
+// or an edge's admin view.
+type lineObs struct {
+	at         time.Time
+	edge       int   // which edge answered, an index into the stack's edges
+	shopper    int   // the shopper's index in its sale; -1 for the admin view
+	admitted   bool  // the status answer said admitted
+	nowServing int64 // the cursor the answer showed
+}
+
+// lineRun is what a line sale's check needs: its settings, the scenario's
+// moments and every reading.
+type lineRun struct {
+	sale     string
+	rate     float64 // admissions per second ops set; 0 for the paused sale
+	paused   bool
+	atPause  int64       // the paused sale's now_serving when ops paused it
+	zero     time.Time   // the sale's start: the cursor may move from then
+	faultEnd time.Time   // the line is read after it too
+	losses   []time.Time // when the scenario made Redis lose data (or writes)
+	edges    []string    // the edges' names, by index
+	shoppers int         // shoppers sent to join
+	joined   int         // of those, how many got a place
+	obs      []lineObs
+}
+
+// coverage is what makes the check worth its name: somebody in line,
+// status answers from every edge, and some after the fault.
+func (l lineRun) coverage() []string {
+	var broken []string
+	if l.joined == 0 {
+		return []string{fmt.Sprintf("%s: none of %d shoppers got a place in line: nothing was checked", l.sale, l.shoppers)}
+	}
+	polled := make([]int, len(l.edges))
+	after := 0
+	for _, o := range l.obs {
+		if o.shopper < 0 {
 			continue
 		}
-		if got.Rate != c.rate || got.Paused != c.paused {
-			r.Line = append(r.Line, fmt.Sprintf("ops settings of %s not kept: rate %g paused %v, want rate %g paused %v", c.sale, got.Rate, got.Paused, c.rate, c.paused))
+		polled[o.edge]++
+		if o.at.After(l.faultEnd) {
+			after++
 		}
 	}
+	for i, n := range polled {
+		if n == 0 {
+			broken = append(broken, fmt.Sprintf("%s: no status answer from %s: that edge was not checked", l.sale, l.edges[i]))
+		}
+	}
+	if after == 0 {
+		broken = append(broken, fmt.Sprintf("%s: no status answer after the fault ended: the line was not checked after it", l.sale))
+	}
+	return broken
+}
+
+// checkPaused: a paused sale admits nobody, on any edge, before, during or
+// after a loss, and its cursor never passes where the pause found it.
+func (l lineRun) checkPaused() (summary string, broken []string) {
+	broken = l.coverage()
+	obs := byTime(l.obs)
+	answers, perEdge := 0, make([]int, len(l.edges))
+	admitted := map[int]bool{}
+	var firstAdmitted, firstPast *lineObs
+	maxServing := l.atPause
+	for i, o := range obs {
+		if o.admitted {
+			answers++
+			perEdge[o.edge]++
+			admitted[o.shopper] = true
+			if firstAdmitted == nil {
+				firstAdmitted = &obs[i]
+			}
+		}
+		if o.nowServing > l.atPause && firstPast == nil {
+			firstPast = &obs[i]
+		}
+		maxServing = max(maxServing, o.nowServing)
+	}
+	if answers > 0 {
+		var each []string
+		for i, n := range perEdge {
+			each = append(each, fmt.Sprintf("%s %d", l.edges[i], n))
+		}
+		broken = append(broken, fmt.Sprintf("%s (paused): %d admitted answers to %d of %d shoppers in line (%s), the first %.1f s after the start on %s",
+			l.sale, answers, len(admitted), l.joined, strings.Join(each, ", "), l.since(firstAdmitted.at), l.edges[firstAdmitted.edge]))
+	}
+	if firstPast != nil {
+		broken = append(broken, fmt.Sprintf("%s (paused): now_serving reached %d (%d at the pause), first past it %.1f s after the start on %s (%s)",
+			l.sale, maxServing, l.atPause, l.since(firstPast.at), l.edges[firstPast.edge], l.source(*firstPast)))
+	}
+	return fmt.Sprintf("paused: %d of %d admitted", len(admitted), l.joined), broken
+}
+
+// checkRate: by any moment t, a sale admitted at rate per second has
+// admitted at most rate × (t − start) + earlyBound(rate) per loss before t
+// + 1 (a tick's rounding), counting both the shoppers told admitted and the
+// cursor any answer showed.
+func (l lineRun) checkRate() (summary string, broken []string) {
+	broken = l.coverage()
+	obs := byTime(l.obs)
+	admitted := map[int]bool{}
+	var worstTold, worstServing *lineObs
+	var toldExcess, servingExcess float64
+	toldAt := map[*lineObs]int{}
+	count := int64(0) // the larger of shoppers told admitted and the cursor shown, so far
+	for i := range obs {
+		o := &obs[i]
+		if o.admitted && !admitted[o.shopper] {
+			admitted[o.shopper] = true
+			toldAt[o] = len(admitted)
+			if ex := float64(len(admitted)) - l.allowed(o.at); ex > 0 && (worstTold == nil || ex > toldExcess) {
+				worstTold, toldExcess = o, ex
+			}
+		}
+		if ex := float64(o.nowServing) - l.allowed(o.at); ex > 0 && (worstServing == nil || ex > servingExcess) {
+			worstServing, servingExcess = o, ex
+		}
+		count = max(count, int64(len(admitted)), o.nowServing)
+	}
+	rate := formatRate(l.rate)
+	if worstTold != nil {
+		broken = append(broken, fmt.Sprintf("%s (%s): %d shoppers told admitted by %.1f s after the start, bound %d (%s)",
+			l.sale, rate, toldAt[worstTold], l.since(worstTold.at), int64(l.allowed(worstTold.at)), l.boundText(worstTold.at)))
+	}
+	if worstServing != nil {
+		broken = append(broken, fmt.Sprintf("%s (%s): now_serving %d %.1f s after the start on %s (%s), bound %d (%s)",
+			l.sale, rate, worstServing.nowServing, l.since(worstServing.at), l.edges[worstServing.edge], l.source(*worstServing),
+			int64(l.allowed(worstServing.at)), l.boundText(worstServing.at)))
+	}
+	// The summary: at the worst moment when the bound broke, else at the end.
+	at := l.zero
+	if len(obs) > 0 {
+		at = obs[len(obs)-1].at
+	}
+	shown := count
+	switch {
+	case worstServing != nil && (worstTold == nil || servingExcess >= toldExcess):
+		at, shown = worstServing.at, worstServing.nowServing
+	case worstTold != nil:
+		at, shown = worstTold.at, int64(toldAt[worstTold])
+	}
+	summary = fmt.Sprintf("%s: %d by %.0f s (bound %d)", rate, shown, l.since(at), int64(l.allowed(at)))
+	if l.joined > 0 && count >= int64(l.joined) {
+		summary += fmt.Sprintf(", the line of %d ran out", l.joined)
+	}
+	return summary, broken
+}
+
+// allowed is how many the line may have admitted by at.
+func (l lineRun) allowed(at time.Time) float64 {
+	return l.rate*l.since(at) + float64(earlyBound(l.rate)*int64(l.lossesBy(at))) + 1
+}
+
+func (l lineRun) boundText(at time.Time) string {
+	return fmt.Sprintf("%s × %.1f s + %d early per Redis loss × %d + 1", formatRate(l.rate), l.since(at), earlyBound(l.rate), l.lossesBy(at))
+}
+
+// lossesBy is how many losses happened at or before at.
+func (l lineRun) lossesBy(at time.Time) int {
+	n := 0
+	for _, t := range l.losses {
+		if !t.After(at) {
+			n++
+		}
+	}
+	return n
+}
+
+// since is seconds from the start to at, never below zero.
+func (l lineRun) since(at time.Time) float64 { return max(at.Sub(l.zero).Seconds(), 0) }
+
+func (l lineRun) source(o lineObs) string {
+	if o.shopper < 0 {
+		return "admin view"
+	}
+	return "status answer"
+}
+
+func byTime(obs []lineObs) []lineObs {
+	out := append([]lineObs(nil), obs...)
+	slices.SortStableFunc(out, func(a, b lineObs) int { return a.at.Compare(b.at) })
+	return out
+}
+
+func formatRate(rate float64) string { return strconv.FormatFloat(rate, 'g', -1, 64) + "/s" }
+
+// sinceZero lists moments as seconds after the start.
+func sinceZero(zero time.Time, at []time.Time) string {
+	parts := make([]string, len(at))
+	for i, a := range at {
+		parts[i] = fmt.Sprintf("%.1f s", a.Sub(zero).Seconds())
+	}
+	return strings.Join(parts, ", ")
 }
 
 // replay presses Buy again with every admission token that earned a 201,

@@ -14,6 +14,12 @@ func startRedis(ctx context.Context, dir string) (*redisserver.Server, error) {
 	return redisserver.Start(ctx, redisserver.Options{Dir: dir, Name: "redis"})
 }
 
+// startReplica starts a replica of the primary behind link (a delay proxy
+// in front of it, which a fault can cut), in sync when it returns.
+func startReplica(ctx context.Context, dir, link string) (*redisserver.Server, error) {
+	return redisserver.Start(ctx, redisserver.Options{Dir: dir, Name: "replica", ReplicaOfAddr: link})
+}
+
 // flushAll empties the server, as an operator's mistake or a failover onto
 // an empty replica would.
 func flushAll(ctx context.Context, s *redisserver.Server) error {

@@ -30,15 +30,18 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	l := rep.Load
 	p("# Reliability\n\n")
 	p("Written by `%s` on %s (%s). Do not edit by hand: run it again.\n\n", rep.Command, rep.When.UTC().Format("2006-01-02 15:04 MST"), rep.Machine)
-	p("`make chaos` plays a real sale through the real binaries — origin, edge and the sandbox payment gateway, with their own "+
-		"Redis (through a delay proxy), Postgres cluster and, for the failover, a replica and three Sentinels, all on free 127.0.0.1 "+
+	p("`make chaos` plays a real sale through the real binaries — origin, two edges and the sandbox payment gateway, with their own "+
+		"Redis (through a delay proxy), Postgres cluster and, for the failovers, a replica (and three Sentinels), all on free 127.0.0.1 "+
 		"ports — and breaks one thing while it runs. Each scenario: %d shoppers for %d units, admitted at %g/s, arriving over %g s "+
 		"from the start, holds of %d s, %.0f%% of holders paying; probes reserve (with an admission token the harness signs) and join "+
-		"on a second sale every %v; the fault starts 2–3 s after the start. A request unanswered after %v is a hang. The binaries run with their defaults "+
+		"on a second sale every %v; two line sales whose shoppers join just after the start and poll both edges in turn until %v after the fault: "+
+		"%d in a sale ops paused before anyone joined, %d in a sale ops lowered from the edges' default %g/s to %g/s; "+
+		"the fault starts 1.5–3 s after the start. A request unanswered after %v is a hang. The binaries run with their defaults "+
 		"but for what must fit in a scenario's seconds: the origin reconciles payments every 2 s (default 30 s), takes over a silent "+
 		"writer's stream after 4 s (default 10 s) and gives a paying hold 20 s of grace; the edge raises the line's durable ceilings "+
 		"in blocks of at least 32 places (default 256, sized for hundreds of admissions a second); the gateway retries webhooks from 200 ms.\n\n",
-		l.Shoppers, l.Stock, l.RatePerS, l.ArrivalS, l.HoldTTLS, 100*l.PayShare, l.ProbeEvery, l.RequestTimeout)
+		l.Shoppers, l.Stock, l.RatePerS, l.ArrivalS, l.HoldTTLS, 100*l.PayShare, l.ProbeEvery, lineAfter,
+		l.PausedShoppers, l.SlowShoppers, edgeDefaultRate, l.SlowRatePerS, l.RequestTimeout)
 	p("**%d of %d scenarios pass.**\n\n", passed, len(rep.Results))
 	p("| scenario | shoppers | sold | oversold | 201s lost | lost-but-reported | double | 5xx | max answer time | recovery s | line | result |\n")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
@@ -76,11 +79,17 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	p("- **5xx**: answers of 500 and above other than 503 `please_wait` (the please_wait answers in brackets); the gateway's own " +
 		"pay page is left out. **max answer time**: the slowest answer of the stack; hangs (no answer within the timeout) are counted apart.\n")
 	p("- **recovery s**: from the fault's end until a probe reserve and a probe join, both sent after it, had succeeded.\n")
-	p("- **line**: one place per account and one account per place, places kept while waiting and on joining again, nobody admitted " +
-		"told to wait again, the cursor never going back, ten newcomers after the fault getting new places, and the ops settings " +
-		"(the crowd's rate, a third sale paused at 7/s) kept.\n")
+	p("- **line**: what the line sales admitted, on both edges, before, during and after the fault: \"paused: 0 of n admitted\" — "+
+		"nobody in the paused sale told admitted, and no answer or admin view showing its `now_serving` past where the pause found it; "+
+		"\"%g/s: k by t s (bound b)\" — by any moment t, neither the shoppers told admitted nor the `now_serving` any answer showed "+
+		"exceed rate × t + ceil(rate × %v) per Redis loss the fault caused before t + 1 (the early admissions docs/FAIRNESS.md allows "+
+		"after a loss, and a tick's rounding), shown at the end or where it broke. Also checked, for the crowd's sale: one place per account "+
+		"and one account per place, places kept while waiting and on joining again, nobody admitted told to wait again, the cursor never "+
+		"going back, ten newcomers after the fault getting new places; and the ops settings (the crowd's rate, the paused sale's pause, "+
+		"the slow sale's rate) on every edge. \"n broken\" counts what failed.\n", l.SlowRatePerS, earlyWindow)
 	p("- **result**: PASS when all of that holds, every shopper got an answer (a place, a unit or sold out) within %g s of "+
-		"arriving, and the stack recovered within %v of the fault's end.\n", l.LifeS, l.RecoverWithin)
+		"arriving, the stack recovered within %v of the fault's end, and the fault's own checks held (an origin started while "+
+		"Redis or Postgres was down never exited and answered `/readyz` 200 within %v of its return).\n", l.LifeS, l.RecoverWithin, originReadyWithin)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -103,10 +112,15 @@ func recovery(r Result) string {
 }
 
 func lineCell(r Result) string {
-	if len(r.Line) == 0 {
+	switch {
+	case len(r.Line) == 0 && r.LineChecked == "":
 		return "kept"
+	case len(r.Line) == 0:
+		return r.LineChecked
+	case r.LineChecked == "":
+		return fmt.Sprintf("%d broken", len(r.Line))
 	}
-	return fmt.Sprintf("%d broken", len(r.Line))
+	return fmt.Sprintf("%d broken: %s", len(r.Line), r.LineChecked)
 }
 
 func verdict(r Result) string {

@@ -172,6 +172,9 @@ func runScenario(ctx context.Context, o Options, sc Scenario, dir, bins string, 
 	if err := t.crowd(); err != nil {
 		return harness(err)
 	}
+	if err := t.lineCrowd(); err != nil {
+		return harness(err)
+	}
 
 	f := &faultEnv{st: st, t: t}
 	faultDone := make(chan error, 1)
@@ -191,6 +194,14 @@ func runScenario(ctx context.Context, o Options, sc Scenario, dir, bins string, 
 			wg.Wait()
 		}
 	}()
+	lineCtx, stopLines := context.WithCancel(ctx)
+	linesDone := make(chan struct{})
+	go func() {
+		defer close(linesDone)
+		if sleepUntil(lineCtx, t.zero) {
+			t.runLines(lineCtx)
+		}
+	}()
 	sleepUntil(ctx, t.zero)
 	t.runShoppers(ctx)
 	ferr := <-faultDone
@@ -200,6 +211,11 @@ func runScenario(ctx context.Context, o Options, sc Scenario, dir, bins string, 
 	if f.end.IsZero() {
 		f.end = time.Now()
 	}
+	r.Fault = f.failures
+	// The line sales are read for a while after the fault too.
+	sleepUntil(ctx, f.end.Add(lineAfter))
+	stopLines()
+	<-linesDone
 	// The probes go on until the stack works again, or for RecoverWithin.
 	deadline := f.end.Add(o.Load.RecoverWithin)
 	for time.Now().Before(deadline) && ctx.Err() == nil {

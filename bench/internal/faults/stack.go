@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/flashgate/flashgate/bench/internal/delayproxy"
 	"github.com/flashgate/flashgate/internal/childproc"
 	"github.com/flashgate/flashgate/internal/redisserver"
@@ -43,27 +45,49 @@ const (
 	// edge are given the Sentinels (FLASHGATE_REDIS_SENTINELS and
 	// FLASHGATE_REDIS_MASTER) when they know those settings.
 	sentinelRedis
+	// replicatedRedis is plainRedis with a replica whose replication link
+	// runs through a delay proxy of its own (replLink), so a fault can make
+	// it lag, kill the primary, promote the replica by hand and point the
+	// stack's delay proxy at it.
+	replicatedRedis
 )
 
+// edgeNode is one edge of the stack. Every edge is pointed at the same
+// origin and Redis.
+type edgeNode struct {
+	name        string // edge, edge-2: in logs and the report
+	addr, admin string
+	proc        *childproc.Proc
+}
+
 // stack is one scenario's deployment: its own Redis (fresh), its own
-// database in the shared Postgres cluster, and the three binaries on free
-// ports. Every fault is a method.
+// database in the shared Postgres cluster, and the binaries (gateway,
+// origin, two edges) on free ports. Every fault is a method.
 type stack struct {
 	dir  string
 	bins string
 	pg   *pgCluster
 	db   string
 
-	redis    *redisserver.Server   // plainRedis
-	proxy    *delayproxy.Proxy     // plainRedis: origin and edge reach Redis through it
+	redis    *redisserver.Server   // plainRedis, replicatedRedis: the primary
+	proxy    *delayproxy.Proxy     // plainRedis, replicatedRedis: origin and edges reach Redis through it
 	sentinel *redisserver.Failover // sentinelRedis
+	replica  *redisserver.Server   // replicatedRedis
+	replLink *delayproxy.Proxy     // replicatedRedis: the replica's link to the primary
 	notes    []string              // what the report should say about the set-up
 
-	gatewayAddr, originAddr, originAdmin, edgeAddr, edgeAdmin string
-	gateway, origin, edge                                     *childproc.Proc
-	originEnv                                                 []string
-	instance                                                  int // the origin's instance number, for restarts under a new name
+	targetMu sync.Mutex // guards target
+	target   string     // where the delay proxy sends new connections: the primary's address
+
+	gatewayAddr, originAddr, originAdmin string
+	gateway, origin                      *childproc.Proc
+	edges                                []*edgeNode // two, both checked by the line sales
+	originEnv                            []string
+	instance                             int // the origin's instance number, for restarts under a new name
 }
+
+// edgeCount is how many edges the stack runs.
+const edgeCount = 2
 
 // stackFor starts a stack for one scenario in dir.
 func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string, topo topology, sentinelSupport bool) (*stack, error) {
@@ -96,15 +120,24 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 		if s.redis, err = startRedis(ctx, dir); err != nil {
 			return nil, err
 		}
-		if s.proxy, err = delayproxy.New(s.redis.Addr); err != nil {
+		s.target = s.redis.Addr
+		if s.proxy, err = delayproxy.Listen("127.0.0.1:0", s.resolveRedis); err != nil {
 			return nil, err
 		}
 		redisEnv = []string{"FLASHGATE_REDIS_URL=redis://" + s.proxy.Addr() + "/0"}
+		if topo == replicatedRedis {
+			if s.replLink, err = delayproxy.New(s.redis.Addr); err != nil {
+				return nil, err
+			}
+			if s.replica, err = startReplica(ctx, dir, s.replLink.Addr()); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := pg.createDB(ctx, db); err != nil {
 		return nil, fmt.Errorf("create database %s: %w", db, err)
 	}
-	addrs := make([]string, 5)
+	addrs := make([]string, 3+2*edgeCount)
 	for i := range addrs {
 		port, err := freePort()
 		if err != nil {
@@ -112,7 +145,14 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 		}
 		addrs[i] = "127.0.0.1:" + strconv.Itoa(port)
 	}
-	s.gatewayAddr, s.originAddr, s.originAdmin, s.edgeAddr, s.edgeAdmin = addrs[0], addrs[1], addrs[2], addrs[3], addrs[4]
+	s.gatewayAddr, s.originAddr, s.originAdmin = addrs[0], addrs[1], addrs[2]
+	for i := range edgeCount {
+		name := "edge"
+		if i > 0 {
+			name = fmt.Sprintf("edge-%d", i+1)
+		}
+		s.edges = append(s.edges, &edgeNode{name: name, addr: addrs[3+2*i], admin: addrs[4+2*i]})
+	}
 
 	common := append([]string{
 		"FLASHGATE_ADMIN_TOKEN=" + adminToken,
@@ -128,7 +168,7 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 		Env: childEnv(append(append([]string{}, common...),
 			"FLASHGATE_GATEWAY_ADDR="+s.gatewayAddr, "FLASHGATE_GATEWAY_PUBLIC_URL=http://"+s.gatewayAddr,
 			"FLASHGATE_GATEWAY_CONTROL_TOKEN="+gatewayControlToken,
-			"FLASHGATE_GATEWAY_WEBHOOK_URL=http://"+s.edgeAddr+"/v1/payments/webhook",
+			"FLASHGATE_GATEWAY_WEBHOOK_URL=http://"+s.edges[0].addr+"/v1/payments/webhook",
 			"FLASHGATE_GATEWAY_RETRY_BASE=200ms", "FLASHGATE_GATEWAY_RETRY_MAX=2s", "FLASHGATE_GATEWAY_SEED=7")...)}
 	// A reconciler every 2 s and a stream lease of 4 s: what the defaults
 	// do in 30 s and 10 s, within a scenario's few seconds.
@@ -138,23 +178,19 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 		"FLASHGATE_RECONCILE_INTERVAL=2s", "FLASHGATE_WRITER_CLAIM_IDLE=4s", "FLASHGATE_PAYMENT_GRACE=20s")
 	s.origin = &childproc.Proc{Name: "origin", Path: filepath.Join(bins, "origin"), Log: filepath.Join(dir, "origin.log"),
 		Env: childEnv(append(append([]string{}, s.originEnv...), "FLASHGATE_INSTANCE=chaos-origin-1")...)}
-	s.edge = &childproc.Proc{Name: "edge", Path: filepath.Join(bins, "edge"), Log: filepath.Join(dir, "edge.log"),
-		Env: childEnv(append(append([]string{}, common...),
-			"FLASHGATE_EDGE_ADDR="+s.edgeAddr, "FLASHGATE_EDGE_ADMIN_ADDR="+s.edgeAdmin,
-			"FLASHGATE_ORIGIN_URL=http://"+s.originAddr, "FLASHGATE_TRUSTED_PROXIES=127.0.0.1/32",
-			// Blocks of places sized to this sale's 25 admissions a second
-			// (the default 256 suits hundreds): a loss then leaves about a
-			// second of unused places, not ten.
-			"FLASHGATE_LINE_MIN_BLOCK=32")...)}
+	for _, e := range s.edges {
+		e.proc = &childproc.Proc{Name: e.name, Path: filepath.Join(bins, "edge"), Log: filepath.Join(dir, e.name+".log"),
+			Env: childEnv(append(append([]string{}, common...),
+				"FLASHGATE_EDGE_ADDR="+e.addr, "FLASHGATE_EDGE_ADMIN_ADDR="+e.admin,
+				"FLASHGATE_ORIGIN_URL=http://"+s.originAddr, "FLASHGATE_TRUSTED_PROXIES=127.0.0.1/32",
+				"FLASHGATE_DEFAULT_RATE="+strconv.FormatFloat(edgeDefaultRate, 'g', -1, 64),
+				// Blocks of places sized to this sale's 25 admissions a second
+				// (the default 256 suits hundreds): a loss then leaves about a
+				// second of unused places, not ten.
+				"FLASHGATE_LINE_MIN_BLOCK=32")...)}
+	}
 
-	for _, step := range []struct {
-		p   *childproc.Proc
-		url string
-	}{
-		{s.gateway, "http://" + s.gatewayAddr + "/healthz"},
-		{s.origin, "http://" + s.originAdmin + "/healthz"},
-		{s.edge, "http://" + s.edgeAdmin + "/healthz"},
-	} {
+	for _, step := range s.healthChecks() {
 		if err := step.p.Start(); err != nil {
 			return nil, err
 		}
@@ -166,10 +202,69 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 	return s, nil
 }
 
+// healthCheck is a binary and its liveness URL.
+type healthCheck struct {
+	p   *childproc.Proc
+	url string
+}
+
+// healthChecks lists the binaries in start order: the gateway, the origin,
+// the edges.
+func (s *stack) healthChecks() []healthCheck {
+	out := []healthCheck{{s.gateway, "http://" + s.gatewayAddr + "/healthz"}, {s.origin, "http://" + s.originAdmin + "/healthz"}}
+	for _, e := range s.edges {
+		out = append(out, healthCheck{e.proc, "http://" + e.admin + "/healthz"})
+	}
+	return out
+}
+
+// procs are the binaries the stack runs, edges first (the stop order).
+func (s *stack) procs() []*childproc.Proc {
+	var out []*childproc.Proc
+	for _, e := range s.edges {
+		out = append(out, e.proc)
+	}
+	return append(out, s.origin, s.gateway)
+}
+
+// resolveRedis is the delay proxy's Resolver: the primary's address, which
+// a promotion by hand moves (retargetRedis).
+func (s *stack) resolveRedis(context.Context) (string, error) {
+	s.targetMu.Lock()
+	defer s.targetMu.Unlock()
+	return s.target, nil
+}
+
+// retargetRedis sends the delay proxy's new connections to addr; the
+// connections it holds to the old target stay until that side ends them.
+func (s *stack) retargetRedis(addr string) {
+	s.targetMu.Lock()
+	s.target = addr
+	s.targetMu.Unlock()
+}
+
+// redisClient returns a client of the Redis primary the binaries use now,
+// for the harness's own reads and faults; the caller closes it.
+func (s *stack) redisClient(ctx context.Context) (*redis.Client, error) {
+	if s.sentinel != nil {
+		p, err := s.sentinel.Primary(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return p.Client(), nil
+	}
+	s.targetMu.Lock()
+	defer s.targetMu.Unlock()
+	if s.replica != nil && s.target == s.replica.Addr {
+		return s.replica.Client(), nil
+	}
+	return s.redis.Client(), nil
+}
+
 // close stops everything the stack started; the Postgres cluster stays.
 func (s *stack) close() {
 	var wg sync.WaitGroup
-	for _, p := range []*childproc.Proc{s.edge, s.origin, s.gateway} {
+	for _, p := range s.procs() {
 		if p != nil {
 			wg.Add(1)
 			go func() {
@@ -182,8 +277,14 @@ func (s *stack) close() {
 	if s.proxy != nil {
 		_ = s.proxy.Close()
 	}
+	if s.replLink != nil {
+		_ = s.replLink.Close()
+	}
 	if s.redis != nil {
 		s.redis.Kill()
+	}
+	if s.replica != nil {
+		s.replica.Kill()
 	}
 	if s.sentinel != nil {
 		s.sentinel.Kill()
@@ -193,8 +294,8 @@ func (s *stack) close() {
 // logs is the tail of each binary's log, for a failed scenario.
 func (s *stack) logs(n int) string {
 	var b strings.Builder
-	for _, p := range []*childproc.Proc{s.gateway, s.origin, s.edge} {
-		if p != nil {
+	for _, c := range s.healthChecks() {
+		if p := c.p; p != nil {
 			fmt.Fprintf(&b, "--- %s (%s)\n%s\n", p.Name, p.Log, p.Tail(n))
 		}
 	}
@@ -211,16 +312,9 @@ func (s *stack) restartOrigin(fresh bool) error {
 	return s.origin.Start()
 }
 
-// healthy waits until the three binaries answer their health checks.
+// healthy waits until every binary answers its health check.
 func (s *stack) healthy(ctx context.Context, d time.Duration) error {
-	for _, c := range []struct {
-		p   *childproc.Proc
-		url string
-	}{
-		{s.gateway, "http://" + s.gatewayAddr + "/healthz"},
-		{s.origin, "http://" + s.originAdmin + "/healthz"},
-		{s.edge, "http://" + s.edgeAdmin + "/healthz"},
-	} {
+	for _, c := range s.healthChecks() {
 		if err := waitHTTP(ctx, c.p, c.url, d); err != nil {
 			return err
 		}

@@ -27,6 +27,16 @@ type Load struct {
 	// (the origin lists a sale for 24 h after its end): the edge's snapshot
 	// refresh carries them, as it does on a shop that has run sales.
 	PastSales int
+	// PausedShoppers join, just after the start, a sale ops paused before
+	// anyone joined (its rate left at the edges' default), and poll both
+	// edges in turn through the fault and after: nobody may be admitted.
+	PausedShoppers int
+	// SlowShoppers join, just after the start, a sale whose rate ops lowered
+	// from the edges' default to SlowRatePerS, more of them than the run
+	// admits: admissions may run ahead of that rate by at most
+	// earlyBound(SlowRatePerS) per Redis loss (linesales.go).
+	SlowShoppers int
+	SlowRatePerS float64
 
 	// RequestTimeout is one request's budget: a request not answered by
 	// then is a hang.
@@ -44,10 +54,12 @@ type Load struct {
 
 // DefaultLoad: 200 shoppers for 100 units admitted at 25 a second, so
 // reserves run across the fault at 3 s; holds of 5 s, so unpaid units come
-// back within the scenario; ten sales that ended earlier today.
+// back within the scenario; ten sales that ended earlier today; 30 shoppers
+// in a paused line and 40 in a line admitted at 1 a second.
 func DefaultLoad() Load {
 	return Load{
 		Shoppers: 200, Stock: 100, RatePerS: 25, ArrivalS: 8, LifeS: 14, PayShare: 0.7, HoldTTLS: 5, PastSales: 10,
+		PausedShoppers: 30, SlowShoppers: 40, SlowRatePerS: 1,
 		RequestTimeout: 10 * time.Second, ProbeEvery: 250 * time.Millisecond, RecoverWithin: 20 * time.Second, Seed: 1,
 	}
 }
@@ -60,8 +72,13 @@ const (
 	probeSale  = "chaos-probe" // endless stock: the probes' reserves and joins
 	probeSKU   = "probe"
 	probeStock = 100_000
-	opsSale    = "chaos-ops" // paused by ops at rate 7: it must stay so
-	opsRate    = 7.0
+	pausedSale = "chaos-paused" // paused by ops before anyone joined: nobody may be admitted
+	slowSale   = "chaos-slow"   // lowered by ops to Load.SlowRatePerS from the default
+	lineSKU    = "line"
+	// edgeDefaultRate is the rate the edges give a sale until ops set one
+	// (FLASHGATE_DEFAULT_RATE, set to it in the stack): the paused sale
+	// keeps it, the slow sale is lowered from it.
+	edgeDefaultRate = 100.0
 )
 
 // shopper is one person in the crowd. Only its own goroutine writes it
@@ -144,6 +161,9 @@ type traffic struct {
 	probes      []probeCall
 	keptIntents map[string]gatewayIntent // listed before the gateway was killed
 	stale       time.Duration            // the longest the edge's snapshot disagreed with the origin's on sold-out
+
+	lines *lineTraffic // the paused and the slow sale's shoppers and what they saw
+	notes []string     // what setting up found worth saying
 }
 
 func newTraffic(load Load, st *stack) (*traffic, error) {
@@ -157,15 +177,23 @@ func newTraffic(load Load, st *stack) (*traffic, error) {
 		users:   tokens.NewDevUserIssuer([]byte(userSecret), "", 2*time.Hour, nil),
 		issuer:  tokens.NewIssuer(keys, tokens.IssuerOptions{}),
 		charges: map[string]string{},
+		lines:   newLineTraffic(),
 	}, nil
 }
 
-func (t *traffic) edge(path string) string { return "http://" + t.st.edgeAddr + path }
+// edge is the URL of path on the first edge, which the crowd and the probes
+// use.
+func (t *traffic) edge(path string) string { return t.edgeN(0, path) }
 
-// setUp creates the three sales, starting a few seconds from now, sets
-// their admission, and waits until the edge serves them.
+// edgeN is the URL of path on edge i.
+func (t *traffic) edgeN(i int, path string) string { return "http://" + t.st.edges[i].addr + path }
+
+// setUp creates the four sales, starting a few seconds from now, waits
+// until every edge serves them, and sets their admission: the line sales'
+// once the edges have raised their serving ceilings at the default rate, as
+// a sale ops change after it was listed has them.
 func (t *traffic) setUp(ctx context.Context) error {
-	t.zero = time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
+	t.zero = time.Now().Add(3 * time.Second).Truncate(time.Second).Add(time.Second)
 	sale := func(id, sku string, stock int) map[string]any {
 		return map[string]any{
 			"sale_id": id, "name": "Chaos " + id,
@@ -174,7 +202,8 @@ func (t *traffic) setUp(ctx context.Context) error {
 			"skus": []map[string]any{{"sku": sku, "name": sku, "price_minor": 49900, "currency": "INR", "stock": stock}},
 		}
 	}
-	sales := []map[string]any{sale(shopSale, shopSKU, t.load.Stock), sale(probeSale, probeSKU, probeStock), sale(opsSale, "ops", 10)}
+	sales := []map[string]any{sale(shopSale, shopSKU, t.load.Stock), sale(probeSale, probeSKU, probeStock),
+		sale(pausedSale, lineSKU, 10), sale(slowSale, lineSKU, 10)}
 	for i := range t.load.PastSales {
 		past := sale(fmt.Sprintf("chaos-past-%02d", i), "old", 10)
 		start := t.zero.Add(-time.Duration(3+i) * time.Hour)
@@ -188,26 +217,43 @@ func (t *traffic) setUp(ctx context.Context) error {
 		}
 	}
 	deadline := time.Now().Add(15 * time.Second)
-	for _, id := range []string{shopSale, probeSale, opsSale} {
-		for {
-			status, _, _ := admin(ctx, "GET", t.edge("/v1/sales/"+id), nil)
-			if status == 200 {
-				break
+	for _, e := range t.st.edges {
+		for _, id := range []string{shopSale, probeSale, pausedSale, slowSale} {
+			for {
+				status, _, _ := admin(ctx, "GET", "http://"+e.addr+"/v1/sales/"+id, nil)
+				if status == 200 {
+					break
+				}
+				if time.Now().After(deadline) || ctx.Err() != nil {
+					return fmt.Errorf("%s did not serve sale %s within 15 s", e.name, id)
+				}
+				time.Sleep(50 * time.Millisecond)
 			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("the edge did not serve sale %s within 15 s", id)
-			}
-			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	for id, body := range map[string]map[string]any{
-		shopSale:  {"rate_per_s": t.load.RatePerS},
-		probeSale: {"rate_per_s": 10_000},
-		opsSale:   {"rate_per_s": opsRate, "paused": true},
+	for _, id := range []string{pausedSale, slowSale} {
+		if err := t.waitServingCeiling(ctx, id, 5*time.Second); err != nil {
+			t.notes = append(t.notes, fmt.Sprintf("ops changed %s before the edges had raised its serving ceiling: %v", id, err))
+		}
+	}
+	for _, c := range []struct {
+		id   string
+		body map[string]any
+	}{
+		{shopSale, map[string]any{"rate_per_s": t.load.RatePerS}},
+		{probeSale, map[string]any{"rate_per_s": 10_000}},
+		{pausedSale, map[string]any{"paused": true}},
+		{slowSale, map[string]any{"rate_per_s": t.load.SlowRatePerS}},
 	} {
-		status, b, err := admin(ctx, "PUT", "http://"+t.st.edgeAdmin+"/admin/sales/"+id+"/admission", body)
-		if err != nil || status != 200 {
-			return fmt.Errorf("set admission of %s: %d %s %v", id, status, b, err)
+		status, b, err := admin(ctx, "PUT", "http://"+t.st.edges[0].admin+"/admin/sales/"+c.id+"/admission", c.body)
+		var got struct {
+			NowServing int64 `json:"now_serving"`
+		}
+		if err != nil || status != 200 || json.Unmarshal(b, &got) != nil {
+			return fmt.Errorf("set admission of %s: %d %s %v", c.id, status, b, err)
+		}
+		if c.id == pausedSale {
+			t.lines.atPause = got.NowServing
 		}
 	}
 	if time.Until(t.zero) < 0 {
