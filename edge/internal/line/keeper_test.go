@@ -97,6 +97,42 @@ func (m *memStore) row(sale string) line.Row {
 	return line.Row{}
 }
 
+// background runs a test's loops — a node's tick, an invariant's check —
+// until halt, which t.Cleanup calls too.
+type background struct {
+	stop chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
+}
+
+func newBackground(t *testing.T) *background {
+	b := &background{stop: make(chan struct{})}
+	t.Cleanup(b.halt)
+	return b
+}
+
+// every runs f every period until halt.
+func (b *background) every(period time.Duration, f func()) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		for {
+			select {
+			case <-b.stop:
+				return
+			case <-time.After(period):
+			}
+			f()
+		}
+	}()
+}
+
+// halt stops the loops and waits for them.
+func (b *background) halt() {
+	b.once.Do(func() { close(b.stop) })
+	b.wg.Wait()
+}
+
 // TestKeeperKeepsRedisUnderTheOrigin: a Keeper with its cursor ticking
 // every 10 ms and 2,000 shoppers joining from 40 goroutines: every join
 // gets a place (positions exactly 1..2000) while the ceilings are raised
@@ -122,53 +158,27 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 	defer cancel()
 	starts := time.Now().Add(-time.Minute)
 	ticks := []queue.Tick{{Sale: "s", StartsAt: starts, Available: 1_000_000}}
-	stop := make(chan struct{})
-	var loops sync.WaitGroup
-	loops.Add(2)
-	go func() { // the node's tick
-		defer loops.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			_ = cursor.Tick(ctx, ticks)
-			k.Maintain(ticks)
-		}
-	}()
+	loops := newBackground(t)
+	loops.every(10*time.Millisecond, func() { // the node's tick
+		_ = cursor.Tick(ctx, ticks)
+		k.Maintain(ticks)
+	})
 	var violations atomic.Int64
-	go func() { // the invariant, read Redis first: the origin's copy only grows
-		defer loops.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			post, _ := r.Client.Get(ctx, keys.Post("s")).Int64()
-			h, _ := r.Client.HMGet(ctx, keys.Line("s"), "post_ceiling", "serving_ceiling").Result()
-			serving, _ := r.Client.HGet(ctx, keys.Cursor("s"), "now_serving").Int64()
-			num := func(v any) int64 {
-				s, _ := v.(string)
-				n, _ := strconv.ParseInt(s, 10, 64)
-				return n
-			}
-			row := store.row("s")
-			if post > num(h[0]) || num(h[0]) > row.PostCeiling || serving > num(h[1]) || num(h[1]) > row.ServingCeiling {
-				violations.Add(1)
-				t.Errorf("Redis post %d / ceiling %v, now_serving %d / ceiling %v; origin ceilings post %d serving %d: want Redis never above",
-					post, h[0], serving, h[1], row.PostCeiling, row.ServingCeiling)
-			}
+	loops.every(2*time.Millisecond, func() { // the invariant, read Redis first: the origin's copy only grows
+		post, _ := r.Client.Get(ctx, keys.Post("s")).Int64()
+		h, _ := r.Client.HMGet(ctx, keys.Line("s"), "post_ceiling", "serving_ceiling").Result()
+		serving, _ := r.Client.HGet(ctx, keys.Cursor("s"), "now_serving").Int64()
+		num := func(v any) int64 {
+			s, _ := v.(string)
+			n, _ := strconv.ParseInt(s, 10, 64)
+			return n
 		}
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
+		row := store.row("s")
+		if post > num(h[0]) || num(h[0]) > row.PostCeiling || serving > num(h[1]) || num(h[1]) > row.ServingCeiling {
+			violations.Add(1)
+			t.Errorf("Redis post %d / ceiling %v, now_serving %d / ceiling %v; origin ceilings post %d serving %d: want Redis never above",
+				post, h[0], serving, h[1], row.PostCeiling, row.ServingCeiling)
 		}
-		loops.Wait()
 	})
 
 	deadline := time.Now().Add(5 * time.Second)
@@ -259,8 +269,7 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 	if st, _ := cursor.State("s"); st.Paused || st.RatePerSecond != before.RatePerSecond {
 		t.Errorf("state after a failed settings change = %+v, want unchanged", st)
 	}
-	close(stop)
-	loops.Wait()
+	loops.halt()
 	if violations.Load() > 0 {
 		t.Fatalf("%d readings with Redis above the origin's copy", violations.Load())
 	}
@@ -466,58 +475,31 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 		t.Cleanup(k.Close)
 		nodes = append(nodes, node{k, c})
 	}
-	stop := make(chan struct{})
-	var loops sync.WaitGroup
-	var violations atomic.Int64
+	loops := newBackground(t)
 	for _, n := range nodes {
-		loops.Add(1)
-		go func() { // the node's tick
-			defer loops.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
-				_ = n.c.Tick(ctx, ticks)
-				n.k.Maintain(ticks)
-			}
-		}()
+		loops.every(5*time.Millisecond, func() { // the node's tick
+			_ = n.c.Tick(ctx, ticks)
+			n.k.Maintain(ticks)
+		})
 	}
-	loops.Add(1)
-	go func() { // the invariant, origin and Redis read at one instant
-		defer loops.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(3 * time.Millisecond):
+	var violations atomic.Int64
+	loops.every(3*time.Millisecond, func() { // the invariant, origin and Redis read at one instant
+		store.consistent("s", func(row line.Row) {
+			pipe := r.Client.TxPipeline()
+			ceiling := pipe.HGet(ctx, keys.Line("s"), queue.LineServingCeiling)
+			serving := pipe.HGet(ctx, keys.Cursor("s"), queue.CursorNowServing)
+			replid := pipe.HGet(ctx, keys.Line("s"), queue.LineReplID)
+			_, _ = pipe.Exec(ctx)
+			c, cerr := ceiling.Int64()
+			n, nerr := serving.Int64()
+			if cerr != nil || nerr != nil || replid.Val() == strings.Repeat("0", 40) {
+				return // lost, or a rewound copy not yet restored
 			}
-			store.consistent("s", func(row line.Row) {
-				pipe := r.Client.TxPipeline()
-				ceiling := pipe.HGet(ctx, keys.Line("s"), queue.LineServingCeiling)
-				serving := pipe.HGet(ctx, keys.Cursor("s"), queue.CursorNowServing)
-				replid := pipe.HGet(ctx, keys.Line("s"), queue.LineReplID)
-				_, _ = pipe.Exec(ctx)
-				c, cerr := ceiling.Int64()
-				n, nerr := serving.Int64()
-				if cerr != nil || nerr != nil || replid.Val() == strings.Repeat("0", 40) {
-					return // lost, or a rewound copy not yet restored
-				}
-				if n > c || c > row.ServingCeiling {
-					violations.Add(1)
-					t.Errorf("now_serving %d, Redis serving ceiling %d, origin's %d: want now_serving <= Redis's <= origin's", n, c, row.ServingCeiling)
-				}
-			})
-		}
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		loops.Wait()
+			if n > c || c > row.ServingCeiling {
+				violations.Add(1)
+				t.Errorf("now_serving %d, Redis serving ceiling %d, origin's %d: want now_serving <= Redis's <= origin's", n, c, row.ServingCeiling)
+			}
+		})
 	})
 	state := func() queue.State {
 		st, _ := nodes[0].c.State("s")
@@ -599,8 +581,7 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 			t.Errorf("1/s, loss %d (%s): now_serving %d -> %d after the restore, want at most %d", i+1, what, before.NowServing, got.NowServing, bound)
 		}
 	}
-	close(stop)
-	loops.Wait()
+	loops.halt()
 	if violations.Load() > 0 {
 		t.Fatalf("%d readings with the serving ceilings out of order", violations.Load())
 	}
