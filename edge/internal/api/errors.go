@@ -20,6 +20,9 @@ const (
 	codeInvalidRate   = "invalid_rate"
 	codeNotReady      = "not_ready" // GET /readyz while the node is not ready
 	codeMissingToken  = "missing_token"
+	// codeSuperseded: a queue token from before Redis lost the line, for an
+	// account that holds another place since.
+	codeSuperseded = "queue_token_superseded"
 	// codeAddressNotAllowed: a webhook from outside the gateway's addresses.
 	codeAddressNotAllowed = "address_not_allowed"
 )
@@ -55,6 +58,8 @@ var (
 		"This request needs the shopper's user token in X-User-Token as well as the queue or admission token.")
 	errWebhookAddress = httpapi.New(fasthttp.StatusForbidden, codeAddressNotAllowed,
 		"This address may not send payment webhooks.")
+	errSuperseded = httpapi.New(fasthttp.StatusConflict, codeSuperseded,
+		"This account holds another place in line since this queue token was issued; poll with the newest queue token, or join again showing this one to learn the place.")
 )
 
 // errorTable is the edge's one mapping from an error to its answer, for the

@@ -138,16 +138,52 @@ func (s *Server) rejoin(c context.Context, v *admission.View, account, token str
 	if claims.Subject != account {
 		return queue.Place{}, fmt.Errorf("queue token of another account: %w", tokens.ErrWrongAccount)
 	}
-	p := queue.Place{Pre: claims.Pre, Position: claims.Pos}
+	return s.Joiner.Claim(c, v.Sale.SaleID, account, placeOf(claims))
+}
+
+// placeOf is the place a queue token carries.
+func placeOf(claims tokens.QueueClaims) queue.Place {
 	if claims.Pre {
-		p = queue.Place{Pre: true, Index: claims.Pos}
+		return queue.Place{Pre: true, Index: claims.Pos}
 	}
-	return s.Joiner.Claim(c, v.Sale.SaleID, account, p)
+	return queue.Place{Position: claims.Pos}
+}
+
+// restoreSkew is how far the edges' clocks (a queue token's iat) and
+// Redis's (a restore's time) may disagree.
+const restoreSkew = 5 * time.Second
+
+// stillHeld is nil when the account still holds the place its queue token
+// carries. Within one line in Redis it always does (a join gives an
+// account the place it has). After Redis lost the line, an account that
+// joined again without its token holds a new place too, and two tokens
+// would let it take whichever is admitted first — two draws of the
+// pre-queue's lottery: so a token issued before the line's last restore
+// claims its place as a rejoin showing it would (Joiner.Claim), and is
+// refused when the account holds another (errSuperseded). Only such
+// tokens, and only at admission, cost a Redis call.
+func (s *Server) stillHeld(v *admission.View, claims tokens.QueueClaims) error {
+	restored := v.State.RestoredAt
+	if !v.HasState || restored.IsZero() || claims.IssuedAt == nil || claims.IssuedAt.After(restored.Add(restoreSkew)) {
+		return nil
+	}
+	c, cancel := s.budget()
+	defer cancel()
+	want := placeOf(claims)
+	have, err := s.Joiner.Claim(c, v.Sale.SaleID, claims.Subject, want)
+	if err != nil {
+		return err
+	}
+	if have != want {
+		return errSuperseded
+	}
+	return nil
 }
 
 // status: GET /v1/sales/{sale}/queue/status with a queue token and the
-// same account's user token. It costs no
-// Redis and no origin call: the token carries the place, the view the rest.
+// same account's user token. It costs no Redis and no origin call — the
+// token carries the place, the view the rest — but for the admission of a
+// token from before Redis lost the line (stillHeld).
 func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 	claims, err := s.Tokens.Queue(httpapi.Bearer(ctx), params[0])
 	if err != nil {
@@ -182,6 +218,9 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 			ans.PollAfterMS = 0
 		}
 	case est.Admitted:
+		if err := s.stillHeld(v, claims); err != nil {
+			return err
+		}
 		token, _, err := s.Issuer.Admission(v.Sale.SaleID, claims.Subject, est.Position)
 		if err != nil {
 			return err

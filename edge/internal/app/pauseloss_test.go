@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -136,5 +138,71 @@ func TestPauseAndRateHoldWhenRedisLosesTheLine(t *testing.T) {
 		srv.Start() // loads the snapshot saved before the pause and the rate
 		losses++
 		check(fmt.Sprintf("round %d, after a restart from the older snapshot", round+1))
+	}
+}
+
+// TestSupersededQueueTokenAfterLoss: after Redis loses the line, an
+// account holds one place, not two. One that joined again without its
+// queue token holds the new place; its old token, though admitted by
+// position, is refused (409 queue_token_superseded) while the new one is
+// admitted. One that kept polling with its old token claims that place:
+// joining again afterwards without the token gives it back, not a second
+// place.
+func TestSupersededQueueTokenAfterLoss(t *testing.T) {
+	t.Parallel()
+	origin := edgetest.NewStubOrigin(t)
+	const sale = "superseded"
+	origin.SetSale(edgetest.OpenSale(sale, 100))
+	r := edgetest.NewRedis(t)
+	cfg := edgetest.Config(r, origin.URL)
+	cfg.DefaultRatePerSecond = 0.001 // nobody admitted until ops set a rate
+	n := edgetest.StartNode(t, cfg)
+	n.WaitSale(t, sale)
+	joined := map[string]edgetest.QueueAnswer{}
+	for _, account := range []string{"filler-1", "filler-2", "twice", "kept"} {
+		res, ans := n.Join(t, sale, account)
+		if res.Status != fasthttp.StatusAccepted {
+			t.Fatalf("join %s = %d %s, want 202", account, res.Status, res.Body)
+		}
+		joined[account] = ans
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := testenv.LoseKeys(ctx, r.Client, r.Prefix); err != nil {
+		t.Fatal(err)
+	}
+	var again edgetest.QueueAnswer
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, ans := n.Join(t, sale, "twice") // without its queue token
+		if res.Status == fasthttp.StatusAccepted {
+			again = ans
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("join after the loss = %d %s, want 202", res.Status, res.Body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if again.Position <= joined["twice"].Position {
+		t.Fatalf("join again without the token after the loss = position %d, want a new place after %d", again.Position, joined["twice"].Position)
+	}
+	if res := putAdmission(t, n, sale, `{"rate_per_s": 1000}`); res.Status != fasthttp.StatusOK {
+		t.Fatalf("PUT rate = %d %s, want 200", res.Status, res.Body)
+	}
+	waitAdmission(t, n, sale, 10*time.Second, func(x admission) bool { return x.NowServing >= again.Position })
+
+	if res, _ := n.Status(t, sale, joined["twice"].QueueToken); res.Status != fasthttp.StatusConflict ||
+		!strings.Contains(string(res.Body), `"queue_token_superseded"`) {
+		t.Errorf("status with the token from before the loss, the account holding a new place = %d %s, want 409 queue_token_superseded", res.Status, res.Body)
+	}
+	if res, st := n.Status(t, sale, again.QueueToken); res.Status != fasthttp.StatusOK || st.State != "admitted" {
+		t.Errorf("status with the new token = %d %s, want admitted", res.Status, res.Body)
+	}
+	if res, st := n.Status(t, sale, joined["kept"].QueueToken); res.Status != fasthttp.StatusOK || st.State != "admitted" {
+		t.Errorf("status with the kept token from before the loss = %d %s, want admitted", res.Status, res.Body)
+	}
+	if res, ans := n.Join(t, sale, "kept"); res.Status != fasthttp.StatusAccepted || ans.Position != joined["kept"].Position {
+		t.Errorf("join again without the token after polling with it = %d %s, want its place %d back", res.Status, res.Body, joined["kept"].Position)
 	}
 }

@@ -15,7 +15,8 @@ package queue
 //	                                    answered_ms, answered_then, answer_rate (not durable: a
 //	                                    restored line samples it anew); settings.lua records a
 //	                                    resume's or a raise's ramp there: ramp_ms, ramp_from
-//	<prefix>{q:<sale>}:line     hash    epoch (set by the restore that put the line here),
+//	<prefix>{q:<sale>}:line     hash    epoch and restored_ms (set by the restore that put
+//	                                    the line here: its name and Redis TIME),
 //	                                    pre_ceiling, post_ceiling, serving_ceiling (durable
 //	                                    high-water marks: pre, post and now_serving never pass
 //	                                    them), draw_size (the pre-queue the draw permutes, set
@@ -83,7 +84,8 @@ const (
 
 // Fields of the line hash (Keys.Line).
 const (
-	LineEpoch          = "epoch" // set by the restore that put the line here
+	LineEpoch          = "epoch"       // set by the restore that put the line here
+	LineRestoredMs     = "restored_ms" // when it did (unix ms, Redis TIME)
 	LinePreCeiling     = "pre_ceiling"
 	LinePostCeiling    = "post_ceiling"
 	LineServingCeiling = "serving_ceiling"

@@ -83,7 +83,7 @@ local l = redis.call('HMGET', line_key, 'pre_ceiling', 'post_ceiling')
 if replid ~= '' then
   redis.call('HSET', line_key, 'replid', replid)
 end
-redis.call('HSET', line_key, 'epoch', epoch,
+redis.call('HSET', line_key, 'epoch', epoch, 'restored_ms', now,
   'pre_ceiling', string.format('%.0f', math.max(tonumber(l[1] or '0'), tonumber(pre_ceiling))),
   'post_ceiling', string.format('%.0f', math.max(tonumber(l[2] or '0'), tonumber(post_ceiling))),
   'serving_ceiling', string.format('%.0f', math.max(serving, tonumber(serving_ceiling))))

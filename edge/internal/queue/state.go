@@ -30,7 +30,11 @@ type State struct {
 	SettingsVersion int64
 	// Epoch names the restore that put the line in Redis: readings of two
 	// epochs are of two lines (a restore raised the counters in between).
-	Epoch string
+	// RestoredAt is when that restore ran (Redis's clock): queue tokens
+	// issued before it may carry places Redis no longer ties to their
+	// accounts.
+	Epoch      string
+	RestoredAt time.Time
 	// MeasuredRate is admissions per second over the last few seconds; the
 	// honest basis of a wait estimate. Measured says the readings behind
 	// it span at least a second: a rate of 0 then means the cursor stood
