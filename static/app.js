@@ -3,6 +3,10 @@
 'use strict';
 (() => {
   const $ = (id) => document.getElementById(id);
+  // The shop may hand over its token in the URL fragment (#user_token=…), which never reaches any server log.
+  // It leaves the address at once, whatever becomes of it below, so that it stays in no history entry.
+  const handed = new URLSearchParams(location.hash.slice(1)).get('user_token');
+  if (handed) history.replaceState(null, '', location.pathname + location.search);
   const sale = new URLSearchParams(location.search).get('sale') || 'demo';
   const salePath = '/v1/sales/' + encodeURIComponent(sale);
   // Ids from the page's address become parts of API paths, and the shopper's token goes with those requests:
@@ -85,7 +89,7 @@
   function claimsOf(jwt) {
     try { return JSON.parse(atob(jwt.split('.')[1].replace(/-/g, '+').replace(/_/g, '/'))) || {}; } catch (_) { return {}; }
   }
-  const subOf = (jwt) => claimsOf(jwt || '').sub || '';
+  const subOf = (jwt) => { const sub = claimsOf(jwt || '').sub; return typeof sub === 'string' ? sub : ''; };
   // randomUUID exists only in secure contexts (https, localhost); plain-http dev hosts get a v4 UUID by hand.
   const uuid = () => crypto.randomUUID ? crypto.randomUUID() : '10000000-1000-4000-8000-100000000000'
     .replace(/[018]/g, (c) => (c ^ (crypto.getRandomValues(new Uint8Array(1))[0] & (15 >> (c / 4)))).toString(16));
@@ -442,27 +446,60 @@
     if (resv && o.status !== 'pending_payment') pollReservation();
   }
 
-  // ---- start ----
-  // The shop may hand over its token in the URL fragment (#user_token=…), which never reaches any server log.
+  // ---- a sign-in handed over in the address ----
   // A crafted link could carry someone else's token and sign the shopper in as them (who could then be led to
-  // pay for that account's order), so a handed-over token is taken only when nobody is signed in (or it is a
-  // fresh token for the same account), and the page then says whose account it is.
-  const handed = new URLSearchParams(location.hash.slice(1)).get('user_token');
+  // pay for that account's order). So with nobody signed in, the page asks first, naming the account the token
+  // names (decoded for display only: the servers check the token), and keeps the token only on Continue; until
+  // then it is in memory only and nothing is asked as that account. Signed in already, a token for the same
+  // account replaces the old one, and another account's is ignored with a notice.
+  let pendingHandover = null; // {token, who} while the shopper is asked
+  const shortWho = (who) => (who.length > 64 ? who.slice(0, 63) + '…' : who);
+  function askHandover(token, who) {
+    const d = $('handover');
+    if (typeof d.showModal !== 'function') { // no <dialog>: never sign in unasked
+      notice('A sign-in link for ' + shortWho(who) + ' was not used: please sign in here.', 'handover'); return;
+    }
+    pendingHandover = { token, who };
+    $('handover-who').textContent = shortWho(who);
+    d.returnValue = '';
+    d.showModal(); // modal: nothing else on the page is reachable until it is answered (Escape is Not me)
+  }
+  $('handover-continue').addEventListener('click', () => $('handover').close('continue'));
+  $('handover-cancel').addEventListener('click', () => $('handover').close('not-me'));
+  $('handover').addEventListener('close', () => {
+    const p = pendingHandover;
+    pendingHandover = null;
+    if (!p) return;
+    if ($('handover').returnValue === 'continue' && !store.get(K.user)) {
+      setUser(p.token, p.who);
+      notice('Signed in as ' + shortWho(p.who) + '.', 'handover');
+      resume();
+    } else {
+      notice('The sign-in link was not used. Sign in with your own account.', 'handover');
+      $('signin-user').focus();
+    }
+  });
+
+  // ---- start ----
+  const returned = new URLSearchParams(location.search).get('order');
+  // What a signed-in page picks up again: its hold, its place in line, the order it came back with.
+  function resume() {
+    if (!store.get(K.user)) return;
+    let saved = null;
+    try { saved = JSON.parse(store.get(K.res) || 'null'); } catch (_) { /* ignore a corrupt entry */ }
+    if (saved && saved.reservation_id) { holdReservation(saved); pollReservation(); }
+    else if (store.get(K.queue)) { $('queue-state').textContent = 'Resuming your place in line…'; startPolling(0); }
+    if (returned && validID(returned, 128)) watchOrder(returned);
+  }
   if (handed) {
-    history.replaceState(null, '', location.pathname + location.search);
     const handedWho = subOf(handed), current = store.get(K.user);
     if (!handedWho) notice('The sign-in link is not valid; please sign in.', 'handover');
-    else if (!current) { setUser(handed, handedWho); notice('Signed in by the shop as ' + handedWho + '. Not you? Sign out.', 'handover'); }
+    else if (!current) askHandover(handed, handedWho);
     else if (subOf(current) === handedWho) setUser(handed, handedWho);
-    else notice('A sign-in link for another account (' + handedWho + ') was ignored: you are signed in as ' + (store.get(K.who) || subOf(current)) + '. Sign out first to switch.', 'handover');
+    else notice('A sign-in link for another account (' + shortWho(handedWho) + ') was ignored: you are signed in as ' + (store.get(K.who) || subOf(current)) + '. Sign out first to switch.', 'handover');
   }
   renderAuth();
   loadSale();
   setInterval(tick, 1000);
-  let saved = null;
-  try { saved = JSON.parse(store.get(K.res) || 'null'); } catch (_) { /* ignore a corrupt entry */ }
-  if (saved && saved.reservation_id && store.get(K.user)) { holdReservation(saved); pollReservation(); }
-  else if (store.get(K.queue) && store.get(K.user)) { $('queue-state').textContent = 'Resuming your place in line…'; startPolling(0); }
-  const returned = new URLSearchParams(location.search).get('order');
-  if (returned && validID(returned, 128) && store.get(K.user)) watchOrder(returned);
+  resume();
 })();

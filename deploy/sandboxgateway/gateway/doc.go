@@ -33,7 +33,12 @@
 // Only successful requests use up a key, so a request answered 4xx or 503
 // may be retried with its key. Refund keys are apart from creation keys.
 // Errors are {"error": "<code>", "message": "<sentence>"}; every JSON
-// answer carries X-Content-Type-Options: nosniff.
+// answer carries X-Content-Type-Options: nosniff. Every HTML answer (the
+// pay page, and its 404 for an unknown intent) carries it too, with
+// Referrer-Policy: no-referrer, X-Frame-Options: DENY and a
+// Content-Security-Policy that allows no framing (frame-ancestors 'none')
+// and runs only the page's own inline style and script, by a nonce fresh
+// for every answer.
 //
 // Each state change records one event and POSTs it to the webhook URL as a
 // WebhookPayload, signed in the Payment-Signature header (see Sign), retried

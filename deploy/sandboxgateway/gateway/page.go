@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/rand"
 	"html/template"
 	"net/http"
 	"strconv"
@@ -14,6 +15,7 @@ type pageData struct {
 	Amount   string // "INR 1234.50"
 	Done     bool   // the intent has its final status
 	KeyParam string // payKeyParam
+	Nonce    string // the Content-Security-Policy nonce of this answer's script and style
 }
 
 // pageTemplate is the hosted pay page: self-contained, no external assets.
@@ -22,14 +24,15 @@ type pageData struct {
 // credential a shopper has; #pay-result then says "Payment succeeded." or
 // "Payment failed." (or why neither happened) and carries the status in
 // data-status; #return-link, present when the intent has a return_url,
-// appears once the payment is settled.
+// appears once the payment is settled. Its inline style and script run
+// under pagePolicy by carrying the answer's nonce.
 var pageTemplate = template.Must(template.New("pay").Parse(`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Sandbox UPI payment</title>
-<style>
+<style nonce="{{.Nonce}}">
 body { font-family: system-ui, sans-serif; background: #f3f4f6; margin: 0; padding: 2rem 1rem; color: #111827; }
 main { max-width: 26rem; margin: 0 auto; background: #fff; border-radius: 12px; padding: 1.5rem; box-shadow: 0 1px 4px rgba(0,0,0,.1); }
 h1 { font-size: 1.2rem; margin: 0 0 .25rem; }
@@ -64,7 +67,7 @@ button:disabled { opacity: .5; cursor: default; }
 <p><a id="return-link" href="{{.ReturnURL}}"{{if not .Done}} hidden{{end}}>Back to the shop</a></p>
 {{- end}}
 </main>
-<script>
+<script nonce="{{.Nonce}}">
 (() => {
   const base = "/sandbox/intents/" + encodeURIComponent({{.ID}});
   const key = new URLSearchParams(location.hash.slice(1)).get({{.KeyParam}}) || "";
@@ -115,11 +118,33 @@ const notFoundPage = `<!doctype html>
 <body><h1>Unknown payment</h1><p>This payment link is not valid.</p></body></html>
 `
 
+// pagePolicy is the Content-Security-Policy of every HTML answer, for a
+// nonce: nothing loads but the page's own inline style and script (those
+// carrying the nonce), which may call this origin alone; no <base>, no
+// form posts, and no framing, so that no other site can lay the page under
+// its own and lead a shopper's click onto Pay.
+func pagePolicy(nonce string) string {
+	return "default-src 'none'; script-src 'nonce-" + nonce + "'; style-src 'nonce-" + nonce + "'; " +
+		"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}
+
+// setPageHeaders sets the headers of every HTML answer: HTML, not cached,
+// not sniffed, pagePolicy for nonce, never framed (X-Frame-Options for
+// browsers without frame-ancestors), and no Referer, since the page's
+// address names the intent.
+func setPageHeaders(h http.Header, nonce string) {
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", pagePolicy(nonce))
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+}
+
 // handlePage serves the pay page of intent {id}.
 func (g *Gateway) handlePage(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	nonce := rand.Text() // 128 random bits, fresh for every answer
+	setPageHeaders(w.Header(), nonce)
 	in, err := g.Intent(r.PathValue("id"))
 	if err != nil {
 		w.WriteHeader(http.StatusNotFound)
@@ -128,7 +153,7 @@ func (g *Gateway) handlePage(w http.ResponseWriter, r *http.Request) {
 	}
 	var buf bytes.Buffer
 	data := pageData{Intent: in, Amount: formatAmount(in.AmountMinor, in.Currency), Done: in.Status != StatusRequiresPayment,
-		KeyParam: payKeyParam}
+		KeyParam: payKeyParam, Nonce: nonce}
 	if err := pageTemplate.Execute(&buf, data); err != nil {
 		g.log.Error("render pay page", "intent_id", in.ID, "err", err)
 		http.Error(w, "the pay page failed to render", http.StatusInternalServerError)

@@ -60,6 +60,10 @@ func TestPayPageInBrowser(t *testing.T) {
 			if title := eval[string](t, tab, `document.title`); title != "Sandbox UPI payment" {
 				t.Errorf("title = %q, want Sandbox UPI payment", title)
 			}
+			// Its own style applies under its Content-Security-Policy (the script running is shown by the click).
+			if width := eval[string](t, tab, `getComputedStyle(document.querySelector("main")).maxWidth`); width != "416px" {
+				t.Errorf("main max-width = %q, want 416px (26rem) from the page's style: the policy blocked it", width)
+			}
 			if tt.before != nil {
 				tt.before(in.ID)
 			}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -106,4 +107,99 @@ func TestFormatAmount(t *testing.T) {
 			t.Errorf("formatAmount(%d, %s) = %q, want %q", tt.minor, tt.currency, got, tt.want)
 		}
 	}
+}
+
+// TestPayPageHeaders: every HTML answer, the pay page of an open or a
+// settled intent and the page of an unknown one, may not be framed, sends
+// no Referer and is not sniffed, and its policy runs nothing but the page's
+// own inline style and script, by a nonce fresh for every answer.
+func TestPayPageHeaders(t *testing.T) {
+	f := start(t, nil)
+	open := f.create(t, "ord-open")
+	settled := f.pay(t, f.create(t, "ord-paid").ID)
+	tests := []struct {
+		name   string
+		url    string
+		status int
+		inline bool // the answer has the page's style and script
+	}{
+		{"open intent", open.PayURL, http.StatusOK, true},
+		{"settled intent", settled.PayURL, http.StatusOK, true},
+		{"unknown intent", f.url + "/pay/pi_000000000000000000000000", http.StatusNotFound, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var nonces []string
+			where := strings.Split(tt.url, "#")[0] // no pay key in the log
+			for range 2 {
+				status, h, b := sendFull(t, "GET", tt.url, "")
+				if status != tt.status || h.Get("Content-Type") != "text/html; charset=utf-8" {
+					t.Fatalf("GET %s = %d %s, want %d text/html; charset=utf-8", where, status, h.Get("Content-Type"), tt.status)
+				}
+				for name, want := range map[string]string{
+					"X-Frame-Options":        "DENY",
+					"Referrer-Policy":        "no-referrer",
+					"X-Content-Type-Options": "nosniff",
+					"Cache-Control":          "no-store",
+				} {
+					if got := h.Get(name); got != want {
+						t.Errorf("GET %s %s = %q, want %q", where, name, got, want)
+					}
+				}
+				csp := cspDirectives(h.Get("Content-Security-Policy"))
+				nonce := strings.TrimSuffix(strings.TrimPrefix(csp["script-src"], "'nonce-"), "'")
+				if len(nonce) < 22 { // 128 bits at least
+					t.Fatalf("GET %s Content-Security-Policy %q, want script-src 'nonce-<128 random bits>'", where, h.Get("Content-Security-Policy"))
+				}
+				for dir, want := range map[string]string{
+					"default-src":     "'none'",
+					"script-src":      "'nonce-" + nonce + "'",
+					"style-src":       "'nonce-" + nonce + "'",
+					"connect-src":     "'self'",
+					"base-uri":        "'none'",
+					"form-action":     "'none'",
+					"frame-ancestors": "'none'",
+				} {
+					if got := csp[dir]; got != want {
+						t.Errorf("GET %s Content-Security-Policy %s = %q, want %q", where, dir, got, want)
+					}
+				}
+				if len(csp) != 7 {
+					t.Errorf("GET %s Content-Security-Policy = %q, want only the 7 directives above", where, h.Get("Content-Security-Policy"))
+				}
+				page := string(b)
+				for _, tag := range []string{"<style", "<script"} {
+					want := tag + ` nonce="` + nonce + `">`
+					if n := strings.Count(page, tag); tt.inline && (n != 1 || !strings.Contains(page, want)) {
+						t.Errorf("GET %s has %d %s, want one, %s", where, n, tag, want)
+					} else if !tt.inline && n != 0 {
+						t.Errorf("GET %s has %d %s, want none", where, n, tag)
+					}
+				}
+				if attr := inlineAttr.FindString(page); attr != "" {
+					t.Errorf("GET %s has the attribute %s, which the policy blocks", where, attr)
+				}
+				nonces = append(nonces, nonce)
+			}
+			if nonces[0] == nonces[1] {
+				t.Errorf("two answers of GET %s share the nonce %s, want a fresh one each", where, nonces[0])
+			}
+		})
+	}
+}
+
+// inlineAttr finds a style or event handler attribute in a page.
+var inlineAttr = regexp.MustCompile(`\s(style|on[a-z]+)=`)
+
+// cspDirectives splits a Content-Security-Policy into its directives, each
+// name mapped to its sources as written.
+func cspDirectives(policy string) map[string]string {
+	out := map[string]string{}
+	for d := range strings.SplitSeq(policy, ";") {
+		name, sources, _ := strings.Cut(strings.TrimSpace(d), " ")
+		if name != "" {
+			out[name] = strings.TrimSpace(sources)
+		}
+	}
+	return out
 }

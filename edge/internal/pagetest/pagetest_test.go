@@ -306,7 +306,8 @@ func TestShopperPage(t *testing.T) {
 				sale, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("X-Content-Type-Options"))
 		}
 
-		// Nobody signed in: the shop's handed-over token signs the shopper in, and the page says as whom.
+		// Nobody signed in: the shop's handed-over token signs the shopper in once they confirm the account
+		// (TestHandoverPrompt), and the page says as whom.
 		p := newPage(t, browser)
 		handover := func(query, account string) {
 			p.do("open the shop's sign-in link",
@@ -314,7 +315,7 @@ func TestShopperPage(t *testing.T) {
 			p.waitUntil("the sale's name", fmt.Sprintf(`document.getElementById('sale-name').textContent === %q`, def.Name), 10*time.Second)
 		}
 		handover("", "shopper-dan")
-		p.waitUntil("signed in as the link's account", `document.getElementById('who').textContent === 'shopper-dan'`, 5*time.Second)
+		confirmHandover(p, "shopper-dan")
 		if got := p.text("notice"); !strings.Contains(got, "shopper-dan") {
 			t.Errorf("#notice = %q, want it to say whose account the link signed in", got)
 		}
@@ -337,6 +338,9 @@ func TestShopperPage(t *testing.T) {
 		crafted := newPage(t, browser)
 		crafted.do("open a crafted link", chromedp.Navigate(s.BaseURL+"/?sale=..&order=..#user_token="+url.QueryEscape(s.Origin.UserToken(t, "shopper-fay"))))
 		crafted.waitUntil("the invalid-sale notice", `document.getElementById('notice').textContent.includes('not name a valid sale')`, 5*time.Second)
+		if href, err := chromedp.Run(crafted.ctx, chromedp.Evaluate[string](`location.href`)); err != nil || strings.Contains(href, "user_token") {
+			t.Errorf("address of the crafted link's page = %q (%v), want the token out of it", href, err)
+		}
 		for _, path := range crafted.requested() {
 			if strings.HasPrefix(path, "/v1/") {
 				t.Errorf("the page with ?sale=.. requested %s; want no API request", path)
@@ -351,6 +355,7 @@ func TestShopperPage(t *testing.T) {
 			p.do("open a link back from the gateway", chromedp.Navigate(s.BaseURL+"/?sale="+url.QueryEscape(sale)+"&order="+url.QueryEscape(order)+
 				"#user_token="+url.QueryEscape(s.Origin.UserToken(t, account))))
 			p.waitUntil("the sale's name", fmt.Sprintf(`document.getElementById('sale-name').textContent === %q`, def.Name), 10*time.Second)
+			confirmHandover(p, account)
 			return p
 		}
 		const looked = `performance.getEntriesByType('resource').some((e) => new URL(e.name).pathname.startsWith('/v1/orders/'))`
