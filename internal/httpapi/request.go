@@ -137,8 +137,9 @@ func DecodeJSON(ctx *fasthttp.RequestCtx, maxBytes int, v any) error {
 
 // ErrorHandler is a fasthttp.Server's ErrorHandler for either tier: it
 // answers requests fasthttp could not read (and heads httpread.Strict
-// refuses) in the contract's shape — 408, 431, 413 or 400 — and closes
-// without an answer a new connection on which no request arrived.
+// refuses) in the contract's shape — 408, 431, 413 or 400 — on a
+// connection that lingers as fasthttp closes it (httpread.Lingering), and
+// closes without an answer a new connection on which no request arrived.
 func ErrorHandler() func(ctx *fasthttp.RequestCtx, err error) {
 	return httpread.ErrorHandler(func(ctx *fasthttp.RequestCtx, f httpread.Failure) {
 		WriteError(ctx, ReadFailureAnswer(f))
@@ -150,7 +151,9 @@ func ErrorHandler() func(ctx *fasthttp.RequestCtx, err error) {
 // with Expect: 100-continue whose head already says it will be refused — a
 // Content-Length over the limit (413), a head httpread.Strict refuses (400) —
 // gets that answer at once, in the contract's shape, and the connection is
-// closed; only the others are told 100 Continue and send their bodies.
+// closed, lingering (httpread.Linger) for a client that sends its body
+// without waiting; only the others are told 100 Continue and send their
+// bodies.
 //
 // fasthttp's documentation asks an ExpectHandler not to touch the response;
 // on a refusal it writes ctx.Response, with the status returned, as the
@@ -170,6 +173,7 @@ func ExpectHandler(maxBodyBytes int) func(ctx *fasthttp.RequestCtx) int {
 		default:
 			return fasthttp.StatusContinue
 		}
+		httpread.Linger(ctx) // fasthttp closes the connection; a client that did not wait may be sending its body
 		WriteError(ctx, e)
 		return e.Status
 	}

@@ -1,8 +1,10 @@
 // Package httpread is what the edge's and the origin's fasthttp servers
 // share about reading a request before any handler runs: why a read failed
 // (so that a connection on which nothing arrived is closed without an
-// answer, a slow request gets 408 and a large head 431), and the strict
-// checks of a request head that fasthttp's parser leaves out.
+// answer, a slow request gets 408 and a large head 431), the strict
+// checks of a request head that fasthttp's parser leaves out, and the
+// lingering close that lets a client still sending a refused body read
+// its answer.
 package httpread
 
 import (
@@ -67,36 +69,6 @@ func began(ctx *fasthttp.RequestCtx) bool {
 	return ctx.ConnRequestNum() > 0 // set once a first request has been read
 }
 
-// Listener returns ln with connections that remember whether any byte
-// arrived on them, for Classify. Serve the edge's and the origin's servers
-// on it.
-func Listener(ln net.Listener) net.Listener { return listener{ln} }
-
-type listener struct{ net.Listener }
-
-func (l listener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &conn{Conn: c}, nil
-}
-
-// conn is a connection that knows whether a byte arrived on it. Only the
-// goroutine serving it reads it and asks.
-type conn struct {
-	net.Conn
-	began bool
-}
-
-func (c *conn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.began = true
-	}
-	return n, err
-}
-
 // HangUp closes ctx's connection from an ErrorHandler, so that the answer
 // fasthttp writes after it goes nowhere.
 func HangUp(ctx *fasthttp.RequestCtx) { _ = ctx.Conn().Close() }
@@ -157,7 +129,8 @@ func CheckHead(h *fasthttp.RequestHeader) bool {
 
 // ErrorHandler is a fasthttp Server's ErrorHandler for either tier: a new
 // connection on which nothing arrived is closed without an answer, and every
-// other failure is answered by answer, in the tier's own error shape.
+// other failure is answered by answer, in the tier's own error shape, on a
+// connection that lingers when fasthttp then closes it (see Linger).
 func ErrorHandler(answer func(ctx *fasthttp.RequestCtx, f Failure)) func(ctx *fasthttp.RequestCtx, err error) {
 	return func(ctx *fasthttp.RequestCtx, err error) {
 		f := Classify(ctx, err)
@@ -165,6 +138,7 @@ func ErrorHandler(answer func(ctx *fasthttp.RequestCtx, f Failure)) func(ctx *fa
 			HangUp(ctx)
 			return
 		}
+		Linger(ctx) // fasthttp closes the connection after the answer; the request's rest is unread
 		answer(ctx, f)
 	}
 }

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -27,7 +28,7 @@ func TestNewServerExpectContinue(t *testing.T) {
 	srv := NewServer(func(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString("got " + strconv.Itoa(len(ctx.PostBody())))
 	}, ServerOptions{Name: "test", MaxHeadBytes: 4096, MaxBodyBytes: maxBody, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
-	addr := serveTCP(t, srv)
+	addr := serveTCP(t, srv, nil)
 
 	for _, tc := range []struct {
 		name   string
@@ -124,21 +125,50 @@ func TestNewServerExpectContinue(t *testing.T) {
 }
 
 // serveTCP serves srv on a new 127.0.0.1 listener, as Run does, until the
-// test ends, and returns its address.
-func serveTCP(t *testing.T, srv *fasthttp.Server) string {
+// test ends, and returns its address. accepted, when not nil, sets up each
+// connection before the server has it.
+func serveTCP(t *testing.T, srv *fasthttp.Server, accepted func(net.Conn) error) string {
 	t.Helper()
+	var ln net.Listener
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if accepted != nil {
+		ln = setUp{ln, accepted}
+	}
+	served := httpread.Listener(ln)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = srv.Serve(httpread.Listener(ln))
+		_ = srv.Serve(served)
 	}()
 	t.Cleanup(func() {
-		_ = srv.Shutdown()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.ShutdownWithContext(ctx)
 		<-done
+		if err := served.Shutdown(ctx); err != nil {
+			t.Errorf("lingering closes at the test's end: %v", err)
+		}
 	})
 	return ln.Addr().String()
+}
+
+// setUp is a listener that runs accepted on each connection.
+type setUp struct {
+	net.Listener
+	accepted func(net.Conn) error
+}
+
+func (l setUp) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if err := l.accepted(c); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
 }

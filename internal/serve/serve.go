@@ -3,8 +3,10 @@
 // (or none), start the application's loops, serve until the context ends
 // or a listener fails, then drain the listeners one after another in the
 // order given (the public one first, so shoppers' requests finish while
-// the admin listener still answers metrics and readiness), and stop the
-// application last — all within one shutdown budget.
+// the admin listener still answers metrics and readiness), stop the
+// application, and last wait for the connections still lingering after an
+// early answer (httpread.Lingering, a few seconds at most) — all within one
+// shutdown budget.
 package serve
 
 import (
@@ -54,8 +56,10 @@ func Run(ctx context.Context, log *slog.Logger, app App, shutdownTimeout time.Du
 		opened = append(opened, ln)
 	}
 	errc := make(chan error, len(listeners))
+	served := make([]*httpread.ServerListener, len(listeners))
 	for i, l := range listeners {
-		go func() { errc <- l.Server.Serve(httpread.Listener(opened[i])) }()
+		served[i] = httpread.Listener(opened[i])
+		go func() { errc <- l.Server.Serve(served[i]) }()
 	}
 	app.Start()
 	log.Info("ready", "listeners", addrs(listeners))
@@ -76,6 +80,13 @@ func Run(ctx context.Context, log *slog.Logger, app App, shutdownTimeout time.Du
 		}
 	}
 	errs = append(errs, app.Stop(stopCtx))
+	for i, l := range listeners {
+		// Cut short, a lingering close is what it would have been without
+		// lingering: worth a line in the log, not a failed shutdown.
+		if err := served[i].Shutdown(stopCtx); err != nil {
+			log.Warn("lingering closes cut short", "listener", l.Name, "err", err)
+		}
+	}
 	log.Info("stopped")
 	return errors.Join(errs...)
 }

@@ -42,10 +42,11 @@ func Serve(t testing.TB, srv *fasthttp.Server) string {
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
+	served := httpread.Listener(ln)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = srv.Serve(httpread.Listener(ln))
+		_ = srv.Serve(served)
 	}()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -54,6 +55,9 @@ func Serve(t testing.TB, srv *fasthttp.Server) string {
 			t.Errorf("shut down the test listener: %v", err)
 		}
 		<-done
+		if err := served.Shutdown(ctx); err != nil {
+			t.Errorf("finish the test listener's lingering closes: %v", err)
+		}
 	})
 	return ln.Addr().String()
 }
