@@ -188,6 +188,76 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 	}
 }
 
+// TestLoadConfigTrustedProxies: a trusted proxy range that reaches beyond
+// private space must be no wider than a CDN's own (/12 for IPv4, /29 for
+// IPv6): a wider one (the internet, a public /8) is refused at start,
+// naming the override, unless FLASHGATE_TRUSTED_PROXIES_ALLOW_WIDE is set,
+// and then it is warned of at every start. FLASHGATE_PUBLIC_HOST must be a
+// host.
+func TestLoadConfigTrustedProxies(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"FLASHGATE_EDGE_ADMIN_TOKEN":    configtest.AdminToken,
+		"FLASHGATE_TOKEN_KEYS":          "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAxMjM=",
+		"FLASHGATE_USER_TOKEN_SECRET":   "user-token-secret-0123456789",
+		"FLASHGATE_USER_TOKEN_ISSUER":   "https://id.shop.example",
+		"FLASHGATE_USER_TOKEN_AUDIENCE": "flashgate",
+	}
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		wantErr  string // "" = no error; else a part of it
+		wantWarn string // "" = no warning; else a part of the one
+	}{
+		{name: "none", env: nil},
+		{name: "one address", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "127.0.0.1/32"}},
+		{name: "private networks", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "10.0.0.0/8, 172.16.0.0/12, 100.64.0.0/10, fc00::/7"}},
+		{name: "a CDN's published ranges", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "104.16.0.0/13, 162.158.0.0/15, 2400:cb00::/32, 2a06:98c0::/29"}},
+		{name: "a bare address", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "10.0.1.5"}, wantErr: `trusted proxy "10.0.1.5"`},
+		{name: "the IPv4 internet", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "10.0.0.0/8, 0.0.0.0/0"},
+			wantErr: "FLASHGATE_TRUSTED_PROXIES holds 0.0.0.0/0"},
+		{name: "the IPv6 internet", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "::/0"}, wantErr: "FLASHGATE_TRUSTED_PROXIES_ALLOW_WIDE=1"},
+		{name: "global unicast", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "2000::/3"}, wantErr: "2000::/3"},
+		{name: "half the internet", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "128.0.0.0/1"}, wantErr: "128.0.0.0/1"},
+		{name: "a public /8", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "8.0.0.0/8"}, wantErr: "8.0.0.0/8"},
+		{name: "a public /11", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "104.0.0.0/11"}, wantErr: "104.0.0.0/11"},
+		{name: "a public /28 of IPv6", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "2a06:98c0::/28"}, wantErr: "2a06:98c0::/28"},
+		{name: "private and then some", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "10.0.0.0/7"}, wantErr: "10.0.0.0/7"},
+		{name: "the IPv4 internet, mapped", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "::ffff:0.0.0.0/96"}, wantErr: "0.0.0.0/0"},
+		{name: "wide, allowed", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "10.0.0.0/8, 0.0.0.0/0", "FLASHGATE_TRUSTED_PROXIES_ALLOW_WIDE": "1"},
+			wantWarn: "FLASHGATE_TRUSTED_PROXIES_ALLOW_WIDE: trusting X-Forwarded-For from 0.0.0.0/0"},
+		{name: "allowed, nothing wide", env: map[string]string{"FLASHGATE_TRUSTED_PROXIES": "10.0.0.0/8", "FLASHGATE_TRUSTED_PROXIES_ALLOW_WIDE": "1"}},
+		{name: "public host", env: map[string]string{"FLASHGATE_PUBLIC_HOST": "sale.shop.example:8443"}},
+		{name: "public host with a path", env: map[string]string{"FLASHGATE_PUBLIC_HOST": "sale.shop.example/login"},
+			wantErr: `FLASHGATE_PUBLIC_HOST "sale.shop.example/login" is not a host`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if v, ok := tc.env[k]; ok {
+					return v
+				}
+				return base[k]
+			}
+			_, warnings, err := loadConfig(nil, getenv, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("loadConfig = %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("loadConfig = %v, want no error", err)
+			}
+			switch {
+			case tc.wantWarn == "" && len(warnings) != 0:
+				t.Errorf("loadConfig warned %q, want no warning", warnings)
+			case tc.wantWarn != "" && (len(warnings) != 1 || !strings.Contains(warnings[0], tc.wantWarn)):
+				t.Errorf("loadConfig warned %q, want one warning with %q", warnings, tc.wantWarn)
+			}
+		})
+	}
+}
+
 // edgeConfig is the edge under the configuration suite both binaries pass.
 var edgeConfig = configtest.Binary[app.Config]{
 	Tier: "EDGE",

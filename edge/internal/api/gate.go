@@ -95,9 +95,9 @@ func (s *Server) webhookAllowed(ctx *fasthttp.RequestCtx) bool {
 	if len(s.opts.WebhookAllow) == 0 {
 		return true
 	}
-	a, hop := s.clientAddr(ctx)
-	if hop != "" {
-		return false
+	a, named := s.clientAddr(ctx)
+	if !named {
+		return false // a proxy's address, standing in for a client it could not name
 	}
 	for _, p := range s.opts.WebhookAllow {
 		if p.Contains(a) {
@@ -120,7 +120,7 @@ func (s *Server) shop(ctx *fasthttp.RequestCtx, _ []string) error {
 // failure is returned for the router to log and answer please_wait.
 func (s *Server) forward(ctx *fasthttp.RequestCtx, u *proxy.Upstream, name string) error {
 	start := time.Now()
-	waited, err := u.Forward(ctx, s.clientIP(ctx))
+	waited, err := u.Forward(ctx, s.forwarded(ctx))
 	s.metrics.originWaitBy.get(name).Observe(waited.Seconds())
 	outcome := "ok"
 	if err != nil {

@@ -64,9 +64,13 @@ type Limits struct {
 // Options tune the handlers; zero values take the defaults.
 type Options struct {
 	// TrustedProxies are the load balancers and CDN ranges whose
-	// X-Forwarded-For is believed; from any other peer the peer address is
-	// the client.
+	// X-Forwarded-For, -Host and -Proto are believed; from any other peer
+	// the peer address is the client, and the edge names the host and
+	// scheme itself.
 	TrustedProxies []netip.Prefix
+	// PublicHost is the host shoppers reach the edge at, sent upstream as
+	// X-Forwarded-Host when no trusted proxy names one; "" sends none.
+	PublicHost string
 	// Budget bounds the Redis work of one request; 0 means 2 s.
 	Budget time.Duration
 	// WebhookAllow are the payment gateway's addresses: a webhook from
@@ -318,60 +322,133 @@ func (s *Server) budget() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.opts.Budget)
 }
 
-// clientIP is the caller's address (clientAddr) as a string.
-func (s *Server) clientIP(ctx *fasthttp.RequestCtx) string {
-	a, hop := s.clientAddr(ctx)
-	if hop != "" {
-		return hop
-	}
-	return a.String()
-}
-
 // addressKey is the caller's address as the key of a per-address limit:
 // httpapi.AddressKey, so an IPv6 client is counted by its /64.
 func (s *Server) addressKey(ctx *fasthttp.RequestCtx) string {
-	a, hop := s.clientAddr(ctx)
-	if hop != "" {
-		return hop
-	}
+	a, _ := s.clientAddr(ctx)
 	return httpapi.AddressKey(a.AsSlice())
 }
 
+// peer is the address of the connection the request came on.
+func peer(ctx *fasthttp.RequestCtx) netip.Addr {
+	a, _ := netip.AddrFromSlice(ctx.RemoteIP())
+	return a.Unmap()
+}
+
 // clientAddr is the caller's address: the peer, or when the peer is a
-// trusted proxy, the right-most untrusted hop of X-Forwarded-For (every
-// header line of it, in order). A hop that is no address (a port added,
-// "unknown") is returned as hop, the client's key as it stands, rather
-// than falling back to the proxy's address and putting every shopper in
-// one rate-limit bucket.
-func (s *Server) clientAddr(ctx *fasthttp.RequestCtx) (addr netip.Addr, hop string) {
-	peer, _ := netip.AddrFromSlice(ctx.RemoteIP())
-	peer = peer.Unmap()
-	if !s.trusted(peer) {
-		return peer, ""
+// trusted proxy, the right-most hop of X-Forwarded-For (every header line
+// of it, in order) that is not a trusted proxy; when every hop is, the
+// left-most. A hop may carry a port ("198.51.100.4:5000").
+//
+// The walk stops at a hop that is not an address ("unknown", an
+// obfuscated name, an empty entry): the trusted proxy to its right wrote
+// it for its own peer, so nothing vouches for the hops left of it, and a
+// limit keyed on the hop itself would be keyed on whatever its writer
+// chose — a new key per request, if a client could reach the header. The
+// caller is then the nearest trusted hop, the one that wrote it (the peer
+// when it is the last), and named is false: the address is a proxy's, not
+// the client's. So every client behind a proxy that writes no addresses
+// shares that proxy's budget rather than each choosing its own.
+func (s *Server) clientAddr(ctx *fasthttp.RequestCtx) (addr netip.Addr, named bool) {
+	addr = peer(ctx)
+	if !s.trusted(addr) {
+		return addr, true
 	}
 	var hops []string
 	for _, line := range ctx.Request.Header.PeekAll("X-Forwarded-For") {
-		hops = append(hops, strings.Split(string(line), ",")...)
+		if line := strings.TrimSpace(string(line)); line != "" {
+			hops = append(hops, strings.Split(line, ",")...)
+		}
 	}
 	for i := len(hops) - 1; i >= 0; i-- {
-		hop := strings.TrimSpace(hops[i])
-		a, err := netip.ParseAddr(hop)
-		if err != nil {
-			ap, perr := netip.ParseAddrPort(hop)
-			if perr != nil {
-				if hop == "" {
-					continue
-				}
-				return netip.Addr{}, hop
-			}
-			a = ap.Addr()
+		hop, ok := parseHop(hops[i])
+		if !ok {
+			return addr, false
 		}
-		a = a.Unmap()
-		if !s.trusted(a) {
-			return a, ""
+		if !s.trusted(hop) {
+			return hop, true
+		}
+		addr = hop
+	}
+	return addr, true
+}
+
+// parseHop reads one X-Forwarded-For entry: an IPv4 or IPv6 address, with
+// or without a port (an IPv6 one with a port in brackets); false for
+// anything else. A zone is dropped: it is the writer's choice, not part of
+// the address.
+func parseHop(hop string) (netip.Addr, bool) {
+	hop = strings.TrimSpace(hop)
+	a, err := netip.ParseAddr(hop)
+	if err != nil {
+		ap, perr := netip.ParseAddrPort(hop)
+		if perr != nil {
+			return netip.Addr{}, false
+		}
+		a = ap.Addr()
+	}
+	return a.Unmap().WithZone(""), true
+}
+
+// forwarded is what the edge tells an upstream about the request of ctx
+// (proxy.Forwarded): the client's address as clientAddr has it; the public
+// host and the scheme as the peer named them in X-Forwarded-Host and
+// X-Forwarded-Proto when it is a trusted proxy and they are well-formed,
+// else the configured public host (or none) and the scheme of the edge's
+// own listener. The request's Host is never passed on: the client chose
+// it, and a shop that builds links or redirects from X-Forwarded-Host
+// would build them to whatever host the client liked.
+func (s *Server) forwarded(ctx *fasthttp.RequestCtx) proxy.Forwarded {
+	a, _ := s.clientAddr(ctx)
+	f := proxy.Forwarded{For: a.String(), Host: s.opts.PublicHost, Proto: "http"}
+	if ctx.IsTLS() {
+		f.Proto = "https"
+	}
+	if !s.trusted(peer(ctx)) {
+		return f
+	}
+	if h := lastEntry(ctx.Request.Header.PeekAll("X-Forwarded-Host")); ValidHost(h) {
+		f.Host = h
+	}
+	switch p := lastEntry(ctx.Request.Header.PeekAll("X-Forwarded-Proto")); {
+	case strings.EqualFold(p, "http"):
+		f.Proto = "http"
+	case strings.EqualFold(p, "https"):
+		f.Proto = "https"
+	}
+	return f
+}
+
+// lastEntry is the right-most comma-separated entry of a header's lines,
+// trimmed: the one the nearest proxy wrote, when proxies append to it.
+func lastEntry(lines [][]byte) string {
+	if len(lines) == 0 {
+		return ""
+	}
+	last := string(lines[len(lines)-1])
+	if i := strings.LastIndexByte(last, ','); i >= 0 {
+		last = last[i+1:]
+	}
+	return strings.TrimSpace(last)
+}
+
+// ValidHost reports whether h is a host as a URL's authority carries it
+// (a name, an IPv4 address or a bracketed IPv6 one, with an optional
+// port), in at most 255 bytes: nothing that could end a header or change
+// a URL built from it.
+func ValidHost(h string) bool {
+	if h == "" || len(h) > 255 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		switch c := h[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '-', c == '.', c == '_', c == ':', c == '[', c == ']':
+		default:
+			return false
 		}
 	}
-	return peer, ""
+	return true
 }
 
 func (s *Server) trusted(a netip.Addr) bool {

@@ -82,7 +82,18 @@ type Config struct {
 	// does not exist (unknown ids say please_wait rather than 404) and the
 	// node stops being ready. At least three refreshes.
 	SnapshotStaleAfter time.Duration
-	TrustedProxies     string // comma-separated CIDRs whose X-Forwarded-For is believed
+	// TrustedProxies are the comma-separated CIDRs of the CDN and load
+	// balancers in front of the edge, whose X-Forwarded-For, -Host and
+	// -Proto are believed. A range wider than a CDN's (widePrefixes) is
+	// refused unless TrustedProxiesAllowWide.
+	TrustedProxies string
+	// TrustedProxiesAllowWide accepts wide trusted ranges, with a warning
+	// at every start: every client inside one may name its own address.
+	TrustedProxiesAllowWide bool
+	// PublicHost is the host shoppers reach the edge at ("shop.example",
+	// with a port if not the scheme's), sent upstream as X-Forwarded-Host
+	// when no trusted proxy names one; "" sends none.
+	PublicHost string
 
 	// The line's durable ceilings (docs/OPERATIONS.md, "When Redis loses
 	// the line"): a join counter's ceiling is raised, in the origin first,
@@ -252,8 +263,18 @@ func (c Config) Validate() error {
 	if _, err := c.redis(); err != nil {
 		return err
 	}
-	if _, err := c.trustedProxies(); err != nil {
+	trusted, err := c.trustedProxies()
+	if err != nil {
 		return err
+	}
+	if wide := widePrefixes(trusted); len(wide) > 0 && !c.TrustedProxiesAllowWide {
+		return fmt.Errorf("config: FLASHGATE_TRUSTED_PROXIES holds %s, wider than any CDN's or load balancer's own range: "+
+			"every client inside it could name its own address to the rate limits and the webhook allow-list. "+
+			"List your proxies' own ranges (outside private space at least /%d for IPv4, /%d for IPv6), "+
+			"or set FLASHGATE_TRUSTED_PROXIES_ALLOW_WIDE=1 to accept it", strings.Join(wide, ", "), minPublicBits4, minPublicBits6)
+	}
+	if c.PublicHost != "" && !api.ValidHost(c.PublicHost) {
+		return fmt.Errorf("config: FLASHGATE_PUBLIC_HOST %q is not a host (a name or address, with an optional port)", c.PublicHost)
 	}
 	if _, err := c.webhookAllow(); err != nil {
 		return err
@@ -292,8 +313,68 @@ func (c Config) redis() (redisconn.Options, error) {
 		MasterName: c.RedisMasterName, SentinelPassword: c.RedisSentinelPassword, Cluster: c.RedisCluster}, redisPoolSize)
 }
 
+// trustedProxies are c's trusted proxy ranges, masked, an IPv4-mapped IPv6
+// range as the IPv4 one it maps: client addresses are compared unmapped,
+// so "::ffff:10.0.0.0/104" would otherwise match nothing.
 func (c Config) trustedProxies() ([]netip.Prefix, error) {
-	return prefixes(c.TrustedProxies, "trusted proxy")
+	ps, err := prefixes(c.TrustedProxies, "trusted proxy")
+	for i, p := range ps {
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		ps[i] = p.Masked()
+	}
+	return ps, err
+}
+
+// The shortest trusted ranges of public space the edge accepts without
+// FLASHGATE_TRUSTED_PROXIES_ALLOW_WIDE: the widest ranges CDNs publish for
+// their egress are about this size (Cloudflare's 104.16.0.0/13 and
+// 2a06:98c0::/29), and a proxy's range is never wider than its operator's.
+const (
+	minPublicBits4 = 12
+	minPublicBits6 = 29
+)
+
+// privateSpace are the ranges no client reaches the edge from across the
+// internet: a trusted range inside one may be as wide as it (10.0.0.0/8 for
+// a load balancer's network, say).
+var privateSpace = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("100.64.0.0/10"), // shared address space: carrier NAT, cluster networks
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("fc00::/7"),
+	netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("::1/128"),
+}
+
+// widePrefixes are the prefixes of ps that reach beyond private space and
+// are shorter than minPublicBits4 or minPublicBits6 (0.0.0.0/0, ::/0,
+// 2000::/3, a public /8), as strings.
+func widePrefixes(ps []netip.Prefix) []string {
+	var wide []string
+	for _, p := range ps {
+		if private(p) {
+			continue
+		}
+		if (p.Addr().Is4() && p.Bits() < minPublicBits4) || (p.Addr().Is6() && p.Bits() < minPublicBits6) {
+			wide = append(wide, p.String())
+		}
+	}
+	return wide
+}
+
+// private reports whether p lies wholly inside privateSpace.
+func private(p netip.Prefix) bool {
+	for _, q := range privateSpace {
+		if q.Bits() <= p.Bits() && q.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c Config) webhookAllow() ([]netip.Prefix, error) {
@@ -331,5 +412,15 @@ func (c Config) userTokens() usertokens.Settings {
 }
 
 // Warnings are what start-up logs at WARN about c: outside dev mode, user
-// tokens whose iss or aud is not checked.
-func (c Config) Warnings() []string { return c.userTokens().Warnings() }
+// tokens whose iss or aud is not checked; wide trusted proxy ranges
+// accepted with FLASHGATE_TRUSTED_PROXIES_ALLOW_WIDE.
+func (c Config) Warnings() []string {
+	w := c.userTokens().Warnings()
+	trusted, _ := c.trustedProxies() // checked by Validate
+	if wide := widePrefixes(trusted); len(wide) > 0 && c.TrustedProxiesAllowWide {
+		w = append(w, "FLASHGATE_TRUSTED_PROXIES_ALLOW_WIDE: trusting X-Forwarded-For from "+strings.Join(wide, ", ")+
+			": every client inside it can name its own address to the per-address rate limits and the webhook allow-list, "+
+			"and its own X-Forwarded-Host and X-Forwarded-Proto to the shop")
+	}
+	return w
+}

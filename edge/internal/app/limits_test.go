@@ -88,6 +88,7 @@ func TestWebhookBounds(t *testing.T) {
 		{"outsider claiming the gateway's address", "198.51.100.7", "203.0.113.5", event, fasthttp.StatusForbidden, "address_not_allowed"},
 		{"outsider behind a trusted proxy", "10.1.1.1", "198.51.100.7", event, fasthttp.StatusForbidden, "address_not_allowed"},
 		{"outsider next to the range", "203.0.113.16", "", event, fasthttp.StatusForbidden, "address_not_allowed"},
+		{"no address behind a trusted proxy", "10.1.1.1", "unknown", event, fasthttp.StatusForbidden, "address_not_allowed"},
 		{"gateway, second webhook", "203.0.113.5", "", event, fasthttp.StatusNotFound, "not_found"},
 		{"gateway, third webhook in a minute", "203.0.113.5", "", event, fasthttp.StatusTooManyRequests, "rate_limited"},
 		{"gateway, body too large", "203.0.113.7", "", bytes.Repeat([]byte("x"), 1025), fasthttp.StatusRequestEntityTooLarge, "body_too_large"},
@@ -155,6 +156,40 @@ func TestAddressLimitsByIPv6Prefix(t *testing.T) {
 	} {
 		if res, _ := n.Client(tc.peer).Join(t, sale, fmt.Sprintf("v6-shopper-%d", i)); res.Status != tc.status {
 			t.Errorf("join %d from %s = %d %s, want %d", i+1, tc.peer, res.Status, res.Body, tc.status)
+		}
+	}
+}
+
+// TestAddressLimitNeverKeyedOnAName: behind a trusted proxy, an
+// X-Forwarded-For hop that is not an address is never a limit's key, so a
+// client that can put one there cannot take a fresh budget per request:
+// the key is the trusted proxy that wrote it. A client the proxy names by
+// its address keeps a budget of its own.
+func TestAddressLimitNeverKeyedOnAName(t *testing.T) {
+	t.Parallel()
+	origin := edgetest.NewStubOrigin(t)
+	const sale = "no-names"
+	origin.SetSale(edgetest.OpenSale(sale, 10))
+	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
+	cfg.TrustedProxies = "10.0.0.0/8"
+	cfg.LimitJoinIP = "2-M"
+	n := edgetest.StartNode(t, cfg)
+	n.WaitSale(t, sale)
+	proxy := n.Client("10.0.0.1")
+	for i, tc := range []struct {
+		xff    string
+		status int
+	}{
+		{"unknown", fasthttp.StatusAccepted},
+		{"client-1", fasthttp.StatusAccepted},
+		{"client-2", fasthttp.StatusTooManyRequests}, // the proxy's third join
+		{"198.51.100.4, client-3", fasthttp.StatusTooManyRequests},
+		{"198.51.100.4", fasthttp.StatusAccepted}, // an address: its own budget
+	} {
+		res := proxy.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/queue",
+			Token: edgetest.UserToken(t, fmt.Sprintf("named-%d", i)), Header: map[string]string{"X-Forwarded-For": tc.xff}})
+		if res.Status != tc.status {
+			t.Errorf("join %d behind the proxy, X-Forwarded-For %q = %d %s, want %d", i+1, tc.xff, res.Status, res.Body, tc.status)
 		}
 	}
 }

@@ -164,15 +164,15 @@ func (u *Upstream) InFlight() int { return len(u.slots) }
 // MaxConns is how many connection slots the upstream has.
 func (u *Upstream) MaxConns() int { return cap(u.slots) }
 
-// hopHeaders are meaningful only for one connection (RFC 9110 7.6.1), and
-// forwarding headers a client could forge.
+// hopHeaders are meaningful only for one connection (RFC 9110 7.6.1).
 var hopHeaders = []string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-// forwardingHeaders name the client, its host or its scheme. The edge writes
-// X-Forwarded-For, -Host and -Proto afresh; the others (CDNs' own client
+// forwardingHeaders name the client, its host or its scheme. All are
+// deleted; the edge writes X-Forwarded-For and -Proto afresh, and -Host
+// when it knows one to believe (Forwarded). The others (CDNs' own client
 // headers among them) it does not set, so whatever a request carries came
 // from the client, and an upstream that believed one (the shop, say) would
 // take a forged address for the shopper's.
@@ -181,13 +181,28 @@ var forwardingHeaders = []string{
 	"True-Client-Ip", "Cf-Connecting-Ip", "X-Client-Ip", "Fastly-Client-Ip", "X-Cluster-Client-Ip",
 }
 
-// Forward sends the request of ctx upstream and writes the answer into ctx.
-// clientIP is the caller's address as the edge trusts it. On error nothing
-// has been written and the caller answers. waited is how long the request
-// waited for a free connection (the whole QueueTimeout when it failed with
-// ErrBusy); the wait counts against Timeout, which bounds the whole
-// exchange.
-func (u *Upstream) Forward(ctx *fasthttp.RequestCtx, clientIP string) (waited time.Duration, err error) {
+// Forwarded is what the edge tells an upstream about a request it
+// forwards, in the forwarding headers it writes afresh. The caller decides
+// what to believe (the api package: its trusted proxies); Forward writes
+// only these, never what the request itself carried.
+type Forwarded struct {
+	// For is X-Forwarded-For: the client's address as the edge trusts it.
+	For string
+	// Host is X-Forwarded-Host: the public host the request was for, as a
+	// trusted proxy named it or the edge is configured with; "" sends
+	// none. Never the client's own Host, which the client chose.
+	Host string
+	// Proto is X-Forwarded-Proto, "http" or "https"; "" means the scheme
+	// of the edge's own listener.
+	Proto string
+}
+
+// Forward sends the request of ctx upstream and writes the answer into ctx,
+// with the forwarding headers fwd says. On error nothing has been written
+// and the caller answers. waited is how long the request waited for a free
+// connection (the whole QueueTimeout when it failed with ErrBusy); the wait
+// counts against Timeout, which bounds the whole exchange.
+func (u *Upstream) Forward(ctx *fasthttp.RequestCtx, fwd Forwarded) (waited time.Duration, err error) {
 	start := time.Now()
 	waited, err = u.acquire()
 	if err != nil {
@@ -205,11 +220,16 @@ func (u *Upstream) Forward(ctx *fasthttp.RequestCtx, clientIP string) (waited ti
 	for _, h := range forwardingHeaders {
 		req.Header.Del(h)
 	}
-	req.Header.Set("X-Forwarded-For", clientIP)
-	req.Header.Set("X-Forwarded-Host", string(ctx.Host()))
-	proto := "http"
-	if ctx.IsTLS() {
-		proto = "https"
+	req.Header.Set("X-Forwarded-For", fwd.For)
+	if fwd.Host != "" {
+		req.Header.Set("X-Forwarded-Host", fwd.Host)
+	}
+	proto := fwd.Proto
+	if proto == "" {
+		proto = "http"
+		if ctx.IsTLS() {
+			proto = "https"
+		}
 	}
 	req.Header.Set("X-Forwarded-Proto", proto)
 	var id [128]byte
@@ -235,6 +255,9 @@ func (u *Upstream) Forward(ctx *fasthttp.RequestCtx, clientIP string) (waited ti
 	for _, h := range hopHeaders {
 		resp.Header.Del(h)
 	}
+	// The upstream's Server header names its software to whoever asks; the
+	// edge's server writes its own, as on every answer it makes itself.
+	resp.Header.Del(fasthttp.HeaderServer)
 	resp.CopyTo(&ctx.Response)
 	return waited, nil
 }

@@ -22,15 +22,22 @@ type upstream struct {
 // with opts.
 func newUpstream(t testing.TB, opts Options) (*Upstream, *upstream) {
 	t.Helper()
-	ln := fasthttputil.NewInmemoryListener()
 	s := &upstream{held: make(chan struct{}, 16), release: make(chan struct{})}
-	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+	u := serveUpstream(t, opts, &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
 		if string(ctx.Path()) == "/hold" {
 			s.held <- struct{}{}
 			<-s.release
 		}
 		ctx.SetBodyString("ok")
-	}}
+	}})
+	return u, s
+}
+
+// serveUpstream runs srv on an in-memory listener and returns an Upstream
+// to it, http://upstream.test, with opts.
+func serveUpstream(t testing.TB, opts Options, srv *fasthttp.Server) *Upstream {
+	t.Helper()
+	ln := fasthttputil.NewInmemoryListener()
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Shutdown(); _ = ln.Close() })
 	u, err := New("http://upstream.test", opts)
@@ -38,7 +45,7 @@ func newUpstream(t testing.TB, opts Options) (*Upstream, *upstream) {
 		t.Fatalf("New: %v", err)
 	}
 	u.client.Dial = func(string) (net.Conn, error) { return ln.Dial() }
-	return u, s
+	return u
 }
 
 // forward runs Forward for a request to path, as a handler would.
@@ -48,7 +55,7 @@ func forward(u *Upstream, path string) (time.Duration, error) {
 	req.SetRequestURI(path)
 	req.Header.SetMethod(fasthttp.MethodPost)
 	ctx.Init(&req, nil, nil)
-	return u.Forward(&ctx, "203.0.113.7")
+	return u.Forward(&ctx, Forwarded{For: "203.0.113.7"})
 }
 
 // hold sends one request the upstream keeps until release, and returns once
@@ -75,6 +82,66 @@ func TestForwardWithAFreeConnectionWaitsNothing(t *testing.T) {
 		if err != nil || waited != 0 {
 			t.Fatalf("Forward with a free connection = waited %v, %v; want 0, nil", waited, err)
 		}
+	}
+}
+
+// TestForwardWritesOnlyWhatItIsTold: the upstream hears the forwarding
+// headers Forwarded names and none the request arrived with — not its
+// X-Forwarded-*, nor its Host as X-Forwarded-Host (no X-Forwarded-Host at
+// all when Forwarded names no host), and the edge's own scheme when it
+// names none — and the answer comes back without the upstream's Server
+// header, for the edge's server to write its own.
+func TestForwardWritesOnlyWhatItIsTold(t *testing.T) {
+	forwarding := []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
+	heard := make(chan map[string]string, 1)
+	u := serveUpstream(t, Options{MaxConns: 1, Timeout: 5 * time.Second}, &fasthttp.Server{
+		Name: "shop-backend/2.1",
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			h := map[string]string{"Host": string(ctx.Host())}
+			for _, name := range forwarding {
+				if v := ctx.Request.Header.Peek(name); len(v) > 0 {
+					h[name] = string(v)
+				}
+			}
+			heard <- h
+			ctx.SetBodyString("ok")
+		},
+	})
+	for _, tc := range []struct {
+		name string
+		fwd  Forwarded
+		want map[string]string
+	}{
+		{"host and scheme named", Forwarded{For: "198.51.100.9", Host: "shop.example.com", Proto: "https"},
+			map[string]string{"X-Forwarded-For": "198.51.100.9", "X-Forwarded-Host": "shop.example.com", "X-Forwarded-Proto": "https"}},
+		{"neither named", Forwarded{For: "198.51.100.9"},
+			map[string]string{"X-Forwarded-For": "198.51.100.9", "X-Forwarded-Proto": "http"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ctx fasthttp.RequestCtx
+			var req fasthttp.Request
+			req.SetRequestURI("/cart")
+			req.SetHost("evil.example")
+			req.Header.Set("X-Forwarded-For", "6.6.6.6")
+			req.Header.Set("X-Forwarded-Host", "evil.example")
+			req.Header.Set("X-Forwarded-Proto", "gopher")
+			ctx.Init(&req, nil, nil)
+			if _, err := u.Forward(&ctx, tc.fwd); err != nil {
+				t.Fatalf("Forward: %v", err)
+			}
+			got := <-heard
+			for _, name := range forwarding {
+				if got[name] != tc.want[name] {
+					t.Errorf("upstream heard %s %q, want %q", name, got[name], tc.want[name])
+				}
+			}
+			if got["Host"] != "upstream.test" {
+				t.Errorf("upstream heard Host %q, want its own, upstream.test", got["Host"])
+			}
+			if s := ctx.Response.Header.Server(); len(s) != 0 || string(ctx.Response.Body()) != "ok" {
+				t.Errorf("Forward answered Server %q body %q, want no Server header and the upstream's body", s, ctx.Response.Body())
+			}
+		})
 	}
 }
 
