@@ -52,7 +52,7 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 	}
 	sorted := func(names ...string) []string { slices.Sort(names); return names }
 	cursor := sorted(queue.CursorNowServing, queue.CursorLastMs, queue.CursorRate, queue.CursorPaused, queue.CursorSettingsVersion)
-	line := sorted(queue.LineEpoch, queue.LineRestoredMs, queue.LinePreCeiling, queue.LinePostCeiling, queue.LineServingCeiling, queue.LineReplID)
+	line := sorted(queue.LineEpoch, queue.LinePreCeiling, queue.LinePostCeiling, queue.LineServingCeiling, queue.LineReplID)
 	sealed := sorted(append(slices.Clone(line), queue.LineDrawSize)...)
 	// The advance adds the checkout's answer rate.
 	advanced := sorted(append(slices.Clone(cursor), queue.CursorAnswered, queue.CursorAnsweredMs, queue.CursorAnsweredThen, queue.CursorAnswerRate)...)

@@ -83,7 +83,12 @@ local l = redis.call('HMGET', line_key, 'pre_ceiling', 'post_ceiling')
 if replid ~= '' then
   redis.call('HSET', line_key, 'replid', replid)
 end
-redis.call('HSET', line_key, 'epoch', epoch, 'restored_ms', now,
+-- A restore at zero ceilings creates the line: no place was handed out
+-- before it, so no queue token can predate it (restored_ms: see State).
+if tonumber(resume_pre) + tonumber(resume_post) > 0 then
+  redis.call('HSET', line_key, 'restored_ms', now)
+end
+redis.call('HSET', line_key, 'epoch', epoch,
   'pre_ceiling', string.format('%.0f', math.max(tonumber(l[1] or '0'), tonumber(pre_ceiling))),
   'post_ceiling', string.format('%.0f', math.max(tonumber(l[2] or '0'), tonumber(post_ceiling))),
   'serving_ceiling', string.format('%.0f', math.max(serving, tonumber(serving_ceiling))))

@@ -30,9 +30,9 @@ type State struct {
 	SettingsVersion int64
 	// Epoch names the restore that put the line in Redis: readings of two
 	// epochs are of two lines (a restore raised the counters in between).
-	// RestoredAt is when that restore ran (Redis's clock): queue tokens
-	// issued before it may carry places Redis no longer ties to their
-	// accounts.
+	// RestoredAt is when that restore ran (Redis's clock), zero for the
+	// restore that created the line: queue tokens issued before it may
+	// carry places Redis no longer ties to their accounts.
 	Epoch      string
 	RestoredAt time.Time
 	// MeasuredRate is admissions per second over the last few seconds; the
