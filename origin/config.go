@@ -41,7 +41,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.String(&c.UserTokenPublicKeyFile, "user-token-public-key-file", "FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE", "PEM Ed25519 or RSA public key of the shop's user tokens")
 	env.String(&c.UserTokenIssuer, "user-token-issuer", "FLASHGATE_USER_TOKEN_ISSUER", "required iss of user tokens (empty: not checked, so tokens the shop issues for other purposes pass; logged at WARN)")
 	env.String(&c.UserTokenAudience, "user-token-audience", "FLASHGATE_USER_TOKEN_AUDIENCE", "required aud of user tokens (empty: not checked, so tokens the shop issues for other purposes pass; logged at WARN)")
-	env.String(&c.LineAudience, "line-audience", "FLASHGATE_LINE_AUDIENCE", "the audience edges sign line requests for (empty: the Host they carry)")
+	env.String(&c.LineAudience, "line-audience", "FLASHGATE_LINE_AUDIENCE", "the origin's own name, which edges sign line requests for, the same as theirs (empty: the public listen address, which must then name a host)")
 	env.String(&c.Instance, "instance", "FLASHGATE_INSTANCE", "this origin's stream consumer name, stable across restarts")
 	env.Int(&c.WriterBatch, "writer-batch", "FLASHGATE_WRITER_BATCH", "intents per Postgres transaction")
 	env.Duration(&c.WriterClaimIdle, "writer-claim-idle", "FLASHGATE_WRITER_CLAIM_IDLE", "lease of a sale's intents stream: a writer silent this long is taken over")

@@ -18,6 +18,7 @@ func TestLoadConfigRedisSentinels(t *testing.T) {
 		"FLASHGATE_ORIGIN_ADMIN_TOKEN": configtest.AdminToken,
 		"FLASHGATE_TOKEN_KEYS":         "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAxMjM=",
 		"FLASHGATE_USER_TOKEN_SECRET":  "user-token-secret-0123456789",
+		"FLASHGATE_LINE_AUDIENCE":      "production",
 	}
 	for _, tc := range []struct {
 		name                       string
@@ -82,6 +83,7 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 		"FLASHGATE_ORIGIN_ADMIN_TOKEN": configtest.AdminToken,
 		"FLASHGATE_TOKEN_KEYS":         "k1:c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAxMjM=",
 		"FLASHGATE_USER_TOKEN_SECRET":  "user-token-secret-0123456789",
+		"FLASHGATE_LINE_AUDIENCE":      "production",
 	}
 	for _, tc := range []struct {
 		name    string
@@ -153,6 +155,7 @@ var originConfig = configtest.Binary[app.Config]{
 		"FLASHGATE_POSTGRES_URL":            "postgres://u:postgres-password-marker@127.0.0.1:5432/db",
 		"FLASHGATE_GATEWAY_API_KEY":         "gateway-api-key-marker",
 		"FLASHGATE_GATEWAY_WEBHOOK_SECRET":  "webhook-secret-marker-0123456789",
+		"FLASHGATE_LINE_AUDIENCE":           "production",
 	},
 	Secrets: []string{configtest.AdminToken, "dG9rZW4ta2V5LXNlY3JldC1tYXJrZXItMDEyMzQ1Njc4OQ", "shop-user-token-secret-marker",
 		"dev-user-token-secret-marker", "redis-password-marker", "sentinel-password-marker", "postgres-password-marker",

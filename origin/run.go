@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	// In drain order: the edge's requests finish while the admin listener
 	// still answers metrics and readiness.
-	log.Info("origin starting", "dev", cfg.Dev)
+	log.Info("origin starting", "dev", cfg.Dev, "line_audience", cfg.LineAudienceName())
 	return serve.Run(ctx, log, a, cfg.ShutdownTimeout,
 		serve.Listener{Name: "public", Addr: cfg.Addr, Server: a.PublicServer()},
 		serve.Listener{Name: "admin", Addr: cfg.AdminAddr, Server: a.AdminServer()})

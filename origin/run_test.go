@@ -90,6 +90,7 @@ func TestRunWarnsOfDevMode(t *testing.T) {
 	t.Parallel()
 	env, admin := baseEnv(t, origintest.NewEnv(t), "origin-dev-warn-test")
 	env["FLASHGATE_ORIGIN_ADDR"] = strings.Replace(env["FLASHGATE_ORIGIN_ADDR"], "127.0.0.1", "0.0.0.0", 1)
+	env["FLASHGATE_LINE_AUDIENCE"] = "flashgate-dev" // 0.0.0.0 names no host of its own
 	env["FLASHGATE_USER_TOKEN_SECRET"] = ""
 	env["FLASHGATE_DEV"] = "1"
 	env["FLASHGATE_DEV_USER_TOKEN_SECRET"] = "dev-user-token-secret-0123456789abcdef"

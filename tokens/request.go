@@ -1,7 +1,6 @@
 package tokens
 
 import (
-	"container/heap"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -21,9 +19,11 @@ import (
 // millisecond are not taken for a replay.
 const RequestSignatureHeader = "Flashgate-Signature"
 
-// ErrReplayed: a control request's signature was seen before (it also
-// wraps ErrInvalid, so it is refused like a forged one).
-var ErrReplayed = errors.New("tokens: request signature already used")
+// ErrReplayed is for callers to return when a control request's signature
+// was taken before (RequestVerifier says why Verify never does). It wraps
+// ErrInvalid, so it is refused like a forged one; Code names it
+// replayed_request.
+var ErrReplayed = fmt.Errorf("tokens: request signature already used: %w", ErrInvalid)
 
 // DefaultRequestTolerance is how far a signed request's time may be from the
 // verifier's clock, either way.
@@ -71,10 +71,9 @@ type RequestSigner struct {
 }
 
 // NewRequestSigner returns a signer with keys' active key for requests to
-// audience: the origin's name for them (its configured audience, or the
-// Host its requests carry), so that a request signed for one origin (say
-// staging) is refused by another sharing the keys (production). now is the
-// clock (nil means time.Now).
+// audience: the origin's own name (RequestVerifierOptions.Audience), so
+// that a request signed for one origin (say staging) is refused by another
+// sharing the keys (production). now is the clock (nil means time.Now).
 func NewRequestSigner(keys *KeySet, audience string, now func() time.Time) *RequestSigner {
 	if now == nil {
 		now = time.Now
@@ -93,10 +92,6 @@ func (s *RequestSigner) Sign(method, path string, body []byte) string {
 		hex.EncodeToString(requestMAC(s.key, method, path, ms, nonce, s.audience, body))
 }
 
-// DefaultReplayCapacity is how many signatures a RequestVerifier remembers
-// by default.
-const DefaultReplayCapacity = 1 << 16
-
 // RequestVerifierOptions configure a RequestVerifier.
 type RequestVerifierOptions struct {
 	// Now is the clock; nil means time.Now.
@@ -104,71 +99,74 @@ type RequestVerifierOptions struct {
 	// Tolerance is how far the signed time may be from Now; 0 means
 	// DefaultRequestTolerance.
 	Tolerance time.Duration
-	// Audience is the name requests must be signed for; "" means the Host
-	// each request carries (then an origin reached under another
-	// environment's host name would take that environment's requests: set
-	// it wherever environments share keys).
+	// Audience is the name requests must be signed for, the verifier's own
+	// (the origins' FLASHGATE_LINE_AUDIENCE, or their public address):
+	// required. A request signed for any other is refused, whatever Host
+	// it carries.
 	Audience string
-	// ReplayCapacity is how many signatures are remembered to refuse a
-	// request sent again (each for as long as its time is within the
-	// tolerance); 0 means DefaultReplayCapacity. When full, the one signed
-	// earliest is forgotten and every request signed at or before it is
-	// refused from then on, so a replay is never let through; at a few
-	// requests a second per sale and node the default holds well over the
-	// tolerance's worth.
-	ReplayCapacity int
 }
 
 // RequestVerifier checks signed control requests against every key of a set
-// (so keys rotate as they do for tokens), and refuses a signature it has
-// seen before. It remembers in memory, per process: a request replayed to
-// another process sharing the keys and audience is taken there once. It is
-// safe for concurrent use.
+// (so keys rotate as they do for tokens). It remembers nothing: refusing a
+// signature sent again is up to the caller, which records the Key of each
+// one it takes (RequestSignature) where every process verifying for the
+// same audience sees it, restarts included. It is safe for concurrent use.
 type RequestVerifier struct {
 	keys      map[string][]byte // kid -> request key
 	now       func() time.Time
 	tolerance time.Duration
 	audience  string
-
-	mu    sync.Mutex // guards seen and floor
-	seen  replays
-	floor int64 // unix ms: signatures at or before it may have been forgotten
 }
 
-// NewRequestVerifier returns a verifier over keys.
-func NewRequestVerifier(keys *KeySet, opts RequestVerifierOptions) *RequestVerifier {
+// NewRequestVerifier returns a verifier over keys; opts.Audience is
+// required.
+func NewRequestVerifier(keys *KeySet, opts RequestVerifierOptions) (*RequestVerifier, error) {
+	if opts.Audience == "" {
+		return nil, errors.New("tokens: a request verifier needs the audience requests are signed for")
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Tolerance <= 0 {
 		opts.Tolerance = DefaultRequestTolerance
 	}
-	if opts.ReplayCapacity <= 0 {
-		opts.ReplayCapacity = DefaultReplayCapacity
-	}
 	v := &RequestVerifier{keys: make(map[string][]byte, len(keys.secrets)), now: opts.Now, tolerance: opts.Tolerance,
-		audience: opts.Audience, seen: replays{byMAC: make(map[[sha256.Size]byte]struct{}), capacity: opts.ReplayCapacity}}
+		audience: opts.Audience}
 	for kid, secret := range keys.secrets {
 		v.keys[kid] = requestKey(secret)
 	}
-	return v
+	return v, nil
+}
+
+// RequestSignature is a signature Verify found genuine and in time.
+type RequestSignature struct {
+	// Key names this signature among all others: its kid and MAC. A request
+	// sent again carries the same Key; the same request signed again does
+	// not (its nonce differs).
+	Key string
+	// Signed is when it was signed, by the signer's clock.
+	Signed time.Time
+	// Until is the last instant the verifier takes it (Signed plus the
+	// tolerance): a record of its Key refuses it sent again if kept that
+	// long, by the verifier's clock.
+	Until time.Time
 }
 
 // Verify checks header (the RequestSignatureHeader value) against the
-// request — host is the Host it carries, the audience unless the verifier
-// has one configured — and returns the time it was signed. Errors wrap
-// ErrMissing (no header), ErrMalformed (not in the header's form),
-// ErrInvalid (unknown kid, wrong MAC, another audience; with ErrReplayed:
-// seen before) or ErrExpired (signed too long ago, or too far ahead).
-func (v *RequestVerifier) Verify(header, host, method, path string, body []byte) (time.Time, error) {
+// request and the verifier's audience, and returns the signature. Errors
+// wrap ErrMissing (no header), ErrMalformed (not in the header's form),
+// ErrInvalid (unknown kid, wrong MAC, another audience) or ErrExpired
+// (signed too long ago, or too far ahead). Verify does not refuse a
+// signature seen before: see RequestVerifier.
+func (v *RequestVerifier) Verify(header, method, path string, body []byte) (RequestSignature, error) {
 	if header == "" {
-		return time.Time{}, fmt.Errorf("request signature: %w", ErrMissing)
+		return RequestSignature{}, fmt.Errorf("request signature: %w", ErrMissing)
 	}
 	var kid, ts, nonce, mac string
 	for _, part := range strings.Split(header, ",") {
 		name, value, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
-			return time.Time{}, fmt.Errorf("request signature: %w: part %q", ErrMalformed, name)
+			return RequestSignature{}, fmt.Errorf("request signature: %w: part %q", ErrMalformed, name)
 		}
 		switch name {
 		case "kid":
@@ -184,28 +182,21 @@ func (v *RequestVerifier) Verify(header, host, method, path string, body []byte)
 	ms, err := strconv.ParseInt(ts, 10, 64)
 	sum, herr := hex.DecodeString(mac)
 	if kid == "" || !validNonce(nonce) || err != nil || herr != nil || len(sum) != sha256.Size {
-		return time.Time{}, fmt.Errorf("request signature: %w: want kid=,t=,n=,v2=", ErrMalformed)
+		return RequestSignature{}, fmt.Errorf("request signature: %w: want kid=,t=,n=,v2=", ErrMalformed)
 	}
 	key, ok := v.keys[kid]
 	if !ok {
-		return time.Time{}, fmt.Errorf("request signature: %w: unknown kid", ErrInvalid)
+		return RequestSignature{}, fmt.Errorf("request signature: %w: unknown kid", ErrInvalid)
 	}
-	audience := v.audience
-	if audience == "" {
-		audience = host
+	if !hmac.Equal(sum, requestMAC(key, method, path, ms, nonce, v.audience, body)) {
+		return RequestSignature{}, fmt.Errorf("request signature: %w: wrong signature, or signed for another audience", ErrInvalid)
 	}
-	if !hmac.Equal(sum, requestMAC(key, method, path, ms, nonce, audience, body)) {
-		return time.Time{}, fmt.Errorf("request signature: %w: wrong signature, or signed for another audience", ErrInvalid)
-	}
-	now := v.now()
 	at := time.UnixMilli(ms)
-	if d := now.Sub(at); d > v.tolerance || d < -v.tolerance {
-		return time.Time{}, fmt.Errorf("request signature: %w: signed %v from now", ErrExpired, d.Round(time.Second))
+	if d := v.now().Sub(at); d > v.tolerance || d < -v.tolerance {
+		return RequestSignature{}, fmt.Errorf("request signature: %w: signed %v from now", ErrExpired, d.Round(time.Second))
 	}
-	if !v.first([sha256.Size]byte(sum), ms, now.Add(-v.tolerance).UnixMilli()) {
-		return time.Time{}, fmt.Errorf("request signature: %w: %w", ErrInvalid, ErrReplayed)
-	}
-	return at, nil
+	// The MAC in its canonical form: hex.DecodeString took upper case too.
+	return RequestSignature{Key: kid + ":" + hex.EncodeToString(sum), Signed: at, Until: at.Add(v.tolerance)}, nil
 }
 
 // validNonce: 1 to 64 lower-case hex digits.
@@ -220,60 +211,3 @@ func validNonce(n string) bool {
 	}
 	return true
 }
-
-// first records a genuine signature (its MAC, signed at ms) and reports
-// whether it is new. Signatures signed before oldest are past the
-// tolerance and forgotten first.
-func (v *RequestVerifier) first(mac [sha256.Size]byte, ms, oldest int64) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for v.seen.Len() > 0 && v.seen.items[0].ms < oldest {
-		v.seen.pop()
-	}
-	if ms <= v.floor {
-		return false // it may be one of those forgotten early
-	}
-	if _, dup := v.seen.byMAC[mac]; dup {
-		return false
-	}
-	for v.seen.Len() >= v.seen.capacity {
-		v.floor = max(v.floor, v.seen.pop().ms)
-		if ms <= v.floor {
-			return false
-		}
-	}
-	heap.Push(&v.seen, replay{mac: mac, ms: ms})
-	return true
-}
-
-// replay is a remembered signature.
-type replay struct {
-	mac [sha256.Size]byte
-	ms  int64
-}
-
-// replays is a min-heap of remembered signatures by signing time, indexed
-// by MAC.
-type replays struct {
-	items    []replay
-	byMAC    map[[sha256.Size]byte]struct{}
-	capacity int
-}
-
-func (r *replays) Len() int           { return len(r.items) }
-func (r *replays) Less(i, j int) bool { return r.items[i].ms < r.items[j].ms }
-func (r *replays) Swap(i, j int)      { r.items[i], r.items[j] = r.items[j], r.items[i] }
-func (r *replays) Push(x any) {
-	it := x.(replay)
-	r.byMAC[it.mac] = struct{}{}
-	r.items = append(r.items, it)
-}
-func (r *replays) Pop() any {
-	it := r.items[len(r.items)-1]
-	r.items = r.items[:len(r.items)-1]
-	delete(r.byMAC, it.mac)
-	return it
-}
-
-// pop removes and returns the signature signed earliest.
-func (r *replays) pop() replay { return heap.Pop(r).(replay) }

@@ -11,29 +11,41 @@ import (
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
 
-// host is the origin the tests' requests are signed for.
+// host is the origin the tests' requests are signed for: the verifiers'
+// audience.
 const host = "origin.prod.example:9090"
+
+// newVerifier is a verifier for host on clock now.
+func newVerifier(t *testing.T, keys *tokens.KeySet, now func() time.Time) *tokens.RequestVerifier {
+	t.Helper()
+	v, err := tokens.NewRequestVerifier(keys, tokens.RequestVerifierOptions{Now: now, Audience: host})
+	if err != nil {
+		t.Fatalf("NewRequestVerifier = %v", err)
+	}
+	return v
+}
 
 // TestRequestSignature: a signed control request verifies under the same
 // key set (and under a rotated set that still holds the key), and every
-// change to it — method, path, body, time, kid, MAC, key, the origin it
-// was signed for — fails with the sentinel its code is built from.
+// change to it — method, path, body, time, nonce, kid, MAC, key — fails
+// with the sentinel its code is built from (TestRequestAudience: the
+// origin it was signed for).
 func TestRequestSignature(t *testing.T) {
 	clock := tokenstest.NewClock(time.Time{})
 	signer := tokens.NewRequestSigner(tokenstest.KeySet(), host, clock.Now)
-	verifier := tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{Now: clock.Now})
+	verifier := newVerifier(t, tokenstest.KeySet(), clock.Now)
 	body := []byte(`{"post":4096}`)
 	sig := signer.Sign("POST", "/v1/lines/s1/ceilings", body)
-	at, err := verifier.Verify(sig, host, "POST", "/v1/lines/s1/ceilings", body)
-	if err != nil || !at.Equal(clock.Now()) {
-		t.Fatalf("Verify(own signature) = %v, %v; want nil and the signing time %v", at, err, clock.Now())
+	got, err := verifier.Verify(sig, "POST", "/v1/lines/s1/ceilings", body)
+	if err != nil || !got.Signed.Equal(clock.Now()) || !got.Until.Equal(clock.Now().Add(tokens.DefaultRequestTolerance)) {
+		t.Fatalf("Verify(own signature) = %+v, %v; want nil, signed at %v, taken until %v", got, err, clock.Now(), clock.Now().Add(tokens.DefaultRequestTolerance))
 	}
 
 	rotated, err := tokens.ParseKeySet(tokenstest.OtherKeySet().String() + "," + tokenstest.KeySet().String())
 	if err != nil {
 		t.Fatalf("ParseKeySet(rotated) = %v", err)
 	}
-	if _, err := tokens.NewRequestVerifier(rotated, tokens.RequestVerifierOptions{Now: clock.Now}).Verify(sig, host, "POST", "/v1/lines/s1/ceilings", body); err != nil {
+	if _, err := newVerifier(t, rotated, clock.Now).Verify(sig, "POST", "/v1/lines/s1/ceilings", body); err != nil {
 		t.Errorf("Verify under a set that still holds the signing key = %v, want nil", err)
 	}
 
@@ -44,34 +56,33 @@ func TestRequestSignature(t *testing.T) {
 	nonceSwapped := sig[:nonceAt] + string("0123456789abcdef"[(strings.IndexByte("0123456789abcdef", sig[nonceAt])+1)%16]) + sig[nonceAt+1:]
 	flipped := sig[:len(sig)-1] + string("0123456789abcdef"[(strings.IndexByte("0123456789abcdef", sig[len(sig)-1])+1)%16])
 	cases := []struct {
-		name                       string
-		header, host, method, path string
-		body                       []byte
-		advance                    time.Duration
-		want                       error
+		name                 string
+		header, method, path string
+		body                 []byte
+		advance              time.Duration
+		want                 error
 	}{
-		{"no header", "", host, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrMissing},
-		{"not the form", "Bearer abc", host, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrMalformed},
-		{"no time", "kid=test1,n=ab,v2=" + mac, host, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrMalformed},
-		{"no nonce", strings.Replace(sig, ",n=", ",x=", 1), host, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrMalformed},
-		{"other nonce", nonceSwapped, host, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrInvalid},
-		{"short mac", "kid=test1,t=1,n=ab,v2=abcd", host, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrMalformed},
-		{"other method", sig, host, "PUT", "/v1/lines/s1/ceilings", body, 0, tokens.ErrInvalid},
-		{"other path", sig, host, "POST", "/v1/lines/s2/ceilings", body, 0, tokens.ErrInvalid},
-		{"other body", sig, host, "POST", "/v1/lines/s1/ceilings", []byte(`{"post":9999}`), 0, tokens.ErrInvalid},
-		{"flipped mac", flipped, host, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrInvalid},
-		{"unknown kid", foreign, host, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrInvalid},
-		{"another key under our kid", forgedKID, host, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrInvalid},
-		{"too old", sig, host, "POST", "/v1/lines/s1/ceilings", body, tokens.DefaultRequestTolerance + time.Second, tokens.ErrExpired},
-		{"from the future", sig, host, "POST", "/v1/lines/s1/ceilings", body, -tokens.DefaultRequestTolerance - time.Second, tokens.ErrExpired},
-		{"another origin", sig, "origin.staging.example:9090", "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrInvalid},
-		{"v1 form", strings.Replace(sig, "v2=", "v1=", 1), host, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrMalformed},
+		{"no header", "", "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrMissing},
+		{"not the form", "Bearer abc", "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrMalformed},
+		{"no time", "kid=test1,n=ab,v2=" + mac, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrMalformed},
+		{"no nonce", strings.Replace(sig, ",n=", ",x=", 1), "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrMalformed},
+		{"other nonce", nonceSwapped, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrInvalid},
+		{"short mac", "kid=test1,t=1,n=ab,v2=abcd", "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrMalformed},
+		{"other method", sig, "PUT", "/v1/lines/s1/ceilings", body, 0, tokens.ErrInvalid},
+		{"other path", sig, "POST", "/v1/lines/s2/ceilings", body, 0, tokens.ErrInvalid},
+		{"other body", sig, "POST", "/v1/lines/s1/ceilings", []byte(`{"post":9999}`), 0, tokens.ErrInvalid},
+		{"flipped mac", flipped, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrInvalid},
+		{"unknown kid", foreign, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrInvalid},
+		{"another key under our kid", forgedKID, "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrInvalid},
+		{"too old", sig, "POST", "/v1/lines/s1/ceilings", body, tokens.DefaultRequestTolerance + time.Second, tokens.ErrExpired},
+		{"from the future", sig, "POST", "/v1/lines/s1/ceilings", body, -tokens.DefaultRequestTolerance - time.Second, tokens.ErrExpired},
+		{"v1 form", strings.Replace(sig, "v2=", "v1=", 1), "POST", "/v1/lines/s1/ceilings", body, 0, tokens.ErrMalformed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tokenstest.NewClock(clock.Now().Add(tc.advance))
-			v := tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{Now: c.Now})
-			if _, err := v.Verify(tc.header, tc.host, tc.method, tc.path, tc.body); !errors.Is(err, tc.want) {
+			v := newVerifier(t, tokenstest.KeySet(), c.Now)
+			if _, err := v.Verify(tc.header, tc.method, tc.path, tc.body); !errors.Is(err, tc.want) {
 				t.Errorf("Verify = %v, want %v", err, tc.want)
 			}
 		})
@@ -80,97 +91,89 @@ func TestRequestSignature(t *testing.T) {
 	// Within the tolerance either way, it still verifies.
 	for _, d := range []time.Duration{tokens.DefaultRequestTolerance - time.Second, -tokens.DefaultRequestTolerance + time.Second} {
 		c := tokenstest.NewClock(clock.Now().Add(d))
-		if _, err := tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{Now: c.Now}).Verify(sig, host, "POST", "/v1/lines/s1/ceilings", body); err != nil {
+		if _, err := newVerifier(t, tokenstest.KeySet(), c.Now).Verify(sig, "POST", "/v1/lines/s1/ceilings", body); err != nil {
 			t.Errorf("Verify %v from the signing time = %v, want nil", d, err)
 		}
 	}
 }
 
-// TestRequestAudience: a verifier with an audience configured takes requests
-// signed for it whatever Host they carry, and refuses those signed for
-// another (say staging's origin, sharing production's keys) even when the
-// Host is its own.
+// TestRequestAudience: a verifier takes requests signed for its audience
+// and refuses those signed for another (say staging's origin, sharing
+// production's keys, or the address the request was sent to); it has no
+// audience but the one it was given, and will not be made without one.
 func TestRequestAudience(t *testing.T) {
 	clock := tokenstest.NewClock(time.Time{})
 	body := []byte(`{"paused":true}`)
-	prod := tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{Now: clock.Now, Audience: "production"})
+	prod, err := tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{Now: clock.Now, Audience: "production"})
+	if err != nil {
+		t.Fatalf("NewRequestVerifier(production) = %v", err)
+	}
 	cases := []struct {
-		name, signedFor, host string
-		want                  error
+		name, signedFor string
+		want            error
 	}{
-		{"signed for it", "production", "10.0.0.7:9090", nil},
-		{"signed for staging", "staging", "10.0.0.7:9090", tokens.ErrInvalid},
-		{"signed for its host, not its audience", "10.0.0.7:9090", "10.0.0.7:9090", tokens.ErrInvalid},
+		{"signed for it", "production", nil},
+		{"signed for staging", "staging", tokens.ErrInvalid},
+		{"signed for its address, not its audience", "10.0.0.7:9090", tokens.ErrInvalid},
+		{"signed for no audience", "", tokens.ErrInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sig := tokens.NewRequestSigner(tokenstest.KeySet(), tc.signedFor, clock.Now).Sign("PUT", "/v1/lines/s1/settings", body)
-			if _, err := prod.Verify(sig, tc.host, "PUT", "/v1/lines/s1/settings", body); !errors.Is(err, tc.want) {
-				t.Errorf("Verify(signed for %q, Host %q) = %v, want %v", tc.signedFor, tc.host, err, tc.want)
+			if _, err := prod.Verify(sig, "PUT", "/v1/lines/s1/settings", body); !errors.Is(err, tc.want) {
+				t.Errorf("Verify(signed for %q) = %v, want %v", tc.signedFor, err, tc.want)
 			}
 		})
 	}
+	if v, err := tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{}); err == nil {
+		t.Errorf("NewRequestVerifier(no audience) = %v, nil; want an error", v)
+	}
 }
 
-// TestRequestReplay: the same signed request sent twice is refused the
-// second time (ErrReplayed, code replayed_request) while another request
-// signed in the same millisecond is not, the same request signed again
-// included (its nonce differs); a signature forgotten because it
-// is past the tolerance is refused as expired; and with the memory full
-// the earliest-signed signature is forgotten, and every request signed at
-// or before it is refused from then on — never a replay let through.
-func TestRequestReplay(t *testing.T) {
+// TestRequestSignatureKey: the verifier remembers nothing, and names each
+// signature by a Key its caller records to refuse it sent again: the same
+// signature has the same Key however its MAC's hex is written, while
+// another request signed in the same millisecond has its own, the same
+// request signed again included (its nonce differs). ErrReplayed, which
+// that caller returns, is refused like a forged signature, with its own
+// code.
+func TestRequestSignatureKey(t *testing.T) {
 	clock := tokenstest.NewClock(time.Time{})
 	signer := tokens.NewRequestSigner(tokenstest.KeySet(), host, clock.Now)
-	v := tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{Now: clock.Now, ReplayCapacity: 3})
-	verify := func(sig, path string) error {
-		_, err := v.Verify(sig, host, "PUT", path, []byte(`{"paused":true}`))
-		return err
-	}
-	sign := func(path string) string { return signer.Sign("PUT", path, []byte(`{"paused":true}`)) }
-
-	first := sign("/v1/lines/s1/settings")
-	if err := verify(first, "/v1/lines/s1/settings"); err != nil {
-		t.Fatalf("Verify(first) = %v, want nil", err)
-	}
-	err := verify(first, "/v1/lines/s1/settings")
-	if !errors.Is(err, tokens.ErrReplayed) || !errors.Is(err, tokens.ErrInvalid) || tokens.Code(err) != "replayed_request" {
-		t.Errorf("Verify(first) again = %v (code %q), want ErrReplayed and ErrInvalid, code replayed_request", err, tokens.Code(err))
-	}
-	if err := verify(sign("/v1/lines/s2/settings"), "/v1/lines/s2/settings"); err != nil {
-		t.Errorf("Verify(another request, same millisecond) = %v, want nil", err)
-	}
-	if err := verify(sign("/v1/lines/s1/settings"), "/v1/lines/s1/settings"); err != nil {
-		t.Errorf("Verify(the same request signed again, same millisecond) = %v, want nil", err)
-	}
-
-	// Past the tolerance the memory lets it go; the clock check refuses it.
-	clock.Advance(tokens.DefaultRequestTolerance + time.Second)
-	if err := verify(first, "/v1/lines/s1/settings"); !errors.Is(err, tokens.ErrExpired) {
-		t.Errorf("Verify(first) past the tolerance = %v, want ErrExpired", err)
-	}
-
-	// Full: three remembered (t0, t0+1s, t0+2s); a fourth forgets t0 and
-	// refuses anything signed at or before it.
-	var sigs []string
-	for i := range 4 {
-		sigs = append(sigs, sign(fmt.Sprintf("/v1/lines/f%d/settings", i)))
-		clock.Advance(time.Second)
-	}
-	for i := range 3 {
-		if err := verify(sigs[i+1], fmt.Sprintf("/v1/lines/f%d/settings", i+1)); err != nil {
-			t.Fatalf("Verify(f%d) = %v, want nil", i+1, err)
+	v := newVerifier(t, tokenstest.KeySet(), clock.Now)
+	body := []byte(`{"paused":true}`)
+	key := func(sig, path string) string {
+		t.Helper()
+		got, err := v.Verify(sig, "PUT", path, body)
+		if err != nil {
+			t.Fatalf("Verify(%s) = %v, want nil", sig, err)
 		}
+		return got.Key
 	}
-	if err := verify(sigs[0], "/v1/lines/f0/settings"); !errors.Is(err, tokens.ErrReplayed) {
-		t.Errorf("Verify(f0, signed before what a full memory keeps) = %v, want ErrReplayed (it cannot be told from a replay)", err)
+	first := signer.Sign("PUT", "/v1/lines/s1/settings", body)
+	k := key(first, "/v1/lines/s1/settings")
+	if !strings.HasPrefix(k, tokenstest.KID+":") {
+		t.Errorf("Key = %q, want the kid %q first", k, tokenstest.KID)
 	}
-	if err := verify(sign("/v1/lines/f4/settings"), "/v1/lines/f4/settings"); err != nil {
-		t.Errorf("Verify(f4, signed after) = %v, want nil: the earliest remembered is forgotten", err)
+	if again := key(first, "/v1/lines/s1/settings"); again != k {
+		t.Errorf("Key of the same signature again = %q, want %q", again, k)
 	}
-	for i := 1; i < 4; i++ {
-		if err := verify(sigs[i], fmt.Sprintf("/v1/lines/f%d/settings", i)); !errors.Is(err, tokens.ErrReplayed) {
-			t.Errorf("Verify(f%d) again with the memory full = %v, want ErrReplayed", i, err)
+	at := strings.Index(first, "v2=") + 3
+	upper := first[:at] + strings.ToUpper(first[at:])
+	if got := key(upper, "/v1/lines/s1/settings"); got != k {
+		t.Errorf("Key of the same signature, MAC in upper case = %q, want %q", got, k)
+	}
+	seen := map[string]bool{k: true}
+	for _, path := range []string{"/v1/lines/s2/settings", "/v1/lines/s1/settings"} {
+		got := key(signer.Sign("PUT", path, body), path)
+		if seen[got] {
+			t.Errorf("Key of another signature of PUT %s in the same millisecond = %q, taken already", path, got)
 		}
+		seen[got] = true
+	}
+
+	err := fmt.Errorf("line request: %w", tokens.ErrReplayed)
+	if !errors.Is(err, tokens.ErrInvalid) || tokens.Code(err) != "replayed_request" {
+		t.Errorf("ErrReplayed wrapped: ErrInvalid %v, code %q; want ErrInvalid, code replayed_request", errors.Is(err, tokens.ErrInvalid), tokens.Code(err))
 	}
 }

@@ -158,6 +158,9 @@ func startStack(t *testing.T, farDelay time.Duration) stack {
 		"FLASHGATE_REDIS_PREFIX=" + env.Prefix,
 		"FLASHGATE_POSTGRES_URL=" + env.PostgresURL,
 		"FLASHGATE_SHUTDOWN_TIMEOUT=5s",
+		// The far edge reaches the origin through a delay proxy, under
+		// another address than the origin listens on.
+		"FLASHGATE_LINE_AUDIENCE=flashgate-e2e",
 	}
 	start := func(name string, vars ...string) {
 		cmd := exec.Command(filepath.Join(bin, name))

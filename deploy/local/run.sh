@@ -169,6 +169,7 @@ if [[ -z "${FLASHGATE_GATEWAY_CONTROL_TOKEN:-}" ]]; then
 fi
 export FLASHGATE_EDGE_ADMIN_TOKEN FLASHGATE_ORIGIN_ADMIN_TOKEN FLASHGATE_TOKEN_KEYS FLASHGATE_DEV_USER_TOKEN_SECRET
 export FLASHGATE_GATEWAY_API_KEY FLASHGATE_GATEWAY_WEBHOOK_SECRET
+export FLASHGATE_LINE_AUDIENCE="${FLASHGATE_LINE_AUDIENCE:-flashgate-local}"
 export FLASHGATE_DEV=1
 
 # --- build ------------------------------------------------------------------------------------------------

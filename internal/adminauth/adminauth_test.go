@@ -69,8 +69,8 @@ func TestUnauthenticatedCallersLearnNoRoutes(t *testing.T) {
 }
 
 // TestFailuresAreThrottled: after MaxFailures failures an address (an IPv6
-// one by its /64) is refused, even with the right token, until the window
-// ends; other addresses are not.
+// one by its /64) is answered 429 without the token until the window ends;
+// other addresses are not, and the token gets through from every one.
 func TestFailuresAreThrottled(t *testing.T) {
 	_, clock, h := newGuard(Options{MaxFailures: 3, Window: time.Minute})
 	for i := 0; i < 3; i++ {
@@ -78,15 +78,21 @@ func TestFailuresAreThrottled(t *testing.T) {
 			t.Fatalf("failure %d = %d, want 401", i+1, got)
 		}
 	}
-	if got := call(h, "2001:db8::2", "GET", "/admin/known", token); got != fasthttp.StatusTooManyRequests {
-		t.Errorf("the same /64 after 3 failures, with the token = %d, want 429", got)
+	if got := call(h, "2001:db8::2", "GET", "/admin/known", "guess"); got != fasthttp.StatusTooManyRequests {
+		t.Errorf("the same /64 after 3 failures, guessing again = %d, want 429", got)
 	}
-	if got := call(h, "2001:db8:0:1::1", "GET", "/admin/known", token); got != fasthttp.StatusOK {
-		t.Errorf("another /64 = %d, want 200", got)
+	if got := call(h, "2001:db8::2", "GET", "/admin/known", ""); got != fasthttp.StatusTooManyRequests {
+		t.Errorf("the same /64 after 3 failures, no token = %d, want 429", got)
+	}
+	if got := call(h, "2001:db8::2", "GET", "/admin/known", token); got != fasthttp.StatusOK {
+		t.Errorf("the same /64 after 3 failures, with the token = %d, want 200", got)
+	}
+	if got := call(h, "2001:db8:0:1::1", "GET", "/admin/known", "guess"); got != fasthttp.StatusUnauthorized {
+		t.Errorf("another /64 guessing = %d, want 401", got)
 	}
 	clock.t = clock.t.Add(time.Minute)
-	if got := call(h, "2001:db8::1", "GET", "/admin/known", token); got != fasthttp.StatusOK {
-		t.Errorf("after the window, with the token = %d, want 200", got)
+	if got := call(h, "2001:db8::1", "GET", "/admin/known", "guess"); got != fasthttp.StatusUnauthorized {
+		t.Errorf("after the window, guessing = %d, want 401", got)
 	}
 }
 
@@ -100,11 +106,33 @@ func TestRememberedAddressesAreBounded(t *testing.T) {
 	if n := len(g.failures); n > 4+1 {
 		t.Fatalf("%d addresses remembered, want at most 4 and the shared record", n)
 	}
-	if got := call(h, "10.2.0.1", "GET", "/admin/known", token); got != fasthttp.StatusTooManyRequests {
-		t.Errorf("a new address once the shared record is over its limit = %d, want 429", got)
+	if got := call(h, "10.2.0.1", "GET", "/admin/known", "guess"); got != fasthttp.StatusTooManyRequests {
+		t.Errorf("a new address guessing once the shared record is over its limit = %d, want 429", got)
 	}
 	if got := call(h, "10.1.0.0", "GET", "/admin/known", "guess"); got != fasthttp.StatusUnauthorized {
 		t.Errorf("a remembered address under its limit = %d, want 401", got)
+	}
+}
+
+// TestTokenIsNeverThrottled: however many addresses have failed, the
+// overflow record and every address's own exhausted included, a request
+// with the token gets through, from a throttled address and from a new
+// one; the token is checked before the throttle, so no one can lock the
+// operators out.
+func TestTokenIsNeverThrottled(t *testing.T) {
+	_, _, h := newGuard(Options{MaxFailures: 2, MaxAddresses: 4})
+	for round := 0; round < 3; round++ {
+		for i := 0; i < 50; i++ {
+			call(h, net.IPv4(10, 9, byte(i/256), byte(i)).String(), "POST", "/admin/known", "guess")
+		}
+	}
+	for _, addr := range []string{"10.9.0.0", "10.9.0.49", "192.0.2.77", "2001:db8:ffff::1"} {
+		if got := call(h, addr, "GET", "/admin/known", "guess"); got != fasthttp.StatusTooManyRequests {
+			t.Errorf("%s guessing with the throttle exhausted = %d, want 429", addr, got)
+		}
+		if got := call(h, addr, "GET", "/admin/known", token); got != fasthttp.StatusOK {
+			t.Errorf("%s with the token, the throttle exhausted = %d, want 200", addr, got)
+		}
 	}
 }
 

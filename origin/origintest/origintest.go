@@ -81,9 +81,10 @@ func OnRedisCluster(nodes string) func(*app.Config) {
 }
 
 // StartOrigin builds an origin with app.New on env (Dev on, the tokenstest
-// keys, AdminToken, a quick sweeper), lets each override adjust the Config,
-// connects it (App.Connect), serves App.API.Public() and Admin() on
-// in-memory listeners, starts the workers, and stops it all in t.Cleanup.
+// keys and line audience, AdminToken, a quick sweeper), lets each override
+// adjust the Config, connects it (App.Connect), serves App.API.Public() and
+// Admin() on in-memory listeners, starts the workers, and stops it all in
+// t.Cleanup.
 func StartOrigin(t testing.TB, env *Env, overrides ...func(*app.Config)) *Origin {
 	t.Helper()
 	cfg := app.DefaultConfig()
@@ -93,6 +94,7 @@ func StartOrigin(t testing.TB, env *Env, overrides ...func(*app.Config)) *Origin
 	cfg.AdminToken = AdminToken
 	cfg.Dev = true
 	cfg.TokenKeys = tokenstest.KeySet().String()
+	cfg.LineAudience = tokenstest.LineAudience
 	cfg.DevUserTokenSecret = string(tokenstest.UserSecret())
 	cfg.Instance = "origin-" + testenv.RandomHex(4)
 	cfg.SweepInterval = 50 * time.Millisecond
@@ -183,6 +185,7 @@ type Request struct {
 	ContentType string // "" means application/json when there is a body
 	Body        []byte
 	Header      map[string]string
+	Host        string // the Host header; "" means the listener's name ("public" or "admin")
 }
 
 // Do sends r to the public listener and returns the status and body. A
@@ -217,6 +220,10 @@ func do(t testing.TB, c *fasthttp.HostClient, r Request) (int, []byte) {
 	}
 	for k, v := range r.Header {
 		req.Header.Set(k, v)
+	}
+	if r.Host != "" {
+		req.UseHostHeader = true
+		req.Header.SetHost(r.Host)
 	}
 	if err := c.Do(req, resp); err != nil {
 		t.Errorf("%s %s: %v", r.Method, r.Path, err)

@@ -74,3 +74,7 @@ func (c *Clock) Advance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
+
+// LineAudience is the audience the test edges sign their line requests for
+// and the test origins take them for (FLASHGATE_LINE_AUDIENCE).
+const LineAudience = "flashgate-test"

@@ -60,7 +60,7 @@ func NewRedisAt(t testing.TB, url string) *Redis {
 func RandomID(t testing.TB, n int) string { return testenv.RandomHex(n) }
 
 // Config returns the Config of a test edge node on r with origin as its
-// origin: dev mode, the tokenstest keys and user secret, a 20 ms tick, a
+// origin: dev mode, the tokenstest keys, line audience and user secret, a 20 ms tick, a
 // 50 ms snapshot refresh and no rate limits (the webhook allows any
 // address).
 func Config(r *Redis, originURL string) app.Config {
@@ -72,6 +72,7 @@ func Config(r *Redis, originURL string) app.Config {
 	cfg.AdminToken = AdminToken
 	cfg.Dev = true
 	cfg.TokenKeys = tokenstest.KeySet().String()
+	cfg.LineAudience = tokenstest.LineAudience
 	cfg.DevUserTokenSecret = string(tokenstest.UserSecret())
 	cfg.Tick = 20 * time.Millisecond
 	cfg.SnapshotRefresh = 50 * time.Millisecond

@@ -135,14 +135,16 @@ func NewShop(t testing.TB) *Upstream {
 // it lists the sales it was given at GET /v1/sales, serves their snapshots
 // at GET /v1/sales/{id} exactly as set, answers a reserve 201, and keeps
 // the lines' durable copy in memory behind the signed /v1/lines routes, as
-// the origin does (signatures checked with the tokenstest keys).
+// the origin does (signatures checked with the tokenstest keys for
+// tokenstest.LineAudience, each taken once).
 type StubOrigin struct {
 	*Upstream
 
-	mu        sync.Mutex // guards sales, lines and linesDown
+	mu        sync.Mutex // guards sales, lines, linesDown and taken
 	sales     map[string]snapshot.Sale
 	lines     map[string]*StubLine
 	linesDown bool
+	taken     map[string]bool // the line requests' signatures taken (RequestSignature.Key)
 	verifier  *tokens.RequestVerifier
 	// delay (ns) slows every answer but the sale list, the snapshots and
 	// the lines: what the edge's origin pools carry (SetDelay).
@@ -169,8 +171,11 @@ type StubLine = line.Row
 
 // NewStubOrigin starts a StubOrigin with no sales.
 func NewStubOrigin(t testing.TB) *StubOrigin {
-	o := &StubOrigin{sales: map[string]snapshot.Sale{}, lines: map[string]*StubLine{},
-		verifier: tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{})}
+	verifier, err := tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{Audience: tokenstest.LineAudience})
+	if err != nil {
+		t.Fatalf("NewRequestVerifier = %v", err)
+	}
+	o := &StubOrigin{sales: map[string]snapshot.Sale{}, lines: map[string]*StubLine{}, taken: map[string]bool{}, verifier: verifier}
 	o.Upstream = NewUpstream(t, o.handle)
 	return o
 }
@@ -349,13 +354,18 @@ func NewCountingProxyAt(t testing.TB, addr string, dial func() (net.Conn, error)
 
 // line answers the /v1/lines routes (segs after "lines"); the caller holds mu.
 func (o *StubOrigin) line(ctx *fasthttp.RequestCtx, segs []string) (int, any) {
-	if _, err := o.verifier.Verify(string(ctx.Request.Header.Peek(tokens.RequestSignatureHeader)),
-		string(ctx.Host()), string(ctx.Method()), string(ctx.Path()), ctx.PostBody()); err != nil {
+	sig, err := o.verifier.Verify(string(ctx.Request.Header.Peek(tokens.RequestSignatureHeader)),
+		string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
+	if err == nil && o.taken[sig.Key] {
+		err = tokens.ErrReplayed
+	}
+	if err != nil {
 		return fasthttp.StatusUnauthorized, map[string]string{"error": tokens.Code(err), "message": "stub origin: bad signature"}
 	}
 	if o.linesDown {
 		return fasthttp.StatusServiceUnavailable, map[string]string{"error": "please_wait", "message": "stub origin: lines down"}
 	}
+	o.taken[sig.Key] = true
 	sale := segs[0]
 	if _, ok := o.sales[sale]; !ok {
 		return fasthttp.StatusNotFound, map[string]string{"error": "unknown_sale", "message": "stub origin"}

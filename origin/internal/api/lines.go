@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -15,7 +16,18 @@ import (
 // edge nodes, which restore it when their Redis loses it. Only edges call
 // them: every request is signed with the token key set the edge and origin
 // share, for this origin's audience (tokens.RequestSignatureHeader), and a
-// signature is taken once; anything else is 401.
+// signature is taken once by all the origins sharing the ledger, restarts
+// included (SignatureStore); anything else is 401.
+
+// SignatureStore records the signatures of the line requests taken, where
+// every origin sees them and a restart forgets none: ledger.Store.
+type SignatureStore interface {
+	// TakeSignature records key, which its verifier takes until until, and
+	// reports whether it is fresh (false: taken before, a replay).
+	TakeSignature(ctx context.Context, key string, until time.Time) (fresh bool, err error)
+}
+
+var _ SignatureStore = (*ledger.Store)(nil)
 
 // lineJSON is a line as the routes answer it.
 type lineJSON struct {
@@ -46,16 +58,25 @@ func lineOf(l ledger.Line) lineJSON {
 // below where float64 JSON numbers lose integers.
 const maxCeiling = 1_000_000_000_000_000
 
-// signed lets only requests signed by an edge through.
+// signed lets only requests signed by an edge through, each signature
+// once. A signature the store cannot record is not taken: the answer is
+// please_wait, and the edge signs its next try anew.
 func (s *Server) signed(h handler) handler {
 	return func(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
 		if s.Edges == nil {
 			return httpapi.ErrNotFound
 		}
-		_, err := s.Edges.Verify(string(ctx.Request.Header.Peek(tokens.RequestSignatureHeader)),
-			string(ctx.Host()), string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
+		sig, err := s.Edges.Verify(string(ctx.Request.Header.Peek(tokens.RequestSignatureHeader)),
+			string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
 		if err != nil {
 			return err
+		}
+		fresh, err := s.Signatures.TakeSignature(c, sig.Key, sig.Until)
+		if err != nil {
+			return fmt.Errorf("line request: %w", err)
+		}
+		if !fresh {
+			return fmt.Errorf("line request: %w", tokens.ErrReplayed)
 		}
 		if !httpapi.ValidID(params[0]) {
 			return errUnknownLine

@@ -35,6 +35,7 @@ type Deps struct {
 	Users      *tokens.UserVerifier    // the shop's user tokens
 	Issuer     *tokens.Issuer          // dev-mode admission tokens; nil outside dev mode
 	Edges      *tokens.RequestVerifier // the edges' signed line requests; nil: no line routes
+	Signatures SignatureStore          // the line requests' signatures taken; required with Edges
 	Log        *slog.Logger
 	Registry   *prometheus.Registry // metrics served on the admin listener
 	Clock      func() time.Time     // nil means time.Now

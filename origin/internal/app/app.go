@@ -75,6 +75,10 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	edges, err := tokens.NewRequestVerifier(keys, tokens.RequestVerifierOptions{Audience: cfg.LineAudienceName()})
+	if err != nil {
+		return nil, fmt.Errorf("line requests: %w", err)
+	}
 	a := &App{cfg: cfg, log: log}
 	if err := a.openClients(); err != nil {
 		return nil, err
@@ -84,7 +88,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	reg.MustRegister(devModeGauge(cfg.Dev), a.readyGauge())
 	a.buildStores(reg)
 	a.buildWorkers(reg)
-	a.buildAPI(reg, keys, users)
+	a.buildAPI(reg, keys, users, edges)
 	a.waitFor(a.startSteps()[0].name)
 	return a, nil
 }
@@ -156,8 +160,9 @@ func (a *App) buildWorkers(reg *prometheus.Registry) {
 		}, log.With("component", "orders"), reg)
 }
 
-// buildAPI builds the handlers of both listeners.
-func (a *App) buildAPI(reg *prometheus.Registry, keys *tokens.KeySet, users *tokens.UserVerifier) {
+// buildAPI builds the handlers of both listeners; edges checks the line
+// requests, whose signatures the ledger records as taken.
+func (a *App) buildAPI(reg *prometheus.Registry, keys *tokens.KeySet, users *tokens.UserVerifier, edges *tokens.RequestVerifier) {
 	var issuer *tokens.Issuer
 	if a.cfg.Dev {
 		issuer = tokens.NewIssuer(keys, tokens.IssuerOptions{})
@@ -165,8 +170,8 @@ func (a *App) buildAPI(reg *prometheus.Registry, keys *tokens.KeySet, users *tok
 	a.API = api.New(api.Deps{
 		Catalog: a.Catalog, Sales: a.Sales, Ledger: a.Ledger, Orders: a.Orders,
 		Verifier: tokens.NewVerifier(keys, tokens.VerifierOptions{}), Users: users, Issuer: issuer,
-		Edges: tokens.NewRequestVerifier(keys, tokens.RequestVerifierOptions{Audience: a.cfg.LineAudience}),
-		Log:   a.log, Registry: reg, AdminToken: a.cfg.AdminToken, Ready: a.Ready,
+		Edges: edges, Signatures: a.Ledger,
+		Log: a.log, Registry: reg, AdminToken: a.cfg.AdminToken, Ready: a.Ready,
 	}, api.Options{Dev: a.cfg.Dev, Budget: a.cfg.RequestBudget})
 }
 

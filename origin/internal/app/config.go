@@ -3,6 +3,8 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -60,10 +62,15 @@ type Config struct {
 	// warns of it outside dev mode). Neither may be our own tokens'.
 	UserTokenIssuer   string
 	UserTokenAudience string
-	// LineAudience is the name the edges' signed line requests must be
-	// signed for (the edges' FLASHGATE_LINE_AUDIENCE); "" means the Host
-	// each request carries. Set it, to the same value on edges and
-	// origins, wherever environments share token keys.
+	// LineAudience is the origin's own name, which the edges' signed line
+	// requests must be signed for (the edges' FLASHGATE_LINE_AUDIENCE),
+	// whatever Host they carry. "" means Addr when it names a host, say
+	// 127.0.0.1:9090, which is what an edge whose origin URL is
+	// http://127.0.0.1:9090 signs for by default; with Addr on every
+	// interface (":9090", "0.0.0.0:9090") it is required. Set it, to the
+	// same value on edges and origins (say production), wherever edges
+	// reach the origin under another name or environments share token
+	// keys. See LineAudienceName.
 	LineAudience string
 
 	Instance         string        // this origin's name as a stream consumer; stable across restarts
@@ -125,6 +132,27 @@ func goodSecrets(list string) bool {
 	return len(parts) > 0
 }
 
+// LineAudienceName is the audience the origin takes line requests for:
+// LineAudience, or else Addr (Validate refuses an Addr on every interface
+// without LineAudience).
+func (c Config) LineAudienceName() string {
+	if c.LineAudience != "" {
+		return c.LineAudience
+	}
+	return c.Addr
+}
+
+// namesHost reports whether addr, a listen address, names one host: not
+// every interface (an empty or unspecified host), and host:port.
+func namesHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err != nil || !ip.IsUnspecified()
+}
+
 // PaymentsOn reports whether a payment gateway is configured.
 func (c Config) PaymentsOn() bool { return c.GatewayAPIKey != "" }
 
@@ -176,6 +204,9 @@ func (c Config) Validate() error {
 		return errors.New("config: dev mode checks user tokens with FLASHGATE_DEV_USER_TOKEN_SECRET only: unset the shop's FLASHGATE_USER_TOKEN_SECRET and FLASHGATE_USER_TOKEN_PUBLIC_KEY_FILE (or switch dev mode off)")
 	case c.Dev && len(c.DevUserTokenSecret) < tokens.MinSecretLen:
 		return fmt.Errorf("config: dev mode needs FLASHGATE_DEV_USER_TOKEN_SECRET of at least %d bytes, the same as the edges'; %s", tokens.MinSecretLen, secretcheck.HowToMake)
+	case c.LineAudience == "" && !namesHost(c.Addr):
+		return fmt.Errorf("config: FLASHGATE_LINE_AUDIENCE (-line-audience) is required: the public listener %q names no host "+
+			"to take the edges' line requests for; set it to the same name on the edges and origins of this environment (say production)", c.Addr)
 	case c.RedisSentinels != "" && c.RedisMasterName == "":
 		return errors.New("config: FLASHGATE_REDIS_MASTER (-redis-master) is required with FLASHGATE_REDIS_SENTINELS")
 	case c.Instance == "":

@@ -29,9 +29,8 @@ type lineReply struct {
 	Error           string  `json:"error"`
 }
 
-// publicHost is the Host origintest's requests to the public listener
-// carry: the audience edges sign line requests for by default.
-const publicHost = "public"
+// publicHost is the audience origintest's origins take line requests for.
+const publicHost = tokenstest.LineAudience
 
 // lineCall sends a line request signed by signer (nil: unsigned).
 func lineCall(t *testing.T, o *origintest.Origin, signer *tokens.RequestSigner, method, path, body string) (int, lineReply) {

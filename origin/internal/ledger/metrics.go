@@ -19,10 +19,11 @@ const (
 	opSetOrderIntent               // POST /v1/orders, once the gateway made the intent; the reconciler
 	opOrder                        // GET /v1/orders/{id}
 	opReservation                  // GET /v1/reservations/{id} when Redis no longer has it; orders' checks
+	opTakeSignature                // every signed line request
 	opCount
 )
 
-var opNames = [opCount]string{"record_grants", "order_of_reservation", "create_order", "set_order_intent", "order", "reservation"}
+var opNames = [opCount]string{"record_grants", "order_of_reservation", "create_order", "set_order_intent", "order", "reservation", "take_signature"}
 
 // stageBuckets (seconds) span a short query on loopback (0.1 ms) to a
 // request's whole budget (5 s), fine enough to read a p99 from.
