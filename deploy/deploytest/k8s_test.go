@@ -572,6 +572,12 @@ func containerEnv(t *testing.T, r *rendered, where string, c corev1.Container) m
 
 // mountedSecretFile says whether file is a key of a Secret volume that c mounts, at the path it mounts.
 func mountedSecretFile(t *corev1.PodTemplateSpec, c corev1.Container, file string) bool {
+	_, _, ok := secretFileSource(t, c, file)
+	return ok
+}
+
+// secretFileSource is the Secret and key whose value c reads at file, through a Secret volume it mounts.
+func secretFileSource(t *corev1.PodTemplateSpec, c corev1.Container, file string) (secret, key string, ok bool) {
 	for _, m := range c.VolumeMounts {
 		rel, ok := strings.CutPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/")
 		if !ok {
@@ -583,12 +589,12 @@ func mountedSecretFile(t *corev1.PodTemplateSpec, c corev1.Container, file strin
 			}
 			for _, item := range v.Secret.Items {
 				if item.Path == rel {
-					return true
+					return v.Secret.SecretName, item.Key, true
 				}
 			}
 		}
 	}
-	return false
+	return "", "", false
 }
 
 func selects(selector, labels map[string]string) bool {

@@ -15,47 +15,92 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// deploy/k8s/base/redis-init.sh, run as the Redis pods' init container runs it (its /conf and secret paths
-// moved into a temporary folder, no other pod answering), writes a redis.conf that a real redis-server starts
-// with — redis-0 the primary, the others replicas of redis-0, noeviction and AOF on, the password required —
-// and a sentinel.conf that a real Sentinel starts with and monitors the primary by.
-func TestRedisInitScript(t *testing.T) {
-	t.Parallel()
-	server, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server is not installed (make test installs it, with redis-tools, when it starts its own Redis): %v", err)
+// initSecrets are the secret files redis-init.sh reads, by their paths in the pod, with the values the tests
+// give them (each test may change them).
+func initSecrets() map[string]string {
+	return map[string]string{
+		"/run/secrets/redis/redis-password":    "deploytest-redis-password",
+		"/run/secrets/redis/sentinel-password": "deploytest-sentinel-password",
+		"/run/secrets/redis-edge/password":     "deploytest-edge-password",
 	}
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		t.Fatalf("redis-cli is not installed (Debian: redis-tools): %v", err)
-	}
+}
+
+// runInit runs deploy/k8s/base/redis-init.sh as the Redis pods' init container runs it, as pod with the
+// secrets given and KEY_PREFIX=prefix, its /conf, secret and /scripts paths moved into dir (no other pod
+// answering). It returns the folder the configuration was written into and the script's output.
+func runInit(t *testing.T, dir, pod, prefix string, secrets map[string]string) (conf string, out []byte, err error) {
+	t.Helper()
 	script, err := os.ReadFile("../k8s/base/redis-init.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const namespace, password = "deploytest", "deploytest-redis-password"
-	domain := "redis." + namespace + ".svc.cluster.local"
+	conf = filepath.Join(dir, "conf")
+	if err := os.Mkdir(conf, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s := strings.ReplaceAll(string(script), "/conf/", conf+"/")
+	s = strings.ReplaceAll(s, "/scripts/", "../k8s/base/")
+	for path, value := range secrets {
+		file := filepath.Join(dir, "secrets", path)
+		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, file, value)
+		s = strings.ReplaceAll(s, path, file)
+	}
+	cmd := exec.Command("sh", "-c", s)
+	cmd.Env = append(os.Environ(), "POD_NAME="+pod, "POD_NAMESPACE=deploytest", "MASTER_NAME=flashgate", "MAXMEMORY=64mb", "KEY_PREFIX="+prefix)
+	out, err = cmd.CombinedOutput()
+	return conf, out, err
+}
+
+// sharedPrefix is FLASHGATE_REDIS_PREFIX in deploy/k8s/base/shared.env: the binaries' key prefix, which the
+// Redis pods' init container is given as KEY_PREFIX (TestKubernetesRedisUsers).
+func sharedPrefix(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../k8s/base/shared.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "FLASHGATE_REDIS_PREFIX="); ok {
+			return v
+		}
+	}
+	t.Fatal("deploy/k8s/base/shared.env sets no FLASHGATE_REDIS_PREFIX")
+	return ""
+}
+
+// deploy/k8s/base/redis-init.sh, run as the Redis pods' init container runs it, writes a redis.conf that a
+// real redis-server starts with — redis-0 the primary, the others replicas of redis-0, noeviction and AOF on,
+// the password required, the edges' user confined to the line's keys (checkEdgeUser) — and a sentinel.conf
+// that a real Sentinel starts with, monitors the primary by and answers only with its password.
+func TestRedisInitScript(t *testing.T) {
+	t.Parallel()
+	server := redisServerPath(t)
+	secrets := initSecrets()
+	password := secrets["/run/secrets/redis/redis-password"]
+	prefix := sharedPrefix(t)
+	domain := "redis.deploytest.svc.cluster.local"
 	for _, pod := range []string{"redis-0", "redis-1"} {
 		t.Run(pod, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			conf, secrets := filepath.Join(dir, "conf"), filepath.Join(dir, "secrets")
-			for _, d := range []string{conf, secrets} {
-				if err := os.Mkdir(d, 0o700); err != nil {
-					t.Fatal(err)
-				}
-			}
-			writeFile(t, filepath.Join(secrets, "redis-password"), password)
-			writeFile(t, filepath.Join(secrets, "sentinel-password"), "")
-			s := strings.ReplaceAll(string(script), "/conf/", conf+"/")
-			s = strings.ReplaceAll(s, "/run/secrets/redis/", secrets+"/")
-			cmd := exec.Command("sh", "-c", s)
-			cmd.Env = append(os.Environ(), "POD_NAME="+pod, "POD_NAMESPACE="+namespace, "MASTER_NAME=flashgate", "MAXMEMORY=64mb")
-			out, err := cmd.CombinedOutput()
+			conf, out, err := runInit(t, dir, pod, prefix, secrets)
 			if err != nil {
 				t.Fatalf("redis-init.sh: %v\n%s", err, out)
 			}
 			if want := "primary is redis-0." + domain; !strings.Contains(string(out), want) {
 				t.Errorf("redis-init.sh said %q, want %q", out, want)
+			}
+			for _, f := range []string{"redis.conf", "sentinel.conf"} {
+				b, err := os.ReadFile(filepath.Join(conf, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(string(b), secrets["/run/secrets/redis-edge/password"]) {
+					t.Errorf("%s holds the edges' Redis password itself; want only its hash", f)
+				}
 			}
 
 			// Redis enters its dir as it reads the file: the pod's /data volume is the test's folder here.
@@ -90,6 +135,8 @@ func TestRedisInitScript(t *testing.T) {
 			if pod != "redis-0" {
 				return
 			}
+			checkEdgeUser(t, rdb, "127.0.0.1:"+port, prefix, secrets["/run/secrets/redis-edge/password"])
+
 			// The Sentinel, pointed at this primary where the pod would name redis-0 by its DNS name.
 			sentinelConf, err := os.ReadFile(filepath.Join(conf, "sentinel.conf"))
 			if err != nil {
@@ -98,13 +145,66 @@ func TestRedisInitScript(t *testing.T) {
 			sc := strings.ReplaceAll(string(sentinelConf), "redis-0."+domain+" 6379", "127.0.0.1 "+port)
 			writeFile(t, filepath.Join(conf, "sentinel.conf"), sc)
 			sport := freePort(t)
-			sentinel := startRedis(t, dir, server, []string{filepath.Join(conf, "sentinel.conf"), "--sentinel", "--port", sport, "--bind", "127.0.0.1"}, "")
+			spw := secrets["/run/secrets/redis/sentinel-password"]
+			sentinel := startRedis(t, dir, server, []string{filepath.Join(conf, "sentinel.conf"), "--sentinel", "--port", sport, "--bind", "127.0.0.1"}, spw)
 			addr, err := sentinel.Do(ctx, "SENTINEL", "get-master-addr-by-name", "flashgate").StringSlice()
 			if err != nil || len(addr) != 2 || addr[1] != port {
 				t.Errorf("SENTINEL get-master-addr-by-name flashgate = %v (%v), want [127.0.0.1 %s]", addr, err, port)
 			}
+			anon := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + sport, MaxRetries: -1})
+			defer anon.Close()
+			if err := anon.Do(ctx, "SENTINEL", "get-master-addr-by-name", "flashgate").Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+				t.Errorf("SENTINEL get-master-addr-by-name without the Sentinels' password = %v, want NOAUTH", err)
+			}
 		})
 	}
+}
+
+// redis-init.sh stops the pod, naming what is wrong, when a password is missing — the Sentinels' too: they
+// require one — or the edges' is the default user's, or the prefix could widen the edges' key pattern.
+func TestRedisInitScriptRefuses(t *testing.T) {
+	t.Parallel()
+	prefix := sharedPrefix(t)
+	for _, tc := range []struct {
+		name, file, value, prefix, want string
+	}{
+		{"no redis password", "/run/secrets/redis/redis-password", "", prefix, "redis-password"},
+		{"no sentinel password", "/run/secrets/redis/sentinel-password", "", prefix, "sentinel-password"},
+		{"no edge password", "/run/secrets/redis-edge/password", "", prefix, "flashgate-edge-redis"},
+		{"edge password is the default's", "/run/secrets/redis-edge/password", "deploytest-redis-password", prefix, "one of their own"},
+		{"prefix with a glob", "", "", "fg*", "KEY_PREFIX"},
+		{"prefix with a space", "", "", "fg: +@all", "KEY_PREFIX"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			secrets := initSecrets()
+			if tc.file != "" {
+				secrets[tc.file] = tc.value
+			}
+			conf, out, err := runInit(t, t.TempDir(), "redis-0", tc.prefix, secrets)
+			if err == nil {
+				t.Fatalf("redis-init.sh exited 0, want a refusal naming %q:\n%s", tc.want, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Errorf("redis-init.sh said %q, want it to name %q", out, tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(conf, "redis.conf")); err == nil {
+				t.Errorf("redis-init.sh refused but wrote redis.conf")
+			}
+		})
+	}
+}
+
+func redisServerPath(t *testing.T) string {
+	t.Helper()
+	server, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server is not installed (make test installs it, with redis-tools, when it starts its own Redis): %v", err)
+	}
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Fatalf("redis-cli is not installed (Debian: redis-tools): %v", err)
+	}
+	return server
 }
 
 // startRedis starts a redis-server of the test's own with args and returns a client once it answers PING;

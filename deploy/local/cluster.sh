@@ -4,7 +4,9 @@
 #
 #   nginx (deploy/cdn's reference CDN configuration, upstream = both edges)
 #     → edge1, edge2 → origin1, origin2 (edge1 → origin1, edge2 → origin2)
-#     → a Redis primary with one replica and three Sentinels (quorum 2), followed through Sentinel by every binary
+#     → a Redis primary with one replica and three Sentinels (quorum 2), followed through Sentinel by every binary;
+#       the origins as Redis's default user, the edges as the user "edge", limited to the line's keys
+#       (deploy/k8s/base/redis-edge.acl, as on Kubernetes), each with a password fresh for the run
 #     → Postgres (services.sh's: the one on 127.0.0.1:5432 if it answers, else one of our own)
 #   plus the sandbox payment gateway (its webhooks come in through nginx) and a demo sale (demosale.sh).
 #
@@ -348,31 +350,52 @@ redis_dir="$data/redis"
 rm -rf "$redis_dir"
 mkdir -p "$redis_dir"
 master_name="${FLASHGATE_REDIS_MASTER:-flashgate}"
+# Two Redis users, as on Kubernetes (deploy/k8s/base/redis-init.sh): the default user, with a password, for
+# the origins, the replica and the Sentinels; and "edge" for the edges, limited to the line's keys under the
+# prefix by deploy/k8s/base/redis-edge.acl. Fresh passwords every run.
+redis_prefix="${FLASHGATE_REDIS_PREFIX:-fg:}"
+[[ "$redis_prefix" =~ ^[A-Za-z0-9:_.-]*$ ]] ||
+	die "FLASHGATE_REDIS_PREFIX may hold letters, digits and : _ . - only (the edges' Redis user is limited to keys under it)"
+export FLASHGATE_REDIS_PREFIX="$redis_prefix"
+redis_password="$(openssl rand -hex 24)"
+edge_redis_password="$(openssl rand -hex 24)"
+edge_rules="$(grep -v -e '^#' -e '^[[:space:]]*$' "$root/deploy/k8s/base/redis-edge.acl")"
+edge_rules="${edge_rules//@PREFIX@/$redis_prefix}"
+edge_hash="$(printf '%s' "$edge_redis_password" | openssl dgst -sha256 -r | cut -d ' ' -f 1)"
 redis_node() { # tier node extra-args…
 	local node="$1"
 	shift
 	mkdir -p "$redis_dir/$node"
-	start 1 "$node" "$node" redis-server --bind "${host[$node]}" --port "${port[$node]}" --protected-mode no \
-		--save "" --appendonly no --dir "$redis_dir/$node" --daemonize no "$@"
+	# The passwords in a file of the node's own (CONFIG REWRITE, which Sentinel sends, rewrites it), not in ps.
+	(
+		umask 077
+		printf 'requirepass %s\nmasterauth %s\nuser edge on #%s %s\n' \
+			"$redis_password" "$redis_password" "$edge_hash" "$edge_rules" >"$redis_dir/$node/redis.conf"
+	)
+	start 1 "$node" "$node" redis-server "$redis_dir/$node/redis.conf" --bind "${host[$node]}" --port "${port[$node]}" \
+		--protected-mode no --save "" --appendonly no --dir "$redis_dir/$node" --daemonize no "$@"
 }
-redis_ping() { [[ "$(redis-cli -h "${host[$1]}" -p "${port[$1]}" ping 2>/dev/null)" == PONG ]]; }
+rcli() { REDISCLI_AUTH="$redis_password" redis-cli "$@"; }
+redis_ping() { [[ "$(rcli -h "${host[$1]}" -p "${port[$1]}" ping 2>/dev/null)" == PONG ]]; }
 
 log "starting the Redis primary on $(addr redis1) and its replica on $(addr redis2)"
 redis_node redis1
 wait_until 10 "the Redis primary answering PING" redis_ping redis1
 redis_node redis2 --replicaof "${host[redis1]}" "${port[redis1]}"
-replica_synced() { redis-cli -h "${host[redis2]}" -p "${port[redis2]}" info replication | grep -q 'master_link_status:up'; }
+replica_synced() { rcli -h "${host[redis2]}" -p "${port[redis2]}" info replication | grep -q 'master_link_status:up'; }
 wait_until 15 "the Redis replica in sync with the primary" replica_synced
 
 sentinel_addrs=()
 for node in sentinel1 sentinel2 sentinel3; do
 	mkdir -p "$redis_dir/$node"
+	(umask 077 && : >"$redis_dir/$node/sentinel.conf")
 	cat >"$redis_dir/$node/sentinel.conf" <<EOF
 bind ${host[$node]}
 port ${port[$node]}
 protected-mode no
 dir $redis_dir/$node
 sentinel monitor $master_name ${host[redis1]} ${port[redis1]} 2
+sentinel auth-pass $master_name $redis_password
 sentinel down-after-milliseconds $master_name 1000
 sentinel failover-timeout $master_name 3000
 sentinel parallel-syncs $master_name 1
@@ -396,9 +419,11 @@ sentinels_csv="$(IFS=,; printf '%s' "${sentinel_addrs[*]}")"
 export FLASHGATE_REDIS_SENTINELS="$sentinels_csv"
 export FLASHGATE_REDIS_MASTER="$master_name"
 unset FLASHGATE_REDIS_CLUSTER # Sentinels here, not a Redis Cluster (the binaries refuse both)
-# With Sentinels the URL's host is ignored: only its db and options count.
-FLASHGATE_REDIS_URL="redis://$(addr redis1)/0"
+# With Sentinels the URL's host is ignored: only its user, password, db and options count. This one, the
+# default user's, is the origins' (and FLASHGATE_RUN_THEN's); the edges get edge_redis_url.
+FLASHGATE_REDIS_URL="redis://default:$redis_password@$(addr redis1)/0"
 export FLASHGATE_REDIS_URL
+edge_redis_url="redis://edge:$edge_redis_password@$(addr redis1)/0"
 
 # --- Postgres (services.sh: the one on 127.0.0.1:5432, else our own) ----------------------------------------
 
@@ -478,7 +503,7 @@ sale_id="$("$here/demosale.sh" "$(admin_url origin1)" "$(url origin1)")" || {
 # --- edges -------------------------------------------------------------------------------------------------
 
 declare -A edge_origin=([edge1]="$(url origin1)" [edge2]="$(url origin2)")
-declare -A edge_redis=([edge1]="" [edge2]="")
+declare -A edge_redis=([edge1]="" [edge2]="") # a plain Redis URL instead of the Sentinels
 if [[ -n "$region_delay" ]]; then
 	# The far region's edge reaches the home region through the link: Redis (whichever node the Sentinels name
 	# primary, asked per connection) and origin2, each $region_delay (+ up to $region_jitter) each way.
@@ -490,11 +515,11 @@ if [[ -n "$region_delay" ]]; then
 	wait_until 10 "the link's delay proxies listening" port_busy 127.0.0.1 "${port[linkorigin]}"
 	wait_until 10 "the link's delay proxies listening" port_busy 127.0.0.1 "${port[linkredis]}"
 	edge_origin[edge2]="$(url linkorigin)"
-	edge_redis[edge2]="redis://$(addr linkredis)/0"
+	edge_redis[edge2]="redis://edge:$edge_redis_password@$(addr linkredis)/0"
 	far_pipelines="${FLASHGATE_CLUSTER_FAR_JOIN_PIPELINES:-}"
 fi
 for node in edge1 edge2; do
-	redis_env=()
+	redis_env=(FLASHGATE_REDIS_URL="$edge_redis_url") # as the Redis user "edge"
 	if [[ -n "${edge_redis[$node]}" ]]; then # a plain Redis URL through the link, no Sentinels
 		redis_env=(-u FLASHGATE_REDIS_SENTINELS -u FLASHGATE_REDIS_MASTER FLASHGATE_REDIS_URL="${edge_redis[$node]}")
 		if [[ -n "${far_pipelines:-}" ]]; then redis_env+=(FLASHGATE_JOIN_PIPELINES="$far_pipelines"); fi
@@ -586,6 +611,8 @@ for i in "${!names[@]}"; do
 	case "${names[$i]}" in redis1 | redis2) redis_pids="${redis_pids:+$redis_pids,}${pids[$i]}" ;; esac
 done
 export FLASHGATE_CLUSTER_REDIS_PIDS="$redis_pids"
+export FLASHGATE_CLUSTER_REDIS_PASSWORD="$redis_password"
+export FLASHGATE_CLUSTER_EDGE_REDIS_PASSWORD="$edge_redis_password"
 FLASHGATE_CLUSTER_GATEWAY_URL="$(url gateway)"
 export FLASHGATE_CLUSTER_GATEWAY_URL
 export FLASHGATE_CLUSTER_LOGS="$data"
@@ -609,6 +636,7 @@ for node in origin1 origin2; do
 	echo "  $node            $(url "$node")        admin: $(admin_url "$node")  ledger: $(admin_url "$node")/admin/sales/$sale_id/ledger"
 done
 echo "  redis primary      $(addr redis1)        replica: $(addr redis2)        master name: $master_name"
+echo "  redis users        default (origins): $redis_password   edge (edges: ${redis_prefix}{q:* only): $edge_redis_password"
 echo "  sentinels          ${sentinel_addrs[*]}"
 echo "  postgres           ${pg_url%%\?*}"
 echo "  payment gateway    $(url gateway)        (sandbox) intents: $(url gateway)/sandbox/intents (gateway token below)"

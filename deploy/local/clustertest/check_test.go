@@ -31,6 +31,10 @@ type cluster struct {
 	master     string
 	originAdm  []string
 	originTok  string
+	// The Redis users (deploy/k8s/base/redis-edge.acl): the default user's
+	// password (the origins'), and the edges' user "edge" with its password,
+	// limited to the line's keys under prefix.
+	redisPassword, edgeRedisPassword, prefix string
 }
 
 func clusterFromEnv(t *testing.T) cluster {
@@ -52,6 +56,10 @@ func clusterFromEnv(t *testing.T) cluster {
 		master:     need("FLASHGATE_REDIS_MASTER"),
 		originAdm:  strings.Split(need("FLASHGATE_CLUSTER_ORIGIN_ADMIN_URLS"), ","),
 		originTok:  need("FLASHGATE_ORIGIN_ADMIN_TOKEN"),
+
+		redisPassword:     need("FLASHGATE_CLUSTER_REDIS_PASSWORD"),
+		edgeRedisPassword: need("FLASHGATE_CLUSTER_EDGE_REDIS_PASSWORD"),
+		prefix:            need("FLASHGATE_REDIS_PREFIX"),
 	}
 	for _, p := range strings.Split(need("FLASHGATE_CLUSTER_REDIS_PIDS"), ",") {
 		pid, err := strconv.Atoi(p)
@@ -154,6 +162,10 @@ func checkCluster(t *testing.T) {
 	aliceHold := h.reserve(c.cdn, c.sale, alice, adm, "alice-1", 10*time.Second)
 	t.Logf("alice holds %s through nginx", aliceHold)
 
+	// Everything the edges did so far, they did as their own Redis user:
+	// the primary refused them nothing.
+	noEdgeRefusals(t, c, c.redisAddrs[0], "before the failover")
+
 	// The Redis primary dies; the Sentinels promote the replica.
 	killed := time.Now()
 	if err := syscall.Kill(c.redisPIDs[0], syscall.SIGKILL); err != nil {
@@ -199,6 +211,74 @@ func checkCluster(t *testing.T) {
 	if ledger.ReservationsLost == nil || *ledger.ReservationsLost != 0 {
 		t.Errorf("ledger reservations_lost = %v after the failover, want 0: %s", ledger.ReservationsLost, lres.body)
 	}
+
+	// The promoted replica has the edges' user too, refused them nothing,
+	// and refuses it what is not the line's.
+	noEdgeRefusals(t, c, newPrimary, "after the failover")
+	edgeUserConfined(t, c, newPrimary)
+}
+
+// noEdgeRefusals requires the Redis server at addr to have refused the
+// edges' user nothing (its ACL LOG, read as the default user): whatever the
+// edges sent it (their connections' set-up, reads, scripts and every call
+// inside them), the user's rules allowed.
+func noEdgeRefusals(t *testing.T, c cluster, addr, when string) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Password: c.redisPassword, MaxRetries: -1})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	entries, err := rdb.ACLLog(ctx, 1000).Result()
+	if err != nil {
+		t.Fatalf("ACL LOG on %s (%s): %v", addr, when, err)
+	}
+	for _, e := range entries {
+		if e.Username == "edge" {
+			t.Errorf("Redis %s refused the edges' user %d time(s) %s: %s %q (%s): deploy/k8s/base/redis-edge.acl lacks what an edge does",
+				addr, e.Count, when, e.Reason, e.Object, e.Context)
+		}
+	}
+}
+
+// edgeUserConfined connects to the primary at addr as the edges' user and
+// requires it to reach the line's keys and be refused the origins' stock
+// and holds and the server's administration (NOPERM).
+func edgeUserConfined(t *testing.T, c cluster, addr string) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Username: "edge", Password: c.edgeRedisPassword, MaxRetries: -1})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cursor := c.prefix + "{q:" + c.sale + "}:cursor"
+	if err := rdb.HGet(ctx, cursor, "now_serving").Err(); err != nil {
+		t.Errorf("as the edges' user: HGET %s now_serving = %v, want the line's cursor", cursor, err)
+	}
+	sale := c.prefix + "{s:" + c.sale + "}:"
+	for _, cmd := range [][]any{
+		{"HGET", sale + "inv:sneaker-42", "available"},
+		{"HSET", sale + "inv:sneaker-42", "available", "1000"},
+		{"ZRANGE", sale + "holds", "0", "-1"},
+		{"EVAL", "return redis.call('HINCRBY', KEYS[1], 'available', 1)", "1", sale + "inv:sneaker-42"},
+		{"EVAL", "return redis.call('HGET', ARGV[1], 'available')", "1", cursor, sale + "inv:sneaker-42"},
+		{"FLUSHALL"},
+		{"CONFIG", "GET", "requirepass"},
+		{"KEYS", "*"},
+	} {
+		if err := rdb.Do(ctx, cmd...).Err(); !refused(err) {
+			t.Errorf("as the edges' user: %v = %v, want NOPERM", cmd, err)
+		}
+	}
+}
+
+// refused reports whether err is Redis refusing the user: NOPERM, or, for
+// a call inside a script, the error that names the script (Redis 7.0: "The
+// user executing the script can't access at least one of the keys").
+func refused(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	return strings.Contains(s, "NOPERM") || strings.Contains(s, "user executing the script can't") || strings.Contains(s, "no permissions")
 }
 
 // cutEdgeLink takes edge1's link down (namespaces only) and requires the
@@ -564,6 +644,10 @@ func checkRegions(t *testing.T) {
 		t.Errorf("the far reserve took %s, less than the link's round trip %s", took, rtt)
 	}
 	t.Logf("the far shopper holds %s through the far region's nginx", hold)
+
+	// Both edges, the far one through the link, did it all as their own
+	// Redis user, refused nothing.
+	noEdgeRefusals(t, c, c.redisAddrs[0], "across the regions")
 }
 
 func median(ds []time.Duration) time.Duration {

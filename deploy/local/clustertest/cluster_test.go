@@ -4,7 +4,10 @@
 // FLASHGATE_RUN_THEN command, this test binary again, which checks the
 // cluster from outside: the snapshot through nginx, a shopper joining,
 // admitted and holding a unit through nginx, one line across both edges,
-// and the same after the Redis primary is killed with SIGKILL.
+// and the same after the Redis primary is killed with SIGKILL; the edges,
+// a Redis user of their own (deploy/k8s/base/redis-edge.acl), refused
+// nothing by either Redis node (ACL LOG), that user refused the origins'
+// keys and the server's administration.
 //
 // As root the cluster runs once in network namespaces and once on loopback
 // ports; otherwise on loopback ports only. It needs what cluster.sh needs

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -245,6 +247,51 @@ func TestPageServedFromCache(t *testing.T) {
 		}
 		if n := s.Edge.Fetches("GET", p); n != 1 {
 			t.Errorf("edge fetches of %s = %d, want 1", p, n)
+		}
+	}
+}
+
+// TestCacheKeyHasSchemeAndHost: what one host's request stored is never
+// served for another host's: the page fetched for shop-a is a HIT for
+// shop-a and a MISS, fetched from the edge again, for shop-b. Every
+// proxy_cache_key in the template keys on the scheme and the host too (one
+// listener here speaks http only, so the scheme is read from the file).
+func TestCacheKeyHasSchemeAndHost(t *testing.T) {
+	s := startStack(t, nil, edgetest.OpenSale("cdn-host", 10))
+	c := NewClient(t, s.CDN, 4)
+	for _, p := range []string{"/", "/static/app.js"} {
+		for i, step := range []struct {
+			host, want string
+			fetches    int
+		}{
+			{"shop-a.example", "MISS", 1},
+			{"shop-a.example", "HIT", 1},
+			{"SHOP-A.example:80", "HIT", 1}, // nginx's $host: lower-cased, without the port
+			{"shop-b.example", "MISS", 2},
+			{"shop-b.example", "HIT", 2},
+		} {
+			a := c.Get(t, p, "Host", step.host)
+			if a.Status != http.StatusOK || a.CacheStatus() != step.want {
+				t.Errorf("step %d: GET %s (Host %s) = %d, X-Cache-Status %q, want 200 %s", i, p, step.host, a.Status, a.CacheStatus(), step.want)
+			}
+			if n := s.Edge.Fetches("GET", p); n != step.fetches {
+				t.Errorf("step %d: GET %s (Host %s): edge fetches %d, want %d", i, p, step.host, n, step.fetches)
+			}
+		}
+	}
+
+	// After the stack: a failure here would stop fillTemplate from filling it.
+	b, err := os.ReadFile(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := regexp.MustCompile(`(?m)^\s*proxy_cache_key\s+([^;]*);`).FindAllStringSubmatch(string(b), -1)
+	if len(keys) == 0 {
+		t.Fatalf("%s has no proxy_cache_key", templatePath)
+	}
+	for _, k := range keys {
+		if !strings.Contains(k[1], "$scheme") || !strings.Contains(k[1], "$host") {
+			t.Errorf("%s: proxy_cache_key %s, want the scheme and host in it ($scheme://$host...)", templatePath, k[1])
 		}
 	}
 }

@@ -326,9 +326,9 @@ func NewClient(t testing.TB, c *CDN, conns int) *Client {
 	return &Client{base: c.URL, hc: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
 }
 
-// Do sends method path with the headers (name, value pairs) and returns
-// the answer; a transport failure is reported with t.Errorf (safe from any
-// goroutine) and answers status 0.
+// Do sends method path with the headers (name, value pairs; "Host" names
+// the request's host) and returns the answer; a transport failure is
+// reported with t.Errorf (safe from any goroutine) and answers status 0.
 func (c *Client) Do(t testing.TB, method, path string, body []byte, headers ...string) Answer {
 	var rd io.Reader
 	if body != nil {
@@ -343,6 +343,10 @@ func (c *Client) Do(t testing.TB, method, path string, body []byte, headers ...s
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if strings.EqualFold(headers[i], "Host") {
+			req.Host = headers[i+1] // net/http sends req.Host, never a Host in req.Header
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := c.hc.Do(req)
