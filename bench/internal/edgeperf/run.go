@@ -136,6 +136,7 @@ func (e *env) nodeConfig() edgeinternals.Config {
 	cfg.RedisURL = e.c.RedisURL
 	cfg.RedisPrefix = e.edgePrefix
 	cfg.OriginURL = "http://" + e.origin.Addr
+	cfg.LineAudience = originapp.LineAudience
 	cfg.AdminToken = testenv.RandomHex(32) // 32 random bytes, as strong as the edge requires
 	cfg.TokenKeys = e.keySpec
 	cfg.UserTokenSecret = e.userSecret

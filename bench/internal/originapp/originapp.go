@@ -59,6 +59,10 @@ type Origin struct {
 // then drops the origin's schema.
 func (o *Origin) Stop(ctx context.Context) error { return o.stop(ctx) }
 
+// LineAudience is the name the bench's origins take line requests for;
+// the bench's edges sign for it.
+const LineAudience = "flashgate-bench"
+
 // Start creates the origin's schema, builds an origin with app.New, creates
 // the sales through its admin handler, and serves its public handler on
 // 127.0.0.1.
@@ -80,6 +84,9 @@ func Start(ctx context.Context, c Config) (_ *Origin, err error) {
 	cfg.TokenKeys = c.TokenKeys
 	cfg.UserTokenSecret = c.UserSecret
 	cfg.Instance = c.RedisPrefix + "origin"
+	// The origin is served on a listener of the run's own, not cfg.Addr:
+	// it takes the edges' line requests signed for LineAudience.
+	cfg.LineAudience = LineAudience
 	if c.ReservePipelines > 0 {
 		cfg.ReservePipelines = c.ReservePipelines
 	}
