@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/internal/httpread"
+	"github.com/flashgate/flashgate/internal/httpread/httpreadtest"
 )
 
 // socketBuffer is the send and receive buffer of both ends in these tests,
@@ -90,22 +91,7 @@ func refused(t *testing.T, addr string) net.Conn {
 		t.Fatal(err)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1073741824\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(c)
-	res, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("read the answer: %v", err)
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("answer = %d, want 413", res.StatusCode)
-	}
-	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
-		t.Fatalf("after the answer: %q, %v; want the end of the server's side", rest, err)
-	}
+	httpreadtest.RefusedTooLarge(t, c, 1<<30)
 	return c
 }
 

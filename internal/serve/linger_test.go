@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/internal/httpread/httpreadtest"
 )
 
 // socketBuffer is the send and receive buffer of both ends in these tests.
@@ -150,22 +151,7 @@ func TestRunCutsLingeringAtItsBudget(t *testing.T) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1048576\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(c)
-	res, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("read the answer: %v", err)
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("answer = %d, want 413", res.StatusCode)
-	}
-	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
-		t.Fatalf("after the answer: %q, %v; want the end of the server's side", rest, err)
-	}
+	httpreadtest.RefusedTooLarge(t, c, 1<<20)
 
 	start := time.Now()
 	cancel()

@@ -365,3 +365,28 @@ func WaitStatus(t testing.TB, url string, want int, within time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// RefusedTooLarge starts a POST on c whose head declares a body of length
+// bytes, reads the answer — it must be 413 — and then the end of what the
+// server sends (it has closed or half-closed the connection). The caller
+// may go on sending the body on c to see what a lingering close takes.
+func RefusedTooLarge(t testing.TB, c net.Conn, length int64) {
+	t.Helper()
+	head := fmt.Sprintf("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n", length)
+	if _, err := io.WriteString(c, head); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("read the answer: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("answer = %d, want 413", res.StatusCode)
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+		t.Fatalf("after the answer: %q, %v; want the end of the server's side", rest, err)
+	}
+}
