@@ -1,7 +1,9 @@
 package tokens
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
@@ -137,6 +139,20 @@ func (k *KeySet) SharedSecret(secret []byte) (kid string, ok bool) {
 		}
 	}
 	return "", false
+}
+
+// DerivedKeys returns, by key id, HMAC-SHA256(secret, label) of every
+// secret in the set: keys for MACs of other kinds than the tokens' own
+// (a distinct label each), so that none of their MACs can ever be a token
+// signature and no package outside this one holds the secrets.
+func (k *KeySet) DerivedKeys(label string) map[string][]byte {
+	out := make(map[string][]byte, len(k.order))
+	for _, kid := range k.order {
+		m := hmac.New(sha256.New, k.secrets[kid])
+		m.Write([]byte(label))
+		out[kid] = m.Sum(nil)
+	}
+	return out
 }
 
 // String returns the set in ParseKeySet's form, active key first, so that it
