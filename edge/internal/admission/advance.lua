@@ -46,7 +46,8 @@
 --   pre counter, post counter, draw size (-1 until sealed), pre ceiling,
 --   post ceiling, serving ceiling, settings version, the checkout's answer
 --   rate (string, answers a second), the line's epoch (string: a new one
---   after every restore), when that restore ran (unix ms, 0 if unknown)};
+--   after every restore), when that restore ran (unix ms, 0 if unknown),
+--   the proof of work a join needs (leading zero bits, 0: none)};
 --   cursor.go names the
 --   positions and the flags, and package queue's codes.go LINE_LOST.
 -- Fails with LINE_LOST when the line's state is not all there, or Redis
@@ -65,7 +66,7 @@ local answers = tonumber(ARGV[8] or '0')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local h = redis.call('HMGET', cursor, 'now_serving', 'last_ms', 'rate', 'paused', 'settings_version',
-  'answered', 'answered_ms', 'answered_then', 'answer_rate', 'ramp_ms', 'ramp_from')
+  'answered', 'answered_ms', 'answered_then', 'answer_rate', 'ramp_ms', 'ramp_from', 'challenge_bits')
 local line = redis.call('HMGET', line_key, 'epoch', 'pre_ceiling', 'post_ceiling', 'serving_ceiling', 'draw_size', 'replid',
   'restored_ms')
 local pre_s = redis.call('GET', pre_key)
@@ -180,4 +181,4 @@ local draw = -1
 if drawn then draw = tonumber(line[5]) end
 return {serving, length, tostring(rate), p, now, pre, post, draw,
   tonumber(line[2] or '0'), tonumber(line[3] or '0'), serving_ceiling, tonumber(h[5] or '0'),
-  string.format('%.3f', answer_rate), line[1], tonumber(line[7] or '0')}
+  string.format('%.3f', answer_rate), line[1], tonumber(line[7] or '0'), tonumber(h[12] or '0')}

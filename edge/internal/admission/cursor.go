@@ -63,7 +63,7 @@ func NewCursor(rdb redis.UniversalClient, keys queue.Keys, now func() time.Time)
 // script gives, named in package queue's codes.go and read by
 // queue.ScriptError.
 const (
-	advanceValues    = 15
+	advanceValues    = 16
 	advancePaused    = 1  // the paused flag set (0: running)
 	advanceNotSealed = -1 // the draw size until the draw is sealed
 )
@@ -111,7 +111,7 @@ func (c *Cursor) Tick(ctx context.Context, ticks []queue.Tick) error {
 		c.store(ticks[i].Sale, queue.State{NowServing: n[0], QueueLength: n[1], RatePerSecond: rate, Paused: n[3] == advancePaused,
 			RedisNow: time.UnixMilli(n[4]), PreQueue: n[5], Post: n[6], DrawSize: max(n[7], 0), Drawn: n[7] != advanceNotSealed,
 			PreCeiling: n[8], PostCeiling: n[9], ServingCeiling: n[10], SettingsVersion: n[11], AnswerRate: answerRate,
-			Epoch: epoch, RestoredAt: unixMilli(n[14]), ReadAt: read})
+			Epoch: epoch, RestoredAt: unixMilli(n[14]), ChallengeBits: int(n[15]), ReadAt: read})
 	}
 	return firstErr
 }

@@ -7,6 +7,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
+	"github.com/flashgate/flashgate/edge/internal/challenge"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/internal/httpapi"
 )
@@ -14,6 +16,7 @@ import (
 type admissionJSON struct {
 	RatePerSecond float64 `json:"rate_per_s"`
 	Paused        bool    `json:"paused"`
+	ChallengeBits int     `json:"challenge_bits"`
 	NowServing    int64   `json:"now_serving"`
 	QueueLength   int64   `json:"queue_length"`
 	AdmittedTotal int64   `json:"admitted_total"`
@@ -21,7 +24,7 @@ type admissionJSON struct {
 
 func admissionOf(st queue.State) admissionJSON {
 	return admissionJSON{
-		RatePerSecond: st.RatePerSecond, Paused: st.Paused, NowServing: st.NowServing,
+		RatePerSecond: st.RatePerSecond, Paused: st.Paused, ChallengeBits: st.ChallengeBits, NowServing: st.NowServing,
 		QueueLength: st.QueueLength, AdmittedTotal: min(st.NowServing, st.QueueLength),
 	}
 }
@@ -39,7 +42,8 @@ func (s *Server) getAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	return nil
 }
 
-// putAdmission: PUT /admin/sales/{sale}/admission {rate_per_s?, paused?}.
+// putAdmission: PUT /admin/sales/{sale}/admission {rate_per_s?, paused?,
+// challenge_bits?}.
 // The settings are written to the origin's durable copy of the line first
 // (a pause is a promise: it must outlive Redis); from then on they are the
 // settings. When the origin cannot be reached nothing changes and the
@@ -51,10 +55,7 @@ func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	if _, err := s.Admission.View(params[0]); err != nil {
 		return err
 	}
-	var body struct {
-		RatePerSecond *float64 `json:"rate_per_s"`
-		Paused        *bool    `json:"paused"`
-	}
+	var body line.Change
 	dec := json.NewDecoder(bytes.NewReader(ctx.PostBody()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
@@ -63,16 +64,20 @@ func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	if body.RatePerSecond != nil && (*body.RatePerSecond < 0 || *body.RatePerSecond > 1e6) {
 		return errRate
 	}
+	if body.ChallengeBits != nil && (*body.ChallengeBits < 0 || *body.ChallengeBits > challenge.MaxDifficultyBits) {
+		return errChallengeBits
+	}
 	c, cancel := s.budget()
 	defer cancel()
-	if body.RatePerSecond == nil && body.Paused == nil {
+	if body == (line.Change{}) {
 		return s.getAdmission(ctx, params) // nothing to change
 	}
-	st, applied, err := s.Line.Settings(c, params[0], body.RatePerSecond, body.Paused)
+	st, applied, err := s.Line.Settings(c, params[0], body)
 	if err != nil {
 		return err
 	}
-	s.Log.Info("admission changed", "sale", params[0], "rate_per_s", st.RatePerSecond, "paused", st.Paused, "in_redis", applied)
+	s.Log.Info("admission changed", "sale", params[0], "rate_per_s", st.RatePerSecond, "paused", st.Paused,
+		"challenge_bits", st.ChallengeBits, "in_redis", applied)
 	status := fasthttp.StatusOK
 	if !applied {
 		status = fasthttp.StatusAccepted

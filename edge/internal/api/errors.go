@@ -18,8 +18,10 @@ const (
 	codeInvalidToken  = "invalid_token" // as tokens.Code names a token the edge cannot take
 	codeInvalidUserID = "invalid_user_id"
 	codeInvalidRate   = "invalid_rate"
-	codeNotReady      = "not_ready" // GET /readyz while the node is not ready
-	codeMissingToken  = "missing_token"
+	// codeInvalidChallengeBits: an admin PUT's proof-of-work difficulty.
+	codeInvalidChallengeBits = "invalid_challenge_bits"
+	codeNotReady             = "not_ready" // GET /readyz while the node is not ready
+	codeMissingToken         = "missing_token"
 	// codeSuperseded: a queue token from before Redis lost the line, for an
 	// account that holds another place since.
 	codeSuperseded = "queue_token_superseded"
@@ -49,9 +51,10 @@ var (
 	errUserID = httpapi.New(fasthttp.StatusBadRequest, codeInvalidUserID,
 		`The body must be {"user_id": "..."}: 1 to 128 printable characters without spaces.`)
 	errAdmissionBody = httpapi.New(fasthttp.StatusBadRequest, httpapi.CodeInvalidJSON,
-		`The body must be JSON like {"rate_per_s": 2000, "paused": false}.`)
-	errRate   = httpapi.New(fasthttp.StatusBadRequest, codeInvalidRate, "rate_per_s must be 0 to 1,000,000.")
-	errNoFile = httpapi.New(fasthttp.StatusNotFound, httpapi.CodeNotFound, "There is no such file.")
+		`The body must be JSON like {"rate_per_s": 2000, "paused": false, "challenge_bits": 17}.`)
+	errRate          = httpapi.New(fasthttp.StatusBadRequest, codeInvalidRate, "rate_per_s must be 0 to 1,000,000.")
+	errChallengeBits = httpapi.New(fasthttp.StatusBadRequest, codeInvalidChallengeBits, "challenge_bits must be 0 (none) to 32.")
+	errNoFile        = httpapi.New(fasthttp.StatusNotFound, httpapi.CodeNotFound, "There is no such file.")
 	// Status polls and reserves carry the shopper's user token besides
 	// the queue or admission token.
 	errNoUserToken = httpapi.New(fasthttp.StatusUnauthorized, codeMissingToken,

@@ -57,6 +57,12 @@ type routeStatus struct {
 // poll is the polls counter for an answered state.
 func (m *metrics) poll(state string) prometheus.Counter { return m.pollsBy.get(state) }
 
+// challenge is the challenges counter for an outcome (a join's proof of
+// work: rare next to polls, so no child cache).
+func (m *metrics) challenge(outcome string) prometheus.Counter {
+	return m.challenges.WithLabelValues(outcome)
+}
+
 // rejected is the rejections counter for an error code.
 func (m *metrics) rejected(code string) prometheus.Counter { return m.rejectionsBy.get(code) }
 

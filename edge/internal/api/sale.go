@@ -95,6 +95,9 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	if err := v.Joinable(now); err != nil {
 		return err
 	}
+	if answered, err := s.challenged(ctx, v, account); answered || err != nil {
+		return err
+	}
 	c, cancel := s.budget()
 	defer cancel()
 	var place queue.Place

@@ -21,6 +21,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
+	"github.com/flashgate/flashgate/edge/internal/challenge"
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
@@ -36,6 +37,7 @@ type Deps struct {
 	Line       *line.Keeper                     // the line's durable copy: joins that wait for it, settings
 	Tokens     *tokens.Verifier                 // queue and admission tokens
 	Issuer     *tokens.Issuer                   // queue and admission tokens
+	Challenges *challenge.Challenger            // joins' proof of work, when a sale asks for it
 	Users      *tokens.UserVerifier             // the shop's user tokens
 	DevUsers   *tokens.DevUserIssuer            // dev mode only; nil otherwise
 	Origin     *proxy.Upstream                  // reserves
@@ -98,6 +100,7 @@ type metrics struct {
 	joins      prometheus.Counter
 	polls      *prometheus.CounterVec
 	admitted   prometheus.Counter
+	challenges *prometheus.CounterVec // by outcome
 	rejections *prometheus.CounterVec
 	upstream   *prometheus.HistogramVec
 	originWait *prometheus.HistogramVec // by upstream, as upstream names them
@@ -130,6 +133,8 @@ func New(deps Deps, opts Options) *Server {
 		joins:    prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_joins_total", Help: "Queue joins answered with a place."}),
 		polls:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flashgate_edge_polls_total", Help: "Status polls by answered state."}, []string{"state"}),
 		admitted: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_admission_tokens_total", Help: "Admission tokens issued."}),
+		challenges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flashgate_edge_challenges_total",
+			Help: "Joins' proof-of-work challenges by outcome: issued, solved, or refused as expired, too_easy, unsolved, wrong_account_or_sale, malformed."}, []string{"outcome"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_edge_rejections_total", Help: "Requests answered with an error, by code.",
 		}, []string{"code"}),
@@ -155,7 +160,7 @@ func New(deps Deps, opts Options) *Server {
 		return s.metrics.originWait.WithLabelValues(upstream)
 	})
 	m := s.metrics
-	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.rejections, m.upstream, m.originWait)
+	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.challenges, m.rejections, m.upstream, m.originWait)
 	s.promh = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{}))
 	return s
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/api"
 	"github.com/flashgate/flashgate/edge/internal/assets"
+	"github.com/flashgate/flashgate/edge/internal/challenge"
 	"github.com/flashgate/flashgate/edge/internal/limitstore"
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
@@ -137,8 +138,12 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	a.Admission = admission.New(a.Cursor, a.Snapshots, a.Line, admission.Options{
 		StaleAfter: cfg.StaleAfter, SnapshotStaleAfter: cfg.SnapshotStaleAfter, Hold: hold,
 	}, reg)
+	challenges, err := challenge.New(keys, challenge.Options{})
+	if err != nil {
+		return nil, err
+	}
 	a.API = api.New(api.Deps{
-		Admission: a.Admission, Joiner: a.Joiner, Line: a.Line,
+		Admission: a.Admission, Joiner: a.Joiner, Line: a.Line, Challenges: challenges,
 		Tokens:   tokens.NewVerifier(keys, tokens.VerifierOptions{}),
 		Issuer:   tokens.NewIssuer(keys, tokens.IssuerOptions{AdmissionTTL: cfg.AdmissionTokenTTL}),
 		Users:    users,

@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/edge/internal/line"
 )
 
 // BenchmarkStatusHandler runs the public handler on status polls in-process
@@ -32,7 +33,7 @@ func BenchmarkStatusHandler(b *testing.B) {
 	defer cancel()
 	// Paused while the shoppers join, so that all of them wait.
 	paused := true
-	if _, applied, err := n.App.Line.Settings(ctx, sale, nil, &paused); err != nil || !applied {
+	if _, applied, err := n.App.Line.Settings(ctx, sale, line.Change{Paused: &paused}); err != nil || !applied {
 		b.Fatalf("Settings = %v, in Redis %v; want nil, true", err, applied)
 	}
 	if err := n.App.Admission.Tick(ctx); err != nil {
@@ -67,7 +68,7 @@ func BenchmarkStatusHandler(b *testing.B) {
 	}
 	b.Run("waiting", func(b *testing.B) { run(b, "waiting") })
 	paused, rate := false, 1e6
-	if _, applied, err := n.App.Line.Settings(ctx, sale, &rate, &paused); err != nil || !applied {
+	if _, applied, err := n.App.Line.Settings(ctx, sale, line.Change{RatePerSecond: &rate, Paused: &paused}); err != nil || !applied {
 		b.Fatalf("Settings = %v, in Redis %v; want nil, true", err, applied)
 	}
 	// The cursor moves as fast as the line keeper raises its serving

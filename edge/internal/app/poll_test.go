@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/commandlog"
 )
 
@@ -34,7 +35,7 @@ func TestPollCostsNothing(t *testing.T) {
 
 	// Hold admission while the line forms, then admit about half of it.
 	paused, rate := true, 400.0
-	if _, applied, err := n.App.Line.Settings(ctx, sale, nil, &paused); err != nil || !applied {
+	if _, applied, err := n.App.Line.Settings(ctx, sale, line.Change{Paused: &paused}); err != nil || !applied {
 		t.Fatalf("Settings(paused) = %v, in Redis %v; want nil, true", err, applied)
 	}
 	const shoppers = 20
@@ -47,7 +48,7 @@ func TestPollCostsNothing(t *testing.T) {
 		queueTokens[i] = ans.QueueToken
 	}
 	paused = false
-	if _, applied, err := n.App.Line.Settings(ctx, sale, &rate, &paused); err != nil || !applied {
+	if _, applied, err := n.App.Line.Settings(ctx, sale, line.Change{RatePerSecond: &rate, Paused: &paused}); err != nil || !applied {
 		t.Fatalf("Settings(resume) = %v, in Redis %v; want nil, true", err, applied)
 	}
 	// A resume ramps from an eighth of the rate (50/s), and the 10 units in

@@ -375,6 +375,7 @@ func (o *StubOrigin) line(ctx *fasthttp.RequestCtx, segs []string) (int, any) {
 		Seed          string   `json:"seed"`
 		RatePerSecond *float64 `json:"rate_per_s"`
 		Paused        *bool    `json:"paused"`
+		ChallengeBits *int     `json:"challenge_bits"`
 		Pre           int64    `json:"pre"`
 		Post          int64    `json:"post"`
 		Serving       int64    `json:"serving"`
@@ -408,7 +409,7 @@ func (o *StubOrigin) line(ctx *fasthttp.RequestCtx, segs []string) (int, any) {
 			o.lines[sale] = l
 		}
 	case "PUT settings":
-		*l = l.WithSettings(body.RatePerSecond, body.Paused)
+		*l = l.WithSettings(line.Change{RatePerSecond: body.RatePerSecond, Paused: body.Paused, ChallengeBits: body.ChallengeBits})
 	case "POST ceilings":
 		*l = l.Raised(queue.Ceilings{Pre: body.Pre, Post: body.Post, Serving: body.Serving, SettingsVersion: body.Version})
 	case "POST serving":

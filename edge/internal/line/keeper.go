@@ -339,15 +339,15 @@ func (k *Keeper) Observe(sale string, lv queue.Level) {
 	}
 }
 
-// Settings changes a sale's rate (not nil) and pause switch (not nil) in
-// the origin's copy — if the origin cannot be reached nothing changes and
+// Settings changes a sale's admission settings (what c names) in the
+// origin's copy — if the origin cannot be reached nothing changes and
 // the error says so — and then tries to put it into Redis, where every
 // node's next tick obeys it. Once the origin recorded it the change is the
 // setting: when Redis does not take it now, every node's tick puts it there
 // as soon as Redis answers (and a restore brings it back with the line).
 // It returns the state with the new settings and whether Redis holds them.
-func (k *Keeper) Settings(ctx context.Context, sale string, rate *float64, paused *bool) (queue.State, bool, error) {
-	row, err := k.store.Settings(ctx, sale, rate, paused)
+func (k *Keeper) Settings(ctx context.Context, sale string, c Change) (queue.State, bool, error) {
+	row, err := k.store.Settings(ctx, sale, c)
 	if err != nil {
 		k.failures.WithLabelValues("settings").Inc()
 		return queue.State{}, false, fmt.Errorf("settings of sale %s in the origin: %w", sale, err)
@@ -359,22 +359,22 @@ func (k *Keeper) Settings(ctx context.Context, sale string, rate *float64, pause
 		k.failures.WithLabelValues("settings").Inc()
 		k.log.Warn("admission settings recorded by the origin, not yet in redis; the nodes' ticks put them there",
 			"sale", sale, "settings_version", row.SettingsVersion, "err", err)
-		st.RatePerSecond, st.Paused = row.RatePerSecond, row.Paused
+		st.RatePerSecond, st.Paused, st.ChallengeBits = row.RatePerSecond, row.Paused, row.ChallengeBits
 		return st, false, nil
 	}
 	st.RatePerSecond, st.Paused, st.NowServing = applied.RatePerSecond, applied.Paused, max(st.NowServing, applied.NowServing)
-	st.SettingsVersion, st.ServingCeiling = applied.SettingsVersion, applied.ServingCeiling
+	st.ChallengeBits, st.SettingsVersion, st.ServingCeiling = applied.ChallengeBits, applied.Version, applied.ServingCeiling
 	// A resume or a higher rate needs a higher serving ceiling than the
 	// one the old settings left: raise it now rather than at the next
 	// tick, so the change is in effect when the caller hears it is. If it
 	// fails, the next tick raises it.
-	if b := k.servingBlock(applied.RatePerSecond, applied.Paused); applied.SettingsVersion == row.SettingsVersion &&
+	if b := k.servingBlock(applied.RatePerSecond, applied.Paused); applied.Version == row.SettingsVersion &&
 		b > 0 && applied.ServingCeiling-applied.NowServing <= b/2 {
-		c := queue.Ceilings{Serving: applied.NowServing + b, SettingsVersion: applied.SettingsVersion}
-		if err := k.raise(ctx, sale, c); err != nil {
+		raise := queue.Ceilings{Serving: applied.NowServing + b, SettingsVersion: applied.Version}
+		if err := k.raise(ctx, sale, raise); err != nil {
 			k.failures.WithLabelValues("raise").Inc()
 		} else {
-			st.ServingCeiling = max(st.ServingCeiling, c.Serving)
+			st.ServingCeiling = max(st.ServingCeiling, raise.Serving)
 		}
 	}
 	return st, true, nil
@@ -386,18 +386,19 @@ func (k *Keeper) Settings(ctx context.Context, sale string, rate *float64, pause
 // which lowers its copy to match. It returns what Redis holds afterwards.
 func (k *Keeper) pushSettings(ctx context.Context, sale string, row Row) (queue.Applied, error) {
 	block := k.servingBlock(row.RatePerSecond, row.Paused)
-	applied, err := k.lines.Settings(ctx, sale, row.RatePerSecond, row.Paused, row.SettingsVersion, block, k.seen(sale))
+	settings := row.settings()
+	applied, err := k.lines.Settings(ctx, sale, settings, block, k.seen(sale))
 	if errors.Is(err, queue.ErrLost) {
 		// Redis lost the line: the restore brings the change back with it.
 		if err = k.restore(ctx, sale); err == nil {
-			applied, err = k.lines.Settings(ctx, sale, row.RatePerSecond, row.Paused, row.SettingsVersion, block, k.seen(sale))
+			applied, err = k.lines.Settings(ctx, sale, settings, block, k.seen(sale))
 		}
 	}
 	if err != nil {
 		return queue.Applied{}, err
 	}
-	if applied.SettingsVersion == row.SettingsVersion && applied.ServingCeiling < row.ServingCeiling {
-		report := servingReport{applied.SettingsVersion, applied.ServingCeiling}
+	if applied.Version == row.SettingsVersion && applied.ServingCeiling < row.ServingCeiling {
+		report := servingReport{applied.Version, applied.ServingCeiling}
 		k.mu.Lock()
 		k.sale(sale).lowered = report
 		k.mu.Unlock()
@@ -753,8 +754,9 @@ func (k *Keeper) restore(ctx context.Context, sale string) error {
 	}
 	k.heard(sale, raised)
 	d := queue.Durable{
-		Seed: seed, RatePerSecond: raised.RatePerSecond, Paused: raised.Paused, SettingsVersion: raised.SettingsVersion,
-		Pre: pre, Post: post, NowServing: serving,
+		Seed: seed, RatePerSecond: raised.RatePerSecond, Paused: raised.Paused, ChallengeBits: raised.ChallengeBits,
+		SettingsVersion: raised.SettingsVersion,
+		Pre:             pre, Post: post, NowServing: serving,
 		PreCeiling: raised.PreCeiling, PostCeiling: raised.PostCeiling, ServingCeiling: ceiling,
 		Seen: k.seen(sale),
 	}

@@ -68,8 +68,8 @@ func (m *memStore) Line(_ context.Context, sale string) (line.Row, error) {
 	return m.do(sale, func(*line.Row) {})
 }
 
-func (m *memStore) Settings(_ context.Context, sale string, rate *float64, paused *bool) (line.Row, error) {
-	return m.do(sale, func(r *line.Row) { *r = r.WithSettings(rate, paused) })
+func (m *memStore) Settings(_ context.Context, sale string, c line.Change) (line.Row, error) {
+	return m.do(sale, func(r *line.Row) { *r = r.WithSettings(c) })
 }
 
 func (m *memStore) Raise(_ context.Context, sale string, c queue.Ceilings) (line.Row, error) {
@@ -262,7 +262,7 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 			more, room, placed.Load(), waited.Load(), post, row.PostCeiling)
 	}
 	paused := true
-	if _, _, err := k.Settings(ctx, "s", nil, &paused); !errors.Is(err, errDown) {
+	if _, _, err := k.Settings(ctx, "s", line.Change{Paused: &paused}); !errors.Is(err, errDown) {
 		t.Errorf("Settings(paused) with the origin down = %v, want its error", err)
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -369,7 +369,7 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 	// Redis cut off from the node that takes the change.
 	took.hook.down.Store(true)
 	paused := true
-	st, inRedis, err := took.k.Settings(ctx, "s", nil, &paused)
+	st, inRedis, err := took.k.Settings(ctx, "s", line.Change{Paused: &paused})
 	if err != nil || inRedis || !st.Paused {
 		t.Fatalf("Settings(paused) with Redis unreachable = %+v, in Redis %v, %v; want the paused state, not in Redis, no error", st, inRedis, err)
 	}
@@ -382,7 +382,7 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 	// The next change is recorded through a node that then goes away.
 	took.hook.down.Store(true)
 	rate := 9.0
-	if _, inRedis, err := took.k.Settings(ctx, "s", &rate, nil); err != nil || inRedis {
+	if _, inRedis, err := took.k.Settings(ctx, "s", line.Change{RatePerSecond: &rate}); err != nil || inRedis {
 		t.Fatalf("Settings(rate 9) with Redis unreachable = in Redis %v, %v; want not in Redis, no error", inRedis, err)
 	}
 	took.k.Close()
@@ -531,7 +531,7 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 	old := dumpKeys(t, ctx, r) // running at 100/s, its serving ceiling a block ahead
 
 	paused := true
-	st, inRedis, err := nodes[1].k.Settings(ctx, "s", nil, &paused)
+	st, inRedis, err := nodes[1].k.Settings(ctx, "s", line.Change{Paused: &paused})
 	if err != nil || !inRedis || st.ServingCeiling != st.NowServing {
 		t.Fatalf("Settings(paused) = %+v, in Redis %v, %v; want in Redis, the serving ceiling brought down to now_serving", st, inRedis, err)
 	}
@@ -557,7 +557,7 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 
 	// Ops resume at 1/s: the ceiling follows the rate down from 100/s.
 	rate, resume := 1.0, false
-	if _, inRedis, err := nodes[0].k.Settings(ctx, "s", &rate, &resume); err != nil || !inRedis {
+	if _, inRedis, err := nodes[0].k.Settings(ctx, "s", line.Change{RatePerSecond: &rate, Paused: &resume}); err != nil || !inRedis {
 		t.Fatalf("Settings(1/s, resumed) = in Redis %v, %v", inRedis, err)
 	}
 	old = dumpKeys(t, ctx, r)

@@ -19,6 +19,7 @@ type Row struct {
 	Seed            string  `json:"seed"` // hex
 	RatePerSecond   float64 `json:"rate_per_s"`
 	Paused          bool    `json:"paused"`
+	ChallengeBits   int     `json:"challenge_bits"`
 	SettingsVersion int64   `json:"settings_version"`
 	PreCeiling      int64   `json:"pre_ceiling"`
 	PostCeiling     int64   `json:"post_ceiling"`
@@ -44,9 +45,9 @@ type Store interface {
 	// Ensure creates the line with p unless it exists, and returns it as
 	// stored.
 	Ensure(ctx context.Context, sale string, p Proposal) (Row, error)
-	// Settings changes the rate (not nil) and pause switch (not nil); the
-	// origin orders changes as they reach it, bumping the version.
-	Settings(ctx context.Context, sale string, rate *float64, paused *bool) (Row, error)
+	// Settings changes what c names; the origin orders changes as they
+	// reach it, bumping the version.
+	Settings(ctx context.Context, sale string, c Change) (Row, error)
 	// Raise raises the ceilings given (0 leaves one), never lowering any;
 	// the serving ceiling only while the settings version is
 	// c.SettingsVersion (the row answered says which it is).
@@ -146,12 +147,17 @@ func (o *OriginStore) Ensure(ctx context.Context, sale string, p Proposal) (Row,
 	return o.call(ctx, fasthttp.MethodPost, "/v1/lines/"+sale, p)
 }
 
+// Change is a change of a sale's admission settings: each field not nil
+// is set.
+type Change struct {
+	RatePerSecond *float64 `json:"rate_per_s,omitempty"`
+	Paused        *bool    `json:"paused,omitempty"`
+	ChallengeBits *int     `json:"challenge_bits,omitempty"`
+}
+
 // Settings implements Store.
-func (o *OriginStore) Settings(ctx context.Context, sale string, rate *float64, paused *bool) (Row, error) {
-	return o.call(ctx, fasthttp.MethodPut, "/v1/lines/"+sale+"/settings", struct {
-		RatePerSecond *float64 `json:"rate_per_s,omitempty"`
-		Paused        *bool    `json:"paused,omitempty"`
-	}{rate, paused})
+func (o *OriginStore) Settings(ctx context.Context, sale string, c Change) (Row, error) {
+	return o.call(ctx, fasthttp.MethodPut, "/v1/lines/"+sale+"/settings", c)
 }
 
 // Raise implements Store.

@@ -6,15 +6,17 @@ import "github.com/flashgate/flashgate/edge/internal/queue"
 // what they do to a Row: the origin's SQL (origin/internal/ledger/lines.go)
 // does the same, and the stand-ins of the origin in tests use these.
 
-// WithSettings is r after a settings change: rate (not nil) and pause (not
-// nil) set, the version bumped, and no serving raise taken at the new
-// version yet.
-func (r Row) WithSettings(rate *float64, paused *bool) Row {
-	if rate != nil {
-		r.RatePerSecond = *rate
+// WithSettings is r after a settings change: what c names set, the
+// version bumped, and no serving raise taken at the new version yet.
+func (r Row) WithSettings(c Change) Row {
+	if c.RatePerSecond != nil {
+		r.RatePerSecond = *c.RatePerSecond
 	}
-	if paused != nil {
-		r.Paused = *paused
+	if c.Paused != nil {
+		r.Paused = *c.Paused
+	}
+	if c.ChallengeBits != nil {
+		r.ChallengeBits = *c.ChallengeBits
 	}
 	r.SettingsVersion++
 	r.ServingRaised = 0
@@ -41,4 +43,9 @@ func (r Row) Lowered(version, ceiling int64) Row {
 		r.ServingCeiling = min(r.ServingCeiling, max(ceiling, r.ServingRaised))
 	}
 	return r
+}
+
+// settings are r's admission settings, as Redis takes them.
+func (r Row) settings() queue.Settings {
+	return queue.Settings{RatePerSecond: r.RatePerSecond, Paused: r.Paused, ChallengeBits: r.ChallengeBits, Version: r.SettingsVersion}
 }

@@ -45,5 +45,5 @@ const (
 )
 
 // settings.lua answers settingsValues values: {rate, paused (replyTrue or
-// 0), now_serving, serving ceiling, settings version}.
-const settingsValues = 5
+// 0), now_serving, serving ceiling, settings version, challenge bits}.
+const settingsValues = 6

@@ -36,7 +36,7 @@ func TestLostIsOneReply(t *testing.T) {
 		},
 		"settings": func(sale string) error {
 			return queue.ScriptError(queue.SettingsScript.Run(ctx, r.Client,
-				[]string{keys.Cursor(sale), keys.Line(sale), keys.Pre(sale), keys.Post(sale)}, "5", "1", 9, 0, 0, 0, 0).Err())
+				[]string{keys.Cursor(sale), keys.Line(sale), keys.Pre(sale), keys.Post(sale)}, "5", "1", 9, 0, 0, 0, 0, 0).Err())
 		},
 		"advance": func(sale string) error {
 			c := admission.NewCursor(r.Client, keys, nil)

@@ -8,7 +8,8 @@ package queue
 //	<prefix>{q:<sale>}:places   hash    account -> "p<i>" (i-th pre-queue join) or "<position>"
 //	<prefix>{q:<sale>}:seed     string  the pre-queue shuffle seed (hex), from the origin's copy
 //	<prefix>{q:<sale>}:cursor   hash    now_serving, last_ms (admitted up to), rate, paused,
-//	                                    settings_version (of the origin's copy); created only
+//	                                    challenge_bits, settings_version (of the origin's
+//	                                    copy); created only
 //	                                    by restore.lua, then advanced by package admission's
 //	                                    advance.lua and changed by settings.lua; advance.lua
 //	                                    also keeps the checkout's answer rate there: answered,
@@ -73,6 +74,7 @@ const (
 	CursorLastMs          = "last_ms"          // the instant admitted up to (unix ms, fractional)
 	CursorRate            = "rate"             // admissions per second
 	CursorPaused          = "paused"           // "1" paused, "0" not
+	CursorChallengeBits   = "challenge_bits"   // the proof of work a join needs, in leading zero bits
 	CursorSettingsVersion = "settings_version" // of the origin's copy the rate and pause came from
 	CursorAnswered        = "answered"         // reserves the edges saw the checkout answer, in all
 	CursorAnsweredMs      = "answered_ms"      // when the answer rate was last sampled (unix ms)

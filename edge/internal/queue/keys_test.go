@@ -51,7 +51,7 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 		return out
 	}
 	sorted := func(names ...string) []string { slices.Sort(names); return names }
-	cursor := sorted(queue.CursorNowServing, queue.CursorLastMs, queue.CursorRate, queue.CursorPaused, queue.CursorSettingsVersion)
+	cursor := sorted(queue.CursorNowServing, queue.CursorLastMs, queue.CursorRate, queue.CursorPaused, queue.CursorChallengeBits, queue.CursorSettingsVersion)
 	line := sorted(queue.LineEpoch, queue.LinePreCeiling, queue.LinePostCeiling, queue.LineServingCeiling, queue.LineReplID)
 	sealed := sorted(append(slices.Clone(line), queue.LineDrawSize)...)
 	// The advance adds the checkout's answer rate.
@@ -89,18 +89,18 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 			}
 		}, advanced, sealed},
 		{"settings", func() {
-			if _, err := lines.Settings(ctx, "s", 7, true, 2, queuetest.Open, queue.Seen{}); err != nil {
+			if _, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: 7, Paused: true, Version: 2}, queuetest.Open, queue.Seen{}); err != nil {
 				t.Fatalf("Settings = %v", err)
 			}
 		}, advanced, sealed},
 		// A resume starts a ramp.
 		{"resume", func() {
-			if _, err := lines.Settings(ctx, "s", 7, false, 3, queuetest.Open, queue.Seen{}); err != nil {
+			if _, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: 7, Paused: false, Version: 3}, queuetest.Open, queue.Seen{}); err != nil {
 				t.Fatalf("Settings = %v", err)
 			}
 		}, ramped, sealed},
 		{"pause again", func() {
-			if _, err := lines.Settings(ctx, "s", 7, true, 4, queuetest.Open, queue.Seen{}); err != nil {
+			if _, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: 7, Paused: true, Version: 4}, queuetest.Open, queue.Seen{}); err != nil {
 				t.Fatalf("Settings = %v", err)
 			}
 		}, ramped, sealed},

@@ -27,6 +27,7 @@ type Durable struct {
 	Seed            []byte
 	RatePerSecond   float64
 	Paused          bool
+	ChallengeBits   int
 	SettingsVersion int64
 	// Where the counters and the cursor resume: at least what they were
 	// (the ceilings before this restore raised them).
@@ -76,7 +77,7 @@ func (l *Lines) Restore(ctx context.Context, sale, epoch string, d Durable) (Res
 		[]string{l.keys.Line(sale), l.keys.Cursor(sale), l.keys.Pre(sale), l.keys.Post(sale), l.keys.Seed(sale)},
 		epoch, hex.EncodeToString(d.Seed), formatRate(d.RatePerSecond), paused, d.SettingsVersion,
 		d.Pre, d.Post, d.NowServing, d.PreCeiling, d.PostCeiling, d.ServingCeiling, draw,
-		d.Seen.Pre, d.Seen.Post, d.Seen.NowServing).Int()
+		d.Seen.Pre, d.Seen.Post, d.Seen.NowServing, d.ChallengeBits).Int()
 	if err != nil {
 		return Whole, fmt.Errorf("restore line of sale %s: %w", sale, err)
 	}
@@ -140,29 +141,35 @@ func (l *Lines) Seal(ctx context.Context, sale string, size int64) (int64, error
 	return n, nil
 }
 
-// Applied is what Redis holds of a line's settings after Settings.
-type Applied struct {
-	RatePerSecond   float64
-	Paused          bool
-	SettingsVersion int64
-	NowServing      int64
-	ServingCeiling  int64
+// Settings are a sale's admission settings as the origin's copy holds
+// them, at their version.
+type Settings struct {
+	RatePerSecond float64
+	Paused        bool
+	ChallengeBits int // the proof of work a join needs; 0: none
+	Version       int64
 }
 
-// Settings puts the rate and pause switch of the origin's copy, at its
-// settings version, into Redis, bringing the serving ceiling down to the
-// cursor plus block (settings.lua), and returns what Redis holds
-// afterwards (a newer version that raced ahead stays). seen is what the
-// calling node has read of the line. ErrLost when Redis does not hold the
-// line, or lost writes to it.
-func (l *Lines) Settings(ctx context.Context, sale string, rate float64, paused bool, version, block int64, seen Seen) (Applied, error) {
+// Applied is what Redis holds of a line's settings after Lines.Settings.
+type Applied struct {
+	Settings
+	NowServing     int64
+	ServingCeiling int64
+}
+
+// Settings puts a change of the origin's copy, at its settings version,
+// into Redis, bringing the serving ceiling down to the cursor plus block
+// (settings.lua), and returns what Redis holds afterwards (a newer version
+// that raced ahead stays). seen is what the calling node has read of the
+// line. ErrLost when Redis does not hold the line, or lost writes to it.
+func (l *Lines) Settings(ctx context.Context, sale string, s Settings, block int64, seen Seen) (Applied, error) {
 	p := "0"
-	if paused {
+	if s.Paused {
 		p = "1"
 	}
 	v, err := settingsScript.Run(ctx, l.rdb,
 		[]string{l.keys.Cursor(sale), l.keys.Line(sale), l.keys.Pre(sale), l.keys.Post(sale)},
-		formatRate(rate), p, version, block, seen.Pre, seen.Post, seen.NowServing).Slice()
+		formatRate(s.RatePerSecond), p, s.Version, block, seen.Pre, seen.Post, seen.NowServing, s.ChallengeBits).Slice()
 	if err = lineErr(err); err != nil {
 		return Applied{}, fmt.Errorf("admission settings of sale %s: %w", sale, err)
 	}
@@ -176,7 +183,9 @@ func (l *Lines) Settings(ctx context.Context, sale string, rate float64, paused 
 	a.Paused = ps == replyTrue
 	a.NowServing, _ = v[2].(int64)
 	a.ServingCeiling, _ = v[3].(int64)
-	a.SettingsVersion, _ = v[4].(int64)
+	a.Version, _ = v[4].(int64)
+	bits, _ := v[5].(int64)
+	a.ChallengeBits = int(bits)
 	return a, nil
 }
 

@@ -48,7 +48,7 @@ func TestLineLostHandsOutNothing(t *testing.T) {
 		t.Errorf("State after a tick with no line = %+v, %v; want Lost", st, ok)
 	}
 	lines := queue.NewLines(r.Client, keys)
-	if _, err := lines.Settings(ctx, "s", 5, true, 1, queuetest.Open, queue.Seen{}); !errors.Is(err, queue.ErrLost) {
+	if _, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: 5, Paused: true, Version: 1}, queuetest.Open, queue.Seen{}); !errors.Is(err, queue.ErrLost) {
 		t.Errorf("Settings with no line = %v, want ErrLost", err)
 	}
 	if _, err := lines.Raise(ctx, "s", queue.Ceilings{Post: 10}); !errors.Is(err, queue.ErrLost) {
@@ -278,10 +278,10 @@ func TestSettingsKeepNewest(t *testing.T) {
 	ready(t, r, "s", 100)
 	lines := queue.NewLines(r.Client, queue.NewKeys(r.Prefix))
 	ctx := context.Background()
-	if st, err := lines.Settings(ctx, "s", 5, true, 2, queuetest.Open, queue.Seen{}); err != nil || st.RatePerSecond != 5 || !st.Paused {
+	if st, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: 5, Paused: true, Version: 2}, queuetest.Open, queue.Seen{}); err != nil || st.RatePerSecond != 5 || !st.Paused {
 		t.Fatalf("Settings(5, paused, v2) = %+v, %v; want rate 5 paused", st, err)
 	}
-	if st, err := lines.Settings(ctx, "s", 50, false, 1, queuetest.Open, queue.Seen{}); err != nil || st.RatePerSecond != 5 || !st.Paused {
+	if st, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: 50, Paused: false, Version: 1}, queuetest.Open, queue.Seen{}); err != nil || st.RatePerSecond != 5 || !st.Paused {
 		t.Errorf("Settings(50, running, v1) after v2 = %+v, %v; want v2's rate 5, paused kept", st, err)
 	}
 }
@@ -310,7 +310,7 @@ func TestSettingsStartARamp(t *testing.T) {
 	set := func(rate float64, paused bool) {
 		t.Helper()
 		version++
-		if _, err := lines.Settings(ctx, "s", rate, paused, version, queuetest.Open, queue.Seen{}); err != nil {
+		if _, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: rate, Paused: paused, Version: version}, queuetest.Open, queue.Seen{}); err != nil {
 			t.Fatalf("Settings(%v, paused %v) = %v", rate, paused, err)
 		}
 	}

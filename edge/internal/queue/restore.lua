@@ -34,6 +34,7 @@
 --   the restored cursor)
 -- ARGV[12] draw size, or '' when the draw is not sealed
 -- ARGV[13] pre, ARGV[14] post, ARGV[15] now_serving floors (0: none)
+-- ARGV[16] challenge bits
 --
 -- Returns (codes.go names them) 0 when the line was whole, 1 when it
 -- restored a line whose keys were missing, 2 when it restored a line that
@@ -46,6 +47,7 @@ local resume_pre, resume_post, resume_serving = ARGV[6], ARGV[7], ARGV[8]
 local pre_ceiling, post_ceiling, serving_ceiling = ARGV[9], ARGV[10], ARGV[11]
 local draw_size = ARGV[12]
 local pre_floor, post_floor, serving_floor = ARGV[13], ARGV[14], ARGV[15]
+local bits = ARGV[16]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -78,7 +80,7 @@ redis.call('SET', post_key, string.format('%.0f', post))
 redis.call('SET', seed_key, seed_hex)
 -- No admission credit for the time the line was gone.
 redis.call('HSET', cursor, 'now_serving', string.format('%.0f', serving), 'last_ms', string.format('%.3f', now))
-redis.call('HSET', cursor, 'rate', rate, 'paused', paused, 'settings_version', version)
+redis.call('HSET', cursor, 'rate', rate, 'paused', paused, 'challenge_bits', bits, 'settings_version', version)
 local l = redis.call('HMGET', line_key, 'pre_ceiling', 'post_ceiling')
 if replid ~= '' then
   redis.call('HSET', line_key, 'replid', replid)

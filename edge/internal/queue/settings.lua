@@ -25,9 +25,11 @@
 -- ARGV[4] serving block of these settings (positions)
 -- ARGV[5] pre, ARGV[6] post, ARGV[7] now_serving floors: the highest values
 --   the calling node has read (0: none)
+-- ARGV[8] challenge bits: the proof of work a join needs (0: none)
 --
 -- Returns {rate (string), paused (0/1), now_serving, serving ceiling,
--- settings version} as Redis holds them afterwards (codes.go names the flag).
+-- settings version, challenge bits} as Redis holds them afterwards
+-- (codes.go names the flag).
 -- Fails with LINE_LOST when the line's state is not there (Redis lost it),
 -- or Redis lost writes to it (another Redis history, or less than the
 -- caller read: see advance.lua): the edge restores it from the origin,
@@ -36,10 +38,12 @@ local cursor, line_key, pre_key, post_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local new_rate, new_paused, version = ARGV[1], ARGV[2], ARGV[3]
 local block = tonumber(ARGV[4])
 local pre_floor, post_floor, serving_floor = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local new_bits = ARGV[8]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', cursor, 'rate', 'paused', 'now_serving', 'last_ms', 'settings_version', 'ramp_ms')
+local h = redis.call('HMGET', cursor, 'rate', 'paused', 'now_serving', 'last_ms', 'settings_version', 'ramp_ms',
+  'challenge_bits')
 local line = redis.call('HMGET', line_key, 'epoch', 'serving_ceiling', 'replid')
 local pre_s = redis.call('GET', pre_key)
 local post_s = redis.call('GET', post_key)
@@ -55,14 +59,14 @@ local serving = tonumber(h[3] or '0')
 if tonumber(pre_s) < pre_floor or tonumber(post_s) < post_floor or serving < serving_floor then
   return redis.error_reply('LINE_LOST this Redis holds less of the line than was read from it before; restore it from the origin')
 end
-local rate, paused = h[1], h[2] or '0'
+local rate, paused, bits = h[1], h[2] or '0', h[7] or '0'
 local ceiling = tonumber(line[2] or '0')
 local applied = tonumber(h[5] or '0')
 if tonumber(version) > applied then
-  rate, paused, applied = new_rate, new_paused, tonumber(version)
+  rate, paused, bits, applied = new_rate, new_paused, new_bits, tonumber(version)
   -- Admission so far was at the old rate: the new one counts from now.
   local last = math.max(tonumber(h[4] or '0'), now)
-  redis.call('HSET', cursor, 'rate', rate, 'paused', paused, 'settings_version', version,
+  redis.call('HSET', cursor, 'rate', rate, 'paused', paused, 'challenge_bits', bits, 'settings_version', version,
     'last_ms', string.format('%.3f', last))
   local ramping = h[6] and now - tonumber(h[6]) < 6000
   if paused == '0' and h[2] == '1' then
@@ -78,4 +82,4 @@ if tonumber(version) > applied then
 end
 local p = 0
 if paused == '1' then p = 1 end
-return {rate, p, serving, ceiling, applied}
+return {rate, p, serving, ceiling, applied, tonumber(bits)}

@@ -18,6 +18,7 @@ type State struct {
 	Post          int64   // joins after the start
 	RatePerSecond float64 // the configured admission rate
 	Paused        bool
+	ChallengeBits int // the proof of work a join needs (leading zero bits; 0: none)
 	// DrawSize is the pre-queue the draw permutes (positions 1..DrawSize),
 	// sealed after the start; valid when Drawn.
 	DrawSize int64

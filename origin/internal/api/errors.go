@@ -41,6 +41,7 @@ const (
 	codeInvalidRate           = "invalid_rate"
 	codeInvalidCeiling        = "invalid_ceiling"
 	codeInvalidVersion        = "invalid_settings_version"
+	codeInvalidChallengeBits  = "invalid_challenge_bits"
 	codeInvalidPreQueue       = "invalid_pre_queue"
 	codeEmptyChange           = "empty_change"
 	codeNotReady              = "not_ready" // GET /readyz while the origin is starting
@@ -99,7 +100,8 @@ var (
 	errInvalidCeiling        = badRequest(codeInvalidCeiling, "pre, post and serving must be 0 to %d.", int64(maxCeiling))
 	errInvalidPreQueue       = badRequest(codeInvalidPreQueue, "pre_queue must be 0 to %d.", int64(maxCeiling))
 	errInvalidVersion        = badRequest(codeInvalidVersion, "settings_version must be given with a serving ceiling, 0 or more.")
-	errNoSettings            = badRequest(codeEmptyChange, "Give rate_per_s, paused or both.")
+	errInvalidChallengeBits  = badRequest(codeInvalidChallengeBits, "challenge_bits must be 0 to %d.", maxChallengeBits)
+	errNoSettings            = badRequest(codeEmptyChange, "Give rate_per_s, paused, challenge_bits or several.")
 	errNoCeilings            = badRequest(codeEmptyChange, "Give pre, post, serving or several.")
 
 	errSaleExists     = httpapi.New(fasthttp.StatusConflict, codeSaleExists, "A different sale with this sale_id exists.")

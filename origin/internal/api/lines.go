@@ -35,6 +35,7 @@ type lineJSON struct {
 	Seed            string    `json:"seed"`
 	RatePerSecond   float64   `json:"rate_per_s"`
 	Paused          bool      `json:"paused"`
+	ChallengeBits   int       `json:"challenge_bits"`
 	SettingsVersion int64     `json:"settings_version"`
 	PreCeiling      int64     `json:"pre_ceiling"`
 	PostCeiling     int64     `json:"post_ceiling"`
@@ -45,7 +46,7 @@ type lineJSON struct {
 }
 
 func lineOf(l ledger.Line) lineJSON {
-	out := lineJSON{SaleID: l.SaleID, Seed: l.Seed, RatePerSecond: l.RatePerSecond, Paused: l.Paused,
+	out := lineJSON{SaleID: l.SaleID, Seed: l.Seed, RatePerSecond: l.RatePerSecond, Paused: l.Paused, ChallengeBits: l.ChallengeBits,
 		SettingsVersion: l.SettingsVersion, PreCeiling: l.PreCeiling, PostCeiling: l.PostCeiling,
 		ServingCeiling: l.ServingCeiling, ServingRaised: l.ServingRaised, UpdatedAt: l.UpdatedAt}
 	if l.Drawn {
@@ -121,28 +122,37 @@ func (s *Server) ensureLine(ctx *fasthttp.RequestCtx, c context.Context, params 
 	return answerLine(ctx, l, err)
 }
 
-// lineSettings: PUT /v1/lines/{sale}/settings {rate_per_s?, paused?}.
-// Changes take effect in the order they reach the origin; each bumps the
-// settings version, which orders them in the edges' Redis too. (The
-// signer's clock orders nothing: an edge whose clock ran ahead would
-// otherwise block every later change until real time caught up.)
+// lineSettings: PUT /v1/lines/{sale}/settings {rate_per_s?, paused?,
+// challenge_bits?}. Changes take effect in the order they reach the
+// origin; each bumps the settings version, which orders them in the edges'
+// Redis too. (The signer's clock orders nothing: an edge whose clock ran
+// ahead would otherwise block every later change until real time caught
+// up.)
 func (s *Server) lineSettings(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
 	var body struct {
 		RatePerSecond *float64 `json:"rate_per_s"`
 		Paused        *bool    `json:"paused"`
+		ChallengeBits *int     `json:"challenge_bits"`
 	}
 	if err := httpapi.DecodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
 		return err
 	}
-	if body.RatePerSecond == nil && body.Paused == nil {
+	if body.RatePerSecond == nil && body.Paused == nil && body.ChallengeBits == nil {
 		return errNoSettings
 	}
 	if body.RatePerSecond != nil && !validRate(*body.RatePerSecond) {
 		return errInvalidRate
 	}
-	l, err := s.Ledger.SetLineSettings(c, params[0], body.RatePerSecond, body.Paused)
+	if body.ChallengeBits != nil && (*body.ChallengeBits < 0 || *body.ChallengeBits > maxChallengeBits) {
+		return errInvalidChallengeBits
+	}
+	l, err := s.Ledger.SetLineSettings(c, params[0], body.RatePerSecond, body.Paused, body.ChallengeBits)
 	return answerLine(ctx, l, err)
 }
+
+// maxChallengeBits bounds a join's proof of work: 2^32 hashes on average
+// is already hours on a phone.
+const maxChallengeBits = 32
 
 // raiseLine: POST /v1/lines/{sale}/ceilings {pre?, post?, serving?,
 // settings_version?}: raises each join ceiling given to at least that

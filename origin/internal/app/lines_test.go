@@ -20,6 +20,7 @@ type lineReply struct {
 	Seed            string  `json:"seed"`
 	RatePerSecond   float64 `json:"rate_per_s"`
 	Paused          bool    `json:"paused"`
+	ChallengeBits   int     `json:"challenge_bits"`
 	SettingsVersion int64   `json:"settings_version"`
 	PreCeiling      int64   `json:"pre_ceiling"`
 	PostCeiling     int64   `json:"post_ceiling"`
@@ -159,8 +160,9 @@ func TestLineRoutes(t *testing.T) {
 		t.Errorf("report 1 after a raise to 3 = %d %+v, want 3 kept: the raise may reach Redis after the reading", s, l)
 	}
 	rate := l.RatePerSecond
-	if s, l := lineCall(t, o, sign, "PUT", path+"/settings", `{"rate_per_s":5}`); s != 200 || !l.Paused || l.RatePerSecond != 5 || l.SettingsVersion != 2 {
-		t.Errorf("PUT settings rate 5 = %d %+v, want rate 5, still paused, version 2 (rate before: %v)", s, l, rate)
+	if s, l := lineCall(t, o, sign, "PUT", path+"/settings", `{"rate_per_s":5,"challenge_bits":17}`); s != 200 || !l.Paused || l.RatePerSecond != 5 ||
+		l.ChallengeBits != 17 || l.SettingsVersion != 2 {
+		t.Errorf("PUT settings rate 5, challenge 17 = %d %+v, want rate 5, challenge 17, still paused, version 2 (rate before: %v)", s, l, rate)
 	}
 	// An edge whose clock runs 4 minutes fast pauses; a correctly clocked
 	// edge resumes right after, and a minute-slow one pauses again: each
@@ -203,7 +205,7 @@ func TestLineRoutes(t *testing.T) {
 		t.Errorf("seal draw 50 after 37 = %d %+v, want draw_size still 37", s, l)
 	}
 	if s, l := lineCall(t, o, sign, "GET", path, ""); s != 200 || l.Seed != seeds[0] || l.Paused || l.RatePerSecond != 5 ||
-		l.PreCeiling != 10 || l.PostCeiling != 1190 || l.ServingCeiling != 3 || *l.DrawSize != 37 {
+		l.PreCeiling != 10 || l.PostCeiling != 1190 || l.ServingCeiling != 3 || *l.DrawSize != 37 || l.ChallengeBits != 17 {
 		t.Errorf("GET line at the end = %d %+v, want everything as set", s, l)
 	}
 }
@@ -278,6 +280,8 @@ func TestLineRoutesRefuse(t *testing.T) {
 		{"PUT", path + "/settings", "", `{}`, 400, "empty_change"},
 		{"PUT", path + "/settings", "", `{"rate_per_s":2000000}`, 400, "invalid_rate"},
 		{"PUT", path + "/settings", "", `{"paused":"yes"}`, 400, "invalid_field"},
+		{"PUT", path + "/settings", "", `{"challenge_bits":33}`, 400, "invalid_challenge_bits"},
+		{"PUT", path + "/settings", "", `{"challenge_bits":-1}`, 400, "invalid_challenge_bits"},
 		{"POST", path + "/ceilings", "", `{}`, 400, "empty_change"},
 		{"POST", path + "/ceilings", "", `{"post":-5}`, 400, "invalid_ceiling"},
 		{"POST", path + "/ceilings", "", `{"post":1e30}`, 400, "invalid_field"},

@@ -20,6 +20,7 @@ type Line struct {
 	Seed            string // hex, 64 characters
 	RatePerSecond   float64
 	Paused          bool
+	ChallengeBits   int   // proof of work a join needs, in leading zero bits; 0: none
 	SettingsVersion int64 // bumped by every settings change
 	PreCeiling      int64 // no pre-queue index beyond it was ever handed out
 	PostCeiling     int64 // nor any later join beyond it
@@ -34,12 +35,12 @@ type Line struct {
 	UpdatedAt time.Time
 }
 
-const lineColumns = `sale_id, seed, rate_per_s, paused, settings_version, pre_ceiling, post_ceiling, serving_ceiling, serving_raised, draw_size, updated_at`
+const lineColumns = `sale_id, seed, rate_per_s, paused, challenge_bits, settings_version, pre_ceiling, post_ceiling, serving_ceiling, serving_raised, draw_size, updated_at`
 
 func scanLine(row pgx.Row) (Line, error) {
 	var l Line
 	var draw *int64
-	err := row.Scan(&l.SaleID, &l.Seed, &l.RatePerSecond, &l.Paused, &l.SettingsVersion,
+	err := row.Scan(&l.SaleID, &l.Seed, &l.RatePerSecond, &l.Paused, &l.ChallengeBits, &l.SettingsVersion,
 		&l.PreCeiling, &l.PostCeiling, &l.ServingCeiling, &l.ServingRaised, &draw, &l.UpdatedAt)
 	if draw != nil {
 		l.DrawSize, l.Drawn = *draw, true
@@ -77,17 +78,19 @@ func (s *Store) EnsureLine(ctx context.Context, sale, seed string, rate float64,
 	return s.Line(ctx, sale)
 }
 
-// SetLineSettings changes the rate (when not nil) and the pause switch (when
-// not nil) of a sale's line and bumps the settings version: changes are
+// SetLineSettings changes the rate, the pause switch and the challenge
+// difficulty of a sale's line (each when not nil) and bumps the settings
+// version: changes are
 // ordered as they reach the database (the row lock serialises racing ones),
 // never by a clock of the edge that sent them. settings_at records when.
 // No serving raise is taken at the new version yet. ErrUnknownLine when the
 // line does not exist.
-func (s *Store) SetLineSettings(ctx context.Context, sale string, rate *float64, paused *bool) (Line, error) {
+func (s *Store) SetLineSettings(ctx context.Context, sale string, rate *float64, paused *bool, challengeBits *int) (Line, error) {
 	l, err := scanLine(s.pool.QueryRow(ctx, `UPDATE sale_lines SET rate_per_s = COALESCE($2, rate_per_s), paused = COALESCE($3, paused),
+			challenge_bits = COALESCE($4, challenge_bits),
 			settings_version = settings_version + 1, settings_at = now(), serving_raised = 0, updated_at = now()
 		WHERE sale_id = $1
-		RETURNING `+lineColumns, sale, rate, paused))
+		RETURNING `+lineColumns, sale, rate, paused, challengeBits))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Line{}, fmt.Errorf("settings of sale %s: %w", sale, ErrUnknownLine)
 	}

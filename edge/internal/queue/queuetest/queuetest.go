@@ -74,7 +74,8 @@ func SetSettings(t testing.TB, r *testenv.Redis, sale string, rate *float64, pau
 	if paused != nil {
 		np = *paused
 	}
-	st, err := lines.Settings(ctx, sale, nr, np, settingsVersion.Add(1)+time.Now().UnixNano(), Open, queue.Seen{})
+	st, err := lines.Settings(ctx, sale, queue.Settings{RatePerSecond: nr, Paused: np, Version: settingsVersion.Add(1) + time.Now().UnixNano()},
+		Open, queue.Seen{})
 	if err != nil {
 		t.Fatalf("Settings(%s) = %v", sale, err)
 	}

@@ -1,0 +1,135 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/challenge"
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/testenv"
+)
+
+// challengeAnswer is a join's 403 challenge_required.
+type challengeAnswer struct {
+	Error          string `json:"error"`
+	Challenge      string `json:"challenge"`
+	DifficultyBits int    `json:"difficulty_bits"`
+}
+
+// TestJoinNeedsProofOfWorkWhenOpsAskForIt: with challenge_bits set by ops
+// (recorded in the origin's copy with the other admission settings) a join
+// without a solution, with a wrong one, or with another account's is
+// answered 403 challenge_required with a challenge to solve; the solved
+// challenge earns the place. Raising the difficulty refuses solutions of
+// the easier one; 0 switches it off. The setting outlives Redis losing the
+// line.
+func TestJoinNeedsProofOfWorkWhenOpsAskForIt(t *testing.T) {
+	t.Parallel()
+	origin := edgetest.NewStubOrigin(t)
+	const sale = "pow"
+	origin.SetSale(edgetest.OpenSale(sale, 100))
+	r := edgetest.NewRedis(t)
+	n := edgetest.StartNode(t, edgetest.Config(r, origin.URL))
+	n.WaitSale(t, sale)
+
+	join := func(account string, header map[string]string) (*edgetest.Response, challengeAnswer) {
+		t.Helper()
+		res := n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/queue", Token: edgetest.UserToken(t, account), Header: header})
+		var ch challengeAnswer
+		if res.Status == fasthttp.StatusForbidden {
+			if err := json.Unmarshal(res.Body, &ch); err != nil {
+				t.Fatalf("403 body %q: %v", res.Body, err)
+			}
+		}
+		return res, ch
+	}
+	solved := func(ch challengeAnswer) map[string]string {
+		t.Helper()
+		s, ok := challenge.Solve(ch.Challenge, 1<<24)
+		if !ok {
+			t.Fatalf("Solve(%s) found nothing", ch.Challenge)
+		}
+		return map[string]string{"X-Challenge": ch.Challenge, "X-Challenge-Solution": s}
+	}
+	needs := func(what string, res *edgetest.Response, ch challengeAnswer, bits int) {
+		t.Helper()
+		if res.Status != fasthttp.StatusForbidden || ch.Error != "challenge_required" || ch.Challenge == "" || ch.DifficultyBits != bits {
+			t.Fatalf("%s = %d %s, want 403 challenge_required with a challenge of %d bits", what, res.Status, res.Body, bits)
+		}
+	}
+
+	if res, _ := join("free", nil); res.Status != fasthttp.StatusAccepted {
+		t.Fatalf("join with no challenge asked = %d %s, want 202", res.Status, res.Body)
+	}
+	if res := putAdmission(t, n, sale, `{"challenge_bits": 8}`); res.Status != fasthttp.StatusOK || !json.Valid(res.Body) {
+		t.Fatalf("PUT challenge_bits 8 = %d %s, want 200", res.Status, res.Body)
+	}
+	waitChallenge(t, n, sale, 8)
+	res, ch := join("alice", nil)
+	needs("join without a solution", res, ch, 8)
+	if res, again := join("alice", map[string]string{"X-Challenge": ch.Challenge, "X-Challenge-Solution": "not-digits"}); res.Status != fasthttp.StatusForbidden || again.Challenge == "" {
+		t.Errorf("join with a malformed solution = %d %s, want 403 with a fresh challenge", res.Status, res.Body)
+	}
+	headers := solved(ch)
+	if res, _ := join("mallory", headers); res.Status != fasthttp.StatusForbidden {
+		t.Errorf("join with alice's solved challenge as mallory = %d %s, want 403", res.Status, res.Body)
+	}
+	if res, _ := join("alice", headers); res.Status != fasthttp.StatusAccepted {
+		t.Fatalf("join with the solved challenge = %d %s, want 202", res.Status, res.Body)
+	}
+
+	// A solution at 8 bits no longer passes once ops ask for 12.
+	_, ch8 := join("bob", nil)
+	easy := solved(ch8)
+	if res := putAdmission(t, n, sale, `{"challenge_bits": 12}`); res.Status != fasthttp.StatusOK {
+		t.Fatalf("PUT challenge_bits 12 = %d %s, want 200", res.Status, res.Body)
+	}
+	waitChallenge(t, n, sale, 12)
+	res, ch12 := join("bob", easy)
+	needs("join with an 8-bit solution after the raise to 12", res, ch12, 12)
+	if res, _ := join("bob", solved(ch12)); res.Status != fasthttp.StatusAccepted {
+		t.Fatalf("join with a 12-bit solution = %d %s, want 202", res.Status, res.Body)
+	}
+
+	// The setting is the origin's: it comes back with the line.
+	if _, err := testenv.LoseKeys(context.Background(), r.Client, r.Prefix); err != nil {
+		t.Fatal(err)
+	}
+	waitChallenge(t, n, sale, 12)
+	res, ch = join("carol", nil)
+	needs("join after Redis lost the line", res, ch, 12)
+
+	if res := putAdmission(t, n, sale, `{"challenge_bits": 0}`); res.Status != fasthttp.StatusOK {
+		t.Fatalf("PUT challenge_bits 0 = %d %s, want 200", res.Status, res.Body)
+	}
+	waitChallenge(t, n, sale, 0)
+	if res, _ := join("carol", nil); res.Status != fasthttp.StatusAccepted {
+		t.Errorf("join with the challenge switched off = %d %s, want 202", res.Status, res.Body)
+	}
+	if res := putAdmission(t, n, sale, `{"challenge_bits": 33}`); res.Status != fasthttp.StatusBadRequest || !json.Valid(res.Body) {
+		t.Errorf("PUT challenge_bits 33 = %d %s, want 400", res.Status, res.Body)
+	}
+}
+
+// waitChallenge waits until the node's admin view shows challenge_bits.
+func waitChallenge(t *testing.T, n *edgetest.Node, sale string, bits int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/sales/" + sale + "/admission"})
+		var a struct {
+			ChallengeBits int `json:"challenge_bits"`
+		}
+		if res.Status == fasthttp.StatusOK && json.Unmarshal(res.Body, &a) == nil && a.ChallengeBits == bits {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("admission of %s after 10 s = %d %s, want challenge_bits %d", sale, res.Status, res.Body, bits)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
