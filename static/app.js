@@ -39,13 +39,18 @@
   let preIndex = 0;       // our pre-queue index while our drawn place is not known and we can work it out
   let drawing = false;    // working the drawn place out
   let placeFromDraw = false, pace = null; // the place is our own reckoning: estimate the wait from now_serving's pace
+  let proof = null;       // {challenge, solution}: the solved proof of work the next join carries
+  let checks = 0;         // challenges met since the shopper pressed Join
+  let checkFailed = false; // the last check gave up: the join button offers to try again
+  let solver = null;      // {worker, stop} while the proof-of-work worker runs
   const keys = {};        // idempotency key per SKU, reused on retry so a retry can never reserve twice
 
   // One fetch wrapper so every answer has the same shape: {status, data, retry (Retry-After seconds)}.
-  async function api(method, path, { token, user, body, queue } = {}) {
+  async function api(method, path, { token, user, body, queue, proof } = {}) {
     const headers = { Accept: 'application/json' };
     if (token) headers.Authorization = 'Bearer ' + token;
     if (queue) headers['X-Queue-Token'] = queue;
+    if (proof) { headers['X-Challenge'] = proof.challenge; headers['X-Challenge-Solution'] = proof.solution; }
     if (user && store.get(K.user)) headers['X-User-Token'] = store.get(K.user);
     if (body) headers['Content-Type'] = 'application/json';
     try {
@@ -171,6 +176,8 @@
       // The snapshot shows when our turn has come: ask for the admission now, not at the next poll (whose
       // poll_after_ms is the longest to wait, so the line need not ask every second while it moves slowly).
       if (place && snap.now_serving >= place) { place = 0; startPolling(0); }
+      // A check for a sale that has ended or sold out for good would lead nowhere.
+      if (solver && (snap.status === 'ended' || (snap.sold_out && snap.final))) { joining = false; endCheck(); updateJoin(); }
     }
     else if (!noticeFrom || noticeFrom === 'sale') { // never hide a queue or purchase message behind this one
       if (busy(res)) wait = Math.max(wait, retryNotice(res, 'sale'));
@@ -227,6 +234,8 @@
   }
   function forgetSale() {
     stopPolling(); clearTimeout(resTimer);
+    if (solver) { joining = false; endCheck(); }
+    proof = null; checkFailed = false;
     admission = ''; resv = null; lineOver = ''; preIndex = 0; placeFromDraw = false;
     store.set(K.queue, null); store.set(K.res, null);
     showQueue(null); renderBuy(); $('reservation').hidden = true;
@@ -252,18 +261,21 @@
     const ended = lineOver === 'closed' || (snap && snap.status === 'ended');
     const over = ended || lineOver === 'sold_out' || (snap && snap.sold_out && snap.final);
     b.disabled = !store.get(K.user) || over || inLine || joining;
-    b.textContent = ended ? 'Sale over' : over ? 'Sold out' : inLine ? 'You are in line' : 'Join the line';
+    b.textContent = ended ? 'Sale over' : over ? 'Sold out' : inLine ? 'You are in line' : solver ? 'Checking…'
+      : checkFailed ? 'Try again' : 'Join the line';
   }
   async function join() {
     const user = store.get(K.user);
-    if (!user) { joining = false; updateJoin(); return; }
+    if (!user) { joining = false; proof = null; updateJoin(); return; }
     joining = true; updateJoin();
     // A queue token held from before is shown: the place it carries comes back, whatever the edge lost.
-    const res = await api('POST', salePath + '/queue', { token: user, queue: store.get(K.queue) });
-    if (busy(res)) { setTimeout(join, retryNotice(res, 'join')); return; } // stay "joining" until it lands
-    joining = false;
+    const res = await api('POST', salePath + '/queue', { token: user, queue: store.get(K.queue), proof });
+    if (busy(res)) { setTimeout(join, retryNotice(res, 'join')); return; } // stay "joining" (with any proof) until it lands
+    proof = null; // taken, or refused with a fresh challenge
+    if (res.status === 403 && res.data.error === 'challenge_required') { prove(res.data); return; } // still "joining"
+    joining = false; endCheck();
     if (res.status === 202 || res.status === 200) {
-      clearNotice('join');
+      clearNotice('join'); checkFailed = false;
       store.set(K.queue, res.data.queue_token);
       showQueue(Object.assign({ state: 'waiting' }, res.data));
       startPolling(waitingPoll(res.data, res.data.poll_after_ms));
@@ -273,7 +285,98 @@
     } else notice(msg(res), 'join');
     updateJoin();
   }
-  $('join-button').addEventListener('click', join);
+  $('join-button').addEventListener('click', () => { checks = 0; checkFailed = false; proof = null; join(); });
+
+  // ---- the proof of work (edge/internal/challenge/doc.go) ----
+  // When ops ask for one, the edge answers a join 403 challenge_required with a challenge. The page solves it in
+  // a Web Worker (static/challenge-worker.js: SHA-256 with WebCrypto, off the main thread, so the page stays
+  // responsive) and joins again with the solution. A refused solution (too late, or ops raised the difficulty)
+  // gets a fresh challenge; after MAX_CHECKS of them for one press of Join the page stops and offers Try again.
+  const MAX_CHECKS = 3;
+  const CHECK_LIMIT_MS = 100000; // the edge takes a solution for 2 minutes after it issued the challenge
+  // WebCrypto (and so the check) exists only in secure contexts: https, or localhost.
+  const canCheck = () => !!(window.isSecureContext && typeof Worker === 'function' && window.crypto && crypto.subtle);
+
+  async function prove(d) {
+    // The challenge is opaque but for its difficulty, the third field from the right.
+    const challenge = typeof d.challenge === 'string' ? d.challenge : '', f = challenge.split('.');
+    const bits = f.length >= 7 ? Number(f[f.length - 3]) : NaN;
+    if (!store.get(K.user)) { joining = false; endCheck(); updateJoin(); return; } // signed out meanwhile
+    if (!canCheck()) {
+      giveUp("This sale checks that you're a person before you join, and that needs a secure connection: " +
+        'open the sale at its https address to join the line.', false);
+      return;
+    }
+    if (!Number.isInteger(bits) || bits < 0 || bits > 32) { giveUp(d.message || 'Unexpected answer from the sale.', true); return; }
+    if (++checks > MAX_CHECKS) {
+      giveUp("We could not finish checking that you're a person: the sale refused " + MAX_CHECKS + ' answers in a row. ' +
+        'Press Try again to start over.', true);
+      return;
+    }
+    clearNotice('join');
+    showCheck(bits, 0);
+    let r;
+    try { r = await solveChallenge(challenge, bits); } catch (e) {
+      giveUp(e.message === 'took too long' ? "Checking that you're a person is taking too long on this device. Press Try again."
+        : "We could not check that you're a person in this browser. Press Try again, or use another browser.", true);
+      return;
+    }
+    if (!r) return; // stopped: signed out, or the sale is over
+    proof = { challenge, solution: r.solution };
+    join();
+  }
+
+  // solveChallenge solves one challenge in a fresh worker: its answer {solution, tries, ms}, null when stopped
+  // (endCheck), or an error when the worker cannot run or takes longer than CHECK_LIMIT_MS.
+  function solveChallenge(challenge, bits) {
+    return new Promise((resolve, reject) => {
+      const worker = new Worker('/static/challenge-worker.js'); // a throw here rejects
+      const timer = setTimeout(() => end(reject, new Error('took too long')), CHECK_LIMIT_MS);
+      const end = (settle, v) => {
+        clearTimeout(timer); worker.terminate();
+        if (solver && solver.worker === worker) solver = null;
+        settle(v);
+      };
+      solver = { worker, stop: () => end(resolve, null) };
+      updateJoin();
+      worker.onmessage = (e) => {
+        const m = e.data || {};
+        if (!solver || solver.worker !== worker) return; // stopped meanwhile
+        if (typeof m.solution === 'string') end(resolve, m);
+        else if (m.error) end(reject, new Error(m.error));
+        else showCheck(bits, m.tries);
+      };
+      worker.onerror = (e) => { e.preventDefault(); end(reject, new Error(e.message || 'the worker did not start')); };
+      worker.postMessage({ challenge, bits });
+    });
+  }
+
+  // showCheck says that the page is checking, and how far along: the share of the average work (2^bits tries)
+  // done so far. A solve's length is chance: about 1 in 20 takes three times the average.
+  function showCheck(bits, tries) {
+    const st = $('queue-state'), avg = 2 ** bits, p = $('check-progress');
+    if (st.dataset.state !== 'checking') {
+      st.dataset.state = 'checking';
+      st.textContent = "Checking that you're a person — this takes a few seconds on a phone.";
+    }
+    $('check').hidden = false;
+    if (tries && tries < avg) p.value = tries / avg; else p.removeAttribute('value'); // no value: indeterminate
+    const pct = Math.round((100 * tries) / avg);
+    $('check-hint').textContent = (checks > 1 ? 'Checking again (' + checks + ' of ' + MAX_CHECKS + '). ' : '') +
+      (!tries ? 'Starting…' : !pct ? 'Just started.' : tries < avg ? 'About ' + pct + '% of the usual work done.'
+        : 'Taking longer than usual — still working.');
+  }
+  // endCheck stops the worker, if one runs, and takes the check off the page.
+  function endCheck() {
+    if (solver) solver.stop();
+    $('check').hidden = true;
+    if ($('queue-state').dataset.state === 'checking') showQueue(null);
+  }
+  // giveUp ends the check with a message; retry: the join button reads Try again.
+  function giveUp(text, retry) {
+    joining = false; checkFailed = retry;
+    endCheck(); notice(text, 'join'); updateJoin();
+  }
 
   function startPolling(afterMs) {
     stopPolling(); const gen = pollGen;

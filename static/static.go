@@ -1,6 +1,7 @@
 // Package static holds the shopper's sale page: plain HTML, JavaScript and CSS with no build step and
 // no external resources, embedded so the edge binary serves it (index.html at "/", the rest under
-// "/static/") without any file on disk.
+// "/static/") without any file on disk. challenge-worker.js is the Web Worker that solves the edge's
+// proof-of-work challenge (edge/internal/challenge) for app.js.
 package static
 
 import (
@@ -10,7 +11,7 @@ import (
 
 // Files is the embedded sale page; the files sit at the root of the FS.
 //
-//go:embed index.html app.js style.css
+//go:embed index.html app.js challenge-worker.js style.css
 var Files embed.FS
 
 // Names lists the embedded file names, sorted, so tests can check that each one is served.

@@ -8,7 +8,7 @@ import (
 )
 
 func TestNamesListsEmbeddedFiles(t *testing.T) {
-	want := []string{"app.js", "index.html", "style.css"}
+	want := []string{"app.js", "challenge-worker.js", "index.html", "style.css"}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}

@@ -77,12 +77,14 @@ func Handler(files fs.FS) (func(ctx *fasthttp.RequestCtx) error, error) {
 	}, nil
 }
 
-// contentSecurityPolicy lets the page load only its own script, style and
-// API answers: a script injected into it could otherwise read the shopper's
-// tokens. frame-ancestors 'none' keeps the page (which leads into payment)
-// out of other sites' frames.
-const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+// contentSecurityPolicy lets the page load only its own script, style, Web
+// Worker (the proof-of-work solver, static/challenge-worker.js) and API
+// answers: a script injected into it could otherwise read the shopper's
+// tokens. worker-src is spelled out rather than left to its fallback
+// (script-src). frame-ancestors 'none' keeps the page (which leads into
+// payment) out of other sites' frames.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; worker-src 'self'; style-src 'self'; " +
+	"img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
 // setPageSecurity sets the headers that keep the page from being framed,
 // running anything but its own files, or telling other sites which sale

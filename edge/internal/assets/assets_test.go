@@ -10,8 +10,9 @@ import (
 )
 
 // TestPageSecurityHeaders: the page and its files carry a policy that runs
-// only the page's own script and style, keeps it out of frames and sends no
-// referrer; an unknown path is ErrNotFound, for the caller's error table.
+// only the page's own script, worker and style, keeps it out of frames and
+// sends no referrer; an unknown path is ErrNotFound, for the caller's error
+// table.
 func TestPageSecurityHeaders(t *testing.T) {
 	h, err := Handler(fstest.MapFS{
 		"index.html": {Data: []byte("<!doctype html><title>sale</title>")},
@@ -31,7 +32,7 @@ func TestPageSecurityHeaders(t *testing.T) {
 			t.Fatalf("GET %s = %d", path, ctx.Response.StatusCode())
 		}
 		csp := header("Content-Security-Policy")
-		for _, directive := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"} {
+		for _, directive := range []string{"default-src 'none'", "script-src 'self'", "worker-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"} {
 			if !strings.Contains(csp, directive) {
 				t.Errorf("GET %s: Content-Security-Policy %q lacks %q", path, csp, directive)
 			}

@@ -162,9 +162,10 @@ func chromiumPath(t *testing.T) string {
 }
 
 // startBrowser starts headless Chromium, with a fresh user data directory
-// that chromedp makes and removes, bound to ctx. The browser is closed, and
-// its process waited for, in t.Cleanup.
-func startBrowser(t *testing.T, ctx context.Context) context.Context {
+// that chromedp makes and removes, bound to ctx; extra options (flags) go
+// after the suite's own. The browser is closed, and its process waited for,
+// in t.Cleanup.
+func startBrowser(t *testing.T, ctx context.Context, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	path := chromiumPath(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -175,6 +176,7 @@ func startBrowser(t *testing.T, ctx context.Context) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.WindowSize(900, 1400),
 	)
+	opts = append(opts, extra...)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
 	t.Cleanup(func() {

@@ -1,0 +1,588 @@
+package pagetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/chromedp"
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/assets"
+	"github.com/flashgate/flashgate/edge/internal/challenge"
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/origin/origintest"
+	"github.com/flashgate/flashgate/static"
+	"github.com/flashgate/flashgate/tokens/tokenstest"
+)
+
+// workerBudget bounds everything the browser does in TestChallengeWorker:
+// a 17-bit solve is 2^17 hashes on average, and 1 in 100 takes 4.6 times
+// that, on a box that may be busy with other tests.
+const workerBudget = 90 * time.Second
+
+// The golden challenge of edge/internal/challenge's TestGolden (acct-42 in
+// spring-drop, 12 bits, issued at tokenstest.Start() with an all-zero
+// nonce) and its documented solution: the smallest s that solves it.
+const (
+	goldenChallenge = "v1.test1.spring-drop.1893499200.12.AAAAAAAAAAAAAAAAAAAAAA.rJvbi7rX_yYfV6CtGgXO_vp5Yo6UhX-MV2hgPbLjM34"
+	goldenSolution  = "12483"
+)
+
+// TestChallengeWorker: the page's proof-of-work worker
+// (static/challenge-worker.js), loaded by the page under the page's own
+// Content-Security-Policy in headless Chromium, finds the documented
+// solution of the golden challenge, and solves a real challenge at the
+// default difficulty, which the edge's Verify takes. It logs the solve time
+// and hash rate at 17 bits, the figure the difficulty table in
+// edge/internal/challenge/doc.go estimates for phones.
+func TestChallengeWorker(t *testing.T) {
+	base := serveAssets(t)
+	ctx, cancel := context.WithTimeout(t.Context(), workerBudget)
+	defer cancel()
+	browser := startBrowser(t, ctx)
+	p := newPage(t, browser)
+	// The page itself, for its origin and its policy; it finds no sale here, which does not matter.
+	p.do("open the page", chromedp.Navigate(base+"/?sale=worker"))
+	p.waitUntil("the page's script", `document.getElementById('notice').textContent !== ''`, 10*time.Second)
+
+	t.Run("golden", func(t *testing.T) {
+		got := solveInWorker(t, p, goldenChallenge, 12)
+		if got.Solution != goldenSolution || got.Tries != 12484 {
+			t.Errorf("worker's solution of the golden challenge = %q after %d tries, want %q after 12484 (challenge.TestGolden)",
+				got.Solution, got.Tries, goldenSolution)
+		}
+		c, err := challenge.New(tokenstest.KeySet(), challenge.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Verify("acct-42", "spring-drop", goldenChallenge, got.Solution, 12, tokenstest.Start()); err != nil {
+			t.Errorf("Verify(golden, worker's %q) = %v, want nil", got.Solution, err)
+		}
+		t.Logf("golden challenge (12 bits) in headless Chromium: %d tries in %.0f ms, %.0f hashes/s", got.Tries, got.MS, got.rate())
+	})
+
+	t.Run("default_difficulty", func(t *testing.T) {
+		// A solve's length is chance (geometric, 2^bits tries on average),
+		// so the rate is taken over several.
+		const account, sale, solves = "shopper-pow", "spring-drop", 4
+		bits := challenge.DefaultDifficultyBits
+		c, err := challenge.New(tokenstest.KeySet(), challenge.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tries int64
+		var ms float64
+		for i := range solves {
+			now := time.Now()
+			ch, err := c.Issue(account, sale, bits, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := solveInWorker(t, p, ch.Value, bits)
+			if err := c.Verify(account, sale, ch.Value, got.Solution, bits, now); err != nil {
+				t.Errorf("Verify(%s, worker's %q) = %v, want nil", ch.Value, got.Solution, err)
+			}
+			if want, ok := challenge.Solve(ch.Value, uint64(got.Tries)); !ok || want != got.Solution {
+				t.Errorf("worker's solution = %q, want %q, the smallest (challenge.Solve)", got.Solution, want)
+			}
+			t.Logf("%d bits in headless Chromium, solve %d: %d tries (%.2f times the average) in %.0f ms, %.0f hashes/s",
+				bits, i+1, got.Tries, float64(got.Tries)/float64(uint64(1)<<bits), got.MS, got.rate())
+			tries += got.Tries
+			ms += got.MS
+		}
+		rate := float64(tries) / (ms / 1000)
+		t.Logf("%d bits in headless Chromium, %d solves: %d tries in %.0f ms, %.0f hashes/s; the average solve (2^%d tries) at this rate: %.2f s",
+			bits, solves, tries, ms, rate, bits, float64(uint64(1)<<bits)/rate)
+	})
+}
+
+// workerAnswer is the worker's answer to one challenge.
+type workerAnswer struct {
+	Solution string  `json:"solution"`
+	Tries    int64   `json:"tries"`
+	MS       float64 `json:"ms"` // time spent solving, by the worker's clock
+}
+
+// rate is the worker's hashes a second.
+func (a workerAnswer) rate() float64 { return float64(a.Tries) / (a.MS / 1000) }
+
+// solveInWorker starts the page's worker in p, posts it the challenge and
+// waits for its answer.
+func solveInWorker(t *testing.T, p *page, value string, bits int) workerAnswer {
+	t.Helper()
+	js := fmt.Sprintf(`(async (challenge, bits) => {
+  const w = new Worker('/static/challenge-worker.js');
+  try {
+    return await new Promise((ok, fail) => {
+      w.onmessage = (e) => {
+        if (e.data.error) fail(new Error('worker: ' + e.data.error));
+        else if (typeof e.data.solution === 'string') ok(e.data);
+      };
+      w.onerror = (e) => fail(new Error('worker did not run: ' + (e.message || 'blocked or not found')));
+      w.postMessage({ challenge, bits });
+    });
+  } finally { w.terminate(); }
+})(%q, %d)`, value, bits)
+	got, err := chromedp.Run(p.ctx, chromedp.Evaluate[workerAnswer](js, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("solve %s in the worker: %v\npage: %s", value, err, p.state())
+	}
+	return got
+}
+
+// serveAssets serves the embedded page as the edge does (assets.Handler,
+// with its headers and policy) on a real 127.0.0.1 port, for tests that need
+// the page's origin but no sale; every other path is 404. It stops in
+// t.Cleanup.
+func serveAssets(t *testing.T) string {
+	t.Helper()
+	h, err := assets.Handler(static.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen on 127.0.0.1: %v", err)
+	}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		if err := h(ctx); err != nil {
+			ctx.Error(`{"error":"not_found","message":"Not found."}`, fasthttp.StatusNotFound)
+			ctx.SetContentType("application/json")
+		}
+	}}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		_ = srv.Shutdown()
+		<-served
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// challengePageBudget bounds everything the browser does in
+// TestChallengePage.
+const challengePageBudget = 60 * time.Second
+
+// insecureHost is a name the test's Chromium resolves to 127.0.0.1 and,
+// unlike 127.0.0.1 and localhost, does not take for a secure context: a page
+// there has no WebCrypto, as on plain http anywhere but the shopper's own
+// machine.
+const insecureHost = "flashgate-shop.test"
+
+// TestChallengePage: with ops asking for a proof of work in a sale
+// (challenge_bits), the page's join is answered 403 challenge_required; the
+// page says it is checking that the shopper is a person, solves the
+// challenge in its worker and joins again with X-Challenge and
+// X-Challenge-Solution, and shows its place in line. No join without a
+// solution gets a place. A solution the edge refuses gets a fresh challenge,
+// and after a few the page gives up with Try again; signing out stops the
+// worker; and without WebCrypto (plain http) the page says the sale needs a
+// secure connection instead of working forever.
+func TestChallengePage(t *testing.T) {
+	start := time.Now()
+	s := startStack(t)
+	ctx, cancel := context.WithTimeout(t.Context(), challengePageBudget)
+	defer cancel()
+	browser := startBrowser(t, ctx, chromedp.Flag("host-resolver-rules", "MAP "+insecureHost+" 127.0.0.1"))
+	verifier, err := challenge.New(tokenstest.KeySet(), challenge.Options{}) // the keys edgetest.Config gives the edge
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stack and browser up in %v", time.Since(start).Round(time.Millisecond))
+
+	// openPage opens the page of def at base, signs account in and records
+	// its joins.
+	openPage := func(t *testing.T, base string, def origintest.Sale, account string) (*page, *joinLog) {
+		t.Helper()
+		p := newPage(t, browser)
+		joins := recordJoins(t, p, def.SaleID)
+		p.do("open the page", chromedp.Navigate(base+"/?sale="+url.QueryEscape(def.SaleID)))
+		p.waitUntil("the sale's name", fmt.Sprintf(`document.getElementById('sale-name').textContent === %q`, def.Name), 10*time.Second)
+		signIn(p, account)
+		return p, joins
+	}
+	// inLine waits until the page shows its place in the waiting line
+	// (admission is paused in these sales) and checks it is the one the
+	// edge gives the page's queue token.
+	inLine := func(t *testing.T, p *page, sale string, within time.Duration) {
+		t.Helper()
+		p.waitUntil("a place in line", `document.getElementById('queue-state').dataset.state === 'waiting' && document.getElementById('position').textContent.startsWith('#')`, within)
+		queueToken, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`sessionStorage.getItem('fg.queue.`+sale+`') || ''`))
+		if err != nil || queueToken == "" {
+			t.Fatalf("the page's queue token = %q (%v), want one", queueToken, err)
+		}
+		res, a := s.Node.Status(t, sale, queueToken)
+		if res.Status != fasthttp.StatusOK || a.State != "waiting" {
+			t.Fatalf("status of the page's queue token = %d %s, want 200 waiting", res.Status, res.Body)
+		}
+		if got, want := p.text("position"), fmt.Sprintf("#%d", a.Position); got != want {
+			t.Errorf("#position = %q, want %q, the edge's", got, want)
+		}
+		if p.visible("check") {
+			t.Errorf("the check is still shown once in line\npage: %s", p.state())
+		}
+	}
+
+	t.Run("solve_and_join", func(t *testing.T) {
+		const sale, account, bits = "page-pow", "shopper-pat", 12
+		def := openChallengeSale(t, s, sale, bits)
+		p, joins := openPage(t, s.BaseURL, def, account)
+		p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
+		inLine(t, p, sale, 15*time.Second)
+		if got := p.text("position"); got != "#1" {
+			t.Errorf("#position = %q, want #1 (the only shopper in line)", got)
+		}
+
+		got := joins.wait(t, 2)
+		if len(got) != 2 {
+			t.Fatalf("joins = %v, want 2: one refused for want of a solution, one with it", got)
+		}
+		if first := got[0]; first.Challenge != "" || first.Solution != "" || first.Status != fasthttp.StatusForbidden {
+			t.Errorf("first join = %+v, want 403 without X-Challenge and X-Challenge-Solution", first)
+		}
+		second := got[1]
+		if second.Challenge == "" || second.Solution == "" || second.Status != fasthttp.StatusAccepted {
+			t.Errorf("second join = %+v, want 202 with X-Challenge and X-Challenge-Solution", second)
+		}
+		if err := verifier.Verify(account, sale, second.Challenge, second.Solution, bits, time.Now()); err != nil {
+			t.Errorf("Verify(the page's challenge %q, solution %q) = %v, want nil", second.Challenge, second.Solution, err)
+		}
+		joins.checkNoPlaceWithoutSolution(t)
+
+		// The time from the 403's answer to the join with the solution: the
+		// worker's start and its solve. The page tries 0, 1, 2, ..., so its
+		// solution s took s+1 tries. At this difficulty the worker's start
+		// is a good part of it (TestChallengeWorker gives the hash rate).
+		gap, err := chromedp.Run(p.ctx, chromedp.Evaluate[float64](`(() => {
+  const e = performance.getEntriesByType('resource').filter((e) => new URL(e.name).pathname === '/v1/sales/`+sale+`/queue');
+  return e.length >= 2 ? e[1].startTime - e[0].responseEnd : -1;
+})()`))
+		if err != nil || gap < 0 {
+			t.Fatalf("read the joins' timing: %v, %v", gap, err)
+		}
+		tries, _ := strconv.ParseInt(second.Solution, 10, 64)
+		tries++
+		t.Logf("%d bits in headless Chromium, on the page: %d tries (%.2f times the average 2^%d); %.0f ms from the 403 to the join "+
+			"with the solution, the worker's start included (%.0f tries a second over that time)", bits, tries,
+			float64(tries)/float64(uint64(1)<<bits), bits, gap, float64(tries)/(gap/1000))
+	})
+
+	t.Run("checking", func(t *testing.T) {
+		// A difficulty the page cannot solve within the subtest (2^30
+		// hashes on average, minutes here), so its checking state stays
+		// to be seen; signing out stops it.
+		const sale, account, bits = "page-pow-slow", "shopper-quin", 30
+		def := openChallengeSale(t, s, sale, bits)
+		p, joins := openPage(t, s.BaseURL, def, account)
+		p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
+		p.waitUntil("the check", `document.getElementById('queue-state').dataset.state === 'checking'`, 10*time.Second)
+		if got, want := p.text("queue-state"), "Checking that you're a person — this takes a few seconds on a phone."; got != want {
+			t.Errorf("#queue-state = %q, want %q", got, want)
+		}
+		// Said once in the live region; the progress is a labelled bar and
+		// a hint beside it that is not read out at every step.
+		a11y, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`(() => {
+  const st = document.getElementById('queue-state'), bar = document.getElementById('check-progress');
+  return [st.getAttribute('aria-live'), bar.tagName, bar.getAttribute('aria-label'),
+    document.getElementById(bar.getAttribute('aria-describedby')).id, document.getElementById('join-button').disabled].join(' ');
+})()`))
+		if want := "polite PROGRESS Checking that you're a person check-hint true"; err != nil || a11y != want {
+			t.Errorf("live region, progress bar, its label and hint, join button disabled = %q (%v), want %q", a11y, err, want)
+		}
+		if got := p.text("join-button"); got != "Checking…" {
+			t.Errorf("#join-button = %q while checking, want Checking…", got)
+		}
+		p.waitUntil("the worker's progress", `/usual work|Just started/.test(document.getElementById('check-hint').textContent)`, 10*time.Second)
+		if n := workerTargets(t, p); n != 1 {
+			t.Errorf("%d challenge workers running while checking, want 1", n)
+		}
+		p.screenshot("shopper-page-checking.png")
+
+		p.do("sign out", chromedp.Click(chromedp.ID("signout")))
+		p.waitUntil("signed out", `!document.getElementById('signed-in').getClientRects().length && document.getElementById('queue-state').dataset.state !== 'checking'`, 5*time.Second)
+		if p.visible("check") {
+			t.Errorf("the check is still shown after signing out\npage: %s", p.state())
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for workerTargets(t, p) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the challenge worker still runs 5 s after signing out")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if got := joins.wait(t, 1); len(got) != 1 || got[0].Status != fasthttp.StatusForbidden {
+			t.Errorf("joins = %v, want one, answered 403", got)
+		}
+	})
+
+	t.Run("refused_then_try_again", func(t *testing.T) {
+		// Every solution the page sends is spoiled on the way (the
+		// browser's request interception), so the edge refuses each with a
+		// fresh challenge: the page solves a few, then gives up with Try
+		// again. Without the spoiling, Try again gets it in line.
+		const sale, account, bits = "page-pow-refused", "shopper-ray", 8
+		def := openChallengeSale(t, s, sale, bits)
+		p, joins := openPage(t, s.BaseURL, def, account)
+		stopSpoiling := spoilSolutions(t, p, sale)
+		p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
+		p.waitUntil("the page giving up", `document.getElementById('join-button').textContent === 'Try again' && !document.getElementById('join-button').disabled`, 20*time.Second)
+		if got := p.text("notice"); !strings.Contains(got, "could not finish checking") {
+			t.Errorf("#notice = %q, want it to say the check could not be finished", got)
+		}
+		if p.visible("check") || p.text("queue-state") != "Not in line yet." {
+			t.Errorf("after giving up, check shown %v, #queue-state %q; want the check gone and not in line", p.visible("check"), p.text("queue-state"))
+		}
+		got := joins.wait(t, 4)
+		if len(got) != 4 {
+			t.Fatalf("joins = %v, want 4: the first, and one for each of 3 challenges solved", got)
+		}
+		seen := map[string]bool{}
+		for i, j := range got {
+			if j.Status != fasthttp.StatusForbidden || (i == 0) != (j.Solution == "") || seen[j.Challenge] {
+				t.Errorf("join %d = %+v, want 403, a solution from the second on, each for another challenge", i, j)
+			}
+			seen[j.Challenge] = true
+		}
+
+		stopSpoiling()
+		p.do("press Try again", chromedp.Click(chromedp.ID("join-button")))
+		inLine(t, p, sale, 15*time.Second)
+		if got := p.text("notice"); strings.Contains(got, "could not") {
+			t.Errorf("#notice = %q once in line, want the old failure gone", got)
+		}
+		joins.checkNoPlaceWithoutSolution(t)
+	})
+
+	t.Run("insecure_context", func(t *testing.T) {
+		// The page over plain http at a name other than localhost: no
+		// WebCrypto, so no check; it says so at once and joins no further.
+		const sale, account, bits = "page-pow-http", "shopper-sal", 8
+		def := openChallengeSale(t, s, sale, bits)
+		base := strings.Replace(s.BaseURL, "127.0.0.1", insecureHost, 1)
+		p, joins := openPage(t, base, def, account)
+		if secure, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`window.isSecureContext && !!(window.crypto && crypto.subtle)`)); err != nil || secure {
+			t.Fatalf("page at %s: secure context with WebCrypto = %v (%v), want false", base, secure, err)
+		}
+		p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
+		p.waitUntil("the secure-connection notice", `document.getElementById('notice').textContent.includes('secure connection')`, 10*time.Second)
+		if state := p.text("queue-state"); state != "Not in line yet." || p.visible("check") {
+			t.Errorf("#queue-state = %q, check shown %v; want not in line and no check under way", state, p.visible("check"))
+		}
+		if disabled, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`document.getElementById('join-button').disabled`)); err != nil || disabled {
+			t.Errorf("join button disabled = %v (%v), want it usable again", disabled, err)
+		}
+		time.Sleep(500 * time.Millisecond) // room for a join the page should not make
+		if got := joins.wait(t, 1); len(got) != 1 || got[0].Status != fasthttp.StatusForbidden {
+			t.Errorf("joins = %v, want only the one answered 403", got)
+		}
+		if n := workerTargets(t, p); n != 0 {
+			t.Errorf("%d challenge workers on a page without WebCrypto, want none", n)
+		}
+		p.screenshot("shopper-page-challenge-insecure.png")
+	})
+	t.Logf("TestChallengePage took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// openChallengeSale opens sale with 3 units, admission paused (so a
+// shopper stays in line, with a place to show) and ops asking for a proof
+// of work of bits, and waits until the edge's view of the sale has it.
+func openChallengeSale(t *testing.T, s *stack, sale string, bits int) origintest.Sale {
+	t.Helper()
+	def := s.openSale(t, sale, 3)
+	body := fmt.Sprintf(`{"rate_per_s": 0.01, "paused": true, "challenge_bits": %d}`, bits)
+	path := "/admin/sales/" + sale + "/admission"
+	if res := s.Node.DoAdmin(t, edgetest.Request{Method: "PUT", Path: path, Body: []byte(body)}); res.Status != fasthttp.StatusOK {
+		t.Fatalf("PUT %s %s = %d %s, want 200", path, body, res.Status, res.Body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res := s.Node.DoAdmin(t, edgetest.Request{Method: "GET", Path: path})
+		var st struct {
+			ChallengeBits int `json:"challenge_bits"`
+		}
+		if res.Status == fasthttp.StatusOK && json.Unmarshal(res.Body, &st) == nil && st.ChallengeBits == bits {
+			return def
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s = %d %s 5 s after the PUT, want challenge_bits %d", path, res.Status, res.Body, bits)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// joinAttempt is one join the page made, as the browser saw it.
+type joinAttempt struct {
+	Challenge, Solution string // the page's X-Challenge and X-Challenge-Solution; "" when not sent
+	Status              int64  // the answer's status; 0 until it arrives
+}
+
+// joinLog records the page's joins of one sale (POST
+// /v1/sales/{sale}/queue), from the browser's network events.
+type joinLog struct {
+	mu    sync.Mutex // guards joins and ids
+	joins []joinAttempt
+	ids   map[network.RequestID]int // index in joins
+}
+
+// recordJoins records p's joins of sale from now on.
+func recordJoins(t *testing.T, p *page, sale string) *joinLog {
+	t.Helper()
+	l := &joinLog{ids: map[network.RequestID]int{}}
+	path := "/v1/sales/" + sale + "/queue"
+	err := chromedp.Listen(p.ctx, func(ev any) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			if u, err := url.Parse(e.Request.URL); err != nil || e.Request.Method != "POST" || u.Path != path {
+				return
+			}
+			l.ids[e.RequestID] = len(l.joins)
+			l.joins = append(l.joins, joinAttempt{Challenge: header(e.Request.Headers, "X-Challenge"), Solution: header(e.Request.Headers, "X-Challenge-Solution")})
+		case *network.EventResponseReceived:
+			if i, ok := l.ids[e.RequestID]; ok {
+				l.joins[i].Status = e.Response.Status
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("listen to the page's requests: %v", err)
+	}
+	return l
+}
+
+// wait returns the joins once n of them have been answered, or what there is
+// after 5 s.
+func (l *joinLog) wait(t *testing.T, n int) []joinAttempt {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l.mu.Lock()
+		answered := 0
+		for _, j := range l.joins {
+			if j.Status != 0 {
+				answered++
+			}
+		}
+		out := slices.Clone(l.joins)
+		l.mu.Unlock()
+		if answered >= n || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkNoPlaceWithoutSolution fails t if a join without a solution got a
+// place (2xx).
+func (l *joinLog) checkNoPlaceWithoutSolution(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, j := range l.joins {
+		if j.Status >= 200 && j.Status < 300 && (j.Challenge == "" || j.Solution == "") {
+			t.Errorf("join %d = %+v: a place without a solution", i, j)
+		}
+	}
+}
+
+// header is the value of the named header in h, whatever its case.
+func header(h network.Headers, name string) string {
+	for k, v := range h {
+		if strings.EqualFold(k, name) {
+			s, _ := v.(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// spoilSolutions intercepts p's joins of sale and replaces any
+// X-Challenge-Solution with one that is not a number, until the function it
+// returns is called (also in t.Cleanup).
+func spoilSolutions(t *testing.T, p *page, sale string) (stop func()) {
+	t.Helper()
+	paused := make(chan *fetch.EventRequestPaused, 64)
+	if err := chromedp.Listen(p.ctx, func(ev any) {
+		if e, ok := ev.(*fetch.EventRequestPaused); ok {
+			select {
+			case paused <- e:
+			default: // never block the tab's event loop; an unanswered request fails the test by its wait
+			}
+		}
+	}); err != nil {
+		t.Fatalf("listen to the page's paused requests: %v", err)
+	}
+	pattern := []*fetch.RequestPattern{{URLPattern: "*/v1/sales/" + sale + "/queue"}}
+	if _, err := chromedp.Call(p.ctx, fetch.Enable, fetch.EnableParams{Patterns: pattern}); err != nil {
+		t.Fatalf("intercept the page's joins: %v", err)
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case e := <-paused:
+				var headers []*fetch.HeaderEntry
+				for k, v := range e.Request.Headers {
+					s, _ := v.(string)
+					if strings.EqualFold(k, "X-Challenge-Solution") {
+						s = "spoiled"
+					}
+					headers = append(headers, &fetch.HeaderEntry{Name: k, Value: s})
+				}
+				if _, err := chromedp.Call(p.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID, Headers: headers}); err != nil {
+					t.Errorf("continue the page's join: %v", err)
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			close(done)
+			<-finished
+			if _, err := chromedp.Call(p.ctx, fetch.Disable, cdp.Empty{}); err != nil {
+				t.Errorf("stop intercepting the page's joins: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// workerTargets counts the challenge workers the browser runs for p's tab
+// (started by its main frame, whose id is the tab's).
+func workerTargets(t *testing.T, p *page) int {
+	t.Helper()
+	res, err := chromedp.CallBrowser(p.ctx, target.GetTargets, target.GetTargetsParams{})
+	if err != nil {
+		t.Fatalf("list the browser's targets: %v", err)
+	}
+	tab := cdp.FrameID(chromedp.FromContext(p.ctx).Target.TargetID)
+	n := 0
+	for _, info := range res.TargetInfos {
+		if info.Type == "worker" && info.ParentFrameID == tab && strings.HasSuffix(info.URL, "/static/challenge-worker.js") {
+			n++
+		}
+	}
+	return n
+}
