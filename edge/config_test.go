@@ -152,6 +152,23 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 			wantErr: `rate limit "5 a minute"`},
 		{name: "bad webhook limit", env: map[string]string{"FLASHGATE_LIMIT_WEBHOOK_IP": "fast"},
 			wantErr: `rate limit "fast"`},
+		{name: "subnet limits by default", check: func(c app.Config) bool {
+			return c.LimitJoinSubnet == "1200-M" && c.LimitPollSubnet == "300-S"
+		}},
+		{name: "subnet limits", env: map[string]string{"FLASHGATE_LIMIT_JOIN_SUBNET": "500-M", "FLASHGATE_LIMIT_POLL_SUBNET": "100-S"},
+			check: func(c app.Config) bool { return c.LimitJoinSubnet == "500-M" && c.LimitPollSubnet == "100-S" }},
+		{name: "subnet limits by flag", env: map[string]string{"FLASHGATE_LIMIT_JOIN_SUBNET": "500-M"}, args: []string{"-limit-join-subnet", "50-M", "-limit-poll-subnet", "5-S"},
+			check: func(c app.Config) bool { return c.LimitJoinSubnet == "50-M" && c.LimitPollSubnet == "5-S" }},
+		{name: "subnet limits off by flag", args: []string{"-limit-join-subnet=", "-limit-poll-subnet="},
+			check: func(c app.Config) bool {
+				return c.LimitJoinSubnet == "" && c.LimitPollSubnet == "" && c.LimitJoinIP == "120-M" && c.LimitPollIP == "30-S"
+			}},
+		{name: "bad join subnet limit", env: map[string]string{"FLASHGATE_LIMIT_JOIN_SUBNET": "1200 a minute"},
+			wantErr: `FLASHGATE_LIMIT_JOIN_SUBNET: rate limit "1200 a minute"`},
+		{name: "bad poll subnet limit", env: map[string]string{"FLASHGATE_LIMIT_POLL_SUBNET": "300/s"},
+			wantErr: `FLASHGATE_LIMIT_POLL_SUBNET: rate limit "300/s"`},
+		{name: "bad poll subnet limit by flag", args: []string{"-limit-poll-subnet", "/24"},
+			wantErr: `FLASHGATE_LIMIT_POLL_SUBNET: rate limit "/24"`},
 		{name: "no limit keys", env: map[string]string{"FLASHGATE_LIMIT_MAX_KEYS": "0"},
 			wantErr: "FLASHGATE_LIMIT_MAX_KEYS"},
 		{name: "webhook allow-list", env: map[string]string{"FLASHGATE_WEBHOOK_ALLOW": "203.0.113.0/24, 2001:db8::/48"},

@@ -143,11 +143,14 @@ func (e *env) nodeConfig() edgeinternals.Config {
 	switch e.c.Limits {
 	case LimitsProduction:
 		cfg.LimitJoinIP, cfg.LimitPollIP, cfg.LimitReserveIP = unreachable, unreachable, unreachable
+		cfg.LimitJoinSubnet, cfg.LimitPollSubnet = unreachable, unreachable // the load comes from one network too
 	case LimitsHigh:
 		cfg.LimitJoinIP, cfg.LimitPollIP, cfg.LimitReserveIP = unreachable, unreachable, unreachable
+		cfg.LimitJoinSubnet, cfg.LimitPollSubnet = unreachable, unreachable // the load comes from one network too
 		cfg.LimitJoinAccount, cfg.LimitPollAccount, cfg.LimitReserveAccount = unreachable, unreachable, unreachable
 	case LimitsOff:
 		cfg.LimitJoinIP, cfg.LimitPollIP, cfg.LimitReserveIP = "", "", ""
+		cfg.LimitJoinSubnet, cfg.LimitPollSubnet = "", ""
 		cfg.LimitJoinAccount, cfg.LimitPollAccount, cfg.LimitReserveAccount = "", "", ""
 	}
 	return cfg

@@ -43,7 +43,7 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
 	if err := s.sameAccount(ctx, claims.Subject); err != nil {
 		return err
 	}
-	if err := s.limit(ctx, byAccount(s.Limits.ReserveAccount, claims.Subject), byIP(s.Limits.ReserveIP, s.addressKey(ctx))); err != nil {
+	if err := s.limit(ctx, byAccount(LimitReserveAccount, s.Limits.ReserveAccount, claims.Subject), byIP(LimitReserveIP, s.Limits.ReserveIP, s.addressKey(ctx))); err != nil {
 		return err
 	}
 	if err := s.forward(ctx, s.Origin, "origin"); err != nil {
@@ -56,17 +56,17 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
 }
 
 // userPassThrough is the handler of a route that goes to origin for a
-// signed-in shopper (orders, reservations), limited per account by l: the
-// edge turns away a missing or bad user token, and an account over its
-// limit, itself. Each of these costs the origin Redis and Postgres work on
-// a pool it shares with the order writer.
-func (s *Server) userPassThrough(l *limiter.Limiter) handler {
+// signed-in shopper (orders, reservations), limited per account by l, the
+// limit called name: the edge turns away a missing or bad user token, and
+// an account over its limit, itself. Each of these costs the origin Redis
+// and Postgres work on a pool it shares with the order writer.
+func (s *Server) userPassThrough(name string, l *limiter.Limiter) handler {
 	return func(ctx *fasthttp.RequestCtx, _ []string) error {
 		account, err := s.Users.Account(httpapi.Bearer(ctx))
 		if err != nil {
 			return err
 		}
-		if err := s.limit(ctx, byAccount(l, account)); err != nil {
+		if err := s.limit(ctx, byAccount(name, l, account)); err != nil {
 			return err
 		}
 		return s.forward(ctx, s.Payments, "origin_payments")
@@ -80,7 +80,7 @@ func (s *Server) webhook(ctx *fasthttp.RequestCtx, _ []string) error {
 	if !s.webhookAllowed(ctx) {
 		return errWebhookAddress
 	}
-	if err := s.limit(ctx, byIP(s.Limits.WebhookIP, s.addressKey(ctx))); err != nil {
+	if err := s.limit(ctx, byIP(LimitWebhookIP, s.Limits.WebhookIP, s.addressKey(ctx))); err != nil {
 		return err
 	}
 	if len(ctx.PostBody()) > s.opts.WebhookMaxBodyBytes {

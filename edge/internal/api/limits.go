@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"net/netip"
 	"strconv"
 
 	"github.com/ulule/limiter/v3"
@@ -10,30 +11,67 @@ import (
 	"github.com/flashgate/flashgate/internal/httpapi"
 )
 
+// The limits' names: the limit label of flashgate_edge_limited_total (which
+// limit refused a request) and of flashgate_edge_limit_keys_evicted_total.
+const (
+	LimitJoinIP           = "join_ip"
+	LimitJoinSubnet       = "join_subnet"
+	LimitJoinAccount      = "join_account"
+	LimitPollIP           = "poll_ip"
+	LimitPollSubnet       = "poll_subnet"
+	LimitPollAccount      = "poll_account"
+	LimitReserveIP        = "reserve_ip"
+	LimitReserveAccount   = "reserve_account"
+	LimitOrderAccount     = "order_account"
+	LimitOrderReadAccount = "order_read_account"
+	LimitWebhookIP        = "webhook_ip"
+)
+
+// named is each limit by its name.
+func (l Limits) named() map[string]*limiter.Limiter {
+	return map[string]*limiter.Limiter{
+		LimitJoinIP: l.JoinIP, LimitJoinSubnet: l.JoinSubnet, LimitJoinAccount: l.JoinAccount,
+		LimitPollIP: l.PollIP, LimitPollSubnet: l.PollSubnet, LimitPollAccount: l.PollAccount,
+		LimitReserveIP: l.ReserveIP, LimitReserveAccount: l.ReserveAccount,
+		LimitOrderAccount: l.OrderAccount, LimitOrderReadAccount: l.OrderReadAccount, LimitWebhookIP: l.WebhookIP,
+	}
+}
+
+// The prefix lengths of a per-subnet key. An IPv4 client counts against its
+// /24, the longest prefix routed on the internet; an IPv6 client against
+// its /48, the usual allocation of one site and likewise the longest
+// prefix routed (homes get a /48 to a /56, RFC 6177), since its /64 is
+// already its per-address key.
+const (
+	subnetBits4 = 24
+	subnetBits6 = 48
+)
+
 // limit counts one request against each limiter under its key, in order,
 // and answers 429 rate_limited, with Retry-After and X-RateLimit-* headers,
 // at the first that is reached; the checks after it count nothing. So
-// callers check the account before the address: an account over its limit
-// does not use up the budget of the address it shares with others (a
-// household, an office behind one NAT). A limiter that fails lets the
-// request through: the limits shed abuse, they are not the sale's
-// correctness.
+// callers check the account before the address, and the address before its
+// subnet: an account over its limit does not use up the budget of the
+// address it shares with others (a household, an office behind one NAT),
+// nor one address the budget of its network. A request let through carries
+// the X-RateLimit-* headers of the limit with the least left, the one it
+// will meet first. A limiter that fails lets the request through: the
+// limits shed abuse, they are not the sale's correctness.
 func (s *Server) limit(ctx *fasthttp.RequestCtx, checks ...limitCheck) error {
+	var tightest limiter.Context
+	checked := false
 	for _, c := range checks {
 		if c.l == nil {
 			continue
 		}
 		lc, err := c.l.Get(context.Background(), c.key)
 		if err != nil {
-			s.Log.Warn("rate limiter failed", "err", err)
+			s.Log.Warn("rate limiter failed", "limit", c.name, "err", err)
 			continue
 		}
-		h := &ctx.Response.Header
-		var buf [20]byte
-		h.SetCanonical(headerRateLimitLimit, strconv.AppendInt(buf[:0], lc.Limit, 10))
-		h.SetCanonical(headerRateLimitRemaining, strconv.AppendInt(buf[:0], lc.Remaining, 10))
-		h.SetCanonical(headerRateLimitReset, strconv.AppendInt(buf[:0], lc.Reset, 10))
 		if lc.Reached {
+			setRateLimitHeaders(&ctx.Response.Header, lc)
+			s.metrics.limited(c.name).Inc()
 			wait := max(lc.Reset-s.Clock().Unix(), 1)
 			return &httpapi.Error{
 				Status: fasthttp.StatusTooManyRequests, Code: codeRateLimited,
@@ -41,18 +79,61 @@ func (s *Server) limit(ctx *fasthttp.RequestCtx, checks ...limitCheck) error {
 				RetryAfter: int(wait),
 			}
 		}
+		if !checked || lc.Remaining < tightest.Remaining {
+			tightest, checked = lc, true
+		}
+	}
+	if checked {
+		setRateLimitHeaders(&ctx.Response.Header, tightest)
 	}
 	return nil
 }
 
+// setRateLimitHeaders writes lc as X-RateLimit-Limit, -Remaining and -Reset.
+func setRateLimitHeaders(h *fasthttp.ResponseHeader, lc limiter.Context) {
+	var buf [20]byte
+	h.SetCanonical(headerRateLimitLimit, strconv.AppendInt(buf[:0], lc.Limit, 10))
+	h.SetCanonical(headerRateLimitRemaining, strconv.AppendInt(buf[:0], lc.Remaining, 10))
+	h.SetCanonical(headerRateLimitReset, strconv.AppendInt(buf[:0], lc.Reset, 10))
+}
+
+// limitCheck is one limiter and the key a request counts under; a nil l
+// checks nothing.
 type limitCheck struct {
-	l   *limiter.Limiter
-	key string
+	name string // the limit's name (LimitJoinIP, ...)
+	l    *limiter.Limiter
+	key  string
 }
 
 // byIP is a per-address check; addr is an addressKey.
-func byIP(l *limiter.Limiter, addr string) limitCheck { return limitCheck{l, "ip:" + addr} }
+func byIP(name string, l *limiter.Limiter, addr string) limitCheck {
+	return limitCheck{name, l, "ip:" + addr}
+}
 
-func byAccount(l *limiter.Limiter, account string) limitCheck {
-	return limitCheck{l, "acct:" + account}
+// bySubnet is a per-subnet check of the client address a, the one the
+// per-address key is made of (clientAddr's, so never a hop that is not an
+// address). Its key is made only when l is set: an unset subnet limit costs
+// the request nothing.
+func bySubnet(name string, l *limiter.Limiter, a netip.Addr) limitCheck {
+	if l == nil || !a.IsValid() {
+		return limitCheck{}
+	}
+	return limitCheck{name, l, subnetKey(a)}
+}
+
+// subnetKey is the key of a per-subnet limit for the valid address a: its
+// /24 when IPv4, its /48 when IPv6, as "net:192.0.2.0/24" or
+// "net:2001:db8:1::/48".
+func subnetKey(a netip.Addr) string {
+	bits := subnetBits6
+	if a.Is4() {
+		bits = subnetBits4
+	}
+	p, _ := a.Unmap().WithZone("").Prefix(bits) // bits is within the address's length
+	var buf [len("net:") + len("ffff:ffff:ffff::/48")]byte
+	return string(p.AppendTo(append(buf[:0], "net:"...)))
+}
+
+func byAccount(name string, l *limiter.Limiter, account string) limitCheck {
+	return limitCheck{name, l, "acct:" + account}
 }

@@ -4,9 +4,12 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
+	"github.com/ulule/limiter/v3"
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/edge/internal/limitstore"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 )
 
@@ -51,6 +54,60 @@ func TestAddressKey(t *testing.T) {
 				t.Errorf("addressKey(peer %s, X-Forwarded-For %q) = %q, want %q", tt.peer, tt.xff, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSubnetKey: per-subnet limits key a client by the /24 of its IPv4
+// address or the /48 of its IPv6 address, made of the same client address
+// the per-address key is: behind a trusted proxy, X-Forwarded-For's
+// right-most untrusted hop, and where the walk stops at a hop that is no
+// address, the trusted hop that wrote it, never the hop itself.
+func TestSubnetKey(t *testing.T) {
+	s := &Server{opts: Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}}
+	tests := []struct {
+		name, peer, xff, want string
+	}{
+		{"IPv4 peer", "192.0.2.7", "", "net:192.0.2.0/24"},
+		{"IPv4 peer, same /24", "192.0.2.255", "", "net:192.0.2.0/24"},
+		{"IPv4 peer, next /24", "192.0.3.1", "", "net:192.0.3.0/24"},
+		{"IPv4-mapped peer", "::ffff:192.0.2.7", "", "net:192.0.2.0/24"},
+		{"untrusted peer's header", "192.0.2.7", "198.51.100.4", "net:192.0.2.0/24"},
+		{"IPv6 peer", "2001:db8:1:2:3:4:5:6", "", "net:2001:db8:1::/48"},
+		{"IPv6 peer, another /64 of the /48", "2001:db8:1:ffff::1", "", "net:2001:db8:1::/48"},
+		{"IPv6 peer, next /48", "2001:db8:2::1", "", "net:2001:db8:2::/48"},
+		{"right-most untrusted hop", "10.0.0.1", "192.0.2.9, 198.51.100.4, 10.0.0.2", "net:198.51.100.0/24"},
+		{"IPv6 hop with a port", "10.0.0.1", "[2001:db8:9:a::1]:443", "net:2001:db8:9::/48"},
+		{"hop with a zone", "10.0.0.1", "fe80::1%eth0", "net:fe80::/48"},
+		{"a name", "10.0.0.1", "unknown", "net:10.0.0.0/24"},
+		{"a name after an address", "10.0.0.1", "198.51.100.4, client-8f3a", "net:10.0.0.0/24"},
+		{"a name a trusted hop wrote", "10.0.0.1", "198.51.100.4, _hidden, 10.1.2.3", "net:10.1.2.0/24"},
+		{"an empty entry", "10.0.0.1", "198.51.100.4, , 10.0.0.2", "net:10.0.0.0/24"},
+	}
+	l := limiter.New(limitstore.New(limitstore.Options{}), limiter.Rate{Period: time.Minute, Limit: 1})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var req fasthttp.Request
+			if tt.xff != "" {
+				req.Header.Set("X-Forwarded-For", tt.xff)
+			}
+			var ctx fasthttp.RequestCtx
+			ctx.Init(&req, &net.TCPAddr{IP: net.ParseIP(tt.peer), Port: 1234}, nil)
+			a, _ := s.clientAddr(&ctx)
+			if got := bySubnet(LimitJoinSubnet, l, a).key; got != tt.want {
+				t.Errorf("subnet key(peer %s, X-Forwarded-For %q) = %q, want %q", tt.peer, tt.xff, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSubnetCheckOnlyWhenSet: with no subnet limit the check is empty, its
+// key never made.
+func TestSubnetCheckOnlyWhenSet(t *testing.T) {
+	if got := bySubnet(LimitJoinSubnet, nil, netip.MustParseAddr("192.0.2.7")); got != (limitCheck{}) {
+		t.Errorf("bySubnet(no limiter) = %+v, want no check", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = bySubnet(LimitJoinSubnet, nil, netip.MustParseAddr("2001:db8::1")) }); n != 0 {
+		t.Errorf("bySubnet(no limiter) allocates %v times, want 0", n)
 	}
 }
 

@@ -66,6 +66,9 @@ func (m *metrics) challenge(outcome string) prometheus.Counter {
 // rejected is the rejections counter for an error code.
 func (m *metrics) rejected(code string) prometheus.Counter { return m.rejectionsBy.get(code) }
 
+// limited is the counter of 429s refused by the named limit.
+func (m *metrics) limited(limit string) prometheus.Counter { return m.limitedBy.get(limit) }
+
 // request is the request histogram's child for a route and status.
 func (m *metrics) request(route string, status int) prometheus.Observer {
 	return m.requestsBy.get(routeStatus{route, status})

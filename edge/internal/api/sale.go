@@ -84,7 +84,9 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	if !httpapi.ValidOpaque(account) {
 		return errAccountID
 	}
-	if err := s.limit(ctx, byAccount(s.Limits.JoinAccount, account), byIP(s.Limits.JoinIP, s.addressKey(ctx))); err != nil {
+	client, _ := s.clientAddr(ctx)
+	if err := s.limit(ctx, byAccount(LimitJoinAccount, s.Limits.JoinAccount, account),
+		byIP(LimitJoinIP, s.Limits.JoinIP, addressKey(client)), bySubnet(LimitJoinSubnet, s.Limits.JoinSubnet, client)); err != nil {
 		return err
 	}
 	v, err := s.Admission.View(params[0])
@@ -195,7 +197,9 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 	if err := s.sameAccount(ctx, claims.Subject); err != nil {
 		return err
 	}
-	if err := s.limit(ctx, byAccount(s.Limits.PollAccount, claims.Subject), byIP(s.Limits.PollIP, s.addressKey(ctx))); err != nil {
+	client, _ := s.clientAddr(ctx)
+	if err := s.limit(ctx, byAccount(LimitPollAccount, s.Limits.PollAccount, claims.Subject),
+		byIP(LimitPollIP, s.Limits.PollIP, addressKey(client)), bySubnet(LimitPollSubnet, s.Limits.PollSubnet, client)); err != nil {
 		return err
 	}
 	v, err := s.Admission.TokenView(params[0])

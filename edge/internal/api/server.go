@@ -51,16 +51,17 @@ type Deps struct {
 	AdminToken string
 }
 
-// Limits are the per-address and per-account rate limits of the public
-// routes; a nil limiter is no limit. Addresses are keyed by
-// httpapi.AddressKey (an IPv6 address by its /64).
+// Limits are the per-address, per-subnet and per-account rate limits of
+// the public routes; a nil limiter is no limit. Addresses are keyed by
+// httpapi.AddressKey (an IPv6 address by its /64), subnets by subnetKey
+// (an IPv4 address by its /24, an IPv6 one by its /48).
 type Limits struct {
-	JoinIP, JoinAccount       *limiter.Limiter
-	PollIP, PollAccount       *limiter.Limiter
-	ReserveIP, ReserveAccount *limiter.Limiter
-	OrderAccount              *limiter.Limiter // POST /v1/orders
-	OrderReadAccount          *limiter.Limiter // GET /v1/orders/{id} and GET /v1/reservations/{id}
-	WebhookIP                 *limiter.Limiter // POST /v1/payments/webhook
+	JoinIP, JoinSubnet, JoinAccount *limiter.Limiter
+	PollIP, PollSubnet, PollAccount *limiter.Limiter
+	ReserveIP, ReserveAccount       *limiter.Limiter
+	OrderAccount                    *limiter.Limiter // POST /v1/orders
+	OrderReadAccount                *limiter.Limiter // GET /v1/orders/{id} and GET /v1/reservations/{id}
+	WebhookIP                       *limiter.Limiter // POST /v1/payments/webhook
 }
 
 // Options tune the handlers; zero values take the defaults.
@@ -96,19 +97,21 @@ type Server struct {
 }
 
 type metrics struct {
-	requests   *prometheus.HistogramVec
-	joins      prometheus.Counter
-	polls      *prometheus.CounterVec
-	admitted   prometheus.Counter
-	challenges *prometheus.CounterVec // by outcome
-	rejections *prometheus.CounterVec
-	upstream   *prometheus.HistogramVec
-	originWait *prometheus.HistogramVec // by upstream, as upstream names them
+	requests      *prometheus.HistogramVec
+	joins         prometheus.Counter
+	polls         *prometheus.CounterVec
+	admitted      prometheus.Counter
+	challenges    *prometheus.CounterVec // by outcome
+	rejections    *prometheus.CounterVec
+	limitRefusals *prometheus.CounterVec // 429 rate_limited, by the limit that refused
+	upstream      *prometheus.HistogramVec
+	originWait    *prometheus.HistogramVec // by upstream, as upstream names them
 
-	// The children of polls, rejections, requests and originWait that the
-	// hot paths use.
+	// The children of polls, rejections, limitRefusals, requests and originWait
+	// that the hot paths use.
 	pollsBy      *childCache[string, prometheus.Counter]
 	rejectionsBy *childCache[string, prometheus.Counter]
+	limitedBy    *childCache[string, prometheus.Counter]
 	requestsBy   *childCache[routeStatus, prometheus.Observer]
 	originWaitBy *childCache[string, prometheus.Observer]
 }
@@ -138,6 +141,12 @@ func New(deps Deps, opts Options) *Server {
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_edge_rejections_total", Help: "Requests answered with an error, by code.",
 		}, []string{"code"}),
+		// Beside rejections{code="rate_limited"}: which limit it was, so
+		// that ops can tell a network's budget running out (join_subnet)
+		// from one address's (join_ip) or one account's.
+		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashgate_edge_limited_total", Help: "Public requests answered 429 rate_limited, by the rate limit that refused them (join_ip, join_subnet, join_account, poll_ip, ...).",
+		}, []string{"limit"}),
 		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "flashgate_edge_upstream_seconds", Help: "Proxied requests by upstream and outcome, with their latency.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
@@ -153,6 +162,12 @@ func New(deps Deps, opts Options) *Server {
 	}
 	s.metrics.pollsBy = newChildCache(func(state string) prometheus.Counter { return s.metrics.polls.WithLabelValues(state) })
 	s.metrics.rejectionsBy = newChildCache(func(code string) prometheus.Counter { return s.metrics.rejections.WithLabelValues(code) })
+	s.metrics.limitedBy = newChildCache(func(limit string) prometheus.Counter { return s.metrics.limitRefusals.WithLabelValues(limit) })
+	for name, l := range deps.Limits.named() {
+		if l != nil {
+			s.metrics.limited(name) // shown from the start, at 0
+		}
+	}
 	s.metrics.requestsBy = newChildCache(func(k routeStatus) prometheus.Observer {
 		return s.metrics.requests.WithLabelValues(k.route, strconv.Itoa(k.status))
 	})
@@ -160,7 +175,7 @@ func New(deps Deps, opts Options) *Server {
 		return s.metrics.originWait.WithLabelValues(upstream)
 	})
 	m := s.metrics
-	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.challenges, m.rejections, m.upstream, m.originWait)
+	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.challenges, m.rejections, m.limitRefusals, m.upstream, m.originWait)
 	s.promh = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{}))
 	return s
 }
@@ -185,9 +200,9 @@ func (s *Server) publicRoutes() []route {
 		{fasthttp.MethodPost, []string{"v1", "sales", "*", "queue"}, "join", s.join},
 		{fasthttp.MethodGet, []string{"v1", "sales", "*", "queue", "status"}, "status", s.status},
 		{fasthttp.MethodPost, []string{"v1", "sales", "*", "reserve"}, "reserve", s.reserve},
-		{fasthttp.MethodPost, []string{"v1", "orders"}, "orders", s.userPassThrough(s.Limits.OrderAccount)},
-		{fasthttp.MethodGet, []string{"v1", "orders", "*"}, "order", s.userPassThrough(s.Limits.OrderReadAccount)},
-		{fasthttp.MethodGet, []string{"v1", "reservations", "*"}, "reservation", s.userPassThrough(s.Limits.OrderReadAccount)},
+		{fasthttp.MethodPost, []string{"v1", "orders"}, "orders", s.userPassThrough(LimitOrderAccount, s.Limits.OrderAccount)},
+		{fasthttp.MethodGet, []string{"v1", "orders", "*"}, "order", s.userPassThrough(LimitOrderReadAccount, s.Limits.OrderReadAccount)},
+		{fasthttp.MethodGet, []string{"v1", "reservations", "*"}, "reservation", s.userPassThrough(LimitOrderReadAccount, s.Limits.OrderReadAccount)},
 		{fasthttp.MethodPost, []string{"v1", "payments", "webhook"}, "webhook", s.webhook},
 		{fasthttp.MethodGet, []string{""}, "static", s.static},
 		{fasthttp.MethodGet, []string{"static", "**"}, "static", s.static},
@@ -331,8 +346,11 @@ func (s *Server) budget() (context.Context, context.CancelFunc) {
 // httpapi.AddressKey, so an IPv6 client is counted by its /64.
 func (s *Server) addressKey(ctx *fasthttp.RequestCtx) string {
 	a, _ := s.clientAddr(ctx)
-	return httpapi.AddressKey(a.AsSlice())
+	return addressKey(a)
 }
+
+// addressKey is httpapi.AddressKey of a client address.
+func addressKey(a netip.Addr) string { return httpapi.AddressKey(a.AsSlice()) }
 
 // peer is the address of the connection the request came on.
 func peer(ctx *fasthttp.RequestCtx) netip.Addr {

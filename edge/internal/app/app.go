@@ -219,12 +219,17 @@ func limits(cfg Config, reg prometheus.Registerer) api.Limits {
 		return limiter.New(store, rate)
 	}
 	return api.Limits{
-		JoinIP: build("join_ip", cfg.LimitJoinIP), JoinAccount: build("join_account", cfg.LimitJoinAccount),
-		PollIP: build("poll_ip", cfg.LimitPollIP), PollAccount: build("poll_account", cfg.LimitPollAccount),
-		ReserveIP: build("reserve_ip", cfg.LimitReserveIP), ReserveAccount: build("reserve_account", cfg.LimitReserveAccount),
-		OrderAccount:     build("order_account", cfg.LimitOrderAccount),
-		OrderReadAccount: build("order_read_account", cfg.LimitOrderReadAccount),
-		WebhookIP:        build("webhook_ip", cfg.LimitWebhookIP),
+		JoinIP:           build(api.LimitJoinIP, cfg.LimitJoinIP),
+		JoinSubnet:       build(api.LimitJoinSubnet, cfg.LimitJoinSubnet),
+		JoinAccount:      build(api.LimitJoinAccount, cfg.LimitJoinAccount),
+		PollIP:           build(api.LimitPollIP, cfg.LimitPollIP),
+		PollSubnet:       build(api.LimitPollSubnet, cfg.LimitPollSubnet),
+		PollAccount:      build(api.LimitPollAccount, cfg.LimitPollAccount),
+		ReserveIP:        build(api.LimitReserveIP, cfg.LimitReserveIP),
+		ReserveAccount:   build(api.LimitReserveAccount, cfg.LimitReserveAccount),
+		OrderAccount:     build(api.LimitOrderAccount, cfg.LimitOrderAccount),
+		OrderReadAccount: build(api.LimitOrderReadAccount, cfg.LimitOrderReadAccount),
+		WebhookIP:        build(api.LimitWebhookIP, cfg.LimitWebhookIP),
 	}
 }
 

@@ -131,6 +131,14 @@ type Config struct {
 	LimitJoinIP, LimitJoinAccount       string
 	LimitPollIP, LimitPollAccount       string
 	LimitReserveIP, LimitReserveAccount string
+	// LimitJoinSubnet and LimitPollSubnet limit joins and status polls per
+	// client network: an IPv4 address's /24, an IPv6 address's /48 (a
+	// site's usual allocation; its /64 is the per-address key), of the
+	// same client address the per-address limits count. The defaults are
+	// ten times the per-address ones, so a campus /24 or a carrier NAT's
+	// pool of shoppers is not starved while one network cannot take
+	// fresh per-address budgets from each of its addresses. "" = off.
+	LimitJoinSubnet, LimitPollSubnet string
 	// Per-account limits of the routes the edge passes to origin for a
 	// signed-in shopper: creating orders, and reading orders and
 	// reservations (one budget for both, which the page polls).
@@ -196,6 +204,8 @@ func DefaultConfig() Config {
 		LimitJoinAccount:           "10-M",
 		LimitPollIP:                "30-S",
 		LimitPollAccount:           "3-S",
+		LimitJoinSubnet:            "1200-M",
+		LimitPollSubnet:            "300-S",
 		LimitReserveIP:             "120-M",
 		LimitReserveAccount:        "20-M",
 		LimitOrderAccount:          "20-M",
@@ -279,13 +289,18 @@ func (c Config) Validate() error {
 	if _, err := c.webhookAllow(); err != nil {
 		return err
 	}
-	for _, r := range []string{c.LimitJoinIP, c.LimitJoinAccount, c.LimitPollIP, c.LimitPollAccount, c.LimitReserveIP, c.LimitReserveAccount,
-		c.LimitOrderAccount, c.LimitOrderReadAccount, c.LimitWebhookIP} {
-		if r == "" {
+	for _, r := range []struct{ name, rate string }{
+		{"FLASHGATE_LIMIT_JOIN_IP", c.LimitJoinIP}, {"FLASHGATE_LIMIT_JOIN_SUBNET", c.LimitJoinSubnet}, {"FLASHGATE_LIMIT_JOIN_ACCOUNT", c.LimitJoinAccount},
+		{"FLASHGATE_LIMIT_POLL_IP", c.LimitPollIP}, {"FLASHGATE_LIMIT_POLL_SUBNET", c.LimitPollSubnet}, {"FLASHGATE_LIMIT_POLL_ACCOUNT", c.LimitPollAccount},
+		{"FLASHGATE_LIMIT_RESERVE_IP", c.LimitReserveIP}, {"FLASHGATE_LIMIT_RESERVE_ACCOUNT", c.LimitReserveAccount},
+		{"FLASHGATE_LIMIT_ORDER_ACCOUNT", c.LimitOrderAccount}, {"FLASHGATE_LIMIT_ORDER_READ_ACCOUNT", c.LimitOrderReadAccount},
+		{"FLASHGATE_LIMIT_WEBHOOK_IP", c.LimitWebhookIP},
+	} {
+		if r.rate == "" {
 			continue // "" switches that limit off
 		}
-		if _, err := limiter.NewRateFromFormatted(r); err != nil {
-			return fmt.Errorf("config: rate limit %q: %w", r, err)
+		if _, err := limiter.NewRateFromFormatted(r.rate); err != nil {
+			return fmt.Errorf("config: %s: rate limit %q: %w", r.name, r.rate, err)
 		}
 	}
 	return nil
@@ -419,7 +434,7 @@ func (c Config) Warnings() []string {
 	trusted, _ := c.trustedProxies() // checked by Validate
 	if wide := widePrefixes(trusted); len(wide) > 0 && c.TrustedProxiesAllowWide {
 		w = append(w, "FLASHGATE_TRUSTED_PROXIES_ALLOW_WIDE: trusting X-Forwarded-For from "+strings.Join(wide, ", ")+
-			": every client inside it can name its own address to the per-address rate limits and the webhook allow-list, "+
+			": every client inside it can name its own address to the per-address and per-subnet rate limits and the webhook allow-list, "+
 			"and its own X-Forwarded-Host and X-Forwarded-Proto to the shop")
 	}
 	return w

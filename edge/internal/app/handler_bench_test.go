@@ -26,7 +26,7 @@ func BenchmarkStatusHandler(b *testing.B) {
 	cfg := edgetest.Config(edgetest.NewRedis(b), origin.URL)
 	cfg.StaleAfter = time.Hour
 	const unreachable = "1000000000-S"
-	cfg.LimitPollIP, cfg.LimitPollAccount = unreachable, unreachable
+	cfg.LimitPollIP, cfg.LimitPollSubnet, cfg.LimitPollAccount = unreachable, unreachable, unreachable
 	n := edgetest.StartNode(b, cfg)
 	n.WaitSale(b, sale)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -76,8 +76,8 @@ func Config(r *Redis, originURL string) app.Config {
 	cfg.DevUserTokenSecret = string(tokenstest.UserSecret())
 	cfg.Tick = 20 * time.Millisecond
 	cfg.SnapshotRefresh = 50 * time.Millisecond
-	cfg.LimitJoinIP, cfg.LimitJoinAccount = "", ""
-	cfg.LimitPollIP, cfg.LimitPollAccount = "", ""
+	cfg.LimitJoinIP, cfg.LimitJoinSubnet, cfg.LimitJoinAccount = "", "", ""
+	cfg.LimitPollIP, cfg.LimitPollSubnet, cfg.LimitPollAccount = "", "", ""
 	cfg.LimitReserveIP, cfg.LimitReserveAccount = "", ""
 	cfg.LimitOrderAccount, cfg.LimitOrderReadAccount, cfg.LimitWebhookIP = "", "", ""
 	cfg.ShutdownTimeout = 10 * time.Second
