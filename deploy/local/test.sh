@@ -79,6 +79,15 @@ if [[ $status -ne 0 ]]; then
 	log "tests failed (go test exit status $status)"
 	exit "$status"
 fi
+# Allocation counts mean nothing under the race detector (it makes sync.Pool
+# drop items): the tests that pin them exactly are built without -race only
+# (//go:build !race) and run here.
+alloc_pkgs=(./edge/internal/challenge/)
+log "go test -count=1 -run Allocates ${alloc_pkgs[*]} (allocation counts, without -race)"
+if ! go test -count=1 -run 'Allocates' "${alloc_pkgs[@]}"; then
+	log "allocation tests failed"
+	exit 1
+fi
 if [[ $vet_status -ne 0 ]]; then
 	log "tests passed, but go vet failed"
 	exit "$vet_status"

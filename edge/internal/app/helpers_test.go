@@ -11,12 +11,29 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/edge/internal/app"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/origin/origintest"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
+
+// saleNode starts a node on a stub origin that lists one open sale of 10
+// units, its Config changed by tune (nil: as edgetest.Config makes it),
+// and waits until the node serves the sale.
+func saleNode(t *testing.T, sale string, tune func(*app.Config)) *edgetest.Node {
+	t.Helper()
+	origin := edgetest.NewStubOrigin(t)
+	origin.SetSale(edgetest.OpenSale(sale, 10))
+	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
+	if tune != nil {
+		tune(&cfg)
+	}
+	n := edgetest.StartNode(t, cfg)
+	n.WaitSale(t, sale)
+	return n
+}
 
 // realOrigin starts a real origin on its own Redis prefix and Postgres
 // schema, with a counting proxy on a 127.0.0.1 port in front of its public

@@ -141,13 +141,10 @@ func TestWebhookDefaults(t *testing.T) {
 // IPv4 address, has its own.
 func TestAddressLimitsByIPv6Prefix(t *testing.T) {
 	t.Parallel()
-	origin := edgetest.NewStubOrigin(t)
 	const sale = "v6"
-	origin.SetSale(edgetest.OpenSale(sale, 10))
-	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
-	cfg.LimitJoinIP = "2-M"
-	n := edgetest.StartNode(t, cfg)
-	n.WaitSale(t, sale)
+	n := saleNode(t, sale, func(cfg *app.Config) {
+		cfg.LimitJoinIP = "2-M"
+	})
 	for i, tc := range []struct {
 		peer   string
 		status int
@@ -171,14 +168,11 @@ func TestAddressLimitsByIPv6Prefix(t *testing.T) {
 // its address keeps a budget of its own.
 func TestAddressLimitNeverKeyedOnAName(t *testing.T) {
 	t.Parallel()
-	origin := edgetest.NewStubOrigin(t)
 	const sale = "no-names"
-	origin.SetSale(edgetest.OpenSale(sale, 10))
-	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
-	cfg.TrustedProxies = "10.0.0.0/8"
-	cfg.LimitJoinIP = "2-M"
-	n := edgetest.StartNode(t, cfg)
-	n.WaitSale(t, sale)
+	n := saleNode(t, sale, func(cfg *app.Config) {
+		cfg.TrustedProxies = "10.0.0.0/8"
+		cfg.LimitJoinIP = "2-M"
+	})
 	proxy := n.Client("10.0.0.1")
 	for i, tc := range []struct {
 		xff    string
@@ -203,13 +197,10 @@ func TestAddressLimitNeverKeyedOnAName(t *testing.T) {
 // shared address does not use up the address's budget for the others.
 func TestAccountLimitFirst(t *testing.T) {
 	t.Parallel()
-	origin := edgetest.NewStubOrigin(t)
 	const sale = "acct-first"
-	origin.SetSale(edgetest.OpenSale(sale, 10))
-	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
-	cfg.LimitJoinAccount, cfg.LimitJoinIP = "1-M", "2-M"
-	n := edgetest.StartNode(t, cfg)
-	n.WaitSale(t, sale)
+	n := saleNode(t, sale, func(cfg *app.Config) {
+		cfg.LimitJoinAccount, cfg.LimitJoinIP = "1-M", "2-M"
+	})
 	office := n.Client("198.51.100.20")
 	if res, _ := office.Join(t, sale, "hammer"); res.Status != fasthttp.StatusAccepted {
 		t.Fatalf("first join of hammer = %d %s, want 202", res.Status, res.Body)
@@ -230,14 +221,12 @@ func TestAccountLimitFirst(t *testing.T) {
 // flashgate_edge_limit_keys_evicted_total counts.
 func TestLimitKeysBounded(t *testing.T) {
 	t.Parallel()
-	origin := edgetest.NewStubOrigin(t)
 	const sale = "flood"
-	origin.SetSale(edgetest.OpenSale(sale, 10))
-	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
-	cfg.TrustedProxies = "10.0.0.0/8"
-	cfg.LimitPollIP, cfg.LimitMaxKeys = "100-H", 500
-	n := edgetest.StartNode(t, cfg)
-	n.WaitSale(t, sale)
+	const maxKeys = 500
+	n := saleNode(t, sale, func(cfg *app.Config) {
+		cfg.TrustedProxies = "10.0.0.0/8"
+		cfg.LimitPollIP, cfg.LimitMaxKeys = "100-H", maxKeys
+	})
 	res, joined := n.Join(t, sale, "flooder")
 	if res.Status != fasthttp.StatusAccepted {
 		t.Fatalf("join = %d %s", res.Status, res.Body)
@@ -256,8 +245,8 @@ func TestLimitKeysBounded(t *testing.T) {
 	if m == nil {
 		t.Fatalf("/metrics has no flashgate_edge_limit_keys_evicted_total for poll_ip:\n%s", metrics.Body)
 	}
-	if evicted, _ := strconv.Atoi(string(m[1])); evicted != flood-cfg.LimitMaxKeys {
-		t.Errorf("poll_ip keys evicted = %d, want %d: %d distinct /64s into a limit that holds %d", evicted, flood-cfg.LimitMaxKeys, flood, cfg.LimitMaxKeys)
+	if evicted, _ := strconv.Atoi(string(m[1])); evicted != flood-maxKeys {
+		t.Errorf("poll_ip keys evicted = %d, want %d: %d distinct /64s into a limit that holds %d", evicted, flood-maxKeys, flood, maxKeys)
 	}
 }
 
@@ -270,15 +259,12 @@ func TestLimitKeysBounded(t *testing.T) {
 // counted as join_subnet and poll_subnet, not as the per-address limits.
 func TestSubnetLimits(t *testing.T) {
 	t.Parallel()
-	origin := edgetest.NewStubOrigin(t)
 	const sale = "subnets"
-	origin.SetSale(edgetest.OpenSale(sale, 10))
-	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
-	cfg.TrustedProxies = "10.0.0.0/8"
-	cfg.LimitJoinIP, cfg.LimitJoinSubnet = "2-M", "3-M"
-	cfg.LimitPollIP, cfg.LimitPollSubnet = "2-M", "3-M" // a minute's period: no test run crosses a window
-	n := edgetest.StartNode(t, cfg)
-	n.WaitSale(t, sale)
+	n := saleNode(t, sale, func(cfg *app.Config) {
+		cfg.TrustedProxies = "10.0.0.0/8"
+		cfg.LimitJoinIP, cfg.LimitJoinSubnet = "2-M", "3-M"
+		cfg.LimitPollIP, cfg.LimitPollSubnet = "2-M", "3-M" // a minute's period: no test run crosses a window
+	})
 	proxy := n.Client("10.0.0.1")
 	res, joined := n.Join(t, sale, "poller") // from DefaultClientIP, outside every network below
 	if res.Status != fasthttp.StatusAccepted {
@@ -352,14 +338,11 @@ func TestSubnetLimits(t *testing.T) {
 // address the proxy names still counts against its own network.
 func TestSubnetLimitNeverKeyedOnAName(t *testing.T) {
 	t.Parallel()
-	origin := edgetest.NewStubOrigin(t)
 	const sale = "no-subnet-names"
-	origin.SetSale(edgetest.OpenSale(sale, 10))
-	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
-	cfg.TrustedProxies = "10.0.0.0/8"
-	cfg.LimitJoinSubnet = "2-M" // the per-address limit off: only the subnet limit counts
-	n := edgetest.StartNode(t, cfg)
-	n.WaitSale(t, sale)
+	n := saleNode(t, sale, func(cfg *app.Config) {
+		cfg.TrustedProxies = "10.0.0.0/8"
+		cfg.LimitJoinSubnet = "2-M" // the per-address limit off: only the subnet limit counts
+	})
 	for i, tc := range []struct {
 		peer, xff string
 		status    int
@@ -385,13 +368,10 @@ func TestSubnetLimitNeverKeyedOnAName(t *testing.T) {
 // hammering does not use up the budget of its neighbours.
 func TestAddressLimitBeforeSubnet(t *testing.T) {
 	t.Parallel()
-	origin := edgetest.NewStubOrigin(t)
 	const sale = "ip-first"
-	origin.SetSale(edgetest.OpenSale(sale, 10))
-	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
-	cfg.LimitJoinIP, cfg.LimitJoinSubnet = "1-M", "3-M"
-	n := edgetest.StartNode(t, cfg)
-	n.WaitSale(t, sale)
+	n := saleNode(t, sale, func(cfg *app.Config) {
+		cfg.LimitJoinIP, cfg.LimitJoinSubnet = "1-M", "3-M"
+	})
 	hammer := n.Client("198.51.100.20")
 	for i := range 5 {
 		want := fasthttp.StatusTooManyRequests
@@ -417,13 +397,10 @@ func TestAddressLimitBeforeSubnet(t *testing.T) {
 // address's while its network has more, the network's once it has less.
 func TestRateLimitHeadersTightest(t *testing.T) {
 	t.Parallel()
-	origin := edgetest.NewStubOrigin(t)
 	const sale = "tightest"
-	origin.SetSale(edgetest.OpenSale(sale, 10))
-	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
-	cfg.LimitJoinIP, cfg.LimitJoinSubnet, cfg.LimitJoinAccount = "3-M", "5-M", "10-M"
-	n := edgetest.StartNode(t, cfg)
-	n.WaitSale(t, sale)
+	n := saleNode(t, sale, func(cfg *app.Config) {
+		cfg.LimitJoinIP, cfg.LimitJoinSubnet, cfg.LimitJoinAccount = "3-M", "5-M", "10-M"
+	})
 	for i, tc := range []struct {
 		peer, limit, remaining string
 	}{
@@ -452,15 +429,12 @@ func TestRateLimitHeadersTightest(t *testing.T) {
 // addresses, and all get through.
 func TestSubnetLimitsOff(t *testing.T) {
 	t.Parallel()
-	origin := edgetest.NewStubOrigin(t)
 	const sale = "subnets-off"
-	origin.SetSale(edgetest.OpenSale(sale, 10))
-	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
-	cfg.TrustedProxies = "10.0.0.0/8"
-	cfg.LimitJoinIP, cfg.LimitPollIP = "100000-M", "100000-S" // checked, never reached
-	cfg.LimitJoinSubnet, cfg.LimitPollSubnet = "", ""
-	n := edgetest.StartNode(t, cfg)
-	n.WaitSale(t, sale)
+	n := saleNode(t, sale, func(cfg *app.Config) {
+		cfg.TrustedProxies = "10.0.0.0/8"
+		cfg.LimitJoinIP, cfg.LimitPollIP = "100000-M", "100000-S" // checked, never reached
+		cfg.LimitJoinSubnet, cfg.LimitPollSubnet = "", ""
+	})
 	res, joined := n.Join(t, sale, "poller")
 	if res.Status != fasthttp.StatusAccepted {
 		t.Fatalf("the poller's join = %d %s, want 202", res.Status, res.Body)

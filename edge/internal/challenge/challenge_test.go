@@ -386,26 +386,6 @@ func TestOptions(t *testing.T) {
 	}
 }
 
-// TestVerifyAllocates: a verification allocates nothing, so a flood of joins
-// costs the edge no garbage (refusals allocate their error).
-func TestVerifyAllocates(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector makes sync.Pool drop items")
-	}
-	now := tokenstest.Start()
-	c := newChallenger(t, tokenstest.KeySet(), challenge.Options{})
-	ch := issue(t, c, account, sale, 8, now).Value
-	sol := solve(t, ch)
-	allocs := testing.AllocsPerRun(100, func() {
-		if err := c.Verify(account, sale, ch, sol, 8, now); err != nil {
-			t.Fatalf("Verify = %v", err)
-		}
-	})
-	if allocs != 0 {
-		t.Errorf("Verify allocates %v times, want 0", allocs)
-	}
-}
-
 // TestConcurrent: one Challenger issues and verifies from many goroutines
 // (run with -race).
 func TestConcurrent(t *testing.T) {

@@ -304,9 +304,7 @@ func (k *Keeper) Maintain(ticks []queue.Tick) {
 			k.start(t.Sale, s, "sync", func(ctx context.Context) error { return k.sync(ctx, t.Sale) })
 		default:
 			c := k.joinRaise(s, !started, st.PreQueue, st.PreCeiling, st.Post, st.PostCeiling, false)
-			if b := k.servingBlock(st.RatePerSecond, st.Paused); b > 0 && st.ServingCeiling-st.NowServing <= b/2 {
-				c.Serving, c.SettingsVersion = st.NowServing+b, st.SettingsVersion
-			}
+			c.Serving, c.SettingsVersion = k.servingRaise(st.RatePerSecond, st.Paused, st.NowServing, st.ServingCeiling, st.SettingsVersion)
 			if c != (queue.Ceilings{}) {
 				k.start(t.Sale, s, "raise", func(ctx context.Context) error { return k.raise(ctx, t.Sale, c) })
 			}
@@ -368,9 +366,10 @@ func (k *Keeper) Settings(ctx context.Context, sale string, c Change) (queue.Sta
 	// one the old settings left: raise it now rather than at the next
 	// tick, so the change is in effect when the caller hears it is. If it
 	// fails, the next tick raises it.
-	if b := k.servingBlock(applied.RatePerSecond, applied.Paused); applied.Version == row.SettingsVersion &&
-		b > 0 && applied.ServingCeiling-applied.NowServing <= b/2 {
-		raise := queue.Ceilings{Serving: applied.NowServing + b, SettingsVersion: applied.Version}
+	raise := queue.Ceilings{}
+	raise.Serving, raise.SettingsVersion = k.servingRaise(applied.RatePerSecond, applied.Paused, applied.NowServing,
+		applied.ServingCeiling, applied.Version)
+	if raise.Serving > 0 && applied.Version == row.SettingsVersion {
 		if err := k.raise(ctx, sale, raise); err != nil {
 			k.failures.WithLabelValues("raise").Inc()
 		} else {
@@ -579,6 +578,17 @@ func (k *Keeper) servingBlock(rate float64, paused bool) int64 {
 		return 0
 	}
 	return max(int64(math.Ceil(rate*k.opts.ServingWindow.Seconds())), 1)
+}
+
+// servingRaise returns the serving ceiling to raise to, and the settings
+// version it is sized for (0, 0: leave it): a block beyond the cursor once
+// the ceiling is within half a block of it.
+func (k *Keeper) servingRaise(rate float64, paused bool, nowServing, ceiling, version int64) (int64, int64) {
+	b := k.servingBlock(rate, paused)
+	if b == 0 || ceiling-nowServing > b/2 {
+		return 0, 0
+	}
+	return nowServing + b, version
 }
 
 // joinRaise returns the join ceilings to raise (0: leave one): a counter

@@ -1,7 +1,0 @@
-//go:build race
-
-package challenge_test
-
-// raceEnabled: the race detector makes sync.Pool drop items, so allocation
-// counts mean nothing.
-const raceEnabled = true
