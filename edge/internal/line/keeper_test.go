@@ -552,11 +552,22 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 		}
 		return "emptied"
 	}
-	for i := range 8 {
-		what := lose(i, old)
-		got := waitState(fmt.Sprintf("loss %d (%s) restored", i+1, what), func(st queue.State) bool {
-			return st.ReadAt.After(time.Now().Add(-20*time.Millisecond)) && st.Paused && st.QueueLength >= 400
+	// restored waits for a reading of the line a restore put back after
+	// the loss: a new epoch, read after it (a reading from just before the
+	// loss would vouch for nothing).
+	restored := func(what string, lost queue.State, at time.Time) queue.State {
+		t.Helper()
+		return waitState(what, func(st queue.State) bool {
+			return st.Epoch != lost.Epoch && st.ReadAt.After(at) && st.QueueLength >= 400
 		})
+	}
+	for i := range 8 {
+		prev, at := state(), time.Now()
+		what := lose(i, old)
+		got := restored(fmt.Sprintf("loss %d (%s) restored", i+1, what), prev, at)
+		if !got.Paused {
+			t.Fatalf("loss %d (%s): the restored line is not paused: %+v", i+1, what, got)
+		}
 		if got.NowServing != held.NowServing {
 			t.Fatalf("loss %d (%s): now_serving %d after the restore, %d at the pause: want nobody admitted while paused", i+1, what, got.NowServing, held.NowServing)
 		}
@@ -572,9 +583,7 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 		before := waitState("running at 1/s", func(st queue.State) bool { return !st.Paused && st.RatePerSecond == 1 })
 		since := time.Now()
 		what := lose(i, old)
-		got := waitState(fmt.Sprintf("1/s, loss %d (%s) restored", i+1, what), func(st queue.State) bool {
-			return st.ReadAt.After(time.Now().Add(-20*time.Millisecond)) && st.QueueLength >= 400
-		})
+		got := restored(fmt.Sprintf("1/s, loss %d (%s) restored", i+1, what), before, since)
 		// The serving block at 1/s is two positions; the restore and the
 		// reading took a moment at 1/s too.
 		bound := before.NowServing + 2 + int64(math.Ceil(time.Since(since).Seconds()))
