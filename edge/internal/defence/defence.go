@@ -1,0 +1,315 @@
+package defence
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/tokens"
+)
+
+// ErrNotTarpitted: a release names nothing the tarpit holds.
+var ErrNotTarpitted = errors.New("not in the tarpit")
+
+// Options configure Defences; zero values take the defaults.
+type Options struct {
+	// Defaults are the settings until ops change them (DefaultSettings).
+	Defaults Settings
+	// SyncInterval is how often a node reads the others' changes and
+	// writes its own; 0 means a second.
+	SyncInterval time.Duration
+	Clock        func() time.Time // nil means time.Now
+	Log          *slog.Logger     // nil: slog.Default()
+	Registry     prometheus.Registerer
+}
+
+// maxPending bounds the catches a node keeps while Redis does not take
+// them; beyond it, a catch holds on this node only.
+const maxPending = 10_000
+
+// Defences are one edge node's share of the defences: the settings in
+// force, the tarpit's copy, and the watch that catches misbehaving
+// accounts and addresses. Safe for concurrent use; Run keeps it in step
+// with the other nodes.
+type Defences struct {
+	store    store
+	opts     Options
+	settings atomic.Pointer[Settings]
+	tarpit   *tarpit
+	watch    *watch
+	m        metrics
+
+	mu      sync.Mutex // guards pending and after
+	pending []change   // this node's catches not yet in Redis
+	after   string     // the last tarpit stream id read
+}
+
+type metrics struct {
+	caught     *prometheus.CounterVec // by kind and reason
+	offences   *prometheus.CounterVec // by reason
+	lowTrust   *prometheus.CounterVec // by rule
+	answers    prometheus.Counter
+	syncErrors prometheus.Counter
+}
+
+// New returns a node's defences over Redis client rdb with keys under
+// prefix, holding opts.Defaults until Run reads newer settings.
+func New(rdb redis.UniversalClient, prefix string, opts Options) *Defences {
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	d := &Defences{store: store{rdb: rdb, keys: NewKeys(prefix)}, opts: opts, tarpit: newTarpit(), watch: newWatch()}
+	st := opts.Defaults
+	d.settings.Store(&st)
+	d.m = metrics{
+		caught: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flashgate_edge_tarpit_caught_total",
+			Help: "Accounts, addresses and networks this node put in the tarpit, by kind and reason."}, []string{"kind", "reason"}),
+		offences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flashgate_edge_offences_total",
+			Help: "Refusals counted against an account towards the tarpit, by reason (the limit, or the challenge's refusal)."}, []string{"reason"}),
+		lowTrust: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flashgate_edge_low_trust_joins_total",
+			Help: "Joins from accounts the shop's signals mark as low trust, asked a harder proof of work, by the rule that marked them."}, []string{"rule"}),
+		answers: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_tarpit_answers_total",
+			Help: "Status polls of tarpitted shoppers whose place had come, answered as waiting instead of admitted."}),
+		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_defences_sync_errors_total",
+			Help: "Rounds in which the node could not read or write the shared defences in Redis."}),
+	}
+	if opts.Registry != nil {
+		opts.Registry.MustRegister(d.m.caught, d.m.offences, d.m.lowTrust, d.m.answers, d.m.syncErrors,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flashgate_edge_tarpit_entries",
+				Help: "Entries in this node's copy of the tarpit (expired ones until the next sync)."},
+				func() float64 { return float64(d.tarpit.size.Load()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flashgate_edge_defences_version",
+				Help: "The version of the defence settings this node applies."},
+				func() float64 { return float64(d.Settings().Version) }))
+	}
+	return d
+}
+
+// Settings returns the settings in force on this node.
+func (d *Defences) Settings() Settings { return *d.settings.Load() }
+
+// Change applies an admin change, the JSON object body, to every node: it
+// is merged into the settings and stored in Redis, where the other nodes
+// read it within a SyncInterval. Errors wrapping ErrInvalid are the body's
+// fault; any other is Redis's, and nothing changed.
+func (d *Defences) Change(ctx context.Context, body []byte) (Settings, error) {
+	if _, err := d.Settings().Merge(body); err != nil {
+		return Settings{}, err // refused before asking Redis
+	}
+	next, err := d.store.change(ctx, d.Settings(), body)
+	if err != nil {
+		return Settings{}, err
+	}
+	d.adopt(next)
+	return next, nil
+}
+
+// adopt takes st when it is newer than the settings in force.
+func (d *Defences) adopt(st Settings) {
+	for {
+		cur := d.settings.Load()
+		if st.Version <= cur.Version || d.settings.CompareAndSwap(cur, &st) {
+			return
+		}
+	}
+}
+
+// LowTrust reports whether the shop's signals sig mark an account as low
+// trust, and how many bits harder its proof of work is then.
+func (d *Defences) LowTrust(sig tokens.Signals) (bool, int) {
+	rules := d.Settings().Trust
+	low, rule := rules.LowTrust(sig, d.opts.Clock())
+	if !low || rules.ExtraChallengeBits == 0 {
+		return false, 0
+	}
+	d.m.lowTrust.WithLabelValues(rule).Inc()
+	return true, rules.ExtraChallengeBits
+}
+
+// Tarpitted reports whether a shopper whose place has come is to be kept
+// waiting: its account, its address (addressKey, as httpapi.AddressKey
+// makes it) or its client's network is in the tarpit, and the tarpit is on.
+// Free while the tarpit is empty.
+func (d *Defences) Tarpitted(account, addressKey string, client netip.Addr) bool {
+	if d.tarpit.empty() || !d.Settings().Tarpit.Enabled {
+		return false
+	}
+	now := d.opts.Clock()
+	held := d.tarpit.holds(KindAccount, account, now) || d.tarpit.holds(KindAddress, addressKey, now) ||
+		client.IsValid() && d.tarpit.holds(KindNetwork, Network(client).String(), now)
+	if held {
+		d.m.answers.Inc()
+	}
+	return held
+}
+
+// Offence counts a refusal (reason: the limit that refused, or why a proof
+// of work was refused) against account, and tarpits the account when it
+// has earned the settings' number of them within OffenceWindow.
+func (d *Defences) Offence(account, reason string) {
+	d.m.offences.WithLabelValues(reason).Inc()
+	rules := d.Settings().Tarpit
+	if !rules.Enabled || rules.Offences == 0 {
+		return
+	}
+	if d.watch.offence(account, rules.Offences, d.opts.Clock()) {
+		d.catch(KindAccount, account, ReasonOffences, rules)
+	}
+}
+
+// Joined records that account holds a place in sale and joined from
+// client (addressKey is its per-address key), and tarpits the address or
+// the network when more accounts than the settings allow joined the sale
+// from it.
+func (d *Defences) Joined(sale, account, addressKey string, client netip.Addr) {
+	rules := d.Settings().Tarpit
+	if !rules.Enabled {
+		return
+	}
+	now := d.opts.Clock()
+	if n := rules.AccountsPerAddress; n > 0 && d.watch.joined(sale, "a:"+addressKey, account, n, now) {
+		d.catch(KindAddress, addressKey, ReasonAccountsPerAddress, rules)
+	}
+	if n := rules.AccountsPerNetwork; n > 0 && client.IsValid() {
+		network := Network(client).String()
+		if d.watch.joined(sale, "n:"+network, account, n, now) {
+			d.catch(KindNetwork, network, ReasonAccountsPerNetwork, rules)
+		}
+	}
+}
+
+// catch puts key in the tarpit on this node at once, and in Redis for the
+// others at the next sync.
+func (d *Defences) catch(kind, key, reason string, rules TarpitRules) {
+	now := d.opts.Clock()
+	e := Entry{Kind: kind, Key: key, Reason: reason, Since: now, Until: now.Add(time.Duration(rules.HoldS) * time.Second)}
+	d.tarpit.put(e)
+	d.m.caught.WithLabelValues(kind, reason).Inc()
+	d.opts.Log.Info("tarpit: caught", "kind", kind, "key", key, "reason", reason, "until", e.Until)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.pending) < maxPending {
+		d.pending = append(d.pending, change{op: opCatch, Entry: e})
+	}
+}
+
+// List returns what the tarpit holds, oldest first.
+func (d *Defences) List() []Entry { return d.tarpit.list(d.opts.Clock()) }
+
+// Release takes key of kind out of the tarpit on every node; an error
+// wrapping ErrNotTarpitted when this node holds no such entry, another when
+// Redis does not take the release (then nothing changed).
+func (d *Defences) Release(ctx context.Context, kind, key string) (Entry, error) {
+	now := d.opts.Clock()
+	if !d.tarpit.holds(kind, key, now) {
+		return Entry{}, ErrNotTarpitted
+	}
+	if err := d.store.append(ctx, []change{{op: opRelease, Entry: Entry{Kind: kind, Key: key, Since: now, Until: now}}}); err != nil {
+		return Entry{}, err
+	}
+	e, _ := d.tarpit.remove(kind, key)
+	d.mu.Lock()
+	// A catch of this key not yet written would come back at the next sync.
+	d.pending = slices.DeleteFunc(d.pending, func(c change) bool { return c.Kind == kind && c.Key == key })
+	d.mu.Unlock()
+	d.opts.Log.Info("tarpit: released", "kind", kind, "key", key)
+	return e, nil
+}
+
+// Run keeps the node in step with the others every SyncInterval until ctx
+// is done.
+func (d *Defences) Run(ctx context.Context) {
+	t := time.NewTicker(d.opts.SyncInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		err := d.Sync(ctx)
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			d.opts.Log.Warn("defences: cannot sync with Redis; keeping this node's copy", "err", err)
+		case err == nil && failing:
+			d.opts.Log.Info("defences: in sync with Redis again")
+		}
+		failing = err != nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Sync is one round: this node's catches go to Redis, the settings and the
+// others' tarpit changes come from it, and expired entries go.
+func (d *Defences) Sync(ctx context.Context) error {
+	err := d.sync(ctx)
+	if err != nil {
+		d.m.syncErrors.Inc()
+	}
+	d.tarpit.purge(d.opts.Clock())
+	return err
+}
+
+func (d *Defences) sync(ctx context.Context) error {
+	d.mu.Lock()
+	pending := d.pending
+	d.pending = nil
+	d.mu.Unlock()
+	if len(pending) > 0 {
+		if err := d.store.append(ctx, pending); err != nil {
+			d.mu.Lock()
+			d.pending = append(pending, d.pending...)[:min(len(pending)+len(d.pending), maxPending)]
+			d.mu.Unlock()
+			return err
+		}
+	}
+	st, ok, err := d.store.settings(ctx)
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		d.adopt(st)
+	case d.Settings().Version > 0:
+		// Redis lost what ops set: put this node's copy back.
+		if err := d.store.restore(ctx, d.Settings()); err != nil {
+			return err
+		}
+	}
+	for {
+		d.mu.Lock()
+		after := d.after
+		d.mu.Unlock()
+		changes, next, err := d.store.read(ctx, after)
+		if err != nil {
+			return err
+		}
+		for _, c := range changes {
+			switch c.op {
+			case opCatch:
+				d.tarpit.put(c.Entry)
+			case opRelease:
+				d.tarpit.remove(c.Kind, c.Key)
+			}
+		}
+		d.mu.Lock()
+		d.after = next
+		d.mu.Unlock()
+		if len(changes) < readBatch {
+			return nil
+		}
+	}
+}

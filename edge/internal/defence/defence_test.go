@@ -1,0 +1,256 @@
+package defence_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/edge/internal/defence"
+	"github.com/flashgate/flashgate/internal/testenv"
+	"github.com/flashgate/flashgate/tokens"
+)
+
+// clock is a test's settable time.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// nodes are n edge nodes' defences sharing one Redis prefix and clock.
+func nodes(t *testing.T, n int, st defence.Settings) ([]*defence.Defences, *clock, *testenv.Redis) {
+	t.Helper()
+	r := testenv.NewRedis(t, testenv.RedisURL())
+	c := &clock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
+	out := make([]*defence.Defences, n)
+	for i := range out {
+		out[i] = defence.New(r.Client, r.Prefix, defence.Options{Defaults: st, Clock: c.Now})
+	}
+	return out, c, r
+}
+
+func defaults() defence.Settings { return defence.DefaultSettings("1200-M", "300-S") }
+
+func syncAll(t *testing.T, ds ...*defence.Defences) {
+	t.Helper()
+	for _, d := range ds {
+		if err := d.Sync(context.Background()); err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+	}
+}
+
+var client = netip.MustParseAddr("192.0.2.7")
+
+// TestOffencesTarpitOnEveryNode: an account that keeps earning refusals on
+// one node waits on every node once they have synced, until ops release it
+// or its hold ends.
+func TestOffencesTarpitOnEveryNode(t *testing.T) {
+	st := defaults()
+	st.Tarpit.Offences = 3
+	ds, clk, _ := nodes(t, 2, st)
+	a, b := ds[0], ds[1]
+	for range 2 {
+		a.Offence("mallory", "poll_account")
+	}
+	if a.Tarpitted("mallory", "192.0.2.7", client) {
+		t.Fatal("tarpitted after 2 offences, want after 3")
+	}
+	a.Offence("mallory", "poll_account")
+	if !a.Tarpitted("mallory", "192.0.2.7", client) {
+		t.Fatal("not tarpitted on its own node after 3 offences")
+	}
+	if b.Tarpitted("mallory", "192.0.2.7", client) {
+		t.Fatal("the other node knew before any sync")
+	}
+	syncAll(t, a, b)
+	if !b.Tarpitted("mallory", "198.51.100.1", netip.MustParseAddr("198.51.100.1")) {
+		t.Fatal("the other node does not tarpit mallory after syncing")
+	}
+	if b.Tarpitted("alice", "192.0.2.8", netip.MustParseAddr("192.0.2.8")) {
+		t.Fatal("alice tarpitted")
+	}
+	if got := b.List(); len(got) != 1 || got[0].Kind != defence.KindAccount || got[0].Key != "mallory" || got[0].Reason != defence.ReasonOffences {
+		t.Fatalf("List = %+v, want mallory for offences", got)
+	}
+
+	if _, err := b.Release(context.Background(), defence.KindAccount, "nobody"); !errors.Is(err, defence.ErrNotTarpitted) {
+		t.Fatalf("Release(nobody) = %v, want ErrNotTarpitted", err)
+	}
+	if _, err := b.Release(context.Background(), defence.KindAccount, "mallory"); err != nil {
+		t.Fatal(err)
+	}
+	syncAll(t, a, b)
+	if a.Tarpitted("mallory", "192.0.2.7", client) || b.Tarpitted("mallory", "192.0.2.7", client) {
+		t.Fatal("mallory still tarpitted after the release")
+	}
+
+	// Caught again, it is held for HoldS, then let go.
+	for range 3 {
+		a.Offence("mallory", "challenge_unsolved")
+	}
+	syncAll(t, a, b)
+	clk.Add(time.Duration(st.Tarpit.HoldS-1) * time.Second)
+	if !b.Tarpitted("mallory", "192.0.2.7", client) {
+		t.Fatal("let go before the hold ended")
+	}
+	clk.Add(time.Second)
+	syncAll(t, b)
+	if b.Tarpitted("mallory", "192.0.2.7", client) || len(b.List()) != 0 {
+		t.Fatalf("still held after the hold: %+v", b.List())
+	}
+}
+
+// TestAccountsPerAddress: the accounts beyond the limit that join one sale
+// from one address tarpit the address — every account polling from it —
+// and a network rule its network.
+func TestAccountsPerAddress(t *testing.T) {
+	st := defaults()
+	st.Tarpit.AccountsPerAddress = 3
+	st.Tarpit.AccountsPerNetwork = 5
+	ds, _, _ := nodes(t, 1, st)
+	d := ds[0]
+	for _, acct := range []string{"a1", "a2", "a3", "a1", "a2"} { // rejoins count once
+		d.Joined("s1", acct, "192.0.2.7", client)
+	}
+	d.Joined("s2", "a4", "192.0.2.7", client) // another sale's count
+	if d.Tarpitted("a1", "192.0.2.7", client) {
+		t.Fatal("address tarpitted at 3 accounts, the limit")
+	}
+	d.Joined("s1", "a4", "192.0.2.7", client)
+	if !d.Tarpitted("honest-neighbour", "192.0.2.7", client) {
+		t.Fatal("the 4th account did not tarpit the address")
+	}
+	if d.Tarpitted("elsewhere", "192.0.2.99", netip.MustParseAddr("192.0.2.99")) {
+		t.Fatal("a neighbour address tarpitted before the network's limit")
+	}
+	for i, addr := range []string{"192.0.2.10", "192.0.2.11"} {
+		d.Joined("s1", "n"+string(rune('0'+i)), addr, netip.MustParseAddr(addr))
+	}
+	if !d.Tarpitted("elsewhere", "192.0.2.99", netip.MustParseAddr("192.0.2.99")) {
+		t.Fatal("6 accounts from 192.0.2.0/24 did not tarpit the network")
+	}
+	if d.Tarpitted("far", "198.51.100.1", netip.MustParseAddr("198.51.100.1")) {
+		t.Fatal("another network tarpitted")
+	}
+}
+
+// TestTarpitSwitchedOff: with the tarpit off nobody is caught and nobody
+// held waits.
+func TestTarpitSwitchedOff(t *testing.T) {
+	st := defaults()
+	st.Tarpit.Offences = 1
+	ds, _, _ := nodes(t, 1, st)
+	d := ds[0]
+	d.Offence("mallory", "join_account")
+	if !d.Tarpitted("mallory", "192.0.2.7", client) {
+		t.Fatal("not caught with the tarpit on")
+	}
+	if _, err := d.Change(context.Background(), []byte(`{"tarpit": {"enabled": false}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if d.Tarpitted("mallory", "192.0.2.7", client) {
+		t.Fatal("held with the tarpit off")
+	}
+	d.Offence("eve", "join_account")
+	for range 40 {
+		d.Joined("s1", "x"+time.Now().String(), "192.0.2.7", client)
+	}
+	if _, err := d.Change(context.Background(), []byte(`{"tarpit": {"enabled": true}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if d.Tarpitted("eve", "192.0.2.8", netip.MustParseAddr("192.0.2.8")) {
+		t.Fatal("eve caught while the tarpit was off")
+	}
+}
+
+// TestSettingsShared: a change on one node reaches the others at their next
+// sync, keeps what it does not name, refuses bad input without storing it,
+// and survives Redis losing it.
+func TestSettingsShared(t *testing.T) {
+	ds, _, r := nodes(t, 2, defaults())
+	a, b := ds[0], ds[1]
+	ctx := context.Background()
+	got, err := a.Change(ctx, []byte(`{"trust": {"min_account_age_days": 7}, "limits": {"join_subnet": "600-M"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != 1 || got.Trust.MinAccountAgeDays != 7 || got.Trust.ExtraChallengeBits != 4 || got.Limits.JoinSubnet != "600-M" || got.Limits.PollSubnet != "300-S" {
+		t.Fatalf("Change = %+v", got)
+	}
+	syncAll(t, b)
+	if b.Settings() != got {
+		t.Fatalf("the other node has %+v, want %+v", b.Settings(), got)
+	}
+	for _, body := range []string{
+		`{"tarpit": {"offences": -1}}`, `{"trust": {"extra_challenge_bits": 13}}`, `{"limits": {"poll_subnet": "fast"}}`,
+		`{"version": 9}`, `{"tarpitt": {}}`, `[1]`, `{"tarpit": {"hold_s": 0}}`,
+	} {
+		if _, err := b.Change(ctx, []byte(body)); !errors.Is(err, defence.ErrInvalid) {
+			t.Errorf("Change(%s) = %v, want ErrInvalid", body, err)
+		}
+	}
+	next, err := b.Change(ctx, []byte(`{"tarpit": {"offences": 50}}`))
+	if err != nil || next.Version != 2 || next.Trust.MinAccountAgeDays != 7 {
+		t.Fatalf("second Change = %+v, %v", next, err)
+	}
+	syncAll(t, a)
+	if a.Settings() != next {
+		t.Fatalf("first node has %+v, want %+v", a.Settings(), next)
+	}
+
+	// Redis loses the settings: a node puts its copy back, and a node
+	// started afterwards reads them.
+	if err := r.Client.Del(ctx, defence.NewKeys(r.Prefix).Settings()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	syncAll(t, a)
+	late := defence.New(r.Client, r.Prefix, defence.Options{Defaults: defaults()})
+	syncAll(t, late)
+	if late.Settings() != next {
+		t.Fatalf("a node started after the loss has %+v, want %+v", late.Settings(), next)
+	}
+}
+
+func TestLowTrust(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	yes, no := true, false
+	risk := func(f float64) *float64 { return &f }
+	rules := defence.TrustRules{MinAccountAgeDays: 7, RequireVerifiedPhone: true, MaxRiskScore: 60, ExtraChallengeBits: 4}
+	cases := []struct {
+		name string
+		sig  tokens.Signals
+		want string
+	}{
+		{"no signals", tokens.Signals{}, ""},
+		{"old, verified, low risk", tokens.Signals{AccountCreated: now.AddDate(-1, 0, 0), PhoneVerified: &yes, RiskScore: risk(10)}, ""},
+		{"a day old", tokens.Signals{AccountCreated: now.AddDate(0, 0, -1)}, "account_age"},
+		{"phone not verified", tokens.Signals{PhoneVerified: &no}, "phone"},
+		{"risky", tokens.Signals{RiskScore: risk(61)}, "risk"},
+		{"at the risk threshold", tokens.Signals{RiskScore: risk(60)}, ""},
+	}
+	for _, tc := range cases {
+		if low, rule := rules.LowTrust(tc.sig, now); low != (tc.want != "") || rule != tc.want {
+			t.Errorf("%s: LowTrust = %v, %q; want %q", tc.name, low, rule, tc.want)
+		}
+	}
+	if low, _ := (defence.TrustRules{}).LowTrust(tokens.Signals{PhoneVerified: &no, RiskScore: risk(100)}, now); low {
+		t.Error("rules without thresholds marked an account")
+	}
+}
+
+func TestNetwork(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.77": "192.0.2.0/24", "::ffff:192.0.2.77": "192.0.2.0/24",
+		"2001:db8:1:2:3::4": "2001:db8:1::/48",
+	} {
+		if got := defence.Network(netip.MustParseAddr(in)).String(); got != want {
+			t.Errorf("Network(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
