@@ -8,6 +8,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/challenge"
 	"github.com/flashgate/flashgate/internal/httpapi"
+	"github.com/flashgate/flashgate/tokens"
 )
 
 // The headers a join carries its proof of work in, when the sale asks for
@@ -30,15 +31,23 @@ type challengeRequired struct {
 	DifficultyBits int    `json:"difficulty_bits"`
 }
 
-// challenged is false when the join may go on: the sale asks for no proof
-// of work (ops set none), or the join carries a solution of a challenge
-// issued to this account for this sale, recent, at the difficulty in
-// force. Otherwise it has answered 403 challenge_required with a fresh
-// challenge and returns true. The check costs about half a microsecond
-// and no Redis (package challenge).
-func (s *Server) challenged(ctx *fasthttp.RequestCtx, v *admission.View, account string) (bool, error) {
-	bits := v.State.ChallengeBits
-	if bits <= 0 || s.Challenges == nil {
+// challenged is false when the join may go on: no proof of work is asked
+// of this account (the sale asks none, and the shop's signals do not mark
+// it as low trust), or the join carries a solution of a challenge issued
+// to this account for this sale, recent, at the difficulty in force: the
+// sale's, plus the trust rules' extra bits for a low-trust account.
+// Otherwise it has answered 403 challenge_required with a fresh challenge
+// and returns true. The check costs about half a microsecond and no Redis
+// (package challenge). A solution refused for any reason but its age
+// counts against the account towards the tarpit.
+func (s *Server) challenged(ctx *fasthttp.RequestCtx, v *admission.View, account string, signals tokens.Signals) (bool, error) {
+	bits := max(v.State.ChallengeBits, 0)
+	if s.Defences != nil {
+		if low, extra := s.Defences.LowTrust(signals); low {
+			bits = min(bits+extra, challenge.MaxDifficultyBits)
+		}
+	}
+	if bits == 0 || s.Challenges == nil {
 		return false, nil
 	}
 	now := s.Clock()
@@ -49,7 +58,11 @@ func (s *Server) challenged(ctx *fasthttp.RequestCtx, v *admission.View, account
 			s.metrics.challenge("solved").Inc()
 			return false, nil
 		}
-		s.metrics.challenge(refusal(err)).Inc()
+		why := refusal(err)
+		s.metrics.challenge(why).Inc()
+		if why != "expired" && why != "too_easy" && s.Defences != nil { // an honest page meets those when ops raise the difficulty
+			s.Defences.Offence(account, "challenge_"+why)
+		}
 	}
 	ch, err := s.Challenges.Issue(account, v.Sale.SaleID, bits, now)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/ulule/limiter/v3"
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/edge/internal/defence"
 	"github.com/flashgate/flashgate/internal/httpapi"
 )
 
@@ -30,22 +31,12 @@ const (
 // named is each limit by its name.
 func (l Limits) named() map[string]*limiter.Limiter {
 	return map[string]*limiter.Limiter{
-		LimitJoinIP: l.JoinIP, LimitJoinSubnet: l.JoinSubnet, LimitJoinAccount: l.JoinAccount,
-		LimitPollIP: l.PollIP, LimitPollSubnet: l.PollSubnet, LimitPollAccount: l.PollAccount,
+		LimitJoinIP: l.JoinIP, LimitJoinAccount: l.JoinAccount,
+		LimitPollIP: l.PollIP, LimitPollAccount: l.PollAccount,
 		LimitReserveIP: l.ReserveIP, LimitReserveAccount: l.ReserveAccount,
 		LimitOrderAccount: l.OrderAccount, LimitOrderReadAccount: l.OrderReadAccount, LimitWebhookIP: l.WebhookIP,
 	}
 }
-
-// The prefix lengths of a per-subnet key. An IPv4 client counts against its
-// /24, the longest prefix routed on the internet; an IPv6 client against
-// its /48, the usual allocation of one site and likewise the longest
-// prefix routed (homes get a /48 to a /56, RFC 6177), since its /64 is
-// already its per-address key.
-const (
-	subnetBits4 = 24
-	subnetBits6 = 48
-)
 
 // limit counts one request against each limiter under its key, in order,
 // and answers 429 rate_limited, with Retry-After and X-RateLimit-* headers,
@@ -72,6 +63,9 @@ func (s *Server) limit(ctx *fasthttp.RequestCtx, checks ...limitCheck) error {
 		if lc.Reached {
 			setRateLimitHeaders(&ctx.Response.Header, lc)
 			s.metrics.limited(c.name).Inc()
+			if c.account != "" && s.Defences != nil {
+				s.Defences.Offence(c.account, c.name) // flooding joins, polling far faster than told
+			}
 			wait := max(lc.Reset-s.Clock().Unix(), 1)
 			return &httpapi.Error{
 				Status: fasthttp.StatusTooManyRequests, Code: codeRateLimited,
@@ -100,14 +94,15 @@ func setRateLimitHeaders(h *fasthttp.ResponseHeader, lc limiter.Context) {
 // limitCheck is one limiter and the key a request counts under; a nil l
 // checks nothing.
 type limitCheck struct {
-	name string // the limit's name (LimitJoinIP, ...)
-	l    *limiter.Limiter
-	key  string
+	name    string // the limit's name (LimitJoinIP, ...)
+	l       *limiter.Limiter
+	key     string
+	account string // a per-account check's account, whose offence a refusal is
 }
 
 // byIP is a per-address check; addr is an addressKey.
 func byIP(name string, l *limiter.Limiter, addr string) limitCheck {
-	return limitCheck{name, l, "ip:" + addr}
+	return limitCheck{name: name, l: l, key: "ip:" + addr}
 }
 
 // bySubnet is a per-subnet check of the client address a, the one the
@@ -118,22 +113,50 @@ func bySubnet(name string, l *limiter.Limiter, a netip.Addr) limitCheck {
 	if l == nil || !a.IsValid() {
 		return limitCheck{}
 	}
-	return limitCheck{name, l, subnetKey(a)}
+	return limitCheck{name: name, l: l, key: subnetKey(a)}
 }
 
 // subnetKey is the key of a per-subnet limit for the valid address a: its
-// /24 when IPv4, its /48 when IPv6, as "net:192.0.2.0/24" or
-// "net:2001:db8:1::/48".
+// network (defence.Network), as "net:192.0.2.0/24" or "net:2001:db8:1::/48".
 func subnetKey(a netip.Addr) string {
-	bits := subnetBits6
-	if a.Is4() {
-		bits = subnetBits4
-	}
-	p, _ := a.Unmap().WithZone("").Prefix(bits) // bits is within the address's length
 	var buf [len("net:") + len("ffff:ffff:ffff::/48")]byte
-	return string(p.AppendTo(append(buf[:0], "net:"...)))
+	return string(defence.Network(a).AppendTo(append(buf[:0], "net:"...)))
 }
 
 func byAccount(name string, l *limiter.Limiter, account string) limitCheck {
-	return limitCheck{name, l, "acct:" + account}
+	return limitCheck{name: name, l: l, key: "acct:" + account, account: account}
+}
+
+// networkLimiters are the per-network limiters at the rates of one
+// version of the defence settings; nil limiters are no limit.
+type networkLimiters struct {
+	version    int64
+	join, poll *limiter.Limiter
+}
+
+// networkLimits returns the per-network limiters of the defence settings
+// in force, made anew (over the same counts) when ops have changed them.
+func (s *Server) networkLimits() *networkLimiters {
+	nl := s.networks.Load()
+	if s.Defences == nil {
+		return &networkLimiters{}
+	}
+	st := s.Defences.Settings()
+	if nl != nil && nl.version == st.Version {
+		return nl
+	}
+	next := &networkLimiters{version: st.Version,
+		join: rated(s.Limits.JoinSubnet, st.Limits.JoinSubnet), poll: rated(s.Limits.PollSubnet, st.Limits.PollSubnet)}
+	s.networks.Store(next) // two requests racing here build the same limiters
+	return next
+}
+
+// rated is a limiter counting in store at the rate formatted, nil when
+// either is missing (settings are validated before they are taken).
+func rated(store limiter.Store, formatted string) *limiter.Limiter {
+	rate, err := defence.ParseRate(formatted)
+	if store == nil || rate == nil || err != nil {
+		return nil
+	}
+	return limiter.New(store, *rate)
 }

@@ -77,7 +77,7 @@ type queueAnswer struct {
 
 // join: POST /v1/sales/{sale}/queue with a user token.
 func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
-	account, err := s.Users.Account(httpapi.Bearer(ctx))
+	account, signals, err := s.Users.Shopper(httpapi.Bearer(ctx))
 	if err != nil {
 		return err
 	}
@@ -85,8 +85,9 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 		return errAccountID
 	}
 	client, _ := s.clientAddr(ctx)
+	address := addressKey(client)
 	if err := s.limit(ctx, byAccount(LimitJoinAccount, s.Limits.JoinAccount, account),
-		byIP(LimitJoinIP, s.Limits.JoinIP, addressKey(client)), bySubnet(LimitJoinSubnet, s.Limits.JoinSubnet, client)); err != nil {
+		byIP(LimitJoinIP, s.Limits.JoinIP, address), bySubnet(LimitJoinSubnet, s.networkLimits().join, client)); err != nil {
 		return err
 	}
 	v, err := s.Admission.View(params[0])
@@ -97,7 +98,7 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	if err := v.Joinable(now); err != nil {
 		return err
 	}
-	if answered, err := s.challenged(ctx, v, account); answered || err != nil {
+	if answered, err := s.challenged(ctx, v, account, signals); answered || err != nil {
 		return err
 	}
 	c, cancel := s.budget()
@@ -112,6 +113,9 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if s.Defences != nil {
+		s.Defences.Joined(v.Sale.SaleID, account, address, client)
 	}
 	pos := place.Position
 	if place.Pre {
@@ -198,8 +202,9 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 		return err
 	}
 	client, _ := s.clientAddr(ctx)
+	address := addressKey(client)
 	if err := s.limit(ctx, byAccount(LimitPollAccount, s.Limits.PollAccount, claims.Subject),
-		byIP(LimitPollIP, s.Limits.PollIP, addressKey(client)), bySubnet(LimitPollSubnet, s.Limits.PollSubnet, client)); err != nil {
+		byIP(LimitPollIP, s.Limits.PollIP, address), bySubnet(LimitPollSubnet, s.networkLimits().poll, client)); err != nil {
 		return err
 	}
 	v, err := s.Admission.TokenView(params[0])
@@ -224,6 +229,8 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 		if final {
 			ans.PollAfterMS = 0
 		}
+	case est.Admitted && s.Defences != nil && s.Defences.Tarpitted(claims.Subject, address, client):
+		ans = waiting(tarpitted(est))
 	case est.Admitted:
 		if err := s.stillHeld(v, claims); err != nil {
 			return err
@@ -258,6 +265,18 @@ func (s *Server) sameAccount(ctx *fasthttp.RequestCtx, subject string) error {
 		return tokens.ErrWrongAccount
 	}
 	return nil
+}
+
+// tarpitted is the estimate a tarpitted shopper whose place has come is
+// shown: next in line, a moment's wait, the pace it was told before — an
+// answer like any other, so a script learns nothing from it but that its
+// turn is slow to come (docs/FAIRNESS.md, "The tarpit").
+func tarpitted(e admission.Estimate) admission.Estimate {
+	e.Admitted = false
+	e.NowServing = min(e.NowServing, max(e.Position-1, 0))
+	e.WaitS = 1
+	e.PollAfterMS = max(e.PollAfterMS, 1000)
+	return e
 }
 
 // waiting is the answer to a shopper not yet admitted, from the estimate.

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/challenge"
+	"github.com/flashgate/flashgate/edge/internal/defence"
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
@@ -38,6 +40,7 @@ type Deps struct {
 	Tokens     *tokens.Verifier                 // queue and admission tokens
 	Issuer     *tokens.Issuer                   // queue and admission tokens
 	Challenges *challenge.Challenger            // joins' proof of work, when a sale asks for it
+	Defences   *defence.Defences                // the tarpit, trust rules and network limits; nil: none
 	Users      *tokens.UserVerifier             // the shop's user tokens
 	DevUsers   *tokens.DevUserIssuer            // dev mode only; nil otherwise
 	Origin     *proxy.Upstream                  // reserves
@@ -56,8 +59,12 @@ type Deps struct {
 // httpapi.AddressKey (an IPv6 address by its /64), subnets by subnetKey
 // (an IPv4 address by its /24, an IPv6 one by its /48).
 type Limits struct {
-	JoinIP, JoinSubnet, JoinAccount *limiter.Limiter
-	PollIP, PollSubnet, PollAccount *limiter.Limiter
+	JoinIP, JoinAccount *limiter.Limiter
+	PollIP, PollAccount *limiter.Limiter
+	// JoinSubnet and PollSubnet keep the per-network counts; their rates
+	// are the defence settings' (Deps.Defences), which ops change at run
+	// time. Without Defences, or a store, there is no network limit.
+	JoinSubnet, PollSubnet limiter.Store
 	ReserveIP, ReserveAccount       *limiter.Limiter
 	OrderAccount                    *limiter.Limiter // POST /v1/orders
 	OrderReadAccount                *limiter.Limiter // GET /v1/orders/{id} and GET /v1/reservations/{id}
@@ -91,9 +98,10 @@ const DefaultWebhookMaxBodyBytes = 64 << 10
 // Server holds the handlers of both listeners.
 type Server struct {
 	Deps
-	opts    Options
-	metrics metrics
-	promh   fasthttp.RequestHandler
+	opts     Options
+	metrics  metrics
+	promh    fasthttp.RequestHandler
+	networks atomic.Pointer[networkLimiters] // the network limits of the defence settings in force
 }
 
 type metrics struct {
@@ -168,6 +176,10 @@ func New(deps Deps, opts Options) *Server {
 			s.metrics.limited(name) // shown from the start, at 0
 		}
 	}
+	if deps.Defences != nil {
+		s.metrics.limited(LimitJoinSubnet)
+		s.metrics.limited(LimitPollSubnet)
+	}
 	s.metrics.requestsBy = newChildCache(func(k routeStatus) prometheus.Observer {
 		return s.metrics.requests.WithLabelValues(k.route, strconv.Itoa(k.status))
 	})
@@ -229,6 +241,10 @@ func (s *Server) adminRoutes() []route {
 	return []route{
 		{fasthttp.MethodGet, []string{"admin", "sales", "*", "admission"}, "get_admission", s.getAdmission},
 		{fasthttp.MethodPut, []string{"admin", "sales", "*", "admission"}, "put_admission", s.putAdmission},
+		{fasthttp.MethodGet, []string{"admin", "defences"}, "get_defences", s.getDefences},
+		{fasthttp.MethodPut, []string{"admin", "defences"}, "put_defences", s.putDefences},
+		{fasthttp.MethodGet, []string{"admin", "tarpit"}, "get_tarpit", s.getTarpit},
+		{fasthttp.MethodDelete, []string{"admin", "tarpit"}, "release_tarpit", s.releaseTarpit},
 		{fasthttp.MethodGet, []string{"metrics"}, "metrics", func(ctx *fasthttp.RequestCtx, _ []string) error {
 			s.promh(ctx)
 			return nil

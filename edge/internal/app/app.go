@@ -23,6 +23,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/api"
 	"github.com/flashgate/flashgate/edge/internal/assets"
 	"github.com/flashgate/flashgate/edge/internal/challenge"
+	"github.com/flashgate/flashgate/edge/internal/defence"
 	"github.com/flashgate/flashgate/edge/internal/limitstore"
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
@@ -45,6 +46,7 @@ type App struct {
 	Cursor    *admission.Cursor     // the controller's, for benchmarks that read it
 	Joiner    *queue.Joiner
 	Line      *line.Keeper
+	Defences  *defence.Defences // the tarpit, trust rules and network limits, shared with the other nodes
 	API       *api.Server
 
 	stopLoops context.CancelFunc
@@ -142,8 +144,12 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.Defences = defence.New(a.rdb, cfg.RedisPrefix, defence.Options{
+		Defaults: defence.DefaultSettings(cfg.LimitJoinSubnet, cfg.LimitPollSubnet),
+		Log:      log.With("component", "defences"), Registry: reg,
+	})
 	a.API = api.New(api.Deps{
-		Admission: a.Admission, Joiner: a.Joiner, Line: a.Line, Challenges: challenges,
+		Admission: a.Admission, Joiner: a.Joiner, Line: a.Line, Challenges: challenges, Defences: a.Defences,
 		Tokens:   tokens.NewVerifier(keys, tokens.VerifierOptions{}),
 		Issuer:   tokens.NewIssuer(keys, tokens.IssuerOptions{AdmissionTTL: cfg.AdmissionTokenTTL}),
 		Users:    users,
@@ -205,25 +211,28 @@ func devModeGauge(dev bool) prometheus.Gauge {
 // store of its own holding at most cfg.LimitMaxKeys keys; the keys pushed
 // out at the cap are counted on /metrics.
 func limits(cfg Config, reg prometheus.Registerer) api.Limits {
-	build := func(name, format string) *limiter.Limiter {
-		if format == "" {
-			return nil
-		}
-		rate, _ := limiter.NewRateFromFormatted(format) // checked by Validate
+	newStore := func(name string) *limitstore.Store {
 		store := limitstore.New(limitstore.Options{MaxKeys: cfg.LimitMaxKeys})
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "flashgate_edge_limit_keys_evicted_total",
 			Help:        "Rate-limit keys forgotten before their window ended because the limit held FLASHGATE_LIMIT_MAX_KEYS keys.",
 			ConstLabels: prometheus.Labels{"limit": name},
 		}, func() float64 { return float64(store.Evicted()) }))
-		return limiter.New(store, rate)
+		return store
+	}
+	build := func(name, format string) *limiter.Limiter {
+		if format == "" {
+			return nil
+		}
+		rate, _ := limiter.NewRateFromFormatted(format) // checked by Validate
+		return limiter.New(newStore(name), rate)
 	}
 	return api.Limits{
 		JoinIP:           build(api.LimitJoinIP, cfg.LimitJoinIP),
-		JoinSubnet:       build(api.LimitJoinSubnet, cfg.LimitJoinSubnet),
+		JoinSubnet:       newStore(api.LimitJoinSubnet), // at the defence settings' rate, which ops tune
 		JoinAccount:      build(api.LimitJoinAccount, cfg.LimitJoinAccount),
 		PollIP:           build(api.LimitPollIP, cfg.LimitPollIP),
-		PollSubnet:       build(api.LimitPollSubnet, cfg.LimitPollSubnet),
+		PollSubnet:       newStore(api.LimitPollSubnet),
 		PollAccount:      build(api.LimitPollAccount, cfg.LimitPollAccount),
 		ReserveIP:        build(api.LimitReserveIP, cfg.LimitReserveIP),
 		ReserveAccount:   build(api.LimitReserveAccount, cfg.LimitReserveAccount),
@@ -244,6 +253,7 @@ func (a *App) Start() {
 	a.stopLoops = cancel
 	a.every(ctx, a.cfg.SnapshotRefresh, a.Snapshots.Kicks(), "snapshot refresh", a.Snapshots.Refresh)
 	a.every(ctx, a.cfg.Tick, nil, "admission tick", a.Admission.Tick)
+	a.every(ctx, time.Second, nil, "defences sync", a.Defences.Sync)
 }
 
 // every runs f now, then every period and whenever wake delivers (nil:

@@ -23,9 +23,6 @@ var ErrNotTarpitted = errors.New("not in the tarpit")
 type Options struct {
 	// Defaults are the settings until ops change them (DefaultSettings).
 	Defaults Settings
-	// SyncInterval is how often a node reads the others' changes and
-	// writes its own; 0 means a second.
-	SyncInterval time.Duration
 	Clock        func() time.Time // nil means time.Now
 	Log          *slog.Logger     // nil: slog.Default()
 	Registry     prometheus.Registerer
@@ -37,8 +34,8 @@ const maxPending = 10_000
 
 // Defences are one edge node's share of the defences: the settings in
 // force, the tarpit's copy, and the watch that catches misbehaving
-// accounts and addresses. Safe for concurrent use; Run keeps it in step
-// with the other nodes.
+// accounts and addresses. Safe for concurrent use; calling Sync every
+// second keeps it in step with the other nodes.
 type Defences struct {
 	store    store
 	opts     Options
@@ -63,9 +60,6 @@ type metrics struct {
 // New returns a node's defences over Redis client rdb with keys under
 // prefix, holding opts.Defaults until Run reads newer settings.
 func New(rdb redis.UniversalClient, prefix string, opts Options) *Defences {
-	if opts.SyncInterval <= 0 {
-		opts.SyncInterval = time.Second
-	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -104,7 +98,7 @@ func (d *Defences) Settings() Settings { return *d.settings.Load() }
 
 // Change applies an admin change, the JSON object body, to every node: it
 // is merged into the settings and stored in Redis, where the other nodes
-// read it within a SyncInterval. Errors wrapping ErrInvalid are the body's
+// read it at their next Sync. Errors wrapping ErrInvalid are the body's
 // fault; any other is Redis's, and nothing changed.
 func (d *Defences) Change(ctx context.Context, body []byte) (Settings, error) {
 	if _, err := d.Settings().Merge(body); err != nil {
@@ -228,29 +222,6 @@ func (d *Defences) Release(ctx context.Context, kind, key string) (Entry, error)
 	d.mu.Unlock()
 	d.opts.Log.Info("tarpit: released", "kind", kind, "key", key)
 	return e, nil
-}
-
-// Run keeps the node in step with the others every SyncInterval until ctx
-// is done.
-func (d *Defences) Run(ctx context.Context) {
-	t := time.NewTicker(d.opts.SyncInterval)
-	defer t.Stop()
-	failing := false
-	for {
-		err := d.Sync(ctx)
-		switch {
-		case err != nil && !failing && ctx.Err() == nil:
-			d.opts.Log.Warn("defences: cannot sync with Redis; keeping this node's copy", "err", err)
-		case err == nil && failing:
-			d.opts.Log.Info("defences: in sync with Redis again")
-		}
-		failing = err != nil
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // Sync is one round: this node's catches go to Redis, the settings and the

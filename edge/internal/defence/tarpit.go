@@ -67,7 +67,11 @@ func newTarpit() *tarpit {
 
 // holds reports whether key of kind is in the tarpit at now.
 func (t *tarpit) holds(kind, key string, now time.Time) bool {
-	e, ok := t.kinds[kind].Load(key)
+	m := t.kinds[kind]
+	if m == nil {
+		return false
+	}
+	e, ok := m.Load(key)
 	return ok && now.Before(e.(Entry).Until)
 }
 
