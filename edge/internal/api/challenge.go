@@ -35,7 +35,8 @@ type challengeRequired struct {
 // of this account (the sale asks none, and the shop's signals do not mark
 // it as low trust), or the join carries a solution of a challenge issued
 // to this account for this sale, recent, at the difficulty in force: the
-// sale's, plus the trust rules' extra bits for a low-trust account.
+// sale's, raised while joins come fast (the challenge ramp), plus the trust
+// rules' extra bits for a low-trust account.
 // Otherwise it has answered 403 challenge_required with a fresh challenge
 // and returns true. The check costs about half a microsecond and no Redis
 // (package challenge). A solution refused for any reason but its age

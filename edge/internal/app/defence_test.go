@@ -222,3 +222,41 @@ func TestNetworkLimitsTunedLive(t *testing.T) {
 		t.Fatalf("join with the limit off again = %d %s", res.Status, res.Body)
 	}
 }
+
+// TestChallengeRampsWithJoinRate: with the ramp set, a burst of joins makes
+// the sale's proof of work harder, up to the ramp's most, and it eases
+// again when joins slow down.
+func TestChallengeRampsWithJoinRate(t *testing.T) {
+	t.Parallel()
+	const sale = "ramp"
+	n := saleNode(t, sale, nil)
+	putDefences(t, n, `{"challenge_ramp": {"joins_per_s": 10, "max_extra_bits": 3}}`)
+	if res := putAdmission(t, n, sale, `{"challenge_bits": 4}`); res.Status != fasthttp.StatusOK {
+		t.Fatalf("PUT challenge_bits = %d %s", res.Status, res.Body)
+	}
+	waitChallenge(t, n, sale, 4)
+	bits := func(account string) int {
+		t.Helper()
+		res := n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/queue", Token: edgetest.UserToken(t, account)})
+		var ch challengeAnswer
+		if res.Status != fasthttp.StatusForbidden || json.Unmarshal(res.Body, &ch) != nil {
+			t.Fatalf("join = %d %s, want 403 challenge_required", res.Status, res.Body)
+		}
+		return ch.DifficultyBits
+	}
+	if got := bits("calm"); got != 4 {
+		t.Fatalf("challenge before any burst = %d bits, want 4", got)
+	}
+	snap, _ := n.App.Snapshots.Get(sale)
+	fillLine(t, context.Background(), []*edgetest.Node{n}, sale, snap.StartsAt, 400) // far above 10 a second
+	if got := bits("in-the-burst"); got != 7 {
+		t.Fatalf("challenge in a burst = %d bits, want 4 + 3", got)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for bits("after") != 4 {
+		if time.Now().After(deadline) {
+			t.Fatal("the challenge did not ease in 15 s after the burst")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -254,3 +254,15 @@ func TestNetwork(t *testing.T) {
 		}
 	}
 }
+
+func TestChallengeRamp(t *testing.T) {
+	r := defence.ChallengeRamp{JoinsPerS: 1000, MaxExtraBits: 3}
+	for rate, want := range map[float64]int{0: 0, 999: 0, 1000: 0, 1001: 1, 1999: 1, 2000: 2, 3999: 2, 4000: 3, 1e6: 3} {
+		if got := r.ExtraBits(rate); got != want {
+			t.Errorf("ExtraBits(%g) = %d, want %d", rate, got, want)
+		}
+	}
+	if got := (defence.ChallengeRamp{MaxExtraBits: 3}).ExtraBits(1e6); got != 0 {
+		t.Errorf("an unset ramp adds %d bits", got)
+	}
+}

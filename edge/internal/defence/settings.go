@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ulule/limiter/v3"
@@ -28,6 +29,25 @@ type Settings struct {
 	Tarpit  TarpitRules   `json:"tarpit"`
 	Trust   TrustRules    `json:"trust"`
 	Limits  NetworkLimits `json:"limits"`
+	Ramp    ChallengeRamp `json:"challenge_ramp"`
+}
+
+// ChallengeRamp raises a sale's proof of work while joins come fast: one
+// bit (twice the work) more for each doubling of the join rate above
+// JoinsPerS, at most MaxExtraBits. It raises the difficulty ops set for
+// the sale, and asks nothing of a sale that asks no proof of work.
+type ChallengeRamp struct {
+	JoinsPerS    float64 `json:"joins_per_s"` // 0: off
+	MaxExtraBits int     `json:"max_extra_bits"`
+}
+
+// ExtraBits is how much harder the proof of work is at a join rate of
+// joinsPerS.
+func (r ChallengeRamp) ExtraBits(joinsPerS float64) int {
+	if r.JoinsPerS <= 0 || joinsPerS <= r.JoinsPerS {
+		return 0
+	}
+	return min(int(math.Log2(joinsPerS/r.JoinsPerS))+1, r.MaxExtraBits)
 }
 
 // TarpitRules say who is tarpitted: accounts that keep earning refusals
@@ -87,6 +107,7 @@ func DefaultSettings(joinSubnet, pollSubnet string) Settings {
 	return Settings{
 		Tarpit: TarpitRules{Enabled: true, Offences: 30, AccountsPerAddress: 32, AccountsPerNetwork: 0, HoldS: 3600},
 		Trust:  TrustRules{ExtraChallengeBits: 4},
+		Ramp:   ChallengeRamp{MaxExtraBits: 3},
 		Limits: NetworkLimits{JoinSubnet: joinSubnet, PollSubnet: pollSubnet},
 	}
 }
@@ -106,6 +127,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("%w: trust.min_account_age_days must be 0 or more, trust.max_risk_score 0 to 100", ErrInvalid)
 	case tr.ExtraChallengeBits < 0 || tr.ExtraChallengeBits > MaxExtraChallengeBits:
 		return fmt.Errorf("%w: trust.extra_challenge_bits must be 0 to %d", ErrInvalid, MaxExtraChallengeBits)
+	case s.Ramp.JoinsPerS < 0 || s.Ramp.MaxExtraBits < 0 || s.Ramp.MaxExtraBits > MaxExtraChallengeBits:
+		return fmt.Errorf("%w: challenge_ramp.joins_per_s must be 0 (off) or more, challenge_ramp.max_extra_bits 0 to %d", ErrInvalid, MaxExtraChallengeBits)
 	}
 	for name, f := range map[string]string{"limits.join_subnet": s.Limits.JoinSubnet, "limits.poll_subnet": s.Limits.PollSubnet} {
 		if _, err := ParseRate(f); err != nil {

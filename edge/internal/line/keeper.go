@@ -537,6 +537,17 @@ func (s *saleLine) record(epoch string, at time.Time, length int64) {
 	s.samples = s.samples[cut:]
 }
 
+// JoinRate is the sale's recent join rate, joins a second over the whole
+// line (every node's), as this node's readings of its length show it.
+func (k *Keeper) JoinRate(sale string) float64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if s, ok := k.sales[sale]; ok {
+		return s.joinRate()
+	}
+	return 0
+}
+
 // minRateSpan is the shortest span the join rate is taken over: a handful
 // of joins arriving together is not a rate of thousands a second.
 const minRateSpan = 250 * time.Millisecond
