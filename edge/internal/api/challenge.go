@@ -44,9 +44,13 @@ type challengeRequired struct {
 func (s *Server) challenged(ctx *fasthttp.RequestCtx, v *admission.View, account string, signals tokens.Signals) (bool, error) {
 	bits := max(v.State.ChallengeBits, 0)
 	if s.Defences != nil {
-		if low, extra := s.Defences.LowTrust(signals); low {
-			bits = min(bits+extra, challenge.MaxDifficultyBits)
+		if bits > 0 && s.Line != nil {
+			bits += s.Defences.Settings().Ramp.ExtraBits(s.Line.JoinRate(v.Sale.SaleID))
 		}
+		if low, extra := s.Defences.LowTrust(signals); low {
+			bits += extra
+		}
+		bits = min(bits, challenge.MaxDifficultyBits)
 	}
 	if bits == 0 || s.Challenges == nil {
 		return false, nil

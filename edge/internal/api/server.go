@@ -11,8 +11,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"strconv"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,11 +64,11 @@ type Limits struct {
 	// JoinSubnet and PollSubnet keep the per-network counts; their rates
 	// are the defence settings' (Deps.Defences), which ops change at run
 	// time. Without Defences, or a store, there is no network limit.
-	JoinSubnet, PollSubnet limiter.Store
-	ReserveIP, ReserveAccount       *limiter.Limiter
-	OrderAccount                    *limiter.Limiter // POST /v1/orders
-	OrderReadAccount                *limiter.Limiter // GET /v1/orders/{id} and GET /v1/reservations/{id}
-	WebhookIP                       *limiter.Limiter // POST /v1/payments/webhook
+	JoinSubnet, PollSubnet    limiter.Store
+	ReserveIP, ReserveAccount *limiter.Limiter
+	OrderAccount              *limiter.Limiter // POST /v1/orders
+	OrderReadAccount          *limiter.Limiter // GET /v1/orders/{id} and GET /v1/reservations/{id}
+	WebhookIP                 *limiter.Limiter // POST /v1/payments/webhook
 }
 
 // Options tune the handlers; zero values take the defaults.

@@ -23,9 +23,9 @@ var ErrNotTarpitted = errors.New("not in the tarpit")
 type Options struct {
 	// Defaults are the settings until ops change them (DefaultSettings).
 	Defaults Settings
-	Clock        func() time.Time // nil means time.Now
-	Log          *slog.Logger     // nil: slog.Default()
-	Registry     prometheus.Registerer
+	Clock    func() time.Time // nil means time.Now
+	Log      *slog.Logger     // nil: slog.Default()
+	Registry prometheus.Registerer
 }
 
 // maxPending bounds the catches a node keeps while Redis does not take
