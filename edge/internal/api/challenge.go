@@ -8,7 +8,6 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/challenge"
 	"github.com/flashgate/flashgate/internal/httpapi"
-	"github.com/flashgate/flashgate/tokens"
 )
 
 // The headers a join carries its proof of work in, when the sale asks for
@@ -41,14 +40,19 @@ type challengeRequired struct {
 // and returns true. The check costs about half a microsecond and no Redis
 // (package challenge). A solution refused for any reason but its age
 // counts against the account towards the tarpit.
-func (s *Server) challenged(ctx *fasthttp.RequestCtx, v *admission.View, account string, signals tokens.Signals) (bool, error) {
+func (s *Server) challenged(ctx *fasthttp.RequestCtx, v *admission.View, account, userToken string) (bool, error) {
 	bits := max(v.State.ChallengeBits, 0)
 	if s.Defences != nil {
 		if bits > 0 && s.Line != nil {
 			bits += s.Defences.Settings().Ramp.ExtraBits(s.Line.JoinRate(v.Sale.SaleID))
 		}
-		if low, extra := s.Defences.LowTrust(signals); low {
-			bits += extra
+		if s.Defences.Settings().Trust.Active() {
+			// Only now are the token's claims read again for its signals.
+			if _, signals, err := s.Users.Shopper(userToken); err == nil {
+				if low, extra := s.Defences.LowTrust(signals); low {
+					bits += extra
+				}
+			}
 		}
 		bits = min(bits, challenge.MaxDifficultyBits)
 	}

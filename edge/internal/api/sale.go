@@ -77,7 +77,8 @@ type queueAnswer struct {
 
 // join: POST /v1/sales/{sale}/queue with a user token.
 func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
-	account, signals, err := s.Users.Shopper(httpapi.Bearer(ctx))
+	userToken := httpapi.Bearer(ctx)
+	account, err := s.Users.Account(userToken)
 	if err != nil {
 		return err
 	}
@@ -98,7 +99,7 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	if err := v.Joinable(now); err != nil {
 		return err
 	}
-	if answered, err := s.challenged(ctx, v, account, signals); answered || err != nil {
+	if answered, err := s.challenged(ctx, v, account, userToken); answered || err != nil {
 		return err
 	}
 	c, cancel := s.budget()

@@ -174,6 +174,12 @@ func (s Settings) Merge(body []byte) (Settings, error) {
 	return next, nil
 }
 
+// Active reports whether any threshold is set and would ask more of an
+// account: only then are a join's signals read.
+func (r TrustRules) Active() bool {
+	return r.ExtraChallengeBits > 0 && (r.MinAccountAgeDays > 0 || r.RequireVerifiedPhone || r.MaxRiskScore > 0)
+}
+
 // LowTrust reports whether the rules mark an account with signals sig as
 // low trust at now, and by which rule ("" when not).
 func (r TrustRules) LowTrust(sig tokens.Signals, now time.Time) (bool, string) {
