@@ -32,7 +32,7 @@ test: ## go vet and every test (race detector) against real Redis and Postgres; 
 build: ## compile every package and put the binaries (origin, edge, sandboxgateway, bench tools) into bin/
 	$(GO) build ./...
 	@mkdir -p bin
-	@mains="$$($(GO) list -e -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./origin ./edge ./deploy/sandboxgateway ./bench/... 2>/dev/null | sed '/^$$/d' || true)"; \
+	@mains="$$($(GO) list -e -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./origin ./edge/... ./deploy/sandboxgateway ./bench/... 2>/dev/null | sed '/^$$/d' || true)"; \
 	if [[ -n "$$mains" ]]; then \
 		echo "flashgate: building $$(echo $$mains | tr ' ' '\n' | sed 's|.*/||' | tr '\n' ' ')into bin/"; \
 		$(GO) build -o bin/ $$mains; \

@@ -55,6 +55,11 @@ func NewIssuer(keys *KeySet, opts IssuerOptions) *Issuer {
 	return i
 }
 
+// DerivedKey is KeySet.DerivedKeys(label) of the active key, the one the
+// Issuer signs with: a key for MACs of another kind (a distinct label
+// each) that every node signing with the same key derives alike.
+func (i *Issuer) DerivedKey(label string) []byte { return deriveKey(i.secret, label) }
+
 // Admission issues an admission token for account's reserve in sale, earned
 // at queue position pos. It lives AdmissionTTL and carries a fresh 128-bit
 // jti. The claims returned are exactly those signed (times in whole seconds).

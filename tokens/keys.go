@@ -148,11 +148,16 @@ func (k *KeySet) SharedSecret(secret []byte) (kid string, ok bool) {
 func (k *KeySet) DerivedKeys(label string) map[string][]byte {
 	out := make(map[string][]byte, len(k.order))
 	for _, kid := range k.order {
-		m := hmac.New(sha256.New, k.secrets[kid])
-		m.Write([]byte(label))
-		out[kid] = m.Sum(nil)
+		out[kid] = deriveKey(k.secrets[kid], label)
 	}
 	return out
+}
+
+// deriveKey is HMAC-SHA256(secret, label).
+func deriveKey(secret []byte, label string) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(label))
+	return m.Sum(nil)
 }
 
 // String returns the set in ParseKeySet's form, active key first, so that it

@@ -9,9 +9,10 @@
 // says whether the node can answer sale requests at all.
 //
 // Its Redis keys are the line's, named in queue.Keys: advance.lua writes the
-// cursor hash (now_serving, last_ms) and reads the counters and the line
-// hash. The restore (queue.Lines) is the one place that creates the cursor
-// hash.
+// cursor hash (now_serving, last_ms), appends its moves to the steps list,
+// and reads the counters and the line hash; the admission log (log.go)
+// reads the places hash and the steps list. The restore (queue.Lines) is
+// the one place that creates the cursor hash.
 package admission
 
 import (
@@ -275,7 +276,7 @@ func (c *Controller) view(e snapshot.Entry, seed []byte, available int64) (*View
 	if started && v.State.Drawn {
 		v.shuffle, v.drawn = queue.NewShuffle(seed, v.State.DrawSize), true
 	}
-	pub := publicSnapshot{Sale: sale, Draw: draw{SeedSHA256: seedHash, Algorithm: "feistel-sha256-8"}}
+	pub := publicSnapshot{Sale: sale, Draw: draw{SeedSHA256: seedHash, Algorithm: queue.ShuffleAlgorithm}}
 	if v.HasState {
 		pub.NowServing, pub.QueueLength = v.State.NowServing, v.State.QueueLength
 		pub.Draw.PreQueue = v.State.PreQueue

@@ -31,8 +31,13 @@
 -- come back one by one go to about as many shoppers, not to a second's
 -- worth of the line.
 --
+-- Each call that moves now_serving appends "<now ms>:<now_serving>" to the
+-- steps list (one RPUSH; the admission log reads when each place was
+-- admitted from it), which keeps its first ARGV[9] entries: past them a
+-- move is pushed and trimmed off again.
+--
 -- KEYS[1] cursor hash  KEYS[2] pre counter  KEYS[3] post counter
--- KEYS[4] line hash (epoch, ceilings, draw_size, replid)
+-- KEYS[4] line hash (epoch, ceilings, draw_size, replid)  KEYS[5] steps list
 -- ARGV[1] sale start (unix ms)  ARGV[2] units available (0: none)
 -- ARGV[3] pre, ARGV[4] post, ARGV[5] now_serving floors: the highest values
 --   the calling node has read (0: none)
@@ -41,6 +46,7 @@
 -- ARGV[8] reserves the calling node saw the checkout answer (any answer but
 --   a failure) since its last call: added to the cursor's answered count,
 --   whose rate bounds the slow start
+-- ARGV[9] the most steps the steps list keeps
 --
 -- Returns {now_serving, queue length, rate (string), paused (0/1), now (unix ms),
 --   pre counter, post counter, draw size (-1 until sealed), pre ceiling,
@@ -56,12 +62,13 @@
 -- less than the caller has read before (a counter or the cursor below its
 -- floor). The edge restores it from the origin. A line without a
 -- replication id (restored where INFO was not allowed) takes this Redis's.
-local cursor, pre_key, post_key, line_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local cursor, pre_key, post_key, line_key, steps_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local starts, available = tonumber(ARGV[1]), tonumber(ARGV[2])
 local pre_floor, post_floor, serving_floor = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local hold = ARGV[6] == '1'
 local since_hold = tonumber(ARGV[7] or '-1')
 local answers = tonumber(ARGV[8] or '0')
+local max_steps = tonumber(ARGV[9])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -172,6 +179,9 @@ if now >= starts then
       end
       serving = next
       redis.call('HSET', cursor, 'now_serving', string.format('%.0f', serving), 'last_ms', string.format('%.3f', last))
+      if redis.call('RPUSH', steps_key, string.format('%.0f:%.0f', now, serving)) > max_steps then
+        redis.call('LTRIM', steps_key, 0, max_steps - 1)
+      end
     end
   end
 end

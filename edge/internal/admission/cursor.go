@@ -29,9 +29,10 @@ var _ line.StateReader = (*Cursor)(nil)
 // sales in one round trip; State serves the cached result without touching
 // Redis, which is what keeps a status poll free.
 type Cursor struct {
-	rdb  redis.UniversalClient
-	keys queue.Keys
-	now  func() time.Time
+	rdb      redis.UniversalClient
+	keys     queue.Keys
+	now      func() time.Time
+	maxSteps int64 // the cursor's moves recorded per sale: MaxSteps (tests set fewer)
 
 	mu     sync.RWMutex // guards states
 	states map[string]*saleState
@@ -55,7 +56,7 @@ func NewCursor(rdb redis.UniversalClient, keys queue.Keys, now func() time.Time)
 	if now == nil {
 		now = time.Now
 	}
-	return &Cursor{rdb: rdb, keys: keys, now: now, states: map[string]*saleState{}}
+	return &Cursor{rdb: rdb, keys: keys, now: now, maxSteps: MaxSteps, states: map[string]*saleState{}}
 }
 
 // advance.lua's reply (its header documents it): advanceValues values, a
@@ -82,8 +83,9 @@ func (c *Cursor) Tick(ctx context.Context, ticks []queue.Tick) error {
 	}
 	cmds := redisscript.Each(ctx, c.rdb, advanceScript, len(ticks), func(i int) ([]string, []any) {
 		t, f := ticks[i], floors[i]
-		return []string{c.keys.Cursor(t.Sale), c.keys.Pre(t.Sale), c.keys.Post(t.Sale), c.keys.Line(t.Sale)},
-			[]any{t.StartsAt.UnixMilli(), max(t.Available, 0), f.Pre, f.Post, f.NowServing, flag(t.Hold), c.sinceMS(t.HeldAt), max(t.Answered, 0)}
+		return []string{c.keys.Cursor(t.Sale), c.keys.Pre(t.Sale), c.keys.Post(t.Sale), c.keys.Line(t.Sale), c.keys.Steps(t.Sale)},
+			[]any{t.StartsAt.UnixMilli(), max(t.Available, 0), f.Pre, f.Post, f.NowServing, flag(t.Hold), c.sinceMS(t.HeldAt), max(t.Answered, 0),
+				c.maxSteps}
 	})
 	read := c.now()
 	var firstErr error

@@ -59,6 +59,13 @@ func (v *View) Ready(now time.Time) error {
 	return nil
 }
 
+// Draw is the pre-queue draw the view shows: the sale's seed and, once the
+// sale has started and the draw's size is sealed, that size (drawn false
+// before).
+func (v *View) Draw() (seed []byte, size int64, drawn bool) {
+	return v.seed, v.State.DrawSize, v.drawn
+}
+
 // Joinable is nil when a shopper may join the sale's line at now:
 // ErrSaleClosed once it has ended, ErrSoldOut once it is sold out for good
 // (true however old the snapshot), else what Ready says.

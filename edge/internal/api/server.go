@@ -211,6 +211,7 @@ func (s *Server) publicRoutes() []route {
 		{fasthttp.MethodGet, []string{"v1", "sales", "*"}, "snapshot", s.snapshot},
 		{fasthttp.MethodPost, []string{"v1", "sales", "*", "queue"}, "join", s.join},
 		{fasthttp.MethodGet, []string{"v1", "sales", "*", "queue", "status"}, "status", s.status},
+		{fasthttp.MethodGet, []string{"v1", "sales", "*", "admission-log"}, "admission_log", s.admissionLog},
 		{fasthttp.MethodPost, []string{"v1", "sales", "*", "reserve"}, "reserve", s.reserve},
 		{fasthttp.MethodPost, []string{"v1", "orders"}, "orders", s.userPassThrough(LimitOrderAccount, s.Limits.OrderAccount)},
 		{fasthttp.MethodGet, []string{"v1", "orders", "*"}, "order", s.userPassThrough(LimitOrderReadAccount, s.Limits.OrderReadAccount)},

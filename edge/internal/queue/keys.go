@@ -16,6 +16,12 @@ package queue
 //	                                    answered_ms, answered_then, answer_rate (not durable: a
 //	                                    restored line samples it anew); settings.lua records a
 //	                                    resume's or a raise's ramp there: ramp_ms, ramp_from
+//	<prefix>{q:<sale>}:steps    list    the admission cursor's moves, oldest first, each
+//	                                    "<unix ms>:<now_serving>" (Redis TIME, the value it
+//	                                    moved to): package admission's advance.lua appends one
+//	                                    each time it moves now_serving, until the list holds
+//	                                    admission.MaxSteps (later moves go unrecorded); the
+//	                                    admission log's admitted_at is read from it
 //	<prefix>{q:<sale>}:line     hash    epoch and restored_ms (set by the restore that put
 //	                                    the line here: its name and Redis TIME),
 //	                                    pre_ceiling, post_ceiling, serving_ceiling (durable
@@ -64,6 +70,9 @@ func (k Keys) Seed(sale string) string { return k.sale(sale) + "seed" }
 
 // Cursor is the admission cursor with its rate and pause switch.
 func (k Keys) Cursor(sale string) string { return k.sale(sale) + "cursor" }
+
+// Steps records the admission cursor's moves, for the admission log.
+func (k Keys) Steps(sale string) string { return k.sale(sale) + "steps" }
 
 // Line holds the line's durable ceilings, draw size and restore epoch.
 func (k Keys) Line(sale string) string { return k.sale(sale) + "line" }

@@ -69,7 +69,9 @@ type Place struct {
 	Position int64
 }
 
-func parsePlace(s string) (Place, error) {
+// ParsePlace reads a value of the places hash (Keys.Places): "p<i>", the
+// i-th pre-queue join, or a position.
+func ParsePlace(s string) (Place, error) {
 	if rest, ok := strings.CutPrefix(s, placePre); ok {
 		i, err := strconv.ParseInt(rest, 10, 64)
 		return Place{Pre: true, Index: i}, err
@@ -257,7 +259,7 @@ func readJoins(calls []*joinCall, cmd *redis.Cmd) (Level, bool) {
 			c.err = fmt.Errorf("join sale %s: %w", c.sale, ErrWait)
 			lv.Refused++
 		default:
-			c.place, c.err = parsePlace(vals[i])
+			c.place, c.err = ParsePlace(vals[i])
 			c.length = tail[0]
 		}
 	}
@@ -282,7 +284,7 @@ func (j *Joiner) Claim(ctx context.Context, sale, account string, p Place) (Plac
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Place{}, fmt.Errorf("claim place in sale %s: %w", sale, err)
 	}
-	have, err := parsePlace(get.Val())
+	have, err := ParsePlace(get.Val())
 	if err != nil {
 		return Place{}, fmt.Errorf("claim place in sale %s: stored place %q: %w", sale, get.Val(), err)
 	}

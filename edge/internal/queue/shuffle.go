@@ -21,6 +21,10 @@ type Shuffle struct {
 	mask     uint64
 }
 
+// ShuffleAlgorithm names the draw as the snapshot and the admission log
+// publish it (draw.algorithm).
+const ShuffleAlgorithm = "feistel-sha256-8"
+
 // shuffleRounds: eight rounds make the permutation's output indistinguishable
 // from random for any practical pre-queue size.
 const shuffleRounds = 8
