@@ -326,7 +326,9 @@ type Sale struct {
 	EndsAt          time.Time `json:"ends_at"`
 	HoldTTLSeconds  int       `json:"hold_ttl_s"`
 	PerAccountLimit int       `json:"per_account_limit"`
-	SKUs            []SKU     `json:"skus"`
+	// OneUnitPerPayer: nil leaves it out (the origin's default, on).
+	OneUnitPerPayer *bool `json:"one_unit_per_payer,omitempty"`
+	SKUs            []SKU `json:"skus"`
 }
 
 // OpenSale returns a sale that started a minute ago and ends in an hour,

@@ -564,6 +564,16 @@ func TestJSONShapes(t *testing.T) {
 	if len(fields) != 10 {
 		t.Errorf("intent %s has %d fields, want 10", b, len(fields))
 	}
+	// A paid intent adds its payer.
+	f.pay(t, in.ID)
+	_, b = f.api(t, "GET", "/v1/intents/"+in.ID, "", "")
+	var paid map[string]json.RawMessage
+	if err := json.Unmarshal(b, &paid); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := paid["payer"]; !ok || len(paid) != 11 {
+		t.Errorf("paid intent %s has %d fields, want 11 with payer", b, len(paid))
+	}
 	var created string
 	_ = json.Unmarshal(fields["created_at"], &created)
 	if _, err := time.Parse(time.RFC3339Nano, created); err != nil || !strings.HasSuffix(created, "Z") {

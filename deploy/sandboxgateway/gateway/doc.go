@@ -13,9 +13,16 @@
 // Sandbox endpoints, for scripts and tests, every call with
 // "Authorization: Bearer <ControlToken>":
 //
-//	POST /sandbox/intents/{id}/pay, POST /sandbox/intents/{id}/fail
+//	POST /sandbox/intents/{id}/pay  [{"payer": "upi:alice@okbank"}]
+//	POST /sandbox/intents/{id}/fail
 //	GET  /sandbox/intents[?created_since=...], GET /sandbox/events
 //	GET and PUT /sandbox/webhooks   {"enabled": bool}
+//
+// A paid intent names its payer, the paying instrument, as a real gateway
+// reports it: the pay body's "payer" (1 to 100 bytes of printable
+// characters without spaces, else 400), or, with no body or no payer,
+// "upi:payer-<intent id>@sandbox", unique to the intent. Intent answers
+// and webhook payloads carry "payer" once the intent has succeeded.
 //
 // Pay and fail also take "Authorization: Bearer <pay key>", the intent's
 // own key, which pay_url carries in its fragment

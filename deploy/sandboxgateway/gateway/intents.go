@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -35,6 +36,10 @@ type Intent struct {
 	CreatedAt   time.Time         `json:"created_at"`
 	UpdatedAt   time.Time         `json:"updated_at"`
 	Refunds     []Refund          `json:"refunds"` // in creation order; never nil
+	// Payer is the instrument that paid, as a real gateway reports it (a
+	// UPI VPA such as "upi:alice@okbank", a card fingerprint); absent until
+	// the intent succeeds.
+	Payer string `json:"payer,omitempty"`
 }
 
 // Refund gives back part or all of a succeeded intent's amount. Refunds
@@ -205,18 +210,51 @@ func (g *Gateway) intentsSince(since time.Time) []Intent {
 	return out
 }
 
-// Pay marks a requires_payment intent succeeded and sends
-// payment_intent.succeeded. Paying a succeeded intent again changes nothing
-// and sends nothing; a failed intent gives ErrIntentFailed.
-func (g *Gateway) Pay(id string) (Intent, error) { return g.settle(id, StatusSucceeded) }
+// Pay marks a requires_payment intent succeeded, paid by a payer of its
+// own (DefaultPayer), and sends payment_intent.succeeded. Paying a
+// succeeded intent again changes nothing and sends nothing; a failed
+// intent gives ErrIntentFailed.
+func (g *Gateway) Pay(id string) (Intent, error) { return g.PayAs(id, "") }
+
+// PayAs is Pay by the instrument payer, which must satisfy ValidPayer; ""
+// means DefaultPayer(id). A repeat keeps the first payer.
+func (g *Gateway) PayAs(id, payer string) (Intent, error) {
+	if payer == "" {
+		payer = DefaultPayer(id)
+	}
+	return g.settle(id, StatusSucceeded, payer)
+}
 
 // Fail marks a requires_payment intent failed and sends
 // payment_intent.failed. Failing a failed intent again changes nothing and
 // sends nothing; a succeeded intent gives ErrIntentSucceeded.
-func (g *Gateway) Fail(id string) (Intent, error) { return g.settle(id, StatusFailed) }
+func (g *Gateway) Fail(id string) (Intent, error) { return g.settle(id, StatusFailed, "") }
 
-// settle moves intent id to its final status to.
-func (g *Gateway) settle(id string, to Status) (Intent, error) {
+// DefaultPayer is the payer of an intent paid without one: unique to the
+// intent, so callers that name no payer (scripts, the crowd simulator)
+// never look like one shopper paying twice.
+func DefaultPayer(intentID string) string { return "upi:payer-" + intentID + "@sandbox" }
+
+// maxPayerLen bounds a payer, in bytes.
+const maxPayerLen = 100
+
+// ValidPayer reports whether payer may name an instrument: 1 to
+// maxPayerLen bytes of printable UTF-8 without spaces.
+func ValidPayer(payer string) bool {
+	if payer == "" || len(payer) > maxPayerLen || !utf8.ValidString(payer) {
+		return false
+	}
+	for _, r := range payer {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// settle moves intent id to its final status to, paid by payer when to is
+// StatusSucceeded.
+func (g *Gateway) settle(id string, to Status, payer string) (Intent, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p, ok := g.intents[id]
@@ -232,6 +270,9 @@ func (g *Gateway) settle(id string, to Status) (Intent, error) {
 		return Intent{}, ErrIntentSucceeded
 	}
 	p.Status = to
+	if to == StatusSucceeded {
+		p.Payer = payer
+	}
 	p.UpdatedAt = g.now()
 	in := p.clone()
 	typ := EventPaymentSucceeded

@@ -21,9 +21,12 @@ type pageData struct {
 // pageTemplate is the hosted pay page: self-contained, no external assets.
 // Its buttons call the sandbox pay and fail endpoints with the pay key
 // from the page's own URL fragment (pay_url's "#key=..."), the only
-// credential a shopper has; #pay-result then says "Payment succeeded." or
-// "Payment failed." (or why neither happened) and carries the status in
-// data-status; #return-link, present when the intent has a return_url,
+// credential a shopper has. Pay sends the #payer field ("UPI ID"), when
+// filled in, as the payer "upi:<UPI ID>" (trimmed and lower-cased: a VPA
+// is case-insensitive, and a real gateway reports it one way); left
+// empty, it sends no body and the gateway gives the intent a payer of its
+// own. #pay-result then says "Payment succeeded." or "Payment failed." (or
+// why neither happened) and carries the status in data-status; #return-link, present when the intent has a return_url,
 // appears once the payment is settled. Its inline style and script run
 // under pagePolicy by carrying the answer's nonce.
 var pageTemplate = template.Must(template.New("pay").Parse(`<!doctype html>
@@ -40,6 +43,8 @@ h1 { font-size: 1.2rem; margin: 0 0 .25rem; }
 .amount { font-size: 2rem; font-weight: 600; margin: .5rem 0 1rem; }
 dl { display: grid; grid-template-columns: auto 1fr; gap: .25rem 1rem; margin: 0 0 1.5rem; font-size: .9rem; }
 dt { color: #6b7280; } dd { margin: 0; overflow-wrap: anywhere; }
+label { display: block; font-size: .9rem; color: #6b7280; margin: 0 0 .25rem; }
+#payer { box-sizing: border-box; width: 100%; font-size: 1rem; padding: .6rem; border: 1px solid #d1d5db; border-radius: 8px; margin: 0 0 1rem; }
 .buttons { display: flex; gap: .75rem; }
 button { flex: 1; font-size: 1rem; padding: .75rem; border: 0; border-radius: 8px; cursor: pointer; color: #fff; }
 button:disabled { opacity: .5; cursor: default; }
@@ -58,6 +63,8 @@ button:disabled { opacity: .5; cursor: default; }
 {{- end}}
 <dt>Payment</dt><dd id="intent-id">{{.ID}}</dd>
 </dl>
+<label for="payer">UPI ID</label>
+<input id="payer" type="text" name="payer" placeholder="name@bank" maxlength="96" autocomplete="off" autocapitalize="none" spellcheck="false"{{if .Done}} disabled{{end}}>
 <div class="buttons">
 <button id="pay-button" type="button"{{if .Done}} disabled{{end}}>Pay</button>
 <button id="fail-button" type="button"{{if .Done}} disabled{{end}}>Fail</button>
@@ -72,19 +79,27 @@ button:disabled { opacity: .5; cursor: default; }
   const base = "/sandbox/intents/" + encodeURIComponent({{.ID}});
   const key = new URLSearchParams(location.hash.slice(1)).get({{.KeyParam}}) || "";
   const result = document.getElementById("pay-result");
-  const buttons = [document.getElementById("pay-button"), document.getElementById("fail-button")];
+  const payer = document.getElementById("payer");
+  const payButton = document.getElementById("pay-button"), failButton = document.getElementById("fail-button");
+  const controls = [payButton, failButton, payer];
   const back = document.getElementById("return-link");
   const settle = (status, text) => {
     result.dataset.status = status;
     result.textContent = text;
-    buttons.forEach((b) => { b.disabled = true; });
+    controls.forEach((c) => { c.disabled = true; });
     if (back) back.hidden = false;
   };
   const act = async (action) => {
-    buttons.forEach((b) => { b.disabled = true; });
+    const req = { method: "POST", headers: { Authorization: "Bearer " + key } };
+    const upi = payer.value.trim().toLowerCase();
+    if (action === "pay" && upi !== "") {
+      req.headers["Content-Type"] = "application/json";
+      req.body = JSON.stringify({ payer: "upi:" + upi });
+    }
+    controls.forEach((c) => { c.disabled = true; });
     result.textContent = "Working…";
     try {
-      const res = await fetch(base + "/" + action, { method: "POST", headers: { Authorization: "Bearer " + key } });
+      const res = await fetch(base + "/" + action, req);
       const body = await res.json().catch(() => ({}));
       if (res.ok) {
         settle(body.status, "Payment " + body.status + ".");
@@ -94,18 +109,18 @@ button:disabled { opacity: .5; cursor: default; }
         settle("succeeded", "Payment succeeded earlier; it cannot fail now.");
       } else if (res.status === 401) {
         result.textContent = "This payment link is incomplete: open it exactly as the shop gave it.";
-        buttons.forEach((b) => { b.disabled = false; });
+        controls.forEach((c) => { c.disabled = false; });
       } else {
         result.textContent = (body.message || "The gateway answered " + res.status) + ". Try again.";
-        buttons.forEach((b) => { b.disabled = false; });
+        controls.forEach((c) => { c.disabled = false; });
       }
     } catch (e) {
       result.textContent = "Network error. Try again.";
-      buttons.forEach((b) => { b.disabled = false; });
+      controls.forEach((c) => { c.disabled = false; });
     }
   };
-  buttons[0].addEventListener("click", () => act("pay"));
-  buttons[1].addEventListener("click", () => act("fail"));
+  payButton.addEventListener("click", () => act("pay"));
+  failButton.addEventListener("click", () => act("fail"));
 })();
 </script>
 </body>

@@ -36,17 +36,23 @@ func TestPayPageInBrowser(t *testing.T) {
 		returnURL string
 		url       func(*testing.T, Intent) string // the page's address; nil: pay_url
 		before    func(id string)                 // runs after the page loaded, before the click
+		upi       string                          // typed into the UPI ID field first; "" types nothing
 		button    string
 		want      string // in #pay-result
 		status    Status
+		payer     string // the intent's payer afterwards; "default" means DefaultPayer
 	}{
-		{"pay", "https://shop.example/orders/1", nil, nil, "pay-button", "succeeded", StatusSucceeded},
-		{"fail", "", nil, nil, "fail-button", "failed", StatusFailed},
+		{"pay", "https://shop.example/orders/1", nil, nil, "", "pay-button", "succeeded", StatusSucceeded, "default"},
+		{"pay with a UPI ID", "", nil, nil, " Alice@OKBank ", "pay-button", "succeeded", StatusSucceeded, "upi:alice@okbank"},
+		{"fail", "", nil, nil, "", "fail-button", "failed", StatusFailed, ""},
+		{"fail with a UPI ID", "", nil, nil, "alice@okbank", "fail-button", "failed", StatusFailed, ""},
 		{"pay after it failed elsewhere", "https://shop.example/orders/3", nil,
-			func(id string) { _, _ = f.gw.Fail(id) }, "pay-button", "failed", StatusFailed},
+			func(id string) { _, _ = f.gw.Fail(id) }, "", "pay-button", "failed", StatusFailed, ""},
+		// A UPI ID the gateway refuses pays nothing, and says why.
+		{"pay with a bad UPI ID", "", nil, nil, "alice smith@okbank", "pay-button", "payer must be", StatusRequiresPayment, ""},
 		// A link without its key, or with another intent's, pays nothing.
-		{"pay without the key", "", noKey, nil, "pay-button", "incomplete", StatusRequiresPayment},
-		{"fail with another intent's key", "", otherKey, nil, "fail-button", "incomplete", StatusRequiresPayment},
+		{"pay without the key", "", noKey, nil, "", "pay-button", "incomplete", StatusRequiresPayment, ""},
+		{"fail with another intent's key", "", otherKey, nil, "", "fail-button", "incomplete", StatusRequiresPayment, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,20 +73,31 @@ func TestPayPageInBrowser(t *testing.T) {
 			if tt.before != nil {
 				tt.before(in.ID)
 			}
+			if tt.upi != "" {
+				run(t, tab, "type the UPI ID", chromedp.SendKeys(chromedp.ID("payer"), tt.upi))
+			}
 			run(t, tab, "click #"+tt.button, chromedp.Click(chromedp.ID(tt.button)))
 			waitPage(t, tab, "the outcome", fmt.Sprintf(`document.getElementById("pay-result").textContent.includes(%q)`, tt.want))
 
-			if got, _ := f.gw.Intent(in.ID); got.Status != tt.status {
+			got, _ := f.gw.Intent(in.ID)
+			if got.Status != tt.status {
 				t.Errorf("intent status after the click = %s, want %s", got.Status, tt.status)
 			}
+			wantPayer := tt.payer
+			if wantPayer == "default" {
+				wantPayer = DefaultPayer(in.ID)
+			}
+			if got.Payer != wantPayer {
+				t.Errorf("intent payer after the click = %q, want %q", got.Payer, wantPayer)
+			}
 			if tt.status == StatusRequiresPayment {
-				if enabled := eval[bool](t, tab, `!document.getElementById("pay-button").disabled`); !enabled {
-					t.Error("buttons disabled after a refused click, want them usable again")
+				if enabled := eval[bool](t, tab, `!document.getElementById("pay-button").disabled && !document.getElementById("payer").disabled`); !enabled {
+					t.Error("buttons or the UPI ID field disabled after a refused click, want them usable again")
 				}
 				return
 			}
-			if disabled := eval[bool](t, tab, `document.getElementById("pay-button").disabled && document.getElementById("fail-button").disabled`); !disabled {
-				t.Error("buttons still enabled after the outcome")
+			if disabled := eval[bool](t, tab, `document.getElementById("pay-button").disabled && document.getElementById("fail-button").disabled && document.getElementById("payer").disabled`); !disabled {
+				t.Error("buttons or the UPI ID field still enabled after the outcome")
 			}
 			hasLink := eval[bool](t, tab, `!!document.getElementById("return-link")`)
 			if hasLink != (tt.returnURL != "") {

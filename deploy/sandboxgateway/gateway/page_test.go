@@ -30,6 +30,8 @@ func TestPayPage(t *testing.T) {
 	page := string(b)
 	for _, want := range []string{
 		"<title>Sandbox UPI payment</title>",
+		`<label for="payer">UPI ID</label>`, `<input id="payer" type="text"`,
+		`JSON.stringify({ payer: "upi:" + upi })`,
 		`id="pay-button"`, ">Pay</button>",
 		`id="fail-button"`, ">Fail</button>",
 		`id="pay-result"`,
@@ -71,7 +73,7 @@ func TestPayPage(t *testing.T) {
 	}
 	_, b = send(t, "GET", plain.PayURL, "")
 	page = string(b)
-	for _, want := range []string{"JPY 500", "Payment failed.", `id="pay-button" type="button" disabled`} {
+	for _, want := range []string{"JPY 500", "Payment failed.", `id="pay-button" type="button" disabled`, `spellcheck="false" disabled>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("pay page of a failed intent lacks %s", want)
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -195,8 +196,26 @@ func (g *Gateway) handleList(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// payRequest is the optional body of POST /sandbox/intents/{id}/pay.
+type payRequest struct {
+	// Payer is the paying instrument, e.g. "upi:alice@okbank"; nil (no
+	// body, or no field) means DefaultPayer.
+	Payer *string `json:"payer"`
+}
+
 func (g *Gateway) handlePay(w http.ResponseWriter, r *http.Request) error {
-	in, err := g.Pay(r.PathValue("id"))
+	var req payRequest
+	if err := decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	var payer string
+	if req.Payer != nil {
+		if !ValidPayer(*req.Payer) {
+			return badRequest(fmt.Sprintf("payer must be 1 to %d bytes of printable characters without spaces, like upi:alice@okbank", maxPayerLen))
+		}
+		payer = *req.Payer
+	}
+	in, err := g.PayAs(r.PathValue("id"), payer)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,8 @@ type saleJSON struct {
 	EndsAt          time.Time `json:"ends_at"`
 	HoldTTLSeconds  int       `json:"hold_ttl_s"`
 	PerAccountLimit int       `json:"per_account_limit"`
+	// OneUnitPerPayer: nil (absent) means true; always set in answers.
+	OneUnitPerPayer *bool     `json:"one_unit_per_payer"`
 	SKUs            []skuJSON `json:"skus"`
 }
 
@@ -42,7 +44,7 @@ const (
 var currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
 
 // validateSale checks a definition and fills in defaults: hold_ttl_s 600,
-// per_account_limit 1.
+// per_account_limit 1, one_unit_per_payer true.
 func validateSale(in *saleJSON) error {
 	if !httpapi.ValidID(in.SaleID) {
 		return errInvalidSaleID
@@ -64,6 +66,11 @@ func validateSale(in *saleJSON) error {
 	}
 	if in.PerAccountLimit != 1 {
 		return badRequest(codeInvalidPerAccountLimit, "per_account_limit must be 1: one unit per account.")
+	}
+	if in.OneUnitPerPayer == nil {
+		// On unless the shop says otherwise: a scalper has many accounts
+		// but few bank accounts.
+		in.OneUnitPerPayer = new(true)
 	}
 	if len(in.SKUs) == 0 || len(in.SKUs) > maxSKUs {
 		return badRequest(codeInvalidSKUs, "A sale needs 1 to %d SKUs.", maxSKUs)
@@ -101,6 +108,7 @@ func saleFromJSON(in saleJSON) ledger.Sale {
 		// Postgres keeps microseconds: round so a repeated create compares equal.
 		StartsAt: in.StartsAt.UTC().Round(time.Microsecond), EndsAt: in.EndsAt.UTC().Round(time.Microsecond),
 		HoldTTL: time.Duration(in.HoldTTLSeconds) * time.Second, PerAccountLimit: in.PerAccountLimit,
+		OneUnitPerPayer: in.OneUnitPerPayer == nil || *in.OneUnitPerPayer,
 	}
 	for _, k := range in.SKUs {
 		sale.SKUs = append(sale.SKUs, ledger.SKU{SKU: k.SKU, Name: k.Name, PriceMinor: k.PriceMinor, Currency: k.Currency, Stock: k.Stock})
@@ -111,7 +119,8 @@ func saleFromJSON(in saleJSON) ledger.Sale {
 func saleToJSON(sale ledger.Sale) saleJSON {
 	out := saleJSON{
 		SaleID: sale.ID, Name: sale.Name, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt,
-		HoldTTLSeconds: int(sale.HoldTTL / time.Second), PerAccountLimit: sale.PerAccountLimit, SKUs: []skuJSON{},
+		HoldTTLSeconds: int(sale.HoldTTL / time.Second), PerAccountLimit: sale.PerAccountLimit,
+		OneUnitPerPayer: new(sale.OneUnitPerPayer), SKUs: []skuJSON{},
 	}
 	for _, k := range sale.SKUs {
 		out.SKUs = append(out.SKUs, skuJSON{SKU: k.SKU, Name: k.Name, PriceMinor: k.PriceMinor, Currency: k.Currency, Stock: k.Stock})

@@ -320,6 +320,7 @@ func TestAdminBadInputGetsItsCode(t *testing.T) {
 		{"fractional stock", createRaw(`{"sale_id":"x3","name":"n","skus":[{"sku":"a","stock":1.5}]}`), 400, "invalid_field"},
 		{"unparseable time", createRaw(`{"sale_id":"x4","name":"n","starts_at":"yesterday"}`), 400, "invalid_json"},
 		{"unknown field", createRaw(`{"sale_id":"x5","name":"n","discount":10}`), 400, "unknown_field"},
+		{"payer rule as a string", createRaw(`{"sale_id":"x6","name":"n","one_unit_per_payer":"yes"}`), 400, "invalid_field"},
 		{"malformed json", createRaw(`{"sale_id":`), 400, "invalid_json"},
 		{"wrong content type", origintest.Request{Method: "POST", Path: "/admin/sales", Token: origintest.AdminToken, ContentType: "text/plain", Body: defJSON}, 415, "unsupported_media_type"},
 		{"over the handler's 1 MiB", createRaw(`{"name":"` + strings.Repeat("n", 1<<20) + `"}`), 413, "body_too_large"},

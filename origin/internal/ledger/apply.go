@@ -384,8 +384,11 @@ func applyPays(ctx context.Context, tx pgx.Tx, sale string, pays []intent.Intent
 		}
 	}
 	if len(refused) > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE orders SET status = 'refunded', refund_status = 'owed', updated_at = now()
-			WHERE reservation_id = ANY($1) AND status <> 'refunded'`, refusedIDs); err != nil {
+		// Their payers' claims go with the sale (one statement: this is
+		// the writer's batch).
+		if _, err := tx.Exec(ctx, `WITH refunded AS (UPDATE orders SET status = 'refunded', refund_status = 'owed', updated_at = now()
+			WHERE reservation_id = ANY($1) AND status <> 'refunded' RETURNING order_id)
+			DELETE FROM sale_payers WHERE order_id IN (SELECT order_id FROM refunded)`, refusedIDs); err != nil {
 			return nil, err
 		}
 	}

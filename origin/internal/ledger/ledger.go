@@ -46,6 +46,10 @@ type Sale struct {
 	EndsAt          time.Time
 	HoldTTL         time.Duration // whole seconds
 	PerAccountLimit int
+	// OneUnitPerPayer refuses, and refunds, a second paid order of the sale
+	// from an instrument (a UPI VPA, a card) that has paid for one already.
+	// The zero value is off; the API's default for a new sale is on.
+	OneUnitPerPayer bool
 	SKUs            []SKU
 }
 
@@ -63,9 +67,9 @@ type SKU struct {
 // an existing id is ErrSaleExists.
 func (s *Store) CreateSale(ctx context.Context, sale Sale) (created bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO sales (sale_id, name, starts_at, ends_at, hold_ttl_s, per_account_limit)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (sale_id) DO NOTHING`,
-			sale.ID, sale.Name, sale.StartsAt, sale.EndsAt, int(sale.HoldTTL/time.Second), sale.PerAccountLimit)
+		tag, err := tx.Exec(ctx, `INSERT INTO sales (sale_id, name, starts_at, ends_at, hold_ttl_s, per_account_limit, one_unit_per_payer)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (sale_id) DO NOTHING`,
+			sale.ID, sale.Name, sale.StartsAt, sale.EndsAt, int(sale.HoldTTL/time.Second), sale.PerAccountLimit, sale.OneUnitPerPayer)
 		if err != nil {
 			return err
 		}
@@ -104,7 +108,8 @@ var errExists = errors.New("exists")
 
 func sameSale(a, b Sale) bool {
 	if a.Name != b.Name || !a.StartsAt.Equal(b.StartsAt) || !a.EndsAt.Equal(b.EndsAt) ||
-		a.HoldTTL != b.HoldTTL || a.PerAccountLimit != b.PerAccountLimit || len(a.SKUs) != len(b.SKUs) {
+		a.HoldTTL != b.HoldTTL || a.PerAccountLimit != b.PerAccountLimit || a.OneUnitPerPayer != b.OneUnitPerPayer ||
+		len(a.SKUs) != len(b.SKUs) {
 		return false
 	}
 	want := make(map[string]SKU, len(b.SKUs))
@@ -119,7 +124,7 @@ func sameSale(a, b Sale) bool {
 	return true
 }
 
-const saleColumns = `sale_id, name, starts_at, ends_at, hold_ttl_s, per_account_limit`
+const saleColumns = `sale_id, name, starts_at, ends_at, hold_ttl_s, per_account_limit, one_unit_per_payer`
 
 // Sale reads one sale with its SKUs (Stock is each SKU's total), or ErrNotFound.
 func (s *Store) Sale(ctx context.Context, id string) (Sale, error) {
@@ -148,7 +153,7 @@ func (s *Store) sales(ctx context.Context, query string, args ...any) ([]Sale, e
 	for rows.Next() {
 		var sale Sale
 		var ttl int
-		if err := rows.Scan(&sale.ID, &sale.Name, &sale.StartsAt, &sale.EndsAt, &ttl, &sale.PerAccountLimit); err != nil {
+		if err := rows.Scan(&sale.ID, &sale.Name, &sale.StartsAt, &sale.EndsAt, &ttl, &sale.PerAccountLimit, &sale.OneUnitPerPayer); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read sales: %w", err)
 		}

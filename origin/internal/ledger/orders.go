@@ -41,6 +41,7 @@ type Order struct {
 	PayURL         string
 	RefundStatus   string // RefundOwed or RefundIssued when refunded, else ""
 	RefundID       string
+	Payer          string // the instrument that paid, as the gateway reported it; "" if none (yet); never changes once set
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	PaidAt         time.Time // zero unless paid
@@ -48,13 +49,13 @@ type Order struct {
 
 const orderColumns = `order_id, reservation_id, sale_id, sku, account_id, status, amount_minor, currency,
 	idempotency_key, coalesce(intent_id, ''), coalesce(pay_url, ''), coalesce(refund_status, ''),
-	coalesce(refund_id, ''), created_at, updated_at, paid_at`
+	coalesce(refund_id, ''), coalesce(payer, ''), created_at, updated_at, paid_at`
 
 func scanOrder(row pgx.Row) (Order, error) {
 	var o Order
 	var paid *time.Time
 	err := row.Scan(&o.ID, &o.ReservationID, &o.Sale, &o.SKU, &o.Account, &o.Status, &o.AmountMinor, &o.Currency,
-		&o.IdempotencyKey, &o.IntentID, &o.PayURL, &o.RefundStatus, &o.RefundID, &o.CreatedAt, &o.UpdatedAt, &paid)
+		&o.IdempotencyKey, &o.IntentID, &o.PayURL, &o.RefundStatus, &o.RefundID, &o.Payer, &o.CreatedAt, &o.UpdatedAt, &paid)
 	if err != nil {
 		return Order{}, err
 	}
@@ -194,6 +195,9 @@ func (s *Store) SettlePaid(ctx context.Context, sale string) (int, error) {
 					updated_at = now() WHERE order_id = $1`, o.ID); err != nil {
 					return err
 				}
+				if err := dropPayerClaims(ctx, tx, o.ID); err != nil {
+					return err
+				}
 				continue
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO reservations
@@ -267,7 +271,50 @@ var ErrDuplicateEvent = errors.New("ledger: payment event already handled")
 // before is ErrDuplicateEvent without calling change: a webhook delivered
 // twice changes the order once. change may call out (Redis, the gateway)
 // but must be safe to repeat, since a failed commit runs it again later.
+// A payer, once recorded, never changes.
 func (s *Store) ChangeOrder(ctx context.Context, orderID, eventID, eventType string, change func(Order) (Order, error)) (Order, error) {
+	return s.ChangeOrderTx(ctx, orderID, eventID, eventType, func(_ *OrderTx, o Order) (Order, error) { return change(o) })
+}
+
+// OrderTx is the transaction of one ChangeOrderTx, for what its change
+// must decide inside it: claiming the order's payer (ClaimPayer).
+type OrderTx struct {
+	tx    pgx.Tx
+	order Order // as locked, before the change
+	// claimed is the payers this transaction claimed for the order.
+	claimed []string
+}
+
+// ClaimPayer claims payer for the order in its sale and reports whether
+// the order holds it; false means another order of the sale is paid by
+// it. A concurrent claim of the same payer waits for the other
+// transaction to end, so of two orders claiming one payer at once exactly
+// one holds it. The claim commits with the order if the order ends paid
+// and is dropped in the same transaction otherwise.
+func (c *OrderTx) ClaimPayer(ctx context.Context, payer string) (bool, error) {
+	o := c.order
+	tag, err := c.tx.Exec(ctx, `INSERT INTO sale_payers (sale_id, payer, order_id) VALUES ($1, $2, $3)
+		ON CONFLICT (sale_id, payer) DO NOTHING`, o.Sale, payer, o.ID)
+	if err != nil {
+		return false, fmt.Errorf("claim the payer of order %s: %w", o.ID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		c.claimed = append(c.claimed, payer)
+		return true, nil
+	}
+	// Taken by a committed transaction, which this statement sees (read
+	// committed: each statement reads what has committed before it).
+	var holder string
+	if err := c.tx.QueryRow(ctx, `SELECT order_id FROM sale_payers WHERE sale_id = $1 AND payer = $2`,
+		o.Sale, payer).Scan(&holder); err != nil {
+		return false, fmt.Errorf("read the claim on the payer of order %s: %w", o.ID, err)
+	}
+	return holder == o.ID, nil
+}
+
+// ChangeOrderTx is ChangeOrder whose change also gets the transaction,
+// to claim the order's payer before it calls out.
+func (s *Store) ChangeOrderTx(ctx context.Context, orderID, eventID, eventType string, change func(*OrderTx, Order) (Order, error)) (Order, error) {
 	var out Order
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		o, err := scanOrder(tx.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE order_id = $1 FOR UPDATE`, orderID))
@@ -287,7 +334,8 @@ func (s *Store) ChangeOrder(ctx context.Context, orderID, eventID, eventType str
 				return ErrDuplicateEvent
 			}
 		}
-		next, err := change(o)
+		otx := &OrderTx{tx: tx, order: o}
+		next, err := change(otx, o)
 		if err != nil {
 			return err
 		}
@@ -303,17 +351,26 @@ func (s *Store) ChangeOrder(ctx context.Context, orderID, eventID, eventType str
 				next.Status, next.RefundStatus, next.PaidAt = OrderRefunded, RefundOwed, time.Time{}
 			}
 		}
+		if len(otx.claimed) > 0 && next.Status != OrderPaid {
+			// Not sold after all: the payer may still buy in the sale.
+			if _, err := tx.Exec(ctx, `DELETE FROM sale_payers WHERE sale_id = $1 AND payer = ANY($2) AND order_id = $3`,
+				o.Sale, otx.claimed, orderID); err != nil {
+				return err
+			}
+		}
 		var paid *time.Time
 		if !next.PaidAt.IsZero() {
 			paid = &next.PaidAt
 		}
 		// An intent the order did not have yet (change may record the one
-		// an event names) is kept; a recorded one never changes.
+		// an event names) is kept; a recorded one never changes, nor does
+		// a recorded payer.
 		row := tx.QueryRow(ctx, `UPDATE orders SET status = $2, refund_status = nullif($3, ''),
 			refund_id = nullif($4, ''), paid_at = $5, updated_at = now(),
-			intent_id = coalesce(intent_id, nullif($6, '')), pay_url = coalesce(pay_url, nullif($7, ''))
+			intent_id = coalesce(intent_id, nullif($6, '')), pay_url = coalesce(pay_url, nullif($7, '')),
+			payer = coalesce(payer, nullif($8, ''))
 			WHERE order_id = $1 RETURNING `+orderColumns,
-			orderID, next.Status, next.RefundStatus, next.RefundID, paid, next.IntentID, next.PayURL)
+			orderID, next.Status, next.RefundStatus, next.RefundID, paid, next.IntentID, next.PayURL, next.Payer)
 		out, err = scanOrder(row)
 		return err
 	})
@@ -324,6 +381,13 @@ func (s *Store) ChangeOrder(ctx context.Context, orderID, eventID, eventType str
 		return Order{}, fmt.Errorf("change order %s: %w", orderID, err)
 	}
 	return out, nil
+}
+
+// dropPayerClaims drops the payer claims of an order that is no longer
+// paid (Postgres had no unit for it), so its payer may still buy.
+func dropPayerClaims(ctx context.Context, tx pgx.Tx, orderIDs ...string) error {
+	_, err := tx.Exec(ctx, `DELETE FROM sale_payers WHERE order_id = ANY($1)`, orderIDs)
+	return err
 }
 
 // RecordEvent records a gateway event that changes no order (one about an

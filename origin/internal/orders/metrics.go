@@ -6,6 +6,7 @@ type metrics struct {
 	ordersCreated prometheus.Counter
 	paid          prometheus.Counter
 	refunds       prometheus.Counter
+	payerRefusals prometheus.Counter
 	webhooks      *prometheus.CounterVec
 	repairs       *prometheus.CounterVec
 	alerts        *prometheus.CounterVec
@@ -26,6 +27,10 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		refunds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "flashgate_refunds_issued_total",
 			Help: "Refunds issued at the gateway (payments that came after their hold was gone).",
+		}),
+		payerRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashgate_origin_payer_refusals_total",
+			Help: "Payments refused by the one-unit-per-payer rule: their payer had paid for another order of the sale; the hold went back to the line and the money is refunded.",
 		}),
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_payment_webhooks_total",
@@ -49,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		}, []string{"result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.ordersCreated, m.paid, m.refunds, m.webhooks, m.repairs, m.alerts, m.reconciles, m.intents)
+		reg.MustRegister(m.ordersCreated, m.paid, m.refunds, m.payerRefusals, m.webhooks, m.repairs, m.alerts, m.reconciles, m.intents)
 	}
 	return m
 }

@@ -2,12 +2,16 @@
 // the order and its payment intent at the gateway, extends the hold once so
 // a slow payer is not cut off, settles the gateway's webhooks (paid: the
 // hold is sold; failed: the unit returns at once; paid too late: the money
-// goes back), and reconciles the gateway's records with ours.
+// goes back; paid by an instrument that has paid for another order of a
+// one-unit-per-payer sale: the unit returns at once and the money goes
+// back), and reconciles the gateway's records with ours.
 //
 // Redis decides what happens to a unit (the pay and release scripts, one
 // atomic step each); Postgres records what happened to the order, under a
 // row lock and together with the event's id, so a webhook delivered five
-// times changes one order once.
+// times changes one order once. The one-unit-per-payer rule is Postgres's
+// to decide, before Redis sells: a payment claims its payer in the
+// transaction that marks its order paid (ledger.OrderTx.ClaimPayer).
 package orders
 
 import (

@@ -102,7 +102,7 @@ func (s *Service) reconcileIntent(ctx context.Context, rep *Report, o ledger.Ord
 		}
 		return nil
 	}
-	settle := func(kind string, change func(ledger.Order) (ledger.Order, error)) error {
+	settle := func(kind string, change func(*settling, ledger.Order) (ledger.Order, error)) error {
 		after, err := s.settle(ctx, o.ID, "", "", change)
 		if err != nil {
 			return err
@@ -117,10 +117,10 @@ func (s *Service) reconcileIntent(ctx context.Context, rep *Report, o ledger.Ord
 	case payment.IntentSucceeded:
 		switch {
 		case o.Status == ledger.OrderPendingPayment || o.Status == ledger.OrderCancelled:
-			return settle("missed_payment", func(o ledger.Order) (ledger.Order, error) { return s.paid(ctx, o, in) })
+			return settle("missed_payment", func(st *settling, o ledger.Order) (ledger.Order, error) { return s.paid(ctx, st, o, in) })
 		case o.RefundStatus == ledger.RefundOwed && in.Refunded() >= in.AmountMinor && len(in.Refunds) > 0:
 			last := in.Refunds[len(in.Refunds)-1]
-			return settle("refund_recorded", func(o ledger.Order) (ledger.Order, error) { return refunded(o, in, &last), nil })
+			return settle("refund_recorded", func(_ *settling, o ledger.Order) (ledger.Order, error) { return refunded(o, in, &last), nil })
 		case o.Status == ledger.OrderPaid && in.Refunded() > 0:
 			alert("refunded_at_gateway_only", "the gateway refunded a paid order")
 		case o.RefundStatus == ledger.RefundIssued && in.Refunded() == 0:
@@ -129,7 +129,7 @@ func (s *Service) reconcileIntent(ctx context.Context, rep *Report, o ledger.Ord
 	case payment.IntentFailed:
 		switch o.Status {
 		case ledger.OrderPendingPayment:
-			return settle("missed_failure", func(o ledger.Order) (ledger.Order, error) { return s.failed(ctx, o) })
+			return settle("missed_failure", func(_ *settling, o ledger.Order) (ledger.Order, error) { return s.failed(ctx, o) })
 		case ledger.OrderPaid:
 			alert("paid_but_failed_at_gateway", "an order is paid but its payment failed")
 		}

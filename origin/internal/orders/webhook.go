@@ -59,7 +59,7 @@ func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, er
 		return s.ignore(ctx, ev, "intent names no order")
 	}
 	var foreign bool
-	o, err := s.settle(ctx, orderID, ev.ID, ev.Type, func(o ledger.Order) (ledger.Order, error) {
+	o, err := s.settle(ctx, orderID, ev.ID, ev.Type, func(st *settling, o ledger.Order) (ledger.Order, error) {
 		if o.IntentID == "" {
 			// Not recorded yet (the intent call is still being answered,
 			// or the origin stopped right after it): the event names it,
@@ -72,7 +72,7 @@ func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, er
 		}
 		switch ev.Type {
 		case payment.EventPaymentSucceeded:
-			return s.paid(ctx, o, in)
+			return s.paid(ctx, st, o, in)
 		case payment.EventPaymentFailed:
 			return s.failed(ctx, o)
 		}
@@ -95,13 +95,23 @@ func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, er
 	return WebhookApplied, nil
 }
 
+// settling is one settle's change in progress: its transaction, and what
+// it decided that is counted once the change is committed.
+type settling struct {
+	tx *ledger.OrderTx
+	// payerRefused: the one-unit-per-payer rule refused the payment.
+	payerRefused bool
+}
+
 // settle changes an order (recording eventID, if any, as handled) and
 // counts what changed once it is committed.
-func (s *Service) settle(ctx context.Context, orderID, eventID, eventType string, change func(ledger.Order) (ledger.Order, error)) (ledger.Order, error) {
+func (s *Service) settle(ctx context.Context, orderID, eventID, eventType string, change func(*settling, ledger.Order) (ledger.Order, error)) (ledger.Order, error) {
 	var before, wanted string
-	after, err := s.ledger.ChangeOrder(ctx, orderID, eventID, eventType, func(o ledger.Order) (ledger.Order, error) {
+	var st settling
+	after, err := s.ledger.ChangeOrderTx(ctx, orderID, eventID, eventType, func(tx *ledger.OrderTx, o ledger.Order) (ledger.Order, error) {
 		before = o.Status
-		next, err := change(o)
+		st = settling{tx: tx}
+		next, err := change(&st, o)
 		wanted = next.Status
 		return next, err
 	})
@@ -116,6 +126,13 @@ func (s *Service) settle(ctx context.Context, orderID, eventID, eventType string
 		case ledger.OrderPaid:
 			s.m.paid.Inc()
 		case ledger.OrderRefunded:
+			if st.payerRefused {
+				// The payer is not logged: it is the shopper's bank account.
+				s.m.payerRefusals.Inc()
+				s.log.Warn("payment refused: its payer has paid for another order of the sale; refunding",
+					"order", after.ID, "sale", after.Sale, "reservation", after.ReservationID)
+				break
+			}
 			s.log.Warn("payment came when the hold was gone; refunding", "order", after.ID, "reservation", after.ReservationID)
 		}
 	}
@@ -151,17 +168,29 @@ func (s *Service) ignore(ctx context.Context, ev payment.Event, why string) (str
 
 // paid settles a succeeded payment: a held unit becomes sold and the order
 // paid (the ledger records the sale in the same transaction); a hold that
-// is gone (expired, cancelled) sells nothing and the money is owed back.
+// is gone (expired, cancelled) sells nothing and the money is owed back,
+// and so is a payment the one-unit-per-payer rule refuses (refusePayer).
 // Safe to repeat: the pay script sells once.
-func (s *Service) paid(ctx context.Context, o ledger.Order, in payment.Intent) (ledger.Order, error) {
+func (s *Service) paid(ctx context.Context, st *settling, o ledger.Order, in payment.Intent) (ledger.Order, error) {
 	if o.Status == ledger.OrderPaid || o.Status == ledger.OrderRefunded {
 		return o, nil
 	}
+	o.Payer = in.Payer
 	if in.AmountMinor != o.AmountMinor || in.Currency != o.Currency {
 		// Not the price of the unit: do not sell it for that.
 		s.m.alerts.WithLabelValues("amount_mismatch").Inc()
 		s.log.Error("payment alert: the amount paid differs from the order; refunding", "order", o.ID, "intent", in.ID,
 			"paid", in.AmountMinor, "currency", in.Currency, "price", o.AmountMinor)
+		return owe(o), nil
+	}
+	// The rule is decided before Redis sells anything, so a refused
+	// payment never puts Redis's sold count ahead of Postgres's.
+	refused, err := s.refusePayer(ctx, st, o)
+	if err != nil {
+		return ledger.Order{}, err
+	}
+	if refused {
+		st.payerRefused = true
 		return owe(o), nil
 	}
 	outcome, err := s.checkout.Pay(ctx, o.Sale, hold(o), o.ID)
@@ -185,6 +214,67 @@ func (s *Service) paid(ctx context.Context, o ledger.Order, in payment.Intent) (
 	o.Status = ledger.OrderPaid
 	o.PaidAt = s.opts.Clock().UTC()
 	return o, nil
+}
+
+// refusePayer applies the one-unit-per-payer rule to a payment for o: in
+// a sale with the rule on, it claims o's payer in the settling
+// transaction, and when another order of the sale holds it, it releases
+// o's hold at once (its unit goes back to the line, as a failed
+// payment's does) and reports true: o is not sold. A payment without a
+// payer is never refused.
+//
+// One case keeps the sale: an earlier try at this same payment had Redis
+// sell the unit, and its write was lost (the origin stopped) before the
+// other order claimed the payer. Redis cannot unsell; the payer has two
+// units, and an alert says so.
+func (s *Service) refusePayer(ctx context.Context, st *settling, o ledger.Order) (bool, error) {
+	if o.Payer == "" {
+		return false, nil
+	}
+	sale, err := s.catalog.Get(ctx, o.Sale)
+	if err != nil {
+		return false, err
+	}
+	if !sale.OneUnitPerPayer {
+		return false, nil
+	}
+	held, err := st.tx.ClaimPayer(ctx, o.Payer)
+	if err != nil || held {
+		return false, err
+	}
+	released, err := s.checkout.PaymentFailed(ctx, o.Sale, hold(o))
+	if err != nil {
+		return false, err
+	}
+	if released {
+		return true, nil
+	}
+	// Not held any more: find out whether it was sold.
+	sold := false
+	r, err := s.checkout.Reservation(ctx, o.Sale, o.ReservationID)
+	switch {
+	case err == nil:
+		sold = r.Status == intent.Paid
+	case errors.Is(err, checkout.ErrNotFound):
+		// Redis does not know the hold: Postgres says whether it lives
+		// (Redis is being restored: try again) or was sold.
+		if err := s.holdGone(ctx, o.ReservationID, ""); err != nil {
+			return false, err
+		}
+		pr, err := s.ledger.Reservation(ctx, o.ReservationID)
+		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return false, err
+		}
+		sold = err == nil && pr.Status == intent.Paid
+	default:
+		return false, err
+	}
+	if sold {
+		s.m.alerts.WithLabelValues("payer_paid_twice").Inc()
+		s.log.Error("payment alert: a payer has two paid orders in a one-unit-per-payer sale (a lost write sold the second first)",
+			"order", o.ID, "sale", o.Sale)
+	}
+	return !sold, nil
 }
 
 // failed settles a failed payment: the hold goes at once and its unit goes

@@ -41,6 +41,10 @@ type Intent struct {
 	CreatedAt   time.Time         `json:"created_at"`
 	UpdatedAt   time.Time         `json:"updated_at"`
 	Refunds     []Refund          `json:"refunds"`
+	// Payer is the instrument that paid (a UPI VPA such as
+	// "upi:alice@okbank", a card fingerprint), once the intent succeeded;
+	// "" when the gateway reports none. Opaque: compared as it is.
+	Payer string `json:"payer"`
 }
 
 // OrderID is the order the intent was created for (its metadata).

@@ -51,12 +51,12 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 func TestParseEvent(t *testing.T) {
 	good := `{"id":"evt_1","type":"payment_intent.succeeded","created_at":"2026-11-30T12:00:00Z",
 		"data":{"intent":{"intent_id":"pi_1","status":"succeeded","amount_minor":4999,"currency":"INR",
-		"metadata":{"order_id":"o_1"},"refunds":[]},"extra":1},"livemode":false}`
+		"metadata":{"order_id":"o_1"},"refunds":[],"payer":"upi:alice@okbank"},"extra":1},"livemode":false}`
 	e, err := ParseEvent([]byte(good))
 	if err != nil {
 		t.Fatalf("ParseEvent(good) = %v", err)
 	}
-	if e.ID != "evt_1" || e.Data.Intent.OrderID() != "o_1" || e.Data.Intent.AmountMinor != 4999 {
+	if e.ID != "evt_1" || e.Data.Intent.OrderID() != "o_1" || e.Data.Intent.AmountMinor != 4999 || e.Data.Intent.Payer != "upi:alice@okbank" {
 		t.Errorf("ParseEvent(good) = %+v", e)
 	}
 	// What an event needs beyond its id and type depends on the type.
