@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,22 +23,75 @@ import (
 // A small crowd end to end, the way make bench runs the big one: the real
 // binaries (sandbox gateway, origin, edge) on loopback ports, on this
 // test's own Redis prefix and Postgres schema, and the simulator through
-// them. Nothing is oversold, nothing answers 5xx, every shopper learns a
-// fate, the ledger keeps its invariant, and the report renders.
+// them, with both bot cohorts, the defences off and on. Nothing is
+// oversold, nothing answers 5xx, every shopper learns a fate, the ledger
+// keeps its invariant, and the report renders. With the defences on every
+// honest shopper who joined solved a real proof of work at the edge, and no
+// admission token served another account. The two runs play at once, each
+// on a stack of its own (make bench plays them one after the other on one
+// stack: TestRunDefences), so the test takes about as long as one.
 func TestCrowdAgainstTheRealStack(t *testing.T) {
-	st := startStack(t, 0)
 	sc := smallScenario()
-	res := st.run(t, sc, 3)
-	checkRun(t, res, sc)
+	sc.Smart = crowdsim.SmartCohort(30)
+	modes := []string{crowdsim.DefencesOff, crowdsim.DefencesOn}
+	stacks := make([]stack, len(modes))
+	for i := range modes {
+		stacks[i] = startStack(t, 0)
+	}
+	results := make([]crowdreport.Runs, len(modes))
+	errs := make([]error, len(modes))
+	var wg sync.WaitGroup
+	for i, mode := range modes {
+		wg.Go(func() {
+			o := options{Config: stacks[i].config(t, sc, 3), DefenceModes: []string{mode}}
+			_, errs[i] = runDefences(context.Background(), o, "e2e", &results[i], crowdsim.Run)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("defences %s: runDefences = %v", modes[i], err)
+		}
+	}
+	runs := crowdreport.Runs{Flashgate: results[0].Flashgate, Defended: &results[1].Flashgate}
+	for _, res := range []*crowdsim.Result{&runs.Flashgate, runs.Defended} {
+		mode := res.Bots.Defences.Mode
+		checkRun(t, res, sc)
+		honest, challenged := 0, 0
+		for _, g := range res.Bots.Groups {
+			if g.Bot {
+				if g.SharedTokens != nil && g.SharedTokens.ExtraHolds != 0 {
+					t.Errorf("defences %s: %s cohort: %d holds with another account's admission token, want 0", mode, g.Cohort, g.SharedTokens.ExtraHolds)
+				}
+				continue
+			}
+			honest, challenged = honest+g.Accounts, challenged+g.Challenged
+		}
+		t.Logf("defences %s: %d honest, %d challenged; tarpit %q, one unit per payer %q", mode, honest, challenged,
+			res.Bots.Defences.Tarpit, res.Bots.Defences.OneUnitPerPayer)
+		switch {
+		case len(res.Bots.Groups) != 4:
+			t.Errorf("defences %s: %d groups in the fairness table, want honest ×2, hammering, smart: %+v", mode, len(res.Bots.Groups), res.Bots.Groups)
+		case mode == crowdsim.DefencesOff && challenged != 0:
+			t.Errorf("defences off: %d honest shoppers challenged, want 0", challenged)
+		case mode == crowdsim.DefencesOn && challenged < honest*9/10:
+			t.Errorf("defences on: %d of %d honest shoppers challenged, want (almost) all", challenged, honest)
+		case res.Bots.Groups[3].Cohort != "smart" || res.Bots.Groups[3].SharedTokens == nil || res.Bots.Groups[3].SharedTokens.Tried == 0:
+			t.Errorf("defences %s: smart cohort %+v, want its shared admission tokens tried", mode, res.Bots.Groups[3])
+		}
+	}
+	if mode := runs.Defended.Bots.Defences.Mode; runs.Flashgate.Bots.Defences.Mode != crowdsim.DefencesOff || mode != crowdsim.DefencesOn {
+		t.Fatalf("runs: %q and %q; want off and on", runs.Flashgate.Bots.Defences.Mode, mode)
+	}
 	dir := t.TempDir()
-	if err := writeReport(dir, crowdreport.Runs{Flashgate: *res}); err != nil {
+	if err := writeReport(dir, runs); err != nil {
 		t.Fatalf("writeReport = %v", err)
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
-	if err != nil || !strings.Contains(string(md), "oversold") {
+	if err != nil || !strings.Contains(string(md), "oversold") || !strings.Contains(string(md), "## Bots and defences") {
 		t.Errorf("report.md: %v, %d bytes", err, len(md))
 	}
-	t.Log(crowdreport.Summary(crowdreport.Runs{Flashgate: *res}))
+	t.Log(crowdreport.Summary(runs))
 }
 
 // regionDelay is the one-way distance TestCrowdAcrossTwoRegions puts
@@ -86,7 +140,7 @@ func TestCrowdAcrossTwoRegions(t *testing.T) {
 
 func smallScenario() crowdsim.Scenario {
 	sc := crowdsim.DefaultScenario()
-	sc.Shoppers, sc.Stock, sc.RatePerS, sc.Bots, sc.BotIPs = 600, 60, 100, 20, 2
+	sc.Shoppers, sc.Stock, sc.RatePerS, sc.Hammering.Accounts, sc.Hammering.Addresses = 600, 60, 100, 20, 2
 	sc.PreQueueS, sc.BurstS, sc.TailS, sc.HoldTTLS, sc.MaxDurationS = 2, 2, 3, 3, 30
 	return sc
 }
@@ -97,7 +151,7 @@ func checkRun(t *testing.T, res *crowdsim.Result, sc crowdsim.Scenario) {
 	if res.Oversold != 0 || res.Status5xx != 0 || !res.InvariantOK {
 		t.Errorf("oversold %d, 5xx %d, invariant %v; want 0, 0, true", res.Oversold, res.Status5xx, res.InvariantOK)
 	}
-	total := sc.Shoppers + sc.Bots
+	total := sc.Shoppers + sc.BotAccounts()
 	if f := res.Fates; f.Reserved.Count+f.SoldOut.Count+f.Unknown != total || f.Unknown > total/100 || f.Answered < total*99/100 {
 		t.Errorf("fates: %d reserved + %d sold out + %d unknown of %d shoppers, %d answered; want (almost) every shopper a fate and an answer",
 			f.Reserved.Count, f.SoldOut.Count, f.Unknown, total, f.Answered)
@@ -225,10 +279,9 @@ func distance(t *testing.T, target string, d time.Duration) string {
 	return p.Addr()
 }
 
-// run plays sc through the stack, the far region's edge taking half the
-// shoppers when there is one.
-func (st stack) run(t *testing.T, sc crowdsim.Scenario, seed uint64) *crowdsim.Result {
-	t.Helper()
+// config is a run of sc through the stack, the far region's edge taking
+// half the shoppers when there is one.
+func (st stack) config(t *testing.T, sc crowdsim.Scenario, seed uint64) crowdsim.Config {
 	cfg := crowdsim.Config{
 		Scenario: sc, EdgeURL: "http://" + st.edge, EdgeAdminURL: "http://" + st.edgeAdmin,
 		OriginAdminURL: "http://" + st.originAdmin, GatewayURL: "http://" + st.gateway, GatewayToken: gatewayToken,
@@ -237,7 +290,13 @@ func (st stack) run(t *testing.T, sc crowdsim.Scenario, seed uint64) *crowdsim.R
 	if st.farEdge != "" {
 		cfg.FarEdgeURL = "http://" + st.farEdge
 	}
-	res, err := crowdsim.Run(context.Background(), cfg)
+	return cfg
+}
+
+// run plays sc through the stack (config).
+func (st stack) run(t *testing.T, sc crowdsim.Scenario, seed uint64) *crowdsim.Result {
+	t.Helper()
+	res, err := crowdsim.Run(context.Background(), st.config(t, sc, seed))
 	if err != nil {
 		t.Fatalf("crowdsim.Run = %v", err)
 	}

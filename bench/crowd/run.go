@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,7 +41,17 @@ type options struct {
 	// CPUProfile, when set, is where the simulator's own CPU profile goes
 	// (CPUProfile.crowd.pprof): where the load generator spends its core.
 	CPUProfile string
+	// DefenceModes are the standard run's runs of the same scenario, each
+	// with the defences against bots switched so (crowdsim.DefencesOff,
+	// crowdsim.DefencesOn): make bench runs off, then on. Empty: one run
+	// with the stack's defences as they are.
+	DefenceModes []string
 }
+
+// benchFlags are the flags make bench (deploy/local/crowd.sh) gives before
+// CROWD_FLAGS: the smart cohort beside the hammering one, and the scenario
+// run with the defences off, then on.
+const benchFlags = "-smart-bots 1000 -defences off,on -device-bits 14"
 
 func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	o := options{Config: crowdsim.Config{Scenario: crowdsim.DefaultScenario()}, Naive: true, CeilingShoppers: 20_000, SweepRetries: 2}
@@ -77,8 +89,17 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	fs.Float64Var(&sc.ImpatientShare, "impatient", sc.ImpatientShare, "share of shoppers who poll at twice the pace they are told (at most once a second)")
 	fs.Float64Var(&sc.StayShare, "stay", sc.StayShare, "share who keep waiting after a sold-out that is not final")
 	fs.Float64Var(&sc.PageRefreshS, "page-refresh", sc.PageRefreshS, "seconds between a waiting page's snapshot reloads (through the CDN; 0: never)")
-	fs.IntVar(&sc.Bots, "bots", sc.Bots, "bot accounts, hammering at the open")
-	fs.IntVar(&sc.BotIPs, "bot-ips", sc.BotIPs, "addresses the bots share")
+	fs.Float64Var(&sc.ReactionS, "reaction", sc.ReactionS, "an honest shopper's mean seconds from its turn to pressing Buy (each 0.5–1.5× it; 0: at once)")
+	cohortFlags(fs, "bot", "the hammering cohort", &sc.Hammering)
+	cohortFlags(fs, "smart-bot", "the smart cohort", &sc.Smart)
+	var defences string
+	d := &o.Defences
+	fs.StringVar(&defences, "defences", "", "run the scenario once per mode in this list, the defences against bots (a proof of work on every join, "+
+		"the edge's tarpit, one paid unit per payment instrument) switched so: off, on, or off,on (make bench); empty: one run, the stack's defences as they are")
+	fs.IntVar(&d.ChallengeBits, "challenge-bits", 4, "the proof of work the edge asks of every join with the defences on (real solutions, on the simulator's core)")
+	fs.IntVar(&d.DeviceBits, "device-bits", 17, "the proof of work's difficulty at which a device's solving time is modelled (production's)")
+	fs.Float64Var(&d.PhoneHashesPerS, "phone-hash-rate", 150_000, "a phone's hashes per second, for honest shoppers and bots without server CPUs")
+	fs.Float64Var(&d.ServerHashesPerS, "server-hash-rate", 3_000_000, "a server core's hashes per second, for bots with server CPUs")
 	fs.IntVar(&sc.HoldTTLS, "hold-ttl", sc.HoldTTLS, "the sale's hold time in seconds (short, so unpaid holds return within the run)")
 	fs.Float64Var(&sc.MaxDurationS, "max-duration", sc.MaxDurationS, "seconds after the start at which the crowd is stopped")
 	fs.IntVar(&sc.MaxRequests, "max-requests", sc.MaxRequests, "requests after which the crowd is stopped")
@@ -117,6 +138,12 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		}
 		sc.Shoppers = o.Scaling[0]
 	}
+	if defences != "" {
+		var err error
+		if o.DefenceModes, err = parseModes(defences); err != nil {
+			return options{}, fmt.Errorf("-defences: %w", err)
+		}
+	}
 	o.Seed = uint64(seed)
 	o.UserSecret = []byte(secret)
 	switch {
@@ -136,6 +163,16 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		return options{}, errors.New("-sweep-retries must not be negative")
 	case o.Scaling != nil && (o.Sweep != nil || o.Ceiling):
 		return options{}, errors.New("-scaling is a run of its own: not with -sweep or -ceiling")
+	case o.DefenceModes != nil && (o.Sweep != nil || o.Scaling != nil):
+		return options{}, errors.New("-defences is the standard run's: not with -sweep or -scaling")
+	}
+	if err := o.Defences.Validate(); err != nil {
+		return options{}, err
+	}
+	for _, c := range []crowdsim.BotCohort{sc.Hammering, sc.Smart} {
+		if err := validCohort(c); err != nil {
+			return options{}, err
+		}
 	}
 	for _, u := range []string{o.EdgeURL, o.FarEdgeURL, o.EdgeAdminURL, o.OriginAdminURL, o.GatewayURL, o.PostgresURL, o.NaiveURL} {
 		if u != "" && !loopback(u) {
@@ -181,12 +218,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runScaling(ctx, o, scalingCommand(args), stdout)
 	}
 	var runs crowdreport.Runs
-	fg, err := crowdsim.Run(ctx, o.Config)
+	fg, err := runDefences(ctx, o, command(args), &runs, crowdsim.Run)
 	if err != nil {
 		return err
 	}
-	fg.Command = command(args)
-	runs.Flashgate = *fg
 	if o.Naive {
 		nv, err := crowdsim.RunNaive(ctx, o.Config, o.PostgresURL)
 		if err != nil {
@@ -197,7 +232,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if o.Ceiling {
 		c := o.Config
-		c.SaleID = ""
+		c.SaleID, c.Defences.Mode = "", ""
 		c.Scenario = ceilingScenario(o.Scenario, o.CeilingShoppers)
 		ceil, err := crowdsim.Run(ctx, c)
 		if err != nil {
@@ -261,12 +296,95 @@ func loopback(raw string) bool {
 	return false
 }
 
-// command is how this run was started, for the report.
+// runDefences plays the scenario with play (crowdsim.Run) once per defence
+// mode, in order (once, the stack's defences as they are, without any),
+// each a fresh sale with the same crowd: the first run is runs.Flashgate, a
+// second runs.Defended. It returns the first.
+func runDefences(ctx context.Context, o options, command string, runs *crowdreport.Runs,
+	play func(context.Context, crowdsim.Config) (*crowdsim.Result, error)) (*crowdsim.Result, error) {
+	modes := o.DefenceModes
+	if len(modes) == 0 {
+		modes = []string{""}
+	}
+	for i, mode := range modes {
+		c := o.Config
+		c.Defences.Mode = mode
+		if i > 0 {
+			c.SaleID = "" // a sale of its own
+		}
+		r, err := play(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("defences %s: %w", cmp.Or(mode, "as they are"), err)
+		}
+		r.Command = command
+		if i == 0 {
+			runs.Flashgate = *r
+		} else {
+			runs.Defended = r
+		}
+	}
+	return &runs.Flashgate, nil
+}
+
+// parseModes reads "off,on" into defence modes, in order: each off or on,
+// at most once.
+func parseModes(s string) ([]string, error) {
+	var modes []string
+	for _, f := range strings.Split(s, ",") {
+		m := strings.TrimSpace(f)
+		if m != crowdsim.DefencesOff && m != crowdsim.DefencesOn {
+			return nil, fmt.Errorf("%q is neither off nor on", f)
+		}
+		if slices.Contains(modes, m) {
+			return nil, fmt.Errorf("%s given twice", m)
+		}
+		modes = append(modes, m)
+	}
+	return modes, nil
+}
+
+// cohortFlags binds a bot cohort's flags: prefix+"s" its accounts, then
+// prefix+"-ips", "-pre-queue" and so on its tactics (crowdsim.BotCohort).
+func cohortFlags(fs *flag.FlagSet, prefix, what string, c *crowdsim.BotCohort) {
+	fs.IntVar(&c.Accounts, prefix+"s", c.Accounts, what+": bot accounts (0: no such cohort)")
+	fs.IntVar(&c.Addresses, prefix+"-ips", c.Addresses, what+": addresses its accounts share, in one /24 (0: an address each, a /24 each, as residential proxies give)")
+	fs.BoolVar(&c.PreQueue, prefix+"-pre-queue", c.PreQueue, what+": join at the pre-queue's start (false: at the open)")
+	fs.IntVar(&c.PollMS, prefix+"-poll-ms", c.PollMS, what+": poll every this many ms whatever the edge says (0: as told, by poll_after_ms and Retry-After)")
+	fs.BoolVar(&c.InstantReserve, prefix+"-instant-reserve", c.InstantReserve, what+": reserve within milliseconds of admission (false: a person's reaction, -reaction)")
+	fs.BoolVar(&c.ShareTokens, prefix+"-share-tokens", c.ShareTokens, what+": hand each admission token to another account of the cohort, which reserves with it too")
+	fs.IntVar(&c.AccountsPerInstrument, prefix+"-per-instrument", c.AccountsPerInstrument, what+": accounts paying with one payment instrument (the gateway's payer)")
+	fs.BoolVar(&c.ServerCPU, prefix+"-server-cpu", c.ServerCPU, what+": solve proofs of work at a server core's hash rate (false: a phone's)")
+}
+
+// validCohort refuses tactics the simulator cannot play.
+func validCohort(c crowdsim.BotCohort) error {
+	switch {
+	case c.Accounts < 0:
+		return fmt.Errorf("%s cohort: accounts must not be negative", c.Name)
+	case c.Addresses < 0 || c.Addresses > 254:
+		return fmt.Errorf("%s cohort: shared addresses are 0 (one each) to 254 (one /24)", c.Name)
+	case c.PollMS < 0:
+		return fmt.Errorf("%s cohort: poll interval must not be negative", c.Name)
+	case c.AccountsPerInstrument < 0:
+		return fmt.Errorf("%s cohort: accounts per instrument must not be negative", c.Name)
+	}
+	return nil
+}
+
+// command is how this run was started, for the report: make bench passes
+// benchFlags first, then CROWD_FLAGS.
 func command(args []string) string {
 	if len(args) == 0 {
-		return "make bench"
+		return "bin/crowd"
 	}
-	return "make bench CROWD_FLAGS='" + strings.Join(args, " ") + "'"
+	joined := strings.Join(args, " ")
+	if rest, ok := strings.CutPrefix(joined, benchFlags); ok && (rest == "" || rest[0] == ' ') {
+		if rest = strings.TrimSpace(rest); rest == "" {
+			return "make bench"
+		}
+		return "make bench CROWD_FLAGS='" + rest + "'"
+	}
+	return "bin/crowd " + joined
 }
 
 // ceilingScenario: as many units as shoppers, all arriving at the open,
@@ -276,7 +394,8 @@ func ceilingScenario(base crowdsim.Scenario, shoppers int) crowdsim.Scenario {
 	sc := base
 	sc.Shoppers, sc.Stock, sc.RatePerS = shoppers, shoppers, 0
 	sc.PreQueueS, sc.PreQueueShare, sc.BurstS, sc.BurstShare, sc.TailS = 0.5, 0, 2, 1, 0
-	sc.PayProbability, sc.ImpatientShare, sc.StayShare, sc.Bots, sc.PageRefreshS = 0, 0, 0, 0, 0
+	sc.PayProbability, sc.ImpatientShare, sc.StayShare, sc.PageRefreshS, sc.ReactionS = 0, 0, 0, 0, 0
+	sc.Hammering.Accounts, sc.Smart.Accounts = 0, 0
 	sc.MaxDurationS = 45
 	return sc
 }

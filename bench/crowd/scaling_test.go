@@ -121,7 +121,7 @@ func TestScalingAgainstTheRealStack(t *testing.T) {
 	st := startStack(t, 0)
 	naiveURL := startNaiveServer(t)
 	sc := crowdsim.DefaultScenario()
-	sc.Stock, sc.RatePerS, sc.Bots, sc.BotIPs = 30, 200, 0, 1
+	sc.Stock, sc.RatePerS, sc.Hammering.Accounts, sc.Hammering.Addresses = 30, 200, 0, 1
 	sc.PreQueueS, sc.BurstS, sc.TailS, sc.MaxDurationS = 1, 1, 1, 6
 	sc.PayProbability, sc.StayShare, sc.PageRefreshS = 0, 0, 0
 	o := options{

@@ -27,11 +27,14 @@ const defaultSweep = "250,500,1000,2000,4000,8000"
 // mostly its sold-out answers); nobody pays and nobody stays after a sold-out,
 // and the crowd stops 12 s after the open, so that a step is over in well
 // under 20 s. Holds last a minute: no unit comes back within a step.
+// Admitted shoppers reserve at once (no reaction), as before reactions were
+// modelled, so that steps compare with earlier sweeps.
 func capacityScenario() crowdsim.Scenario {
 	sc := crowdsim.DefaultScenario()
 	sc.Stock, sc.RatePerS = 5_000, 2_000
 	sc.PreQueueS, sc.PreQueueShare, sc.BurstS, sc.BurstShare, sc.TailS, sc.UniformBurst = 0, 0, 3, 1, 0, true
-	sc.PayProbability, sc.StayShare, sc.Bots, sc.HoldTTLS = 0, 0, 0, 60
+	sc.PayProbability, sc.StayShare, sc.HoldTTLS, sc.ReactionS = 0, 0, 60, 0
+	sc.Hammering.Accounts, sc.Smart.Accounts = 0, 0
 	sc.MaxDurationS, sc.MaxRequests = 12, 1_000_000
 	return sc
 }

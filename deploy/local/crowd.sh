@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # `make bench`: the whole stack as `make run` brings it up, then the crowd simulator (bench/crowd) plays the
-# standard sale through the edge — 100,000 shoppers, 5,000 units, admission 2,000/s — and the same crowd against
-# the naive baseline; it prints the summary and writes the report (JSON, Markdown, PNG charts) under
+# standard sale through the edge — 100,000 shoppers, 5,000 units, admission 2,000/s, beside them two bot cohorts
+# (1,000 smart accounts and 200 hammering ones) — twice, each a sale of its own: with the defences against bots off
+# (no proof of work, the edge's tarpit off, one_unit_per_payer false), then on; then the same crowd against the
+# naive baseline; it prints the summary and writes the report (JSON, Markdown, PNG charts) under
 # .data/crowd/<time>/; then everything it started stops.
 #
-#   CROWD_FLAGS="-shoppers 20000 -ceiling"   passes flags to bench/crowd (go run ./bench/crowd -h lists them)
+#   CROWD_FLAGS="-shoppers 20000 -ceiling"   passes flags to bench/crowd after make bench's own (-smart-bots 1000
+#                                            -defences off,on -device-bits 14; a flag given again wins), go run ./bench/crowd -h
+#                                            lists them; CROWD_FLAGS="-defences on" runs the defended run alone
 #   FLASHGATE_BENCH_PIN=0                     leaves the simulator and the stack unpinned (see bench_pinning in
 #                                             lib.sh: by default the simulator gets the last CPU, the stack the rest)
 #   FLASHGATE_CHECKOUT_NICE=10                the checkout's nice value on the stack's CPUs (0: the same as the
@@ -82,5 +86,6 @@ if [[ -z "${FLASHGATE_ADMIN_TOKEN:-}" ]]; then
 	FLASHGATE_ADMIN_TOKEN="$(openssl rand -base64 32)"
 	export FLASHGATE_ADMIN_TOKEN
 fi
-export FLASHGATE_RUN_THEN="deploy/local/crowd.sh --with-naive bin/crowd ${CROWD_FLAGS:-}"
+# bin/crowd's command() reads these first flags as make bench itself (its benchFlags); keep the two the same.
+export FLASHGATE_RUN_THEN="deploy/local/crowd.sh --with-naive bin/crowd -smart-bots 1000 -defences off,on -device-bits 14 ${CROWD_FLAGS:-}"
 exec "$here/run.sh"

@@ -32,9 +32,11 @@ const (
 
 // runColors keep each run's colour the same across charts.
 var runColors = map[string]color.Color{
-	"flashgate": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-	"naive":     color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-	"ceiling":   color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	"flashgate":               color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	"flashgate, defences off": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	"flashgate, defences on":  color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	"naive":                   color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	"ceiling":                 color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 }
 
 // dashed draws a run's second series within one panel; the panel's title

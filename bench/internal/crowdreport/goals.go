@@ -14,6 +14,10 @@ const (
 	RankCorrelationMin   = 0.99 // Spearman's rho between arrival and admission, at least
 	NaiveFactorMin       = 20   // how many times better than naive, at least
 	AnswerTargetS        = 2    // p99 time from a shopper's first request to an honest answer, at most (the seeds' promise)
+
+	// The run with the defences against bots on is held to these.
+	PaidPerInstrumentMax = 1 // units paid with one payment instrument, at most: the per-account limit
+	HonestAnswerRiseMaxS = 1 // how much the honest shoppers' p99 time to an answer may rise over the run with them off
 )
 
 // Verdict is how a run fared against one goal.
@@ -34,10 +38,13 @@ type Goal struct {
 	Verdict  Verdict `json:"verdict"`
 }
 
-// Goals judges the flashgate run; the last two goals compare it with the
-// naive baseline and are NotMeasured without one.
+// Goals judges the flashgate run (two of its goals compare it with the
+// naive baseline and are NotMeasured without one), then the run with the
+// defences against bots on (NotMeasured without one; the cost to honest
+// shoppers also needs one with them off).
 func Goals(runs Runs) []Goal {
 	fg := &runs.Flashgate
+	on, off := defendedRuns(runs)
 	return []Goal{
 		oversoldGoal(fg),
 		status5xxGoal(fg),
@@ -47,6 +54,10 @@ func Goals(runs Runs) []Goal {
 		answerTimeGoal(fg, runs.Naive),
 		answeredRateGoal(fg, runs.Naive),
 		promiseGoal(fg),
+		instrumentGoal(on),
+		cohortShareGoal(on),
+		honestCostGoal(on, off),
+		tarpitGoal(on),
 	}
 }
 

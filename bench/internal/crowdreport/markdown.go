@@ -47,6 +47,7 @@ func WriteMarkdown(w io.Writer, runs Runs, charts []string) error {
 	writeFates(&b, rs)
 	writeRegions(&b, rs)
 	writeFairness(&b, rs)
+	writeBots(&b, runs, rs)
 	writeLedger(&b, rs)
 	writeCharts(&b, charts)
 	writeNotes(&b, rs)
@@ -101,9 +102,13 @@ func writeScenario(b *strings.Builder, rs []run) {
 		{"tail", func(s crowdsim.Scenario) string { return num(s.TailS, -1) + " s" }},
 		{"pay probability", func(s crowdsim.Scenario) string { return pct(s.PayProbability) }},
 		{"impatient share", func(s crowdsim.Scenario) string { return pct(s.ImpatientShare) }},
-		{"bots", func(s crowdsim.Scenario) string {
-			return count(s.Bots) + " accounts on " + count(s.BotIPs) + " addresses"
+		{"reaction to their turn", func(s crowdsim.Scenario) string {
+			if s.ReactionS <= 0 {
+				return "none"
+			}
+			return num(0.5*s.ReactionS, 2) + "–" + num(1.5*s.ReactionS, 2) + " s"
 		}},
+		{"bots", func(s crowdsim.Scenario) string { return botsCell(s) }},
 		{"hold TTL", func(s crowdsim.Scenario) string { return count(s.HoldTTLS) + " s" }},
 		{"max duration", func(s crowdsim.Scenario) string { return num(s.MaxDurationS, -1) + " s" }},
 		{"max requests", func(s crowdsim.Scenario) string { return count(s.MaxRequests) }},
@@ -119,8 +124,25 @@ func writeScenario(b *strings.Builder, rs []run) {
 	b.WriteString("\n")
 }
 
+// botsCell names the scenario's bot cohorts and their accounts.
+func botsCell(s crowdsim.Scenario) string {
+	var parts []string
+	for _, c := range s.Cohorts() {
+		where := "an address each"
+		if c.Addresses > 0 {
+			where = "on " + count(c.Addresses) + " addresses"
+		}
+		parts = append(parts, c.Name+": "+count(c.Accounts)+" accounts "+where)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
 func writeGoals(b *strings.Builder, runs Runs) {
-	b.WriteString("## Goals\n\nThe flashgate run's; the naive baseline is held to none of them.\n\n")
+	b.WriteString("## Goals\n\nThe first eight are the flashgate run's (with the defences against bots off, when it ran both ways), " +
+		"the last four the run's with them on; the naive baseline is held to none of them.\n\n")
 	header(b, "goal", "measured", "result")
 	for _, g := range Goals(runs) {
 		line(b, g.Name, g.Measured, "**"+string(g.Verdict)+"**")

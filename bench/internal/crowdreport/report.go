@@ -23,6 +23,11 @@ type Runs struct {
 	// Ceiling is the stack with admission unthrottled: how fast it can
 	// reserve at all.
 	Ceiling *crowdsim.Result `json:"ceiling,omitempty"`
+	// Defended is the same scenario again with the defences against bots
+	// on, when Flashgate ran them off (make bench): the bot goals are
+	// judged on it, and on what it cost the honest shoppers beside
+	// Flashgate.
+	Defended *crowdsim.Result `json:"defended,omitempty"`
 }
 
 // run is one present result with the label the report gives it.
@@ -31,9 +36,13 @@ type run struct {
 	r     *crowdsim.Result
 }
 
-// list returns the present runs in report order: flashgate, naive, ceiling.
+// list returns the present runs in report order: flashgate, defended,
+// naive, ceiling.
 func (rs *Runs) list() []run {
-	out := []run{{"flashgate", &rs.Flashgate}}
+	out := []run{{flashgateLabel(&rs.Flashgate), &rs.Flashgate}}
+	if rs.Defended != nil {
+		out = append(out, run{flashgateLabel(rs.Defended), rs.Defended})
+	}
 	if rs.Naive != nil {
 		out = append(out, run{"naive", rs.Naive})
 	}
@@ -89,4 +98,13 @@ func num(v float64, prec int) string {
 // pct formats a share (0..1) as a percentage.
 func pct(share float64) string {
 	return num(100*share, 1) + " %"
+}
+
+// flashgateLabel is a flashgate run's label: "flashgate", and the
+// defences it switched, when it switched them ("flashgate, defences on").
+func flashgateLabel(r *crowdsim.Result) string {
+	if m := r.Bots.Defences.Mode; m != "" {
+		return "flashgate, defences " + m
+	}
+	return "flashgate"
 }

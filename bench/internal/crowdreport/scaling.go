@@ -302,7 +302,7 @@ func WriteScalingMarkdown(w io.Writer, sc Scaling) error {
 		"%s impatient, %s stay after a sold-out, %s bots, holds of %d s, the crowd stopped %s s after the open.\n\n",
 		num(ScalingFactorMax, 1), count(s.Stock), rate(s.RatePerS), pct(s.PreQueueShare), num(s.PreQueueS, -1),
 		pct(s.BurstShare), num(s.BurstS, -1), num(s.TailS, -1), num(s.PayProbability, -1), pct(s.ImpatientShare),
-		pct(s.StayShare), count(s.Bots), s.HoldTTLS, num(s.MaxDurationS, -1))
+		pct(s.StayShare), count(s.BotAccounts()), s.HoldTTLS, num(s.MaxDurationS, -1))
 	b.WriteString("Where the processes ran:\n\n")
 	for _, d := range Designs {
 		var ps []string

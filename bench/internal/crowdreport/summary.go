@@ -6,7 +6,9 @@ import (
 )
 
 // Summary is the report in about a dozen lines for the terminal: each run's
-// totals (the ceiling's in one line), then every goal with its verdict.
+// totals (the ceiling's in one line), its bot cohorts' units in one, then
+// every goal with its verdict (the bot goals only when a run had the
+// defences on).
 func Summary(runs Runs) string {
 	var b strings.Builder
 	for _, x := range runs.list() {
@@ -37,6 +39,9 @@ func Summary(runs Runs) string {
 		}
 		fmt.Fprintf(&b, "\n  fates: %s answered (p99 %s s), %s reserved, %s sold out, %s unknown\n",
 			count(f.Answered), num(f.AnswerP99, 2), count(f.Reserved.Count), count(f.SoldOut.Count), count(f.Unknown))
+		if hasBots(r) {
+			fmt.Fprintf(&b, "  bots: %s\n", botsSummary(r))
+		}
 		for _, rg := range r.Regions {
 			fmt.Fprintf(&b, "  region %s: %s of %s answered, answer p50 %s s p99 %s s, join p50 %s s, reserve p50 %s s\n",
 				rg.Name, count(rg.Answered), count(rg.Shoppers), num(rg.Answer.P50, 3), num(rg.Answer.P99, 3),
@@ -44,6 +49,9 @@ func Summary(runs Runs) string {
 		}
 	}
 	for _, g := range Goals(runs) {
+		if g.Verdict == NotMeasured && g.Measured == noDefendedRun {
+			continue // the bot goals of a run that had no defences to judge
+		}
 		fmt.Fprintf(&b, "%-4s  %s: %s\n", g.Verdict, g.Name, g.Measured)
 	}
 	return b.String()

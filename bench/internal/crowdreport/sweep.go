@@ -293,7 +293,7 @@ func WriteSweepMarkdown(w io.Writer, sw Sweep, chart string) error {
 		AnswerTargetS, num(MaxStartLagS, -1))
 	fmt.Fprintf(&b, "Each step: the rate × %s s shoppers arriving evenly over a %s s burst, no pre-queue, %s units, "+
 		"admission %s/s, %s bots, pay probability %s, %s impatient, %s stay after a sold-out; the crowd stopped %s s after the open.\n\n",
-		num(sc.BurstS, -1), num(sc.BurstS, -1), count(sc.Stock), rate(sc.RatePerS), count(sc.Bots),
+		num(sc.BurstS, -1), num(sc.BurstS, -1), count(sc.Stock), rate(sc.RatePerS), count(sc.BotAccounts()),
 		num(sc.PayProbability, -1), pct(sc.ImpatientShare), pct(sc.StayShare), num(sc.MaxDurationS, -1))
 	b.WriteString("Where the processes ran:\n\n")
 	for _, d := range Designs {
@@ -371,7 +371,7 @@ func writeSweepSteps(b *strings.Builder, sw Sweep) {
 			case !v.Held:
 				verdict = "missed: " + v.Why
 			}
-			line(b, rate(st.RatePerS), d, count(r.Scenario.Shoppers+r.Scenario.Bots), count(r.Fates.Answered),
+			line(b, rate(st.RatePerS), d, count(r.Scenario.Shoppers+r.Scenario.BotAccounts()), count(r.Fates.Answered),
 				num(r.Fates.AnswerP99, 2)+" s", count(r.Status5xx), count(r.Oversold), count(r.Timeouts),
 				count(r.Answered), num(r.StartLag.P99, 3)+" s", attempts(st, d), verdict)
 		}

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -14,8 +15,9 @@ import (
 // core of this machine.
 const coreLoopRounds = 40_000_000
 
-// coreSink keeps the compiler from dropping the loop.
-var coreSink uint64
+// coreSink keeps the compiler from dropping the loop (atomic: two runs may
+// time their cores at once).
+var coreSink atomic.Uint64
 
 // CoreSpeeds times a fixed loop on each CPU the machine has online (not
 // only those this process may use: the simulator is pinned away from the
@@ -87,7 +89,7 @@ func coreLoop(cpu int) (float64, bool) {
 			x ^= x >> 7
 			x ^= x << 17
 		}
-		coreSink += x
+		coreSink.Add(x)
 		done <- float64(time.Since(start).Microseconds()) / 1000
 	}()
 	ms := <-done

@@ -78,7 +78,7 @@ func TestCacheSeconds(t *testing.T) {
 // the open, sorted by arrival, the same for the same seed.
 func TestCrowdArrivals(t *testing.T) {
 	sc := DefaultScenario()
-	sc.Shoppers, sc.Bots = 20_000, 100
+	sc.Shoppers, sc.Hammering.Accounts = 20_000, 100
 	s := &sim{cfg: Config{Scenario: sc, Seed: 7}}
 	shoppers := s.crowd()
 	if len(shoppers) != 20_100 {
@@ -122,7 +122,7 @@ func TestCrowdArrivals(t *testing.T) {
 // shoppers at the same times, FarShare of them (never a bot) sent far.
 func TestCrowdAcrossTwoRegions(t *testing.T) {
 	sc := DefaultScenario()
-	sc.Shoppers, sc.Bots = 20_000, 100
+	sc.Shoppers, sc.Hammering.Accounts = 20_000, 100
 	one := (&sim{cfg: Config{Scenario: sc, Seed: 7}}).crowd()
 	s := &sim{cfg: Config{Scenario: sc, Seed: 7, FarEdgeURL: "http://127.0.0.1:1", FarShare: 0.3}}
 	two := s.crowd()

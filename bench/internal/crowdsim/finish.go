@@ -17,7 +17,7 @@ func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 	res.ReservesPerS = s.rec.rateOf(epReserve, 201)
 	s.timeline(res)
 
-	tallyFates(res, shoppers, s.ended, sc.Bots, sc.Stock)
+	tallyFates(res, shoppers, s.ended, sc.BotAccounts(), sc.Stock)
 	var lags []float64
 	clientPaid := 0
 	for _, sh := range shoppers {
@@ -48,6 +48,8 @@ func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 		}
 	}
 	s.fairness(res, shoppers)
+	res.Bots.Groups = groups(shoppers, s.cohorts)
+	res.Bots.HonestAnswerP99 = honestAnswerP99(shoppers, s.ended)
 	s.ledger(ctx, res)
 	res.Oversold = max(0, clientPaid-sc.Stock, res.Sold+res.Held-sc.Stock)
 }

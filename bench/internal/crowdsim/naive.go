@@ -91,7 +91,7 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	res.Endpoints = s.rec.endpoints()
 	s.rec.totals(res, 0, cfg.BurstS)
 	s.addCPU(res)
-	tallyFates(res, shoppers, s.ended, cfg.Bots, cfg.Stock)
+	tallyFates(res, shoppers, s.ended, cfg.BotAccounts(), cfg.Stock)
 	res.StartLag = startLag(shoppers)
 	st, err := baseline.State(ctx)
 	if err != nil {

@@ -17,7 +17,7 @@ func TestRunNaiveSellsEachUnitOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sc := DefaultScenario()
-	sc.Shoppers, sc.Stock, sc.RatePerS, sc.Bots, sc.BotIPs = 300, 40, 200, 10, 2
+	sc.Shoppers, sc.Stock, sc.RatePerS, sc.Hammering.Accounts, sc.Hammering.Addresses = 300, 40, 200, 10, 2
 	sc.PreQueueS, sc.BurstS, sc.TailS, sc.MaxDurationS = 1, 1, 1, 20
 	res, err := RunNaive(ctx, Config{Scenario: sc, Conns: 32, Seed: 5}, env.PostgresURL)
 	if err != nil {
@@ -29,11 +29,11 @@ func TestRunNaiveSellsEachUnitOnce(t *testing.T) {
 	if res.Fates.Reserved.Count != sc.Stock {
 		t.Errorf("%d shoppers reserved, want %d", res.Fates.Reserved.Count, sc.Stock)
 	}
-	if all := sc.Shoppers + sc.Bots; res.Fates.Answered != all || res.Fates.Unknown != 0 {
+	if all := sc.Shoppers + sc.BotAccounts(); res.Fates.Answered != all || res.Fates.Unknown != 0 {
 		t.Errorf("%d of %d shoppers and bots answered, %d never learnt a fate; want all, 0", res.Fates.Answered, all, res.Fates.Unknown)
 	}
-	if res.Fairness.BotAccounts != sc.Bots {
-		t.Errorf("bot accounts %d, want %d", res.Fairness.BotAccounts, sc.Bots)
+	if res.Fairness.BotAccounts != sc.BotAccounts() {
+		t.Errorf("bot accounts %d, want %d", res.Fairness.BotAccounts, sc.BotAccounts())
 	}
 }
 
@@ -50,7 +50,7 @@ func TestRunNaiveAgainstAServerByURL(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Close(context.Background()) })
 	sc := DefaultScenario()
-	sc.Shoppers, sc.Stock, sc.Bots = 200, 30, 0
+	sc.Shoppers, sc.Stock, sc.Hammering.Accounts = 200, 30, 0
 	sc.PreQueueShare, sc.BurstShare, sc.BurstS, sc.UniformBurst, sc.TailS, sc.MaxDurationS = 0, 1, 1, true, 0, 20
 	for run := range 2 {
 		res, err := RunNaive(ctx, Config{Scenario: sc, Conns: 32, Seed: uint64(run), NaiveURL: srv.URL}, "")

@@ -9,14 +9,17 @@ import (
 
 // Endpoint names, as the report shows them.
 const (
-	epSnapshot    = "snapshot"
-	epJoin        = "join"
-	epStatus      = "status"
-	epReserve     = "reserve"
-	epOrderCreate = "order_create"
-	epOrderGet    = "order_get"
-	epGatewayPay  = "gateway_pay"
-	epNaiveBuy    = "naive_buy"
+	epSnapshot = "snapshot"
+	epJoin     = "join"
+	epStatus   = "status"
+	epReserve  = "reserve"
+	// epReserveShared: a bot's reserve with another account's admission
+	// token (BotCohort.ShareTokens).
+	epReserveShared = "reserve_shared_token"
+	epOrderCreate   = "order_create"
+	epOrderGet      = "order_get"
+	epGatewayPay    = "gateway_pay"
+	epNaiveBuy      = "naive_buy"
 )
 
 // call is one request's record.
@@ -68,7 +71,7 @@ func (r *recorder) endpoints() []Endpoint {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []Endpoint
-	for _, name := range []string{epSnapshot, epJoin, epStatus, epReserve, epOrderCreate, epOrderGet, epGatewayPay, epNaiveBuy} {
+	for _, name := range []string{epSnapshot, epJoin, epStatus, epReserve, epReserveShared, epOrderCreate, epOrderGet, epGatewayPay, epNaiveBuy} {
 		calls := r.calls[name]
 		if len(calls) == 0 {
 			continue

@@ -82,7 +82,10 @@ type Result struct {
 	// Stage); empty when neither tier's /metrics could be read.
 	Stages []Stage `json:"stages,omitempty"`
 
-	Fairness    Fairness    `json:"fairness"`
+	Fairness Fairness `json:"fairness"`
+	// Bots splits the crowd into the honest shoppers and the bot cohorts
+	// (flashgate runs; empty for the naive baseline).
+	Bots        Bots        `json:"bots"`
 	Ledger      []LedgerSKU `json:"ledger,omitempty"`
 	InvariantOK bool        `json:"invariant_ok"`
 	// Notes are sentences the report prints as they are (what was bounded,
@@ -104,15 +107,144 @@ type Scenario struct {
 	ImpatientShare float64 `json:"impatient_share"`
 	StayShare      float64 `json:"stay_share"`     // of those told "sold out, units may come back", who keep waiting
 	PageRefreshS   float64 `json:"page_refresh_s"` // how often a waiting shopper's page re-reads the snapshot (through the CDN)
-	Bots           int     `json:"bots"`           // bot accounts
-	BotIPs         int     `json:"bot_ips"`        // addresses they share
-	HoldTTLS       int     `json:"hold_ttl_s"`
-	MaxDurationS   float64 `json:"max_duration_s"`
-	MaxRequests    int     `json:"max_requests"`
+	// ReactionS is an honest shopper's mean time from "It's your turn" to
+	// pressing Buy (each takes 0.5 to 1.5 times it, evenly); 0 presses at
+	// once. Bots that reserve at once (BotCohort.InstantReserve) skip it.
+	ReactionS float64 `json:"reaction_s"`
+	// Hammering and Smart are the two bot cohorts beside the honest crowd,
+	// each with its tactics; a cohort of no accounts is not there.
+	Hammering    BotCohort `json:"hammering"`
+	Smart        BotCohort `json:"smart"`
+	HoldTTLS     int       `json:"hold_ttl_s"`
+	MaxDurationS float64   `json:"max_duration_s"`
+	MaxRequests  int       `json:"max_requests"`
 
 	// UniformBurst spreads the burst evenly over BurstS (a steady rate, as
 	// the capacity sweep asks) instead of densest at the open.
 	UniformBurst bool `json:"uniform_burst,omitempty"`
+}
+
+// BotAccounts is the bot accounts of every cohort.
+func (sc Scenario) BotAccounts() int { return sc.Hammering.Accounts + sc.Smart.Accounts }
+
+// Cohorts are the scenario's bot cohorts that have accounts, hammering
+// first, each with its name ("hammering", "smart" when the scenario gives
+// none).
+func (sc Scenario) Cohorts() []BotCohort {
+	var out []BotCohort
+	for _, c := range []struct {
+		name string
+		c    BotCohort
+	}{{"hammering", sc.Hammering}, {"smart", sc.Smart}} {
+		if c.c.Accounts <= 0 {
+			continue
+		}
+		if c.c.Name == "" {
+			c.c.Name = c.name
+		}
+		out = append(out, c.c)
+	}
+	return out
+}
+
+// BotCohort is one operator's bot accounts and the tactics they share.
+// The zero tactics are a person's: an address each, arriving at the open,
+// polling as told, a human's reaction before Buy, an admission token
+// used by its own account only, a payment instrument each, a phone's CPU.
+type BotCohort struct {
+	Name     string `json:"name"`     // as the report calls it
+	Accounts int    `json:"accounts"` // 0: no such cohort
+	// Addresses is how many client addresses (X-Forwarded-For) the
+	// accounts share, all in one /24, round robin; 0 gives every account
+	// an address of its own, each in a /24 of its own (residential
+	// proxies; up to 8,192 accounts a cohort).
+	Addresses int `json:"addresses"`
+	// PreQueue: every account joins in the first 200 ms of the pre-queue;
+	// otherwise in the first 200 ms after the open.
+	PreQueue bool `json:"pre_queue"`
+	// PollMS: polls (and retries a refusal) every PollMS milliseconds,
+	// whatever the edge says; 0 waits as told (poll_after_ms, Retry-After)
+	// and, like the page, watches the snapshot for its turn and the draw.
+	PollMS int `json:"poll_ms"`
+	// InstantReserve: reserves within milliseconds of admission, without a
+	// person's reaction (Scenario.ReactionS).
+	InstantReserve bool `json:"instant_reserve"`
+	// ShareTokens: an admitted account also hands its admission token to
+	// the cohort's next account, which tries to reserve with it at the
+	// same moment (with its own user token and address). The edge binds
+	// admission tokens to their account: what happens is counted
+	// (SharedTokens).
+	ShareTokens bool `json:"share_tokens"`
+	// AccountsPerInstrument is how many accounts pay with one payment
+	// instrument (the payer the sandbox gateway's pay is told); 0 or 1:
+	// one each.
+	AccountsPerInstrument int `json:"accounts_per_instrument"`
+	// ServerCPU: solves proofs of work at a server core's hash rate,
+	// otherwise at a phone's (Defences).
+	ServerCPU bool `json:"server_cpu"`
+}
+
+// Bots is what each bot cohort got beside the honest shoppers who arrived
+// when it did, and what the run's defences cost the honest shoppers.
+type Bots struct {
+	// Defences are the defences the run asked for and what the stack made
+	// of them.
+	Defences Defences `json:"defences"`
+	// Groups are the honest shoppers and each bot cohort, each split by
+	// arrival class (pre-queue, later): the fairness table's rows.
+	Groups []Group `json:"groups,omitempty"`
+	// HonestAnswerP99 is the p99 time from the click to an honest answer
+	// over the honest shoppers set going (bots left out), in seconds, as
+	// Fates.AnswerP99 counts it.
+	HonestAnswerP99 float64 `json:"honest_answer_p99_s"`
+	// TarpitEntries is how many entries the edge's tarpit listed at the
+	// end (since the run began), matched to a shopper or not; -1 when the
+	// list could not be read.
+	TarpitEntries int `json:"tarpit_entries"`
+}
+
+// Group is one row of the fairness table: the accounts of one cohort (the
+// honest shoppers, or a bot cohort) that arrived in one class.
+type Group struct {
+	Cohort   string `json:"cohort"`    // "honest" or the bot cohort's name
+	Bot      bool   `json:"bot"`       // a bot cohort
+	PreQueue bool   `json:"pre_queue"` // arrived before the start; otherwise at the open or later
+	Accounts int    `json:"accounts"`  // set going
+	Held     int    `json:"held"`      // accounts that held a unit (won the race for one)
+	Paid     int    `json:"paid"`      // units they paid for, as their orders said
+	// Instruments is how many payment instruments paid for at least one
+	// unit; MaxPaidPerInstrument and MeanPaidPerInstrument are over them.
+	Instruments           int     `json:"instruments"`
+	MaxPaidPerInstrument  int     `json:"max_paid_per_instrument"`
+	MeanPaidPerInstrument float64 `json:"mean_paid_per_instrument"`
+	Challenged            int     `json:"challenged"` // accounts whose join was answered challenge_required
+	Tarpitted             int     `json:"tarpitted"`  // accounts the edge's tarpit listed, by account or address
+	// SharedTokens is what came of the admission tokens the cohort's
+	// accounts handed on; nil when they handed none.
+	SharedTokens *SharedTokens `json:"shared_tokens,omitempty"`
+}
+
+// WinRate is the share of the group's accounts that held a unit.
+func (g Group) WinRate() float64 {
+	if g.Accounts == 0 {
+		return 0
+	}
+	return float64(g.Held) / float64(g.Accounts)
+}
+
+// SharedTokens counts the reserves one account made with another's
+// admission token, by answer.
+type SharedTokens struct {
+	Tried int `json:"tried"`
+	// Refused: 401 or 403 at the edge or the origin (the token is not the
+	// account's).
+	Refused int `json:"refused"`
+	// OwnersHold: 200, the existing hold of the token's own account.
+	OwnersHold int `json:"owners_hold"`
+	// ExtraHolds: 201, a new hold with another account's token (must be 0).
+	ExtraHolds int `json:"extra_holds"`
+	// Other: sold out, refusals for load, errors, silence.
+	Other int `json:"other"`
 }
 
 // Endpoint is one endpoint's requests.
@@ -212,7 +344,7 @@ type Fairness struct {
 	// blurred by their polling interval.
 	ObservedCorrelation float64 `json:"observed_correlation"`
 	ObservedCompared    int     `json:"observed_compared"`
-	BotUnits            int     `json:"bot_units"` // units the bot cohort held or bought
+	BotUnits            int     `json:"bot_units"` // units the bot cohorts held or bought
 	BotShare            float64 `json:"bot_share"` // of the stock
 	BotAccounts         int     `json:"bot_accounts"`
 }

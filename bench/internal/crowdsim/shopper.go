@@ -25,6 +25,12 @@ type shopper struct {
 	n                         int
 	account, ip               string
 	bot, impatient, payer     bool
+	cohort                    *cohortRun    // the bot cohort and its tactics; nil for an honest shopper
+	instrument                string        // the payment instrument it pays with (the gateway's payer)
+	partner                   *shopper      // the account it hands its admission token to (BotCohort.ShareTokens)
+	handedOn                  bool          // it has handed its admission token on
+	challenged                bool          // a join was answered challenge_required
+	tarpitted                 bool          // the edge's tarpit listed its account or address (read at the end)
 	far                       bool          // shops through the far region's edges (Config.FarEdgeURL)
 	stays                     bool          // keeps waiting when told "sold out" is not final
 	arrival                   time.Duration // the first click, since the sale's start (negative: pre-queue)
@@ -98,6 +104,8 @@ type queueAnswer struct {
 	AdmissionToken string `json:"admission_token"`
 	Final          *bool  `json:"final"`
 	Error          string `json:"error"`
+	Challenge      string `json:"challenge"`       // with 403 challenge_required
+	DifficultyBits int64  `json:"difficulty_bits"` // the challenge's
 }
 
 var queueAnswers fastjson.ParserPool
@@ -119,6 +127,8 @@ func readQueueAnswer(body []byte) queueAnswer {
 		PreQueue:       v.GetBool("pre_queue"),
 		AdmissionToken: string(v.GetStringBytes("admission_token")),
 		Error:          string(v.GetStringBytes("error")),
+		Challenge:      string(v.GetStringBytes("challenge")),
+		DifficultyBits: v.GetInt64("difficulty_bits"),
 	}
 	if f := v.Get("final"); f != nil {
 		final := f.GetBool()
@@ -127,14 +137,20 @@ func readQueueAnswer(body []byte) queueAnswer {
 	return a
 }
 
+// maxChallenges is how many challenges in a row a shopper solves before it
+// gives up, as the page does.
+const maxChallenges = 3
+
 // shop plays one flashgate shopper as the shop's page does: it loads the
-// snapshot (through the CDN), joins, then polls its status as told while
-// the page re-reads the snapshot every PageRefreshS; it reserves when
-// admitted, and stops at sold out unless it is one who stays (a sold-out
-// that is not final may turn into units coming back).
+// snapshot (through the CDN), joins (solving a proof of work first when
+// the edge asks for one), then polls its status as told while the page
+// re-reads the snapshot every PageRefreshS; it reserves when admitted (a
+// person's reaction later), and stops at sold out unless it is one who
+// stays (a sold-out that is not final may turn into units coming back). A
+// bot does the same with its cohort's tactics.
 func (s *sim) shop(ctx context.Context, sh *shopper) {
 	sh.started = s.since()
-	xff := map[string]string{"X-Forwarded-For": sh.ip}
+	join := map[string]string{"X-Forwarded-For": sh.ip}                                  // and a solved challenge, once asked
 	polling := map[string]string{"X-Forwarded-For": sh.ip, "X-User-Token": sh.userToken} // as the page polls
 	if stop, _ := s.readPage(sh); stop {
 		return
@@ -143,11 +159,19 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 	// Join the line.
 	var ans queueAnswer
 	sh.joinSent = s.since()
+	challenges := 0
 	for attempt := 0; ; attempt++ {
-		r := s.edgeOf(sh).do(request{endpoint: epJoin, method: "POST", path: "/v1/sales/" + s.sale + "/queue", token: sh.userToken, header: xff})
+		r := s.edgeOf(sh).do(request{endpoint: epJoin, method: "POST", path: "/v1/sales/" + s.sale + "/queue", token: sh.userToken, header: join})
 		ans = readQueueAnswer(r.body)
 		switch {
 		case r.status == 202:
+		case r.status == 403 && ans.Error == "challenge_required" && challenges < maxChallenges:
+			challenges++
+			sh.challenged = true
+			if !s.solve(ctx, sh, ans, join) {
+				return
+			}
+			continue
 		case r.status == 409 && ans.Error == "sold_out":
 			s.heardSoldOut(sh)
 			return
@@ -165,7 +189,7 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 	sh.joined, sh.joinAnswered, sh.position = true, s.since(), ans.Position
 	sh.answered(sh.joinAnswered) // "you are in line, about N s"
 	queueToken := ans.QueueToken
-	if ans.PreQueue && ans.Position == 0 && !sh.bot { // bots poll; pages watch the draw
+	if ans.PreQueue && ans.Position == 0 && !sh.hammers() { // hammering bots poll; pages and polite scripts watch the draw
 		sh.preIndex = preQueueIndex(queueToken)
 	}
 	refresh := time.Duration(s.cfg.PageRefreshS * float64(time.Second))
@@ -229,7 +253,13 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 			if !sh.admitted {
 				sh.admitted, sh.admittedAt = true, s.since()
 			}
-			switch s.reserve(ctx, sh, ans.AdmissionToken) {
+			if !s.sleep(ctx, s.reaction(sh)) { // finding the item and pressing Buy
+				return
+			}
+			shared := s.handOn(ctx, sh, ans.AdmissionToken)
+			res := s.reserve(ctx, sh, ans.AdmissionToken)
+			<-shared
+			switch res {
 			case reserved, gone:
 				return
 			case soldOut:
@@ -412,7 +442,7 @@ func (s *sim) pay(ctx context.Context, sh *shopper, reservationID string) {
 		return
 	}
 	s.gateway.do(request{endpoint: epGatewayPay, method: "POST", path: "/sandbox/intents/" + order.Payment.IntentID + "/pay",
-		token: s.cfg.GatewayToken})
+		token: s.cfg.GatewayToken, body: map[string]string{"payer": sh.instrument}})
 	// The page comes back to the shop and shows the order's outcome,
 	// looking again every second until the webhook has settled it.
 	for range 30 {
@@ -465,15 +495,19 @@ func (s *sim) awaitPayLink(ctx context.Context, sh *shopper, order *orderAnswer)
 	return false
 }
 
+// hammers reports whether the shopper is a bot that polls at its own pace
+// (BotCohort.PollMS), whatever it is told.
+func (sh *shopper) hammers() bool { return sh.cohort != nil && sh.cohort.PollMS > 0 }
+
 // pollWait is how long a shopper waits before the next poll: as told, but
 // the impatient press reload at twice the pace they were told (at most
-// once a second), and bots hammer four times a second. Browsers' timers
-// and networks add a little noise (up to 10%).
+// once a second), and hammering bots poll at their own pace. Browsers'
+// timers and networks add a little noise (up to 10%).
 func (s *sim) pollWait(sh *shopper, told time.Duration) time.Duration {
 	var d time.Duration
 	switch {
-	case sh.bot:
-		return 250 * time.Millisecond
+	case sh.hammers():
+		return time.Duration(sh.cohort.PollMS) * time.Millisecond
 	case sh.impatient:
 		d = max(told/2, time.Second)
 	case told <= 0:
@@ -484,10 +518,11 @@ func (s *sim) pollWait(sh *shopper, told time.Duration) time.Duration {
 	return d + time.Duration(sh.rng.Int64N(int64(d/10)+1))
 }
 
-// retryWait follows Retry-After (a second when there is none); bots do not.
+// retryWait follows Retry-After (a second when there is none); hammering
+// bots do not.
 func (s *sim) retryWait(sh *shopper, r reply) time.Duration {
-	if sh.bot {
-		return 250 * time.Millisecond
+	if sh.hammers() {
+		return time.Duration(sh.cohort.PollMS) * time.Millisecond
 	}
 	if r.retryAfter > 0 {
 		return r.retryAfter + time.Duration(sh.rng.Int64N(int64(500*time.Millisecond)))

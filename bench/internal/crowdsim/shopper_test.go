@@ -19,6 +19,8 @@ func TestReadQueueAnswer(t *testing.T) {
 			queueAnswer{State: "admitted", AdmissionToken: "at.x.y", Position: 7}},
 		{`{"state":"sold_out","final":false}`, queueAnswer{State: "sold_out", Final: &no}},
 		{`{"error":"sold_out","final":true}`, queueAnswer{Error: "sold_out", Final: &yes}},
+		{`{"error":"challenge_required","message":"…","request_id":"r","challenge":"v1.k1.s.1.8.n.m","difficulty_bits":8}`,
+			queueAnswer{Error: "challenge_required", Challenge: "v1.k1.s.1.8.n.m", DifficultyBits: 8}},
 		{`please wait`, queueAnswer{}},
 		{``, queueAnswer{}},
 	} {

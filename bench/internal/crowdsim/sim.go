@@ -47,6 +47,9 @@ type Config struct {
 	// Services scopes the CPU accounting of Redis and Postgres to the
 	// run's own servers (their ports); zero counts every such process.
 	Services Services
+	// Defences are the stack's defences against bots the run switches on
+	// or off (none: it leaves them as they are), and the devices' model.
+	Defences Defences
 
 	// NaiveURL is a naive baseline server of its own process
 	// (bench/naiveserver), which RunNaive resets and plays against; ""
@@ -55,15 +58,39 @@ type Config struct {
 }
 
 // DefaultScenario is the standard run: 100,000 shoppers for 5,000 units
-// admitted at 2,000 a second — a pre-queue, a burst at the open, a tail.
+// admitted at 2,000 a second — a pre-queue, a burst at the open, a tail —
+// who take half a second to a second and a half to press Buy once it is
+// their turn; beside them the hammering cohort (HammeringCohort) and the
+// smart cohort's tactics (SmartCohort) with no accounts: make bench gives
+// it 1,000 (-smart-bots).
 func DefaultScenario() Scenario {
 	return Scenario{
 		Shoppers: 100_000, Stock: 5_000, RatePerS: 2_000,
 		PreQueueS: 20, PreQueueShare: 0.2, BurstS: 10, BurstShare: 0.5, TailS: 30,
-		PayProbability: 0.7, ImpatientShare: 0.1, StayShare: 0.1, PageRefreshS: 1,
-		Bots: 200, BotIPs: 4, HoldTTLS: 15,
+		PayProbability: 0.7, ImpatientShare: 0.1, StayShare: 0.1, PageRefreshS: 1, ReactionS: 1,
+		Hammering: HammeringCohort(200), Smart: SmartCohort(0), HoldTTLS: 15,
 		MaxDurationS: 75, MaxRequests: 2_000_000,
 	}
+}
+
+// HammeringCohort is the easy kind of bot: accounts crowded on 4
+// addresses of one /24, all joining at the open and polling four times a
+// second whatever they are told, reserving at once, a payment instrument
+// each, a server's CPU for the proof of work.
+func HammeringCohort(accounts int) BotCohort {
+	return BotCohort{Name: "hammering", Accounts: accounts, Addresses: 4, PollMS: 250, InstantReserve: true,
+		AccountsPerInstrument: 1, ServerCPU: true}
+}
+
+// SmartCohort is scalpers who behave like people: an address each on a
+// /24 of its own (residential proxies), all joining at the pre-queue's
+// start (the draw makes that worth no more than any pre-queue place),
+// polling exactly as told, but reserving within milliseconds of admission,
+// handing admission tokens to one another, paying with one instrument per
+// 50 accounts, and solving proofs of work on server CPUs.
+func SmartCohort(accounts int) BotCohort {
+	return BotCohort{Name: "smart", Accounts: accounts, PreQueue: true, InstantReserve: true, ShareTokens: true,
+		AccountsPerInstrument: 50, ServerCPU: true}
 }
 
 // withDefaults fills the zero fields that have defaults: 2,048 edge
@@ -81,6 +108,7 @@ func (c Config) withDefaults() Config {
 	if c.FarEdgeURL != "" && c.FarShare <= 0 {
 		c.FarShare = 0.5
 	}
+	c.Defences = c.Defences.withDefaults()
 	return c
 }
 
@@ -98,6 +126,7 @@ type sim struct {
 	far     *client // the far region's edges; nil for one region
 	farCDN  *cdn
 	draws   draws // pre-queue pages' drawn places
+	cohorts []*cohortRun
 
 	ended time.Duration // when the crowd stopped, since zero
 
@@ -126,6 +155,9 @@ func (s *sim) since() time.Duration { return time.Since(s.zero) }
 
 // Run plays the scenario against the stack and reports what happened.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Defences.Validate(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	if cfg.SaleID == "" {
 		cfg.SaleID = fmt.Sprintf("crowd-%d", time.Now().Unix())
@@ -169,8 +201,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	go s.cpu.run(runCtx, cfg.Services, s.since)
 	go s.watchBudget(runCtx, cancel)
-	cfg.Progress("%s: %d shoppers (%d bots) for %d units at %g/s; the sale opens in %v",
-		s.sale, len(shoppers), cfg.Bots, cfg.Stock, cfg.RatePerS, time.Until(s.zero).Round(100*time.Millisecond))
+	cfg.Progress("%s: %d shoppers (%d bots) for %d units at %g/s, defences %s; the sale opens in %v",
+		s.sale, len(shoppers), cfg.BotAccounts(), cfg.Stock, cfg.RatePerS, cmp.Or(cfg.Defences.Mode, "as the stack has them"),
+		time.Until(s.zero).Round(100*time.Millisecond))
 	stagesBefore := s.scrapeStages(ctx, "before")
 	coresBefore := CoreSpeeds()
 	cpuBefore, schedBefore, crowdStart := cpuTimes(cfg.Services), schedSnapshot(), time.Now()
@@ -185,13 +218,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	stagesAfter := s.scrapeStages(ctx, "after")
 	cfg.Progress("%s: the crowd is done after %.1f s (%d requests)", s.sale, s.since().Seconds(), s.rec.count())
 
+	tarpit, tarpitRead := s.readTarpit(ctx, started)
+	markTarpitted(shoppers, tarpit)
 	res := &Result{Mode: "flashgate", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started}
+	res.Bots.Defences, res.Bots.TarpitEntries = s.cfg.Defences, len(tarpit)
+	if !tarpitRead {
+		res.Bots.TarpitEntries = -1
+	}
 	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes(cfg.Services)), time.Since(crowdStart).Seconds()
 	res.SchedWait = waitMs(schedWait(schedBefore, schedSnapshot()))
 	// After the readings above, so the loop's own time counts in neither.
 	res.CoreLoopMs = [2]map[string]float64{coresBefore, CoreSpeeds()}
 	res.CPUs, res.Nice = cpuAffinity(cfg.Services)
 	s.finish(ctx, res, shoppers)
+	res.Notes = append(res.Notes, defenceNotes(res.Bots)...)
 	res.Stages = stages(res.Endpoints, stagesBefore, stagesAfter)
 	res.Notes = append(res.Notes, stagesBefore.notes...)
 	res.Notes = append(res.Notes, stagesAfter.notes...)
@@ -236,8 +276,8 @@ func (s *sim) setUp(ctx context.Context) error {
 		"hold_ttl_s": s.cfg.HoldTTLS, "per_account_limit": 1,
 		"skus": []map[string]any{{"sku": s.sku, "name": "Sneaker", "price_minor": 499900, "currency": "INR", "stock": s.cfg.Stock}},
 	}
-	if status, body, err := s.admin(ctx, "POST", s.cfg.OriginAdminURL+"/admin/sales", sale); err != nil || status != 201 {
-		return fmt.Errorf("crowd: create sale: %d %s %v", status, body, err)
+	if err := s.createSale(ctx, sale); err != nil {
+		return err
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for _, edge := range []string{s.cfg.EdgeURL, s.cfg.FarEdgeURL} {
@@ -256,13 +296,51 @@ func (s *sim) setUp(ctx context.Context) error {
 	if rate <= 0 {
 		rate = 1_000_000 // unthrottled
 	}
-	if status, body, err := s.admin(ctx, "PUT", s.cfg.EdgeAdminURL+"/admin/sales/"+s.sale+"/admission", map[string]any{"rate_per_s": rate}); err != nil || status != 200 {
-		return fmt.Errorf("crowd: set the admission rate: %d %s %v", status, body, err)
+	admission := map[string]any{"rate_per_s": rate}
+	if bits := s.cfg.Defences.challengeBits(); bits != nil {
+		admission["challenge_bits"] = *bits
 	}
+	if status, body, err := s.admin(ctx, "PUT", s.cfg.EdgeAdminURL+"/admin/sales/"+s.sale+"/admission", admission); err != nil || status != 200 {
+		return fmt.Errorf("crowd: set the admission rate and proof of work: %d %s %v", status, body, err)
+	}
+	s.setTarpit(ctx)
 	if time.Until(s.zero) < time.Duration(s.cfg.PreQueueS*float64(time.Second)) {
 		return errors.New("crowd: setting up took longer than the pre-queue; nothing was run")
 	}
 	return nil
+}
+
+// createSale creates the run's sale on the origin, asking again while it
+// answers 503 (still starting) for up to 15 s. With defences set it says
+// whether a payment instrument may pay for one unit only
+// (one_unit_per_payer); an origin that does not know the field yet (400
+// naming it) gets the sale without it, and the defence is recorded as not
+// available.
+func (s *sim) createSale(ctx context.Context, sale map[string]any) error {
+	d := &s.cfg.Defences
+	if d.Mode != "" {
+		sale["one_unit_per_payer"] = d.on()
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		status, body, err := s.admin(ctx, "POST", s.cfg.OriginAdminURL+"/admin/sales", sale)
+		switch {
+		case err == nil && status == 201:
+			if _, asked := sale["one_unit_per_payer"]; asked {
+				d.OneUnitPerPayer = onOff(d.on())
+			}
+			return nil
+		case err == nil && status == 400 && strings.Contains(string(body), "one_unit_per_payer"):
+			d.OneUnitPerPayer = notAvailable(status, body, nil)
+			delete(sale, "one_unit_per_payer")
+		case err == nil && status == 503 && time.Now().Before(deadline):
+			if !s.sleep(ctx, 500*time.Millisecond) {
+				return ctx.Err()
+			}
+		default:
+			return fmt.Errorf("crowd: create sale: %d %s %v", status, body, err)
+		}
+	}
 }
 
 func (s *sim) admin(ctx context.Context, method, url string, body any) (int, []byte, error) {
@@ -295,15 +373,17 @@ func (s *sim) admin(ctx context.Context, method, url string, body any) (int, []b
 // crowd makes the shoppers and their arrival times, sorted by arrival: the
 // pre-queue spread over the PreQueueS before the start, the burst densest
 // at the open and thinning over BurstS (evenly over it with UniformBurst),
-// the tail spread evenly over TailS after it, and the bots all at the open.
+// the tail spread evenly over TailS after it, and each bot cohort at the
+// pre-queue's start or at the open (botShoppers).
 func (s *sim) crowd() []*shopper {
 	sc := s.cfg.Scenario
 	rng := rand.New(rand.NewPCG(s.cfg.Seed, 0x5eed))
 	secs := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
-	out := make([]*shopper, 0, sc.Shoppers+sc.Bots)
+	out := make([]*shopper, 0, sc.Shoppers+sc.BotAccounts())
 	for i := range sc.Shoppers {
+		account := fmt.Sprintf("shopper-%06d", i)
 		sh := &shopper{
-			n: i, account: fmt.Sprintf("shopper-%06d", i),
+			n: i, account: account, instrument: honestInstrument(account),
 			ip:        fmt.Sprintf("10.%d.%d.%d", rng.IntN(256), rng.IntN(256), 1+rng.IntN(254)),
 			impatient: rng.Float64() < sc.ImpatientShare,
 			payer:     rng.Float64() < sc.PayProbability,
@@ -324,12 +404,9 @@ func (s *sim) crowd() []*shopper {
 		}
 		out = append(out, sh)
 	}
-	for i := range sc.Bots {
-		out = append(out, &shopper{
-			n: sc.Shoppers + i, account: fmt.Sprintf("bot-%05d", i), bot: true, payer: true, stays: true,
-			ip:      fmt.Sprintf("203.0.113.%d", 1+i%max(sc.BotIPs, 1)),
-			arrival: secs(0.2 * rng.Float64()), payDelay: 200 * time.Millisecond,
-		})
+	s.cohorts = cohortRuns(sc)
+	for _, c := range s.cohorts {
+		out = append(out, botShoppers(c, len(out), sc, s.cfg.Seed)...)
 	}
 	// The far region's shoppers are drawn from a stream of their own, so
 	// that a seed's crowd arrives as it does with one region.

@@ -12,7 +12,7 @@ import (
 // times.
 func TestCrowdUniformBurst(t *testing.T) {
 	sc := DefaultScenario()
-	sc.Shoppers, sc.Bots, sc.PreQueueShare, sc.BurstShare, sc.BurstS, sc.UniformBurst = 30_000, 0, 0, 1, 3, true
+	sc.Shoppers, sc.Hammering.Accounts, sc.PreQueueShare, sc.BurstShare, sc.BurstS, sc.UniformBurst = 30_000, 0, 0, 1, 3, true
 	shoppers := (&sim{cfg: Config{Scenario: sc, Seed: 7}}).crowd()
 	var tenths [10]int
 	for _, sh := range shoppers {
