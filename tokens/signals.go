@@ -59,7 +59,8 @@ func signalsOf(token string) Signals {
 		sig.PhoneVerified = &phone
 	}
 	var risk float64
-	if json.Unmarshal(c.RiskScore, &risk) == nil && len(c.RiskScore) > 0 && c.RiskScore[0] != 'n' && risk >= 0 && risk <= 100 {
+	if json.Unmarshal(c.RiskScore, &risk) == nil && len(c.RiskScore) > 0 && c.RiskScore[0] != 'n' && risk >= 0 {
+		risk = min(risk, 100) // beyond the scale is at its end, never trusted
 		sig.RiskScore = &risk
 	}
 	return sig

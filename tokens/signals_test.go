@@ -30,7 +30,8 @@ func TestShopperSignals(t *testing.T) {
 		{"wrong types are absent", jwt.MapClaims{"account_created_at": "yesterday", "phone_verified": "yes", "risk_score": "high"},
 			time.Time{}, "", ""},
 		{"null is absent", jwt.MapClaims{"phone_verified": nil, "risk_score": nil}, time.Time{}, "", ""},
-		{"risk out of range is absent", jwt.MapClaims{"risk_score": 101}, time.Time{}, "", ""},
+		{"risk beyond the scale is at its end", jwt.MapClaims{"risk_score": 250}, time.Time{}, "", "100"},
+		{"negative risk is absent", jwt.MapClaims{"risk_score": -1}, time.Time{}, "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -212,18 +212,17 @@ func TestGroups(t *testing.T) {
 	}
 }
 
-// An address entry covers every shopper sending it; an account entry its
-// account only.
+// An entry covers its account only, not others sharing its address.
 func TestMarkTarpitted(t *testing.T) {
 	crowd := []*shopper{
 		{account: "a", ip: "10.0.0.1"}, {account: "b", ip: "10.0.0.2"}, {account: "c", ip: "10.0.0.2"}, {account: "d", ip: "10.0.0.3"},
 	}
-	markTarpitted(crowd, []tarpitEntry{{Kind: "account", Key: "a"}, {Kind: "address", Key: "10.0.0.2"}, {Kind: "other", Key: "d"}})
+	markTarpitted(crowd, []tarpitEntry{{Account: "a"}, {Account: "c"}, {Account: "nobody"}})
 	var got []bool
 	for _, sh := range crowd {
 		got = append(got, sh.tarpitted)
 	}
-	if want := []bool{true, true, true, false}; !reflect.DeepEqual(got, want) {
+	if want := []bool{true, false, true, false}; !reflect.DeepEqual(got, want) {
 		t.Errorf("tarpitted = %v, want %v", got, want)
 	}
 }

@@ -132,13 +132,12 @@ func (s *sim) setTarpit(ctx context.Context) {
 	d.Tarpit = onOff(d.on())
 }
 
-// tarpitEntry is one entry of the edge's GET /admin/tarpit: an account id
-// or a client address the edge answers "waiting" forever.
+// tarpitEntry is one entry of the edge's GET /admin/tarpit: an account the
+// edge answers "waiting" however long it polls.
 type tarpitEntry struct {
-	Kind   string `json:"kind"` // "account" or "address"
-	Key    string `json:"key"`
-	Reason string `json:"reason"`
-	Since  string `json:"since"` // RFC 3339
+	Account string `json:"account"`
+	Reason  string `json:"reason"`
+	Since   string `json:"since"` // RFC 3339
 }
 
 // readTarpit lists the edge's tarpit entries made since the run began (an
@@ -161,20 +160,14 @@ func (s *sim) readTarpit(ctx context.Context, since time.Time) (entries []tarpit
 	return entries, true
 }
 
-// markTarpitted marks every shopper an entry covers: its account, or the
-// address it sends (an address entry covers every shopper sending it).
+// markTarpitted marks every shopper whose account an entry names.
 func markTarpitted(shoppers []*shopper, entries []tarpitEntry) {
-	accounts, addresses := map[string]bool{}, map[string]bool{}
+	held := map[string]bool{}
 	for _, e := range entries {
-		switch e.Kind {
-		case "account":
-			accounts[e.Key] = true
-		case "address":
-			addresses[e.Key] = true
-		}
+		held[e.Account] = true
 	}
 	for _, sh := range shoppers {
-		sh.tarpitted = accounts[sh.account] || addresses[sh.ip]
+		sh.tarpitted = held[sh.account]
 	}
 }
 
@@ -188,7 +181,7 @@ func defenceNotes(b Bots) []string {
 			return (time.Duration(math.Ldexp(1, d.DeviceBits) / rate * float64(time.Second))).Round(time.Millisecond).String()
 		}
 		notes = append(notes, fmt.Sprintf("Proof of work: the edge asked every join for a real solution at %d bits, which the simulator "+
-			"found on its own core; each solver then waited as its device would have at %d bits (production's difficulty): a geometric "+
+			"found on its own core; each solver then waited as its device would have at %d bits: a geometric "+
 			"number of hashes with mean 2^%d, at %s hashes/s on a mid-range phone (%s on average; 1 in 20 takes three times that) "+
 			"and at %s hashes/s on a server core for the bot cohorts with server CPUs (%s on average).",
 			d.ChallengeBits, d.DeviceBits, d.DeviceBits, strconv.FormatFloat(d.PhoneHashesPerS, 'f', -1, 64), mean(d.PhoneHashesPerS),

@@ -18,7 +18,7 @@ const (
 
 var (
 	errNotTarpitted = httpapi.New(fasthttp.StatusNotFound, codeNotTarpitted,
-		"The tarpit holds no such entry: name it by kind (account, address or network) and key, as GET /admin/tarpit lists it.")
+		"The tarpit holds no such account: name it as GET /admin/tarpit lists it, ?account=<account id>.")
 	errNoDefences = httpapi.New(fasthttp.StatusNotFound, codeNoDefences, "This node runs without defences.")
 )
 
@@ -68,23 +68,22 @@ func (s *Server) getTarpit(ctx *fasthttp.RequestCtx, _ []string) error {
 	return nil
 }
 
-// releaseTarpit: DELETE /admin/tarpit?kind=...&key=..., on every node: 200
-// with the entry released, 404 not_tarpitted when there is none.
+// releaseTarpit: DELETE /admin/tarpit?account=..., on every node: 200
+// with the entry released, 404 not_tarpitted when no node holds it.
 func (s *Server) releaseTarpit(ctx *fasthttp.RequestCtx, _ []string) error {
 	if s.Defences == nil {
 		return errNoDefences
 	}
-	args := ctx.QueryArgs()
 	c, cancel := s.budget()
 	defer cancel()
-	e, err := s.Defences.Release(c, string(args.Peek("kind")), string(args.Peek("key")))
+	e, err := s.Defences.Release(c, string(ctx.QueryArgs().Peek("account")))
 	if errors.Is(err, defence.ErrNotTarpitted) {
 		return errNotTarpitted
 	}
 	if err != nil {
 		return err
 	}
-	s.Log.Info("tarpit: released by ops", "kind", e.Kind, "key", e.Key)
+	s.Log.Info("tarpit: released by ops", "account", e.Account)
 	httpapi.WriteJSON(ctx, fasthttp.StatusOK, e)
 	return nil
 }

@@ -135,7 +135,9 @@ type networkLimiters struct {
 }
 
 // networkLimits returns the per-network limiters of the defence settings
-// in force, made anew (over the same counts) when ops have changed them.
+// in force, made anew (over the same counts) when ops have changed them. A
+// lower rate over the same counts refuses a network that was busy under
+// the old one until the old period's counts run out (a minute at "-M").
 func (s *Server) networkLimits() *networkLimiters {
 	nl := s.networks.Load()
 	if s.Defences == nil {
@@ -147,7 +149,12 @@ func (s *Server) networkLimits() *networkLimiters {
 	}
 	next := &networkLimiters{version: st.Version,
 		join: rated(s.Limits.JoinSubnet, st.Limits.JoinSubnet), poll: rated(s.Limits.PollSubnet, st.Limits.PollSubnet)}
-	s.networks.Store(next) // two requests racing here build the same limiters
+	// A request holding older settings never replaces newer limiters.
+	for cur := nl; cur == nil || cur.version < next.version; cur = s.networks.Load() {
+		if s.networks.CompareAndSwap(cur, next) {
+			break
+		}
+	}
 	return next
 }
 

@@ -77,15 +77,14 @@ type queueAnswer struct {
 
 // join: POST /v1/sales/{sale}/queue with a user token.
 func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
-	userToken := httpapi.Bearer(ctx)
-	account, err := s.Users.Account(userToken)
+	account, signals, err := s.shopper(httpapi.Bearer(ctx))
 	if err != nil {
 		return err
 	}
 	if !httpapi.ValidOpaque(account) {
 		return errAccountID
 	}
-	client, _ := s.clientAddr(ctx)
+	client, named := s.clientAddr(ctx)
 	address := addressKey(client)
 	if err := s.limit(ctx, byAccount(LimitJoinAccount, s.Limits.JoinAccount, account),
 		byIP(LimitJoinIP, s.Limits.JoinIP, address), bySubnet(LimitJoinSubnet, s.networkLimits().join, client)); err != nil {
@@ -99,7 +98,7 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	if err := v.Joinable(now); err != nil {
 		return err
 	}
-	if answered, err := s.challenged(ctx, v, account, userToken); answered || err != nil {
+	if answered, err := s.challenged(ctx, v, account, signals); answered || err != nil {
 		return err
 	}
 	c, cancel := s.budget()
@@ -116,7 +115,9 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 		return err
 	}
 	if s.Defences != nil {
-		s.Defences.Joined(v.Sale.SaleID, account, address, client)
+		if named {
+			s.Defences.Joined(v.Sale.SaleID, account, address, client)
+		}
 	}
 	pos := place.Position
 	if place.Pre {
@@ -135,6 +136,17 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	s.setRetryAfter(ctx, &ans)
 	writeQueueAnswer(ctx, fasthttp.StatusAccepted, &ans)
 	return nil
+}
+
+// shopper verifies a join's user token and returns its account, with the
+// shop's signals when a trust rule could ask more of the account (only
+// then are the token's claims read a second time).
+func (s *Server) shopper(token string) (string, tokens.Signals, error) {
+	if s.Defences != nil && s.Defences.Settings().Trust.Active() {
+		return s.Users.Shopper(token)
+	}
+	account, err := s.Users.Account(token)
+	return account, tokens.Signals{}, err
 }
 
 // rejoin answers a join that carries the shopper's queue token: the place
@@ -203,9 +215,8 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 		return err
 	}
 	client, _ := s.clientAddr(ctx)
-	address := addressKey(client)
 	if err := s.limit(ctx, byAccount(LimitPollAccount, s.Limits.PollAccount, claims.Subject),
-		byIP(LimitPollIP, s.Limits.PollIP, address), bySubnet(LimitPollSubnet, s.networkLimits().poll, client)); err != nil {
+		byIP(LimitPollIP, s.Limits.PollIP, addressKey(client)), bySubnet(LimitPollSubnet, s.networkLimits().poll, client)); err != nil {
 		return err
 	}
 	v, err := s.Admission.TokenView(params[0])
@@ -230,7 +241,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 		if final {
 			ans.PollAfterMS = 0
 		}
-	case est.Admitted && s.Defences != nil && s.Defences.Tarpitted(claims.Subject, address, client):
+	case est.Admitted && s.Defences != nil && s.Defences.Tarpitted(claims.Subject):
 		ans = waiting(tarpitted(est))
 	case est.Admitted:
 		if err := s.stillHeld(v, claims); err != nil {
@@ -270,8 +281,10 @@ func (s *Server) sameAccount(ctx *fasthttp.RequestCtx, subject string) error {
 
 // tarpitted is the estimate a tarpitted shopper whose place has come is
 // shown: next in line, a moment's wait, the pace it was told before — an
-// answer like any other, so a script learns nothing from it but that its
-// turn is slow to come (docs/FAIRNESS.md, "The tarpit").
+// answer of the usual shape, not a refusal that names the rule broken. A
+// script that compares it with the snapshot's now_serving can tell it is
+// held (docs/FAIRNESS.md, "The tarpit"): the tarpit delays, it does not
+// deceive.
 func tarpitted(e admission.Estimate) admission.Estimate {
 	e.Admitted = false
 	e.NowServing = min(e.NowServing, max(e.Position-1, 0))

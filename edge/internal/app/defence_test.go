@@ -41,10 +41,11 @@ func pollUntilServed(t *testing.T, n *edgetest.Node, c *edgetest.Client, sale, q
 }
 
 // TestTarpitKeepsMisbehavingShoppersWaiting: an account that floods joins,
-// and the accounts of an address that too many accounts joined from, are
-// told they wait — a normal answer — and never admitted, on every node,
-// while honest shoppers are admitted as ever; ops list and release them,
-// and switching the tarpit off lets everyone through.
+// and the accounts that joined from an address too many accounts joined
+// from, are told they wait — an answer of the usual shape — and never
+// admitted, on every node, wherever they poll from, while honest shoppers
+// are admitted as ever; ops list and release them, and switching the
+// tarpit off lets everyone through.
 func TestTarpitKeepsMisbehavingShoppersWaiting(t *testing.T) {
 	t.Parallel()
 	const sale = "tarpit"
@@ -56,7 +57,7 @@ func TestTarpitKeepsMisbehavingShoppersWaiting(t *testing.T) {
 	b := edgetest.StartNode(t, cfg)
 	a.WaitSale(t, sale)
 	b.WaitSale(t, sale)
-	putDefences(t, a, `{"tarpit": {"offences": 3, "accounts_per_address": 2}}`)
+	putDefences(t, a, `{"tarpit": {"offences": 3, "accounts_per_address": 4}}`)
 
 	honest, flood, crowded := a.Client("192.0.2.10"), a.Client("198.51.100.5"), a.Client("203.0.113.9")
 	_, alice := honest.Join(t, sale, "alice")
@@ -67,7 +68,7 @@ func TestTarpitKeepsMisbehavingShoppersWaiting(t *testing.T) {
 		}
 	}
 	var shared []string
-	for i := range 3 {
+	for i := range 5 {
 		res, q := crowded.Join(t, sale, fmt.Sprintf("sock-%d", i))
 		if res.Status != fasthttp.StatusAccepted {
 			t.Fatalf("join from the shared address = %d %s", res.Status, res.Body)
@@ -94,24 +95,30 @@ func TestTarpitKeepsMisbehavingShoppersWaiting(t *testing.T) {
 		}
 	}
 	kept(b, b.Client("198.51.100.5"), "mallory on the other node", mallory.QueueToken)
-	kept(b, b.Client("203.0.113.9"), "sock-1 on the other node", shared[1])
+	kept(b, b.Client("198.51.100.77"), "sock-1 on the other node, from elsewhere", shared[1])
 
 	res := a.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/tarpit"})
 	var list struct{ Entries []defence.Entry }
-	if res.Status != fasthttp.StatusOK || json.Unmarshal(res.Body, &list) != nil || len(list.Entries) != 2 {
-		t.Fatalf("GET /admin/tarpit = %d %s, want mallory and the address", res.Status, res.Body)
+	if res.Status != fasthttp.StatusOK || json.Unmarshal(res.Body, &list) != nil || len(list.Entries) != 6 {
+		t.Fatalf("GET /admin/tarpit = %d %s, want mallory and the 5 socks", res.Status, res.Body)
 	}
-	want := map[string]string{"account/mallory": defence.ReasonOffences, "address/203.0.113.9": defence.ReasonAccountsPerAddress}
 	for _, e := range list.Entries {
-		if want[e.Kind+"/"+e.Key] != e.Reason {
-			t.Errorf("tarpit entry %+v not expected (want %v)", e, want)
+		want := defence.ReasonAccountsPerAddress
+		if e.Account == "mallory" {
+			want = defence.ReasonOffences
+		}
+		if e.Reason != want {
+			t.Errorf("tarpit entry %+v, want reason %s", e, want)
 		}
 	}
+	if _, q := crowded.Join(t, sale, "neighbour-later"); pollUntilServed(t, a, crowded, sale, q.QueueToken).State != "admitted" {
+		t.Error("an account joining from the address after its crowd was caught is held")
+	}
 
-	if res := b.DoAdmin(t, edgetest.Request{Method: "DELETE", Path: "/admin/tarpit?kind=account&key=mallory"}); res.Status != fasthttp.StatusOK {
+	if res := b.DoAdmin(t, edgetest.Request{Method: "DELETE", Path: "/admin/tarpit?account=mallory"}); res.Status != fasthttp.StatusOK {
 		t.Fatalf("release mallory = %d %s", res.Status, res.Body)
 	}
-	if res := b.DoAdmin(t, edgetest.Request{Method: "DELETE", Path: "/admin/tarpit?kind=account&key=mallory"}); res.Status != fasthttp.StatusNotFound || res.ErrorCode() != "not_tarpitted" {
+	if res := b.DoAdmin(t, edgetest.Request{Method: "DELETE", Path: "/admin/tarpit?account=mallory"}); res.Status != fasthttp.StatusNotFound || res.ErrorCode() != "not_tarpitted" {
 		t.Fatalf("second release = %d %s, want 404 not_tarpitted", res.Status, res.Body)
 	}
 	if err := a.App.Defences.Sync(context.Background()); err != nil {
@@ -121,7 +128,7 @@ func TestTarpitKeepsMisbehavingShoppersWaiting(t *testing.T) {
 		t.Fatalf("mallory after the release = %+v, want admitted", got)
 	}
 	putDefences(t, a, `{"tarpit": {"enabled": false}}`)
-	if got := pollUntilServed(t, a, crowded, sale, shared[2]); got.State != "admitted" {
+	if got := pollUntilServed(t, a, crowded, sale, shared[4]); got.State != "admitted" {
 		t.Fatalf("sock-2 with the tarpit off = %+v, want admitted", got)
 	}
 }

@@ -50,15 +50,16 @@ type Defences struct {
 }
 
 type metrics struct {
-	caught     *prometheus.CounterVec // by kind and reason
+	caught     *prometheus.CounterVec // by reason
 	offences   *prometheus.CounterVec // by reason
 	lowTrust   *prometheus.CounterVec // by rule
 	answers    prometheus.Counter
 	syncErrors prometheus.Counter
+	resets     prometheus.Counter
 }
 
 // New returns a node's defences over Redis client rdb with keys under
-// prefix, holding opts.Defaults until Run reads newer settings.
+// prefix, holding opts.Defaults until Sync reads newer settings.
 func New(rdb redis.UniversalClient, prefix string, opts Options) *Defences {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
@@ -66,12 +67,12 @@ func New(rdb redis.UniversalClient, prefix string, opts Options) *Defences {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	d := &Defences{store: store{rdb: rdb, keys: NewKeys(prefix)}, opts: opts, tarpit: newTarpit(), watch: newWatch()}
+	d := &Defences{store: store{rdb: rdb, keys: NewKeys(prefix)}, opts: opts, tarpit: newTarpit()}
 	st := opts.Defaults
 	d.settings.Store(&st)
 	d.m = metrics{
 		caught: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flashgate_edge_tarpit_caught_total",
-			Help: "Accounts, addresses and networks this node put in the tarpit, by kind and reason."}, []string{"kind", "reason"}),
+			Help: "Accounts this node put in the tarpit, by reason."}, []string{"reason"}),
 		offences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flashgate_edge_offences_total",
 			Help: "Refusals counted against an account towards the tarpit, by reason (the limit, or the challenge's refusal)."}, []string{"reason"}),
 		lowTrust: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flashgate_edge_low_trust_joins_total",
@@ -80,9 +81,12 @@ func New(rdb redis.UniversalClient, prefix string, opts Options) *Defences {
 			Help: "Status polls of tarpitted shoppers whose place had come, answered as waiting instead of admitted."}),
 		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_defences_sync_errors_total",
 			Help: "Rounds in which the node could not read or write the shared defences in Redis."}),
+		resets: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_offence_watch_resets_total",
+			Help: "Times a shard of the node's offence and accounts-per-address counts filled up and forgot everything."}),
 	}
+	d.watch = newWatch(d.m.resets.Inc)
 	if opts.Registry != nil {
-		opts.Registry.MustRegister(d.m.caught, d.m.offences, d.m.lowTrust, d.m.answers, d.m.syncErrors,
+		opts.Registry.MustRegister(d.m.caught, d.m.offences, d.m.lowTrust, d.m.answers, d.m.syncErrors, d.m.resets,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flashgate_edge_tarpit_entries",
 				Help: "Entries in this node's copy of the tarpit (expired ones until the next sync)."},
 				func() float64 { return float64(d.tarpit.size.Load()) }),
@@ -112,11 +116,13 @@ func (d *Defences) Change(ctx context.Context, body []byte) (Settings, error) {
 	return next, nil
 }
 
-// adopt takes st when it is newer than the settings in force.
+// adopt takes st when it is newer than the settings in force, or as new
+// but different: two changes made on either side of a Redis failover can
+// share a version, and every node then takes the one Redis holds.
 func (d *Defences) adopt(st Settings) {
 	for {
 		cur := d.settings.Load()
-		if st.Version <= cur.Version || d.settings.CompareAndSwap(cur, &st) {
+		if st.Version < cur.Version || st == *cur || d.settings.CompareAndSwap(cur, &st) {
 			return
 		}
 	}
@@ -134,21 +140,15 @@ func (d *Defences) LowTrust(sig tokens.Signals) (bool, int) {
 	return true, rules.ExtraChallengeBits
 }
 
-// Tarpitted reports whether a shopper whose place has come is to be kept
-// waiting: its account, its address (addressKey, as httpapi.AddressKey
-// makes it) or its client's network is in the tarpit, and the tarpit is on.
-// Free while the tarpit is empty.
-func (d *Defences) Tarpitted(account, addressKey string, client netip.Addr) bool {
-	if d.tarpit.empty() || !d.Settings().Tarpit.Enabled {
+// Tarpitted reports whether the account of a shopper whose place has come
+// is to be kept waiting: it is in the tarpit, and the tarpit is on. Free
+// while the tarpit is empty.
+func (d *Defences) Tarpitted(account string) bool {
+	if !d.tarpit.holds(account, d.opts.Clock()) || !d.Settings().Tarpit.Enabled {
 		return false
 	}
-	now := d.opts.Clock()
-	held := d.tarpit.holds(KindAccount, account, now) || d.tarpit.holds(KindAddress, addressKey, now) ||
-		client.IsValid() && d.tarpit.holds(KindNetwork, Network(client).String(), now)
-	if held {
-		d.m.answers.Inc()
-	}
-	return held
+	d.m.answers.Inc()
+	return true
 }
 
 // Offence counts a refusal (reason: the limit that refused, or why a proof
@@ -161,39 +161,44 @@ func (d *Defences) Offence(account, reason string) {
 		return
 	}
 	if d.watch.offence(account, rules.Offences, d.opts.Clock()) {
-		d.catch(KindAccount, account, ReasonOffences, rules)
+		d.catch(account, ReasonOffences, rules)
 	}
 }
 
 // Joined records that account holds a place in sale and joined from
-// client (addressKey is its per-address key), and tarpits the address or
-// the network when more accounts than the settings allow joined the sale
-// from it.
+// client, whose per-address key is addressKey ("" and the zero address
+// when the client could not be named: a proxy's address is nobody's). When
+// more accounts than the settings allow joined the sale from the address,
+// or from its network, within OffenceWindow, they all go to the tarpit:
+// the accounts, so that they cannot leave it by polling from elsewhere,
+// and not the address, so that whoever joins from it afterwards starts
+// afresh.
 func (d *Defences) Joined(sale, account, addressKey string, client netip.Addr) {
 	rules := d.Settings().Tarpit
-	if !rules.Enabled {
+	if !rules.Enabled || addressKey == "" {
 		return
 	}
 	now := d.opts.Clock()
-	if n := rules.AccountsPerAddress; n > 0 && d.watch.joined(sale, "a:"+addressKey, account, n, now) {
-		d.catch(KindAddress, addressKey, ReasonAccountsPerAddress, rules)
+	if n := rules.AccountsPerAddress; n > 0 {
+		for _, a := range d.watch.joined(sale, "a:"+addressKey, account, n, now) {
+			d.catch(a, ReasonAccountsPerAddress, rules)
+		}
 	}
 	if n := rules.AccountsPerNetwork; n > 0 && client.IsValid() {
-		network := Network(client).String()
-		if d.watch.joined(sale, "n:"+network, account, n, now) {
-			d.catch(KindNetwork, network, ReasonAccountsPerNetwork, rules)
+		for _, a := range d.watch.joined(sale, "n:"+Network(client).String(), account, n, now) {
+			d.catch(a, ReasonAccountsPerNetwork, rules)
 		}
 	}
 }
 
-// catch puts key in the tarpit on this node at once, and in Redis for the
-// others at the next sync.
-func (d *Defences) catch(kind, key, reason string, rules TarpitRules) {
+// catch puts account in the tarpit on this node at once, and in Redis for
+// the others at the next sync.
+func (d *Defences) catch(account, reason string, rules TarpitRules) {
 	now := d.opts.Clock()
-	e := Entry{Kind: kind, Key: key, Reason: reason, Since: now, Until: now.Add(time.Duration(rules.HoldS) * time.Second)}
+	e := Entry{Account: account, Reason: reason, Since: now, Until: now.Add(time.Duration(rules.HoldS) * time.Second)}
 	d.tarpit.put(e)
-	d.m.caught.WithLabelValues(kind, reason).Inc()
-	d.opts.Log.Info("tarpit: caught", "kind", kind, "key", key, "reason", reason, "until", e.Until)
+	d.m.caught.WithLabelValues(reason).Inc()
+	d.opts.Log.Debug("tarpit: caught", "account", account, "reason", reason, "until", e.Until)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.pending) < maxPending {
@@ -204,23 +209,28 @@ func (d *Defences) catch(kind, key, reason string, rules TarpitRules) {
 // List returns what the tarpit holds, oldest first.
 func (d *Defences) List() []Entry { return d.tarpit.list(d.opts.Clock()) }
 
-// Release takes key of kind out of the tarpit on every node; an error
-// wrapping ErrNotTarpitted when this node holds no such entry, another when
-// Redis does not take the release (then nothing changed).
-func (d *Defences) Release(ctx context.Context, kind, key string) (Entry, error) {
-	now := d.opts.Clock()
-	if !d.tarpit.holds(kind, key, now) {
-		return Entry{}, ErrNotTarpitted
-	}
-	if err := d.store.append(ctx, []change{{op: opRelease, Entry: Entry{Kind: kind, Key: key, Since: now, Until: now}}}); err != nil {
+// Release takes account out of the tarpit on every node, and keeps any
+// catch of it made before now from bringing it back. This node first
+// catches up with the others, so it releases what any of them caught; an
+// error wrapping ErrNotTarpitted when none holds it, another when Redis
+// does not take the release (then nothing changed).
+func (d *Defences) Release(ctx context.Context, account string) (Entry, error) {
+	if err := d.Sync(ctx); err != nil {
 		return Entry{}, err
 	}
-	e, _ := d.tarpit.remove(kind, key)
+	now := d.opts.Clock()
+	if !d.tarpit.holds(account, now) {
+		return Entry{}, ErrNotTarpitted
+	}
+	if err := d.store.append(ctx, []change{{op: opRelease, Entry: Entry{Account: account, Since: now, Until: now}}}); err != nil {
+		return Entry{}, err
+	}
+	e, _ := d.tarpit.remove(account, now)
 	d.mu.Lock()
-	// A catch of this key not yet written would come back at the next sync.
-	d.pending = slices.DeleteFunc(d.pending, func(c change) bool { return c.Kind == kind && c.Key == key })
+	// A catch of this account not yet written would come back at the next sync.
+	d.pending = slices.DeleteFunc(d.pending, func(c change) bool { return c.Account == account })
 	d.mu.Unlock()
-	d.opts.Log.Info("tarpit: released", "kind", kind, "key", key)
+	d.opts.Log.Info("tarpit: released", "account", account)
 	return e, nil
 }
 
@@ -252,13 +262,14 @@ func (d *Defences) sync(ctx context.Context) error {
 	switch {
 	case err != nil:
 		return err
-	case ok:
-		d.adopt(st)
-	case d.Settings().Version > 0:
-		// Redis lost what ops set: put this node's copy back.
+	case ok && st.Version < d.Settings().Version, !ok && d.Settings().Version > 0:
+		// Redis lost what ops set, or holds an older change: put this
+		// node's copy back.
 		if err := d.store.restore(ctx, d.Settings()); err != nil {
 			return err
 		}
+	case ok:
+		d.adopt(st)
 	}
 	for {
 		d.mu.Lock()
@@ -273,7 +284,7 @@ func (d *Defences) sync(ctx context.Context) error {
 			case opCatch:
 				d.tarpit.put(c.Entry)
 			case opRelease:
-				d.tarpit.remove(c.Kind, c.Key)
+				d.tarpit.remove(c.Account, c.Since)
 			}
 		}
 		d.mu.Lock()

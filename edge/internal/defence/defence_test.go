@@ -2,7 +2,9 @@ package defence_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
@@ -49,7 +51,7 @@ var client = netip.MustParseAddr("192.0.2.7")
 
 // TestOffencesTarpitOnEveryNode: an account that keeps earning refusals on
 // one node waits on every node once they have synced, until ops release it
-// or its hold ends.
+// or its hold ends; a catch made before a release does not bring it back.
 func TestOffencesTarpitOnEveryNode(t *testing.T) {
 	st := defaults()
 	st.Tarpit.Offences = 3
@@ -58,85 +60,135 @@ func TestOffencesTarpitOnEveryNode(t *testing.T) {
 	for range 2 {
 		a.Offence("mallory", "poll_account")
 	}
-	if a.Tarpitted("mallory", "192.0.2.7", client) {
+	if a.Tarpitted("mallory") {
 		t.Fatal("tarpitted after 2 offences, want after 3")
 	}
 	a.Offence("mallory", "poll_account")
-	if !a.Tarpitted("mallory", "192.0.2.7", client) {
+	if !a.Tarpitted("mallory") {
 		t.Fatal("not tarpitted on its own node after 3 offences")
 	}
-	if b.Tarpitted("mallory", "192.0.2.7", client) {
+	if b.Tarpitted("mallory") {
 		t.Fatal("the other node knew before any sync")
 	}
 	syncAll(t, a, b)
-	if !b.Tarpitted("mallory", "198.51.100.1", netip.MustParseAddr("198.51.100.1")) {
+	if !b.Tarpitted("mallory") {
 		t.Fatal("the other node does not tarpit mallory after syncing")
 	}
-	if b.Tarpitted("alice", "192.0.2.8", netip.MustParseAddr("192.0.2.8")) {
+	if b.Tarpitted("alice") {
 		t.Fatal("alice tarpitted")
 	}
-	if got := b.List(); len(got) != 1 || got[0].Kind != defence.KindAccount || got[0].Key != "mallory" || got[0].Reason != defence.ReasonOffences {
+	if got := b.List(); len(got) != 1 || got[0].Account != "mallory" || got[0].Reason != defence.ReasonOffences {
 		t.Fatalf("List = %+v, want mallory for offences", got)
 	}
 
-	if _, err := b.Release(context.Background(), defence.KindAccount, "nobody"); !errors.Is(err, defence.ErrNotTarpitted) {
+	if _, err := b.Release(context.Background(), "nobody"); !errors.Is(err, defence.ErrNotTarpitted) {
 		t.Fatalf("Release(nobody) = %v, want ErrNotTarpitted", err)
 	}
-	if _, err := b.Release(context.Background(), defence.KindAccount, "mallory"); err != nil {
+	// A catch of mallory the other node made before the release, still
+	// waiting to be written, does not bring it back.
+	for range 3 {
+		a.Offence("mallory", "poll_account")
+	}
+	clk.Add(time.Second)
+	if _, err := b.Release(context.Background(), "mallory"); err != nil {
 		t.Fatal(err)
 	}
-	syncAll(t, a, b)
-	if a.Tarpitted("mallory", "192.0.2.7", client) || b.Tarpitted("mallory", "192.0.2.7", client) {
+	syncAll(t, a, b, a, b)
+	if a.Tarpitted("mallory") || b.Tarpitted("mallory") {
 		t.Fatal("mallory still tarpitted after the release")
 	}
 
 	// Caught again, it is held for HoldS, then let go.
+	clk.Add(time.Second)
 	for range 3 {
 		a.Offence("mallory", "challenge_unsolved")
 	}
 	syncAll(t, a, b)
 	clk.Add(time.Duration(st.Tarpit.HoldS-1) * time.Second)
-	if !b.Tarpitted("mallory", "192.0.2.7", client) {
+	if !b.Tarpitted("mallory") {
 		t.Fatal("let go before the hold ended")
 	}
 	clk.Add(time.Second)
 	syncAll(t, b)
-	if b.Tarpitted("mallory", "192.0.2.7", client) || len(b.List()) != 0 {
+	if b.Tarpitted("mallory") || len(b.List()) != 0 {
 		t.Fatalf("still held after the hold: %+v", b.List())
 	}
 }
 
+// TestReleaseReachesWhatOthersCaught: a node that has not synced since
+// another caught an account still releases it.
+func TestReleaseReachesWhatOthersCaught(t *testing.T) {
+	st := defaults()
+	st.Tarpit.Offences = 3
+	ds, _, _ := nodes(t, 2, st)
+	a, b := ds[0], ds[1]
+	for range 3 {
+		a.Offence("mallory", "join_account")
+	}
+	syncAll(t, a)
+	if _, err := b.Release(context.Background(), "mallory"); err != nil {
+		t.Fatalf("Release on a node that had not synced = %v", err)
+	}
+	syncAll(t, a)
+	if a.Tarpitted("mallory") {
+		t.Fatal("the catching node still holds mallory")
+	}
+}
+
 // TestAccountsPerAddress: the accounts beyond the limit that join one sale
-// from one address tarpit the address — every account polling from it —
-// and a network rule its network.
+// from one address within the window put every one of them in the
+// tarpit — not the address: whoever joins from it afterwards starts
+// afresh — and a network rule likewise for a network.
 func TestAccountsPerAddress(t *testing.T) {
 	st := defaults()
-	st.Tarpit.AccountsPerAddress = 3
-	st.Tarpit.AccountsPerNetwork = 5
-	ds, _, _ := nodes(t, 1, st)
+	st.Tarpit.AccountsPerAddress = 4
+	st.Tarpit.AccountsPerNetwork = 6
+	ds, clk, _ := nodes(t, 1, st)
 	d := ds[0]
-	for _, acct := range []string{"a1", "a2", "a3", "a1", "a2"} { // rejoins count once
+	for _, acct := range []string{"a1", "a2", "a3", "a4", "a1", "a2"} { // rejoins count once
 		d.Joined("s1", acct, "192.0.2.7", client)
 	}
-	d.Joined("s2", "a4", "192.0.2.7", client) // another sale's count
-	if d.Tarpitted("a1", "192.0.2.7", client) {
-		t.Fatal("address tarpitted at 3 accounts, the limit")
+	d.Joined("s2", "a5", "192.0.2.7", client) // another sale's count
+	if d.Tarpitted("a1") {
+		t.Fatal("tarpitted at 4 accounts, the limit")
 	}
-	d.Joined("s1", "a4", "192.0.2.7", client)
-	if !d.Tarpitted("honest-neighbour", "192.0.2.7", client) {
-		t.Fatal("the 4th account did not tarpit the address")
+	d.Joined("s1", "a5", "192.0.2.7", client)
+	for _, a := range []string{"a1", "a2", "a3", "a4", "a5"} {
+		if !d.Tarpitted(a) {
+			t.Errorf("%s not tarpitted by the 5th account of the address", a)
+		}
 	}
-	if d.Tarpitted("elsewhere", "192.0.2.99", netip.MustParseAddr("192.0.2.99")) {
-		t.Fatal("a neighbour address tarpitted before the network's limit")
+	d.Joined("s1", "later", "192.0.2.7", client)
+	if d.Tarpitted("later") {
+		t.Fatal("an account joining from the address afterwards is held")
 	}
-	for i, addr := range []string{"192.0.2.10", "192.0.2.11"} {
-		d.Joined("s1", "n"+string(rune('0'+i)), addr, netip.MustParseAddr(addr))
+	// The network: a 7th account of another sale from 192.0.2.0/24.
+	for i := range 6 {
+		addr := netip.MustParseAddr(fmt.Sprintf("192.0.2.%d", 10+i))
+		d.Joined("s5", fmt.Sprintf("n%d", i), addr.String(), addr)
 	}
-	if !d.Tarpitted("elsewhere", "192.0.2.99", netip.MustParseAddr("192.0.2.99")) {
-		t.Fatal("6 accounts from 192.0.2.0/24 did not tarpit the network")
+	if d.Tarpitted("n0") {
+		t.Fatal("tarpitted at the network's limit")
 	}
-	if d.Tarpitted("far", "198.51.100.1", netip.MustParseAddr("198.51.100.1")) {
-		t.Fatal("another network tarpitted")
+	d.Joined("s5", "n6", "192.0.2.99", netip.MustParseAddr("192.0.2.99"))
+	if !d.Tarpitted("n0") || !d.Tarpitted("n6") {
+		t.Fatal("7 accounts from 192.0.2.0/24 did not tarpit them")
+	}
+	// A window is ten minutes from a place's first join, not a shard's.
+	clk.Add(defence.OffenceWindow)
+	for i := range 5 {
+		d.Joined("s3", fmt.Sprintf("w%d", i), "198.51.100.1", netip.MustParseAddr("198.51.100.1"))
+		clk.Add(defence.OffenceWindow / 10)
+	}
+	if !d.Tarpitted("w0") {
+		t.Fatal("5 accounts within the window from one address not caught")
+	}
+	// An unnamed client (a proxy's own address) is nobody's address.
+	for i := range 6 {
+		d.Joined("s4", fmt.Sprintf("p%d", i), "", netip.Addr{})
+	}
+	if d.Tarpitted("p0") {
+		t.Fatal("accounts caught on an unnamed address")
 	}
 }
 
@@ -144,27 +196,28 @@ func TestAccountsPerAddress(t *testing.T) {
 // held waits.
 func TestTarpitSwitchedOff(t *testing.T) {
 	st := defaults()
-	st.Tarpit.Offences = 1
+	st.Tarpit.Offences = 3
 	ds, _, _ := nodes(t, 1, st)
 	d := ds[0]
-	d.Offence("mallory", "join_account")
-	if !d.Tarpitted("mallory", "192.0.2.7", client) {
+	for range 3 {
+		d.Offence("mallory", "join_account")
+	}
+	if !d.Tarpitted("mallory") {
 		t.Fatal("not caught with the tarpit on")
 	}
 	if _, err := d.Change(context.Background(), []byte(`{"tarpit": {"enabled": false}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if d.Tarpitted("mallory", "192.0.2.7", client) {
+	if d.Tarpitted("mallory") {
 		t.Fatal("held with the tarpit off")
 	}
-	d.Offence("eve", "join_account")
-	for range 40 {
-		d.Joined("s1", "x"+time.Now().String(), "192.0.2.7", client)
+	for range 3 {
+		d.Offence("eve", "join_account")
 	}
 	if _, err := d.Change(context.Background(), []byte(`{"tarpit": {"enabled": true}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if d.Tarpitted("eve", "192.0.2.8", netip.MustParseAddr("192.0.2.8")) {
+	if d.Tarpitted("eve") {
 		t.Fatal("eve caught while the tarpit was off")
 	}
 }
@@ -190,6 +243,7 @@ func TestSettingsShared(t *testing.T) {
 	for _, body := range []string{
 		`{"tarpit": {"offences": -1}}`, `{"trust": {"extra_challenge_bits": 13}}`, `{"limits": {"poll_subnet": "fast"}}`,
 		`{"version": 9}`, `{"tarpitt": {}}`, `[1]`, `{"tarpit": {"hold_s": 0}}`,
+		`{"tarpit": {"offences": 1}}`, `{"tarpit": {"accounts_per_address": 2}}`, `{"tarpit": {"hold_s": 604800}}`,
 	} {
 		if _, err := b.Change(ctx, []byte(body)); !errors.Is(err, defence.ErrInvalid) {
 			t.Errorf("Change(%s) = %v, want ErrInvalid", body, err)
@@ -214,6 +268,31 @@ func TestSettingsShared(t *testing.T) {
 	syncAll(t, late)
 	if late.Settings() != next {
 		t.Fatalf("a node started after the loss has %+v, want %+v", late.Settings(), next)
+	}
+
+	// Redis fails over to a replica holding the first change only: a node
+	// holding the newer writes it back, and a node that had taken the
+	// older one takes it.
+	older, _ := json.Marshal(got)
+	if err := r.Client.Set(ctx, defence.NewKeys(r.Prefix).Settings(), older, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	stale := defence.New(r.Client, r.Prefix, defence.Options{Defaults: got})
+	syncAll(t, a, stale)
+	if stale.Settings() != next {
+		t.Fatalf("after the failover a node has %+v, want %+v", stale.Settings(), next)
+	}
+	// Two changes on either side of a failover share a version: every node
+	// takes the one Redis holds.
+	split := next
+	split.Tarpit.Offences = 77
+	b2, _ := json.Marshal(split)
+	if err := r.Client.Set(ctx, defence.NewKeys(r.Prefix).Settings(), b2, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	syncAll(t, a, b)
+	if a.Settings() != split || b.Settings() != split {
+		t.Fatalf("nodes hold %+v and %+v, want Redis's %+v", a.Settings(), b.Settings(), split)
 	}
 }
 

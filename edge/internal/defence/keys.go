@@ -6,12 +6,13 @@ package defence
 //	<prefix>defences   string  the Settings as JSON, written by PUT /admin/defences
 //	                           (a WATCH transaction: read, merge, version + 1)
 //	<prefix>tarpit     stream  the tarpit's changes, oldest first: fields op ("catch"
-//	                           or "release"), kind, key, reason, since_ms, until_ms;
+//	                           or "release"), account, reason, since_ms, until_ms;
 //	                           trimmed to about maxStreamLen entries
 //
 // Losing them loses nothing for good: every node keeps both in memory and
-// writes its settings back when the key is gone (Store.Sync), and a tarpit
-// entry lasts its hold on every node that has read it.
+// writes its settings back when Redis holds older ones or none
+// (Defences.Sync), and a tarpit entry lasts its hold on every node that has
+// read it.
 type Keys struct {
 	prefix string
 }

@@ -42,7 +42,7 @@ type ChallengeRamp struct {
 }
 
 // ExtraBits is how much harder the proof of work is at a join rate of
-// joinsPerS.
+// joinsPerS: one bit above JoinsPerS, one more at each doubling of it.
 func (r ChallengeRamp) ExtraBits(joinsPerS float64) int {
 	if r.JoinsPerS <= 0 || joinsPerS <= r.JoinsPerS {
 		return 0
@@ -52,15 +52,15 @@ func (r ChallengeRamp) ExtraBits(joinsPerS float64) int {
 
 // TarpitRules say who is tarpitted: accounts that keep earning refusals
 // (failed proofs of work, joins and polls over the account's limits), and
-// addresses and networks many accounts join one sale from.
+// the accounts of an address or a network too many join one sale from.
 type TarpitRules struct {
 	Enabled bool `json:"enabled"`
 	// Offences are the refusals an account may earn within OffenceWindow
 	// on one node before it is tarpitted; 0: none tarpits.
 	Offences int `json:"offences"`
 	// AccountsPerAddress is how many accounts may join one sale from one
-	// client address (an IPv6 client by its /64) on one node; the next
-	// tarpits the address. 0: no limit.
+	// client address (an IPv6 client by its /64) within OffenceWindow on
+	// one node; the next one tarpits them all. 0: no limit.
 	AccountsPerAddress int `json:"accounts_per_address"`
 	// AccountsPerNetwork is the same for a client's network (an IPv4 /24,
 	// an IPv6 /48). 0: no limit.
@@ -97,7 +97,9 @@ const OffenceWindow = 10 * time.Minute
 // Bounds of the settings.
 const (
 	MaxExtraChallengeBits = 12
-	MaxHoldS              = 7 * 24 * 3600
+	MaxHoldS              = 24 * 3600
+	MinOffences           = 3
+	MinAccountsPerPlace   = 4
 )
 
 // DefaultSettings are the defences before ops change any: the tarpit on,
@@ -119,8 +121,11 @@ var ErrInvalid = errors.New("invalid defence settings")
 func (s Settings) Validate() error {
 	t, tr := s.Tarpit, s.Trust
 	switch {
-	case t.Offences < 0 || t.AccountsPerAddress < 0 || t.AccountsPerNetwork < 0:
-		return fmt.Errorf("%w: tarpit thresholds must be 0 (off) or more", ErrInvalid)
+	case t.Offences != 0 && t.Offences < MinOffences:
+		return fmt.Errorf("%w: tarpit.offences must be 0 (off) or at least %d: one refusal can be an accident", ErrInvalid, MinOffences)
+	case t.AccountsPerAddress != 0 && t.AccountsPerAddress < MinAccountsPerPlace,
+		t.AccountsPerNetwork != 0 && t.AccountsPerNetwork < MinAccountsPerPlace:
+		return fmt.Errorf("%w: tarpit.accounts_per_address and accounts_per_network must be 0 (off) or at least %d: households share addresses", ErrInvalid, MinAccountsPerPlace)
 	case t.HoldS < 1 || t.HoldS > MaxHoldS:
 		return fmt.Errorf("%w: tarpit.hold_s must be 1 to %d", ErrInvalid, MaxHoldS)
 	case tr.MinAccountAgeDays < 0 || tr.MaxRiskScore < 0 || tr.MaxRiskScore > 100:

@@ -70,7 +70,7 @@ func (s store) change(ctx context.Context, base Settings, body []byte) (Settings
 		next.Version = cur.Version + 1
 		out, err := json.Marshal(next)
 		if err != nil {
-			return err
+			return fmt.Errorf("encode defence settings: %w", err)
 		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.Set(ctx, key, out, 0)
@@ -85,16 +85,40 @@ func (s store) change(ctx context.Context, base Settings, body []byte) (Settings
 		}
 		return next, err
 	}
-	return Settings{}, errors.New("defence settings: changed by others five times in a row; try again")
+	return Settings{}, errBusy
 }
 
-// restore writes st back when Redis holds no settings (it lost them).
+// restore writes st back when Redis holds older settings or none (it lost
+// them, or failed over to a replica that had not seen the last change),
+// in a transaction that leaves newer ones alone.
 func (s store) restore(ctx context.Context, st Settings) error {
+	key := s.keys.Settings()
 	out, err := json.Marshal(st)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode defence settings: %w", err)
 	}
-	return s.rdb.SetNX(ctx, s.keys.Settings(), out, 0).Err()
+	err = s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+		b, err := tx.Get(ctx, key).Bytes()
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			return fmt.Errorf("read defence settings: %w", err)
+		default:
+			var stored Settings
+			if json.Unmarshal(b, &stored) == nil && stored.Version >= st.Version {
+				return nil
+			}
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, key, out, 0)
+			return nil
+		})
+		return err
+	}, key)
+	if errors.Is(err, redis.TxFailedErr) {
+		return nil // changed meanwhile: the next sync reads it
+	}
+	return err
 }
 
 // append adds changes to the tarpit stream in one round trip.
@@ -103,7 +127,7 @@ func (s store) append(ctx context.Context, cs []change) error {
 		for _, c := range cs {
 			p.XAdd(ctx, &redis.XAddArgs{
 				Stream: s.keys.Tarpit(), MaxLen: maxStreamLen, Approx: true,
-				Values: []any{"op", c.op, "kind", c.Kind, "key", c.Key, "reason", c.Reason,
+				Values: []any{"op", c.op, "account", c.Account, "reason", c.Reason,
 					"since_ms", c.Since.UnixMilli(), "until_ms", c.Until.UnixMilli()},
 			})
 		}
@@ -114,6 +138,9 @@ func (s store) append(ctx context.Context, cs []change) error {
 	}
 	return nil
 }
+
+// errBusy: other nodes kept changing the settings while this one tried.
+var errBusy = errors.New("defence settings changed by others five times in a row; try again")
 
 // readBatch bounds one XRANGE.
 const readBatch = 10_000
@@ -134,7 +161,7 @@ func (s store) read(ctx context.Context, after string) ([]change, string, error)
 		after = m.ID
 		str := func(k string) string { v, _ := m.Values[k].(string); return v }
 		ms := func(k string) time.Time { n, _ := strconv.ParseInt(str(k), 10, 64); return time.UnixMilli(n) }
-		out = append(out, change{op: str("op"), Entry: Entry{Kind: str("kind"), Key: str("key"), Reason: str("reason"),
+		out = append(out, change{op: str("op"), Entry: Entry{Account: str("account"), Reason: str("reason"),
 			Since: ms("since_ms"), Until: ms("until_ms")}})
 	}
 	return out, after, nil

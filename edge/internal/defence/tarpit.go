@@ -9,27 +9,19 @@ import (
 	"time"
 )
 
-// The kinds of tarpit entries.
+// Why an account was caught: the reasons of flashgate_edge_tarpit_caught_total.
 const (
-	KindAccount = "account" // a shopper's account id
-	KindAddress = "address" // a client address, an IPv6 client's by its /64 (httpapi.AddressKey)
-	KindNetwork = "network" // a client's network, Network's prefix
-)
-
-// Why an entry was caught: the reasons of flashgate_edge_tarpit_caught_total.
-const (
-	ReasonOffences           = "offences"             // an account kept earning refusals
-	ReasonAccountsPerAddress = "accounts_per_address" // too many accounts joined a sale from one address
+	ReasonOffences           = "offences"             // it kept earning refusals
+	ReasonAccountsPerAddress = "accounts_per_address" // it was one of too many accounts that joined a sale from one address
 	ReasonAccountsPerNetwork = "accounts_per_network" // ... from one network
 )
 
-// Entry is one account, address or network in the tarpit.
+// Entry is one account in the tarpit.
 type Entry struct {
-	Kind   string    `json:"kind"`
-	Key    string    `json:"key"`
-	Reason string    `json:"reason"`
-	Since  time.Time `json:"since"`
-	Until  time.Time `json:"until"`
+	Account string    `json:"account"`
+	Reason  string    `json:"reason"`
+	Since   time.Time `json:"since"`
+	Until   time.Time `json:"until"`
 }
 
 // The prefix lengths of a client's network. An IPv4 client's is its /24,
@@ -53,93 +45,103 @@ func Network(a netip.Addr) netip.Prefix {
 	return p
 }
 
-// tarpit is a node's copy of the tarpit, one map per kind. A status poll
-// reads it without a lock (sync.Map: entries are written once and read
-// many times), and reads nothing at all while it is empty.
+// releaseMemory is how long a release is remembered: a catch made before
+// it (pending on a node that could not reach Redis, or written to the
+// stream after the release by a slower node) does not bring the account
+// back.
+const releaseMemory = time.Hour
+
+// tarpit is a node's copy of the tarpit. Its lock is taken only by the
+// admission of a shopper whose place has come, and by changes; size lets
+// every other read skip it while the tarpit is empty.
 type tarpit struct {
-	kinds map[string]*sync.Map // kind -> key -> Entry
-	size  atomic.Int64         // entries held, expired ones included until purged
+	mu       sync.RWMutex
+	entries  map[string]Entry     // account -> its entry, expired ones until purged
+	released map[string]time.Time // account -> when ops last released it
+	size     atomic.Int64         // len(entries), written under mu
 }
 
 func newTarpit() *tarpit {
-	return &tarpit{kinds: map[string]*sync.Map{KindAccount: {}, KindAddress: {}, KindNetwork: {}}}
+	return &tarpit{entries: map[string]Entry{}, released: map[string]time.Time{}}
 }
 
-// holds reports whether key of kind is in the tarpit at now.
-func (t *tarpit) holds(kind, key string, now time.Time) bool {
-	m := t.kinds[kind]
-	if m == nil {
+// holds reports whether account is in the tarpit at now.
+func (t *tarpit) holds(account string, now time.Time) bool {
+	if t.size.Load() == 0 {
 		return false
 	}
-	e, ok := m.Load(key)
-	return ok && now.Before(e.(Entry).Until)
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	e, ok := t.entries[account]
+	return ok && now.Before(e.Until)
 }
 
-// empty reports whether nothing is held: the status poll's whole cost then.
-func (t *tarpit) empty() bool { return t.size.Load() == 0 }
-
-// put adds e, or lengthens the entry held for its key: an entry caught
-// again (on another node, or after a release) lasts the later hold.
+// put adds e, or lengthens the entry held for its account (an account
+// caught again, on another node or after a release, lasts the later
+// hold). A catch made before the account's last release is not taken.
 func (t *tarpit) put(e Entry) {
-	m := t.kinds[e.Kind]
-	if m == nil {
-		return // a kind from a newer node: not ours to apply
-	}
-	if old, ok := m.Load(e.Key); ok {
-		o := old.(Entry)
-		if !e.Until.After(o.Until) {
-			return
-		}
-		e.Since = o.Since
-		m.Store(e.Key, e)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r, ok := t.released[e.Account]; ok && !e.Since.After(r) {
 		return
 	}
-	m.Store(e.Key, e)
-	t.size.Add(1)
+	if old, ok := t.entries[e.Account]; ok {
+		if e.Until.After(old.Until) {
+			e.Since = old.Since
+			t.entries[e.Account] = e
+		}
+		return
+	}
+	t.entries[e.Account] = e
+	t.size.Store(int64(len(t.entries)))
 }
 
-// remove releases key of kind, returning what was held.
-func (t *tarpit) remove(kind, key string) (Entry, bool) {
-	m := t.kinds[kind]
-	if m == nil {
-		return Entry{}, false
+// remove releases account at the time at, returning what was held.
+func (t *tarpit) remove(account string, at time.Time) (Entry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if at.After(t.released[account]) {
+		t.released[account] = at
 	}
-	old, ok := m.LoadAndDelete(key)
-	if !ok {
-		return Entry{}, false
-	}
-	t.size.Add(-1)
-	return old.(Entry), true
+	e, ok := t.entries[account]
+	delete(t.entries, account)
+	t.size.Store(int64(len(t.entries)))
+	return e, ok
 }
 
-// purge drops the entries whose hold is over at now.
+// purge drops the entries whose hold is over at now, and the releases
+// older than releaseMemory.
 func (t *tarpit) purge(now time.Time) {
-	for _, m := range t.kinds {
-		m.Range(func(k, v any) bool {
-			if !now.Before(v.(Entry).Until) && m.CompareAndDelete(k, v) {
-				t.size.Add(-1)
-			}
-			return true
-		})
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for a, e := range t.entries {
+		if !now.Before(e.Until) {
+			delete(t.entries, a)
+		}
 	}
+	for a, r := range t.released {
+		if now.Sub(r) > releaseMemory {
+			delete(t.released, a)
+		}
+	}
+	t.size.Store(int64(len(t.entries)))
 }
 
 // list returns the entries held at now, oldest first.
 func (t *tarpit) list(now time.Time) []Entry {
-	var out []Entry
-	for _, m := range t.kinds {
-		m.Range(func(_, v any) bool {
-			if e := v.(Entry); now.Before(e.Until) {
-				out = append(out, e)
-			}
-			return true
-		})
+	t.mu.RLock()
+	out := make([]Entry, 0, len(t.entries))
+	for _, e := range t.entries {
+		if now.Before(e.Until) {
+			out = append(out, e)
+		}
 	}
+	t.mu.RUnlock()
 	slices.SortFunc(out, func(a, b Entry) int {
 		if c := a.Since.Compare(b.Since); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Kind+a.Key, b.Kind+b.Key)
+		return strings.Compare(a.Account, b.Account)
 	})
 	return out
 }

@@ -2,19 +2,24 @@ package defence
 
 import (
 	"hash/maphash"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
 
-// watch counts, on one node, what gets an account or an address caught:
-// each account's offences, and the accounts that join each sale from each
-// address and network. It forgets everything every OffenceWindow, and
-// sooner if it holds more than maxWatched keys, so a flood of fresh
-// accounts or addresses cannot grow it without bound. Sharded by key: a
-// join takes one shard's lock, not the node's.
+// watch counts, on one node, what gets accounts caught: each account's
+// offences, and the accounts that join each sale from each address and
+// network. Every key counts over its own OffenceWindow from its first
+// event. A shard that fills up (maxWatched keys over all shards) first
+// drops its keys whose window is over, and forgets everything only if that
+// is not enough — a flood of fresh accounts or addresses cannot grow it
+// without bound; resets counts those. Sharded by key: a join takes one
+// shard's lock, not the node's.
 type watch struct {
 	seed   maphash.Seed
 	shards [watchShards]watchShard
+	resets func() // counts a shard that forgot everything
 }
 
 const (
@@ -22,38 +27,62 @@ const (
 	maxWatched  = 1 << 20 // keys over all shards
 )
 
-// watchShard's mu guards its maps and since.
+// watchShard's mu guards its maps.
 type watchShard struct {
 	mu       sync.Mutex
-	since    time.Time                      // when the shard's window began
-	offences map[string]int                 // account -> refusals
-	accounts map[string]map[string]struct{} // sale NUL address-or-network -> accounts
+	offences map[string]*tally // account -> refusals
+	accounts map[string]*group // sale NUL address-or-network -> accounts
 }
 
-func newWatch() *watch {
-	return &watch{seed: maphash.MakeSeed()}
+type tally struct {
+	since time.Time
+	n     int
+}
+
+type group struct {
+	since    time.Time
+	accounts map[string]struct{}
+}
+
+func newWatch(resets func()) *watch {
+	w := &watch{seed: maphash.MakeSeed(), resets: resets}
+	for i := range w.shards {
+		w.shards[i].offences, w.shards[i].accounts = map[string]*tally{}, map[string]*group{}
+	}
+	return w
 }
 
 func (w *watch) shard(key string) *watchShard {
 	return &w.shards[maphash.String(w.seed, key)%watchShards]
 }
 
-// fresh starts a new window when the shard's is over or full; mu held.
-func (s *watchShard) fresh(now time.Time) {
-	if s.offences == nil || now.Sub(s.since) >= OffenceWindow || len(s.offences)+len(s.accounts) >= maxWatched/watchShards {
-		s.since, s.offences, s.accounts = now, map[string]int{}, map[string]map[string]struct{}{}
+// room makes room for one more key at now; mu held.
+func (w *watch) room(s *watchShard, now time.Time) {
+	if len(s.offences)+len(s.accounts) < maxWatched/watchShards {
+		return
+	}
+	maps.DeleteFunc(s.offences, func(_ string, t *tally) bool { return now.Sub(t.since) >= OffenceWindow })
+	maps.DeleteFunc(s.accounts, func(_ string, g *group) bool { return now.Sub(g.since) >= OffenceWindow })
+	if len(s.offences)+len(s.accounts) >= maxWatched/watchShards {
+		s.offences, s.accounts = map[string]*tally{}, map[string]*group{}
+		w.resets()
 	}
 }
 
 // offence counts one refusal of account and reports whether it has now
-// earned limit of them in the window (once: the count starts again).
+// earned limit of them within its window (once: the count starts again).
 func (w *watch) offence(account string, limit int, now time.Time) bool {
 	s := w.shard(account)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.fresh(now)
-	s.offences[account]++
-	if s.offences[account] < limit {
+	t := s.offences[account]
+	if t == nil || now.Sub(t.since) >= OffenceWindow {
+		w.room(s, now)
+		t = &tally{since: now}
+		s.offences[account] = t
+	}
+	t.n++
+	if t.n < limit {
 		return false
 	}
 	delete(s.offences, account)
@@ -61,23 +90,23 @@ func (w *watch) offence(account string, limit int, now time.Time) bool {
 }
 
 // joined records that account joined sale from place (an address or a
-// network key) and reports whether more than limit accounts have now
-// (once: the place's set starts again).
-func (w *watch) joined(sale, place, account string, limit int, now time.Time) bool {
+// network key) and, when more than limit accounts have now within the
+// window, returns them all (once: the place's count starts again).
+func (w *watch) joined(sale, place, account string, limit int, now time.Time) []string {
 	key := sale + "\x00" + place
 	s := w.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.fresh(now)
-	set := s.accounts[key]
-	if set == nil {
-		set = map[string]struct{}{}
-		s.accounts[key] = set
+	g := s.accounts[key]
+	if g == nil || now.Sub(g.since) >= OffenceWindow {
+		w.room(s, now)
+		g = &group{since: now, accounts: map[string]struct{}{}}
+		s.accounts[key] = g
 	}
-	set[account] = struct{}{}
-	if len(set) <= limit {
-		return false
+	g.accounts[account] = struct{}{}
+	if len(g.accounts) <= limit {
+		return nil
 	}
 	delete(s.accounts, key)
-	return true
+	return slices.Sorted(maps.Keys(g.accounts))
 }
