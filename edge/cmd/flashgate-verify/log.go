@@ -30,20 +30,21 @@ type Draw struct {
 	PreQueue   int64  `json:"pre_queue"`   // n: the draw permutes places 1..n
 }
 
-// Admission is what the log says of the cursor's recorded moves.
+// Admission is what the log says of the admission cursor's recorded
+// moves: when it reached places, not who was admitted.
 type Admission struct {
-	AdmittedThrough int64 `json:"admitted_through"`
-	Steps           int   `json:"steps"`
-	StepsCapped     bool  `json:"steps_capped"`
+	ReachedThrough int64 `json:"reached_through"` // the last place the cursor reached before the end
+	Steps          int   `json:"steps"`
+	StepsCapped    bool  `json:"steps_capped"`
 }
 
 // Entry is one place handed out.
 type Entry struct {
-	Account    [32]byte // SHA-256(salt ‖ account)
-	Pre        bool     // a pre-queue join, drawn from PreIndex
-	PreIndex   int64
-	Place      int64
-	AdmittedAt time.Time // zero: never admitted
+	Account   [32]byte // SHA-256(salt ‖ account)
+	Pre       bool     // a pre-queue join, drawn from PreIndex
+	PreIndex  int64
+	Place     int64
+	ReachedAt time.Time // when the admission cursor reached the place; zero: never
 }
 
 // entryJSON is an entry as the log spells it.
@@ -51,7 +52,7 @@ type entryJSON struct {
 	AccountSHA256 string     `json:"account_sha256"`
 	PreIndex      *int64     `json:"pre_index"`
 	Place         int64      `json:"place"`
-	AdmittedAt    *time.Time `json:"admitted_at"`
+	ReachedAt     *time.Time `json:"reached_at"`
 }
 
 // Decode reads a log one entry at a time into Entries, about 80 bytes a
@@ -113,8 +114,8 @@ func (l *Log) decodeEntries(dec *json.Decoder) error {
 		if raw.PreIndex != nil {
 			e.Pre, e.PreIndex = true, *raw.PreIndex
 		}
-		if raw.AdmittedAt != nil {
-			e.AdmittedAt = *raw.AdmittedAt
+		if raw.ReachedAt != nil {
+			e.ReachedAt = *raw.ReachedAt
 		}
 		l.Entries = append(l.Entries, e)
 	}

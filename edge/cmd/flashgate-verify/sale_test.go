@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,11 +21,12 @@ import (
 
 // TestVerifyARealSale: a small sale runs through two edge nodes on one
 // Redis — 30 shoppers join before the start, 20 after it, and the cursor
-// admits some of them before the end. Before the end the log is refused
+// reaches some of them before the end. Before the end the log is refused
 // (409 sale_not_over); after it both nodes publish the same log, which
-// verifies against the commitment the snapshot published before the
-// start, lists each shopper at the place the edge gave it (the drawn one
-// for the pre-queue), and stops verifying at any tampering.
+// verifies against the commitment, the draw's size and the start the
+// snapshot published, lists each shopper at the place the edge gave it
+// (the drawn one for the pre-queue), and stops verifying at any tampering,
+// an entry given to another account included.
 func TestVerifyARealSale(t *testing.T) {
 	t.Parallel()
 	const sale, early, late = "verify", 30, 20
@@ -63,11 +65,17 @@ func TestVerifyARealSale(t *testing.T) {
 		t.Fatalf("the pre-queue joins took until after the start; give the test more lead time")
 	}
 	time.Sleep(time.Until(startsAt))
-	for deadline := time.Now().Add(2 * time.Second); snapshotDraw(t, a, sale).Seed == ""; time.Sleep(10 * time.Millisecond) {
+	var drawn Draw
+	for deadline := time.Now().Add(2 * time.Second); drawn.Seed == ""; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the draw was not revealed 2 s after the start")
 		}
+		drawn = snapshotDraw(t, a, sale)
 	}
+	if drawn.PreQueue != early {
+		t.Fatalf("the snapshot's draw.pre_queue = %d, want %d", drawn.PreQueue, early)
+	}
+	published := Expect{SeedSHA256: commitment, PreQueue: drawn.PreQueue, HasPreQueue: true, StartsAt: startsAt}
 	position := map[string]int64{} // later account -> its position
 	for i := range late {
 		n, account := b, fmt.Sprintf("late-%02d", i)
@@ -106,11 +114,11 @@ func TestVerifyARealSale(t *testing.T) {
 	}
 
 	l := decode()
-	v := Check(l, commitment)
+	v := Check(l, published)
 	var out bytes.Buffer
 	v.Print(&out)
-	if !v.OK() || !v.Committed || v.Pre != early || v.Later != late || v.Admitted < 5 {
-		t.Fatalf("verdict on the sale's log = %s, want VERIFIED against the commitment, %d pre-queue and %d later places, some admitted", out.String(), early, late)
+	if !v.OK() || !v.Committed || !v.SizePinned || v.Pre != early || v.Later != late || v.Reached < 5 {
+		t.Fatalf("verdict on the sale's log = %s, want VERIFIED against the commitment and size, %d pre-queue and %d later places, some reached", out.String(), early, late)
 	}
 	if want := fmt.Sprintf("VERIFIED: %d pre-queue places drawn as committed (seed SHA-256 %s", early, commitment); !strings.HasPrefix(out.String(), want) {
 		t.Errorf("verdict = %s, want it to begin %q", out.String(), want)
@@ -137,65 +145,111 @@ func TestVerifyARealSale(t *testing.T) {
 		}
 	}
 	for _, e := range l.Entries {
-		if admitted := !e.AdmittedAt.IsZero(); admitted != (e.Place <= l.Admission.AdmittedThrough) ||
-			(admitted && (e.AdmittedAt.Before(startsAt) || !e.AdmittedAt.Before(endsAt))) {
-			t.Errorf("entry at place %d admitted at %v, want admitted between the start and the end exactly when at or below admitted_through %d",
-				e.Place, e.AdmittedAt, l.Admission.AdmittedThrough)
+		if reached := !e.ReachedAt.IsZero(); reached != (e.Place <= l.Admission.ReachedThrough) ||
+			(reached && (e.ReachedAt.Before(startsAt) || !e.ReachedAt.Before(endsAt))) {
+			t.Errorf("entry at place %d reached at %v, want reached between the start and the end exactly when at or below reached_through %d",
+				e.Place, e.ReachedAt, l.Admission.ReachedThrough)
+		}
+	}
+	for account, i := range index {
+		want, _ := draw.Position(i)
+		exp := published
+		exp.Account, exp.PreIndex, exp.Place = account, i, want
+		if v := Check(decode(), exp); !v.OK() || v.Account == nil || v.Account.Entry == nil {
+			t.Errorf("verdict for %s with its index %d and place %d = %v, want VERIFIED with its entry", account, i, want, v.Violations)
 		}
 	}
 
 	// Tampering with the log, each in its own way, fails it.
-	admitted := func(l *Log) (first, last int) {
+	reached := func(l *Log) (first, last int) {
 		first, last = -1, -1
 		for i, e := range l.Entries {
-			if !e.AdmittedAt.IsZero() {
+			if !e.ReachedAt.IsZero() {
 				if first < 0 {
 					first = i
 				}
 				last = i
 			}
 		}
-		if first < 0 || !l.Entries[first].AdmittedAt.Before(l.Entries[last].AdmittedAt) {
-			t.Fatalf("the log has no two places admitted at different times to reorder")
+		if first < 0 || !l.Entries[first].ReachedAt.Before(l.Entries[last].ReachedAt) {
+			t.Fatalf("the log has no two places reached at different times to reorder")
 		}
 		return first, last
 	}
+	hash := func(account string) [32]byte { return sha256.Sum256(append(append([]byte(nil), salt...), account...)) }
+	victim, scalper := "early-00", "late-00"
+	victimPlace, _ := draw.Position(index[victim])
+	// giveAway gives the victim's entry to the scalper, whose own entry
+	// goes: the log still verifies as a whole.
+	giveAway := func(l *Log) {
+		kept := l.Entries[:0]
+		for _, e := range l.Entries {
+			switch e.Account {
+			case hash(scalper):
+				continue
+			case hash(victim):
+				e.Account = hash(scalper)
+			}
+			kept = append(kept, e)
+		}
+		l.Entries = kept
+	}
+	if v := Check(func() *Log { l := decode(); giveAway(l); return l }(), published); !v.OK() {
+		t.Fatalf("verdict on a log with an entry given away, asked about nobody = %v, want VERIFIED (only the victim can tell)", v.Violations)
+	}
 	for _, tc := range []struct {
-		name       string
-		tamper     func(l *Log)
-		commitment string
-		want       string // in the verdict
+		name   string
+		tamper func(l *Log)
+		exp    Expect
+		want   string // in the verdict
 	}{
 		{"two places swapped", func(l *Log) {
 			l.Entries[0].Place, l.Entries[1].Place = l.Entries[1].Place, l.Entries[0].Place
-		}, commitment, "is drawn to place"},
+		}, published, "is drawn to place"},
 		{"a pre_index changed", func(l *Log) {
 			l.Entries[2].PreIndex = l.Entries[2].PreIndex%early + 1
-		}, commitment, "is drawn to place"},
-		{"admission times reordered", func(l *Log) {
-			first, last := admitted(l)
-			l.Entries[first].AdmittedAt, l.Entries[last].AdmittedAt = l.Entries[last].AdmittedAt, l.Entries[first].AdmittedAt
-		}, commitment, "ahead of it"},
-		{"a place skipped at admission", func(l *Log) {
-			first, _ := admitted(l)
-			l.Entries[first].AdmittedAt = time.Time{}
-		}, commitment, "never was"},
+		}, published, "is drawn to place"},
+		{"reaching times reordered", func(l *Log) {
+			first, last := reached(l)
+			l.Entries[first].ReachedAt, l.Entries[last].ReachedAt = l.Entries[last].ReachedAt, l.Entries[first].ReachedAt
+		}, published, "ahead of it"},
+		{"a place skipped by the cursor", func(l *Log) {
+			first, _ := reached(l)
+			l.Entries[first].ReachedAt = time.Time{}
+		}, published, "never was"},
 		{"an account duplicated", func(l *Log) {
 			l.Entries[len(l.Entries)-1].Account = l.Entries[0].Account
-		}, commitment, "holds two places"},
+		}, published, "holds two places"},
 		{"a later join moved into the pre-queue", func(l *Log) {
 			e := &l.Entries[len(l.Entries)-1]
 			e.Place = 3
-		}, commitment, "inside the pre-queue's places"},
-		{"another commitment", func(*Log) {}, queue.SeedHash([]byte("another seed")), "not to the commitment"},
+		}, published, "inside the pre-queue's places"},
+		{"another commitment", func(*Log) {}, Expect{SeedSHA256: queue.SeedHash([]byte("another seed"))}, "not to the commitment"},
 		{"another seed revealed", func(l *Log) {
 			l.Draw.Seed = hex.EncodeToString([]byte("another seed"))
-		}, commitment, "not to the commitment"},
+		}, published, "not to the commitment"},
+		{"a larger draw", func(l *Log) {
+			l.Draw.PreQueue++
+		}, published, "the log's draw has pre_queue"},
+		{"an entry given to another account", giveAway, with(published, victim, 0, 0), "this account has no place in the log"},
+		{"an entry given to another account, its index given", giveAway, with(published, victim, index[victim], 0),
+			"the log gives pre-queue index " + strconv.FormatInt(index[victim], 10) + " to account_sha256 " + hex.EncodeToString(func() []byte { h := hash(scalper); return h[:6] }())},
+		{"an entry given to another account, its place given", giveAway, with(published, victim, 0, victimPlace), "this account has no place in the log"},
+		{"entries swapped between accounts", func(l *Log) {
+			for i, e := range l.Entries {
+				switch e.Account {
+				case hash(victim):
+					l.Entries[i].Account = hash("early-01")
+				case hash("early-01"):
+					l.Entries[i].Account = hash(victim)
+				}
+			}
+		}, with(published, victim, index[victim], 0), "as you gave"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := decode()
 			tc.tamper(l)
-			v := Check(l, tc.commitment)
+			v := Check(l, tc.exp)
 			var out bytes.Buffer
 			v.Print(&out)
 			if v.OK() || !strings.HasPrefix(out.String(), "FAILED: ") || !strings.Contains(out.String(), tc.want) {
@@ -203,6 +257,13 @@ func TestVerifyARealSale(t *testing.T) {
 			}
 		})
 	}
+}
+
+// with is exp asking about account, with its pre-queue index and place
+// (0: not given).
+func with(exp Expect, account string, preIndex, place int64) Expect {
+	exp.Account, exp.PreIndex, exp.Place = account, preIndex, place
+	return exp
 }
 
 // snapshotDraw is the draw a node's sale snapshot publishes.

@@ -32,8 +32,8 @@
 -- worth of the line.
 --
 -- Each call that moves now_serving appends "<now ms>:<now_serving>" to the
--- steps list (one RPUSH; the admission log reads when each place was
--- admitted from it), which keeps its first ARGV[9] entries: past them a
+-- steps list (one RPUSH; the admission log reads when the cursor
+-- reached each place from it), which keeps its first ARGV[9] entries: past them a
 -- move is pushed and trimmed off again.
 --
 -- KEYS[1] cursor hash  KEYS[2] pre counter  KEYS[3] post counter

@@ -5,14 +5,14 @@ import "time"
 // SetMaxSteps makes the cursor record at most n moves per sale.
 func (c *Cursor) SetMaxSteps(n int64) { c.maxSteps = n }
 
-// NewAdmissions returns the admissions of the moves given, as the steps
+// NewReached returns the places reached by the moves given, as the steps
 // list holds them, made before the moment before; capped says the list was
 // full.
-func NewAdmissions(steps []string, before time.Time, capped bool) (Admissions, error) {
-	var a Admissions
+func NewReached(steps []string, before time.Time, capped bool) (Reached, error) {
+	var a Reached
 	for _, s := range steps {
 		if err := a.add(s, before.UnixMilli()); err != nil {
-			return Admissions{}, err
+			return Reached{}, err
 		}
 	}
 	a.Capped = capped && a.Steps == len(steps)

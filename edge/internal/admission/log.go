@@ -16,6 +16,7 @@ import (
 // go unrecorded. Each node's tick moves the cursor at most once, so ten
 // nodes at the default 100 ms tick fill it in about three hours of
 // admitting; an entry takes some 25 bytes of Redis, 26 MB at most per sale.
+// The list is never deleted, as no key of a sale's line is.
 const MaxSteps = 1 << 20
 
 // stepsPage is how many steps one LRANGE of the steps list reads.
@@ -24,22 +25,25 @@ const stepsPage = 10_000
 // placesScan is the COUNT of one HSCAN of a places hash.
 const placesScan = 1000
 
-// Admissions says when a sale's places were admitted, from the moves of
-// its cursor recorded before a moment (the sale's end): place p was
-// admitted by the first move that took now_serving to p or past it.
-type Admissions struct {
+// Reached says when a sale's admission cursor reached its places, from the
+// moves of the cursor recorded before a moment (the sale's end): place p
+// was reached by the first move that took now_serving to p or past it.
+// That is when the place became admissible, not when its shopper was
+// admitted: a shopper who never polled, or whom the tarpit kept waiting,
+// is reached all the same.
+type Reached struct {
 	atMS    []int64 // when each move that raised now_serving was made (unix ms, Redis's clock), oldest first
 	serving []int64 // now_serving after each of them: increasing
 	// Steps is the number of moves recorded before the moment.
 	Steps int
 	// Capped: the steps list was full before the moment, so moves before
-	// it went unrecorded and places past Through may have been admitted at
+	// it went unrecorded and places past Through may have been reached at
 	// a time the log cannot tell.
 	Capped bool
 }
 
 // add takes one recorded move when it was made before cutMS.
-func (a *Admissions) add(step string, cutMS int64) error {
+func (a *Reached) add(step string, cutMS int64) error {
 	ms, serving, err := parseStep(step)
 	if err != nil {
 		return err
@@ -69,17 +73,17 @@ func parseStep(s string) (ms, serving int64, err error) {
 	return ms, serving, nil
 }
 
-// Through is the highest place admitted: now_serving after the last move
+// Through is the highest place reached: now_serving after the last move
 // recorded (0 before any).
-func (a Admissions) Through() int64 {
+func (a Reached) Through() int64 {
 	if len(a.serving) == 0 {
 		return 0
 	}
 	return a.serving[len(a.serving)-1]
 }
 
-// At is when place was admitted; false when no recorded move reached it.
-func (a Admissions) At(place int64) (time.Time, bool) {
+// At is when the cursor reached place; false when no recorded move did.
+func (a Reached) At(place int64) (time.Time, bool) {
 	i := sort.Search(len(a.serving), func(i int) bool { return a.serving[i] >= place })
 	if place < 1 || i == len(a.serving) {
 		return time.Time{}, false
@@ -87,21 +91,21 @@ func (a Admissions) At(place int64) (time.Time, bool) {
 	return time.UnixMilli(a.atMS[i]), true
 }
 
-// Admissions reads the moves of sale's cursor recorded before the moment
+// Reached reads the moves of sale's cursor recorded before the moment
 // before (the sale's end: the cursor goes on moving, but nobody is
 // admitted to an ended sale), in pages of stepsPage.
-func (c *Cursor) Admissions(ctx context.Context, sale string, before time.Time) (Admissions, error) {
+func (c *Cursor) Reached(ctx context.Context, sale string, before time.Time) (Reached, error) {
 	key := c.keys.Steps(sale)
-	var a Admissions
+	var a Reached
 	var n int64
 	for start := int64(0); ; start += stepsPage {
 		page, err := c.rdb.LRange(ctx, key, start, start+stepsPage-1).Result()
 		if err != nil {
-			return Admissions{}, fmt.Errorf("read the admission steps of sale %s: %w", sale, err)
+			return Reached{}, fmt.Errorf("read the admission steps of sale %s: %w", sale, err)
 		}
 		for _, s := range page {
 			if err := a.add(s, before.UnixMilli()); err != nil {
-				return Admissions{}, fmt.Errorf("read the admission steps of sale %s: %w", sale, err)
+				return Reached{}, fmt.Errorf("read the admission steps of sale %s: %w", sale, err)
 			}
 		}
 		n += int64(len(page))
@@ -131,9 +135,9 @@ func (c *Cursor) ScanPlaces(ctx context.Context, sale string, cursor uint64, fn 
 	return next, nil
 }
 
-// Admissions is Cursor.Admissions of the controller's cursor.
-func (c *Controller) Admissions(ctx context.Context, sale string, before time.Time) (Admissions, error) {
-	return c.cursor.Admissions(ctx, sale, before)
+// Reached is Cursor.Reached of the controller's cursor.
+func (c *Controller) Reached(ctx context.Context, sale string, before time.Time) (Reached, error) {
+	return c.cursor.Reached(ctx, sale, before)
 }
 
 // ScanPlaces is Cursor.ScanPlaces of the controller's cursor.

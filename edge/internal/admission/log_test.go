@@ -98,44 +98,44 @@ func TestCursorStepsCapped(t *testing.T) {
 	if len(first) != 3 || !slices.Equal(got, first) {
 		t.Errorf("steps after 6 moves at a cap of 3 = %v, want the first 3 %v", got, first)
 	}
-	a, err := c.Admissions(context.Background(), "s", time.Now().Add(time.Hour))
+	a, err := c.Reached(context.Background(), "s", time.Now().Add(time.Hour))
 	if err != nil || !a.Capped || a.Steps != 3 || a.Through() >= st.NowServing {
-		t.Errorf("Admissions at the cap = %d steps through %d (capped %v), %v; want capped, 3 steps, through below the cursor's %d",
+		t.Errorf("Reached at the cap = %d steps through %d (capped %v), %v; want capped, 3 steps, through below the cursor's %d",
 			a.Steps, a.Through(), a.Capped, err, st.NowServing)
 	}
 }
 
-// TestAdmissionsAt: a place is admitted by the first step that took
+// TestReachedAt: a place is reached by the first step that took
 // now_serving to it or past it; steps at or after the moment (the sale's
 // end) do not count.
-func TestAdmissionsAt(t *testing.T) {
+func TestReachedAt(t *testing.T) {
 	t.Parallel()
 	ms := func(s int) string {
 		return strconv.FormatInt(time.Date(2030, 1, 1, 12, 0, s, 0, time.UTC).UnixMilli(), 10)
 	}
 	at := func(s int) time.Time { return time.Date(2030, 1, 1, 12, 0, s, 0, time.UTC) }
 	list := []string{ms(1) + ":3", ms(2) + ":3", ms(3) + ":7", ms(4) + ":10", ms(10) + ":20"}
-	a, err := admission.NewAdmissions(list, at(10), false)
+	a, err := admission.NewReached(list, at(10), false)
 	if err != nil {
-		t.Fatalf("NewAdmissions = %v", err)
+		t.Fatalf("NewReached = %v", err)
 	}
 	if a.Steps != 4 || a.Through() != 10 || a.Capped {
-		t.Errorf("Admissions before 12:00:10 = %d steps through %d (capped %v), want 4 through 10", a.Steps, a.Through(), a.Capped)
+		t.Errorf("Reached before 12:00:10 = %d steps through %d (capped %v), want 4 through 10", a.Steps, a.Through(), a.Capped)
 	}
 	for _, tc := range []struct {
 		place int64
-		want  time.Time // zero: never admitted
+		want  time.Time // zero: never reached
 	}{{0, time.Time{}}, {1, at(1)}, {3, at(1)}, {4, at(3)}, {7, at(3)}, {8, at(4)}, {10, at(4)}, {11, time.Time{}}, {20, time.Time{}}} {
 		got, ok := a.At(tc.place)
 		if ok != !tc.want.IsZero() || !got.Equal(tc.want) {
 			t.Errorf("At(%d) = %v, %v; want %v", tc.place, got, ok, tc.want)
 		}
 	}
-	if _, err := admission.NewAdmissions([]string{"12:x"}, at(10), false); err == nil {
-		t.Errorf("NewAdmissions of a malformed step = nil error, want one")
+	if _, err := admission.NewReached([]string{"12:x"}, at(10), false); err == nil {
+		t.Errorf("NewReached of a malformed step = nil error, want one")
 	}
-	full, _ := admission.NewAdmissions(list[:4], at(10), true)
-	cut, _ := admission.NewAdmissions(list, at(10), true)
+	full, _ := admission.NewReached(list[:4], at(10), true)
+	cut, _ := admission.NewReached(list, at(10), true)
 	if !full.Capped || cut.Capped {
 		t.Errorf("Capped of a full list before the end = %v, of one that went on past the end = %v; want true, false", full.Capped, cut.Capped)
 	}

@@ -102,6 +102,7 @@ type Server struct {
 	metrics  metrics
 	promh    fasthttp.RequestHandler
 	networks atomic.Pointer[networkLimiters] // the network limits of the defence settings in force
+	logs     logCache                        // the admission logs built here (admissionlog.go)
 }
 
 type metrics struct {

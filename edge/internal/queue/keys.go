@@ -21,7 +21,7 @@ package queue
 //	                                    moved to): package admission's advance.lua appends one
 //	                                    each time it moves now_serving, until the list holds
 //	                                    admission.MaxSteps (later moves go unrecorded); the
-//	                                    admission log's admitted_at is read from it
+//	                                    admission log's reached_at is read from it
 //	<prefix>{q:<sale>}:line     hash    epoch and restored_ms (set by the restore that put
 //	                                    the line here: its name and Redis TIME),
 //	                                    pre_ceiling, post_ceiling, serving_ceiling (durable
