@@ -123,7 +123,7 @@ func TestScalingAgainstTheRealStack(t *testing.T) {
 	sc := crowdsim.DefaultScenario()
 	sc.Stock, sc.RatePerS, sc.Hammering.Accounts, sc.Hammering.Addresses = 30, 200, 0, 1
 	sc.PreQueueS, sc.BurstS, sc.TailS, sc.MaxDurationS = 1, 1, 1, 6
-	sc.PayProbability, sc.StayShare, sc.PageRefreshS = 0, 0, 0
+	sc.PayProbability, sc.StayShare, sc.PageRefreshS, sc.ReactionS = 0, 0, 0, 0 // buy at once: every unit sells within the short run
 	o := options{
 		Config: crowdsim.Config{
 			Scenario: sc, EdgeURL: "http://" + st.edge, EdgeAdminURL: "http://" + st.edgeAdmin,

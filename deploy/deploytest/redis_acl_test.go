@@ -36,6 +36,8 @@ var edgeCommandArgs = map[string][]string{
 	"HMGET":   {"K", "f", "g"},
 	"HSET":    {"K", "f", "1"},
 	"HSETNX":  {"K", "f", "1"},
+	"RPUSH":   {"K", "1"},
+	"LTRIM":   {"K", "0", "9"},
 	"EVAL":    {"return 1", "1", "K"},
 	"EVALSHA": {"e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "1", "K"},
 	"TIME":    {},
