@@ -88,6 +88,18 @@ type Options struct {
 	Hold func() bool
 	// Clock is the node's clock; nil means time.Now.
 	Clock func() time.Time
+	// Challenge is asked each tick, for a sale that can still be joined,
+	// for the proof of work its snapshot publishes, given the sale's
+	// setting (queue.State's ChallengeBits); ok false: none. nil means
+	// none is published (a join then learns its challenge from a 403).
+	Challenge func(sale string, saleBits int, now time.Time) (ch Challenge, ok bool)
+}
+
+// Challenge is a sale's published proof of work, as the snapshot carries
+// it (docs/API.md): pages solve it for their account before joining.
+type Challenge struct {
+	Value          string `json:"value"`
+	DifficultyBits int    `json:"difficulty_bits"`
 }
 
 // Controller runs the tick and holds the views it builds. Views are rebuilt
@@ -155,7 +167,8 @@ func New(cursor *Cursor, snapshots *snapshot.Cache, lines Lines, opts Options, r
 // start, its seed) so anyone can check the shuffle.
 type publicSnapshot struct {
 	snapshot.Sale
-	Draw draw `json:"draw"`
+	Draw      draw       `json:"draw"`
+	Challenge *Challenge `json:"challenge,omitempty"`
 }
 
 type draw struct {
@@ -285,6 +298,12 @@ func (c *Controller) view(e snapshot.Entry, seed []byte, available int64) (*View
 		pub.Draw.Seed = hex.EncodeToString(seed)
 		pub.Draw.PreQueue = v.State.DrawSize
 	}
+	v.LongCache = (sale.SoldOut && sale.Final) || sale.Ended()
+	if c.opts.Challenge != nil && v.HasState && !v.LongCache {
+		if ch, ok := c.opts.Challenge(sale.SaleID, v.State.ChallengeBits, c.opts.Clock()); ok {
+			pub.Challenge = &ch
+		}
+	}
 	body, err := json.Marshal(pub)
 	if err != nil {
 		return nil, fmt.Errorf("encode snapshot of sale %s: %w", sale.SaleID, err)
@@ -292,7 +311,6 @@ func (c *Controller) view(e snapshot.Entry, seed []byte, available int64) (*View
 	v.Body = body
 	sum := sha256.Sum256(body)
 	v.ETag = `"` + hex.EncodeToString(sum[:8]) + `"`
-	v.LongCache = (sale.SoldOut && sale.Final) || sale.Ended()
 	return v, nil
 }
 

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -21,11 +22,6 @@ const (
 // codeChallengeRequired: the join needs a solved proof-of-work challenge.
 const codeChallengeRequired = "challenge_required"
 
-// maxExtendedBits bounds the difficulty the challenge ramp and the trust
-// rules raise a sale's to: 2^22 hashes take a mid-range phone about 25 s on
-// average, and 1 in 20 about 75 s, within the challenge's two minutes.
-const maxExtendedBits = 22
-
 // challengeRequired is the 403 a join gets without a valid solution: the
 // contract's error shape with the challenge to solve.
 type challengeRequired struct {
@@ -38,29 +34,16 @@ type challengeRequired struct {
 
 // challenged is false when the join may go on: no proof of work is asked
 // of this account (the sale asks none, and the shop's signals do not mark
-// it as low trust), or the join carries a solution of a challenge issued
-// to this account for this sale, recent, at the difficulty in force: the
-// sale's, raised while joins come fast (the challenge ramp), plus the trust
-// rules' extra bits for a low-trust account.
+// it as low trust), or the join carries a solution, at the difficulty in
+// force for it (Difficulty), of the sale's published challenge or of one
+// issued to this account for this sale, recent enough.
 // Otherwise it has answered 403 challenge_required with a fresh challenge
-// and returns true. The check costs about half a microsecond and no Redis
-// (package challenge). A solution refused for any reason but its age or a
-// difficulty raised meanwhile counts against the account towards the tarpit.
+// of this account's own and returns true. The check costs about a
+// microsecond and no Redis (package challenge). A solution refused for any
+// reason but its age or a difficulty raised meanwhile counts against the
+// account towards the tarpit.
 func (s *Server) challenged(ctx *fasthttp.RequestCtx, v *admission.View, account string, signals tokens.Signals) (bool, error) {
-	bits := max(v.State.ChallengeBits, 0)
-	if s.Defences != nil {
-		st := s.Defences.Settings()
-		extra := 0
-		if bits > 0 && st.Ramp.JoinsPerS > 0 && s.Line != nil {
-			extra += st.Ramp.ExtraBits(s.Line.JoinRate(v.Sale.SaleID))
-		}
-		if low, more := s.Defences.LowTrust(signals); low {
-			extra += more
-		}
-		// The extras never ask more than a phone can solve within the
-		// challenge's window; ops may set a sale harder still.
-		bits = max(bits, min(bits+extra, maxExtendedBits))
-	}
+	bits := s.difficulty(v.Sale.SaleID, v.State.ChallengeBits, &signals)
 	if bits == 0 || s.Challenges == nil {
 		return false, nil
 	}
@@ -91,6 +74,36 @@ func (s *Server) challenged(ctx *fasthttp.RequestCtx, v *admission.View, account
 		RequestID: id, Challenge: ch.Value, DifficultyBits: ch.DifficultyBits,
 	})
 	return true, nil
+}
+
+// difficulty is the proof of work a join of sale needs now: saleBits, the
+// sale's setting, raised by the defences (Defences.Difficulty) for sig's
+// account, or for every account when sig is nil.
+func (s *Server) difficulty(sale string, saleBits int, sig *tokens.Signals) int {
+	if s.Defences == nil {
+		return max(saleBits, 0)
+	}
+	var joinRate func() float64
+	if s.Line != nil {
+		joinRate = func() float64 { return s.Line.JoinRate(sale) }
+	}
+	return s.Defences.Difficulty(saleBits, joinRate, sig)
+}
+
+// PublishChallenge is the challenge the snapshot of sale publishes at now
+// (admission.Options.Challenge): the sale's published proof of work at the
+// difficulty every account needs, so a page solves it before it joins and
+// joins once. ok is false when joins need no proof of work.
+func (s *Server) PublishChallenge(sale string, saleBits int, now time.Time) (admission.Challenge, bool) {
+	bits := s.difficulty(sale, saleBits, nil)
+	if bits == 0 || s.Challenges == nil {
+		return admission.Challenge{}, false
+	}
+	ch, err := s.Challenges.Publish(sale, bits, now)
+	if err != nil { // an invalid sale id or clock: nothing a page could solve
+		return admission.Challenge{}, false
+	}
+	return admission.Challenge{Value: ch.Value, DifficultyBits: ch.DifficultyBits}, true
 }
 
 // refusal names why a solution was refused, for the metrics.

@@ -139,6 +139,11 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	}
 	a.Admission = admission.New(a.Cursor, a.Snapshots, a.Line, admission.Options{
 		StaleAfter: cfg.StaleAfter, SnapshotStaleAfter: cfg.SnapshotStaleAfter, Hold: hold,
+		// The API, made below and before the first tick, decides the
+		// difficulty a join needs; the snapshot publishes its challenge.
+		Challenge: func(sale string, saleBits int, now time.Time) (admission.Challenge, bool) {
+			return a.API.PublishChallenge(sale, saleBits, now)
+		},
 	}, reg)
 	challenges, err := challenge.New(keys, challenge.Options{})
 	if err != nil {

@@ -2,10 +2,13 @@ package app_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"math/bits"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/challenge"
@@ -49,7 +52,7 @@ func TestJoinNeedsProofOfWorkWhenOpsAskForIt(t *testing.T) {
 	}
 	solved := func(ch challengeAnswer) map[string]string {
 		t.Helper()
-		s, ok := challenge.Solve(ch.Challenge, 1<<24)
+		s, ok := challenge.Solve(ch.Challenge, "", 1<<24)
 		if !ok {
 			t.Fatalf("Solve(%s) found nothing", ch.Challenge)
 		}
@@ -132,4 +135,110 @@ func waitChallenge(t *testing.T, n *edgetest.Node, sale string, bits int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// publishedChallenge is the challenge a sale's snapshot publishes; zero
+// when it publishes none.
+func publishedChallenge(t *testing.T, n *edgetest.Node, sale string) (ch challengeAnswer) {
+	t.Helper()
+	res := n.Do(t, edgetest.Request{Method: "GET", Path: "/v1/sales/" + sale})
+	var snap struct {
+		Challenge *struct {
+			Value          string `json:"value"`
+			DifficultyBits int    `json:"difficulty_bits"`
+		} `json:"challenge"`
+	}
+	if res.Status != fasthttp.StatusOK || json.Unmarshal(res.Body, &snap) != nil {
+		t.Fatalf("GET snapshot = %d %s", res.Status, res.Body)
+	}
+	if snap.Challenge != nil {
+		ch.Challenge, ch.DifficultyBits = snap.Challenge.Value, snap.Challenge.DifficultyBits
+	}
+	return ch
+}
+
+// waitPublished waits until the sale's snapshot publishes a challenge of
+// bits (none for 0), and returns it.
+func waitPublished(t *testing.T, n *edgetest.Node, sale string, bits int) challengeAnswer {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ch := publishedChallenge(t, n, sale)
+		if ch.DifficultyBits == bits && (ch.Challenge != "") == (bits > 0) {
+			return ch
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshot of %s after 10 s publishes %+v, want %d bits", sale, ch, bits)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// solvesFor reports whether solution solves the published challenge ch for
+// account: SHA-256(ch "~" account ":" solution) with its leading zero bits,
+// as the package doc of challenge has it.
+func solvesFor(ch challengeAnswer, account, solution string) bool {
+	h := sha256.Sum256([]byte(ch.Challenge + "~" + account + ":" + solution))
+	z := 0
+	for _, b := range h {
+		if b != 0 {
+			z += bits.LeadingZeros8(b)
+			break
+		}
+		z += 8
+	}
+	return z >= ch.DifficultyBits
+}
+
+// TestSnapshotPublishesTheChallenge: while a sale asks for a proof of work,
+// its snapshot publishes a challenge, and a shopper who solved it for their
+// account joins with one request — no 403 first. Another account cannot use
+// that solution; an account the trust rules ask more of still gets its own
+// harder challenge; with the setting off, the snapshot publishes none.
+func TestSnapshotPublishesTheChallenge(t *testing.T) {
+	t.Parallel()
+	const sale = "published"
+	n := saleNode(t, sale, nil)
+	if ch := publishedChallenge(t, n, sale); ch.Challenge != "" {
+		t.Fatalf("snapshot of a sale with no proof of work publishes %+v", ch)
+	}
+	if res := putAdmission(t, n, sale, `{"challenge_bits": 8}`); res.Status != fasthttp.StatusOK {
+		t.Fatalf("PUT challenge_bits 8 = %d %s, want 200", res.Status, res.Body)
+	}
+	ch := waitPublished(t, n, sale, 8)
+	join := func(token string, header map[string]string) *edgetest.Response {
+		t.Helper()
+		return n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/queue", Token: token, Header: header})
+	}
+	sol, ok := challenge.Solve(ch.Challenge, "alice", 1<<24)
+	if !ok {
+		t.Fatal("no solution found")
+	}
+	headers := map[string]string{"X-Challenge": ch.Challenge, "X-Challenge-Solution": sol}
+	if !solvesFor(ch, "mallory", sol) {
+		if res := join(edgetest.UserToken(t, "mallory"), headers); res.Status != fasthttp.StatusForbidden {
+			t.Errorf("mallory's join with alice's solution = %d %s, want 403", res.Status, res.Body)
+		}
+	}
+	if res := join(edgetest.UserToken(t, "alice"), headers); res.Status != fasthttp.StatusAccepted {
+		t.Fatalf("alice's first join with the published challenge solved = %d %s, want 202", res.Status, res.Body)
+	}
+
+	// A day-old account solves 6 bits more: the published 8 are not enough.
+	putDefences(t, n, `{"trust": {"min_account_age_days": 7, "extra_challenge_bits": 6}}`)
+	young := signedUser(t, "fresh", jwt.MapClaims{"account_created_at": time.Now().Add(-24 * time.Hour).Unix()})
+	if got := publishedChallenge(t, n, sale); got.DifficultyBits != 8 {
+		t.Errorf("published difficulty with trust rules set = %d, want the sale's 8", got.DifficultyBits)
+	}
+	sol, _ = challenge.Solve(ch.Challenge, "fresh", 1<<24)
+	res := join(young, map[string]string{"X-Challenge": ch.Challenge, "X-Challenge-Solution": sol})
+	var own challengeAnswer
+	if res.Status != fasthttp.StatusForbidden || json.Unmarshal(res.Body, &own) != nil || own.DifficultyBits != 14 {
+		t.Fatalf("young account's join with the published challenge solved = %d %s, want 403 with 14 bits", res.Status, res.Body)
+	}
+
+	if res := putAdmission(t, n, sale, `{"challenge_bits": 0}`); res.Status != fasthttp.StatusOK {
+		t.Fatalf("PUT challenge_bits 0 = %d %s, want 200", res.Status, res.Body)
+	}
+	waitPublished(t, n, sale, 0)
 }

@@ -176,7 +176,7 @@ func TestLowTrustAccountsSolveHarder(t *testing.T) {
 	if res.Status != fasthttp.StatusForbidden || ch.DifficultyBits != 6 {
 		t.Fatalf("young account's join = %d %s, want 403 challenge_required of 6 bits", res.Status, res.Body)
 	}
-	sol, ok := challenge.Solve(ch.Challenge, 1<<24)
+	sol, ok := challenge.Solve(ch.Challenge, "fresh", 1<<24)
 	if !ok {
 		t.Fatal("no solution found")
 	}
@@ -259,6 +259,7 @@ func TestChallengeRampsWithJoinRate(t *testing.T) {
 	if got := bits("in-the-burst"); got != 7 {
 		t.Fatalf("challenge in a burst = %d bits, want 4 + 3", got)
 	}
+	waitPublished(t, n, sale, 7) // the snapshot's challenge, which pages solve first, ramps too
 	deadline := time.Now().Add(15 * time.Second)
 	for bits("after") != 4 {
 		if time.Now().After(deadline) {

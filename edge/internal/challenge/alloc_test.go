@@ -30,3 +30,22 @@ func TestVerifyAllocates(t *testing.T) {
 		t.Errorf("Verify allocates %v times, want 0", allocs)
 	}
 }
+
+// TestVerifyPublicAllocates: nor does a published challenge's.
+func TestVerifyPublicAllocates(t *testing.T) {
+	now := tokenstest.Start()
+	c := newChallenger(t, tokenstest.KeySet(), challenge.Options{})
+	ch, err := c.Publish(sale, 8, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sol, _ := challenge.Solve(ch.Value, account, 1<<20)
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := c.Verify(account, sale, ch.Value, sol, 8, now); err != nil {
+			t.Fatalf("Verify = %v", err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Verify of a published challenge allocates %v times, want 0", allocs)
+	}
+}

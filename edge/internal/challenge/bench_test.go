@@ -15,20 +15,29 @@ func BenchmarkVerify(b *testing.B) {
 	c := newChallenger(b, tokenstest.KeySet(), challenge.Options{})
 	ch := issue(b, c, account, sale, 12, now).Value
 	sol := solve(b, ch)
+	// The sale's published challenge, solved for account (not for other,
+	// by the odds of 2^-12, checked).
+	pub := publish(b, c, sale, 12, now).Value
+	pubSol := solveAs(b, pub, account)
+	if accountHashBits(pub, "acct-2", pubSol) >= 12 {
+		b.Fatal("the solution happens to solve it for acct-2 too")
+	}
 	cases := []struct {
-		name          string
-		account, chal string
-		ok            bool
+		name               string
+		account, chal, sol string
+		ok                 bool
 	}{
-		{"solved", account, ch, true},
-		{"other account", "acct-2", ch, false},
-		{"malformed", account, ch[:len(ch)-1], false},
+		{"solved", account, ch, sol, true},
+		{"other account", "acct-2", ch, sol, false},
+		{"malformed", account, ch[:len(ch)-1], sol, false},
+		{"published", account, pub, pubSol, true},
+		{"published, other account", "acct-2", pub, pubSol, false},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := c.Verify(tc.account, sale, tc.chal, sol, 12, now); (err == nil) != tc.ok {
+				if err := c.Verify(tc.account, sale, tc.chal, tc.sol, 12, now); (err == nil) != tc.ok {
 					b.Fatalf("Verify = %v, want ok %v", err, tc.ok)
 				}
 			}
@@ -62,7 +71,7 @@ func BenchmarkSolve(b *testing.B) {
 	}
 	var hashes, i uint64
 	for b.Loop() {
-		s, ok := challenge.Solve(chs[i%uint64(len(chs))], 1<<30)
+		s, ok := challenge.Solve(chs[i%uint64(len(chs))], account, 1<<30)
 		if !ok {
 			b.Fatal("Solve found nothing")
 		}

@@ -115,10 +115,11 @@ type Challenger struct {
 	rand     io.Reader
 }
 
-// key is one kid's challenge key, as pooled HMACs.
+// key is one kid's challenge keys, as pooled HMACs.
 type key struct {
-	kid  string
-	macs sync.Pool // of *macScratch keyed with this key
+	kid        string
+	macs       sync.Pool // of *macScratch keyed with the kid's personal challenge key
+	publicMACs sync.Pool // of *macScratch keyed with its public challenge key
 }
 
 // macScratch is one MAC computation's state, pooled so Verify allocates
@@ -150,10 +151,11 @@ func New(keys *tokens.KeySet, opts Options) (*Challenger, error) {
 	if err != nil {
 		return nil, err
 	}
+	public := keys.DerivedKeys(publicKeyLabel)
 	c := &Challenger{keys: make(map[string]*key, len(derived)), validity: opts.Validity, skew: opts.ClockSkew,
 		rand: opts.Rand}
 	for kid, k := range derived {
-		c.keys[kid] = newKey(kid, k)
+		c.keys[kid] = newKey(kid, k, public[kid])
 	}
 	c.active = c.keys[keys.ActiveKID()]
 	return c, nil
@@ -169,11 +171,12 @@ func challengeKeys(keys *tokens.KeySet) (map[string][]byte, error) {
 	return out, nil
 }
 
-func newKey(kid string, challengeKey []byte) *key {
+func newKey(kid string, challengeKey, publicKey []byte) *key {
 	k := &key{kid: kid}
 	k.macs.New = func() any {
 		return &macScratch{mac: hmac.New(sha256.New, challengeKey), msg: make([]byte, 0, 2+MaxAccountLen+MaxChallengeLen)}
 	}
+	k.publicMACs.New = newPublicMAC(publicKey)
 	return k
 }
 
@@ -225,12 +228,16 @@ func (c *Challenger) Issue(account, sale string, difficultyBits int, now time.Ti
 	}, nil
 }
 
-// Verify checks that solution solves challenge, issued to account for sale by
-// a key of the set, at a difficulty of at least minDifficultyBits (what ops
-// require now), at now. Errors wrap one sentinel. The checks run in this
-// order: form, kid and MAC (so only a genuine challenge gets the errors after
-// them), window, difficulty, work.
+// Verify checks that solution solves challenge for account, at a difficulty
+// of at least minDifficultyBits (what ops require now), at now: a personal
+// challenge Issue gave account for sale, or sale's published one (Publish),
+// each made with a key of the set. Errors wrap one sentinel. The checks run
+// in this order: form, kid and MAC (so only a genuine challenge gets the
+// errors after them), window, difficulty, work.
 func (c *Challenger) Verify(account, sale, challenge, solution string, minDifficultyBits int, now time.Time) error {
+	if IsPublic(challenge) {
+		return c.verifyPublic(account, sale, challenge, solution, minDifficultyBits, now)
+	}
 	f, ok := parse(challenge)
 	if !ok {
 		return fmt.Errorf("%w: challenge", ErrMalformed)
@@ -251,12 +258,8 @@ func (c *Challenger) Verify(account, sale, challenge, solution string, minDiffic
 	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 		return fmt.Errorf("%w: mac", ErrWrongAccountOrSale)
 	}
-	start := time.Unix(f.window, 0)
-	if now.Before(start.Add(-c.skew)) {
-		return fmt.Errorf("%w: starts %v ahead", ErrExpired, start.Sub(now).Round(time.Second))
-	}
-	if now.After(start.Add(c.validity)) {
-		return fmt.Errorf("%w: issued %v ago", ErrExpired, now.Sub(start).Round(time.Second))
+	if err := c.inWindow(f.window, now); err != nil {
+		return err
 	}
 	if f.bits < minDifficultyBits {
 		return fmt.Errorf("%w: %d bits, %d required", ErrTooEasy, f.bits, minDifficultyBits)

@@ -53,7 +53,7 @@ func issue(t testing.TB, c *challenge.Challenger, account, sale string, bits int
 
 func solve(t testing.TB, ch string) string {
 	t.Helper()
-	s, ok := challenge.Solve(ch, 1<<26)
+	s, ok := challenge.Solve(ch, account, 1<<26)
 	if !ok {
 		t.Fatalf("Solve(%q) found nothing", ch)
 	}
@@ -401,7 +401,7 @@ func TestConcurrent(t *testing.T) {
 					t.Errorf("Issue = %v", err)
 					return
 				}
-				s, _ := challenge.Solve(ch.Value, 1<<20)
+				s, _ := challenge.Solve(ch.Value, acct, 1<<20)
 				if err := c.Verify(acct, sale, ch.Value, s, 4, now); err != nil {
 					t.Errorf("Verify = %v", err)
 					return

@@ -4,9 +4,17 @@
 // holding many places costs many such seconds. It is stateless: a challenge is
 // signed, not stored, and Verify checks one in microseconds without Redis.
 //
-// # The challenge
+// There are two kinds. A sale's published challenge (Publish) is the same for
+// every account for a minute: the sale snapshot, which the CDN caches,
+// carries it, so a page solves it before it joins and joins once; the work
+// binds the account. A personal challenge (Issue) is what a join without a
+// valid solution gets with its 403 challenge_required: bound to the account
+// by its MAC, it also serves accounts the trust rules ask more of than the
+// published difficulty.
 //
-// A challenge is one ASCII string of at most MaxChallengeLen bytes:
+// # The personal challenge
+//
+// A personal challenge is one ASCII string of at most MaxChallengeLen bytes:
 //
 //	v1.<kid>.<sale>.<window>.<bits>.<nonce>.<mac>
 //
@@ -32,9 +40,36 @@
 // it from the request's user token. A client treats the string as opaque,
 // except to read bits (the third field from the right).
 //
+// # The published challenge
+//
+// A published challenge is one ASCII string, shorter than a personal one:
+//
+//	p1.<kid>.<sale>.<window>.<bits>.<mac>
+//
+// with kid, sale and bits as above, window the Unix second its minute
+// (PublicWindow) started, a multiple of 60, and mac the HMAC-SHA256 of the
+// challenge up to the dot before mac under HMAC-SHA256(secret, "flashgate
+// public challenge v1"). It depends on nothing but the key, the sale, the
+// minute and the difficulty: every node with the same active key publishes
+// the same string for a minute, and nobody without the key can know it
+// before its minute starts. Verify takes it from ClockSkew before its window
+// starts until Validity after, so a page that read it late in its minute
+// still has a minute to solve it.
+//
 // # The work
 //
-// A solution is a string s of 1 to MaxSolutionLen ASCII digits such that
+// A solution of a published challenge is a string s of 1 to MaxSolutionLen
+// ASCII digits such that
+//
+//	SHA-256(challenge ‖ "~" ‖ account ‖ ":" ‖ s)
+//
+// starts with at least bits zero bits, where account is the joining
+// account's id (the user token's sub), as UTF-8. The solution is digits
+// only, so the last colon ends the account, and one account's solution is
+// another's only by the odds of a guess (2^-bits).
+//
+// A solution of a personal challenge is a string s of 1 to MaxSolutionLen
+// ASCII digits such that
 //
 //	SHA-256(challenge ‖ ":" ‖ s)
 //
@@ -82,9 +117,10 @@
 // Nothing records a challenge or its solution, and nothing needs to. A join
 // is idempotent per account: an account holds one place, and joining again
 // returns it (docs/FAIRNESS.md), so the same account showing a solution again
-// gains nothing it did not have. Another account, or the same account in
-// another sale, fails the MAC. And a challenge cannot be farmed ahead: its
-// window starts when the edge issues it (Issue takes the clock's now, never a
-// later time) and closes Validity after, so no work can be done for a window
-// before it opens, nor kept for long.
+// gains nothing it did not have. Another account fails a personal
+// challenge's MAC and a published one's work; the same account in another
+// sale fails either's MAC. And a challenge cannot be farmed ahead: its
+// window starts when the edge issues or publishes it (the clock's now, never
+// a later time) and closes Validity after, so no work can be done for a
+// window before it opens, nor kept for long.
 package challenge

@@ -6,21 +6,32 @@ import (
 	"strconv"
 )
 
-// Solve finds a solution of challenge the way the package doc tells the page
-// to, trying "0", "1", "2", ... up to maxTries of them, for tests and the
-// crowd simulator. It reports false if challenge is malformed or no try
-// solved it.
-func Solve(challenge string, maxTries uint64) (string, bool) {
-	f, ok := parse(challenge)
-	if !ok {
-		return "", false
+// Solve finds a solution of challenge for account the way the package doc
+// tells the page to, trying "0", "1", "2", ... up to maxTries of them, for
+// tests and the crowd simulator. account is part of the work of a published
+// challenge only; a personal one binds it by its MAC. It reports false if
+// challenge is malformed or no try solved it.
+func Solve(challenge, account string, maxTries uint64) (string, bool) {
+	var prefix []byte
+	var difficulty int
+	if IsPublic(challenge) {
+		f, ok := parsePublic(challenge)
+		if !ok || account == "" || len(account) > MaxAccountLen {
+			return "", false
+		}
+		prefix, difficulty = []byte(challenge+"~"+account+":"), f.bits
+	} else {
+		f, ok := parse(challenge)
+		if !ok {
+			return "", false
+		}
+		prefix, difficulty = []byte(challenge+":"), f.bits
 	}
-	buf := make([]byte, 0, len(challenge)+1+MaxSolutionLen)
-	buf = append(buf, challenge...)
-	buf = append(buf, ':')
+	buf := make([]byte, len(prefix), len(prefix)+MaxSolutionLen)
+	copy(buf, prefix)
 	for n := range maxTries {
 		try := strconv.AppendUint(buf, n, 10)
-		if leadingZeroBits(sha256.Sum256(try)) >= f.bits {
+		if leadingZeroBits(sha256.Sum256(try)) >= difficulty {
 			return string(try[len(buf):]), true
 		}
 	}

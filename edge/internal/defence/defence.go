@@ -295,3 +295,30 @@ func (d *Defences) sync(ctx context.Context) error {
 		}
 	}
 }
+
+// MaxExtendedBits bounds the difficulty the challenge ramp and the trust
+// rules raise a sale's to: 2^22 hashes take a mid-range phone about 25 s on
+// average, and 1 in 20 about 75 s, within a challenge's two minutes. Ops
+// may set a sale harder still.
+const MaxExtendedBits = 22
+
+// Difficulty is the proof of work a join needs now, in leading zero bits:
+// the sale's (saleBits; 0 asks none), raised while joins come fast (the
+// challenge ramp; joinRate, the sale's joins a second, is asked only while
+// the ramp is on), and for a low-trust account (sig; nil for what every
+// account needs, as the sale's published challenge asks) the trust rules'
+// extra bits — some even when the sale asks none.
+func (d *Defences) Difficulty(saleBits int, joinRate func() float64, sig *tokens.Signals) int {
+	bits := max(saleBits, 0)
+	st := d.Settings()
+	extra := 0
+	if bits > 0 && st.Ramp.JoinsPerS > 0 && joinRate != nil {
+		extra += st.Ramp.ExtraBits(joinRate())
+	}
+	if sig != nil {
+		if low, more := d.LowTrust(*sig); low {
+			extra += more
+		}
+	}
+	return max(bits, min(bits+extra, MaxExtendedBits))
+}

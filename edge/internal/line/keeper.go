@@ -526,7 +526,11 @@ func (s *saleLine) record(epoch string, at time.Time, length int64) {
 	if epoch != s.epoch {
 		s.samples, s.epoch = nil, epoch
 	}
-	if n := len(s.samples); n > 0 && at.Sub(s.samples[n-1].at) < 20*time.Millisecond {
+	// Readings closer than 20 ms to the one before the last replace the
+	// last: the samples stay few, and the newest reading is always in
+	// them (a burst shorter than that is still a burst).
+	if n := len(s.samples); n > 1 && at.Sub(s.samples[n-2].at) < 20*time.Millisecond {
+		s.samples[n-1] = sample{at: at, length: length}
 		return
 	}
 	s.samples = append(s.samples, sample{at: at, length: length})
