@@ -57,7 +57,7 @@ func TestCrowdAgainstTheRealStack(t *testing.T) {
 	for _, res := range []*crowdsim.Result{&runs.Flashgate, runs.Defended} {
 		mode := res.Bots.Defences.Mode
 		checkRun(t, res, sc)
-		honest, challenged := 0, 0
+		honest, challenged, asked := 0, 0, 0
 		for _, g := range res.Bots.Groups {
 			if g.Bot {
 				if g.SharedTokens != nil && g.SharedTokens.ExtraHolds != 0 {
@@ -65,9 +65,9 @@ func TestCrowdAgainstTheRealStack(t *testing.T) {
 				}
 				continue
 			}
-			honest, challenged = honest+g.Accounts, challenged+g.Challenged
+			honest, challenged, asked = honest+g.Accounts, challenged+g.Challenged, asked+g.ChallengeRequired
 		}
-		t.Logf("defences %s: %d honest, %d challenged; tarpit %q, one unit per payer %q", mode, honest, challenged,
+		t.Logf("defences %s: %d honest, %d solved a proof of work, %d answered challenge_required; tarpit %q, one unit per payer %q", mode, honest, challenged, asked,
 			res.Bots.Defences.Tarpit, res.Bots.Defences.OneUnitPerPayer)
 		switch {
 		case len(res.Bots.Groups) != 4:
@@ -75,7 +75,11 @@ func TestCrowdAgainstTheRealStack(t *testing.T) {
 		case mode == crowdsim.DefencesOff && challenged != 0:
 			t.Errorf("defences off: %d honest shoppers challenged, want 0", challenged)
 		case mode == crowdsim.DefencesOn && challenged < honest*9/10:
-			t.Errorf("defences on: %d of %d honest shoppers challenged, want (almost) all", challenged, honest)
+			t.Errorf("defences on: %d of %d honest shoppers solved a proof of work, want (almost) all", challenged, honest)
+		case asked != 0:
+			// The snapshot publishes the challenge: an honest page solves
+			// it before its join and joins once.
+			t.Errorf("defences %s: %d honest shoppers answered 403 challenge_required, want 0", mode, asked)
 		case res.Bots.Groups[3].Cohort != "smart" || res.Bots.Groups[3].SharedTokens == nil || res.Bots.Groups[3].SharedTokens.Tried == 0:
 			t.Errorf("defences %s: smart cohort %+v, want its shared admission tokens tried", mode, res.Bots.Groups[3])
 		}

@@ -30,7 +30,8 @@ type cohortTotal struct {
 	bot                  bool
 	accounts, held, paid int
 	maxPaidPerInstrument int
-	challenged           int
+	challenged           int // solved a proof of work for their join (Group.Challenged)
+	challengeRequired    int // had a join answered 403 challenge_required
 	tarpitted            int
 }
 
@@ -51,6 +52,7 @@ func cohortTotals(groups []crowdsim.Group) (totals []cohortTotal, accounts int) 
 		t.paid += g.Paid
 		t.maxPaidPerInstrument = max(t.maxPaidPerInstrument, g.MaxPaidPerInstrument)
 		t.challenged += g.Challenged
+		t.challengeRequired += g.ChallengeRequired
 		t.tarpitted += g.Tarpitted
 		accounts += g.Accounts
 	}
@@ -314,9 +316,13 @@ func writeFairnessTable(b *strings.Builder, br []run) {
 		"pre-queue (before the start; its order is drawn at random) or later — since arriving early is not cheating. " +
 		"*Held* is the accounts that won a hold, and the *win rate* that share of the class's accounts; *paid* is the units " +
 		"their orders say were paid for, which the shares of the stock count; per payment instrument, over the instruments " +
-		"that paid for at least one unit.\n\n")
+		"that paid for at least one unit. *Solved a proof of work* is the accounts that solved one for their join — the " +
+		"challenge the sale snapshot publishes, solved before the one join, or a personal one — and *asked again (403)* " +
+		"those whose join was answered 403 challenge_required, which costs a second join (no challenge published, or its " +
+		"solution refused).\n\n")
 	header(b, "run", "cohort", "arrival", "accounts", "held", "win rate", "honest win rate, same arrival", "paid",
-		"share of the stock (paid)", "share of the accounts", "paid per instrument, max / mean", "challenged", "tarpitted")
+		"share of the stock (paid)", "share of the accounts", "paid per instrument, max / mean", "solved a proof of work",
+		"asked again (403)", "tarpitted")
 	for _, x := range br {
 		groups := x.r.Bots.Groups
 		_, accounts := cohortTotals(groups)
@@ -331,7 +337,7 @@ func writeFairnessTable(b *strings.Builder, br []run) {
 			}
 			line(b, x.label, g.Cohort, arrivalClass(g.PreQueue), count(g.Accounts), count(g.Held), pct(g.WinRate()), honest,
 				count(g.Paid), pct(share(g.Paid, x.r.Stock)), pct(share(g.Accounts, accounts)), perInstrument,
-				count(g.Challenged), count(g.Tarpitted))
+				count(g.Challenged), count(g.ChallengeRequired), count(g.Tarpitted))
 		}
 	}
 	b.WriteString("\n")
@@ -363,8 +369,9 @@ func writeSharedTokens(b *strings.Builder, br []run) {
 }
 
 // writeHonestCost shows what the defences cost the honest shoppers: the
-// p99 time to an answer, and how many were challenged and tarpitted, per
-// run, and on minus off when both ran.
+// p99 time to an answer, and how many solved a proof of work, were answered
+// 403 challenge_required (a second join) and were tarpitted, per run, and
+// on minus off when both ran.
 func writeHonestCost(b *strings.Builder, br []run) {
 	b.WriteString("What it cost the honest shoppers (bots left out):\n\n")
 	cols := labels(br)
@@ -404,7 +411,8 @@ func writeHonestCost(b *strings.Builder, br []run) {
 	for _, rw := range []row{
 		{"p99 time to an answer", func(r *crowdsim.Result) float64 { return r.Bots.HonestAnswerP99 }, seconds,
 			func(v float64) string { return signed(v, 2) + " s" }},
-		{"challenged", honestShare(func(g crowdsim.Group) int { return g.Challenged }), pct, points},
+		{"solved a proof of work", honestShare(func(g crowdsim.Group) int { return g.Challenged }), pct, points},
+		{"answered 403 challenge_required", honestShare(func(g crowdsim.Group) int { return g.ChallengeRequired }), pct, points},
 		{"tarpitted", honestShare(func(g crowdsim.Group) int { return g.Tarpitted }), pct, points},
 	} {
 		cells := []string{rw.name}
@@ -421,7 +429,8 @@ func writeHonestCost(b *strings.Builder, br []run) {
 
 // botsSummary is the terminal's line on a run's bot cohorts: each
 // cohort's holds and paid units beside the honest shoppers of its class,
-// and the honest shoppers' challenges and tarpit.
+// and the honest shoppers' proofs of work, 403 challenge_required answers
+// and tarpit.
 func botsSummary(r *crowdsim.Result) string {
 	groups := r.Bots.Groups
 	var parts []string
@@ -441,13 +450,13 @@ func botsSummary(r *crowdsim.Result) string {
 	}
 	honest := honestShoppers(r)
 	totals, _ := cohortTotals(groups)
-	challenged, tarpitted := 0, 0
+	solved, asked, tarpitted := 0, 0, 0
 	for _, t := range totals {
 		if !t.bot {
-			challenged, tarpitted = challenged+t.challenged, tarpitted+t.tarpitted
+			solved, asked, tarpitted = solved+t.challenged, asked+t.challengeRequired, tarpitted+t.tarpitted
 		}
 	}
-	parts = append(parts, fmt.Sprintf("honest: answer p99 %s s, %s challenged, %s tarpitted",
-		num(r.Bots.HonestAnswerP99, 2), pct(share(challenged, honest)), count(tarpitted)))
+	parts = append(parts, fmt.Sprintf("honest: answer p99 %s s, %s solved a proof of work, %s answered challenge_required, %s tarpitted",
+		num(r.Bots.HonestAnswerP99, 2), pct(share(solved, honest)), pct(share(asked, honest)), count(tarpitted)))
 	return strings.Join(parts, "; ")
 }

@@ -13,7 +13,9 @@ import (
 
 // withBots is fabricated() run as make bench runs it: the scenario with a
 // smart cohort beside the hammering one, defences off (Flashgate), then on
-// (Defended), each meeting every bot goal. The stock is 1,000 units; the
+// (Defended), each meeting every bot goal. With them on, every account
+// that joins solves the published challenge first; a few honest ones and
+// the hammering cohort are asked again (403 challenge_required). The stock is 1,000 units; the
 // crowd 50,000 honest shoppers (15,000 in the pre-queue), 1,000 smart bots
 // in the pre-queue and 200 hammering ones at the open: 51,200 accounts.
 func withBots() Runs {
@@ -38,8 +40,9 @@ func withBots() Runs {
 	on.Bots.HonestAnswerP99, on.Bots.TarpitEntries = 2.05, 3
 	on.Bots.Groups = []crowdsim.Group{
 		{Cohort: "honest", PreQueue: true, Accounts: 15_000, Held: 900, Paid: 640, Instruments: 640, MaxPaidPerInstrument: 1, MeanPaidPerInstrument: 1, Challenged: 15_000},
-		{Cohort: "honest", Accounts: 35_000, Held: 80, Paid: 56, Instruments: 56, MaxPaidPerInstrument: 1, MeanPaidPerInstrument: 1, Challenged: 34_000},
-		{Cohort: "hammering", Bot: true, Accounts: 200, Held: 0, Challenged: 200, Tarpitted: 200},
+		{Cohort: "honest", Accounts: 35_000, Held: 80, Paid: 56, Instruments: 56, MaxPaidPerInstrument: 1, MeanPaidPerInstrument: 1, Challenged: 34_000,
+			ChallengeRequired: 350},
+		{Cohort: "hammering", Bot: true, Accounts: 200, Held: 0, Challenged: 200, ChallengeRequired: 200, Tarpitted: 200},
 		{Cohort: "smart", Bot: true, PreQueue: true, Accounts: 1000, Held: 60, Paid: 19, Instruments: 19, MaxPaidPerInstrument: 1,
 			MeanPaidPerInstrument: 1, Challenged: 1000, SharedTokens: &crowdsim.SharedTokens{Tried: 60, Refused: 59, Other: 1}},
 	}
@@ -153,17 +156,19 @@ func TestFairnessTable(t *testing.T) {
 		"| hammering | 200 | 4 in one /24 | at the open | every 250 ms | at once | its own | one each | a server core |",
 		"| smart | 1,000 | one each, a /24 each | at the pre-queue's start | as told | at once | also handed to another account | one per 50 accounts | a server core |",
 		// 750 of 15,000 is 5.0 %; 520 of 1,000 units 52.0 %; 15,000 of 51,200 accounts 29.3 %.
-		"| flashgate, defences off | honest | pre-queue | 15,000 | 750 | 5.0 % | — | 520 | 52.0 % | 29.3 % | 1 / 1.00 | 0 | 0 |",
+		"| flashgate, defences off | honest | pre-queue | 15,000 | 750 | 5.0 % | — | 520 | 52.0 % | 29.3 % | 1 / 1.00 | 0 | 0 | 0 |",
 		// 200 of 1,000 is 20.0 %, beside the honest pre-queue's 5.0 %; 200 paid over 20 instruments, 14 at most.
-		"| flashgate, defences off | smart | pre-queue | 1,000 | 200 | 20.0 % | 5.0 % | 200 | 20.0 % | 2.0 % | 14 / 10.00 | 0 | 0 |",
+		"| flashgate, defences off | smart | pre-queue | 1,000 | 200 | 20.0 % | 5.0 % | 200 | 20.0 % | 2.0 % | 14 / 10.00 | 0 | 0 | 0 |",
 		// The hammering cohort arrived later: beside the honest 80 of 35,000 (0.2 %).
-		"| flashgate, defences on | hammering | later | 200 | 0 | 0.0 % | 0.2 % | 0 | 0.0 % | 0.4 % | — | 200 | 200 |",
-		"| flashgate, defences on | smart | pre-queue | 1,000 | 60 | 6.0 % | 6.0 % | 19 | 1.9 % | 2.0 % | 1 / 1.00 | 1,000 | 0 |",
+		"| flashgate, defences on | honest | later | 35,000 | 80 | 0.2 % | — | 56 | 5.6 % | 68.4 % | 1 / 1.00 | 34,000 | 350 | 0 |",
+		"| flashgate, defences on | hammering | later | 200 | 0 | 0.0 % | 0.2 % | 0 | 0.0 % | 0.4 % | — | 200 | 200 | 200 |",
+		"| flashgate, defences on | smart | pre-queue | 1,000 | 60 | 6.0 % | 6.0 % | 19 | 1.9 % | 2.0 % | 1 / 1.00 | 1,000 | 0 | 0 |",
 		"| flashgate, defences off | smart | 200 | 200 | 0 | 0 | 0 |",
 		"| flashgate, defences on | smart | 60 | 59 | 0 | 0 | 1 |",
-		// p99 1.20 → 2.05 s; challenged 0 → 49,000 of 50,000.
+		// p99 1.20 → 2.05 s; solved 0 → 49,000 of 50,000; asked again 0 → 350.
 		"| p99 time to an answer | 1.20 s | 2.05 s | +0.85 s |",
-		"| challenged | 0.0 % | 98.0 % | +98.0 points |",
+		"| solved a proof of work | 0.0 % | 98.0 % | +98.0 points |",
+		"| answered 403 challenge_required | 0.0 % | 0.7 % | +0.7 points |",
 		"| tarpitted | 0.0 % | 0.0 % | +0.0 points |",
 	} {
 		if !strings.Contains(md, want) {
@@ -175,7 +180,7 @@ func TestFairnessTable(t *testing.T) {
 	}
 	s := Summary(withBots())
 	for _, want := range []string{
-		"bots: hammering (later) 0 held, 0 paid of 200 accounts, win rate 0.0 % vs honest 0.1 %; smart (pre-queue) 200 held, 200 paid of 1,000 accounts, win rate 20.0 % vs honest 5.0 %, ≤ 14 paid per instrument; honest: answer p99 1.20 s, 0.0 % challenged, 0 tarpitted",
+		"bots: hammering (later) 0 held, 0 paid of 200 accounts, win rate 0.0 % vs honest 0.1 %; smart (pre-queue) 200 held, 200 paid of 1,000 accounts, win rate 20.0 % vs honest 5.0 %, ≤ 14 paid per instrument; honest: answer p99 1.20 s, 0.0 % solved a proof of work, 0.0 % answered challenge_required, 0 tarpitted",
 		"PASS  no payment instrument paid for more than 1 unit (defences on)",
 	} {
 		if !strings.Contains(s, want) {
@@ -196,8 +201,8 @@ func TestFairnessTable(t *testing.T) {
 func TestCohortTotals(t *testing.T) {
 	totals, accounts := cohortTotals(withBots().Defended.Bots.Groups)
 	want := []cohortTotal{
-		{name: "honest", accounts: 50_000, held: 980, paid: 696, maxPaidPerInstrument: 1, challenged: 49_000},
-		{name: "hammering", bot: true, accounts: 200, challenged: 200, tarpitted: 200},
+		{name: "honest", accounts: 50_000, held: 980, paid: 696, maxPaidPerInstrument: 1, challenged: 49_000, challengeRequired: 350},
+		{name: "hammering", bot: true, accounts: 200, challenged: 200, challengeRequired: 200, tarpitted: 200},
 		{name: "smart", bot: true, accounts: 1000, held: 60, paid: 19, maxPaidPerInstrument: 1, challenged: 1000},
 	}
 	if !reflect.DeepEqual(totals, want) || accounts != 51_200 {

@@ -105,26 +105,35 @@ func (s *sim) reaction(sh *shopper) time.Duration {
 	return time.Duration(s.cfg.ReactionS * (0.5 + sh.rng.Float64()) * float64(time.Second))
 }
 
-// solve works a join's proof of work out as the shopper's device would:
-// the real solution of the edge's challenge, which goes into the join's
-// headers, and then the wait its device would have taken at the modelled
-// difficulty (Defences), less the time the real one took. It reports
-// whether to go on: false when the run ended, or the challenge could not
-// be solved (the shopper gives up).
-func (s *sim) solve(ctx context.Context, sh *shopper, ans queueAnswer, join map[string]string) bool {
+// solve works a proof of work out as the shopper's device would: the
+// real solution of challenge (the snapshot's published one, or the
+// personal one of a 403 challenge_required) for the shopper's account at
+// bits, the difficulty the edge's JSON gave, which goes into the join's
+// headers; and then the wait its device would have taken at the modelled
+// difficulty (Defences: a phone's hash rate, a server core's for a cohort
+// with server CPUs), less the time the real one took. It reports whether it
+// solved it (false, the headers untouched: the challenge is empty,
+// malformed or too hard), and ok false when the run ended meanwhile.
+func (s *sim) solve(ctx context.Context, sh *shopper, challenge string, bits int64, join map[string]string) (solved, ok bool) {
 	began := time.Now()
-	solution, ok := solveChallenge(ans.Challenge, int(ans.DifficultyBits), maxSolveTries)
-	if !ok || ans.Challenge == "" {
-		sh.decide(fateGaveUp, s.since())
-		return false
+	if challenge == "" || bits < 0 || bits > maxChallengeBits {
+		return false, ctx.Err() == nil
 	}
-	join["X-Challenge"], join["X-Challenge-Solution"] = ans.Challenge, solution
+	solution, found := solveChallenge(challenge, sh.account, int(bits), maxSolveTries)
+	if !found {
+		return false, ctx.Err() == nil
+	}
+	join["X-Challenge"], join["X-Challenge-Solution"] = challenge, solution
 	d := s.cfg.Defences
 	rate := d.PhoneHashesPerS
 	if sh.cohort != nil && sh.cohort.ServerCPU {
 		rate = d.ServerHashesPerS
 	}
-	return s.sleep(ctx, solveTime(sh.rng, max(d.DeviceBits, int(ans.DifficultyBits)), rate)-time.Since(began))
+	if !s.sleep(ctx, solveTime(sh.rng, max(d.DeviceBits, int(bits)), rate)-time.Since(began)) {
+		return true, false
+	}
+	sh.solved = true
+	return true, true
 }
 
 // handOn is the token sharing of a cohort that shares admission tokens:
@@ -204,8 +213,8 @@ const honestCohort = "honest"
 // honest first, then the bot cohorts in order) and by arrival class
 // (pre-queue first); for each, the accounts that held a unit, the units
 // paid for and how they spread over payment instruments, and how many
-// were challenged and tarpitted. A cohort's shared tokens go with its
-// first row.
+// solved a proof of work, were answered 403 challenge_required and were
+// tarpitted. A cohort's shared tokens go with its first row.
 func groups(shoppers []*shopper, cohorts []*cohortRun) []Group {
 	type key struct {
 		cohort   string
@@ -234,8 +243,11 @@ func groups(shoppers []*shopper, cohorts []*cohortRun) []Group {
 			g.Paid++
 			paid[k][sh.instrument]++
 		}
-		if sh.challenged {
+		if sh.solved {
 			g.Challenged++
+		}
+		if sh.challengeRequired {
+			g.ChallengeRequired++
 		}
 		if sh.tarpitted {
 			g.Tarpitted++

@@ -167,7 +167,8 @@ func TestBotAddress(t *testing.T) {
 }
 
 // The fairness table's rows: each cohort by arrival class, holds, paid
-// units and their spread over instruments, challenges and the tarpit.
+// units and their spread over instruments, the proofs of work solved, the
+// 403 challenge_required answers and the tarpit.
 func TestGroups(t *testing.T) {
 	smart := &cohortRun{BotCohort: BotCohort{Name: "smart"}}
 	smart.shared.tried.Store(3)
@@ -192,14 +193,17 @@ func TestGroups(t *testing.T) {
 		sh(hammering, time.Second, fateGaveUp, false, "upi:h"),
 		{arrival: time.Second, fate: fateReserved, paid: true, instrument: "upi:never"}, // not set going
 	}
-	crowd[1].challenged, crowd[4].tarpitted, crowd[11].tarpitted, crowd[11].challenged = true, true, true, true
+	crowd[1].solved, crowd[4].tarpitted, crowd[11].tarpitted, crowd[11].solved = true, true, true, true
+	crowd[0].solved, crowd[5].solved, crowd[6].solved = true, true, true // the published challenge: solved, never a 403
+	crowd[11].challengeRequired, crowd[2].challengeRequired = true, true // crowd[2]: a 403 it could not solve
 	got := groups(crowd, []*cohortRun{hammering, smart})
 	want := []Group{
-		{Cohort: "honest", PreQueue: true, Accounts: 4, Held: 2, Paid: 1, Instruments: 1, MaxPaidPerInstrument: 1, MeanPaidPerInstrument: 1, Challenged: 1},
-		{Cohort: "honest", Accounts: 2, Held: 1, Paid: 1, Instruments: 1, MaxPaidPerInstrument: 1, MeanPaidPerInstrument: 1, Tarpitted: 1},
-		{Cohort: "hammering", Bot: true, Accounts: 1, Challenged: 1, Tarpitted: 1},
+		{Cohort: "honest", PreQueue: true, Accounts: 4, Held: 2, Paid: 1, Instruments: 1, MaxPaidPerInstrument: 1, MeanPaidPerInstrument: 1,
+			Challenged: 2, ChallengeRequired: 1},
+		{Cohort: "honest", Accounts: 2, Held: 1, Paid: 1, Instruments: 1, MaxPaidPerInstrument: 1, MeanPaidPerInstrument: 1, Challenged: 1, Tarpitted: 1},
+		{Cohort: "hammering", Bot: true, Accounts: 1, Challenged: 1, ChallengeRequired: 1, Tarpitted: 1},
 		{Cohort: "smart", Bot: true, PreQueue: true, Accounts: 5, Held: 4, Paid: 4, Instruments: 2, MaxPaidPerInstrument: 3, MeanPaidPerInstrument: 2,
-			SharedTokens: &SharedTokens{Tried: 3, Refused: 2, Other: 1}},
+			Challenged: 1, SharedTokens: &SharedTokens{Tried: 3, Refused: 2, Other: 1}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("groups =\n%+v\nwant\n%+v", got, want)

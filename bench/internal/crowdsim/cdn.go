@@ -51,6 +51,13 @@ type saleFlags struct {
 		Seed     string `json:"seed"` // hex; "" until the draw
 		PreQueue int64  `json:"pre_queue"`
 	} `json:"draw"`
+	// Challenge is the proof of work the sale publishes while it asks for
+	// one and can still be joined (Value "" otherwise): the page solves it
+	// for its account before it joins, and joins once.
+	Challenge struct {
+		Value          string `json:"value"` // "p1.…", opaque, sent back byte for byte
+		DifficultyBits int64  `json:"difficulty_bits"`
+	} `json:"challenge"`
 }
 
 // drawn reports whether the snapshot reveals the pre-queue's draw.

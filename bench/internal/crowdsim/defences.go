@@ -181,7 +181,10 @@ func defenceNotes(b Bots) []string {
 			return (time.Duration(math.Ldexp(1, d.DeviceBits) / rate * float64(time.Second))).Round(time.Millisecond).String()
 		}
 		notes = append(notes, fmt.Sprintf("Proof of work: the edge asked every join for a real solution at %d bits, which the simulator "+
-			"found on its own core; each solver then waited as its device would have at %d bits: a geometric "+
+			"found on its own core — of the challenge the sale snapshot publishes, solved for the shopper's account before its one "+
+			"join (a scalper's script reads the snapshot as the page does), or, when the edge answered a join 403 challenge_required "+
+			"(no challenge published, or its solution refused), of the personal one that answer carried, before joining again; "+
+			"each solver then waited as its device would have at %d bits: a geometric "+
 			"number of hashes with mean 2^%d, at %s hashes/s on a mid-range phone (%s on average; 1 in 20 takes three times that) "+
 			"and at %s hashes/s on a server core for the bot cohorts with server CPUs (%s on average).",
 			d.ChallengeBits, d.DeviceBits, d.DeviceBits, strconv.FormatFloat(d.PhoneHashesPerS, 'f', -1, 64), mean(d.PhoneHashesPerS),

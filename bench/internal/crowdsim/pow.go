@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -17,19 +18,36 @@ const maxChallengeBits = 32
 // challenge but for odds of e^-64; the simulator never asks for more.
 const maxSolveTries = 1 << 26
 
-// solveChallenge finds the proof of work of a join the edge answered 403
-// challenge_required (docs/API.md): the smallest counter s, tried as the
-// decimal strings "0", "1", "2", …, such that SHA-256(challenge ":" s)
-// starts with at least difficulty zero bits, counted from the top bit of
-// the first byte — as the page's worker (static/challenge-worker.js)
-// finds it. The challenge is opaque and sent back byte for byte. It
-// reports false for a difficulty out of 0..32 or after maxTries tries.
-func solveChallenge(challenge string, difficulty int, maxTries uint64) (string, bool) {
+// publishedChallenge starts a published challenge (the sale snapshot's,
+// the same for every account: its work binds the account that joins);
+// a personal one (a 403 challenge_required's, "v1.") binds the account by
+// its MAC instead (edge/internal/challenge's package doc).
+const publishedChallenge = "p1."
+
+// solveChallenge finds the proof of work of a join for account, as the
+// page's worker (static/challenge-worker.js) does: the smallest counter s,
+// tried as the decimal strings "0", "1", "2", …, whose hash starts with at
+// least difficulty zero bits, counted from the top bit of the first byte.
+// The hash is SHA-256(challenge "~" account ":" s) for a published
+// challenge (the snapshot's, "p1.…"), and SHA-256(challenge ":" s) for any
+// other — the personal one of a 403 challenge_required ("v1.…"), which
+// leaves account out. The challenge is opaque but for that prefix and is
+// sent back byte for byte; its difficulty is the one the edge's JSON gave.
+// It reports false for a difficulty out of 0..32, a published challenge
+// without an account, or after maxTries tries.
+func solveChallenge(challenge, account string, difficulty int, maxTries uint64) (string, bool) {
 	if difficulty < 0 || difficulty > maxChallengeBits {
 		return "", false
 	}
-	buf := make([]byte, 0, len(challenge)+1+20)
+	buf := make([]byte, 0, len(challenge)+1+len(account)+1+20)
 	buf = append(buf, challenge...)
+	if strings.HasPrefix(challenge, publishedChallenge) {
+		if account == "" {
+			return "", false
+		}
+		buf = append(buf, '~')
+		buf = append(buf, account...)
+	}
 	buf = append(buf, ':')
 	for n := range maxTries {
 		try := strconv.AppendUint(buf, n, 10)

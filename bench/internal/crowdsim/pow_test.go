@@ -18,9 +18,10 @@ func zeroBitsOf(challenge, s string) int {
 	return 256 - new(big.Int).SetBytes(sum[:]).BitLen()
 }
 
-// solveChallenge finds the smallest solution, as the page's worker does:
-// known answers (found with Python's hashlib), and for other challenges
-// a solution that has the zero bits while every smaller counter lacks them.
+// solveChallenge finds the smallest solution of a personal challenge, as
+// the page's worker does: known answers (found with Python's hashlib), and
+// for other challenges a solution that has the zero bits while every
+// smaller counter lacks them. The account is no part of its work.
 func TestSolveChallenge(t *testing.T) {
 	const ch8 = "v1.k1.crowd-1700000000.1700000000.8.AAAAAAAAAAAAAAAAAAAAAA.bWFjbWFjbWFjbWFjbWFjbWFjbWFjbWFjbWFjbWFjbWE"
 	const ch12 = "v1.k1.crowd-1700000000.1700000000.12.AAAAAAAAAAAAAAAAAAAAAA.bWFjbWFjbWFjbWFjbWFjbWFjbWFjbWFjbWFjbWFjbWE"
@@ -37,7 +38,7 @@ func TestSolveChallenge(t *testing.T) {
 		{ch12, 4, "15"},       // fewer bits: an earlier counter
 		{ch8 + "x", 8, "471"}, // a byte more, another answer
 	} {
-		got, ok := solveChallenge(tt.challenge, tt.bits, 1<<20)
+		got, ok := solveChallenge(tt.challenge, "shopper-00001", tt.bits, 1<<20)
 		if !ok || got != tt.want {
 			t.Errorf("solveChallenge(%.20q…, %d) = %q, %v; want %q", tt.challenge, tt.bits, got, ok, tt.want)
 		}
@@ -49,7 +50,7 @@ func TestSolveChallenge(t *testing.T) {
 	for range 20 {
 		challenge := "v1.k1.s." + strconv.FormatUint(rng.Uint64(), 36)
 		bits := 1 + rng.IntN(9)
-		got, ok := solveChallenge(challenge, bits, 1<<20)
+		got, ok := solveChallenge(challenge, "shopper-00001", bits, 1<<20)
 		n, err := strconv.ParseUint(got, 10, 64)
 		if !ok || err != nil || zeroBitsOf(challenge, got) < bits {
 			t.Fatalf("solveChallenge(%q, %d) = %q, %v: not a solution", challenge, bits, got, ok)
@@ -61,12 +62,79 @@ func TestSolveChallenge(t *testing.T) {
 		}
 	}
 	for _, bits := range []int{-1, 33} {
-		if got, ok := solveChallenge("abc", bits, 1<<20); ok {
+		if got, ok := solveChallenge("abc", "shopper-00001", bits, 1<<20); ok {
 			t.Errorf("solveChallenge(difficulty %d) = %q, true; want false", bits, got)
 		}
 	}
-	if got, ok := solveChallenge(ch12, 12, 14504); ok { // one short of the answer
+	if got, ok := solveChallenge(ch12, "shopper-00001", 12, 14504); ok { // one short of the answer
 		t.Errorf("solveChallenge with too few tries = %q, true; want false", got)
+	}
+}
+
+// zeroBitsOfPublished is zeroBitsOf for a published challenge, whose work
+// binds the account: SHA-256(challenge "~" account ":" s).
+func zeroBitsOfPublished(challenge, account, s string) int {
+	sum := sha256.Sum256([]byte(challenge + "~" + account + ":" + s))
+	return 256 - new(big.Int).SetBytes(sum[:]).BitLen()
+}
+
+// A published challenge ("p1.", the sale snapshot's) is solved for the
+// account that joins: known answers, which edge/internal/challenge's Publish
+// and Solve gave for a fixed key (below) and Python's hashlib agrees with;
+// a solution that is the smallest with the zero bits for its account;
+// another account, another answer; and no solution without an account.
+func TestSolvePublishedChallenge(t *testing.T) {
+	// challenge.New over the key set k1:"crowdsim-test-vector-secret-0001",
+	// then Publish("crowd-1700000000", bits, 1700000040 s): the edge
+	// verified each solution below.
+	const p8 = "p1.k1.crowd-1700000000.1700000040.8.SRnMaQc7zLYnMUkJdHQhtJtSdf8AFPFgq2A4P1Km2Xo"
+	const p12 = "p1.k1.crowd-1700000000.1700000040.12.GjKl_0BYzPvvDNs-2_4LNhiAVx5LY6XnJSC-nFpub1w"
+	for _, tt := range []struct {
+		challenge, account string
+		bits               int
+		want               string
+	}{
+		{p8, "shopper-00042", 8, "124"},    // SHA-256 starts 003ad77c
+		{p8, "smart-00007", 8, "920"},      // 00178743
+		{p12, "shopper-00042", 12, "2351"}, // 000bcef0
+		{p12, "smart-00007", 12, "8565"},   // 00061c85
+		// A kid with dots in it: the account still follows the whole value.
+		{"p1.k.2.x.crowd-1.1700000040.4.AAAA", "shopper-00001", 4, "6"}, // 0061ee5c
+	} {
+		got, ok := solveChallenge(tt.challenge, tt.account, tt.bits, 1<<20)
+		if !ok || got != tt.want {
+			t.Errorf("solveChallenge(%.24q…, %s, %d) = %q, %v; want %q", tt.challenge, tt.account, tt.bits, got, ok, tt.want)
+		}
+		if z := zeroBitsOfPublished(tt.challenge, tt.account, got); z < tt.bits {
+			t.Errorf("SHA-256(%.24q…~%s:%s) has %d zero bits, want ≥ %d", tt.challenge, tt.account, got, z, tt.bits)
+		}
+	}
+	// The same string read as a personal challenge has another answer:
+	// the account is what the published form adds.
+	if got, _ := solveChallenge("v1"+p8[2:], "shopper-00042", 8, 1<<20); got == "124" || zeroBitsOf("v1"+p8[2:], got) < 8 {
+		t.Errorf("solveChallenge(v1 form of the published value) = %q: solved as published, or not at all", got)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 20 {
+		challenge := "p1.k1.crowd-1." + strconv.FormatUint(rng.Uint64(), 36)
+		account := "shopper-" + strconv.Itoa(rng.IntN(100_000))
+		bits := 1 + rng.IntN(9)
+		got, ok := solveChallenge(challenge, account, bits, 1<<20)
+		n, err := strconv.ParseUint(got, 10, 64)
+		if !ok || err != nil || zeroBitsOfPublished(challenge, account, got) < bits {
+			t.Fatalf("solveChallenge(%q, %s, %d) = %q, %v: not a solution", challenge, account, bits, got, ok)
+		}
+		for smaller := range n {
+			if zeroBitsOfPublished(challenge, account, strconv.FormatUint(smaller, 10)) >= bits {
+				t.Fatalf("solveChallenge(%q, %s, %d) = %q, but %d solves it too", challenge, account, bits, got, smaller)
+			}
+		}
+	}
+	if got, ok := solveChallenge(p8, "", 8, 1<<20); ok {
+		t.Errorf("solveChallenge(published, no account) = %q, true; want false", got)
+	}
+	if got, ok := solveChallenge(p12, "shopper-00042", 12, 2351); ok { // one short of the answer
+		t.Errorf("solveChallenge(published) with too few tries = %q, true; want false", got)
 	}
 }
 

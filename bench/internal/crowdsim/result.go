@@ -217,8 +217,18 @@ type Group struct {
 	Instruments           int     `json:"instruments"`
 	MaxPaidPerInstrument  int     `json:"max_paid_per_instrument"`
 	MeanPaidPerInstrument float64 `json:"mean_paid_per_instrument"`
-	Challenged            int     `json:"challenged"` // accounts whose join was answered challenge_required
-	Tarpitted             int     `json:"tarpitted"`  // accounts the edge's tarpit listed, by account or address
+	// Challenged is how many accounts solved a proof of work for their
+	// join (and waited their device's time for it): the challenge the sale
+	// snapshot published, or a personal one a 403 challenge_required asked
+	// for — what the proof of work cost, whatever the join then answered.
+	Challenged int `json:"challenged"`
+	// ChallengeRequired is how many accounts had a join answered 403
+	// challenge_required (a second join, after a personal challenge): with
+	// the published challenge, those whose solution the edge refused (too
+	// old, the difficulty raised, a low-trust account) or who joined with
+	// none.
+	ChallengeRequired int `json:"challenge_required"`
+	Tarpitted         int `json:"tarpitted"` // accounts the edge's tarpit listed, by account or address
 	// SharedTokens is what came of the admission tokens the cohort's
 	// accounts handed on; nil when they handed none.
 	SharedTokens *SharedTokens `json:"shared_tokens,omitempty"`
@@ -320,7 +330,9 @@ type Region struct {
 	// out"), as Fates.AnswerP99 counts it (silence counts until the end).
 	Answer Dist `json:"answer"`
 	// Join: the join's round trip, its retries included, for those who got
-	// a place.
+	// a place: from the first join sent (after the published challenge's
+	// solve, when the snapshot had one) to the answer with the place, a
+	// personal challenge's solve and second join included.
 	Join Dist `json:"join"`
 	// Reserve: the round trip of the reserve that got a hold (201 or the
 	// repeat's 200).

@@ -29,7 +29,8 @@ type shopper struct {
 	instrument                string        // the payment instrument it pays with (the gateway's payer)
 	partner                   *shopper      // the account it hands its admission token to (BotCohort.ShareTokens)
 	handedOn                  bool          // it has handed its admission token on
-	challenged                bool          // a join was answered challenge_required
+	solved                    bool          // solved a proof of work for its join: the snapshot's published challenge or a personal one
+	challengeRequired         bool          // a join was answered 403 challenge_required (a personal challenge)
 	tarpitted                 bool          // the edge's tarpit listed its account or address (read at the end)
 	far                       bool          // shops through the far region's edges (Config.FarEdgeURL)
 	stays                     bool          // keeps waiting when told "sold out" is not final
@@ -137,29 +138,49 @@ func readQueueAnswer(body []byte) queueAnswer {
 	return a
 }
 
-// maxChallenges is how many challenges in a row a shopper solves before it
-// gives up, as the page does.
+// maxChallenges is how many challenges in a row a shopper solves for one
+// join before it gives up, as the page does: the snapshot's published one
+// counts among them, so a shopper whose published solution is refused
+// solves at most two personal ones after it, and gives up when the edge
+// has refused maxChallenges solutions in a row.
 const maxChallenges = 3
 
 // shop plays one flashgate shopper as the shop's page does: it loads the
-// snapshot (through the CDN), joins (solving a proof of work first when
-// the edge asks for one), then polls its status as told while the page
+// snapshot (through the CDN), solves the proof of work the snapshot
+// publishes, if any, for its account, joins once with it (and when the
+// edge answers 403 challenge_required instead, solves that personal
+// challenge and joins again), then polls its status as told while the page
 // re-reads the snapshot every PageRefreshS; it reserves when admitted (a
 // person's reaction later), and stops at sold out unless it is one who
 // stays (a sold-out that is not final may turn into units coming back). A
-// bot does the same with its cohort's tactics.
+// bot does the same with its cohort's tactics: it reads the snapshot as
+// the page does, and solves on its cohort's CPU.
 func (s *sim) shop(ctx context.Context, sh *shopper) {
 	sh.started = s.since()
-	join := map[string]string{"X-Forwarded-For": sh.ip}                                  // and a solved challenge, once asked
+	join := map[string]string{"X-Forwarded-For": sh.ip}                                  // and a solved challenge, when there is one
 	polling := map[string]string{"X-Forwarded-For": sh.ip, "X-User-Token": sh.userToken} // as the page polls
-	if stop, _ := s.readPage(sh); stop {
+	stop, snap := s.readPage(sh)
+	if stop {
 		return
+	}
+
+	// Solve the published challenge before the join, which then carries it.
+	// One the shopper cannot solve (malformed) is left out: the edge asks
+	// for a personal one.
+	challenges := 0
+	if pub := snap.Challenge; pub.Value != "" {
+		solved, ok := s.solve(ctx, sh, pub.Value, pub.DifficultyBits, join)
+		if !ok {
+			return
+		}
+		if solved {
+			challenges++
+		}
 	}
 
 	// Join the line.
 	var ans queueAnswer
 	sh.joinSent = s.since()
-	challenges := 0
 	for attempt := 0; ; attempt++ {
 		r := s.edgeOf(sh).do(request{endpoint: epJoin, method: "POST", path: "/v1/sales/" + s.sale + "/queue", token: sh.userToken, header: join})
 		ans = readQueueAnswer(r.body)
@@ -167,8 +188,13 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 		case r.status == 202:
 		case r.status == 403 && ans.Error == "challenge_required" && challenges < maxChallenges:
 			challenges++
-			sh.challenged = true
-			if !s.solve(ctx, sh, ans, join) {
+			sh.challengeRequired = true
+			solved, ok := s.solve(ctx, sh, ans.Challenge, ans.DifficultyBits, join)
+			if !ok {
+				return
+			}
+			if !solved {
+				sh.decide(fateGaveUp, s.since())
 				return
 			}
 			continue
@@ -321,11 +347,15 @@ func (s *sim) awaitPage(ctx context.Context, sh *shopper, nextPage *time.Duratio
 }
 
 // readPage loads the snapshot as the page does, through the CDN, now.
-// It reports whether the shopper stops there, and the snapshot's
-// now_serving (0 when it did not load).
-func (s *sim) readPage(sh *shopper) (stop bool, nowServing int64) {
+// It reports whether the shopper stops there, and what the page read in
+// it (nothing when it did not load).
+func (s *sim) readPage(sh *shopper) (stop bool, snap saleFlags) {
 	r, snap := s.cdnOf(sh).get()
-	return s.onPage(sh, r.status, snap)
+	if r.status != 200 {
+		snap = saleFlags{}
+	}
+	stop, _ = s.onPage(sh, r.status, snap)
+	return stop, snap
 }
 
 // readPageAt is the page's refresh at at (since the start): it reads what

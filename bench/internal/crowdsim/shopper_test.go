@@ -1,8 +1,16 @@
 package crowdsim
 
 import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 )
 
 // readQueueAnswer reads every field the shopper acts on, tells a final
@@ -27,5 +35,118 @@ func TestReadQueueAnswer(t *testing.T) {
 		if got := readQueueAnswer([]byte(tt.body)); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("readQueueAnswer(%s) = %+v, want %+v", tt.body, got, tt.want)
 		}
+	}
+}
+
+// challengeEdge is an edge with a sale that may ask joins for a proof of
+// work: its snapshot publishes the challenge published (none when ""), and
+// a join is taken when it carries a solution of the published challenge
+// for the account (acceptPublished) or of the personal one it hands out
+// in its 403 challenge_required (acceptPersonal). It checks the work
+// itself, with the hashes of pow_test.go, and answers a status poll
+// "sold out", finally, which ends the shopper.
+type challengeEdge struct {
+	account                         string
+	published                       string
+	acceptPublished, acceptPersonal bool
+
+	mu    sync.Mutex
+	joins []string // each join's X-Challenge ("" without)
+}
+
+const (
+	testPublishedBits = 8
+	testPersonal      = "v1.k1.s.1700000040.8.AAAAAAAAAAAAAAAAAAAAAA.bWFjbWFjbWFjbWFjbWFjbWFjbWFjbWFjbWFjbWFjbWE"
+)
+
+func (e *challengeEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/v1/sales/s":
+		w.Header().Set("Cache-Control", "public, max-age=1, stale-while-revalidate=5")
+		if e.published == "" {
+			_, _ = fmt.Fprint(w, `{"now_serving":0,"sold_out":false}`)
+			return
+		}
+		_, _ = fmt.Fprintf(w, `{"now_serving":0,"sold_out":false,"challenge":{"value":%q,"difficulty_bits":%d}}`, e.published, testPublishedBits)
+	case "/v1/sales/s/queue":
+		ch, sol := r.Header.Get("X-Challenge"), r.Header.Get("X-Challenge-Solution")
+		e.mu.Lock()
+		e.joins = append(e.joins, ch)
+		e.mu.Unlock()
+		ok := e.published == "" && !e.acceptPersonal // no proof of work asked
+		switch {
+		case ch == e.published && ch != "":
+			ok = e.acceptPublished && zeroBitsOfPublished(ch, e.account, sol) >= testPublishedBits
+		case ch == testPersonal:
+			ok = e.acceptPersonal && zeroBitsOf(ch, sol) >= 8
+		}
+		if !ok {
+			w.WriteHeader(403)
+			_, _ = fmt.Fprintf(w, `{"error":"challenge_required","challenge":%q,"difficulty_bits":8}`, testPersonal)
+			return
+		}
+		w.WriteHeader(202)
+		_, _ = fmt.Fprint(w, `{"queue_token":"qt","state":"waiting","position":1,"poll_after_ms":10}`)
+	case "/v1/sales/s/queue/status":
+		_, _ = fmt.Fprint(w, `{"state":"sold_out","final":true}`)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// A page solves the challenge its first snapshot publishes, for its own
+// account, and joins once with it; a refused solution (403
+// challenge_required) goes the personal challenge's way; a sale without a
+// published challenge asks for a personal one as before; and the shopper
+// stops after maxChallenges solutions in a row refused, the published one
+// among them. A bot reads the snapshot as the page does.
+func TestShopperSolvesThePublishedChallengeBeforeItJoins(t *testing.T) {
+	const published = "p1.k1.s.1700000040.8.SRnMaQc7zLYnMUkJdHQhtJtSdf8AFPFgq2A4P1Km2Xo"
+	hammering := &cohortRun{BotCohort: BotCohort{Name: "hammering", PollMS: 10, ServerCPU: true}}
+	for _, tt := range []struct {
+		name                            string
+		published                       string
+		acceptPublished, acceptPersonal bool
+		cohort                          *cohortRun
+		joins                           []string // each join's challenge
+		solved, challengeRequired, in   bool
+	}{
+		{"published, taken", published, true, false, nil, []string{published}, true, false, true},
+		{"published, taken, a bot", published, true, false, hammering, []string{published}, true, false, true},
+		{"published, refused", published, false, true, nil, []string{published, testPersonal}, true, true, true},
+		{"not published", "", false, true, nil, []string{"", testPersonal}, true, true, true},
+		{"no proof of work", "", false, false, nil, []string{""}, false, false, true},
+		{"every solution refused", published, false, false, nil, []string{published, testPersonal, testPersonal}, true, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const account = "shopper-00042"
+			edge := &challengeEdge{account: account, published: tt.published, acceptPublished: tt.acceptPublished, acceptPersonal: tt.acceptPersonal}
+			srv := httptest.NewServer(edge)
+			defer srv.Close()
+			c, err := newClient(srv.URL, 4, 5*time.Second, newRecorder(time.Now()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &sim{edge: c, cdn: newCDN(c, "/v1/sales/s"), sale: "s", zero: time.Now()}
+			sh := &shopper{account: account, ip: "192.0.2.1", userToken: "ut", cohort: tt.cohort, bot: tt.cohort != nil,
+				rng: rand.New(rand.NewPCG(1, 2))}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s.shop(ctx, sh)
+			edge.mu.Lock()
+			joins := slices.Clone(edge.joins)
+			edge.mu.Unlock()
+			if !slices.Equal(joins, tt.joins) {
+				t.Errorf("joins carried %q, want %q", joins, tt.joins)
+			}
+			if sh.solved != tt.solved || sh.challengeRequired != tt.challengeRequired || sh.joined != tt.in {
+				t.Errorf("solved %v, challenge_required %v, joined %v; want %v, %v, %v",
+					sh.solved, sh.challengeRequired, sh.joined, tt.solved, tt.challengeRequired, tt.in)
+			}
+			if !tt.in && sh.fate != fateGaveUp {
+				t.Errorf("fate %v after every solution refused, want gave up", sh.fate)
+			}
+		})
 	}
 }
