@@ -28,7 +28,7 @@
     set: (k, v) => { try { v == null ? sessionStorage.removeItem(k) : sessionStorage.setItem(k, v); } catch (_) { /* private mode */ } },
   };
 
-  let snap = null;        // last sale snapshot
+  let snap = null;        // last sale snapshot (with the challenge it publishes, if any)
   let admission = '';     // admission token, kept in memory only: it is single-use and short-lived
   let reserving = false;  // a reserve request is in flight
   let joining = false;    // a join request (or its retry) is pending
@@ -272,7 +272,7 @@
     const res = await api('POST', salePath + '/queue', { token: user, queue: store.get(K.queue), proof });
     if (busy(res)) { setTimeout(join, retryNotice(res, 'join')); return; } // stay "joining" (with any proof) until it lands
     proof = null; // taken, or refused with a fresh challenge
-    if (res.status === 403 && res.data.error === 'challenge_required') { prove(res.data); return; } // still "joining"
+    if (res.status === 403 && res.data.error === 'challenge_required') { prove(personal(res.data)); return; } // still "joining"
     joining = false; endCheck();
     if (res.status === 202 || res.status === 200) {
       clearNotice('join'); checkFailed = false;
@@ -285,29 +285,60 @@
     } else notice(msg(res), 'join');
     updateJoin();
   }
-  $('join-button').addEventListener('click', () => { checks = 0; checkFailed = false; proof = null; join(); });
+  $('join-button').addEventListener('click', () => {
+    checks = 0; checkFailed = false; proof = null;
+    // The sale publishes a challenge: solve it before joining, so that one join gets the place.
+    const pub = published();
+    if (pub) { joining = true; prove(pub); } else join();
+  });
 
   // ---- the proof of work (edge/internal/challenge/doc.go) ----
-  // When ops ask for one, the edge answers a join 403 challenge_required with a challenge. The page solves it in
-  // a Web Worker (static/challenge-worker.js: SHA-256 with WebCrypto, off the main thread, so the page stays
-  // responsive) and joins again with the solution. A refused solution (too late, or ops raised the difficulty)
-  // gets a fresh challenge; after MAX_CHECKS of them for one press of Join the page stops and offers Try again.
+  // When ops ask for one, the sale snapshot publishes a challenge (the same for every shopper, changed every
+  // minute), and on Join the page solves it first, for the signed-in account, then joins with the solution: one
+  // join, where answering each join with a challenge took two. A join without a solution the edge takes (the
+  // page could not solve first; the solution came too late; ops raised the difficulty meanwhile; or the shop's
+  // signals mark the account as low trust, which must solve a harder one) is answered 403 challenge_required
+  // with a personal challenge, which the page solves to join again, as before sales published one.
+  // Each is solved in a Web Worker (static/challenge-worker.js: SHA-256 with WebCrypto, off the main thread, so
+  // the page stays responsive). After MAX_CHECKS challenges for one press of Join, the published one included,
+  // the page stops and offers Try again.
   const MAX_CHECKS = 3;
-  const CHECK_LIMIT_MS = 100000; // the edge takes a solution for 2 minutes after it issued the challenge
+  // The edge takes a personal challenge's solution for 2 minutes after it issued it, a published one's for 2
+  // minutes after its minute started: at least one minute after the page read it. A solve slower than that gets
+  // a personal challenge with its full 2 minutes.
+  const CHECK_LIMIT_MS = 100000;
+  const MAX_ACCOUNT_BYTES = 256; // the longest account the edge binds a challenge to (challenge.MaxAccountLen)
   // WebCrypto (and so the check) exists only in secure contexts: https, or localhost.
   const canCheck = () => !!(window.isSecureContext && typeof Worker === 'function' && window.crypto && crypto.subtle);
 
-  async function prove(d) {
-    // The challenge is opaque but for its difficulty, the third field from the right.
+  // published is the challenge the last snapshot publishes, {challenge, bits}, when the page can solve it before
+  // joining as the signed-in account (the JWT's `sub`: the account the edge takes the join as); otherwise null,
+  // and the page joins without, as before: the edge's 403 says what is needed (a challenge, a secure connection).
+  function published() {
+    const c = snap && snap.challenge, account = subOf(store.get(K.user));
+    if (!c || typeof c.value !== 'string' || !c.value.startsWith('p1.') || !account || !canCheck() ||
+      new TextEncoder().encode(account).length > MAX_ACCOUNT_BYTES) return null;
+    // Its difficulty comes from the JSON: the string is opaque (edge/internal/challenge/doc.go).
+    return { challenge: c.value, bits: c.difficulty_bits };
+  }
+  // personal is the challenge of a 403 challenge_required answer, {challenge, bits, message}: the challenge is
+  // opaque but for its difficulty, the third field from the right.
+  function personal(d) {
     const challenge = typeof d.challenge === 'string' ? d.challenge : '', f = challenge.split('.');
-    const bits = f.length >= 7 ? Number(f[f.length - 3]) : NaN;
-    if (!store.get(K.user)) { joining = false; endCheck(); updateJoin(); return; } // signed out meanwhile
+    return { challenge, bits: f.length >= 7 ? Number(f[f.length - 3]) : NaN, message: d.message };
+  }
+
+  // prove solves the challenge {challenge, bits, message?} for the signed-in account, with the check shown on
+  // the page, and joins with the solution; the page is "joining" throughout.
+  async function prove({ challenge, bits, message }) {
+    const user = store.get(K.user);
+    if (!user) { joining = false; endCheck(); updateJoin(); return; } // signed out meanwhile
     if (!canCheck()) {
       giveUp("This sale checks that you're a person before you join, and that needs a secure connection: " +
         'open the sale at its https address to join the line.', false);
       return;
     }
-    if (!Number.isInteger(bits) || bits < 0 || bits > 32) { giveUp(d.message || 'Unexpected answer from the sale.', true); return; }
+    if (!Number.isInteger(bits) || bits < 0 || bits > 32) { giveUp(message || 'Unexpected answer from the sale.', true); return; }
     if (++checks > MAX_CHECKS) {
       giveUp("We could not finish checking that you're a person: the sale refused " + MAX_CHECKS + ' answers in a row. ' +
         'Press Try again to start over.', true);
@@ -316,7 +347,8 @@
     clearNotice('join');
     showCheck(bits, 0);
     let r;
-    try { r = await solveChallenge(challenge, bits); } catch (e) {
+    // Signing out, or in as another account, stops the worker (forgetSale): the solution is for this account.
+    try { r = await solveChallenge(challenge, bits, subOf(user)); } catch (e) {
       giveUp(e.message === 'took too long' ? "Checking that you're a person is taking too long on this device. Press Try again."
         : "We could not check that you're a person in this browser. Press Try again, or use another browser.", true);
       return;
@@ -326,9 +358,10 @@
     join();
   }
 
-  // solveChallenge solves one challenge in a fresh worker: its answer {solution, tries, ms}, null when stopped
-  // (endCheck), or an error when the worker cannot run or takes longer than CHECK_LIMIT_MS.
-  function solveChallenge(challenge, bits) {
+  // solveChallenge solves one challenge for account (the work of a published one binds it) in a fresh worker:
+  // its answer {solution, tries, ms}, null when stopped (endCheck), or an error when the worker cannot run or
+  // takes longer than CHECK_LIMIT_MS.
+  function solveChallenge(challenge, bits, account) {
     return new Promise((resolve, reject) => {
       const worker = new Worker('/static/challenge-worker.js'); // a throw here rejects
       const timer = setTimeout(() => end(reject, new Error('took too long')), CHECK_LIMIT_MS);
@@ -347,7 +380,7 @@
         else showCheck(bits, m.tries);
       };
       worker.onerror = (e) => { e.preventDefault(); end(reject, new Error(e.message || 'the worker did not start')); };
-      worker.postMessage({ challenge, bits });
+      worker.postMessage({ challenge, bits, account });
     });
   }
 
