@@ -235,10 +235,14 @@ func (c *Challenger) Issue(account, sale string, difficultyBits int, now time.Ti
 // in this order: form, kid and MAC (so only a genuine challenge gets the
 // errors after them), window, difficulty, work.
 func (c *Challenger) Verify(account, sale, challenge, solution string, minDifficultyBits int, now time.Time) error {
-	if IsPublic(challenge) {
-		return c.verifyPublic(account, sale, challenge, solution, minDifficultyBits, now)
+	public := IsPublic(challenge)
+	var f fields
+	var ok bool
+	if public {
+		f, ok = parsePublic(challenge)
+	} else {
+		f, ok = parse(challenge)
 	}
-	f, ok := parse(challenge)
 	if !ok {
 		return fmt.Errorf("%w: challenge", ErrMalformed)
 	}
@@ -252,7 +256,12 @@ func (c *Challenger) Verify(account, sale, challenge, solution string, minDiffic
 	if f.sale != sale || account == "" || len(account) > MaxAccountLen {
 		return fmt.Errorf("%w: another sale or no account", ErrWrongAccountOrSale)
 	}
-	want := k.mac(account, f.signed)
+	var want [macB64Len]byte
+	if public {
+		want = k.publicMAC(f.signed)
+	} else {
+		want = k.mac(account, f.signed)
+	}
 	var got [macB64Len]byte
 	copy(got[:], f.mac) // a copy on the stack: []byte(f.mac) would allocate
 	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
@@ -264,7 +273,15 @@ func (c *Challenger) Verify(account, sale, challenge, solution string, minDiffic
 	if f.bits < minDifficultyBits {
 		return fmt.Errorf("%w: %d bits, %d required", ErrTooEasy, f.bits, minDifficultyBits)
 	}
-	if work(challenge, solution) < f.bits {
+	// A personal challenge's MAC binds the account; a published one's work
+	// does.
+	zeros := 0
+	if public {
+		zeros = accountWork(challenge, account, solution)
+	} else {
+		zeros = work(challenge, solution)
+	}
+	if zeros < f.bits {
 		return fmt.Errorf("%w: %d bits", ErrUnsolved, f.bits)
 	}
 	return nil

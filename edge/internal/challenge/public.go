@@ -3,7 +3,6 @@ package challenge
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -65,40 +64,6 @@ func (k *key) publicMAC(signed string) [macB64Len]byte {
 	base64.RawURLEncoding.Encode(out[:], sc.sum)
 	k.publicMACs.Put(sc)
 	return out
-}
-
-// verifyPublic is Verify for a published challenge.
-func (c *Challenger) verifyPublic(account, sale, challenge, solution string, minDifficultyBits int, now time.Time) error {
-	f, ok := parsePublic(challenge)
-	if !ok {
-		return fmt.Errorf("%w: challenge", ErrMalformed)
-	}
-	if !validSolution(solution) {
-		return fmt.Errorf("%w: solution", ErrMalformed)
-	}
-	k, ok := c.keys[f.kid]
-	if !ok {
-		return fmt.Errorf("%w: unknown kid", ErrWrongAccountOrSale)
-	}
-	if f.sale != sale || account == "" || len(account) > MaxAccountLen {
-		return fmt.Errorf("%w: another sale or no account", ErrWrongAccountOrSale)
-	}
-	want := k.publicMAC(f.signed)
-	var got [macB64Len]byte
-	copy(got[:], f.mac)
-	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-		return fmt.Errorf("%w: mac", ErrWrongAccountOrSale)
-	}
-	if err := c.inWindow(f.window, now); err != nil {
-		return err
-	}
-	if f.bits < minDifficultyBits {
-		return fmt.Errorf("%w: %d bits, %d required", ErrTooEasy, f.bits, minDifficultyBits)
-	}
-	if accountWork(challenge, account, solution) < f.bits {
-		return fmt.Errorf("%w: %d bits", ErrUnsolved, f.bits)
-	}
-	return nil
 }
 
 // inWindow is nil when a challenge whose window starts at window (Unix

@@ -783,19 +783,50 @@ func challengeMetrics(t *testing.T, s *stack) challengeCounts {
 func stripSnapshotChallenge(t *testing.T, s *stack, p *page, sale string, stripped *atomic.Int64) {
 	t.Helper()
 	path := "/v1/sales/" + sale
+	intercept(t, p, "*"+path, "the page's snapshot reads", func(e *fetch.EventRequestPaused) {
+		if u, err := url.Parse(e.Request.URL); err != nil || u.Path != path || e.Request.Method != "GET" {
+			_, _ = chromedp.Call(p.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
+			return
+		}
+		res := s.Node.Do(t, edgetest.Request{Method: "GET", Path: path})
+		var snap map[string]json.RawMessage
+		if err := json.Unmarshal(res.Body, &snap); err != nil {
+			t.Errorf("the edge's snapshot of %s = %d %s: %v", sale, res.Status, res.Body, err)
+			return
+		}
+		delete(snap, "challenge")
+		body, _ := json.Marshal(snap)
+		if _, err := chromedp.Call(p.ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{
+			RequestID: e.RequestID, ResponseCode: int64(res.Status), Body: body,
+			ResponseHeaders: []*fetch.HeaderEntry{{Name: "Content-Type", Value: "application/json"}, {Name: "Cache-Control", Value: "no-store"}},
+		}); err != nil {
+			if p.ctx.Err() == nil {
+				t.Errorf("answer the page's snapshot read: %v", err)
+			}
+			return
+		}
+		stripped.Add(1)
+	})
+}
+
+// intercept pauses p's requests whose URL matches pattern (what) and hands
+// each to handle, which must continue or answer it, on a goroutine of its
+// own, until the function it returns is called (also in t.Cleanup).
+func intercept(t *testing.T, p *page, pattern, what string, handle func(*fetch.EventRequestPaused)) (stop func()) {
+	t.Helper()
 	paused := make(chan *fetch.EventRequestPaused, 64)
 	if err := chromedp.Listen(p.ctx, func(ev any) {
 		if e, ok := ev.(*fetch.EventRequestPaused); ok {
 			select {
 			case paused <- e:
-			default: // never block the tab's event loop; the page reads again a second later
+			default: // never block the tab's event loop; an unanswered request fails the test by its wait
 			}
 		}
 	}); err != nil {
 		t.Fatalf("listen to the page's paused requests: %v", err)
 	}
-	if _, err := chromedp.Call(p.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*" + path}}}); err != nil {
-		t.Fatalf("intercept the page's snapshot reads: %v", err)
+	if _, err := chromedp.Call(p.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: pattern}}}); err != nil {
+		t.Fatalf("intercept %s: %v", what, err)
 	}
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -805,32 +836,22 @@ func stripSnapshotChallenge(t *testing.T, s *stack, p *page, sale string, stripp
 			case <-done:
 				return
 			case e := <-paused:
-				if u, err := url.Parse(e.Request.URL); err != nil || u.Path != path || e.Request.Method != "GET" {
-					_, _ = chromedp.Call(p.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
-					continue
-				}
-				res := s.Node.Do(t, edgetest.Request{Method: "GET", Path: path})
-				var snap map[string]json.RawMessage
-				if err := json.Unmarshal(res.Body, &snap); err != nil {
-					t.Errorf("the edge's snapshot of %s = %d %s: %v", sale, res.Status, res.Body, err)
-					return
-				}
-				delete(snap, "challenge")
-				body, _ := json.Marshal(snap)
-				if _, err := chromedp.Call(p.ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{
-					RequestID: e.RequestID, ResponseCode: int64(res.Status), Body: body,
-					ResponseHeaders: []*fetch.HeaderEntry{{Name: "Content-Type", Value: "application/json"}, {Name: "Cache-Control", Value: "no-store"}},
-				}); err != nil {
-					if p.ctx.Err() == nil {
-						t.Errorf("answer the page's snapshot read: %v", err)
-					}
-					continue
-				}
-				stripped.Add(1)
+				handle(e)
 			}
 		}
 	}()
-	t.Cleanup(func() { close(done); <-finished })
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			close(done)
+			<-finished
+			if _, err := chromedp.Call(p.ctx, fetch.Disable, cdp.Empty{}); err != nil && p.ctx.Err() == nil {
+				t.Errorf("stop intercepting %s: %v", what, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // joinAttempt is one join the page made, as the browser saw it.
@@ -932,55 +953,19 @@ func header(h network.Headers, name string) string {
 // returns is called (also in t.Cleanup).
 func spoilSolutions(t *testing.T, p *page, sale string) (stop func()) {
 	t.Helper()
-	paused := make(chan *fetch.EventRequestPaused, 64)
-	if err := chromedp.Listen(p.ctx, func(ev any) {
-		if e, ok := ev.(*fetch.EventRequestPaused); ok {
-			select {
-			case paused <- e:
-			default: // never block the tab's event loop; an unanswered request fails the test by its wait
+	return intercept(t, p, "*/v1/sales/"+sale+"/queue", "the page's joins", func(e *fetch.EventRequestPaused) {
+		var headers []*fetch.HeaderEntry
+		for k, v := range e.Request.Headers {
+			s, _ := v.(string)
+			if strings.EqualFold(k, "X-Challenge-Solution") {
+				s = "spoiled"
 			}
+			headers = append(headers, &fetch.HeaderEntry{Name: k, Value: s})
 		}
-	}); err != nil {
-		t.Fatalf("listen to the page's paused requests: %v", err)
-	}
-	pattern := []*fetch.RequestPattern{{URLPattern: "*/v1/sales/" + sale + "/queue"}}
-	if _, err := chromedp.Call(p.ctx, fetch.Enable, fetch.EnableParams{Patterns: pattern}); err != nil {
-		t.Fatalf("intercept the page's joins: %v", err)
-	}
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		for {
-			select {
-			case <-done:
-				return
-			case e := <-paused:
-				var headers []*fetch.HeaderEntry
-				for k, v := range e.Request.Headers {
-					s, _ := v.(string)
-					if strings.EqualFold(k, "X-Challenge-Solution") {
-						s = "spoiled"
-					}
-					headers = append(headers, &fetch.HeaderEntry{Name: k, Value: s})
-				}
-				if _, err := chromedp.Call(p.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID, Headers: headers}); err != nil {
-					t.Errorf("continue the page's join: %v", err)
-				}
-			}
+		if _, err := chromedp.Call(p.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID, Headers: headers}); err != nil {
+			t.Errorf("continue the page's join: %v", err)
 		}
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			close(done)
-			<-finished
-			if _, err := chromedp.Call(p.ctx, fetch.Disable, cdp.Empty{}); err != nil {
-				t.Errorf("stop intercepting the page's joins: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	})
 }
 
 // workerTargets counts the challenge workers the browser runs for p's tab
