@@ -133,7 +133,8 @@ func (s *Server) paymentWebhook(ctx *fasthttp.RequestCtx, c context.Context, _ [
 	if len(body) > maxWebhookBodySize {
 		return httpapi.ErrBodyTooLarge
 	}
-	result, err := s.Orders.HandleWebhook(c, string(ctx.Request.Header.Peek("Payment-Signature")), body)
+	header := func(name string) string { return string(ctx.Request.Header.Peek(name)) }
+	result, err := s.Orders.HandleWebhook(c, header, body)
 	if err != nil {
 		return err
 	}

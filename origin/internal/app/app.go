@@ -153,9 +153,11 @@ func (a *App) buildWorkers(reg *prometheus.Registry) {
 		return
 	}
 	a.Orders = orders.New(a.Checkout, a.Ledger, a.Catalog, a.Sales,
-		payment.NewClient(cfg.GatewayURL, cfg.GatewayAPIKey, payment.ClientOptions{Registerer: reg}),
+		payment.NewClient(cfg.GatewayURL, cfg.GatewayAPIKey, payment.ClientOptions{
+			Registerer: reg, WebhookSecrets: secrets(cfg.WebhookSecrets),
+		}),
 		orders.Options{
-			Grace: cfg.PaymentGrace, ReturnURL: cfg.PaymentReturnURL, WebhookSecrets: secrets(cfg.WebhookSecrets),
+			Grace: cfg.PaymentGrace, ReturnURL: cfg.PaymentReturnURL,
 			ReconcileEvery: cfg.ReconcileInterval, IntentWait: cfg.OrderIntentWait,
 		}, log.With("component", "orders"), reg)
 }

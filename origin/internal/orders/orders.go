@@ -36,15 +36,6 @@ import (
 	"github.com/flashgate/flashgate/origin/internal/sales"
 )
 
-// Gateway is the payment gateway as orders use it.
-type Gateway interface {
-	CreateIntent(ctx context.Context, req payment.NewIntent, idempotencyKey string) (payment.Intent, error)
-	Refund(ctx context.Context, intentID string, amountMinor int64, idempotencyKey string) (payment.Refund, error)
-	Intents(ctx context.Context, since time.Time) ([]payment.Intent, error)
-}
-
-var _ Gateway = (*payment.Client)(nil)
-
 // Errors the API maps to answers. A reservation's lookup answers with the
 // sales package's: sales.ErrUnknownReservation and sales.ErrRestoring.
 var (
@@ -69,19 +60,13 @@ type Options struct {
 	// ReturnURL is where the gateway's page sends the shopper afterwards,
 	// with "sale=<id>&order=<id>" added to its query. "" means no link back.
 	ReturnURL string
-	// WebhookSecrets verify the gateway's signatures; any one may match
-	// (rotation). Required for webhooks to be accepted.
-	WebhookSecrets [][]byte
-	// Tolerance is how old (or how far ahead) a signed time may be; 0
-	// means 5 minutes.
-	Tolerance time.Duration
 	// ReconcileEvery is how often Run reconciles; 0 means Run returns at
 	// once (another origin reconciles). From app.Config.ReconcileInterval.
 	ReconcileEvery time.Duration
 	// ReconcileWindow is how far back the gateway's intents are compared;
 	// 0 means 48 hours.
 	ReconcileWindow time.Duration
-	// Clock is the service's time (signature tolerance, paid_at); nil
+	// Clock is the service's time (webhook signatures' age, paid_at); nil
 	// means time.Now.
 	Clock func() time.Time
 	// IntentWait is how long an order request waits for the gateway to
@@ -107,7 +92,7 @@ type Service struct {
 	ledger       *ledger.Store
 	catalog      *catalog.Catalog
 	reservations Reservations
-	gateway      Gateway
+	gateway      payment.Provider
 	opts         Options
 	log          *slog.Logger
 	m            metrics
@@ -117,10 +102,7 @@ type Service struct {
 }
 
 // New returns a Service; Run starts its reconciler.
-func New(cs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, rs Reservations, gw Gateway, opts Options, log *slog.Logger, reg prometheus.Registerer) *Service {
-	if opts.Tolerance <= 0 {
-		opts.Tolerance = payment.DefaultTolerance
-	}
+func New(cs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, rs Reservations, gw payment.Provider, opts Options, log *slog.Logger, reg prometheus.Registerer) *Service {
 	if opts.ReconcileWindow <= 0 {
 		opts.ReconcileWindow = 48 * time.Hour
 	}

@@ -19,18 +19,19 @@ const (
 	WebhookIgnored   = "ignored"   // a type we do not act on, or an order we do not know
 )
 
-// HandleWebhook verifies and settles one gateway event. Errors wrapping
-// payment.ErrBadSignature or payment.ErrStaleSignature mean the sender is
-// not the gateway (401), payment.ErrBadEvent a body that is not an event
-// (400); any other error is ours or a dependency's, and the gateway will
-// deliver the event again.
-func (s *Service) HandleWebhook(ctx context.Context, signature string, body []byte) (string, error) {
-	if err := payment.VerifySignature(signature, body, s.opts.WebhookSecrets, s.opts.Clock(), s.opts.Tolerance); err != nil {
+// HandleWebhook verifies and settles one gateway event, as the provider
+// reads it from the request's headers (header) and raw body. Errors
+// wrapping payment.ErrBadSignature or payment.ErrStaleSignature mean the
+// sender is not the gateway (401), payment.ErrBadEvent a body that is not
+// an event (400); any other error is ours or a dependency's, and the
+// gateway will deliver the event again.
+func (s *Service) HandleWebhook(ctx context.Context, header func(name string) string, body []byte) (string, error) {
+	ev, err := s.gateway.Webhook(header, body, s.opts.Clock())
+	switch {
+	case errors.Is(err, payment.ErrBadSignature) || errors.Is(err, payment.ErrStaleSignature):
 		s.m.webhooks.WithLabelValues("bad_signature").Inc()
 		return "", err
-	}
-	ev, err := payment.ParseEvent(body)
-	if err != nil {
+	case err != nil:
 		s.m.webhooks.WithLabelValues("bad_event").Inc()
 		return "", err
 	}

@@ -42,6 +42,12 @@ type ClientOptions struct {
 	// per host: in a burst of orders every other call would dial afresh and
 	// leave a socket in TIME_WAIT.)
 	MaxConns int
+	// WebhookSecrets verify the gateway's webhook signatures; any one may
+	// match (rotation). Without one every delivery is refused.
+	WebhookSecrets [][]byte
+	// Tolerance is how old (or how far ahead) a webhook's signed time may
+	// be; 0 means DefaultTolerance.
+	Tolerance time.Duration
 	// Registerer, when set, takes flashgate_origin_gateway_seconds{call,
 	// outcome}: each call's time, its retries and their pauses included,
 	// as the caller waited for it. nil: calls are not timed.
@@ -71,6 +77,9 @@ func NewClient(baseURL, apiKey string, opts ClientOptions) *Client {
 	}
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = 64
+	}
+	if opts.Tolerance <= 0 {
+		opts.Tolerance = DefaultTolerance
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxConnsPerHost = opts.MaxConns
