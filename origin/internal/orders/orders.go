@@ -266,6 +266,7 @@ func (s *Service) makeIntent(ctx context.Context, o ledger.Order, holdUntil time
 		AmountMinor: o.AmountMinor,
 		Currency:    o.Currency,
 		Metadata:    map[string]string{"order_id": o.ID, "reservation_id": o.ReservationID, "sale_id": o.Sale},
+		ExpiresAt:   holdUntil,
 	}
 	if s.opts.ReturnURL != "" {
 		sep := "?"

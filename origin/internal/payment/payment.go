@@ -74,6 +74,11 @@ type NewIntent struct {
 	Currency    string            `json:"currency"`
 	Metadata    map[string]string `json:"metadata"`
 	ReturnURL   string            `json:"return_url,omitempty"`
+	// ExpiresAt is when the order's hold ends, its grace included: a
+	// provider whose hosted page can expire makes it expire then, or as
+	// soon after as the provider allows (a payment after the hold is
+	// refunded by the late-payment path). Not part of the sandbox's API.
+	ExpiresAt time.Time `json:"-"`
 }
 
 // Event is one webhook delivery's body.
