@@ -26,7 +26,7 @@ const (
 // an event (400); any other error is ours or a dependency's, and the
 // gateway will deliver the event again.
 func (s *Service) HandleWebhook(ctx context.Context, header func(name string) string, body []byte) (string, error) {
-	ev, err := s.gateway.Webhook(header, body, s.opts.Clock())
+	ev, err := s.gateway.Webhook(ctx, header, body, s.opts.Clock())
 	switch {
 	case errors.Is(err, payment.ErrBadSignature) || errors.Is(err, payment.ErrStaleSignature):
 		s.m.webhooks.WithLabelValues("bad_signature").Inc()

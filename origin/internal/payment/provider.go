@@ -26,12 +26,13 @@ type Provider interface {
 	Intents(ctx context.Context, since time.Time) ([]Intent, error)
 	// Webhook verifies one webhook delivery — header reads the request's
 	// headers, body is the raw body as it arrived — at now, and decodes
-	// it into an Event of the types the order flow acts on (a type it does
+	// it into an Event (a provider whose events lack what the flow needs,
+	// such as the payer, may ask its API under ctx) of the types the order flow acts on (a type it does
 	// not act on keeps a name of its own, which the flow ignores). Errors
 	// wrap ErrBadSignature or ErrStaleSignature (the sender is not the
 	// gateway, or a delivery is replayed late) or ErrBadEvent (signed, but
 	// not an event).
-	Webhook(header func(name string) string, body []byte, now time.Time) (Event, error)
+	Webhook(ctx context.Context, header func(name string) string, body []byte, now time.Time) (Event, error)
 }
 
 var _ Provider = (*Client)(nil)
@@ -42,7 +43,7 @@ const SignatureHeader = "Payment-Signature"
 // Webhook verifies a delivery of the sandbox gateway (its Payment-Signature
 // header, under one of ClientOptions.WebhookSecrets, within its Tolerance)
 // and reads the event, which is already in the order flow's terms.
-func (c *Client) Webhook(header func(name string) string, body []byte, now time.Time) (Event, error) {
+func (c *Client) Webhook(_ context.Context, header func(name string) string, body []byte, now time.Time) (Event, error) {
 	if err := VerifySignature(header(SignatureHeader), body, c.opts.WebhookSecrets, now, c.opts.Tolerance); err != nil {
 		return Event{}, err
 	}

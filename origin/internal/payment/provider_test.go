@@ -1,6 +1,7 @@
 package payment
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestClientWebhook(t *testing.T) {
 		}
 	}
 	c := NewClient("http://127.0.0.1:1", "sk", ClientOptions{WebhookSecrets: [][]byte{secret}})
-	ev, err := c.Webhook(headers(Sign(body, now, secret)), body, now)
+	ev, err := c.Webhook(context.Background(), headers(Sign(body, now, secret)), body, now)
 	if err != nil || ev.ID != "evt_9" || ev.Type != EventPaymentSucceeded || ev.Data.Intent.OrderID() != "ord_1" || ev.Data.Intent.Payer != "upi:a@bank" {
 		t.Fatalf("Webhook(signed) = %+v, %v", ev, err)
 	}
@@ -38,12 +39,12 @@ func TestClientWebhook(t *testing.T) {
 		"replayed 6 minutes late": {c, Sign(body, now, secret), now.Add(6 * time.Minute), ErrStaleSignature},
 		"no secret configured":    {NewClient("http://127.0.0.1:1", "sk", ClientOptions{}), Sign(body, now, secret), now, ErrBadSignature},
 	} {
-		if _, err := tc.c.Webhook(headers(tc.header), body, tc.at); !errors.Is(err, tc.want) {
+		if _, err := tc.c.Webhook(context.Background(), headers(tc.header), body, tc.at); !errors.Is(err, tc.want) {
 			t.Errorf("%s: Webhook = %v, want %v", name, err, tc.want)
 		}
 	}
 	signedGarbage := []byte(`{"type":"x"}`)
-	if _, err := c.Webhook(headers(Sign(signedGarbage, now, secret)), signedGarbage, now); !errors.Is(err, ErrBadEvent) {
+	if _, err := c.Webhook(context.Background(), headers(Sign(signedGarbage, now, secret)), signedGarbage, now); !errors.Is(err, ErrBadEvent) {
 		t.Errorf("Webhook(signed, no id) = %v, want ErrBadEvent", err)
 	}
 }
