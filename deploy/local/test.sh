@@ -54,6 +54,32 @@ if ! command -v nginx >/dev/null 2>&1 && [[ ! -x /usr/sbin/nginx ]]; then
 	fi
 fi
 
+# The Stripe adapter's tests (origin/internal/payment/stripepay) run against stripe-mock, Stripe's mock server
+# built from its OpenAPI description, and fail without it; they look for it where this does: PATH, then go
+# install's folders ($GOBIN, else each $GOPATH's bin).
+stripe_mock_module="github.com/stripe/stripe-mock@v0.203.0"
+have_stripe_mock() {
+	local dir gopath
+	command -v stripe-mock >/dev/null 2>&1 && return 0
+	dir="$(go env GOBIN)"
+	[[ -n "$dir" && -x "$dir/stripe-mock" ]] && return 0
+	IFS=: read -ra gopath <<<"$(go env GOPATH)"
+	for dir in "${gopath[@]}"; do
+		[[ -x "$dir/bin/stripe-mock" ]] && return 0
+	done
+	return 1
+}
+if ! have_stripe_mock; then
+	log "installing stripe-mock for the Stripe adapter's tests (go install $stripe_mock_module)"
+	if ! go install "$stripe_mock_module"; then
+		log "error: go install could not install stripe-mock"
+		exit 1
+	fi
+	stripe_mock_dir="$(go env GOBIN)"
+	[[ -n "$stripe_mock_dir" ]] || stripe_mock_dir="$(go env GOPATH | cut -d: -f1)/bin"
+	log "installed stripe-mock in $stripe_mock_dir"
+fi
+
 use_services flashgate_test
 
 export FLASHGATE_TEST_REDIS_URL="$FLASHGATE_REDIS_URL"
