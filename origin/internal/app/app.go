@@ -29,6 +29,8 @@ import (
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/internal/orders"
 	"github.com/flashgate/flashgate/origin/internal/payment"
+	"github.com/flashgate/flashgate/origin/internal/payment/razorpay"
+	"github.com/flashgate/flashgate/origin/internal/payment/stripepay"
 	"github.com/flashgate/flashgate/origin/internal/sales"
 	"github.com/flashgate/flashgate/origin/internal/workers"
 	"github.com/flashgate/flashgate/tokens"
@@ -87,7 +89,9 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(devModeGauge(cfg.Dev), a.readyGauge())
 	a.buildStores(reg)
-	a.buildWorkers(reg)
+	if err := a.buildWorkers(reg); err != nil {
+		return nil, err
+	}
 	a.buildAPI(reg, keys, users, edges)
 	a.waitFor(a.startSteps()[0].name)
 	return a, nil
@@ -139,9 +143,9 @@ func (a *App) buildStores(reg *prometheus.Registry) {
 		log.With("component", "sales"), reg)
 }
 
-// buildWorkers builds the order writer, the sweeper and, with a gateway,
-// the orders service.
-func (a *App) buildWorkers(reg *prometheus.Registry) {
+// buildWorkers builds the order writer, the sweeper and, with a payment
+// provider configured, the orders service.
+func (a *App) buildWorkers(reg *prometheus.Registry) error {
 	cfg, log := a.cfg, a.log
 	a.Writer = workers.NewWriter(a.Checkout, a.Ledger, a.Catalog, workers.WriterOptions{
 		Consumer: cfg.Instance, BatchSize: cfg.WriterBatch, ClaimIdle: cfg.WriterClaimIdle,
@@ -149,17 +153,44 @@ func (a *App) buildWorkers(reg *prometheus.Registry) {
 	a.Sweeper = workers.NewSweeper(a.Checkout, a.Catalog, workers.SweeperOptions{Interval: cfg.SweepInterval},
 		log.With("component", "sweeper"), reg)
 	if !cfg.PaymentsOn() {
-		log.Warn("no payment gateway configured (FLASHGATE_GATEWAY_API_KEY): orders and payments are off")
-		return
+		log.Warn("no payment provider configured (docs/PAYMENTS.md): orders and payments are off", "provider", cfg.PaymentProvider)
+		return nil
 	}
-	a.Orders = orders.New(a.Checkout, a.Ledger, a.Catalog, a.Sales,
-		payment.NewClient(cfg.GatewayURL, cfg.GatewayAPIKey, payment.ClientOptions{
-			Registerer: reg, WebhookSecrets: secrets(cfg.WebhookSecrets),
-		}),
+	provider, err := paymentProvider(cfg, reg)
+	if err != nil {
+		return err
+	}
+	log.Info("payments on", "provider", cfg.PaymentProvider)
+	a.Orders = orders.New(a.Checkout, a.Ledger, a.Catalog, a.Sales, provider,
 		orders.Options{
 			Grace: cfg.PaymentGrace, ReturnURL: cfg.PaymentReturnURL,
 			ReconcileEvery: cfg.ReconcileInterval, IntentWait: cfg.OrderIntentWait,
 		}, log.With("component", "orders"), reg)
+	return nil
+}
+
+// paymentProvider is the provider cfg chooses, with its own secrets.
+func paymentProvider(cfg Config, reg prometheus.Registerer) (payment.Provider, error) {
+	switch cfg.PaymentProvider {
+	case ProviderStripe:
+		return stripepay.New(stripepay.Config{
+			SecretKey: cfg.StripeSecretKey, WebhookSecrets: secretList(cfg.StripeWebhookSecrets),
+			BaseURL: cfg.StripeAPIURL, Registerer: reg,
+		})
+	case ProviderRazorpay:
+		rc := razorpay.Config{
+			KeyID: cfg.RazorpayKeyID, KeySecret: cfg.RazorpayKeySecret, WebhookSecrets: secrets(cfg.RazorpayWebhookSecrets),
+			BaseURL: cfg.RazorpayAPIURL, Registerer: reg,
+		}
+		if err := rc.Validate(); err != nil {
+			return nil, err
+		}
+		return razorpay.New(rc), nil
+	default:
+		return payment.NewClient(cfg.GatewayURL, cfg.GatewayAPIKey, payment.ClientOptions{
+			Registerer: reg, WebhookSecrets: secrets(cfg.WebhookSecrets),
+		}), nil
+	}
 }
 
 // buildAPI builds the handlers of both listeners; edges checks the line
@@ -180,9 +211,18 @@ func (a *App) buildAPI(reg *prometheus.Registry, keys *tokens.KeySet, users *tok
 // secrets splits a comma-separated list of webhook secrets.
 func secrets(list string) [][]byte {
 	var out [][]byte
+	for _, s := range secretList(list) {
+		out = append(out, []byte(s))
+	}
+	return out
+}
+
+// secretList splits a comma-separated list of secrets, dropping blanks.
+func secretList(list string) []string {
+	var out []string
 	for _, s := range strings.Split(list, ",") {
 		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, []byte(s))
+			out = append(out, s)
 		}
 	}
 	return out

@@ -108,13 +108,30 @@ type Config struct {
 	// headers added, so keep it above the edge's own limit.
 	MaxRequestHeadBytes int
 
-	// Payments: orders and the webhook are on when GatewayAPIKey is set.
-	GatewayURL        string        // base URL of the payment gateway's API
-	GatewayAPIKey     string        // the merchant's API key there
-	WebhookSecrets    string        // webhook signature secrets, comma-separated (rotation)
-	PaymentGrace      time.Duration // extra hold time once a payment starts, given once; 0 = none
-	PaymentReturnURL  string        // where the gateway's page sends the shopper back; "" = nowhere
-	ReconcileInterval time.Duration // how often gateway records are compared with orders; 0 = never here (another origin does)
+	// Payments: orders and the webhook are on when the chosen provider's
+	// API key is set (PaymentsOn). PaymentProvider is "sandbox" (the
+	// sandbox gateway's own API; the default), "stripe" or "razorpay".
+	PaymentProvider string
+	GatewayURL      string // the sandbox gateway: base URL of its API
+	GatewayAPIKey   string // the merchant's API key there
+	WebhookSecrets  string // its webhook signature secrets, comma-separated (rotation)
+	// Stripe: the secret API key (sk_test_... or sk_live_...), the webhook
+	// endpoint's signing secrets (whsec_..., comma-separated: rotation),
+	// and its API's base URL ("" means Stripe's own; a stand-in's, such as
+	// stripe-mock or the sandbox gateway playing Stripe, otherwise).
+	StripeSecretKey      string
+	StripeWebhookSecrets string
+	StripeAPIURL         string
+	// Razorpay: the key id and secret (rzp_test_... / rzp_live_...), the
+	// webhook secret(s) set in its dashboard (comma-separated: rotation),
+	// and its API's base URL ("" means Razorpay's own).
+	RazorpayKeyID          string
+	RazorpayKeySecret      string
+	RazorpayWebhookSecrets string
+	RazorpayAPIURL         string
+	PaymentGrace           time.Duration // extra hold time once a payment starts, given once; 0 = none
+	PaymentReturnURL       string        // where the gateway's page sends the shopper back; "" = nowhere
+	ReconcileInterval      time.Duration // how often gateway records are compared with orders; 0 = never here (another origin does)
 	// OrderIntentWait is how long POST /v1/orders waits for the gateway's
 	// payment intent before answering without it (the page reads the
 	// order until its payment link is there).
@@ -153,8 +170,57 @@ func namesHost(addr string) bool {
 	return err != nil || !ip.IsUnspecified()
 }
 
-// PaymentsOn reports whether a payment gateway is configured.
-func (c Config) PaymentsOn() bool { return c.GatewayAPIKey != "" }
+// Payment providers (Config.PaymentProvider).
+const (
+	ProviderSandbox  = "sandbox"
+	ProviderStripe   = "stripe"
+	ProviderRazorpay = "razorpay"
+)
+
+// PaymentsOn reports whether the chosen payment provider is configured:
+// its API key is set.
+func (c Config) PaymentsOn() bool {
+	switch c.PaymentProvider {
+	case ProviderStripe:
+		return c.StripeSecretKey != ""
+	case ProviderRazorpay:
+		return c.RazorpayKeyID != "" || c.RazorpayKeySecret != ""
+	default:
+		return c.GatewayAPIKey != ""
+	}
+}
+
+// validatePayments reports what is wrong with the chosen provider's
+// settings, when payments are on.
+func (c Config) validatePayments() error {
+	switch c.PaymentProvider {
+	case ProviderSandbox:
+		switch {
+		case !c.PaymentsOn():
+		case c.GatewayURL == "":
+			return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_URL is required")
+		case !goodSecrets(c.WebhookSecrets):
+			return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_WEBHOOK_SECRET must name one or more secrets of at least 16 characters, comma-separated")
+		}
+	case ProviderStripe:
+		switch {
+		case !c.PaymentsOn():
+		case !goodSecrets(c.StripeWebhookSecrets):
+			return errors.New("config: with Stripe, FLASHGATE_STRIPE_WEBHOOK_SECRET must name the webhook endpoint's signing secret (whsec_...), or several, comma-separated")
+		}
+	case ProviderRazorpay:
+		switch {
+		case !c.PaymentsOn():
+		case c.RazorpayKeyID == "" || c.RazorpayKeySecret == "":
+			return errors.New("config: with Razorpay, set both FLASHGATE_RAZORPAY_KEY_ID and FLASHGATE_RAZORPAY_KEY_SECRET")
+		case !goodSecrets(c.RazorpayWebhookSecrets):
+			return errors.New("config: with Razorpay, FLASHGATE_RAZORPAY_WEBHOOK_SECRET must name the webhook secret set in its dashboard (at least 16 characters), or several, comma-separated")
+		}
+	default:
+		return fmt.Errorf("config: FLASHGATE_PAYMENT_PROVIDER %q: want sandbox, stripe or razorpay", c.PaymentProvider)
+	}
+	return nil
+}
 
 // DefaultConfig returns the defaults every flag starts from.
 func DefaultConfig() Config {
@@ -184,6 +250,7 @@ func DefaultConfig() Config {
 		ReadTimeout:         5 * time.Second,
 		MaxRequestHeadBytes: 32 << 10, // the edge's 16 KiB, twice: room for what the edge adds
 
+		PaymentProvider:   ProviderSandbox,
 		GatewayURL:        "http://127.0.0.1:9300",
 		PaymentGrace:      2 * time.Minute,
 		ReconcileInterval: 30 * time.Second,
@@ -217,10 +284,6 @@ func (c Config) Validate() error {
 		return errors.New("config: the holds per account (FLASHGATE_MAX_HOLDS_PER_ACCOUNT) must not be negative; 0 means no cap")
 	case c.WriterBatch < 1 || c.ReservePipelines < 1 || c.ReserveMaxBatch < 1 || c.PostgresMaxConns < 1:
 		return errors.New("config: writer batch, reserve pipelines, reserve batch and Postgres connections must be positive")
-	case c.PaymentsOn() && c.GatewayURL == "":
-		return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_URL is required")
-	case c.PaymentsOn() && !goodSecrets(c.WebhookSecrets):
-		return errors.New("config: with a gateway API key, FLASHGATE_GATEWAY_WEBHOOK_SECRET must name one or more secrets of at least 16 characters, comma-separated")
 	case c.PaymentsOn() && (c.PaymentGrace < 0 || c.ReconcileInterval < 0):
 		return errors.New("config: the payment grace and the reconcile interval must not be negative")
 	case c.PaymentsOn() && c.OrderIntentWait <= 0:
@@ -229,6 +292,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: durations must be positive")
 	case c.MaxRequestHeadBytes < minRequestHeadBytes:
 		return fmt.Errorf("config: the request head limit must be at least %d bytes", minRequestHeadBytes)
+	}
+	if err := c.validatePayments(); err != nil {
+		return err
 	}
 	if err := secretcheck.Strong(c.AdminToken); err != nil {
 		return fmt.Errorf("config: the admin token (FLASHGATE_ORIGIN_ADMIN_TOKEN, -admin-token) is too weak: %w; %s", err, secretcheck.HowToMake)
