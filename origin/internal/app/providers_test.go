@@ -1,15 +1,23 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stripe/stripe-go/v82/webhook"
 
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/internal/payment/razorpay"
+	"github.com/flashgate/flashgate/origin/internal/payment/stripepay/stripemock"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -78,4 +86,88 @@ func TestWebhooksOfEachProvider(t *testing.T) {
 			t.Errorf("signed with another secret = %d, want 401", status)
 		}
 	})
+}
+
+// callCounter is a reverse proxy in front of a provider's API that counts
+// the calls by method and path.
+type callCounter struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func countCalls(t *testing.T, target string) (*callCounter, string) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &callCounter{calls: map[string]int{}}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		c.calls[r.Method+" "+r.URL.Path]++
+		c.mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return c, srv.URL
+}
+
+func (c *callCounter) count(call string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[call]
+}
+
+// TestReconcilerClosesAPageOutlivingItsHold: a Stripe Checkout Session
+// lives 30 minutes at least, longer than a hold. Once the hold (and its
+// grace) has ended with nothing paid, the reconciler expires the session —
+// at stripe-mock, which checks the call against Stripe's API description —
+// once, however many runs follow, and the order is cancelled with its unit
+// back in line.
+func TestReconcilerClosesAPageOutlivingItsHold(t *testing.T) {
+	t.Parallel()
+	const key = "sk_test_flashgate"
+	env := origintest.NewEnv(t)
+	calls, api := countCalls(t, stripemock.Start(t, key))
+	o := origintest.StartOrigin(t, env, func(c *app.Config) {
+		c.PaymentProvider, c.StripeSecretKey, c.StripeAPIURL = app.ProviderStripe, key, api
+		c.StripeWebhookSecrets = "whsec_test_0123456789abcdefghij"
+		c.PaymentGrace, c.ReconcileInterval, c.OrderIntentWait = time.Second, 300*time.Millisecond, 10*time.Second
+	})
+	sale := "close-" + testenv.RandomHex(3)
+	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 2))
+	s := hold(t, o, sale, "ivy")
+	ord := mustOrder(t, o, s)
+	expire := "POST /v1/checkout/sessions/" + ord.Payment.IntentID + "/expire"
+	if n := calls.count(expire); n != 0 {
+		t.Fatalf("the session was expired %d times while its hold lived", n)
+	}
+	o.WaitOrder(t, s.userToken, ord.OrderID, "cancelled", 20*time.Second)
+	settled(t, o, sale, origintest.Counts{Available: 1})
+	closed := func() bool {
+		var at *time.Time
+		if err := env.DB.QueryRow(context.Background(), `SELECT page_closed_at FROM orders WHERE order_id = $1`, ord.OrderID).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at != nil
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !closed() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the order's page was not recorded closed within 20 s (%s called %d times)", expire, calls.count(expire))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Three more reconciler runs (each lists the sessions) close nothing more.
+	listings := calls.count("GET /v1/checkout/sessions")
+	for calls.count("GET /v1/checkout/sessions") < listings+3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the reconciler stopped running")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := calls.count(expire); n != 1 {
+		t.Errorf("%s called %d times, want once", expire, n)
+	}
 }

@@ -420,6 +420,26 @@ func (s *Store) OrdersOwingRefunds(ctx context.Context, limit int) ([]Order, err
 		ORDER BY updated_at LIMIT $1`, limit)
 }
 
+// OrdersPastHold reads up to limit orders whose hold ended before now
+// while a provider's payment page of theirs may still be open — waiting for
+// their payment, or cancelled by the hold's end — and not yet closed
+// (MarkPageClosed), the longest ended first.
+func (s *Store) OrdersPastHold(ctx context.Context, now time.Time, limit int) ([]Order, error) {
+	return s.orders(ctx, `SELECT `+orderColumns+` FROM orders
+		WHERE intent_id IS NOT NULL AND page_closed_at IS NULL AND status IN ('pending_payment', 'cancelled')
+			AND hold_until < $1
+		ORDER BY hold_until LIMIT $2`, now, limit)
+}
+
+// MarkPageClosed records that the order's payment page is closed: nobody
+// can pay on it any more (or a payment on it came first).
+func (s *Store) MarkPageClosed(ctx context.Context, orderID string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE orders SET page_closed_at = now() WHERE order_id = $1 AND page_closed_at IS NULL`, orderID); err != nil {
+		return fmt.Errorf("mark the payment page of order %s closed: %w", orderID, err)
+	}
+	return nil
+}
+
 // OrdersByID reads the orders with the given ids that exist, by id.
 func (s *Store) OrdersByID(ctx context.Context, ids []string) (map[string]Order, error) {
 	list, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE order_id = ANY($1)`, ids)

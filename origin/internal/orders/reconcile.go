@@ -76,7 +76,51 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 			s.repair(&rep, "refund_issued", o.ID)
 		}
 	}
+	// Payment pages still open after their hold ended.
+	if closer, ok := s.gateway.(payment.PageCloser); ok {
+		if err := s.closePages(ctx, &rep, closer, listedAt); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return rep, errors.Join(errs...)
+}
+
+// closePages closes the provider's payment page of each order whose hold
+// ended while the page was open — the order waiting for its payment, or
+// cancelled by the hold's end — so that a provider whose pages outlive
+// holds (PageCloser) does not take the shopper's money only to refund it.
+// An order still waiting is then settled as a failed payment (its unit is
+// back in line already, or goes back now); the page's own event (expired,
+// cancelled) later finds it settled. A page paid on first is left to its
+// events: a late payment, refunded. Each page is closed once.
+func (s *Service) closePages(ctx context.Context, rep *Report, closer payment.PageCloser, now time.Time) error {
+	past, err := s.ledger.OrdersPastHold(ctx, now, 1000)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, o := range past {
+		err := closer.ClosePage(ctx, o.IntentID)
+		switch {
+		case errors.Is(err, payment.ErrPaymentStarted):
+		case err != nil:
+			errs = append(errs, fmt.Errorf("close the payment page of order %s: %w", o.ID, err))
+			continue
+		case o.Status == ledger.OrderPendingPayment:
+			after, err := s.settle(ctx, o.ID, "", "", func(_ *settling, o ledger.Order) (ledger.Order, error) { return s.failed(ctx, o) })
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if after.Status != o.Status {
+				s.repair(rep, "page_closed", o.ID)
+			}
+		}
+		if err := s.ledger.MarkPageClosed(ctx, o.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (s *Service) reconcileIntent(ctx context.Context, rep *Report, o ledger.Order, in payment.Intent, changedSinceListing bool) error {

@@ -2,6 +2,7 @@ package payment
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -36,6 +37,24 @@ type Provider interface {
 }
 
 var _ Provider = (*Client)(nil)
+
+// PageCloser is a Provider whose hosted payment page can be closed before
+// it expires by itself: Stripe's Checkout Sessions live 30 minutes at
+// least and Razorpay's links 15, longer than a hold. The reconciler closes
+// the page of an order whose hold has ended, so that a shopper is not
+// taken money that would only be refunded.
+type PageCloser interface {
+	// ClosePage closes the intent's page. nil means it is closed and
+	// nothing was paid on it: the intent has failed. An error wrapping
+	// ErrPaymentStarted means the shopper paid, or began a payment that may
+	// still succeed, first: its own events settle it. Any other error is
+	// worth another try.
+	ClosePage(ctx context.Context, intentID string) error
+}
+
+// ErrPaymentStarted: a page could not be closed, because a payment on it
+// came first.
+var ErrPaymentStarted = errors.New("payment: a payment on the page came first")
 
 // SignatureHeader is the header the sandbox gateway signs its webhooks in.
 const SignatureHeader = "Payment-Signature"

@@ -210,3 +210,26 @@ func onlyLink(ls []link, match func(link) bool) (link, bool, error) {
 	}
 	return link{}, false, fmt.Errorf("razorpay: payment links %s match one look-up", strings.Join(ids, ", "))
 }
+
+// ClosePage is payment.PageCloser's: it cancels the link. A link Razorpay
+// refuses to cancel is looked at: one already expired or cancelled is
+// closed (nil); one paid, or partly paid, wraps payment.ErrPaymentStarted.
+func (p *Provider) ClosePage(ctx context.Context, linkID string) error {
+	_, err := p.Cancel(ctx, linkID)
+	if err == nil || !payment.IsRefusal(err) {
+		return err
+	}
+	l, gerr := p.link(ctx, linkID)
+	if gerr != nil {
+		return err
+	}
+	switch l.Status {
+	case linkExpired, linkCancelled:
+		return nil
+	case linkPaid, linkPartiallyPaid:
+		return fmt.Errorf("%w: payment link %s is %s", payment.ErrPaymentStarted, linkID, l.Status)
+	}
+	return err
+}
+
+var _ payment.PageCloser = (*Provider)(nil)

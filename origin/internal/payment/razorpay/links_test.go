@@ -3,6 +3,7 @@ package razorpay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"strings"
 	"sync"
@@ -261,6 +262,29 @@ func TestCancel(t *testing.T) {
 	f.pay(paid.ID, "upi", "a@okbank")
 	if _, err := p.Cancel(ctx, paid.ID); !payment.IsRefusal(err) {
 		t.Errorf("Cancel(paid) = %v, want a refusal", err)
+	}
+}
+
+// ClosePage closes an open link, takes one cancelled already as closed,
+// and says a paid link's payment came first.
+func TestClosePage(t *testing.T) {
+	ctx := context.Background()
+	f := newFake(t)
+	p := f.provider()
+	open, err := p.CreateIntent(ctx, newIntent(testOrder, 100), "k-0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ClosePage(ctx, open.ID); err != nil {
+		t.Fatalf("ClosePage(open) = %v, want nil", err)
+	}
+	if err := p.ClosePage(ctx, open.ID); err != nil {
+		t.Errorf("ClosePage(cancelled already) = %v, want nil", err)
+	}
+	paid, _ := p.CreateIntent(ctx, newIntent("o_paid", 100), "k-0123456789")
+	f.pay(paid.ID, "upi", "a@okbank")
+	if err := p.ClosePage(ctx, paid.ID); !errors.Is(err, payment.ErrPaymentStarted) {
+		t.Errorf("ClosePage(paid) = %v, want payment.ErrPaymentStarted", err)
 	}
 }
 

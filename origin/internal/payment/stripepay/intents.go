@@ -3,6 +3,7 @@ package stripepay
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -404,3 +405,16 @@ func unix(sec int64) time.Time {
 	}
 	return time.Unix(sec, 0).UTC()
 }
+
+// ClosePage is payment.PageCloser's: it expires the Checkout Session. A
+// session completed first (paid, or a delayed payment under way) wraps
+// payment.ErrPaymentStarted as well as ErrSessionComplete.
+func (p *Provider) ClosePage(ctx context.Context, intentID string) error {
+	err := p.Expire(ctx, intentID)
+	if errors.Is(err, ErrSessionComplete) {
+		return fmt.Errorf("%w: %w", payment.ErrPaymentStarted, err)
+	}
+	return err
+}
+
+var _ payment.PageCloser = (*Provider)(nil)

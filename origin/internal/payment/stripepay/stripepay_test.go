@@ -372,7 +372,13 @@ func TestExpireFinished(t *testing.T) {
 			if c.get != nil {
 				answers["GET /v1/checkout/sessions/cs_test_1"] = c.get
 			}
-			err := stripeFake(t, answers).Expire(context.Background(), "cs_test_1")
+			p := stripeFake(t, answers)
+			err := p.Expire(context.Background(), "cs_test_1")
+			// ClosePage says the same in the order flow's terms.
+			if closeErr := p.ClosePage(context.Background(), "cs_test_1"); (closeErr == nil) != (err == nil) ||
+				errors.Is(closeErr, payment.ErrPaymentStarted) != c.isComplete {
+				t.Errorf("ClosePage = %v, want nil %v, payment.ErrPaymentStarted %v", closeErr, err == nil, c.isComplete)
+			}
 			switch {
 			case c.wantNil && err != nil:
 				t.Errorf("Expire = %v, want nil", err)
