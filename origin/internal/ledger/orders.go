@@ -420,15 +420,15 @@ func (s *Store) OrdersOwingRefunds(ctx context.Context, limit int) ([]Order, err
 		ORDER BY updated_at LIMIT $1`, limit)
 }
 
-// OrdersPastHold reads up to limit orders whose hold ended before now
-// while a provider's payment page of theirs may still be open — waiting for
-// their payment, or cancelled by the hold's end — and not yet closed
-// (MarkPageClosed), the longest ended first.
-func (s *Store) OrdersPastHold(ctx context.Context, now time.Time, limit int) ([]Order, error) {
+// OrdersPastHold reads up to limit orders whose hold ended between since
+// and before while a provider's payment page of theirs may still be open —
+// waiting for their payment, or cancelled by the hold's end — and not yet
+// closed (MarkPageClosed), the latest ended first.
+func (s *Store) OrdersPastHold(ctx context.Context, since, before time.Time, limit int) ([]Order, error) {
 	return s.orders(ctx, `SELECT `+orderColumns+` FROM orders
 		WHERE intent_id IS NOT NULL AND page_closed_at IS NULL AND status IN ('pending_payment', 'cancelled')
-			AND hold_until < $1
-		ORDER BY hold_until LIMIT $2`, now, limit)
+			AND hold_until < $1 AND hold_until >= $2
+		ORDER BY hold_until DESC LIMIT $3`, before, since, limit)
 }
 
 // MarkPageClosed records that the order's payment page is closed: nobody

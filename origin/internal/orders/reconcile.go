@@ -27,35 +27,9 @@ type Report struct {
 func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	rep := Report{Repaired: map[string]int{}, Alerts: map[string]int{}}
 	listedAt := s.opts.Clock()
-	intents, err := s.gateway.Intents(ctx, listedAt.Add(-s.opts.ReconcileWindow))
-	if err != nil {
-		return rep, err
-	}
-	rep.Intents = len(intents)
-	ids := make([]string, 0, len(intents))
-	for _, in := range intents {
-		if in.OrderID() != "" {
-			ids = append(ids, in.OrderID())
-		}
-	}
-	orders, err := s.ledger.OrdersByID(ctx, ids)
-	if err != nil {
-		return rep, err
-	}
 	var errs []error
-	for _, in := range intents {
-		o, ok := orders[in.OrderID()]
-		if !ok {
-			s.alert(&rep, "unknown_order", "gateway intent names no order of ours", "intent", in.ID, "order", in.OrderID())
-			continue
-		}
-		// An order changed since the listing is compared with a stale
-		// record: its differences may be none. Next run.
-		settledSince := !o.UpdatedAt.Before(listedAt.Add(-time.Second))
-		if err := s.reconcileIntent(ctx, &rep, o, in, settledSince); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	// Owed refunds and open pages first: they need no listing, so a slow or
+	// failing one (the provider down, a long window) does not hold them up.
 	// Refunds owed on orders outside the window, or whose issue failed.
 	owed, err := s.ledger.OrdersOwingRefunds(ctx, 1000)
 	if err != nil {
@@ -82,19 +56,66 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 			errs = append(errs, err)
 		}
 	}
+	if err := s.compareIntents(ctx, &rep, listedAt); err != nil {
+		errs = append(errs, err)
+	}
 	return rep, errors.Join(errs...)
 }
 
+// compareIntents compares the provider's intents of the last
+// ReconcileWindow, listed at listedAt, with our orders, and repairs what it
+// can (reconcileIntent).
+func (s *Service) compareIntents(ctx context.Context, rep *Report, listedAt time.Time) error {
+	intents, err := s.gateway.Intents(ctx, listedAt.Add(-s.opts.ReconcileWindow))
+	if err != nil {
+		return err
+	}
+	rep.Intents = len(intents)
+	ids := make([]string, 0, len(intents))
+	for _, in := range intents {
+		if in.OrderID() != "" {
+			ids = append(ids, in.OrderID())
+		}
+	}
+	orders, err := s.ledger.OrdersByID(ctx, ids)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, in := range intents {
+		o, ok := orders[in.OrderID()]
+		if !ok {
+			s.alert(rep, "unknown_order", "gateway intent names no order of ours", "intent", in.ID, "order", in.OrderID())
+			continue
+		}
+		// An order changed since the listing is compared with a stale
+		// record: its differences may be none. Next run.
+		settledSince := !o.UpdatedAt.Before(listedAt.Add(-time.Second))
+		if err := s.reconcileIntent(ctx, rep, o, in, settledSince); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pageWindow is how long after its hold's end a provider's page may
+// still be open: a Stripe session expires 31 minutes after it, a Razorpay
+// link 16 minutes after it at most (their adapters). Older pages closed by
+// themselves, and are not asked about.
+const pageWindow = time.Hour
+
 // closePages closes the provider's payment page of each order whose hold
-// ended while the page was open — the order waiting for its payment, or
-// cancelled by the hold's end — so that a provider whose pages outlive
-// holds (PageCloser) does not take the shopper's money only to refund it.
-// An order still waiting is then settled as a failed payment (its unit is
-// back in line already, or goes back now); the page's own event (expired,
-// cancelled) later finds it settled. A page paid on first is left to its
-// events: a late payment, refunded. Each page is closed once.
+// ended in the last pageWindow while the page was open — the order waiting
+// for its payment, or cancelled by the hold's end — so that a provider
+// whose pages outlive holds (PageCloser) does not take the shopper's money
+// only to refund it. An order still waiting is then settled as a failed
+// payment (its unit is back in line already, or goes back now); the page's
+// own event (expired, cancelled) later finds it settled. A page paid on
+// first is left to its events: a late payment, refunded. A page the
+// provider refuses to close (unknown to it: an intent of another provider
+// or account) is alerted on. Each page is asked about once.
 func (s *Service) closePages(ctx context.Context, rep *Report, closer payment.PageCloser, now time.Time) error {
-	past, err := s.ledger.OrdersPastHold(ctx, now, 1000)
+	past, err := s.ledger.OrdersPastHold(ctx, now.Add(-pageWindow), now, 1000)
 	if err != nil {
 		return err
 	}
@@ -103,6 +124,8 @@ func (s *Service) closePages(ctx context.Context, rep *Report, closer payment.Pa
 		err := closer.ClosePage(ctx, o.IntentID)
 		switch {
 		case errors.Is(err, payment.ErrPaymentStarted):
+		case payment.IsRefusal(err):
+			s.alert(rep, "page_close_refused", "the provider refuses to close a payment page", "order", o.ID, "intent", o.IntentID, "err", err)
 		case err != nil:
 			errs = append(errs, fmt.Errorf("close the payment page of order %s: %w", o.ID, err))
 			continue
