@@ -50,6 +50,10 @@ func (p *Provider) intents(ctx context.Context, since time.Time) ([]payment.Inte
 			continue
 		}
 		in := l.intent()
+		// Money taken is a payment, whatever the link says since: a UPI
+		// payment may be confirmed after its link expired or was
+		// cancelled, and it must reach the order flow, which refunds it.
+		in.Status, in.AmountMinor = payment.IntentSucceeded, pe.Amount
 		in.Payer = pe.payer()
 		if pe.AmountRefunded > 0 {
 			rs, err := p.paymentRefunds(ctx, pe.ID)

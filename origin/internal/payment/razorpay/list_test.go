@@ -132,3 +132,22 @@ func TestIntentsPages(t *testing.T) {
 		t.Errorf("pages at skip %v, want [0 100 200]", skips)
 	}
 }
+
+// Money captured on a link Razorpay has cancelled since (a UPI payment
+// confirmed late) is listed as a payment, so the order flow refunds it.
+func TestIntentsListsMoneyOnAClosedLink(t *testing.T) {
+	ctx := context.Background()
+	f := newFake(t)
+	p := f.provider()
+	linkID, _ := paidLink(t, f, p, testOrder, 10000)
+	f.mu.Lock()
+	f.links[linkID]["status"] = linkCancelled
+	f.mu.Unlock()
+	ins, err := p.Intents(ctx, time.Time{})
+	if err != nil || len(ins) != 1 {
+		t.Fatalf("Intents = %+v, %v; want the one link", ins, err)
+	}
+	if in := ins[0]; in.ID != linkID || in.Status != payment.IntentSucceeded || in.AmountMinor != 10000 {
+		t.Errorf("Intents = %+v, want %s succeeded with 10000", in, linkID)
+	}
+}

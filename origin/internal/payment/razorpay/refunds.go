@@ -68,6 +68,13 @@ func (p *Provider) refund(ctx context.Context, linkID string, amountMinor int64,
 	left := paid.Amount
 	for _, r := range made {
 		if r.Receipt == receipt {
+			if r.Status == refundFailed {
+				// Razorpay answers the same failed refund for this key for
+				// ever: a refusal, for a person to look at (the order flow
+				// alerts refund_refused).
+				return payment.Refund{}, &payment.APIError{Status: http.StatusConflict, Code: "refund_failed",
+					Message: fmt.Sprintf("refund %s of payment %s failed at Razorpay", r.ID, paid.PaymentID)}
+			}
 			return r.refund(linkID), nil
 		}
 		if r.Status != refundFailed {

@@ -237,3 +237,20 @@ func TestRefundRaced(t *testing.T) {
 		t.Errorf("Razorpay made %d refunds, want 1", n)
 	}
 }
+
+// A refund Razorpay reports failed is not answered again as if it were
+// the refund: it is a refusal, which the order flow alerts on.
+func TestRefundFailedIsARefusal(t *testing.T) {
+	ctx := context.Background()
+	f := newFake(t)
+	p := f.provider()
+	linkID, _ := paidLink(t, f, p, testOrder, 10000)
+	f.setRefundStatus(refundFailed)
+	if _, err := p.Refund(ctx, linkID, 0, "order-o_1-refund"); err != nil {
+		t.Fatalf("Refund = %v", err)
+	}
+	_, err := p.Refund(ctx, linkID, 0, "order-o_1-refund")
+	if !payment.IsRefusal(err) {
+		t.Errorf("Refund of a key whose refund failed = %v, want a refusal", err)
+	}
+}

@@ -15,6 +15,10 @@ import (
 
 // Webhook headers: the body's signature, and the event's id, unique per
 // event (https://razorpay.com/docs/webhooks/validate-test).
+// PassThroughPrefix marks the type of an event the order flow does not act
+// on, which Webhook passes on under Razorpay's name ("razorpay:payment.failed").
+const PassThroughPrefix = "razorpay:"
+
 const (
 	SignatureHeader = "X-Razorpay-Signature"
 	EventIDHeader   = "X-Razorpay-Event-Id"
@@ -112,7 +116,9 @@ func (p *Provider) Webhook(ctx context.Context, header func(name string) string,
 	if env.Event == "" {
 		return payment.Event{}, fmt.Errorf("%w: no event name", payment.ErrBadEvent)
 	}
-	ev := payment.Event{ID: id, Type: env.Event, CreatedAt: unix(env.CreatedAt)}
+	// An event the flow does not act on keeps Razorpay's name, marked as
+	// Razorpay's so that it never reads as one of the flow's own.
+	ev := payment.Event{ID: id, Type: PassThroughPrefix + env.Event, CreatedAt: unix(env.CreatedAt)}
 	pl := env.Payload
 	switch env.Event {
 	case EventLinkPaid:

@@ -144,7 +144,7 @@ func TestWebhookRefundProcessed(t *testing.T) {
 	f3 := newFake(t)
 	f3.seed(nil, pay)
 	got, err = deliver(f3.provider(webhookSecret), body, webhookSecret, "evt_refund_3")
-	if err != nil || got.Type != EventRefundProcessed || got.Data.Intent.ID != "" {
+	if err != nil || got.Type != PassThroughPrefix+EventRefundProcessed || got.Data.Intent.ID != "" {
 		t.Errorf("Webhook(refund on no link) = %q %+v, %v; want its own type", got.Type, got.Data.Intent, err)
 	}
 
@@ -169,7 +169,7 @@ func TestWebhookOtherEvents(t *testing.T) {
 		"webhook_payment_captured_upi.json": "payment.captured",
 	} {
 		ev, err := deliver(p, readFixture(t, file), webhookSecret, "evt_"+want)
-		if err != nil || ev.Type != want || ev.ID != "evt_"+want || ev.Data.Intent.ID != "" {
+		if err != nil || ev.Type != PassThroughPrefix+want || ev.ID != "evt_"+want || ev.Data.Intent.ID != "" {
 			t.Errorf("%s: Webhook = %+v, %v; want type %q and no intent", file, ev, err, want)
 		}
 		switch ev.Type {

@@ -29,6 +29,10 @@ import (
 // there).
 const APIVersion = stripe.APIVersion
 
+// PassThroughPrefix marks the type of an event the order flow does not act
+// on, which Webhook passes on under Stripe's name ("stripe:plan.created").
+const PassThroughPrefix = "stripe:"
+
 // SignatureHeader is the header Stripe signs its webhooks in.
 const SignatureHeader = "Stripe-Signature"
 

@@ -78,7 +78,9 @@ func (p *Provider) Webhook(ctx context.Context, header func(name string) string,
 	case len(ev.ID) > 128:
 		return payment.Event{}, fmt.Errorf("%w: id longer than 128 bytes", payment.ErrBadEvent)
 	}
-	out := payment.Event{ID: ev.ID, Type: string(ev.Type), CreatedAt: unix(ev.Created)}
+	// An event the flow does not act on keeps Stripe's name, marked as
+	// Stripe's: payment_intent.succeeded is also a name of the flow's own.
+	out := payment.Event{ID: ev.ID, Type: PassThroughPrefix + string(ev.Type), CreatedAt: unix(ev.Created)}
 	var err error
 	switch ev.Type {
 	case stripe.EventTypeCheckoutSessionCompleted, stripe.EventTypeCheckoutSessionAsyncPaymentSucceeded,

@@ -92,14 +92,14 @@ func TestWebhookEvents(t *testing.T) {
 		{"checkout.session.completed.json", "evt_1completed", payment.EventPaymentSucceeded, paid, nil, []string{lookupPI}},
 		{"checkout.session.async_payment_succeeded.json", "evt_1asyncok", payment.EventPaymentSucceeded, paid, nil, []string{lookupPI}},
 		{"checkout.session.completed_old_api_version.json", "evt_1completedold", payment.EventPaymentSucceeded, paid, nil, []string{lookupPI}},
-		{"checkout.session.completed_unpaid.json", "evt_1completedunpaid", "checkout.session.completed", payment.Intent{}, nil, nil},
+		{"checkout.session.completed_unpaid.json", "evt_1completedunpaid", "stripe:checkout.session.completed", payment.Intent{}, nil, nil},
 		{"checkout.session.async_payment_failed.json", "evt_1asyncfailed", payment.EventPaymentFailed, asyncFailed, nil, nil},
 		{"checkout.session.expired.json", "evt_1expired", payment.EventPaymentFailed, expired, nil, nil},
 		{"refund.created.json", "evt_1refundcreated", payment.EventRefundSucceeded, refunded, &eventRefund, []string{lookupSession}},
 		{"refund.updated.json", "evt_1refundupdated", payment.EventRefundSucceeded, refunded, &eventRefund, []string{lookupSession}},
-		{"refund.created_pending.json", "evt_1refundpending", "refund.created", payment.Intent{}, nil, nil},
-		{"charge.refunded.json", "evt_1chargerefunded", "charge.refunded", payment.Intent{}, nil, nil},
-		{"plan.created.json", "evt_1Pgc76B7WZ01zgkWwyRHS12y", "plan.created", payment.Intent{}, nil, nil},
+		{"refund.created_pending.json", "evt_1refundpending", "stripe:refund.created", payment.Intent{}, nil, nil},
+		{"charge.refunded.json", "evt_1chargerefunded", "stripe:charge.refunded", payment.Intent{}, nil, nil},
+		{"plan.created.json", "evt_1Pgc76B7WZ01zgkWwyRHS12y", "stripe:plan.created", payment.Intent{}, nil, nil},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			body := fixture(t, c.file)
@@ -183,7 +183,7 @@ func TestWebhookSignature(t *testing.T) {
 			switch {
 			case c.want == nil && err != nil:
 				t.Fatalf("Webhook = %v, want an event", err)
-			case c.want == nil && (ev.ID != "evt_1Pgc76B7WZ01zgkWwyRHS12y" || ev.Type != "plan.created"):
+			case c.want == nil && (ev.ID != "evt_1Pgc76B7WZ01zgkWwyRHS12y" || ev.Type != "stripe:plan.created"):
 				t.Errorf("Webhook = %+v, want evt_1Pgc76B7WZ01zgkWwyRHS12y plan.created", ev)
 			case c.want != nil && !errors.Is(err, c.want):
 				t.Errorf("Webhook = %v, want %v", err, c.want)
