@@ -207,7 +207,9 @@ func (pe paymentEntity) payer() string {
 	if vpa == "" {
 		return ""
 	}
-	return "upi:" + vpa
+	// A VPA names one account whatever its case (Alice@okbank is
+	// alice@okbank): one payer, for the one-unit-per-payer rule.
+	return "upi:" + strings.ToLower(vpa)
 }
 
 // refund maps a refund of the link linkID: succeeded only once processed.

@@ -151,3 +151,12 @@ func TestIntentsListsMoneyOnAClosedLink(t *testing.T) {
 		t.Errorf("Intents = %+v, want %s succeeded with 10000", in, linkID)
 	}
 }
+
+// A VPA is one payer whatever its case.
+func TestPayerIgnoresTheVPAsCase(t *testing.T) {
+	for _, vpa := range []string{"Alice@OKBank", "alice@okbank"} {
+		if got := (paymentEntity{Method: "upi", VPA: vpa}).payer(); got != "upi:alice@okbank" {
+			t.Errorf("payer(%q) = %q, want upi:alice@okbank", vpa, got)
+		}
+	}
+}
