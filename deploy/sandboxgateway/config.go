@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,7 @@ func defaultConfig() config {
 		Addr:            "127.0.0.1:9300",
 		ShutdownTimeout: 10 * time.Second,
 		Gateway: gateway.Config{
+			Personality:     gateway.PersonalityFlashgate,
 			PublicURL:       "http://127.0.0.1:9300",
 			WebhookURL:      "http://127.0.0.1:8080/v1/payments/webhook",
 			DuplicateRate:   0.1,
@@ -51,6 +53,9 @@ func (c config) Validate() error {
 		return errors.New("-addr is required")
 	case c.ShutdownTimeout <= 0:
 		return errors.New("-shutdown-timeout must be positive")
+	case !slices.Contains(gateway.Personalities(), c.Gateway.Personality):
+		return fmt.Errorf("-personality ($FLASHGATE_GATEWAY_PERSONALITY) %q: want one of %s",
+			c.Gateway.Personality, strings.Join(gateway.Personalities(), ", "))
 	case c.Gateway.APIKey == "":
 		return errors.New("-api-key ($FLASHGATE_GATEWAY_API_KEY) is required")
 	case c.Gateway.ControlToken == "":
@@ -75,12 +80,15 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: sandboxgateway [flags]\n\n"+
-			"A sandbox UPI-style payment gateway for development and tests. Each flag may\n"+
-			"also be set by the environment variable named after it; the flag wins.\n\n")
+			"A sandbox payment gateway for development and tests, speaking its own\n"+
+			"protocol or a real provider's (-personality). Each flag may also be set by\n"+
+			"the environment variable named after it; the flag wins.\n\n")
 		fs.PrintDefaults()
 	}
 	env := envflag.New(fs)
 	env.String(&c.Addr, "addr", "FLASHGATE_GATEWAY_ADDR", "listen address")
+	env.String(&c.Gateway.Personality, "personality", "FLASHGATE_GATEWAY_PERSONALITY",
+		"the provider the gateway plays, its API and webhooks: "+strings.Join(gateway.Personalities(), ", "))
 	env.String(&c.Gateway.PublicURL, "public-url", "FLASHGATE_GATEWAY_PUBLIC_URL", "base URL shoppers reach the pay page at; pay_url is <public-url>/pay/<intent_id>#key=<pay key>")
 	env.String(&c.Gateway.WebhookURL, "webhook-url", "FLASHGATE_GATEWAY_WEBHOOK_URL", "where events are POSTed; empty: recorded, never sent")
 	env.Secret(&secrets, "webhook-secret", "FLASHGATE_GATEWAY_WEBHOOK_SECRET", "webhook signing secrets, comma-separated; each adds a v1= signature (required)")

@@ -1,8 +1,9 @@
-// Command sandboxgateway is a sandbox stand-in for an external UPI-style
-// payment gateway, for `make run`, tests and the crowd simulator: the origin
-// creates payment intents on it, shoppers pay or fail them on its hosted
-// page, and it reports back by signed, retried webhooks. Run it with -h for
-// its flags; package gateway documents the API.
+// Command sandboxgateway is a sandbox stand-in for an external payment
+// gateway, for `make run`, tests and the crowd simulator: the origin
+// creates payments on it, shoppers pay or fail them on its hosted page, and
+// it reports back by signed, retried webhooks — in its own protocol, or in
+// a real provider's (-personality stripe). Run it with -h for its flags;
+// package gateway documents the APIs.
 package main
 
 import (

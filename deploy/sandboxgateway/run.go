@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("gateway ready", "addr", ln.Addr().String(), "public_url", cfg.Gateway.PublicURL,
+	log.Info("gateway ready", "addr", ln.Addr().String(), "personality", cfg.Gateway.Personality, "public_url", cfg.Gateway.PublicURL,
 		"webhook_url", cfg.Gateway.WebhookURL, "webhook_secrets", len(cfg.Gateway.WebhookSecrets),
 		"latency", cfg.Gateway.Latency.String(), "failure_rate", cfg.Gateway.FailureRate,
 		"duplicate_rate", cfg.Gateway.DuplicateRate, "max_attempts", cfg.Gateway.MaxAttempts)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
 )
 
 // env returns a getenv over vars.
@@ -41,6 +43,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if g.Latency != 0 || g.FailureRate != 0 || g.DuplicateRate != 0.1 || g.MaxAttempts != 8 || g.RetryBase != 500*time.Millisecond {
 		t.Errorf("gateway config = %+v, want latency 0, failure 0, duplicate 0.1, 8 attempts, retry base 500ms", g)
 	}
+	if g.Personality != gateway.PersonalityFlashgate {
+		t.Errorf("personality = %q, want %q", g.Personality, gateway.PersonalityFlashgate)
+	}
 }
 
 func TestLoadConfig(t *testing.T) {
@@ -64,6 +69,7 @@ func TestLoadConfig(t *testing.T) {
 				"FLASHGATE_GATEWAY_DUPLICATE_RATE": "0",
 				"FLASHGATE_GATEWAY_MAX_ATTEMPTS":   "3",
 				"FLASHGATE_GATEWAY_RETRY_BASE":     "2s",
+				"FLASHGATE_GATEWAY_PERSONALITY":    "stripe",
 			},
 			check: func(t *testing.T, c config) {
 				g := c.Gateway
@@ -74,7 +80,8 @@ func TestLoadConfig(t *testing.T) {
 					t.Errorf("secrets, key, control token = %q, %q, %q, want [new old], sk_1, ctl_1_0123456789abcdef",
 						g.WebhookSecrets, g.APIKey, g.ControlToken)
 				}
-				if g.Latency != 150*time.Millisecond || g.FailureRate != 0.25 || g.DuplicateRate != 0 || g.MaxAttempts != 3 || g.RetryBase != 2*time.Second {
+				if g.Latency != 150*time.Millisecond || g.FailureRate != 0.25 || g.DuplicateRate != 0 || g.MaxAttempts != 3 || g.RetryBase != 2*time.Second ||
+					g.Personality != gateway.PersonalityStripe {
 					t.Errorf("gateway config = %+v", g)
 				}
 			},
@@ -138,6 +145,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"negative duplicate rate", required, []string{"-duplicate-rate", "-0.1"}, "DuplicateRate"},
 		{"relative webhook URL", required, []string{"-webhook-url", "/hooks"}, "WebhookURL"},
 		{"bad public URL", required, []string{"-public-url", "pay.example"}, "PublicURL"},
+		{"unknown personality", required, []string{"-personality", "paypal"}, "-personality"},
 		{"unknown flag", required, []string{"-nope"}, "nope"},
 		{"stray argument", required, []string{"extra"}, "extra"},
 	}

@@ -1,6 +1,7 @@
 package origintest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,12 +22,17 @@ import (
 
 // Payments is a sandbox payment gateway for origins under test: its API on
 // a loopback httptest server, its webhooks delivered to whichever origin
-// DeliverTo names, over that origin's in-memory listener.
+// DeliverTo names, over that origin's in-memory listener. It plays the
+// provider its Personality names (see Personality), and Configure sets the
+// origin up for that provider.
 type Payments struct {
 	Gateway *gateway.Gateway
 	URL     string // the gateway's base URL
-	APIKey  string
-	Secret  string // the webhook signing secret
+	// Personality is the provider the gateway plays
+	// (gateway.PersonalityFlashgate unless an override chose another).
+	Personality string
+	APIKey      string
+	Secret      string // the webhook signing secret
 	// ControlToken is the bearer the gateway's /sandbox/* routes take;
 	// the origin never holds it.
 	ControlToken string
@@ -40,12 +46,23 @@ type Payments struct {
 	// FailRefunds, while true, answers every refund call 503, as a
 	// gateway that is down would.
 	FailRefunds atomic.Bool
+	// FailPageCloses, while true, answers every call that closes a
+	// payment page (Stripe's POST /v1/checkout/sessions/{id}/expire) 503,
+	// so that a payment can come after the hold's end, before its page
+	// is closed, as when the close is slow to reach the provider.
+	FailPageCloses atomic.Bool
 	// SlowIntents, while positive, delays every intent creation by that
 	// many nanoseconds, as a gateway under load would.
 	SlowIntents atomic.Int64
 
 	mu     sync.Mutex // guards target
 	target *fasthttputil.InmemoryListener
+}
+
+// Personality is an override of StartPayments that has the gateway play
+// provider name (gateway.PersonalityStripe, say).
+func Personality(name string) func(*gateway.Config) {
+	return func(c *gateway.Config) { c.Personality = name }
 }
 
 // StartPayments starts a sandbox gateway (no injected failures, quick
@@ -80,12 +97,26 @@ func StartPayments(t testing.TB, overrides ...func(*gateway.Config)) *Payments {
 		t.Fatalf("gateway.New = %v", err)
 	}
 	p.Gateway = g
+	p.Personality = cmp.Or(cfg.Personality, gateway.PersonalityFlashgate)
+	down := `{"error":"unavailable","message":"down for the test"}`
+	if p.Personality == gateway.PersonalityStripe {
+		down = `{"error":{"type":"api_error","message":"down for the test"}}`
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p.FailRefunds.Load() && strings.HasSuffix(r.URL.Path, "/refunds") {
-			http.Error(w, `{"error":"unavailable","message":"down for the test"}`, http.StatusServiceUnavailable)
+		post := r.Method == http.MethodPost
+		if p.FailRefunds.Load() && post && strings.HasSuffix(r.URL.Path, "/refunds") { // either API's refunds
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(down))
 			return
 		}
-		if d := time.Duration(p.SlowIntents.Load()); d > 0 && r.Method == http.MethodPost && r.URL.Path == "/v1/intents" {
+		if p.FailPageCloses.Load() && post && strings.HasSuffix(r.URL.Path, "/expire") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(down))
+			return
+		}
+		if d := time.Duration(p.SlowIntents.Load()); d > 0 && post && (r.URL.Path == "/v1/intents" || r.URL.Path == "/v1/checkout/sessions") {
 			time.Sleep(d)
 		}
 		g.ServeHTTP(w, r)
@@ -103,15 +134,26 @@ func StartPayments(t testing.TB, overrides ...func(*gateway.Config)) *Payments {
 	return p
 }
 
-// Configure points an origin's Config at the gateway; pass it to StartOrigin.
+// Configure points an origin's Config at the gateway, as the provider it
+// plays (the sandbox's own protocol, or Stripe's with the gateway's API
+// key as the secret key); pass it to StartOrigin.
 // The reconciler runs every 300 ms and a hold's payment grace is 2 s; an
 // order request waits up to 10 s for its intent, so that a test's orders
 // come with their payment however busy the machine is (a test of slow
 // gateways sets OrderIntentWait after).
 func (p *Payments) Configure(cfg *app.Config) {
-	cfg.GatewayURL = p.URL
-	cfg.GatewayAPIKey = p.APIKey
-	cfg.WebhookSecrets = p.Secret
+	switch p.Personality {
+	case gateway.PersonalityStripe:
+		cfg.PaymentProvider = app.ProviderStripe
+		cfg.StripeAPIURL = p.URL
+		cfg.StripeSecretKey = p.APIKey
+		cfg.StripeWebhookSecrets = p.Secret
+	default:
+		cfg.PaymentProvider = app.ProviderSandbox
+		cfg.GatewayURL = p.URL
+		cfg.GatewayAPIKey = p.APIKey
+		cfg.WebhookSecrets = p.Secret
+	}
 	cfg.PaymentGrace = 2 * time.Second
 	cfg.ReconcileInterval = 300 * time.Millisecond
 	cfg.PaymentReturnURL = p.ReturnURL

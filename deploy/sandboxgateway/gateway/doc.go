@@ -1,9 +1,22 @@
-// Package gateway is a sandbox stand-in for an external UPI-style payment
-// gateway, for `make run`, tests and the crowd simulator. A Gateway is an
+// Package gateway is a sandbox stand-in for an external payment gateway,
+// for `make run`, tests and the crowd simulator. A Gateway is an
 // http.Handler with its state in memory, so tests can serve it with
 // httptest; the sandboxgateway command serves it on a port.
 //
-// Merchant API, every call with "Authorization: Bearer <APIKey>":
+// One core — intents and their refunds, payers, events and their signed,
+// retried, sometimes duplicated deliveries, the injected latency and
+// outages, the hosted pay page and the /sandbox/* endpoints below — wears
+// one of several personalities (Config.Personality): the merchant API
+// under /v1/ and the webhooks' shape and signature of one provider. A
+// personality keeps no state; it maps the core's objects onto its
+// provider's (see personality.go). PersonalityFlashgate, the default, is
+// the sandbox's own protocol, documented here; PersonalityStripe plays
+// Stripe's Checkout Sessions, Refunds and Events (see stripe.go). Intent
+// ids are the provider's (a Stripe session's cs_test_…), and the sandbox
+// endpoints take them whatever the personality.
+//
+// Merchant API of the flashgate personality, every call with
+// "Authorization: Bearer <APIKey>":
 //
 //	POST /v1/intents                {amount_minor, currency, metadata?, return_url?} + Idempotency-Key
 //	POST /v1/intents/{id}/refunds   {amount_minor?} + Idempotency-Key; no amount refunds the rest
@@ -47,8 +60,9 @@
 // and runs only the page's own inline style and script, by a nonce fresh
 // for every answer.
 //
-// Each state change records one event and POSTs it to the webhook URL as a
-// WebhookPayload, signed in the Payment-Signature header (see Sign), retried
+// Each state change records one event and POSTs it to the webhook URL (in
+// the flashgate personality as a WebhookPayload, signed in the
+// Payment-Signature header, see Sign; in another, as its provider does), retried
 // on any non-2xx answer or transport error with exponential backoff, and,
 // with probability DuplicateRate, delivered twice. Events about different
 // intents, or about one intent, may arrive in any order.

@@ -19,6 +19,9 @@ import (
 // Config configures a Gateway. The zero value of each optional field is
 // written next to it; New fills those defaults in.
 type Config struct {
+	// Personality is the provider the gateway plays: its merchant API
+	// and its webhooks (see Personalities). "": PersonalityFlashgate.
+	Personality string
 	// APIKey is the bearer token every /v1/* call must carry. Required.
 	APIKey string
 	// ControlToken is the bearer token every /sandbox/* call must carry;
@@ -87,6 +90,8 @@ const (
 // valid; they mean their default.
 func (c Config) Validate() error {
 	switch {
+	case personalities[c.personality()] == nil:
+		return fmt.Errorf("gateway: Personality %q: want one of %s", c.Personality, strings.Join(Personalities(), ", "))
 	case c.APIKey == "":
 		return errors.New("gateway: APIKey is required")
 	case c.ControlToken == "":
@@ -122,6 +127,14 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// personality is c.Personality or its default.
+func (c Config) personality() string {
+	if c.Personality == "" {
+		return PersonalityFlashgate
+	}
+	return c.Personality
+}
+
 // checkBaseURL accepts "" or an absolute http(s) URL.
 func checkBaseURL(s string) error {
 	if s == "" {
@@ -154,6 +167,7 @@ func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
+	c.Personality = c.personality()
 	c.WebhookSecrets = append([]string(nil), c.WebhookSecrets...)
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	return c
@@ -163,11 +177,12 @@ func (c Config) withDefaults() Config {
 // webhook deliveries. Create it with New, serve it as an http.Handler and
 // stop its deliveries with Close.
 type Gateway struct {
-	cfg    Config // with defaults; never changed after New
-	log    *slog.Logger
-	rnd    *lockedRand
-	client *http.Client
-	mux    *http.ServeMux
+	cfg     Config // with defaults; never changed after New
+	persona personality
+	log     *slog.Logger
+	rnd     *lockedRand
+	client  *http.Client
+	mux     *http.ServeMux
 
 	// ctx ends when Close starts: retries stop and in-flight deliveries
 	// are cancelled. wg counts delivery goroutines.
@@ -220,6 +235,7 @@ func New(cfg Config) (*Gateway, error) {
 		webhookURL: cfg.WebhookURL,
 		webhooksOn: true,
 	}
+	g.persona = personalities[cfg.Personality](g)
 	g.mux = g.routes()
 	return g, nil
 }

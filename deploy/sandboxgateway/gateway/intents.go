@@ -40,6 +40,22 @@ type Intent struct {
 	// UPI VPA such as "upi:alice@okbank", a card fingerprint); absent until
 	// the intent succeeds.
 	Payer string `json:"payer,omitempty"`
+
+	// The fields below are the personalities' (see Config.Personality);
+	// the flashgate protocol does not show them.
+
+	// ExpiresAt is when the provider's page would stop taking the payment,
+	// as the personality reports it; zero: not said. The core never
+	// expires an intent by itself.
+	ExpiresAt time.Time `json:"-"`
+	// SettledAt is when the intent succeeded or failed; zero while it
+	// requires payment.
+	SettledAt time.Time `json:"-"`
+	// Params are the personality's own parameters of the request that
+	// made the intent, verbatim, form-encoded with sorted keys (Stripe's
+	// form fields, say): the core compares them for idempotency and never
+	// reads them. "": none.
+	Params string `json:"-"`
 }
 
 // Refund gives back part or all of a succeeded intent's amount. Refunds
@@ -50,6 +66,9 @@ type Refund struct {
 	AmountMinor int64     `json:"amount_minor"`
 	Status      string    `json:"status"` // always "succeeded"
 	CreatedAt   time.Time `json:"created_at"`
+	// Params are the personality's own parameters of the request that
+	// made the refund, as Intent.Params.
+	Params string `json:"-"`
 }
 
 // Errors of the Go methods; the API answers them with the codes noted.
@@ -78,6 +97,9 @@ type createRequest struct {
 	Currency    string            `json:"currency"`
 	Metadata    map[string]string `json:"metadata"`
 	ReturnURL   string            `json:"return_url"`
+	// ExpiresAt and Params are set by personalities: see Intent.
+	ExpiresAt time.Time `json:"-"`
+	Params    string    `json:"-"`
 }
 
 // validate returns a message for the first invalid field, or "".
@@ -106,10 +128,12 @@ func (r createRequest) validate() string {
 }
 
 // same reports whether r and o ask for the same intent; a missing and an
-// empty metadata are the same.
+// empty metadata are the same. ExpiresAt is not compared: a personality
+// derives it from its Params (or from the time of the first request).
 func (r createRequest) same(o createRequest) bool {
 	return r.AmountMinor == o.AmountMinor && r.Currency == o.Currency &&
-		r.ReturnURL == o.ReturnURL && maps.Equal(r.Metadata, o.Metadata)
+		r.ReturnURL == o.ReturnURL && maps.Equal(r.Metadata, o.Metadata) &&
+		r.Params == o.Params
 }
 
 // createRecord remembers what an intent-creation idempotency key did.
@@ -123,6 +147,7 @@ type createRecord struct {
 type refundRecord struct {
 	intentID  string
 	requested *int64 // the amount_minor asked for; nil: the rest
+	params    string
 	refund    Refund
 }
 
@@ -139,7 +164,7 @@ func (g *Gateway) createIntent(key string, req createRequest) (in Intent, create
 		return g.intents[rec.intentID].clone(), false, nil
 	}
 	now := g.now()
-	id := newID("pi_")
+	id := newID(g.persona.intentPrefix())
 	payKey := newPayKey()
 	p := &Intent{
 		ID:          id,
@@ -151,6 +176,8 @@ func (g *Gateway) createIntent(key string, req createRequest) (in Intent, create
 		ReturnURL:   req.ReturnURL,
 		CreatedAt:   now,
 		UpdatedAt:   now,
+		ExpiresAt:   req.ExpiresAt,
+		Params:      req.Params,
 	}
 	if p.Metadata == nil {
 		p.Metadata = map[string]string{}
@@ -222,13 +249,18 @@ func (g *Gateway) PayAs(id, payer string) (Intent, error) {
 	if payer == "" {
 		payer = DefaultPayer(id)
 	}
-	return g.settle(id, StatusSucceeded, payer)
+	return g.settle(id, StatusSucceeded, payer, true)
 }
 
 // Fail marks a requires_payment intent failed and sends
 // payment_intent.failed. Failing a failed intent again changes nothing and
 // sends nothing; a succeeded intent gives ErrIntentSucceeded.
-func (g *Gateway) Fail(id string) (Intent, error) { return g.settle(id, StatusFailed, "") }
+func (g *Gateway) Fail(id string) (Intent, error) { return g.settle(id, StatusFailed, "", true) }
+
+// expire is Fail for an intent that still requires payment only: a failed
+// one gives ErrIntentFailed, as a provider that expires only open
+// payments answers.
+func (g *Gateway) expire(id string) (Intent, error) { return g.settle(id, StatusFailed, "", false) }
 
 // DefaultPayer is the payer of an intent paid without one: unique to the
 // intent, so callers that name no payer (scripts, the crowd simulator)
@@ -253,8 +285,9 @@ func ValidPayer(payer string) bool {
 }
 
 // settle moves intent id to its final status to, paid by payer when to is
-// StatusSucceeded.
-func (g *Gateway) settle(id string, to Status, payer string) (Intent, error) {
+// StatusSucceeded; again lets an intent already in status to stay there
+// without error (else ErrIntentFailed or ErrIntentSucceeded, its status).
+func (g *Gateway) settle(id string, to Status, payer string, again bool) (Intent, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p, ok := g.intents[id]
@@ -262,11 +295,11 @@ func (g *Gateway) settle(id string, to Status, payer string) (Intent, error) {
 		return Intent{}, ErrUnknownIntent
 	}
 	switch {
-	case p.Status == to:
+	case p.Status == to && again:
 		return p.clone(), nil
-	case p.Status != StatusRequiresPayment && to == StatusSucceeded:
+	case p.Status == StatusFailed:
 		return Intent{}, ErrIntentFailed
-	case p.Status != StatusRequiresPayment:
+	case p.Status == StatusSucceeded:
 		return Intent{}, ErrIntentSucceeded
 	}
 	p.Status = to
@@ -274,6 +307,7 @@ func (g *Gateway) settle(id string, to Status, payer string) (Intent, error) {
 		p.Payer = payer
 	}
 	p.UpdatedAt = g.now()
+	p.SettledAt = p.UpdatedAt
 	in := p.clone()
 	typ := EventPaymentSucceeded
 	if to == StatusFailed {
@@ -286,8 +320,9 @@ func (g *Gateway) settle(id string, to Status, payer string) (Intent, error) {
 
 // refund refunds amount (nil: whatever is left unrefunded) of a succeeded
 // intent and sends refund.succeeded, or, when key was already used for the
-// same request, returns that refund with created false.
-func (g *Gateway) refund(intentID, key string, amount *int64) (re Refund, created bool, err error) {
+// same request (same intent, amount and params), returns that refund with
+// created false. params are the personality's, kept on the refund.
+func (g *Gateway) refund(intentID, key string, amount *int64, params string) (re Refund, created bool, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p, ok := g.intents[intentID]
@@ -295,7 +330,7 @@ func (g *Gateway) refund(intentID, key string, amount *int64) (re Refund, create
 		return Refund{}, false, ErrUnknownIntent
 	}
 	if rec, ok := g.refundKeys[key]; ok {
-		if rec.intentID != intentID || !sameAmount(rec.requested, amount) {
+		if rec.intentID != intentID || !sameAmount(rec.requested, amount) || rec.params != params {
 			return Refund{}, false, errIdempotencyUsed
 		}
 		return rec.refund, false, nil
@@ -315,14 +350,15 @@ func (g *Gateway) refund(intentID, key string, amount *int64) (re Refund, create
 		return Refund{}, false, errRefundExceeds
 	}
 	now := g.now()
-	re = Refund{ID: newID("re_"), IntentID: intentID, AmountMinor: n, Status: "succeeded", CreatedAt: now}
+	re = Refund{ID: newID("re_"), IntentID: intentID, AmountMinor: n, Status: "succeeded", CreatedAt: now,
+		Params: params}
 	p.Refunds = append(p.Refunds, re)
 	p.UpdatedAt = now
 	var requested *int64
 	if amount != nil {
 		requested = new(*amount)
 	}
-	g.refundKeys[key] = refundRecord{intentID: intentID, requested: requested, refund: re}
+	g.refundKeys[key] = refundRecord{intentID: intentID, requested: requested, params: params, refund: re}
 	g.log.Info("refund succeeded", "intent_id", intentID, "refund_id", re.ID, "amount_minor", n,
 		"left_minor", left-n)
 	g.publishLocked(EventRefundSucceeded, now, p.clone(), &re)

@@ -25,16 +25,15 @@ var _ http.Handler = (*Gateway)(nil)
 // ServeHTTP serves the API, the sandbox endpoints and the hosted pay page.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
 
-// routes maps every endpoint. /v1/* calls pass through api: latency,
+// routes maps every endpoint: the personality's merchant API, and the
+// sandbox's own endpoints, the same whatever the personality. /v1/* calls
+// pass through api: latency,
 // injected failures, then the API key. Everything under /sandbox/, unknown
 // paths included, requires the control token (control), except that pay
 // and fail also take the intent's pay key (payer).
 func (g *Gateway) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/intents", g.api(g.handleCreate))
-	mux.Handle("GET /v1/intents", g.api(g.handleList))
-	mux.Handle("GET /v1/intents/{id}", g.api(g.handleGet))
-	mux.Handle("POST /v1/intents/{id}/refunds", g.api(g.handleRefund))
+	g.persona.routes(mux)
 
 	mux.Handle("GET /sandbox/intents", g.control(g.handleList))
 	mux.Handle("POST /sandbox/intents/{id}/pay", g.payer(g.handlePay))
@@ -164,7 +163,7 @@ func (g *Gateway) handleRefund(w http.ResponseWriter, r *http.Request) error {
 	if req.AmountMinor != nil && *req.AmountMinor <= 0 {
 		return badRequest("amount_minor must be a positive integer in minor units, or left out to refund the rest")
 	}
-	re, created, err := g.refund(r.PathValue("id"), key, req.AmountMinor)
+	re, created, err := g.refund(r.PathValue("id"), key, req.AmountMinor, "")
 	if err != nil {
 		return err
 	}

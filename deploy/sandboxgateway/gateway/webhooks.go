@@ -16,7 +16,8 @@ import (
 	"time"
 )
 
-// The event types, one per state change.
+// The event types of the flashgate protocol, one per state change; they
+// are also the core's kinds of event (Event.Kind) in every personality.
 const (
 	EventPaymentSucceeded = "payment_intent.succeeded"
 	EventPaymentFailed    = "payment_intent.failed"
@@ -29,7 +30,7 @@ const SignatureHeader = "Payment-Signature"
 // userAgent identifies webhook deliveries.
 const userAgent = "flashgate-sandbox-gateway/1"
 
-// WebhookPayload is the body of every webhook.
+// WebhookPayload is the body of every webhook of the flashgate protocol.
 type WebhookPayload struct {
 	ID        string      `json:"id"` // "evt_" + 24 hex digits; a duplicate delivery repeats it
 	Type      string      `json:"type"`
@@ -46,8 +47,13 @@ type WebhookData struct {
 // Event is the record of one event and its delivery attempts, as
 // GET /sandbox/events shows it.
 type Event struct {
-	ID        string    `json:"event_id"`
+	ID string `json:"event_id"`
+	// Type is the event's type as the personality sends it
+	// ("checkout.session.completed", say); Kind is the core's
+	// (EventPaymentSucceeded, EventPaymentFailed, EventRefundSucceeded),
+	// the same whatever the personality.
 	Type      string    `json:"type"`
+	Kind      string    `json:"kind"`
 	IntentID  string    `json:"intent_id"`
 	CreatedAt time.Time `json:"created_at"`
 	// Deliveries are the attempts so far, in order, duplicates included.
@@ -112,24 +118,25 @@ func (g *Gateway) Events() []Event {
 	return out
 }
 
-// publishLocked records an event about in (and re) and, unless webhooks are
-// off, starts delivering it. g.mu must be held.
-func (g *Gateway) publishLocked(typ string, at time.Time, in Intent, re *Refund) {
-	p := WebhookPayload{ID: newID("evt_"), Type: typ, CreatedAt: at, Data: WebhookData{Intent: in, Refund: re}}
-	body, err := json.Marshal(p)
+// publishLocked records an event of kind about in (and re) and, unless
+// webhooks are off, starts delivering it, as the personality encodes it.
+// g.mu must be held.
+func (g *Gateway) publishLocked(kind string, at time.Time, in Intent, re *Refund) {
+	ce := coreEvent{ID: newID("evt_"), Kind: kind, At: at, Intent: in, Refund: re}
+	typ, body, err := g.persona.encode(ce)
 	if err != nil { // cannot happen: every field marshals
-		g.log.Error("encode webhook", "type", typ, "intent_id", in.ID, "err", err)
+		g.log.Error("encode webhook", "kind", kind, "intent_id", in.ID, "err", err)
 		return
 	}
 	e := &eventRecord{
-		Event: Event{ID: p.ID, Type: typ, IntentID: in.ID, CreatedAt: at, Payload: body},
+		Event: Event{ID: ce.ID, Type: typ, Kind: kind, IntentID: in.ID, CreatedAt: at, Payload: body},
 		body:  body,
 		url:   g.webhookURL,
 	}
 	g.events = append(g.events, e)
 	if !g.webhooksOn || g.webhookURL == "" || g.closed {
 		e.Suppressed = true
-		g.log.Info("webhook suppressed", "event_id", p.ID, "type", typ, "intent_id", in.ID)
+		g.log.Info("webhook suppressed", "event_id", ce.ID, "type", typ, "intent_id", in.ID)
 		return
 	}
 	g.wg.Add(1) // under mu with closed false, so never after Close's Wait
@@ -193,9 +200,7 @@ func (g *Gateway) attempt(e *eventRecord, n int, duplicate bool) bool {
 	d := Delivery{Attempt: n, At: at, Duplicate: duplicate}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(e.body))
 	if err == nil {
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("User-Agent", userAgent)
-		req.Header.Set(SignatureHeader, Sign(g.cfg.WebhookSecrets, at, e.body))
+		g.persona.sign(req.Header, e.ID, g.cfg.WebhookSecrets, at, e.body)
 		var resp *http.Response
 		if resp, err = g.client.Do(req); err == nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
