@@ -37,8 +37,17 @@ type stack struct {
 
 // startStack starts the origin, a TCP proxy in front of its in-memory
 // listener (the edge dials real TCP), and an edge node that admits 1000
-// shoppers a second; everything stops in t.Cleanup.
+// shoppers a second; everything stops in t.Cleanup. The origin takes
+// payments through the sandbox gateway's own protocol.
 func startStack(t *testing.T) *stack {
+	t.Helper()
+	return startStackAs(t, gateway.PersonalityFlashgate)
+}
+
+// startStackAs is startStack with the sandbox gateway playing the payment
+// provider personality names (gateway.Personalities), which the origin is
+// set up to take payments through.
+func startStackAs(t *testing.T, personality string) *stack {
 	t.Helper()
 	// The edge's public port first: the gateway's pay page links back to it.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -48,7 +57,7 @@ func startStack(t *testing.T) *stack {
 	base := "http://" + ln.Addr().String()
 	// The sandbox gateway posts its webhooks to the edge over real TCP,
 	// which passes them to origin untouched.
-	pay := origintest.StartPayments(t, func(c *gateway.Config) { c.WebhookDial, c.WebhookURL = nil, "" })
+	pay := origintest.StartPayments(t, func(c *gateway.Config) { c.WebhookDial, c.WebhookURL = nil, "" }, origintest.Personality(personality))
 	pay.ReturnURL = base + "/"
 	// Orders wait a short time for their payment link, as in production, so
 	// a slow gateway (Payments.SlowIntents) sends the page to read the order.
