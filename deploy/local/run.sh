@@ -14,6 +14,8 @@
 #   FLASHGATE_ORIGIN_ADDR=127.0.0.1:9090  FLASHGATE_ORIGIN_ADMIN_ADDR=127.0.0.1:9091
 #   FLASHGATE_EDGE_ADDR=127.0.0.1:8080    FLASHGATE_EDGE_ADMIN_ADDR=127.0.0.1:8081
 #   FLASHGATE_GATEWAY_ADDR=127.0.0.1:9300 (the sandbox payment gateway)
+#   FLASHGATE_PAYMENT_PROVIDER=sandbox    the provider the origin takes payments through: sandbox, or stripe, which
+#                                 the sandbox gateway then plays (its API, pages and webhooks, offline; docs/PAYMENTS.md)
 #   FLASHGATE_RUN_THEN="command"  run it once the stack is up, then stop everything (its exit status is ours);
 #                                 it finds the demo sale's id in FLASHGATE_DEMO_SALE_ID
 #   FLASHGATE_STACK_CPUS=0        run the stack's processes on these CPUs (taskset -c), and pin Redis and Postgres
@@ -226,6 +228,18 @@ if [[ -n "$have_gateway" ]]; then
 	export FLASHGATE_GATEWAY_WEBHOOK_URL="${FLASHGATE_GATEWAY_WEBHOOK_URL:-$edge_url/v1/payments/webhook}"
 	export FLASHGATE_GATEWAY_URL="${FLASHGATE_GATEWAY_URL:-$gateway_url}"
 	export FLASHGATE_PAYMENT_RETURN_URL="${FLASHGATE_PAYMENT_RETURN_URL:-$edge_url/}"
+	# The provider the origin talks to is the sandbox playing it: its API at the sandbox's address, under the
+	# sandbox's key and webhook secret.
+	case "${FLASHGATE_PAYMENT_PROVIDER:=sandbox}" in
+	sandbox) export FLASHGATE_GATEWAY_PERSONALITY=flashgate ;;
+	stripe)
+		export FLASHGATE_GATEWAY_PERSONALITY=stripe FLASHGATE_STRIPE_API_URL="$gateway_url"
+		export FLASHGATE_STRIPE_SECRET_KEY="$FLASHGATE_GATEWAY_API_KEY" FLASHGATE_STRIPE_WEBHOOK_SECRET="$FLASHGATE_GATEWAY_WEBHOOK_SECRET"
+		;;
+	*) die "FLASHGATE_PAYMENT_PROVIDER=$FLASHGATE_PAYMENT_PROVIDER: make run plays sandbox or stripe" ;;
+	esac
+	export FLASHGATE_PAYMENT_PROVIDER
+	log "payments: $FLASHGATE_PAYMENT_PROVIDER (the sandbox gateway plays it)"
 	log "starting the sandbox payment gateway on $FLASHGATE_GATEWAY_ADDR (log $gateway_log)"
 	# The sandbox runs with the checkout: the load generator's CPU is the one a benchmark keeps for the shoppers
 	# (a deployment's gateway is someone else's machines; on this one it shares the stack's).
@@ -283,7 +297,7 @@ fi
 	fi
 	echo "  origin             $origin_url        sale: $origin_url/v1/sales/$sale_id"
 	if [[ -n "$have_gateway" ]]; then
-		echo "  payment gateway    $gateway_url        (sandbox) intents: $gateway_url/sandbox/intents (gateway token below)"
+		echo "  payment gateway    $gateway_url        (sandbox playing $FLASHGATE_PAYMENT_PROVIDER) intents: $gateway_url/sandbox/intents (gateway token below)"
 	fi
 	echo "  origin admin       $origin_admin_url        metrics: $origin_admin_url/metrics"
 	echo "  demo sale ledger   $origin_admin_url/admin/sales/$sale_id/ledger"
