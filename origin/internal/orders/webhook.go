@@ -31,8 +31,11 @@ func (s *Service) HandleWebhook(ctx context.Context, header func(name string) st
 	case errors.Is(err, payment.ErrBadSignature) || errors.Is(err, payment.ErrStaleSignature):
 		s.m.webhooks.WithLabelValues("bad_signature").Inc()
 		return "", err
-	case err != nil:
+	case errors.Is(err, payment.ErrBadEvent):
 		s.m.webhooks.WithLabelValues("bad_event").Inc()
+		return "", err
+	case err != nil: // the provider's API, asked for what the event lacks, did not answer: it delivers again
+		s.m.webhooks.WithLabelValues("failed").Inc()
 		return "", err
 	}
 	result, err := s.handleEvent(ctx, ev)
