@@ -92,7 +92,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	env.String(&c.Gateway.PublicURL, "public-url", "FLASHGATE_GATEWAY_PUBLIC_URL", "base URL shoppers reach the pay page at; pay_url is <public-url>/pay/<intent_id>#key=<pay key>")
 	env.String(&c.Gateway.WebhookURL, "webhook-url", "FLASHGATE_GATEWAY_WEBHOOK_URL", "where events are POSTed; empty: recorded, never sent")
 	env.Secret(&secrets, "webhook-secret", "FLASHGATE_GATEWAY_WEBHOOK_SECRET", "webhook signing secrets, comma-separated; each adds a v1= signature (required)")
-	env.Secret(&c.Gateway.APIKey, "api-key", "FLASHGATE_GATEWAY_API_KEY", "bearer token the API requires (required)")
+	env.Secret(&c.Gateway.APIKey, "api-key", "FLASHGATE_GATEWAY_API_KEY", "the API key (required): the bearer token of the flashgate and Stripe APIs; with -personality razorpay, the key secret of key id "+gateway.RazorpayKeyID+" (basic auth)")
 	env.Secret(&c.Gateway.ControlToken, "control-token", "FLASHGATE_GATEWAY_CONTROL_TOKEN",
 		fmt.Sprintf("bearer token every /sandbox/* route requires; pay and fail also take the intent's key from its pay_url (required, at least %d bytes, not the API key)", gateway.MinControlTokenLen))
 	env.Duration(&c.Gateway.Latency, "latency", "FLASHGATE_GATEWAY_LATENCY", "delay before answering each /v1 call")

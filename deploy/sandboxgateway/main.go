@@ -2,7 +2,7 @@
 // gateway, for `make run`, tests and the crowd simulator: the origin
 // creates payments on it, shoppers pay or fail them on its hosted page, and
 // it reports back by signed, retried webhooks — in its own protocol, or in
-// a real provider's (-personality stripe). Run it with -h for its flags;
+// a real provider's (-personality stripe or razorpay). Run it with -h for its flags;
 // package gateway documents the APIs.
 package main
 

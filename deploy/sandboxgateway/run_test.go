@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -266,5 +267,30 @@ func TestRun(t *testing.T) {
 		t.Fatal("run did not return within 15s of cancel")
 	}
 	for range lines { // let the reader finish
+	}
+}
+
+// -personality razorpay builds a gateway that answers Razorpay's API with
+// basic auth of gateway.RazorpayKeyID and the API key, which -h names.
+func TestRazorpayPersonality(t *testing.T) {
+	c, err := loadConfig([]string{"-personality", "razorpay"}, env(required), io.Discard)
+	if err != nil || c.Gateway.Personality != gateway.PersonalityRazorpay {
+		t.Fatalf("loadConfig(-personality razorpay) = %+v, %v", c.Gateway, err)
+	}
+	g, err := gateway.New(c.Gateway)
+	if err != nil {
+		t.Fatalf("gateway.New = %v", err)
+	}
+	defer g.Close(context.Background())
+	req := httptest.NewRequest("GET", "/v1/payments", nil)
+	req.SetBasicAuth(gateway.RazorpayKeyID, "sk_env")
+	rec := httptest.NewRecorder()
+	g.ServeHTTP(rec, req)
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"entity":"collection"`) {
+		t.Errorf("GET /v1/payments = %d %s, want 200 and a collection", rec.Code, rec.Body)
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-h"}, env(nil), io.Discard, &out); err != nil || !strings.Contains(out.String(), gateway.RazorpayKeyID) {
+		t.Errorf("-h output lacks the Razorpay key id %s:\n%s", gateway.RazorpayKeyID, out.String())
 	}
 }

@@ -43,17 +43,24 @@ type Payments struct {
 	// OrderIntentWait; 0 means 10 s (see Configure).
 	IntentWait time.Duration
 
-	// FailRefunds, while true, answers every refund call 503, as a
+	// FailRefunds, while true, answers every call that makes a refund
+	// 503 (the sandbox's POST /v1/intents/{id}/refunds, Stripe's POST
+	// /v1/refunds, Razorpay's POST /v1/payments/{id}/refund), as a
 	// gateway that is down would.
 	FailRefunds atomic.Bool
 	// FailPageCloses, while true, answers every call that closes a
-	// payment page (Stripe's POST /v1/checkout/sessions/{id}/expire) 503,
-	// so that a payment can come after the hold's end, before its page
-	// is closed, as when the close is slow to reach the provider.
+	// payment page (Stripe's POST /v1/checkout/sessions/{id}/expire,
+	// Razorpay's POST /v1/payment_links/{id}/cancel) 503, so that a
+	// payment can come after the hold's end, before its page is closed,
+	// as when the close is slow to reach the provider.
 	FailPageCloses atomic.Bool
-	// SlowIntents, while positive, delays every intent creation by that
-	// many nanoseconds, as a gateway under load would.
+	// SlowIntents, while positive, delays every intent creation (the
+	// sandbox's POST /v1/intents, Stripe's POST /v1/checkout/sessions,
+	// Razorpay's POST /v1/payment_links) by that many nanoseconds, as a
+	// gateway under load would.
 	SlowIntents atomic.Int64
+
+	listings atomic.Int64 // see Listings
 
 	mu     sync.Mutex // guards target
 	target *fasthttputil.InmemoryListener
@@ -99,24 +106,30 @@ func StartPayments(t testing.TB, overrides ...func(*gateway.Config)) *Payments {
 	p.Gateway = g
 	p.Personality = cmp.Or(cfg.Personality, gateway.PersonalityFlashgate)
 	down := `{"error":"unavailable","message":"down for the test"}`
-	if p.Personality == gateway.PersonalityStripe {
+	switch p.Personality {
+	case gateway.PersonalityStripe:
 		down = `{"error":{"type":"api_error","message":"down for the test"}}`
+	case gateway.PersonalityRazorpay:
+		down = `{"error":{"code":"SERVER_ERROR","description":"down for the test","source":"NA","step":"NA","reason":"NA","metadata":{}}}`
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		post := r.Method == http.MethodPost
-		if p.FailRefunds.Load() && post && strings.HasSuffix(r.URL.Path, "/refunds") { // either API's refunds
+		if p.FailRefunds.Load() && post && isRefund(r.URL.Path) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte(down))
 			return
 		}
-		if p.FailPageCloses.Load() && post && strings.HasSuffix(r.URL.Path, "/expire") {
+		if p.FailPageCloses.Load() && post && isPageClose(r.URL.Path) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte(down))
 			return
 		}
-		if d := time.Duration(p.SlowIntents.Load()); d > 0 && post && (r.URL.Path == "/v1/intents" || r.URL.Path == "/v1/checkout/sessions") {
+		if r.Method == http.MethodGet && isListing(r.URL.Path) {
+			p.listings.Add(1)
+		}
+		if d := time.Duration(p.SlowIntents.Load()); d > 0 && post && isIntentCreation(r.URL.Path) {
 			time.Sleep(d)
 		}
 		g.ServeHTTP(w, r)
@@ -134,9 +147,40 @@ func StartPayments(t testing.TB, overrides ...func(*gateway.Config)) *Payments {
 	return p
 }
 
+// isRefund reports whether a POST to path makes a refund, in any
+// personality's API.
+func isRefund(path string) bool {
+	return strings.HasSuffix(path, "/refunds") || // the sandbox's /v1/intents/{id}/refunds, Stripe's /v1/refunds
+		(strings.HasPrefix(path, "/v1/payments/") && strings.HasSuffix(path, "/refund")) // Razorpay's
+}
+
+// isPageClose reports whether a POST to path closes a payment page:
+// Stripe's expire, Razorpay's cancel.
+func isPageClose(path string) bool {
+	return (strings.HasPrefix(path, "/v1/checkout/sessions/") && strings.HasSuffix(path, "/expire")) ||
+		(strings.HasPrefix(path, "/v1/payment_links/") && strings.HasSuffix(path, "/cancel"))
+}
+
+// isIntentCreation reports whether a POST to path creates an intent.
+func isIntentCreation(path string) bool {
+	return path == "/v1/intents" || path == "/v1/checkout/sessions" || path == "/v1/payment_links"
+}
+
+// isListing reports whether a GET of path is the reconciler's listing.
+func isListing(path string) bool {
+	return path == "/v1/intents" || path == "/v1/checkout/sessions" || path == "/v1/payments"
+}
+
+// Listings is how many listing calls (the reconciler's GET /v1/intents,
+// /v1/checkout/sessions or /v1/payments) the gateway has answered or
+// refused: a test that must see reconciler rounds pass waits for it to
+// grow rather than sleeping.
+func (p *Payments) Listings() int64 { return p.listings.Load() }
+
 // Configure points an origin's Config at the gateway, as the provider it
-// plays (the sandbox's own protocol, or Stripe's with the gateway's API
-// key as the secret key); pass it to StartOrigin.
+// plays (the sandbox's own protocol; Stripe's with the gateway's API key
+// as the secret key; Razorpay's with gateway.RazorpayKeyID and the API key
+// as its secret); pass it to StartOrigin.
 // The reconciler runs every 300 ms and a hold's payment grace is 2 s; an
 // order request waits up to 10 s for its intent, so that a test's orders
 // come with their payment however busy the machine is (a test of slow
@@ -148,6 +192,12 @@ func (p *Payments) Configure(cfg *app.Config) {
 		cfg.StripeAPIURL = p.URL
 		cfg.StripeSecretKey = p.APIKey
 		cfg.StripeWebhookSecrets = p.Secret
+	case gateway.PersonalityRazorpay:
+		cfg.PaymentProvider = app.ProviderRazorpay
+		cfg.RazorpayAPIURL = p.URL
+		cfg.RazorpayKeyID = gateway.RazorpayKeyID
+		cfg.RazorpayKeySecret = p.APIKey
+		cfg.RazorpayWebhookSecrets = p.Secret
 	default:
 		cfg.PaymentProvider = app.ProviderSandbox
 		cfg.GatewayURL = p.URL

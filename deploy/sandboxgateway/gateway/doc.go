@@ -11,8 +11,11 @@
 // personality keeps no state; it maps the core's objects onto its
 // provider's (see personality.go). PersonalityFlashgate, the default, is
 // the sandbox's own protocol, documented here; PersonalityStripe plays
-// Stripe's Checkout Sessions, Refunds and Events (see stripe.go). Intent
-// ids are the provider's (a Stripe session's cs_test_…), and the sandbox
+// Stripe's Checkout Sessions, Refunds and Events (see stripe.go), and
+// PersonalityRazorpay Razorpay's Payment Links, Payments, Refunds and
+// webhooks (see razorpay.go; its API takes basic auth with RazorpayKeyID
+// and the APIKey as the key secret). Intent ids are the provider's (a
+// Stripe session's cs_test_…, a Razorpay link's plink_…), and the sandbox
 // endpoints take them whatever the personality.
 //
 // Merchant API of the flashgate personality, every call with

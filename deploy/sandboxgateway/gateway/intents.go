@@ -51,6 +51,11 @@ type Intent struct {
 	// SettledAt is when the intent succeeded or failed; zero while it
 	// requires payment.
 	SettledAt time.Time `json:"-"`
+	// Closed is set on a failed intent that the merchant ended through
+	// its personality's API (Stripe's expire, Razorpay's cancel) rather
+	// than the payer or the /fail control endpoint: Razorpay reports the
+	// one as cancelled and the other as expired.
+	Closed bool `json:"-"`
 	// Params are the personality's own parameters of the request that
 	// made the intent, verbatim, form-encoded with sorted keys (Stripe's
 	// form fields, say): the core compares them for idempotency and never
@@ -306,6 +311,7 @@ func (g *Gateway) settle(id string, to Status, payer string, again bool) (Intent
 	if to == StatusSucceeded {
 		p.Payer = payer
 	}
+	p.Closed = to == StatusFailed && !again // only expire asks for an open intent
 	p.UpdatedAt = g.now()
 	p.SettledAt = p.UpdatedAt
 	in := p.clone()

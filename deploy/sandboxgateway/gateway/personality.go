@@ -21,12 +21,16 @@ const (
 	// PersonalityStripe plays Stripe: Checkout Sessions, Refunds and
 	// Events, signed in Stripe-Signature; see stripe.go.
 	PersonalityStripe = "stripe"
+	// PersonalityRazorpay plays Razorpay: Payment Links, Payments and
+	// Refunds, signed in X-Razorpay-Signature; see razorpay.go.
+	PersonalityRazorpay = "razorpay"
 )
 
 // personalities builds each personality for its gateway.
 var personalities = map[string]func(*Gateway) personality{
 	PersonalityFlashgate: func(g *Gateway) personality { return flashgate{g} },
 	PersonalityStripe:    func(g *Gateway) personality { return &stripeFace{g} },
+	PersonalityRazorpay:  func(g *Gateway) personality { return &razorpayFace{g} },
 }
 
 // Personalities lists the names Config.Personality takes, sorted.
