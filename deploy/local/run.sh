@@ -14,7 +14,7 @@
 #   FLASHGATE_ORIGIN_ADDR=127.0.0.1:9090  FLASHGATE_ORIGIN_ADMIN_ADDR=127.0.0.1:9091
 #   FLASHGATE_EDGE_ADDR=127.0.0.1:8080    FLASHGATE_EDGE_ADMIN_ADDR=127.0.0.1:8081
 #   FLASHGATE_GATEWAY_ADDR=127.0.0.1:9300 (the sandbox payment gateway)
-#   FLASHGATE_PAYMENT_PROVIDER=sandbox    the provider the origin takes payments through: sandbox, or stripe, which
+#   FLASHGATE_PAYMENT_PROVIDER=sandbox    the provider the origin takes payments through: sandbox, or stripe or razorpay, which
 #                                 the sandbox gateway then plays (its API, pages and webhooks, offline; docs/PAYMENTS.md)
 #   FLASHGATE_RUN_THEN="command"  run it once the stack is up, then stop everything (its exit status is ours);
 #                                 it finds the demo sale's id in FLASHGATE_DEMO_SALE_ID
@@ -236,7 +236,11 @@ if [[ -n "$have_gateway" ]]; then
 		export FLASHGATE_GATEWAY_PERSONALITY=stripe FLASHGATE_STRIPE_API_URL="$gateway_url"
 		export FLASHGATE_STRIPE_SECRET_KEY="$FLASHGATE_GATEWAY_API_KEY" FLASHGATE_STRIPE_WEBHOOK_SECRET="$FLASHGATE_GATEWAY_WEBHOOK_SECRET"
 		;;
-	*) die "FLASHGATE_PAYMENT_PROVIDER=$FLASHGATE_PAYMENT_PROVIDER: make run plays sandbox or stripe" ;;
+	razorpay)
+		export FLASHGATE_GATEWAY_PERSONALITY=razorpay FLASHGATE_RAZORPAY_API_URL="$gateway_url" FLASHGATE_RAZORPAY_KEY_ID=rzp_test_SandboxGateway
+		export FLASHGATE_RAZORPAY_KEY_SECRET="$FLASHGATE_GATEWAY_API_KEY" FLASHGATE_RAZORPAY_WEBHOOK_SECRET="$FLASHGATE_GATEWAY_WEBHOOK_SECRET"
+		;;
+	*) die "FLASHGATE_PAYMENT_PROVIDER=$FLASHGATE_PAYMENT_PROVIDER: make run plays sandbox, stripe or razorpay" ;;
 	esac
 	export FLASHGATE_PAYMENT_PROVIDER
 	log "payments: $FLASHGATE_PAYMENT_PROVIDER (the sandbox gateway plays it)"
