@@ -60,7 +60,7 @@ type Client struct {
 	apiKey string
 	http   *http.Client
 	opts   ClientOptions
-	times  callTimes
+	times  *CallTimes
 }
 
 // NewClient returns a client of the gateway at baseURL (for example
@@ -90,7 +90,7 @@ func NewClient(baseURL, apiKey string, opts ClientOptions) *Client {
 		apiKey: apiKey,
 		http:   &http.Client{Timeout: opts.Timeout, Transport: transport},
 		opts:   opts,
-		times:  newCallTimes(opts.Registerer),
+		times:  NewCallTimes(opts.Registerer, callNames[:]...),
 	}
 }
 
@@ -106,55 +106,9 @@ const (
 
 var callNames = [callCount]string{"create_intent", "refund", "list_intents"}
 
-// An outcome of a call: answered, refused (a 4xx, IsRefusal), or failed
-// (down, 5xx or 429 after every attempt, a bad answer, the caller's
-// deadline).
-const (
-	outcomeOK = iota
-	outcomeRefused
-	outcomeError
-	outcomeCount
-)
-
-var outcomeNames = [outcomeCount]string{"ok", "refused", "error"}
-
-// callTimes holds a histogram child per call and outcome; all nil when not
-// observed.
-type callTimes [callCount][outcomeCount]prometheus.Observer
-
-func newCallTimes(reg prometheus.Registerer) callTimes {
-	var t callTimes
-	if reg == nil {
-		return t
-	}
-	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "flashgate_origin_gateway_seconds",
-		Help: "Payment gateway calls by call and outcome, with their time (retries and their pauses included).",
-		// A loopback sandbox answers in a fraction of a millisecond; a
-		// real gateway in tens, and a call with retries in seconds.
-		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	}, []string{"call", "outcome"})
-	reg.MustRegister(v)
-	for c := range callCount {
-		for o := range outcomeCount {
-			t[c][o] = v.WithLabelValues(callNames[c], outcomeNames[o])
-		}
-	}
-	return t
-}
-
 // observe records a call that started at start and ended in err.
 func (c *Client) observe(which call, start time.Time, err error) {
-	o := outcomeOK
-	switch {
-	case IsRefusal(err):
-		o = outcomeRefused
-	case err != nil:
-		o = outcomeError
-	}
-	if obs := c.times[which][o]; obs != nil {
-		obs.Observe(time.Since(start).Seconds())
-	}
+	c.times.Observe(callNames[which], start, err)
 }
 
 // CreateIntent asks the gateway to collect a payment. The same

@@ -165,7 +165,7 @@ type Provider struct {
 	cfg   Config
 	base  string
 	http  *http.Client
-	times callTimes
+	times *payment.CallTimes
 
 	mu sync.Mutex
 	// paidLinks (guarded by mu) holds, by payment id, the paid link a
@@ -207,7 +207,7 @@ func New(cfg Config) *Provider {
 		cfg:       cfg,
 		base:      strings.TrimRight(cfg.BaseURL, "/"),
 		http:      &http.Client{Timeout: cfg.Timeout, Transport: transport},
-		times:     newCallTimes(cfg.Registerer),
+		times:     payment.NewCallTimes(cfg.Registerer, callNames[:]...),
 		paidLinks: map[string]link{},
 	}
 }
@@ -226,50 +226,9 @@ const (
 
 var callNames = [callCount]string{"create_intent", "refund", "list_intents", "webhook_lookup", "cancel_intent"}
 
-const (
-	outcomeOK = iota
-	outcomeRefused
-	outcomeError
-	outcomeCount
-)
-
-var outcomeNames = [outcomeCount]string{"ok", "refused", "error"}
-
-// callTimes holds a histogram child per call and outcome; all nil when not
-// observed.
-type callTimes [callCount][outcomeCount]prometheus.Observer
-
-func newCallTimes(reg prometheus.Registerer) callTimes {
-	var t callTimes
-	if reg == nil {
-		return t
-	}
-	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "flashgate_origin_gateway_seconds",
-		Help:    "Payment gateway calls by call and outcome, with their time (retries and their pauses included).",
-		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	}, []string{"call", "outcome"})
-	reg.MustRegister(v)
-	for c := range callCount {
-		for o := range outcomeCount {
-			t[c][o] = v.WithLabelValues(callNames[c], outcomeNames[o])
-		}
-	}
-	return t
-}
-
-// observe records an operation that started at start and ended in err.
+// observe records a call that started at start and ended in err.
 func (p *Provider) observe(which call, start time.Time, err error) {
-	o := outcomeOK
-	switch {
-	case payment.IsRefusal(err):
-		o = outcomeRefused
-	case err != nil:
-		o = outcomeError
-	}
-	if obs := p.times[which][o]; obs != nil {
-		obs.Observe(time.Since(start).Seconds())
-	}
+	p.times.Observe(callNames[which], start, err)
 }
 
 // request is one API call.

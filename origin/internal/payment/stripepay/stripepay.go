@@ -124,7 +124,7 @@ func (c Config) GoString() string { return c.String() }
 type Provider struct {
 	sc    *stripe.Client
 	cfg   Config
-	times callTimes
+	times *payment.CallTimes
 }
 
 var _ payment.Provider = (*Provider)(nil)
@@ -159,7 +159,7 @@ func New(cfg Config) (*Provider, error) {
 	return &Provider{
 		sc:    stripe.NewClient(cfg.SecretKey, stripe.WithBackends(stripe.NewBackendsWithConfig(bc))),
 		cfg:   cfg,
-		times: newCallTimes(cfg.Registerer),
+		times: payment.NewCallTimes(cfg.Registerer, callNames[:]...),
 	}, nil
 }
 
@@ -199,51 +199,7 @@ const (
 
 var callNames = [callCount]string{"create_intent", "refund", "list_intents", "expire", "webhook_lookup"}
 
-// An outcome of a call: answered, refused (payment.IsRefusal), or failed.
-const (
-	outcomeOK = iota
-	outcomeRefused
-	outcomeError
-	outcomeCount
-)
-
-var outcomeNames = [outcomeCount]string{"ok", "refused", "error"}
-
-// callTimes holds a histogram child per call and outcome; all nil when not
-// observed.
-type callTimes [callCount][outcomeCount]prometheus.Observer
-
-func newCallTimes(reg prometheus.Registerer) callTimes {
-	var t callTimes
-	if reg == nil {
-		return t
-	}
-	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "flashgate_origin_gateway_seconds",
-		Help: "Payment gateway calls by call and outcome, with their time (retries and their pauses included).",
-		// Stripe answers in tens to hundreds of milliseconds; a call with
-		// retries takes seconds.
-		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	}, []string{"call", "outcome"})
-	reg.MustRegister(v)
-	for c := range callCount {
-		for o := range outcomeCount {
-			t[c][o] = v.WithLabelValues(callNames[c], outcomeNames[o])
-		}
-	}
-	return t
-}
-
 // observe records a call that started at start and ended in err.
 func (p *Provider) observe(which call, start time.Time, err error) {
-	o := outcomeOK
-	switch {
-	case payment.IsRefusal(err):
-		o = outcomeRefused
-	case err != nil:
-		o = outcomeError
-	}
-	if obs := p.times[which][o]; obs != nil {
-		obs.Observe(time.Since(start).Seconds())
-	}
+	p.times.Observe(callNames[which], start, err)
 }

@@ -502,8 +502,8 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(mfs) != 1 || mfs[0].GetName() != "flashgate_origin_gateway_seconds" || len(mfs[0].GetMetric()) != int(callCount)*outcomeCount {
-		t.Fatalf("gathered %v, want flashgate_origin_gateway_seconds with %d series", mfs, int(callCount)*outcomeCount)
+	if len(mfs) != 1 || mfs[0].GetName() != "flashgate_origin_gateway_seconds" || len(mfs[0].GetMetric()) != int(callCount)*3 {
+		t.Fatalf("gathered %v, want flashgate_origin_gateway_seconds with %d series", mfs, int(callCount)*3)
 	}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
