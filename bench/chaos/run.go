@@ -22,9 +22,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := faults.Options{Load: faults.DefaultLoad()}
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var names, out string
+	var names, providers, out string
 	var list, verbose bool
 	fs.StringVar(&names, "scenarios", "", "comma-separated scenarios to play (default: all; -list names them)")
+	fs.StringVar(&providers, "providers", "", "comma-separated payment providers the payment scenarios play with (default: "+
+		strings.Join(faults.Providers(), ", ")+", one per personality of the sandbox gateway; the other scenarios play with "+
+		faults.DefaultProvider+")")
 	fs.BoolVar(&o.Short, "short", false, "only the short scenarios (those make test plays)")
 	fs.StringVar(&out, "out", "docs/RELIABILITY.md", "where the Markdown report goes (empty: nowhere)")
 	fs.BoolVar(&list, "list", false, "list the scenarios and exit")
@@ -48,12 +51,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if sc.Short {
 				short = " (short)"
 			}
-			fmt.Fprintf(stdout, "%-24s %s%s\n", sc.Name, sc.What, short)
+			fmt.Fprintf(stdout, "%-32s %s%s\n", sc.Label(), sc.What, short)
 		}
 		return nil
 	}
 	if names != "" {
 		o.Scenarios = strings.Split(names, ",")
+	}
+	if providers != "" {
+		o.Providers = strings.Split(providers, ",")
 	}
 	o.Keep = o.WorkDir != ""
 	o.Log = func(format string, a ...any) { fmt.Fprintf(stderr, "chaos: "+format+"\n", a...) }

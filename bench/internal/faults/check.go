@@ -19,8 +19,10 @@ import (
 // Result is one scenario's outcome: its row of the table, and why it
 // failed.
 type Result struct {
-	Scenario     string
+	Scenario     string // the scenario's Label: its name, and the provider of a payment scenario
 	What         string
+	Provider     string // the origin's payment provider, the sandbox gateway playing it
+	Payments     bool   // a payment scenario, played once per provider
 	Shoppers     int
 	Stock        int
 	Sold         int           // units sold of the crowd's sale, in Postgres
@@ -385,7 +387,11 @@ func (t *traffic) payments(ctx context.Context, db *pgView) (payCheck, error) {
 	}
 	perAccount := map[string]int{}
 	var lost []string
+	refunded := 0
 	for _, in := range intents {
+		if in.Status == "succeeded" && !in.charged() {
+			refunded++
+		}
 		if !in.charged() {
 			continue
 		}
@@ -410,6 +416,21 @@ func (t *traffic) payments(ctx context.Context, db *pgView) (payCheck, error) {
 		out.double += max(n-1, 0)
 	}
 	out.lost = len(lost)
+	paid := 0
+	for _, o := range orders {
+		if o.status == "paid" {
+			paid++
+		}
+	}
+	charged := 0
+	for _, n := range out.charged {
+		charged += n
+	}
+	held := fmt.Sprintf("%d intents on the gateway", len(intents))
+	if len(intents) > len(list) {
+		held += fmt.Sprintf(" (%d listed at the end, the rest listed before a kill or seen paid)", len(list))
+	}
+	out.notes = append(out.notes, fmt.Sprintf("payments: %s, %d charged, %d refunded in full; %d orders paid", held, charged, refunded, paid))
 	if len(lost) > 0 {
 		sort.Strings(lost)
 		out.notes = append(out.notes, "payments not settled: "+strings.Join(first(lost, 5), "; "))

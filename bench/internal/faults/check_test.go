@@ -2,9 +2,12 @@ package faults
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
 )
 
 func TestReportedLost(t *testing.T) {
@@ -85,20 +88,26 @@ func TestWriteMarkdown(t *testing.T) {
 	broken := Result{Scenario: "redis-restart-old-snapshot", What: "old file", Shoppers: 200, Stock: 100, Sold: 90, Accepted: 150, Recovered: true,
 		MaxAnswer: 250 * time.Millisecond, LineChecked: "paused: 30 of 30 admitted; 1/s: 40 by 4 s (bound 7)",
 		Line: []string{"chaos-paused (paused): 60 admitted answers", "chaos-slow (1/s): now_serving 200"}}
+	paid := Result{Scenario: "webhooks-lost (stripe)", What: "webhooks off", Provider: "stripe", Payments: true, Shoppers: 200, Stock: 100,
+		Sold: 90, Accepted: 150, Recovered: true, MaxAnswer: 250 * time.Millisecond}
 	judge(&pass)
 	judge(&fail)
 	judge(&checked)
 	judge(&broken)
+	judge(&paid)
 	var b strings.Builder
 	err := WriteMarkdown(&b, Report{Command: "make chaos", When: time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC), Machine: "test",
-		Load: DefaultLoad(), Results: []Result{pass, fail, checked, broken}})
+		Load: DefaultLoad(), Results: []Result{pass, fail, checked, broken, paid}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	md := b.String()
 	for _, want := range []string{
 		"Written by `make chaos` on 2026-12-01 06:00 UTC",
-		"**2 of 4 scenarios pass.**",
+		"**3 of 5 scenarios pass.**",
+		"The payment scenarios (webhooks-lost) play once per payment provider the sandbox gateway can play (`stripe`)",
+		"The other scenarios play with `sandbox`",
+		"| webhooks-lost (stripe) | 200 | 90/100 | 0 | 0 of 150 |",
 		"| redis-kill9-empty | 200 | 90/100 | 0 | 0 of 150 | 0 | 0 | 0 (0 please_wait) | 0.25 s | 0.0 | paused: 0 of 30 admitted; 1/s: 25 by 27 s (bound 30) | PASS |",
 		"| 2 broken: paused: 30 of 30 admitted; 1/s: 40 by 4 s (bound 7) | FAIL |",
 		"- FAIL: line: chaos-paused (paused): 60 admitted answers",
@@ -114,27 +123,80 @@ func TestWriteMarkdown(t *testing.T) {
 }
 
 func TestSelect(t *testing.T) {
-	short, err := Select(nil, true)
+	short, err := Select(nil, nil, true)
 	if err != nil || len(short) == 0 {
 		t.Fatalf("Select(short) = %d scenarios, %v; want some", len(short), err)
 	}
+	var shortPayments []string
 	for _, sc := range short {
 		if !sc.Short {
-			t.Errorf("Select(short) picked %s, which is not short", sc.Name)
+			t.Errorf("Select(short) picked %s, which is not short", sc.Label())
+		}
+		if sc.Payments {
+			shortPayments = append(shortPayments, sc.Label())
 		}
 	}
-	if all, _ := Select(nil, false); len(all) != len(Scenarios()) {
+	if len(shortPayments) != 1 || !strings.HasSuffix(shortPayments[0], " (stripe)") {
+		t.Errorf("Select(short) picked the payment plays %q, want one, with stripe", shortPayments)
+	}
+	if all, _ := Select(nil, nil, false); len(all) != len(Scenarios()) {
 		t.Errorf("Select() = %d scenarios, want all %d", len(all), len(Scenarios()))
 	}
-	if _, err := Select([]string{"no-such"}, false); err == nil {
-		t.Error("Select(no-such) = nil error, want one naming the scenarios")
+	for _, tc := range []struct {
+		names, providers []string
+		want             []string // labels; nil: an error
+	}{
+		{[]string{"no-such"}, nil, nil},
+		{nil, []string{"no-such"}, nil},
+		{[]string{"gateway-frozen"}, []string{"stripe"}, []string{"gateway-frozen (stripe)"}},
+		{[]string{"webhooks-lost", "baseline"}, []string{"flashgate"}, []string{"baseline", "webhooks-lost (sandbox)"}},
+	} {
+		got, err := Select(tc.names, tc.providers, false)
+		var labels []string
+		for _, sc := range got {
+			labels = append(labels, sc.Label())
+		}
+		if (err != nil) != (tc.want == nil) || !slices.Equal(labels, tc.want) {
+			t.Errorf("Select(%q, %q) = %q, %v; want %q", tc.names, tc.providers, labels, err, tc.want)
+		}
 	}
+	perName := map[string][]string{}
 	seen := map[string]bool{}
 	for _, sc := range Scenarios() {
-		if seen[sc.Name] || sc.fault == nil || sc.What == "" {
-			t.Errorf("scenario %q: duplicate, or no fault or description", sc.Name)
+		if seen[sc.Label()] || seen[sc.slug()] || sc.fault == nil || sc.What == "" {
+			t.Errorf("scenario %q: duplicate, or no fault or description", sc.Label())
 		}
-		seen[sc.Name] = true
+		seen[sc.Label()], seen[sc.slug()] = true, true
+		perName[sc.Name] = append(perName[sc.Name], sc.Personality)
+		if !sc.Payments && sc.Personality != DefaultPersonality {
+			t.Errorf("%s plays with %q, want %q", sc.Label(), sc.Personality, DefaultPersonality)
+		}
+	}
+	for _, name := range []string{"gateway-frozen", "gateway-killed", "webhooks-lost"} {
+		if got := perName[name]; !slices.Equal(got, gateway.Personalities()) {
+			t.Errorf("%s plays with %q, want every personality %q", name, got, gateway.Personalities())
+		}
+	}
+}
+
+// TestPaymentEnv: the origin can be pointed at the sandbox gateway in
+// every personality it plays, through the matching provider.
+func TestPaymentEnv(t *testing.T) {
+	if got := providerOf(DefaultPersonality); got != DefaultProvider {
+		t.Errorf("providerOf(%q) = %q, want %q", DefaultPersonality, got, DefaultProvider)
+	}
+	for _, p := range gateway.Personalities() {
+		env, err := paymentEnv(p, "http://127.0.0.1:1")
+		if err != nil {
+			t.Errorf("paymentEnv(%q) = %v", p, err)
+			continue
+		}
+		if want := "FLASHGATE_PAYMENT_PROVIDER=" + providerOf(p); !slices.Contains(env, want) {
+			t.Errorf("paymentEnv(%q) = %q, want %s in it", p, env, want)
+		}
+	}
+	if _, err := paymentEnv("no-such", "http://127.0.0.1:1"); err == nil {
+		t.Error("paymentEnv(no-such) = nil error, want one")
 	}
 }
 

@@ -3,6 +3,7 @@ package faults
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -42,6 +43,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		"in blocks of at least 32 places (default 256, sized for hundreds of admissions a second); the gateway retries webhooks from 200 ms.\n\n",
 		l.Shoppers, l.Stock, l.RatePerS, l.ArrivalS, l.HoldTTLS, 100*l.PayShare, l.ProbeEvery, lineAfter,
 		l.PausedShoppers, l.SlowShoppers, edgeDefaultRate, l.SlowRatePerS, l.RequestTimeout)
+	p("%s\n\n", providersIntro(rep.Results))
 	p("**%d of %d scenarios pass.**\n\n", passed, len(rep.Results))
 	p("| scenario | shoppers | sold | oversold | 201s lost | lost-but-reported | double | 5xx | max answer time | recovery s | line | result |\n")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
@@ -94,6 +96,32 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	return err
 }
 
+// providersIntro says which payment provider each scenario played with:
+// the payment scenarios once per provider, the others with the default.
+func providersIntro(results []Result) string {
+	var names, providers []string
+	for _, r := range results {
+		if !r.Payments {
+			continue
+		}
+		name, _, _ := strings.Cut(r.Scenario, " (")
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+		if !slices.Contains(providers, r.Provider) {
+			providers = append(providers, r.Provider)
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("The origin takes payments through the `%s` provider, the sandbox gateway's own protocol.", DefaultProvider)
+	}
+	return fmt.Sprintf("The payment scenarios (%s) play once per payment provider the sandbox gateway can play (`%s`), their rows "+
+		"naming it: the origin takes payments through that provider (`FLASHGATE_PAYMENT_PROVIDER`), its API pointed at the sandbox, "+
+		"which answers as that provider does, signs its webhooks that provider's way and is listed by the origin's reconciler through "+
+		"that provider's own listing API. The other scenarios play with `%s`, the sandbox gateway's own protocol.",
+		strings.Join(names, ", "), strings.Join(providers, "`, `"), DefaultProvider)
+}
+
 func fiveXX(r Result) string { return fmt.Sprintf("%d (%d please_wait)", r.BadFiveXX, r.PleaseWait) }
 
 func answerTime(r Result) string {
@@ -133,9 +161,9 @@ func verdict(r Result) string {
 // Summary is a short text table for the terminal.
 func Summary(results []Result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-24s %-5s %8s %9s %6s %12s %8s %s\n", "scenario", "", "sold", "201 lost", "double", "5xx", "recovery", "why")
+	fmt.Fprintf(&b, "%-32s %-5s %8s %9s %6s %12s %8s %s\n", "scenario", "", "sold", "201 lost", "double", "5xx", "recovery", "why")
 	for _, r := range results {
-		fmt.Fprintf(&b, "%-24s %-5s %8s %9s %6d %12s %8s %s\n", r.Scenario, verdict(r), fmt.Sprintf("%d/%d", r.Sold, r.Stock),
+		fmt.Fprintf(&b, "%-32s %-5s %8s %9s %6d %12s %8s %s\n", r.Scenario, verdict(r), fmt.Sprintf("%d/%d", r.Sold, r.Stock),
 			fmt.Sprintf("%d/%d", r.Lost-r.LostReported, r.Lost), r.Double, fiveXX(r)[:strings.Index(fiveXX(r), " ")], recovery(r), strings.Join(r.Failures, "; "))
 	}
 	return b.String()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
 )
 
 // Options of a chaos run.
@@ -16,6 +18,10 @@ type Options struct {
 	// Scenarios names the scenarios to play; empty: all of them, or the
 	// short ones when Short is set.
 	Scenarios []string
+	// Providers keeps the payment scenarios' plays with these payment
+	// providers only (see Select); empty: one play per personality of the
+	// sandbox gateway.
+	Providers []string
 	Short     bool
 	// Load is the sale every scenario plays; the zero Load means DefaultLoad.
 	Load Load
@@ -32,40 +38,54 @@ type Options struct {
 	Log func(format string, args ...any)
 }
 
-// Select returns the scenarios that names (or short) pick, in play order.
-func Select(names []string, short bool) ([]Scenario, error) {
+// Select returns the plays that names (or short) and providers pick, in
+// play order. A name picks every play of its scenario; providers (the
+// origin's provider names, sandbox, stripe, razorpay, or the sandbox
+// gateway's personality names) keep the payment scenarios' plays with those
+// providers only, and leave the others alone. Empty names: every scenario,
+// or the short ones when short is set; empty providers: all of them.
+func Select(names, providers []string, short bool) ([]Scenario, error) {
 	all := Scenarios()
-	if len(names) == 0 {
-		if !short {
-			return all, nil
-		}
-		var out []Scenario
-		for _, sc := range all {
-			if sc.Short {
-				out = append(out, sc)
-			}
-		}
-		return out, nil
-	}
-	var out []Scenario
-	for _, sc := range all {
-		if slices.Contains(names, sc.Name) {
-			out = append(out, sc)
-		}
-	}
 	for _, n := range names {
 		if !slices.ContainsFunc(all, func(sc Scenario) bool { return sc.Name == n }) {
 			return nil, fmt.Errorf("no scenario %q (there are: %s)", n, strings.Join(Names(), ", "))
 		}
 	}
+	for _, p := range providers {
+		if !slices.ContainsFunc(all, func(sc Scenario) bool { return sc.Payments && (sc.Provider() == p || sc.Personality == p) }) {
+			return nil, fmt.Errorf("no payment provider %q (there are: %s)", p, strings.Join(Providers(), ", "))
+		}
+	}
+	var out []Scenario
+	for _, sc := range all {
+		switch {
+		case len(names) == 0 && short && !sc.Short:
+		case len(names) > 0 && !slices.Contains(names, sc.Name):
+		case sc.Payments && len(providers) > 0 && !slices.Contains(providers, sc.Provider()) && !slices.Contains(providers, sc.Personality):
+		default:
+			out = append(out, sc)
+		}
+	}
 	return out, nil
 }
 
-// Names lists every scenario's name.
+// Names lists every scenario's name once.
 func Names() []string {
 	var out []string
 	for _, sc := range Scenarios() {
-		out = append(out, sc.Name)
+		if !slices.Contains(out, sc.Name) {
+			out = append(out, sc.Name)
+		}
+	}
+	return out
+}
+
+// Providers lists the payment providers the payment scenarios play with,
+// one per personality of the sandbox gateway.
+func Providers() []string {
+	var out []string
+	for _, p := range gateway.Personalities() {
+		out = append(out, providerOf(p))
 	}
 	return out
 }
@@ -75,7 +95,7 @@ func Names() []string {
 // cluster of the run's own, and returns their results. An error means the
 // harness itself could not run; a scenario that fails is a Result.
 func Run(ctx context.Context, o Options) ([]Result, error) {
-	scenarios, err := Select(o.Scenarios, o.Short)
+	scenarios, err := Select(o.Scenarios, o.Providers, o.Short)
 	if err != nil {
 		return nil, err
 	}
@@ -124,19 +144,19 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		if ctx.Err() != nil {
 			return results, ctx.Err()
 		}
-		o.Log("scenario %d of %d: %s — %s", i+1, len(scenarios), sc.Name, sc.What)
-		r := runScenario(ctx, o, sc, filepath.Join(dir, sc.Name), bins, pg, fmt.Sprintf("chaos_%d", i+1), sentinels)
+		o.Log("scenario %d of %d: %s — %s", i+1, len(scenarios), sc.Label(), sc.What)
+		r := runScenario(ctx, o, sc, filepath.Join(dir, sc.slug()), bins, pg, fmt.Sprintf("chaos_%d", i+1), sentinels)
 		verdict := "PASS"
 		if !r.Pass() {
 			verdict = "FAIL: " + strings.Join(r.Failures, "; ")
 		}
-		o.Log("%s: %s (%.0f s)", sc.Name, verdict, r.Took.Seconds())
+		o.Log("%s: %s (%.0f s)", sc.Label(), verdict, r.Took.Seconds())
 		results = append(results, r)
 		// A scenario that stopped Postgres has started it again; if that
 		// failed, the next ones need it.
 		if !pg.proc.Running() {
 			if err := pg.start(ctx); err != nil {
-				return results, fmt.Errorf("postgres did not come back after %s: %w", sc.Name, err)
+				return results, fmt.Errorf("postgres did not come back after %s: %w", sc.Label(), err)
 			}
 		}
 	}
@@ -146,7 +166,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 // runScenario plays one scenario on a fresh stack.
 func runScenario(ctx context.Context, o Options, sc Scenario, dir, bins string, pg *pgCluster, db string, sentinels bool) (r Result) {
 	started := time.Now()
-	r = Result{Scenario: sc.Name, What: sc.What, Shoppers: o.Load.Shoppers, Stock: o.Load.Stock}
+	r = Result{Scenario: sc.Label(), What: sc.What, Provider: sc.Provider(), Payments: sc.Payments, Shoppers: o.Load.Shoppers, Stock: o.Load.Stock}
 	defer func() {
 		r.Took = time.Since(started)
 	}()
@@ -154,7 +174,7 @@ func runScenario(ctx context.Context, o Options, sc Scenario, dir, bins string, 
 		r.Failures = append(r.Failures, "harness: "+err.Error())
 		return r
 	}
-	st, err := startStack(ctx, dir, bins, pg, db, sc.topo, sentinels)
+	st, err := startStack(ctx, dir, bins, pg, db, sc.topo, sc.Personality, sentinels)
 	if err != nil {
 		return harness(fmt.Errorf("start the stack: %w", err))
 	}

@@ -10,15 +10,25 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/bench/internal/delayproxy"
+	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
 	"github.com/flashgate/flashgate/internal/redisserver"
 )
 
-// Scenario is one fault played against a running sale.
+// Scenario is one fault played against a running sale, with the payment
+// provider the origin takes payments through.
 type Scenario struct {
 	Name  string
 	Short bool   // cheap enough for make test
 	What  string // one line for the report
-	topo  topology
+	// Payments marks a scenario of the payment gateway (frozen, killed,
+	// its webhooks lost): Scenarios plays it once per personality of the
+	// sandbox gateway, every other scenario once with DefaultPersonality.
+	Payments bool
+	// Personality is the provider the sandbox gateway plays (a
+	// gateway.Personalities name); the origin takes payments through the
+	// matching provider (Provider), pointed at the sandbox.
+	Personality string
+	topo        topology
 	// fault waits for its moment (f.at), breaks something, heals it, and
 	// marks the fault's start and end (f.begin, f.finish). It returns when
 	// the stack has been given back everything the fault took.
@@ -61,8 +71,75 @@ func (f *faultEnv) fail(format string, args ...any) {
 	f.failures = append(f.failures, fmt.Sprintf(format, args...))
 }
 
-// Scenarios is every scenario, in the order make chaos plays them.
+// DefaultPersonality is the sandbox gateway's personality for the
+// scenarios that are not about payments: its own protocol, which the
+// origin's default provider (sandbox) speaks.
+const DefaultPersonality = gateway.PersonalityFlashgate
+
+// DefaultProvider is the origin's provider for DefaultPersonality
+// (providerOf).
+const DefaultProvider = "sandbox"
+
+// shortPersonality is the personality the short payment scenarios (make
+// test's) play: one real provider's API, webhooks and listing.
+const shortPersonality = gateway.PersonalityStripe
+
+// Provider is the origin's payment provider (FLASHGATE_PAYMENT_PROVIDER)
+// that talks to the sandbox gateway playing sc.Personality.
+func (sc Scenario) Provider() string { return providerOf(sc.Personality) }
+
+// Label names the scenario in logs and the report: its name, and for a
+// payment scenario the provider, "gateway-frozen (stripe)".
+func (sc Scenario) Label() string {
+	if !sc.Payments {
+		return sc.Name
+	}
+	return sc.Name + " (" + sc.Provider() + ")"
+}
+
+// slug names the scenario's folder: its name, and for a payment scenario
+// the provider, "gateway-frozen-stripe".
+func (sc Scenario) slug() string {
+	if !sc.Payments {
+		return sc.Name
+	}
+	return sc.Name + "-" + sc.Provider()
+}
+
+// providerOf is the origin's provider for a personality of the sandbox
+// gateway: sandbox for its own protocol, else the personality's name.
+func providerOf(personality string) string {
+	if personality == gateway.PersonalityFlashgate {
+		return DefaultProvider
+	}
+	return personality
+}
+
+// Scenarios is every play of every scenario, in the order make chaos plays
+// them: a payment scenario once per personality of the sandbox gateway
+// (gateway.Personalities: a personality added there joins here), short
+// with shortPersonality only; every other scenario once, with
+// DefaultPersonality.
 func Scenarios() []Scenario {
+	var out []Scenario
+	for _, sc := range scenarios() {
+		if !sc.Payments {
+			sc.Personality = DefaultPersonality
+			out = append(out, sc)
+			continue
+		}
+		for _, p := range gateway.Personalities() {
+			play := sc
+			play.Personality = p
+			play.Short = sc.Short && p == shortPersonality
+			out = append(out, play)
+		}
+	}
+	return out
+}
+
+// scenarios is every scenario once, in play order, without a personality.
+func scenarios() []Scenario {
 	return []Scenario{
 		{Name: "baseline", What: "no fault: the control run", fault: func(ctx context.Context, f *faultEnv) error {
 			if err := f.at(ctx, 3*time.Second); err != nil {
@@ -186,7 +263,7 @@ func Scenarios() []Scenario {
 			fault: slowRedis(delayproxy.Delay{Min: 25 * time.Millisecond, Max: 100 * time.Millisecond}, 6*time.Second)},
 		{Name: "redis-slow-0.5-1.5s", What: "every Redis round trip of origin and edge delayed 0.5–1.5 s (0.25–0.75 s each way) from 2 s to 7 s",
 			fault: slowRedis(delayproxy.Delay{Min: 250 * time.Millisecond, Max: 750 * time.Millisecond}, 5*time.Second)},
-		{Name: "gateway-frozen", What: "payment gateway frozen (SIGSTOP: connections open, no answers) from 3 s to 8 s", fault: func(ctx context.Context, f *faultEnv) error {
+		{Name: "gateway-frozen", Payments: true, What: "payment gateway frozen (SIGSTOP: connections open, no answers) from 3 s to 8 s", fault: func(ctx context.Context, f *faultEnv) error {
 			if err := f.at(ctx, 3*time.Second); err != nil {
 				return err
 			}
@@ -197,7 +274,7 @@ func Scenarios() []Scenario {
 			f.finish()
 			return err
 		}},
-		{Name: "gateway-killed", What: "payment gateway killed -9 at 3 s, back at 6 s (the sandbox forgets its intents: those listed just before the kill are kept for the checks)",
+		{Name: "gateway-killed", Payments: true, What: "payment gateway killed -9 at 3 s, back at 6 s (the sandbox forgets its intents: those listed just before the kill are kept for the checks)",
 			fault: func(ctx context.Context, f *faultEnv) error {
 				if err := f.at(ctx, 3*time.Second); err != nil {
 					return err
@@ -214,7 +291,7 @@ func Scenarios() []Scenario {
 				f.finish()
 				return err
 			}},
-		{Name: "webhooks-lost", What: "the gateway's webhooks switched off from 2 s to 8 s (events recorded, never sent): the reconciler must settle the payments",
+		{Name: "webhooks-lost", Payments: true, Short: true, What: "the gateway's webhooks switched off from 2 s to 8 s (events recorded, never sent): the reconciler must settle the payments, found through the provider's own listing API",
 			fault: func(ctx context.Context, f *faultEnv) error {
 				if err := f.at(ctx, 2*time.Second); err != nil {
 					return err
@@ -522,7 +599,15 @@ func listGatewayIntents(ctx context.Context, st *stack) ([]gatewayIntent, error)
 		Intents []gatewayIntent `json:"intents"`
 	}
 	if err := json.Unmarshal(body, &out); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list intents: %w", err)
+	}
+	// The control listing is the sandbox's core form whatever provider it
+	// plays: an intent without its id, status or amount is another form,
+	// which the checks would misread.
+	for _, in := range out.Intents {
+		if in.ID == "" || in.Status == "" || in.AmountMinor <= 0 {
+			return nil, fmt.Errorf("list intents: an intent not in the sandbox's core form (intent_id, status, amount_minor): %+v", in)
+		}
 	}
 	return out.Intents, nil
 }

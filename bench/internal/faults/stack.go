@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/bench/internal/delayproxy"
+	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
 	"github.com/flashgate/flashgate/internal/childproc"
 	"github.com/flashgate/flashgate/internal/redisserver"
 )
@@ -89,8 +90,10 @@ type stack struct {
 // edgeCount is how many edges the stack runs.
 const edgeCount = 2
 
-// stackFor starts a stack for one scenario in dir.
-func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string, topo topology, sentinelSupport bool) (*stack, error) {
+// startStack starts a stack for one scenario in dir, its sandbox gateway
+// playing personality and its origin taking payments through the matching
+// provider.
+func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string, topo topology, personality string, sentinelSupport bool) (*stack, error) {
 	s := &stack{dir: dir, bins: bins, pg: pg, db: db, instance: 1}
 	ok := false
 	defer func() {
@@ -154,12 +157,14 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 		s.edges = append(s.edges, &edgeNode{name: name, addr: addrs[3+2*i], admin: addrs[4+2*i]})
 	}
 
+	payments, err := paymentEnv(personality, "http://"+s.gatewayAddr)
+	if err != nil {
+		return nil, err
+	}
 	common := append([]string{
 		"FLASHGATE_ADMIN_TOKEN=" + adminToken,
 		"FLASHGATE_TOKEN_KEYS=" + tokenKeys,
 		"FLASHGATE_USER_TOKEN_SECRET=" + userSecret,
-		"FLASHGATE_GATEWAY_API_KEY=" + gatewayKey,
-		"FLASHGATE_GATEWAY_WEBHOOK_SECRET=" + webhookSecret,
 		"FLASHGATE_REDIS_PREFIX=" + redisPrefix,
 		"FLASHGATE_POSTGRES_URL=" + pg.url(db),
 		"FLASHGATE_SHUTDOWN_TIMEOUT=3s",
@@ -167,14 +172,16 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 	s.gateway = &childproc.Proc{Name: "sandboxgateway", Path: filepath.Join(bins, "sandboxgateway"), Log: filepath.Join(dir, "gateway.log"),
 		Env: childEnv(append(append([]string{}, common...),
 			"FLASHGATE_GATEWAY_ADDR="+s.gatewayAddr, "FLASHGATE_GATEWAY_PUBLIC_URL=http://"+s.gatewayAddr,
+			"FLASHGATE_GATEWAY_PERSONALITY="+personality,
+			"FLASHGATE_GATEWAY_API_KEY="+gatewayKey, "FLASHGATE_GATEWAY_WEBHOOK_SECRET="+webhookSecret,
 			"FLASHGATE_GATEWAY_CONTROL_TOKEN="+gatewayControlToken,
 			"FLASHGATE_GATEWAY_WEBHOOK_URL=http://"+s.edges[0].addr+"/v1/payments/webhook",
 			"FLASHGATE_GATEWAY_RETRY_BASE=200ms", "FLASHGATE_GATEWAY_RETRY_MAX=2s", "FLASHGATE_GATEWAY_SEED=7")...)}
 	// A reconciler every 2 s and a stream lease of 4 s: what the defaults
 	// do in 30 s and 10 s, within a scenario's few seconds.
-	s.originEnv = append(append([]string{}, common...),
+	s.originEnv = append(append(append([]string{}, common...), payments...),
 		"FLASHGATE_ORIGIN_ADDR="+s.originAddr, "FLASHGATE_ORIGIN_ADMIN_ADDR="+s.originAdmin,
-		"FLASHGATE_GATEWAY_URL=http://"+s.gatewayAddr, "FLASHGATE_POSTGRES_MAX_CONNS=16",
+		"FLASHGATE_POSTGRES_MAX_CONNS=16",
 		"FLASHGATE_RECONCILE_INTERVAL=2s", "FLASHGATE_WRITER_CLAIM_IDLE=4s", "FLASHGATE_PAYMENT_GRACE=20s")
 	s.origin = &childproc.Proc{Name: "origin", Path: filepath.Join(bins, "origin"), Log: filepath.Join(dir, "origin.log"),
 		Env: childEnv(append(append([]string{}, s.originEnv...), "FLASHGATE_INSTANCE=chaos-origin-1")...)}
@@ -198,8 +205,48 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 			return nil, err
 		}
 	}
+	if err := s.originReady(ctx, 30*time.Second); err != nil {
+		return nil, err
+	}
 	ok = true
 	return s, nil
+}
+
+// originReady waits until the origin answers /readyz 200: it has reached
+// Redis and Postgres and takes sales (until then it answers please_wait).
+func (s *stack) originReady(ctx context.Context, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		status, desc := originReady(ctx, s)
+		if status == 200 {
+			return nil
+		}
+		if time.Now().After(deadline) || !sleepFor(ctx, 100*time.Millisecond) {
+			return fmt.Errorf("the origin was not ready within %v (last answer: %s)", d, desc)
+		}
+	}
+}
+
+// paymentEnv is the origin's payment settings for the sandbox gateway
+// playing personality at gatewayURL: the matching provider
+// (FLASHGATE_PAYMENT_PROVIDER, providerOf), its API at the sandbox, under
+// the sandbox's API key and webhook secret, as make run sets them. A
+// personality the origin has no provider for is an error.
+func paymentEnv(personality, gatewayURL string) ([]string, error) {
+	provider := "FLASHGATE_PAYMENT_PROVIDER=" + providerOf(personality)
+	switch personality {
+	case gateway.PersonalityFlashgate:
+		return []string{provider, "FLASHGATE_GATEWAY_URL=" + gatewayURL,
+			"FLASHGATE_GATEWAY_API_KEY=" + gatewayKey, "FLASHGATE_GATEWAY_WEBHOOK_SECRET=" + webhookSecret}, nil
+	case gateway.PersonalityStripe:
+		return []string{provider, "FLASHGATE_STRIPE_API_URL=" + gatewayURL,
+			"FLASHGATE_STRIPE_SECRET_KEY=" + gatewayKey, "FLASHGATE_STRIPE_WEBHOOK_SECRET=" + webhookSecret}, nil
+	case gateway.PersonalityRazorpay: // one fixed test key id, the sandbox's API key as its secret
+		return []string{provider, "FLASHGATE_RAZORPAY_API_URL=" + gatewayURL,
+			"FLASHGATE_RAZORPAY_KEY_ID=" + gateway.RazorpayKeyID, "FLASHGATE_RAZORPAY_KEY_SECRET=" + gatewayKey,
+			"FLASHGATE_RAZORPAY_WEBHOOK_SECRET=" + webhookSecret}, nil
+	}
+	return nil, fmt.Errorf("the sandbox gateway's personality %q has no origin settings here (paymentEnv)", personality)
 }
 
 // healthCheck is a binary and its liveness URL.
