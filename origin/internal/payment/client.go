@@ -160,23 +160,9 @@ func (c *Client) call(ctx context.Context, method, path, idempotencyKey string, 
 			return fmt.Errorf("payment gateway %s %s: %w", method, path, err)
 		}
 	}
-	pause := c.opts.Backoff
-	var err error
-	for attempt := 1; ; attempt++ {
-		var retry bool
-		retry, err = c.try(ctx, method, path, idempotencyKey, body, out)
-		if err == nil || !retry || attempt == c.opts.Attempts {
-			break
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("payment gateway %s %s: %w (last: %v)", method, path, ctx.Err(), err)
-		case <-t.C:
-		}
-		pause *= 2
-	}
+	err := Retry(ctx, c.opts.Attempts, c.opts.Backoff, func() (bool, error) {
+		return c.try(ctx, method, path, idempotencyKey, body, out)
+	})
 	if err != nil {
 		return fmt.Errorf("payment gateway %s %s: %w", method, path, err)
 	}

@@ -263,23 +263,9 @@ func (p *Provider) do(ctx context.Context, r request, out any) error {
 			return fmt.Errorf("razorpay %s %s: %w", r.method, r.path, err)
 		}
 	}
-	pause := p.cfg.Backoff
-	var err error
-	for attempt := 1; ; attempt++ {
-		var retry bool
-		retry, err = p.try(ctx, r, body, out)
-		if err == nil || !retry || attempt == p.cfg.Attempts {
-			break
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("razorpay %s %s: %w (last: %v)", r.method, r.path, ctx.Err(), err)
-		case <-t.C:
-		}
-		pause *= 2
-	}
+	err := payment.Retry(ctx, p.cfg.Attempts, p.cfg.Backoff, func() (bool, error) {
+		return p.try(ctx, r, body, out)
+	})
 	if err != nil {
 		return fmt.Errorf("razorpay %s %s: %w", r.method, r.path, err)
 	}
