@@ -177,6 +177,35 @@ func isListing(path string) bool {
 // grow rather than sleeping.
 func (p *Payments) Listings() int64 { return p.listings.Load() }
 
+// HoldRefunds switches the gateway's refund holding on or off: while on,
+// every new refund is pending, as a provider's refund is for days, until
+// ProcessRefund or FailRefund settles it; off (the default), refunds
+// succeed at once.
+func (p *Payments) HoldRefunds(on bool) { p.Gateway.HoldRefunds(on) }
+
+// ProcessRefund makes pending refund refundID succeed, sending its
+// provider's webhooks (Stripe's refund.updated, Razorpay's
+// refund.processed); refundID is the refund's id as the provider shows it
+// (Razorpay's rfnd_…) or the sandbox's re_…. It fails t when the refund is
+// unknown or not pending.
+func (p *Payments) ProcessRefund(t testing.TB, refundID string) {
+	t.Helper()
+	if err := p.Gateway.ProcessRefund(refundID); err != nil {
+		t.Fatalf("process refund %s: %v", refundID, err)
+	}
+}
+
+// FailRefund makes pending refund refundID fail, sending its provider's
+// webhooks (Stripe's refund.updated and refund.failed, Razorpay's
+// refund.failed): its amount is unrefunded again. refundID and the
+// failures are as for ProcessRefund.
+func (p *Payments) FailRefund(t testing.TB, refundID string) {
+	t.Helper()
+	if err := p.Gateway.FailRefund(refundID); err != nil {
+		t.Fatalf("fail refund %s: %v", refundID, err)
+	}
+}
+
 // Configure points an origin's Config at the gateway, as the provider it
 // plays (the sandbox's own protocol; Stripe's with the gateway's API key
 // as the secret key; Razorpay's with gateway.RazorpayKeyID and the API key
@@ -236,8 +265,9 @@ type Order struct {
 		PayURL   string `json:"pay_url"`
 	} `json:"payment"`
 	Refund *struct {
-		Status   string `json:"status"`
-		RefundID string `json:"refund_id"`
+		Status     string     `json:"status"`
+		RefundID   string     `json:"refund_id"`
+		RefundedAt *time.Time `json:"refunded_at"`
 	} `json:"refund"`
 	PollAfterMS int64  `json:"poll_after_ms"`
 	Error       string `json:"error"`

@@ -312,6 +312,8 @@ func TestRoutes(t *testing.T) {
 		{"POST", "/healthz", 405, "method_not_allowed"},
 		{"POST", "/sandbox/intents/pi_000000000000000000000000/pay", 404, "unknown_intent"},
 		{"POST", "/sandbox/intents/pi_000000000000000000000000/fail", 404, "unknown_intent"},
+		{"GET", "/sandbox/refunds/re_x/process", 405, "method_not_allowed"},
+		{"DELETE", "/sandbox/refunds", 405, "method_not_allowed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {

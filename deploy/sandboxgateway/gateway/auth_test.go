@@ -23,6 +23,10 @@ func TestSandboxAuth(t *testing.T) {
 		{"GET", "/sandbox/events", "", 200},
 		{"GET", "/sandbox/webhooks", "", 200},
 		{"PUT", "/sandbox/webhooks", `{"enabled": false}`, 200},
+		{"GET", "/sandbox/refunds", "", 200},
+		{"PUT", "/sandbox/refunds", `{"hold": true}`, 200},
+		{"POST", "/sandbox/refunds/" + unknownRefund + "/process", "", 404},
+		{"POST", "/sandbox/refunds/" + unknownRefund + "/fail", "", 404},
 		{"GET", "/sandbox/intents/" + in.ID + "/pay", "", 405},
 		{"DELETE", "/sandbox/webhooks", "", 405},
 		{"GET", "/sandbox/nowhere", "", 404},
@@ -56,7 +60,7 @@ func TestSandboxAuth(t *testing.T) {
 	}
 	// The pay key of the intent itself opens nothing but its pay and fail.
 	for _, c := range calls {
-		if strings.HasSuffix(c.path, "/pay") || strings.HasSuffix(c.path, "/fail") {
+		if strings.HasPrefix(c.path, "/sandbox/intents/"+in.ID+"/") {
 			continue
 		}
 		status, b := send(t, c.method, f.url+c.path, c.body, "Authorization", "Bearer "+payKey(t, in))
@@ -64,9 +68,9 @@ func TestSandboxAuth(t *testing.T) {
 			t.Errorf("%s %s with the intent's pay key = %d %s, want 401", c.method, c.path, status, b)
 		}
 	}
-	if got, _ := f.gw.Intent(in.ID); got.Status != StatusRequiresPayment || len(f.gw.Events()) != 0 || !f.gw.WebhooksEnabled() {
-		t.Fatalf("after unauthorized calls: status %s, %d events, webhooks on %v; want requires_payment, 0, true",
-			got.Status, len(f.gw.Events()), f.gw.WebhooksEnabled())
+	if got, _ := f.gw.Intent(in.ID); got.Status != StatusRequiresPayment || len(f.gw.Events()) != 0 || !f.gw.WebhooksEnabled() || f.gw.RefundsHeld() {
+		t.Fatalf("after unauthorized calls: status %s, %d events, webhooks on %v, refunds held %v; want requires_payment, 0, true, false",
+			got.Status, len(f.gw.Events()), f.gw.WebhooksEnabled(), f.gw.RefundsHeld())
 	}
 
 	for _, c := range calls {
@@ -75,8 +79,9 @@ func TestSandboxAuth(t *testing.T) {
 			t.Errorf("%s %s with the control token = %d %s, want %d", c.method, c.path, status, b, c.want)
 		}
 	}
-	if got, _ := f.gw.Intent(in.ID); got.Status != StatusSucceeded || f.gw.WebhooksEnabled() {
-		t.Errorf("after the control token's calls: status %s, webhooks on %v; want succeeded, false", got.Status, f.gw.WebhooksEnabled())
+	if got, _ := f.gw.Intent(in.ID); got.Status != StatusSucceeded || f.gw.WebhooksEnabled() || !f.gw.RefundsHeld() {
+		t.Errorf("after the control token's calls: status %s, webhooks on %v, refunds held %v; want succeeded, false, true",
+			got.Status, f.gw.WebhooksEnabled(), f.gw.RefundsHeld())
 	}
 }
 

@@ -33,6 +33,21 @@
 //	POST /sandbox/intents/{id}/fail
 //	GET  /sandbox/intents[?created_since=...], GET /sandbox/events
 //	GET and PUT /sandbox/webhooks   {"enabled": bool}
+//	GET and PUT /sandbox/refunds    {"hold": bool}
+//	POST /sandbox/refunds/{id}/process
+//	POST /sandbox/refunds/{id}/fail
+//
+// A refund succeeds at once, unless refunds are held ({"hold": true}, off
+// by default; Gateway.HoldRefunds): then it is created "pending", as a
+// provider's refund often is for days, and counts against what is left
+// to refund until process makes it "succeeded" or fail makes it
+// "failed". A failed refund gives nothing back, so a new refund (another
+// Idempotency-Key) may refund its amount again; its own key replays it,
+// failed. Process and fail answer the refund (the core's JSON, as the
+// flashgate protocol shows it), 404 unknown_refund for an id no refund has
+// and 409 refund_not_pending for a refund already settled; {id} is the
+// refund's id as the personality shows it (Razorpay's rfnd_…) or the
+// core's re_….
 //
 // A paid intent names its payer, the paying instrument, as a real gateway
 // reports it: the pay body's "payer" (1 to 100 bytes of printable
@@ -51,8 +66,7 @@
 //	GET  /healthz
 //
 // Creation answers 201; a repeat with the same Idempotency-Key and the same
-// request answers 200 with the same intent as it is now (or the same
-// refund), and the same key with another request 409 idempotency_conflict.
+// request answers 200 with the same intent (or refund) as it is now, and the same key with another request 409 idempotency_conflict.
 // Only successful requests use up a key, so a request answered 4xx or 503
 // may be retried with its key. Refund keys are apart from creation keys.
 // Errors are {"error": "<code>", "message": "<sentence>"}; every JSON
@@ -63,10 +77,13 @@
 // and runs only the page's own inline style and script, by a nonce fresh
 // for every answer.
 //
-// Each state change records one event and POSTs it to the webhook URL (in
-// the flashgate personality as a WebhookPayload, signed in the
-// Payment-Signature header, see Sign; in another, as its provider does), retried
-// on any non-2xx answer or transport error with exponential backoff, and,
-// with probability DuplicateRate, delivered twice. Events about different
-// intents, or about one intent, may arrive in any order.
+// Each state change records one event and POSTs it to the webhook URL:
+// in the flashgate personality as a WebhookPayload of type
+// payment_intent.succeeded, payment_intent.failed, refund.created (a
+// refund created pending), refund.succeeded or refund.failed, signed in
+// the Payment-Signature header (see Sign); in another, as its provider
+// does, sometimes as two events. Each is retried on any non-2xx answer or
+// transport error with exponential backoff and, with probability
+// DuplicateRate, delivered twice. Events about different intents, or
+// about one intent, may arrive in any order.
 package gateway

@@ -192,17 +192,19 @@ type Gateway struct {
 
 	// mu guards every field below, the intents with their refunds, the
 	// idempotency records, and the events with their delivery records.
-	mu         sync.Mutex
-	intents    map[string]*Intent // by id
-	payKeys    map[string]string  // intent id → the key its pay_url carries
-	order      []*Intent          // in creation order
-	createKeys map[string]createRecord
-	refundKeys map[string]refundRecord
-	events     []*eventRecord // in the order they were recorded
-	publicURL  string
-	webhookURL string
-	webhooksOn bool
-	closed     bool // set by Close: new events are not sent
+	mu            sync.Mutex
+	intents       map[string]*Intent // by id
+	payKeys       map[string]string  // intent id → the key its pay_url carries
+	refundIntents map[string]string  // refund id → its intent's id
+	order         []*Intent          // in creation order
+	createKeys    map[string]createRecord
+	refundKeys    map[string]refundRecord
+	events        []*eventRecord // in the order they were recorded
+	publicURL     string
+	webhookURL    string
+	webhooksOn    bool
+	holdRefunds   bool // see HoldRefunds
+	closed        bool // set by Close: new events are not sent
 }
 
 // New returns a Gateway for cfg, which must be valid.
@@ -225,15 +227,16 @@ func New(cfg Config) (*Gateway, error) {
 			// A redirect is a non-2xx answer, retried like any other.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		ctx:        ctx,
-		cancel:     cancel,
-		intents:    make(map[string]*Intent),
-		payKeys:    make(map[string]string),
-		createKeys: make(map[string]createRecord),
-		refundKeys: make(map[string]refundRecord),
-		publicURL:  cfg.PublicURL,
-		webhookURL: cfg.WebhookURL,
-		webhooksOn: true,
+		ctx:           ctx,
+		cancel:        cancel,
+		intents:       make(map[string]*Intent),
+		payKeys:       make(map[string]string),
+		refundIntents: make(map[string]string),
+		createKeys:    make(map[string]createRecord),
+		refundKeys:    make(map[string]refundRecord),
+		publicURL:     cfg.PublicURL,
+		webhookURL:    cfg.WebhookURL,
+		webhooksOn:    true,
 	}
 	g.persona = personalities[cfg.Personality](g)
 	g.mux = g.routes()

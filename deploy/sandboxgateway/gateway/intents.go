@@ -63,27 +63,39 @@ type Intent struct {
 	Params string `json:"-"`
 }
 
-// Refund gives back part or all of a succeeded intent's amount. Refunds
-// succeed at once.
+// Refund gives back part or all of a succeeded intent's amount. A refund
+// succeeds at once, or, while refunds are held (HoldRefunds), stays
+// pending until ProcessRefund or FailRefund settles it. A failed refund
+// gives nothing back: what it asked for may be refunded again.
 type Refund struct {
 	ID          string    `json:"refund_id"` // "re_" + 24 hex digits
 	IntentID    string    `json:"intent_id"`
 	AmountMinor int64     `json:"amount_minor"`
-	Status      string    `json:"status"` // always "succeeded"
+	Status      string    `json:"status"` // RefundPending, RefundSucceeded or RefundFailed
 	CreatedAt   time.Time `json:"created_at"`
 	// Params are the personality's own parameters of the request that
 	// made the refund, as Intent.Params.
 	Params string `json:"-"`
 }
 
+// The statuses of a refund: pending (only while refunds are held) until
+// settled, succeeded or failed, never changing again.
+const (
+	RefundPending   = "pending"
+	RefundSucceeded = "succeeded"
+	RefundFailed    = "failed"
+)
+
 // Errors of the Go methods; the API answers them with the codes noted.
 var (
-	ErrUnknownIntent   = errors.New("unknown intent")                            // 404 unknown_intent
-	ErrIntentFailed    = errors.New("intent failed, it cannot be paid")          // 409 intent_failed
-	ErrIntentSucceeded = errors.New("intent succeeded, it cannot fail")          // 409 intent_succeeded
-	errNotSucceeded    = errors.New("intent has not succeeded")                  // 409 intent_not_succeeded
-	errRefundExceeds   = errors.New("refunds would exceed the amount")           // 409 refund_exceeds_amount
-	errIdempotencyUsed = errors.New("idempotency key used with another request") // 409 idempotency_conflict
+	ErrUnknownIntent    = errors.New("unknown intent")                            // 404 unknown_intent
+	ErrIntentFailed     = errors.New("intent failed, it cannot be paid")          // 409 intent_failed
+	ErrIntentSucceeded  = errors.New("intent succeeded, it cannot fail")          // 409 intent_succeeded
+	ErrUnknownRefund    = errors.New("unknown refund")                            // 404 unknown_refund
+	ErrRefundNotPending = errors.New("refund is not pending, it was settled")     // 409 refund_not_pending
+	errNotSucceeded     = errors.New("intent has not succeeded")                  // 409 intent_not_succeeded
+	errRefundExceeds    = errors.New("refunds would exceed the amount")           // 409 refund_exceeds_amount
+	errIdempotencyUsed  = errors.New("idempotency key used with another request") // 409 idempotency_conflict
 )
 
 // Limits on what a merchant may store on an intent.
@@ -153,7 +165,7 @@ type refundRecord struct {
 	intentID  string
 	requested *int64 // the amount_minor asked for; nil: the rest
 	params    string
-	refund    Refund
+	refundID  string // the refund it made, replayed as it is now
 }
 
 // createIntent creates the intent req asks for, or, when key was already
@@ -196,6 +208,9 @@ func (g *Gateway) createIntent(key string, req createRequest) (in Intent, create
 		"order_id", p.Metadata["order_id"])
 	return p.clone(), true, nil
 }
+
+// coreRefundPrefix starts every refund id, before 24 random hex digits.
+const coreRefundPrefix = "re_"
 
 // payKeyParam names the pay key in pay_url's fragment. A fragment is
 // never sent to a server, so the key stays out of access logs and Referer
@@ -320,14 +335,17 @@ func (g *Gateway) settle(id string, to Status, payer string, again bool) (Intent
 		typ = EventPaymentFailed
 	}
 	g.log.Info("intent "+string(to), "intent_id", id, "order_id", p.Metadata["order_id"])
-	g.publishLocked(typ, in.UpdatedAt, in, nil)
+	g.publishLocked(coreEvent{Kind: typ, At: in.UpdatedAt, Intent: in})
 	return in, nil
 }
 
 // refund refunds amount (nil: whatever is left unrefunded) of a succeeded
-// intent and sends refund.succeeded, or, when key was already used for the
-// same request (same intent, amount and params), returns that refund with
-// created false. params are the personality's, kept on the refund.
+// intent, or, when key was already used for the same request (same
+// intent, amount and params), returns that refund as it is now with
+// created false. Failed refunds leave their amount unrefunded. The refund
+// succeeds at once and sends refund.succeeded, or, while refunds are
+// held, is pending and sends refund.created. params are the
+// personality's, kept on the refund.
 func (g *Gateway) refund(intentID, key string, amount *int64, params string) (re Refund, created bool, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -339,15 +357,13 @@ func (g *Gateway) refund(intentID, key string, amount *int64, params string) (re
 		if rec.intentID != intentID || !sameAmount(rec.requested, amount) || rec.params != params {
 			return Refund{}, false, errIdempotencyUsed
 		}
-		return rec.refund, false, nil
+		i := slices.IndexFunc(p.Refunds, func(r Refund) bool { return r.ID == rec.refundID })
+		return p.Refunds[i], false, nil
 	}
 	if p.Status != StatusSucceeded {
 		return Refund{}, false, errNotSucceeded
 	}
-	left := p.AmountMinor
-	for _, r := range p.Refunds {
-		left -= r.AmountMinor
-	}
+	left := p.AmountMinor - refunded(p.Refunds)
 	n := left
 	if amount != nil {
 		n = *amount
@@ -356,7 +372,11 @@ func (g *Gateway) refund(intentID, key string, amount *int64, params string) (re
 		return Refund{}, false, errRefundExceeds
 	}
 	now := g.now()
-	re = Refund{ID: newID("re_"), IntentID: intentID, AmountMinor: n, Status: "succeeded", CreatedAt: now,
+	status, kind := RefundSucceeded, EventRefundSucceeded
+	if g.holdRefunds {
+		status, kind = RefundPending, EventRefundCreated
+	}
+	re = Refund{ID: newID(coreRefundPrefix), IntentID: intentID, AmountMinor: n, Status: status, CreatedAt: now,
 		Params: params}
 	p.Refunds = append(p.Refunds, re)
 	p.UpdatedAt = now
@@ -364,11 +384,88 @@ func (g *Gateway) refund(intentID, key string, amount *int64, params string) (re
 	if amount != nil {
 		requested = new(*amount)
 	}
-	g.refundKeys[key] = refundRecord{intentID: intentID, requested: requested, params: params, refund: re}
-	g.log.Info("refund succeeded", "intent_id", intentID, "refund_id", re.ID, "amount_minor", n,
+	g.refundKeys[key] = refundRecord{intentID: intentID, requested: requested, params: params, refundID: re.ID}
+	g.refundIntents[re.ID] = intentID
+	g.log.Info("refund "+status, "intent_id", intentID, "refund_id", re.ID, "amount_minor", n,
 		"left_minor", left-n)
-	g.publishLocked(EventRefundSucceeded, now, p.clone(), &re)
+	g.publishLocked(coreEvent{Kind: kind, At: now, Intent: p.clone(), Refund: &re})
 	return re, true, nil
+}
+
+// refunded is the amount refunds give back: all but the failed ones,
+// pending ones included, as a provider counts them against what is left
+// to refund.
+func refunded(refunds []Refund) int64 {
+	var n int64
+	for _, r := range refunds {
+		if r.Status != RefundFailed {
+			n += r.AmountMinor
+		}
+	}
+	return n
+}
+
+// HoldRefunds switches holding refunds on or off. While on, a new refund
+// is pending, as a provider's refund is for days, until ProcessRefund or
+// FailRefund settles it; while off (the default) it succeeds at once.
+// Switching off settles nothing already pending.
+func (g *Gateway) HoldRefunds(on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.holdRefunds = on
+}
+
+// RefundsHeld reports whether refunds are held (see HoldRefunds).
+func (g *Gateway) RefundsHeld() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.holdRefunds
+}
+
+// ProcessRefund settles pending refund id as succeeded and sends
+// refund.succeeded. id is the refund's id as the core or the personality
+// shows it (Razorpay's rfnd_…, say). An unknown refund gives
+// ErrUnknownRefund, one already settled ErrRefundNotPending.
+func (g *Gateway) ProcessRefund(id string) error {
+	_, err := g.settleRefund(id, RefundSucceeded)
+	return err
+}
+
+// FailRefund settles pending refund id as failed and sends refund.failed:
+// its amount is unrefunded again, for a new refund (another idempotency
+// key) to give back. id and the errors are as for ProcessRefund.
+func (g *Gateway) FailRefund(id string) error {
+	_, err := g.settleRefund(id, RefundFailed)
+	return err
+}
+
+// settleRefund moves pending refund id to status to, RefundSucceeded or
+// RefundFailed, and sends its event.
+func (g *Gateway) settleRefund(id, to string) (Refund, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id = g.persona.coreRefundID(id)
+	p, ok := g.intents[g.refundIntents[id]]
+	if !ok {
+		return Refund{}, ErrUnknownRefund
+	}
+	i := slices.IndexFunc(p.Refunds, func(r Refund) bool { return r.ID == id })
+	re := &p.Refunds[i]
+	if re.Status != RefundPending {
+		return Refund{}, ErrRefundNotPending
+	}
+	re.Status = to
+	now := g.now()
+	p.UpdatedAt = now
+	kind := EventRefundSucceeded
+	if to == RefundFailed {
+		kind = EventRefundFailed
+	}
+	out := *re
+	g.log.Info("refund "+to, "intent_id", p.ID, "refund_id", id, "amount_minor", out.AmountMinor,
+		"left_minor", p.AmountMinor-refunded(p.Refunds))
+	g.publishLocked(coreEvent{Kind: kind, At: now, Intent: p.clone(), Refund: &out, From: RefundPending})
+	return out, nil
 }
 
 // sameAmount reports whether two optional amounts are equal.

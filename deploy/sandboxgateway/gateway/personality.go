@@ -47,9 +47,14 @@ type personality interface {
 	intentPrefix() string
 	// routes adds the merchant API to mux, each endpoint behind g.api.
 	routes(mux *http.ServeMux)
-	// encode is the webhook of core event e: the provider's event type
-	// and the body, sent as it is on every attempt.
-	encode(e coreEvent) (typ string, body []byte, err error)
+	// encode is the webhooks of core event e, usually one, in the order
+	// they are recorded: each with its id (the first e.ID, any other a
+	// fresh one), the provider's event type and the body, sent as it is
+	// on every attempt.
+	encode(e coreEvent) ([]providerEvent, error)
+	// coreRefundID is the core's id of the refund the personality shows
+	// as id (Razorpay's rfnd_… is re_…); any other id as it is.
+	coreRefundID(id string) string
 	// sign sets the headers of one delivery of event eventID's body, made
 	// at t (content type, user agent, signature, an event id header if
 	// the provider sends one), signed with secrets.
@@ -58,11 +63,21 @@ type personality interface {
 
 // coreEvent is a state change of the core, for a personality to encode.
 type coreEvent struct {
-	ID     string    // "evt_" + 24 hex digits, repeated by duplicate deliveries
-	Kind   string    // EventPaymentSucceeded, EventPaymentFailed or EventRefundSucceeded
+	ID     string    // "evt_" + 24 hex digits: its first webhook's id (see encode)
+	Kind   string    // EventPaymentSucceeded, EventRefundCreated, ... (see Event.Kind)
 	At     time.Time // when it happened
 	Intent Intent    // the intent as of the event
-	Refund *Refund   // the refund, for EventRefundSucceeded
+	Refund *Refund   // the refund as of the event, for the refund kinds
+	// From is the refund's status before a settlement (RefundPending);
+	// "" for a refund just created.
+	From string
+}
+
+// providerEvent is one provider event a personality makes of a core event.
+type providerEvent struct {
+	id   string // "evt_" + 24 hex digits
+	typ  string // the provider's event type
+	body []byte
 }
 
 // flashgate is PersonalityFlashgate.
@@ -78,11 +93,15 @@ func (f flashgate) routes(mux *http.ServeMux) {
 	mux.Handle("POST /v1/intents/{id}/refunds", g.api(g.handleRefund))
 }
 
-func (flashgate) encode(e coreEvent) (string, []byte, error) {
+// encode sends each core event as the event of its kind's type, a
+// WebhookPayload.
+func (flashgate) encode(e coreEvent) ([]providerEvent, error) {
 	body, err := json.Marshal(WebhookPayload{ID: e.ID, Type: e.Kind, CreatedAt: e.At,
 		Data: WebhookData{Intent: e.Intent, Refund: e.Refund}})
-	return e.Kind, body, err
+	return []providerEvent{{e.ID, e.Kind, body}}, err
 }
+
+func (flashgate) coreRefundID(id string) string { return id }
 
 func (flashgate) sign(h http.Header, _ string, secrets []string, t time.Time, body []byte) {
 	h.Set("Content-Type", "application/json")

@@ -30,6 +30,7 @@ import (
 //	GET  /v1/payment_links/{id}
 //	POST /v1/payment_links/{id}/cancel
 //	GET  /v1/payments                        from, to, count (1 to 100, default 10), skip
+//	GET  /v1/payments/{id}
 //	GET  /v1/payments/{id}/refunds           from, to, count, skip
 //	POST /v1/payments/{id}/refund            amount, speed, receipt, notes + X-Refund-Idempotency
 //
@@ -52,24 +53,31 @@ import (
 // ahead. A paid link has its Order (order_…) and one captured Payment
 // (pay_…) of method upi, whose vpa is the sandbox payer's (RazorpayVPA):
 // "upi:alice@okbank" pays from alice@okbank. A refund is a Refund
-// (rfnd_…), processed at once; a payment refunded in full is refunded.
+// (rfnd_…), processed at once; while refunds are held
+// (Gateway.HoldRefunds) it is pending, as a normal-speed refund is for
+// days, until the sandbox processes it (processed) or fails it (failed).
+// A payment's amount_refunded and refund_status (null, partial, full)
+// count its pending and processed refunds, not failed ones, so a failed
+// refund's amount may be refunded again; a payment refunded in full is
+// refunded. Its refunds listing shows every refund in its current status.
 // The ids of one intent share its 24 hex digits (Razorpay's own ids are
 // 14 letters and digits). Events are Razorpay's webhooks (see encode):
-// payment_link.paid, payment_link.expired, payment_link.cancelled and
-// refund.processed, signed in X-Razorpay-Signature, their id in
+// payment_link.paid, payment_link.expired, payment_link.cancelled,
+// refund.created (for a pending refund), refund.processed and
+// refund.failed, signed in X-Razorpay-Signature, their id in
 // X-Razorpay-Event-Id.
 //
 // Not played: links expiring by themselves at expire_by (only fail and
 // cancel end one), partial payments (accept_partial), failed payment
 // attempts and the payment.* and order.* events, instant refunds (speed
-// optimum is taken and processed as normal), pending and failed refunds
-// (and so refund.created, refund.failed), Orders and Standard Checkout,
-// payments by card, netbanking or wallet, notifications (notify,
-// reminders, the SMS and email links), updating a link (PATCH), the
-// live-mode-only rule of UPI links (upi_link is taken with the test key),
-// the refund's 409 while the first is in progress (refunds are processed
-// at once), the callback's razorpay_* query parameters, and rate limits
-// (429).
+// optimum is taken and processed as normal, and refund.speed_changed is
+// never sent), refund.created for a refund processed at once, Orders and
+// Standard Checkout, payments by card, netbanking or wallet, notifications
+// (notify, reminders, the SMS and email links), updating a link (PATCH),
+// the live-mode-only rule of UPI links (upi_link is taken with the test
+// key), the refund's 409 while a request with its idempotency key is in
+// progress (the core answers each at once), the callback's razorpay_*
+// query parameters, and rate limits (429).
 type razorpayFace struct{ g *Gateway }
 
 // RazorpayKeyID is the API key id the Razorpay personality takes, with the
@@ -85,13 +93,12 @@ const (
 
 // Razorpay id prefixes. A link's id is razorpayLinkPrefix and its
 // intent's hex digits; its order and payment share them, and a refund's id
-// shares the core refund's.
+// shares the core refund's (coreRefundPrefix).
 const (
 	razorpayLinkPrefix    = "plink_"
 	razorpayOrderPrefix   = "order_"
 	razorpayPaymentPrefix = "pay_"
 	razorpayRefundPrefix  = "rfnd_"
-	coreRefundPrefix      = "re_"
 )
 
 // razorpayAccountID is the merchant account the sandbox's events name.
@@ -116,6 +123,7 @@ func (f *razorpayFace) routes(mux *http.ServeMux) {
 	mux.Handle("GET /v1/payment_links/{id}", api(f.getLink))
 	mux.Handle("POST /v1/payment_links/{id}/cancel", api(f.cancelLink))
 	mux.Handle("GET /v1/payments", api(f.listPayments))
+	mux.Handle("GET /v1/payments/{id}", api(f.getPayment))
 	mux.Handle("GET /v1/payments/{id}/refunds", api(f.listRefunds))
 	mux.Handle("POST /v1/payments/{id}/refund", api(f.createRefund))
 	mux.Handle("/v1/", api(func(http.ResponseWriter, *http.Request) error {
@@ -302,9 +310,11 @@ func (m razorpayBody) notes(k string) (map[string]string, error) {
 // encode is a core event as a Razorpay webhook: a payment is
 // payment_link.paid (payload payment_link, payment and order), a failure
 // payment_link.cancelled when the merchant cancelled the link and
-// payment_link.expired otherwise (payload payment_link), a refund
-// refund.processed (payload refund and payment, as of the refund).
-func (f *razorpayFace) encode(e coreEvent) (string, []byte, error) {
+// payment_link.expired otherwise (payload payment_link); a refund created
+// pending is refund.created, one processed (at once, or later) is
+// refund.processed, one failed refund.failed (payload refund and payment,
+// as of the event).
+func (f *razorpayFace) encode(e coreEvent) ([]providerEvent, error) {
 	var typ string
 	var contains []string
 	payload := map[string]any{}
@@ -321,12 +331,14 @@ func (f *razorpayFace) encode(e coreEvent) (string, []byte, error) {
 			typ = "payment_link.cancelled"
 		}
 		payload["payment_link"] = map[string]any{"entity": razorpayLink(in)}
-	case EventRefundSucceeded:
-		typ, contains = "refund.processed", []string{"refund", "payment"}
+	case EventRefundCreated, EventRefundSucceeded, EventRefundFailed:
+		typ = map[string]string{EventRefundCreated: "refund.created", EventRefundSucceeded: "refund.processed",
+			EventRefundFailed: "refund.failed"}[e.Kind]
+		contains = []string{"refund", "payment"}
 		payload["refund"] = map[string]any{"entity": razorpayRefund(in, *e.Refund)}
 		payload["payment"] = map[string]any{"entity": razorpayPayment(in)}
 	default:
-		return "", nil, fmt.Errorf("no Razorpay event for %s", e.Kind)
+		return nil, fmt.Errorf("no Razorpay event for %s", e.Kind)
 	}
 	body, err := json.Marshal(map[string]any{
 		"entity":     "event",
@@ -336,7 +348,16 @@ func (f *razorpayFace) encode(e coreEvent) (string, []byte, error) {
 		"payload":    payload,
 		"created_at": e.At.Unix(),
 	})
-	return typ, body, err
+	return []providerEvent{{e.ID, typ, body}}, err
+}
+
+// coreRefundID is the core's id of Refund id (rfnd_…); any other id as
+// it is.
+func (*razorpayFace) coreRefundID(id string) string {
+	if hex, ok := strings.CutPrefix(id, razorpayRefundPrefix); ok {
+		return coreRefundPrefix + hex
+	}
+	return id
 }
 
 // razorpayUserAgent is the User-Agent of Razorpay's webhook deliveries.

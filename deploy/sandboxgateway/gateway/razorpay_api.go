@@ -310,6 +310,17 @@ func (f *razorpayFace) listPayments(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
+// getPayment answers Fetch a Payment (GET /v1/payments/{id}): the payment
+// entity of a paid link.
+func (f *razorpayFace) getPayment(w http.ResponseWriter, r *http.Request) error {
+	in, err := f.paymentIntent(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, razorpayPayment(in))
+	return nil
+}
+
 func (f *razorpayFace) listRefunds(w http.ResponseWriter, r *http.Request) error {
 	win, err := readRazorpayWindow(r.URL.Query())
 	if err != nil {
@@ -379,7 +390,7 @@ func (f *razorpayFace) createRefund(w http.ResponseWriter, r *http.Request) erro
 	if key == "" {
 		key = "generated-" + randomHex(16)
 	}
-	left := in.AmountMinor - refunded(in)
+	left := in.AmountMinor - refunded(in.Refunds)
 	re, _, err := f.g.refund(in.ID, "razorpay-refund:"+key, &amount, params.Encode())
 	switch {
 	case errors.Is(err, errIdempotencyUsed):

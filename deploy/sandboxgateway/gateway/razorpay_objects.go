@@ -149,10 +149,11 @@ func razorpayOrder(in Intent) map[string]any {
 }
 
 // razorpayPayment is the captured Payment of a paid link, as of in: its
-// refunds counted in amount_refunded, refunded once in full.
+// refunds but the failed ones counted in amount_refunded, refunded once
+// in full.
 func razorpayPayment(in Intent) map[string]any {
 	hex := razorpayHex(in.ID)
-	done := refunded(in)
+	done := refunded(in.Refunds)
 	status, refundStatus := "captured", any(nil)
 	switch {
 	case done >= in.AmountMinor:
@@ -198,8 +199,11 @@ func razorpayPayment(in Intent) map[string]any {
 	}
 }
 
+// razorpayRefundStatus is a refund's Refund status.
+var razorpayRefundStatus = map[string]string{RefundPending: "pending", RefundSucceeded: "processed", RefundFailed: "failed"}
+
 // razorpayRefund is a refund of a paid link's payment as a Refund entity,
-// processed.
+// in its current status.
 func razorpayRefund(in Intent, re Refund) map[string]any {
 	p := paramsOf(re.Params)
 	speed := p.Get("speed")
@@ -217,7 +221,7 @@ func razorpayRefund(in Intent, re Refund) map[string]any {
 		"acquirer_data":   map[string]any{"arn": nil},
 		"created_at":      re.CreatedAt.Unix(),
 		"batch_id":        nil,
-		"status":          "processed",
+		"status":          razorpayRefundStatus[re.Status],
 		"speed_processed": "normal",
 		"speed_requested": speed,
 	}

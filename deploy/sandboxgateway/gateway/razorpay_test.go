@@ -143,6 +143,14 @@ func rzpWebhook(t *testing.T, f *fixture, typ string) received {
 		}
 		return false
 	})
+	checkRazorpayHook(t, typ, got)
+	return got
+}
+
+// checkRazorpayHook checks the headers and signature of webhook got of
+// event typ.
+func checkRazorpayHook(t *testing.T, typ string, got received) {
+	t.Helper()
 	m := hmac.New(sha256.New, []byte(testSecrets[0]))
 	m.Write(got.body)
 	if sig := got.header.Get(RazorpaySignatureHeader); sig != hex.EncodeToString(m.Sum(nil)) {
@@ -154,7 +162,6 @@ func rzpWebhook(t *testing.T, f *fixture, typ string) received {
 	if ct := got.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("%s Content-Type = %q, want application/json", typ, ct)
 	}
-	return got
 }
 
 // A link's whole life: made as the adapter makes it, paid by a UPI payer,
@@ -258,6 +265,13 @@ func TestRazorpayLinkJourney(t *testing.T) {
 	status, b = f.rzp(t, "GET", "/v1/payments?from="+strconv.FormatInt(clock.Now().Unix(), 10)+"&count=100&skip=0", "")
 	if got := decode[rzpCollection[rzpPayment]](t, b); status != 200 || got.Count != 1 || got.Items[0].ID != pay.ID || got.Items[0].Status != "refunded" {
 		t.Errorf("payments = %d %s, want %s refunded", status, b, pay.ID)
+	}
+	status, b = f.rzp(t, "GET", "/v1/payments/"+pay.ID, "")
+	if got := decode[rzpPayment](t, b); status != 200 || got.ID != pay.ID || got.Status != "refunded" || got.AmountRefunded != 4999900 {
+		t.Errorf("GET /v1/payments/%s = %d %s, want it refunded", pay.ID, status, b)
+	}
+	if status, b = f.rzp(t, "GET", "/v1/payments/pay_nope", ""); status != 400 {
+		t.Errorf("GET /v1/payments/pay_nope = %d %s, want 400", status, b)
 	}
 }
 

@@ -41,6 +41,10 @@ func (g *Gateway) routes() *http.ServeMux {
 	mux.Handle("GET /sandbox/events", g.control(g.handleEvents))
 	mux.Handle("GET /sandbox/webhooks", g.control(g.handleGetWebhooks))
 	mux.Handle("PUT /sandbox/webhooks", g.control(g.handlePutWebhooks))
+	mux.Handle("GET /sandbox/refunds", g.control(g.handleGetRefunds))
+	mux.Handle("PUT /sandbox/refunds", g.control(g.handlePutRefunds))
+	mux.Handle("POST /sandbox/refunds/{id}/process", g.control(g.handleSettleRefund(RefundSucceeded)))
+	mux.Handle("POST /sandbox/refunds/{id}/fail", g.control(g.handleSettleRefund(RefundFailed)))
 
 	mux.HandleFunc("GET /pay/{id}", g.handlePage)
 	mux.Handle("GET /healthz", handler(func(w http.ResponseWriter, _ *http.Request) error {
@@ -260,6 +264,42 @@ func (g *Gateway) handlePutWebhooks(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
+// refundSetting is the body of PUT and GET /sandbox/refunds.
+type refundSetting struct {
+	Hold *bool `json:"hold"`
+}
+
+func (g *Gateway) handleGetRefunds(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, refundSetting{Hold: new(g.RefundsHeld())})
+	return nil
+}
+
+func (g *Gateway) handlePutRefunds(w http.ResponseWriter, r *http.Request) error {
+	var req refundSetting
+	if err := decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	if req.Hold == nil {
+		return badRequest(`the body must be {"hold": true} or {"hold": false}`)
+	}
+	g.HoldRefunds(*req.Hold)
+	g.log.Info("refund holding switched", "hold", *req.Hold)
+	writeJSON(w, http.StatusOK, req)
+	return nil
+}
+
+// handleSettleRefund settles refund {id} as status to and answers it.
+func (g *Gateway) handleSettleRefund(to string) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		re, err := g.settleRefund(r.PathValue("id"), to)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, re)
+		return nil
+	}
+}
+
 // noRoute answers a request no endpoint matched: 405 when the path exists
 // for another method, else 404.
 func noRoute(mux *http.ServeMux, r *http.Request) error {
@@ -363,7 +403,7 @@ var (
 	errUnavailable    = &apiError{http.StatusServiceUnavailable, "unavailable", "the gateway is temporarily unavailable; retry with the same Idempotency-Key"}
 )
 
-// errorAnswers maps the intent store's errors to their answers.
+// errorAnswers maps the intent and refund store's errors to their answers.
 var errorAnswers = []struct {
 	err error
 	ans apiError
@@ -371,6 +411,8 @@ var errorAnswers = []struct {
 	{ErrUnknownIntent, apiError{http.StatusNotFound, "unknown_intent", "no intent has that id"}},
 	{ErrIntentFailed, apiError{http.StatusConflict, "intent_failed", "this payment has failed and cannot be paid"}},
 	{ErrIntentSucceeded, apiError{http.StatusConflict, "intent_succeeded", "this payment has succeeded and cannot fail"}},
+	{ErrUnknownRefund, apiError{http.StatusNotFound, "unknown_refund", "no refund has that id"}},
+	{ErrRefundNotPending, apiError{http.StatusConflict, "refund_not_pending", "this refund is settled; only a pending refund can be processed or failed"}},
 	{errNotSucceeded, apiError{http.StatusConflict, "intent_not_succeeded", "only a succeeded intent can be refunded"}},
 	{errRefundExceeds, apiError{http.StatusConflict, "refund_exceeds_amount", "the refunds would exceed the intent's amount"}},
 	{errIdempotencyUsed, apiError{http.StatusConflict, "idempotency_conflict", "this Idempotency-Key was used with a different request"}},

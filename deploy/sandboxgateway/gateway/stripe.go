@@ -54,18 +54,26 @@ import (
 // only an open one). A paid session has a PaymentIntent (pi_…) with its
 // Charge (ch_…), whose payment_method_details.card.fingerprint is derived
 // from the sandbox payer (stripeFingerprint), so one payer is one card. A
-// refund is a Refund (re_…), succeeded at once. The ids of one intent share
-// its 24 hex digits. Events are Stripe Events (see encode): the session's
-// checkout.session.completed and checkout.session.expired, the refund's
-// refund.created, signed in Stripe-Signature.
+// refund is a Refund (re_…), succeeded at once; while refunds are held
+// (Gateway.HoldRefunds) it is pending (pending_reason processing) until
+// the sandbox processes it (succeeded) or fails it (failed, failure_reason
+// expired_or_canceled_card, with a failure_balance_transaction). A
+// charge's amount_refunded, and refunded, count its pending and succeeded
+// refunds, not failed ones, so a failed refund's amount may be refunded
+// again; every listing shows every refund in its current status. The ids
+// of one intent share its 24 hex digits. Events are Stripe Events (see
+// encode): the session's checkout.session.completed and
+// checkout.session.expired, the refund's refund.created, refund.updated
+// and refund.failed, signed in Stripe-Signature.
 //
 // Not played: sessions in setup or subscription mode, prices by id,
 // customers, delayed payment methods (checkout.session.async_payment_*),
-// pending or failed refunds (and so refund.updated), a session expiring by
+// refunds that require action or are canceled, a session expiring by
 // itself at expires_at (only fail and expire end one), events other than
-// the three above (payment_intent.*, charge.*), an idempotent replay of an
-// error answer, one key shared across endpoints, rate limits (429) and
-// the request's id and idempotency key in an event's request.
+// the five above (payment_intent.*, charge.*, charge.refund.updated), an
+// idempotent replay of an error answer, one key shared across endpoints,
+// rate limits (429) and the request's id and idempotency key in an event's
+// request.
 type stripeFace struct{ g *Gateway }
 
 // StripeAPIVersion is the Stripe API version the personality answers in
@@ -331,37 +339,67 @@ func stripeList(url string, data []any, more bool) map[string]any {
 	return map[string]any{"object": "list", "data": data, "has_more": more, "url": url}
 }
 
-// encode is a core event as a Stripe Event, in StripeAPIVersion's shape:
+// encode is a core event as Stripe Events, in StripeAPIVersion's shape:
 // a payment is checkout.session.completed, a failure
 // checkout.session.expired (data.object the session, payment_intent not
-// expanded), a refund refund.created (data.object the refund, status
-// succeeded). The event's id is the core event's.
-func (s *stripeFace) encode(e coreEvent) (string, []byte, error) {
-	var typ string
+// expanded). A refund sends refund.created when it is made (pending while
+// refunds are held, else succeeded); a pending refund that succeeds sends
+// refund.updated, one that fails refund.updated and refund.failed, two
+// events (data.object the refund; refund.updated's
+// data.previous_attributes what its pending self had). The first event's
+// id is the core event's.
+func (s *stripeFace) encode(e coreEvent) ([]providerEvent, error) {
+	var types []string
 	var obj any
-	switch e.Kind {
-	case EventPaymentSucceeded:
-		typ, obj = "checkout.session.completed", s.session(e.Intent, nil)
-	case EventPaymentFailed:
-		typ, obj = "checkout.session.expired", s.session(e.Intent, nil)
-	case EventRefundSucceeded:
-		typ, obj = "refund.created", s.refund(e.Intent, *e.Refund, nil)
+	switch {
+	case e.Kind == EventPaymentSucceeded:
+		types, obj = []string{"checkout.session.completed"}, s.session(e.Intent, nil)
+	case e.Kind == EventPaymentFailed:
+		types, obj = []string{"checkout.session.expired"}, s.session(e.Intent, nil)
+	case e.Kind == EventRefundCreated, e.Kind == EventRefundSucceeded && e.From == "":
+		types, obj = []string{"refund.created"}, s.refund(e.Intent, *e.Refund, nil)
+	case e.Kind == EventRefundSucceeded:
+		types, obj = []string{"refund.updated"}, s.refund(e.Intent, *e.Refund, nil)
+	case e.Kind == EventRefundFailed:
+		types, obj = []string{"refund.updated", "refund.failed"}, s.refund(e.Intent, *e.Refund, nil)
 	default:
-		return "", nil, fmt.Errorf("no Stripe event for %s", e.Kind)
+		return nil, fmt.Errorf("no Stripe event for %s", e.Kind)
 	}
-	body, err := json.Marshal(map[string]any{
-		"id":               e.ID,
-		"object":           "event",
-		"api_version":      StripeAPIVersion,
-		"created":          e.At.Unix(),
-		"data":             map[string]any{"object": obj},
-		"livemode":         false,
-		"pending_webhooks": 1,
-		"request":          map[string]any{"id": nil, "idempotency_key": nil},
-		"type":             typ,
-	})
-	return typ, body, err
+	var out []providerEvent
+	for i, typ := range types {
+		id := e.ID
+		if i > 0 {
+			id = newID(eventPrefix)
+		}
+		data := map[string]any{"object": obj}
+		if typ == "refund.updated" {
+			prev := map[string]any{"status": e.From, "pending_reason": "processing"}
+			if e.Refund.Status == RefundFailed {
+				prev["failure_reason"], prev["failure_balance_transaction"] = nil, nil
+			}
+			data["previous_attributes"] = prev
+		}
+		body, err := json.Marshal(map[string]any{
+			"id":               id,
+			"object":           "event",
+			"api_version":      StripeAPIVersion,
+			"created":          e.At.Unix(),
+			"data":             data,
+			"livemode":         false,
+			"pending_webhooks": 1,
+			"request":          map[string]any{"id": nil, "idempotency_key": nil},
+			"type":             typ,
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, providerEvent{id, typ, body})
+	}
+	return out, nil
 }
+
+// coreRefundID is id: a Stripe refund's id is the core's.
+func (*stripeFace) coreRefundID(id string) string { return id }
 
 // stripeUserAgent is the User-Agent of Stripe's webhook deliveries.
 const stripeUserAgent = "Stripe/1.0 (+https://stripe.com/docs/webhooks)"

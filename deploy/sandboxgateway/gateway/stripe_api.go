@@ -248,11 +248,11 @@ func (s *stripeFace) createRefund(w http.ResponseWriter, r *http.Request) error 
 	case errors.Is(err, errRefundExceeds):
 		now, _ := s.g.Intent(in.ID)
 		ch := stripeChargePrefix + stripeHex(in.ID)
-		if refunded(now) >= now.AmountMinor {
+		if refunded(now.Refunds) >= now.AmountMinor {
 			return stripeBad("charge_already_refunded", "", "Charge "+ch+" has already been refunded.")
 		}
 		return stripeBad("amount_too_large", "amount", fmt.Sprintf("Refund amount (%s) is greater than unrefunded amount on charge (%s)",
-			formatAmount(*amount, now.Currency), formatAmount(now.AmountMinor-refunded(now), now.Currency)))
+			formatAmount(*amount, now.Currency), formatAmount(now.AmountMinor-refunded(now.Refunds), now.Currency)))
 	case err != nil:
 		return err
 	}

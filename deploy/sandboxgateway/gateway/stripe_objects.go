@@ -106,15 +106,6 @@ func stripeFingerprint(payer string) string {
 // payer, with "card:" before it.
 func StripeFingerprint(payer string) string { return stripeFingerprint(payer) }
 
-// refunded is the amount an intent's refunds gave back.
-func refunded(in Intent) int64 {
-	var n int64
-	for _, r := range in.Refunds {
-		n += r.AmountMinor
-	}
-	return n
-}
-
 // paramsOf reads Intent.Params or Refund.Params, which the personality
 // wrote with flat.
 func paramsOf(encoded string) url.Values {
@@ -240,7 +231,7 @@ func (s *stripeFace) paymentIntent(in Intent, x expansion) map[string]any {
 // only when expanded (as Stripe does since 2022-11-15), newest first.
 func (s *stripeFace) charge(in Intent, x expansion) map[string]any {
 	hex := stripeHex(in.ID)
-	back := refunded(in)
+	back := refunded(in.Refunds) // Stripe counts pending refunds, not failed ones
 	var pi any = stripePIPrefix + hex
 	if x.has("payment_intent") {
 		pi = s.paymentIntent(in, x.under("payment_intent"))
@@ -288,9 +279,16 @@ func (s *stripeFace) charge(in Intent, x expansion) map[string]any {
 	return c
 }
 
-// refund renders a refund of a paid intent, x expanding it.
+// stripeRefundFailure is the failure_reason of a failed refund: one of
+// the reasons StripeAPIVersion documents.
+const stripeRefundFailure = "expired_or_canceled_card"
+
+// refund renders a refund of a paid intent, x expanding it: its status
+// the core's, a pending one with its pending_reason, a failed one with
+// its failure_reason and the balance transaction that reverses its own.
 func (s *stripeFace) refund(in Intent, re Refund, x expansion) map[string]any {
 	hex := stripeHex(in.ID)
+	reHex := strings.TrimPrefix(re.ID, coreRefundPrefix)
 	var charge, pi any = stripeChargePrefix + hex, stripePIPrefix + hex
 	if x.has("charge") {
 		charge = s.charge(in, x.under("charge"))
@@ -298,23 +296,38 @@ func (s *stripeFace) refund(in Intent, re Refund, x expansion) map[string]any {
 	if x.has("payment_intent") {
 		pi = s.paymentIntent(in, x.under("payment_intent"))
 	}
-	return map[string]any{
+	reference := "available"
+	switch re.Status {
+	case RefundPending:
+		reference = "pending"
+	case RefundFailed:
+		reference = "unavailable"
+	}
+	r := map[string]any{
 		"id":                  re.ID,
 		"object":              "refund",
 		"amount":              re.AmountMinor,
-		"balance_transaction": "txn_" + strings.TrimPrefix(re.ID, "re_"),
+		"balance_transaction": "txn_" + reHex,
 		"charge":              charge,
 		"created":             re.CreatedAt.Unix(),
 		"currency":            strings.ToLower(in.Currency),
 		"destination_details": map[string]any{"type": "card", "card": map[string]any{
-			"reference": strconv.FormatInt(re.CreatedAt.Unix(), 10) + hex[:8], "reference_status": "available",
+			"reference": strconv.FormatInt(re.CreatedAt.Unix(), 10) + hex[:8], "reference_status": reference,
 			"reference_type": "acquirer_reference_number", "type": "refund"}},
 		"metadata":                 paramsUnder(paramsOf(re.Params), "metadata"),
 		"payment_intent":           pi,
 		"reason":                   param(paramsOf(re.Params), "reason"),
 		"receipt_number":           nil,
 		"source_transfer_reversal": nil,
-		"status":                   "succeeded",
+		"status":                   re.Status,
 		"transfer_reversal":        nil,
 	}
+	switch re.Status {
+	case RefundPending:
+		r["pending_reason"] = "processing"
+	case RefundFailed:
+		r["failure_reason"] = stripeRefundFailure
+		r["failure_balance_transaction"] = "txn_" + reHex[:len(reHex)-1] + "x" // not balance_transaction: x is no hex digit
+	}
+	return r
 }

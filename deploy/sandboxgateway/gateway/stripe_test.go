@@ -92,6 +92,13 @@ func stripeEvent(t *testing.T, f *fixture, typ string) (stripe.Event, received) 
 		}
 		return false
 	})
+	return verifyStripeEvent(t, typ, got), got
+}
+
+// verifyStripeEvent checks webhook got of type typ as stripe-go's webhook
+// package checks it, under each of the secrets, and returns its event.
+func verifyStripeEvent(t *testing.T, typ string, got received) stripe.Event {
+	t.Helper()
 	sig := got.header.Get(StripeSignatureHeader)
 	var ev stripe.Event
 	for _, secret := range testSecrets {
@@ -107,7 +114,10 @@ func stripeEvent(t *testing.T, f *fixture, typ string) (stripe.Event, received) 
 	if ct := got.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Errorf("%s webhook Content-Type = %q, want application/json", typ, ct)
 	}
-	return ev, got
+	if ev.Type != stripe.EventType(typ) {
+		t.Errorf("webhook type = %s, want %s", ev.Type, typ)
+	}
+	return ev
 }
 
 // The whole Stripe journey through stripe-go: a Checkout Session made (and

@@ -21,7 +21,12 @@ import (
 const (
 	EventPaymentSucceeded = "payment_intent.succeeded"
 	EventPaymentFailed    = "payment_intent.failed"
-	EventRefundSucceeded  = "refund.succeeded"
+	// EventRefundCreated is a refund created pending, while refunds are
+	// held; a refund that succeeds at once sends EventRefundSucceeded
+	// alone.
+	EventRefundCreated   = "refund.created"
+	EventRefundSucceeded = "refund.succeeded"
+	EventRefundFailed    = "refund.failed"
 )
 
 // SignatureHeader carries Sign's value on every webhook.
@@ -41,7 +46,7 @@ type WebhookPayload struct {
 // WebhookData is what an event is about, as of the event.
 type WebhookData struct {
 	Intent Intent  `json:"intent"`
-	Refund *Refund `json:"refund,omitempty"` // only for refund.succeeded
+	Refund *Refund `json:"refund,omitempty"` // only for the refund.* events
 }
 
 // Event is the record of one event and its delivery attempts, as
@@ -50,8 +55,10 @@ type Event struct {
 	ID string `json:"event_id"`
 	// Type is the event's type as the personality sends it
 	// ("checkout.session.completed", say); Kind is the core's
-	// (EventPaymentSucceeded, EventPaymentFailed, EventRefundSucceeded),
-	// the same whatever the personality.
+	// (EventPaymentSucceeded, EventRefundCreated, ...), the same whatever
+	// the personality. A personality may send several events of one
+	// kind's state change (Stripe's refund.updated and refund.failed):
+	// each is an Event of its own, with its own id.
 	Type      string    `json:"type"`
 	Kind      string    `json:"kind"`
 	IntentID  string    `json:"intent_id"`
@@ -118,30 +125,35 @@ func (g *Gateway) Events() []Event {
 	return out
 }
 
-// publishLocked records an event of kind about in (and re) and, unless
-// webhooks are off, starts delivering it, as the personality encodes it.
-// g.mu must be held.
-func (g *Gateway) publishLocked(kind string, at time.Time, in Intent, re *Refund) {
-	ce := coreEvent{ID: newID("evt_"), Kind: kind, At: at, Intent: in, Refund: re}
-	typ, body, err := g.persona.encode(ce)
+// publishLocked records the webhooks the personality makes of core event
+// ce (its ID is set here) and, unless webhooks are off, starts delivering
+// each. g.mu must be held.
+func (g *Gateway) publishLocked(ce coreEvent) {
+	ce.ID = newID(eventPrefix)
+	hooks, err := g.persona.encode(ce)
 	if err != nil { // cannot happen: every field marshals
-		g.log.Error("encode webhook", "kind", kind, "intent_id", in.ID, "err", err)
+		g.log.Error("encode webhook", "kind", ce.Kind, "intent_id", ce.Intent.ID, "err", err)
 		return
 	}
-	e := &eventRecord{
-		Event: Event{ID: ce.ID, Type: typ, Kind: kind, IntentID: in.ID, CreatedAt: at, Payload: body},
-		body:  body,
-		url:   g.webhookURL,
+	for _, h := range hooks {
+		e := &eventRecord{
+			Event: Event{ID: h.id, Type: h.typ, Kind: ce.Kind, IntentID: ce.Intent.ID, CreatedAt: ce.At, Payload: h.body},
+			body:  h.body,
+			url:   g.webhookURL,
+		}
+		g.events = append(g.events, e)
+		if !g.webhooksOn || g.webhookURL == "" || g.closed {
+			e.Suppressed = true
+			g.log.Info("webhook suppressed", "event_id", h.id, "type", h.typ, "intent_id", ce.Intent.ID)
+			continue
+		}
+		g.wg.Add(1) // under mu with closed false, so never after Close's Wait
+		go g.deliver(e)
 	}
-	g.events = append(g.events, e)
-	if !g.webhooksOn || g.webhookURL == "" || g.closed {
-		e.Suppressed = true
-		g.log.Info("webhook suppressed", "event_id", ce.ID, "type", typ, "intent_id", in.ID)
-		return
-	}
-	g.wg.Add(1) // under mu with closed false, so never after Close's Wait
-	go g.deliver(e)
 }
+
+// eventPrefix starts every event id, before 24 random hex digits.
+const eventPrefix = "evt_"
 
 // deliver sends e until an attempt gets a 2xx answer, MaxAttempts are
 // spent, webhooks are switched off or Close starts; after a success it
