@@ -101,10 +101,11 @@ const (
 	callCreateIntent call = iota
 	callRefund
 	callListIntents
+	callGetIntent
 	callCount
 )
 
-var callNames = [callCount]string{"create_intent", "refund", "list_intents"}
+var callNames = [callCount]string{"create_intent", "refund", "list_intents", "get_intent"}
 
 // observe records a call that started at start and ended in err.
 func (c *Client) observe(which call, start time.Time, err error) {
@@ -149,6 +150,15 @@ func (c *Client) Intents(ctx context.Context, since time.Time) ([]Intent, error)
 	err := c.call(ctx, http.MethodGet, path, "", nil, &out)
 	c.observe(callListIntents, start, err)
 	return out.Intents, err
+}
+
+// Intent reads one intent, with its status and refunds.
+func (c *Client) Intent(ctx context.Context, id string) (Intent, error) {
+	start := time.Now()
+	var in Intent
+	err := c.call(ctx, http.MethodGet, "/v1/intents/"+url.PathEscape(id), "", nil, &in)
+	c.observe(callGetIntent, start, err)
+	return in, err
 }
 
 // call makes one API call, retrying passing failures with backoff.

@@ -19,14 +19,24 @@ const (
 	IntentFailed          = "failed"
 )
 
-// RefundSucceeded is a refund that has given the money back.
-const RefundSucceeded = "succeeded"
+// Refund statuses, as every provider's are mapped onto them.
+const (
+	// RefundPending: the gateway has the refund and the money is on its
+	// way (a bank's refund can take days).
+	RefundPending = "pending"
+	// RefundSucceeded: the money is back.
+	RefundSucceeded = "succeeded"
+	// RefundFailed: the refund will not give the money back (it failed,
+	// or was cancelled); another may be made.
+	RefundFailed = "failed"
+)
 
 // Event types the origin acts on.
 const (
 	EventPaymentSucceeded = "payment_intent.succeeded"
 	EventPaymentFailed    = "payment_intent.failed"
 	EventRefundSucceeded  = "refund.succeeded"
+	EventRefundFailed     = "refund.failed"
 )
 
 // Intent is a payment the gateway expects or has taken.
@@ -40,7 +50,9 @@ type Intent struct {
 	ReturnURL   string            `json:"return_url"`
 	CreatedAt   time.Time         `json:"created_at"`
 	UpdatedAt   time.Time         `json:"updated_at"`
-	Refunds     []Refund          `json:"refunds"`
+	// Refunds are all the intent's refunds, failed ones included, oldest
+	// first.
+	Refunds []Refund `json:"refunds"`
 	// Payer is the instrument that paid (a UPI VPA such as
 	// "upi:alice@okbank", a card fingerprint), once the intent succeeded;
 	// "" when the gateway reports none. Opaque: compared as it is.
@@ -50,13 +62,26 @@ type Intent struct {
 // OrderID is the order the intent was created for (its metadata).
 func (in Intent) OrderID() string { return in.Metadata["order_id"] }
 
-// Refunded is the sum of the intent's refunds.
+// Refunded is the sum of the intent's refunds that give money back or
+// will (all but failed ones).
 func (in Intent) Refunded() int64 {
 	var n int64
 	for _, r := range in.Refunds {
-		n += r.AmountMinor
+		if r.Status != RefundFailed {
+			n += r.AmountMinor
+		}
 	}
 	return n
+}
+
+// RefundByID is the intent's refund id, if it has one by that id.
+func (in Intent) RefundByID(id string) (Refund, bool) {
+	for _, r := range in.Refunds {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return Refund{}, false
 }
 
 // Refund is money given back on a succeeded intent.
@@ -64,7 +89,7 @@ type Refund struct {
 	ID          string    `json:"refund_id"`
 	IntentID    string    `json:"intent_id"`
 	AmountMinor int64     `json:"amount_minor"`
-	Status      string    `json:"status"`
+	Status      string    `json:"status"` // RefundPending, RefundSucceeded or RefundFailed
 	CreatedAt   time.Time `json:"created_at"`
 }
 

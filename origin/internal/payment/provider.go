@@ -22,9 +22,14 @@ type Provider interface {
 	Refund(ctx context.Context, intentID string, amountMinor int64, idempotencyKey string) (Refund, error)
 	// Intents lists the intents created since the given time (zero: as
 	// far back as the gateway lists), each with its status, payer and
-	// refunds, for the reconciler: it repairs what lost webhooks left
-	// undone from them.
+	// refunds (a provider may leave out refunds that gave nothing back:
+	// Intent has them all), for the reconciler: it repairs what lost
+	// webhooks left undone from them.
 	Intents(ctx context.Context, since time.Time) ([]Intent, error)
+	// Intent reads one intent, with all its refunds, whenever it was
+	// made: the reconciler follows a refund on its way with it, past the
+	// listing's window.
+	Intent(ctx context.Context, id string) (Intent, error)
 	// Webhook verifies one webhook delivery — header reads the request's
 	// headers, body is the raw body as it arrived — at now, and decodes
 	// it into an Event (a provider whose events lack what the flow needs,

@@ -212,11 +212,15 @@ func (pe paymentEntity) payer() string {
 	return "upi:" + strings.ToLower(vpa)
 }
 
-// refund maps a refund of the link linkID: succeeded only once processed.
+// refund maps a refund of the link linkID: processed is succeeded, failed
+// failed, and pending (or any status Razorpay adds) still on its way.
 func (r refundEntity) refund(linkID string) payment.Refund {
-	status := r.Status
-	if status == refundProcessed {
+	status := payment.RefundPending
+	switch r.Status {
+	case refundProcessed:
 		status = payment.RefundSucceeded
+	case refundFailed:
+		status = payment.RefundFailed
 	}
 	return payment.Refund{
 		ID:          r.ID,
@@ -227,14 +231,12 @@ func (r refundEntity) refund(linkID string) payment.Refund {
 	}
 }
 
-// refunds maps the refunds that may give money back (all but failed ones),
-// oldest first (the order of Razorpay's listing is not documented).
+// refunds maps a payment's refunds, oldest first (the order of Razorpay's
+// listing is not documented).
 func refunds(linkID string, rs []refundEntity) []payment.Refund {
-	var out []payment.Refund
+	out := make([]payment.Refund, 0, len(rs))
 	for _, r := range rs {
-		if r.Status != refundFailed {
-			out = append(out, r.refund(linkID))
-		}
+		out = append(out, r.refund(linkID))
 	}
 	slices.SortStableFunc(out, func(a, b payment.Refund) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {

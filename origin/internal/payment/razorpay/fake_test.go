@@ -39,7 +39,7 @@ type fakeRazorpay struct {
 	paymentOrder []string
 	refunds      map[string][]map[string]any // by payment id
 	idem         map[string]idemRecord       // X-Refund-Idempotency → first request
-	refundStatus string                      // what a new refund is: processed or pending
+	refundStatus string                      // what a new refund is: processed, pending or failed
 	faults       []fault                     // answers to give next, in order
 	requests     []recorded
 }
@@ -87,6 +87,7 @@ func newFake(t *testing.T) *fakeRazorpay {
 	mux.HandleFunc("GET /v1/payment_links/{id}", f.fetchLink)
 	mux.HandleFunc("POST /v1/payment_links/{id}/cancel", f.cancelLink)
 	mux.HandleFunc("GET /v1/payments", f.listPayments)
+	mux.HandleFunc("GET /v1/payments/{id}", f.fetchPayment)
 	mux.HandleFunc("GET /v1/payments/{id}/refunds", f.listRefunds)
 	mux.HandleFunc("POST /v1/payments/{id}/refund", f.createRefund)
 	f.srv = httptest.NewServer(f.front(mux))
@@ -144,6 +145,24 @@ func (f *fakeRazorpay) lastRequest(method, path string) recorded {
 	}
 	f.t.Fatalf("no %s %s was made", method, path)
 	return recorded{}
+}
+
+// requestLines are the requests made so far, each as "METHOD path".
+func (f *fakeRazorpay) requestLines() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, r := range f.requests {
+		out = append(out, r.Method+" "+r.Path)
+	}
+	return out
+}
+
+// forget drops the requests recorded so far.
+func (f *fakeRazorpay) forget() {
+	f.mu.Lock()
+	f.requests = nil
+	f.mu.Unlock()
 }
 
 // front records each request, checks its basic auth (Razorpay answers a
@@ -537,6 +556,29 @@ func (f *fakeRazorpay) listPayments(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"entity": "collection", "count": len(items), "items": items})
 }
 
+// fetchPayment is Fetch a Payment With ID
+// (https://razorpay.com/docs/api/payments/fetch-with-id): GET
+// /v1/payments/:id, the payment's id its one (path) parameter, answers the
+// payment entity as stored (its examples are captured payments by
+// netbanking, UPI with vpa and upi.vpa, card, wallet and pay later); an id
+// that is not a payment is 400 BAD_REQUEST_ERROR "The id provided does not
+// exist". The page takes no query: expand[] belongs to the Fetch a Payment
+// (With Expanded …) pages, which the adapter does not use.
+func (f *fakeRazorpay) fetchPayment(w http.ResponseWriter, r *http.Request) {
+	for k := range r.URL.Query() {
+		apiError(w, http.StatusBadRequest, k+" is/are not required and should not be sent", "")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.payments[r.PathValue("id")]
+	if !ok {
+		apiError(w, http.StatusBadRequest, "The id provided does not exist", "")
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
 // listRefunds is Fetch Multiple Refunds for a Payment.
 func (f *fakeRazorpay) listRefunds(w http.ResponseWriter, r *http.Request) {
 	from, to, count, skip, ok := page(w, r.URL.Query())
@@ -655,10 +697,8 @@ func (f *fakeRazorpay) createRefund(w http.ResponseWriter, r *http.Request) {
 	}
 	rf["speed_requested"], rf["speed_processed"] = speed, "normal"
 	f.refunds[pid] = append(f.refunds[pid], rf)
-	p["amount_refunded"] = refunded + amount
-	p["refund_status"] = "partial"
-	if refunded+amount == paid {
-		p["refund_status"], p["status"] = "full", paymentRefunded
+	if f.refundStatus != refundFailed {
+		setRefunded(p, refunded+amount)
 	}
 	if key != "" {
 		f.idem[key] = idemRecord{body: pid + " " + string(body), refund: rf}
@@ -742,6 +782,37 @@ func (f *fakeRazorpay) settleRefunds() {
 				r["status"] = refundProcessed
 			}
 		}
+	}
+}
+
+// failRefunds fails every pending refund. A failed refund gives nothing
+// back, and its amount may be refunded again: the payment's
+// amount_refunded no longer counts it (Razorpay's pages do not say so;
+// it is the adapter's reading, without which no refund could follow a
+// failed one).
+func (f *fakeRazorpay) failRefunds() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for pid, rs := range f.refunds {
+		for _, r := range rs {
+			if r["status"] == refundPending {
+				r["status"] = refundFailed
+				p := f.payments[pid]
+				setRefunded(p, num(p["amount_refunded"])-num(r["amount"]))
+			}
+		}
+	}
+}
+
+// setRefunded sets a payment's amount_refunded, and its refund_status and
+// status to match (refunded once all of it is).
+func setRefunded(p map[string]any, amount int64) {
+	p["amount_refunded"], p["refund_status"], p["status"] = amount, nil, paymentCaptured
+	switch {
+	case amount >= num(p["amount"]):
+		p["refund_status"], p["status"] = "full", paymentRefunded
+	case amount > 0:
+		p["refund_status"] = "partial"
 	}
 }
 

@@ -332,6 +332,11 @@ func TestDocumentedAnswersDecode(t *testing.T) {
 			t.Errorf("%s = %+v", name, got)
 		}
 	}
+	var pe paymentEntity
+	decode("payment_fetch_upi.json", &pe)
+	if pe.ID != "pay_MT3PgKGazkDUUM" || pe.Status != paymentCaptured || pe.Amount != 1000 || pe.payer() != "upi:gaurav.kumar@examplebank" {
+		t.Errorf("payment_fetch_upi.json = %+v (payer %q)", pe, pe.payer())
+	}
 	var rs collection[refundEntity]
 	decode("refunds_of_payment.json", &rs)
 	if got := refunds("plink_1", rs.Items); len(got) != 2 || got[0].ID != "rfnd_FP8DDKxqJif6ca" || got[0].AmountMinor+got[1].AmountMinor != 500100 {

@@ -18,9 +18,11 @@ const minFrom = 946684800
 // Intents lists the Payment Links paid since the given time (zero: as far
 // back as Razorpay lists), for the reconciler: each captured or refunded
 // payment made since then (GET /v1/payments, from since to now, 100 a
-// page) with its link (looked up by payment id) and, when it has any, its
-// refunds. A link nobody paid is not listed: Razorpay documents no way to
-// list links by time (see the package doc).
+// page) with its link (looked up by payment id) and, when it has refunded
+// anything, its refunds: a payment whose only refunds failed is listed
+// without them (its amount_refunded is 0; asking every payment would cost
+// a call each), and Intent has them. A link nobody paid is not listed:
+// Razorpay documents no way to list links by time (see the package doc).
 func (p *Provider) Intents(ctx context.Context, since time.Time) ([]payment.Intent, error) {
 	start := time.Now()
 	ins, err := p.intents(ctx, since)
@@ -98,4 +100,48 @@ func (p *Provider) payments(ctx context.Context, since, until time.Time) ([]paym
 			return all, nil
 		}
 	}
+}
+
+// Intent reads one Payment Link (GET /v1/payment_links/{id}) as Intents
+// lists it: with its captured payment, if any (GET /v1/payments/{id}: the
+// payer, and money taken whatever the link says since), and that
+// payment's refunds, all of them (a failed refund is not in the payment's
+// amount_refunded, so they are always asked for).
+func (p *Provider) Intent(ctx context.Context, linkID string) (payment.Intent, error) {
+	start := time.Now()
+	in, err := p.intent(ctx, linkID)
+	p.observe(callGetIntent, start, err)
+	if err != nil {
+		return payment.Intent{}, fmt.Errorf("read payment link %s: %w", linkID, err)
+	}
+	return in, nil
+}
+
+func (p *Provider) intent(ctx context.Context, linkID string) (payment.Intent, error) {
+	l, err := p.link(ctx, linkID)
+	if err != nil {
+		return payment.Intent{}, err
+	}
+	in := l.intent()
+	switch len(l.Payments) {
+	case 0:
+		return in, nil
+	case 1:
+	default:
+		return payment.Intent{}, fmt.Errorf("%d captured payments", len(l.Payments))
+	}
+	var pe paymentEntity
+	path := "/v1/payments/" + url.PathEscape(l.Payments[0].PaymentID)
+	if err := p.do(ctx, request{method: http.MethodGet, path: path}, &pe); err != nil {
+		return payment.Intent{}, err
+	}
+	if pe.Status == paymentCaptured || pe.Status == paymentRefunded {
+		in.Status, in.AmountMinor, in.Payer = payment.IntentSucceeded, pe.Amount, pe.payer()
+	}
+	rs, err := p.paymentRefunds(ctx, pe.ID)
+	if err != nil {
+		return payment.Intent{}, err
+	}
+	in.Refunds = refunds(l.ID, rs)
+	return in, nil
 }

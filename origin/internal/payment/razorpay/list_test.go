@@ -2,8 +2,12 @@ package razorpay
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,5 +162,196 @@ func TestPayerIgnoresTheVPAsCase(t *testing.T) {
 		if got := (paymentEntity{Method: "upi", VPA: vpa}).payer(); got != "upi:alice@okbank" {
 			t.Errorf("payer(%q) = %q, want upi:alice@okbank", vpa, got)
 		}
+	}
+}
+
+// Intent reads one link as Intents lists it, however old: an unpaid link
+// from the link alone; a paid one with its payment (the payer, the amount
+// taken) and all the payment's refunds, failed and pending ones with their
+// status, oldest first.
+func TestIntent(t *testing.T) {
+	ctx := context.Background()
+	f := newFake(t)
+	p := f.provider()
+
+	unpaid, err := p.CreateIntent(ctx, newIntent("o_unpaid", 700), "order-o_unpaid-intent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.forget()
+	in, err := p.Intent(ctx, unpaid.ID)
+	if err != nil {
+		t.Fatalf("Intent(unpaid): %v", err)
+	}
+	if in.ID != unpaid.ID || in.Status != payment.IntentRequiresPayment || in.AmountMinor != 700 || in.Currency != "INR" ||
+		in.OrderID() != "o_unpaid" || in.PayURL != unpaid.PayURL || in.Payer != "" || len(in.Refunds) != 0 {
+		t.Errorf("Intent(unpaid) = %+v, want %+v", in, unpaid)
+	}
+	if got, want := f.requestLines(), []string{"GET /v1/payment_links/" + unpaid.ID}; !slices.Equal(got, want) {
+		t.Errorf("Intent(unpaid) asked %q, want %q", got, want)
+	}
+
+	in0, err := p.CreateIntent(ctx, newIntent(testOrder, 10000), "order-"+testOrder+"-intent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	linkID := in0.ID
+	pid := f.pay(linkID, "upi", "Shopper@OKBank")
+	if _, err := p.Refund(ctx, linkID, 3000, "refund-processed"); err != nil {
+		t.Fatal(err)
+	}
+	f.advance(time.Minute)
+	f.setRefundStatus(refundFailed)
+	if _, err := p.Refund(ctx, linkID, 2000, "refund-failed-1"); err != nil {
+		t.Fatal(err)
+	}
+	f.advance(time.Minute)
+	f.setRefundStatus(refundPending)
+	if _, err := p.Refund(ctx, linkID, 4000, "refund-pending"); err != nil {
+		t.Fatal(err)
+	}
+	f.advance(90 * 24 * time.Hour) // long past any listing's window
+	f.forget()
+
+	in, err = p.Intent(ctx, linkID)
+	if err != nil {
+		t.Fatalf("Intent(paid): %v", err)
+	}
+	if in.ID != linkID || in.Status != payment.IntentSucceeded || in.AmountMinor != 10000 || in.Payer != "upi:shopper@okbank" ||
+		in.OrderID() != testOrder || !in.CreatedAt.Equal(fakeEpoch) {
+		t.Errorf("Intent(paid) = %+v", in)
+	}
+	var statuses []string
+	var amounts []int64
+	for _, r := range in.Refunds {
+		statuses, amounts = append(statuses, r.Status), append(amounts, r.AmountMinor)
+		if r.IntentID != linkID || !strings.HasPrefix(r.ID, "rfnd_") {
+			t.Errorf("refund %+v, want one of %s", r, linkID)
+		}
+	}
+	if want := []string{payment.RefundSucceeded, payment.RefundFailed, payment.RefundPending}; !slices.Equal(statuses, want) {
+		t.Errorf("Intent(paid) refunds' statuses = %v, want %v (oldest first)", statuses, want)
+	}
+	if want := []int64{3000, 2000, 4000}; !slices.Equal(amounts, want) {
+		t.Errorf("Intent(paid) refunds' amounts = %v, want %v", amounts, want)
+	}
+	if n := in.Refunded(); n != 7000 {
+		t.Errorf("Intent(paid).Refunded() = %d, want 7000 (the failed refund gave nothing back)", n)
+	}
+	want := []string{"GET /v1/payment_links/" + linkID, "GET /v1/payments/" + pid, "GET /v1/payments/" + pid + "/refunds"}
+	if got := f.requestLines(); !slices.Equal(got, want) {
+		t.Errorf("Intent(paid) asked %q, want %q", got, want)
+	}
+	if q := f.lastRequest("GET", "/v1/payments/"+pid+"/refunds").Query; q.Get("count") != "100" || q.Get("skip") != "0" {
+		t.Errorf("refunds listed with %v, want count 100, skip 0", q)
+	}
+}
+
+// A failed refund gives nothing back, so the payment's amount_refunded
+// does not show it: Intent asks for the refunds anyway and finds it.
+func TestIntentFindsARefundThatOnlyFailed(t *testing.T) {
+	ctx := context.Background()
+	f := newFake(t)
+	p := f.provider()
+	linkID, pid := paidLink(t, f, p, testOrder, 10000)
+	f.setRefundStatus(refundFailed)
+	r, err := p.Refund(ctx, linkID, 0, "order-o_1-refund")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	refunded := num(f.payments[pid]["amount_refunded"])
+	f.mu.Unlock()
+	if refunded != 0 {
+		t.Fatalf("the fake's payment shows amount_refunded %d after a failed refund, want 0", refunded)
+	}
+	in, err := p.Intent(ctx, linkID)
+	if err != nil {
+		t.Fatalf("Intent: %v", err)
+	}
+	if len(in.Refunds) != 1 || in.Refunds[0].ID != r.ID || in.Refunds[0].Status != payment.RefundFailed || in.Refunded() != 0 {
+		t.Errorf("Intent refunds = %+v, want %s failed and nothing refunded", in.Refunds, r.ID)
+	}
+}
+
+// Money taken on a link closed since is a payment, as Intents lists it.
+func TestIntentMoneyOnAClosedLink(t *testing.T) {
+	f := newFake(t)
+	p := f.provider()
+	linkID, _ := paidLink(t, f, p, testOrder, 10000)
+	f.mu.Lock()
+	f.links[linkID]["status"] = linkCancelled
+	f.mu.Unlock()
+	in, err := p.Intent(context.Background(), linkID)
+	if err != nil || in.Status != payment.IntentSucceeded || in.AmountMinor != 10000 || in.Payer != "upi:shopper@okbank" {
+		t.Errorf("Intent = %+v, %v; want succeeded with 10000 from upi:shopper@okbank", in, err)
+	}
+}
+
+// A link, or its payment, that cannot be read is an error naming the
+// link: Razorpay's refusal (an unknown id) stays a refusal, Razorpay down
+// is not one; a link with more than one captured payment is not guessed.
+func TestIntentFails(t *testing.T) {
+	ctx := context.Background()
+	t.Run("unknown link", func(t *testing.T) {
+		f := newFake(t)
+		_, err := f.provider().Intent(ctx, "plink_Nope0000000000")
+		if !payment.IsRefusal(err) || !strings.Contains(err.Error(), "plink_Nope0000000000") {
+			t.Errorf("Intent(unknown) = %v, want a refusal naming the link", err)
+		}
+		if got, want := f.requestLines(), []string{"GET /v1/payment_links/plink_Nope0000000000"}; !slices.Equal(got, want) {
+			t.Errorf("Intent(unknown) asked %q, want %q", got, want)
+		}
+	})
+	for name, faults := range map[string][]fault{
+		"the link's fetch":    {{status: 503}, {status: 503}, {status: 503}},
+		"the payment's fetch": {{status: passThrough}, {status: 503}, {status: 503}, {status: 503}},
+		"the refunds' list":   {{status: passThrough}, {status: passThrough}, {status: 503}, {status: 503}, {status: 503}},
+	} {
+		t.Run("Razorpay down at "+name, func(t *testing.T) {
+			f := newFake(t)
+			p := f.provider()
+			linkID, _ := paidLink(t, f, p, testOrder, 10000)
+			f.inject(faults...)
+			in, err := p.Intent(ctx, linkID)
+			if err == nil || payment.IsRefusal(err) || !strings.Contains(err.Error(), linkID) {
+				t.Errorf("Intent = %+v, %v; want an error that is not a refusal, naming %s", in, err, linkID)
+			}
+		})
+	}
+	t.Run("two captured payments", func(t *testing.T) {
+		f := newFake(t)
+		p := f.provider()
+		linkID, _ := paidLink(t, f, p, testOrder, 10000)
+		f.mu.Lock()
+		ps := f.links[linkID]["payments"].([]any)
+		f.links[linkID]["payments"] = append(ps, ps[0])
+		f.mu.Unlock()
+		if _, err := p.Intent(ctx, linkID); err == nil {
+			t.Error("Intent of a link with two captured payments succeeded")
+		}
+	})
+}
+
+// The fake's payment fetch answers what it was seeded with, as the Fetch a
+// Payment page documents it, and refuses an unknown id as the page does.
+func TestFakeFetchPayment(t *testing.T) {
+	f := newFake(t)
+	p := f.provider()
+	f.seed(nil, fixture(t, "payment_fetch_upi.json"))
+	var got paymentEntity
+	if err := p.do(context.Background(), request{method: "GET", path: "/v1/payments/pay_MT3PgKGazkDUUM"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != "pay_MT3PgKGazkDUUM" || got.Status != paymentCaptured || got.Amount != 1000 || got.payer() != "upi:gaurav.kumar@examplebank" {
+		t.Errorf("fetched %+v, want the page's UPI example", got)
+	}
+	if err := p.do(context.Background(), request{method: "GET", path: "/v1/payments/pay_MT3PgKGazkDUUM", query: url.Values{"expand[]": {"card"}}}, &got); !payment.IsRefusal(err) {
+		t.Errorf("fetch with expand[] = %v, want a refusal (another page's parameter)", err)
+	}
+	err := p.do(context.Background(), request{method: "GET", path: "/v1/payments/pay_Nope0000000000"}, &got)
+	var ae *payment.APIError
+	if !errors.As(err, &ae) || ae.Status != 400 || ae.Message != "The id provided does not exist" {
+		t.Errorf("fetch of an unknown payment = %v, want 400 The id provided does not exist", err)
 	}
 }

@@ -47,7 +47,10 @@
 // progress) and in the refund's receipt. Refund looks the receipt up among
 // the payment's refunds before posting, so a repeat after the header's
 // memory (for which no lifetime is documented) still finds the first
-// refund, and "0 = all that is left" is computed only once.
+// refund, and "0 = all that is left" is computed only once. A normal
+// refund is pending for days before it is processed or fails; a failed one
+// stays failed under its key, and the order flow makes the next refund
+// under a key of its own.
 //
 // # Listing for the reconciler
 //
@@ -59,6 +62,8 @@
 // A paid link is final, so its look-up is remembered. Links nobody paid
 // are not listed: a lost payment_link.expired is not repaired by the
 // reconciler (harmless: a link never expires before its hold ends).
+// Intent reads one link, its payment and all that payment's refunds,
+// however old: the reconciler follows a refund on its way with it.
 //
 // # Webhooks
 //
@@ -75,7 +80,9 @@
 //
 // payment_link.paid is EventPaymentSucceeded; payment_link.expired and
 // payment_link.cancelled are EventPaymentFailed; refund.processed is
-// EventRefundSucceeded (its link found by the payment id, under ctx).
+// EventRefundSucceeded and refund.failed EventRefundFailed (their link
+// found by the payment id, under ctx); refund.created keeps its own type
+// (Refund's answer told the flow of the refund already).
 // payment.failed is not a failure of the link: Razorpay documents
 // payment.failed followed by payment.captured for one UPI payment the
 // shopper retried (https://razorpay.com/docs/webhooks/payments), and the
@@ -221,10 +228,11 @@ const (
 	callListIntents
 	callWebhookLookup
 	callCancel
+	callGetIntent
 	callCount
 )
 
-var callNames = [callCount]string{"create_intent", "refund", "list_intents", "webhook_lookup", "cancel_intent"}
+var callNames = [callCount]string{"create_intent", "refund", "list_intents", "webhook_lookup", "cancel_intent", "get_intent"}
 
 // observe records a call that started at start and ended in err.
 func (p *Provider) observe(which call, start time.Time, err error) {

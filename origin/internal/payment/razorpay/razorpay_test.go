@@ -78,6 +78,14 @@ func TestProviderTimesEachCall(t *testing.T) {
 	if _, err := p.Intents(ctx, time.Time{}); !payment.IsRefusal(err) {
 		t.Fatalf("Intents = %v, want a refusal", err)
 	}
+	// Intent's look-ups (link, payment, refunds) are one get_intent.
+	f.pay(in.ID, "upi", "shopper@okbank")
+	if _, err := p.Intent(ctx, in.ID); err != nil {
+		t.Fatalf("Intent: %v", err)
+	}
+	if _, err := p.Intent(ctx, "plink_Nope0000000000"); !payment.IsRefusal(err) {
+		t.Fatalf("Intent(unknown) = %v, want a refusal", err)
+	}
 	var observed int
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -90,10 +98,12 @@ func TestProviderTimesEachCall(t *testing.T) {
 			}
 		}
 	}
-	if observed != 3 {
-		t.Errorf("%d series observed, want 3", observed)
+	if observed != 5 {
+		t.Errorf("%d series observed, want 5", observed)
 	}
-	for _, c := range []struct{ call, outcome string }{{"create_intent", "ok"}, {"refund", "error"}, {"list_intents", "refused"}} {
+	for _, c := range []struct{ call, outcome string }{
+		{"create_intent", "ok"}, {"refund", "error"}, {"list_intents", "refused"}, {"get_intent", "ok"}, {"get_intent", "refused"},
+	} {
 		if got := histogramCount(t, reg, c.call, c.outcome); got != 1 {
 			t.Errorf("%s/%s observed %d times, want 1", c.call, c.outcome, got)
 		}

@@ -32,8 +32,8 @@ const maxPages = 500
 // same refund back: it is the refund's receipt, looked up among the
 // payment's refunds first, and its X-Refund-Idempotency header. The
 // refund's Status is payment.RefundSucceeded only once Razorpay has
-// processed it; "pending" until then (normal refunds take days), "failed"
-// if it failed.
+// processed it, payment.RefundPending until then (normal refunds take
+// days), payment.RefundFailed if it failed.
 func (p *Provider) Refund(ctx context.Context, linkID string, amountMinor int64, idempotencyKey string) (payment.Refund, error) {
 	start := time.Now()
 	r, err := p.refund(ctx, linkID, amountMinor, idempotencyKey)
@@ -68,13 +68,8 @@ func (p *Provider) refund(ctx context.Context, linkID string, amountMinor int64,
 	left := paid.Amount
 	for _, r := range made {
 		if r.Receipt == receipt {
-			if r.Status == refundFailed {
-				// Razorpay answers the same failed refund for this key for
-				// ever: a refusal, for a person to look at (the order flow
-				// alerts refund_refused).
-				return payment.Refund{}, &payment.APIError{Status: http.StatusConflict, Code: "refund_failed",
-					Message: fmt.Sprintf("refund %s of payment %s failed at Razorpay", r.ID, paid.PaymentID)}
-			}
+			// As it is now: a failed one stays failed for this key, and
+			// the order flow makes the next under another.
 			return r.refund(linkID), nil
 		}
 		if r.Status != refundFailed {

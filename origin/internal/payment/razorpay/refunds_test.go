@@ -3,6 +3,7 @@ package razorpay
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 
@@ -238,19 +239,112 @@ func TestRefundRaced(t *testing.T) {
 	}
 }
 
-// A refund Razorpay reports failed is not answered again as if it were
-// the refund: it is a refusal, which the order flow alerts on.
-func TestRefundFailedIsARefusal(t *testing.T) {
-	ctx := context.Background()
-	f := newFake(t)
-	p := f.provider()
-	linkID, _ := paidLink(t, f, p, testOrder, 10000)
-	f.setRefundStatus(refundFailed)
-	if _, err := p.Refund(ctx, linkID, 0, "order-o_1-refund"); err != nil {
-		t.Fatalf("Refund = %v", err)
+// A refund that failed — at once, or after days pending — stays failed
+// under its key: the key answers it again, Status failed, without asking
+// for another. The order flow's next key then makes a new refund of all
+// that was paid, since a failed refund gave nothing back.
+func TestRefundFailedThenAnotherKey(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(f *fakeRazorpay) // makes the first refund fail
+	}{
+		{"failed at once", func(f *fakeRazorpay) { f.setRefundStatus(refundFailed) }},
+		{"failed after pending", func(f *fakeRazorpay) { f.setRefundStatus(refundPending) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFake(t)
+			p := f.provider()
+			linkID, pid := paidLink(t, f, p, testOrder, 10000)
+			const first, next = "order-o_1-refund", "order-o_1-refund-after-1"
+			tc.fail(f)
+			r, err := p.Refund(ctx, linkID, 0, first)
+			if err != nil {
+				t.Fatalf("Refund: %v", err)
+			}
+			f.failRefunds()
+			failed, err := p.Refund(ctx, linkID, 0, first)
+			if err != nil || failed.ID != r.ID || failed.Status != payment.RefundFailed || failed.AmountMinor != 10000 || failed.IntentID != linkID {
+				t.Fatalf("Refund(%s) again = %+v, %v; want %s failed, of 10000", first, failed, err, r.ID)
+			}
+			if n := f.calls("POST", refundPath(pid)); n != 1 {
+				t.Errorf("%d refund requests for the failed key, want 1", n)
+			}
+
+			f.setRefundStatus(refundProcessed)
+			again, err := p.Refund(ctx, linkID, 0, next)
+			if err != nil || again.ID == r.ID || again.AmountMinor != 10000 || again.Status != payment.RefundSucceeded {
+				t.Fatalf("Refund(%s) = %+v, %v; want a new refund of 10000, succeeded", next, again, err)
+			}
+			if n := f.refundCount(pid); n != 2 {
+				t.Errorf("Razorpay made %d refunds, want 2", n)
+			}
+			req := f.lastRequest("POST", refundPath(pid))
+			var body map[string]any
+			if err := json.Unmarshal(req.Body, &body); err != nil {
+				t.Fatal(err)
+			}
+			if want := mustJSON(map[string]any{"amount": 10000, "speed": "normal", "receipt": next}); mustJSON(body) != want {
+				t.Errorf("second refund request = %s, want %s", req.Body, want)
+			}
+			if got := req.Header.Get("X-Refund-Idempotency"); got != next {
+				t.Errorf("second refund's X-Refund-Idempotency = %q, want %q", got, next)
+			}
+			if n := f.calls("POST", refundPath(pid)); n != 2 {
+				t.Errorf("%d refund requests in all, want 2", n)
+			}
+			if again, err := p.Refund(ctx, linkID, 0, first); err != nil || again.ID != r.ID || again.Status != payment.RefundFailed {
+				t.Errorf("Refund(%s) after the next = %+v, %v; want %s failed still", first, again, err, r.ID)
+			}
+		})
 	}
-	_, err := p.Refund(ctx, linkID, 0, "order-o_1-refund")
-	if !payment.IsRefusal(err) {
-		t.Errorf("Refund of a key whose refund failed = %v, want a refusal", err)
+}
+
+// A refund entity's status maps onto the order flow's: processed is
+// succeeded, failed failed, and pending — or a status Razorpay adds — is
+// on its way.
+func TestRefundStatus(t *testing.T) {
+	for status, want := range map[string]string{
+		refundProcessed: payment.RefundSucceeded,
+		refundFailed:    payment.RefundFailed,
+		refundPending:   payment.RefundPending,
+		"reversed":      payment.RefundPending,
+		"":              payment.RefundPending,
+	} {
+		r := refundEntity{ID: "rfnd_1", Amount: 500, Status: status, CreatedAt: 1597734071}
+		if got := r.refund("plink_1"); got.Status != want || got.ID != "rfnd_1" || got.IntentID != "plink_1" || got.AmountMinor != 500 ||
+			got.CreatedAt.Unix() != 1597734071 {
+			t.Errorf("refund(status %q) = %+v, want status %s", status, got, want)
+		}
+	}
+}
+
+// refunds keeps every refund, failed ones with status failed, oldest
+// first (ties by id); Refunded counts all but the failed ones.
+func TestRefundsKeepFailed(t *testing.T) {
+	got := refunds("plink_1", []refundEntity{
+		{ID: "rfnd_C", Amount: 2000, Status: refundPending, CreatedAt: 300},
+		{ID: "rfnd_B", Amount: 10000, Status: refundFailed, CreatedAt: 200},
+		{ID: "rfnd_A", Amount: 3000, Status: refundProcessed, CreatedAt: 100},
+		{ID: "rfnd_D", Amount: 5000, Status: refundFailed, CreatedAt: 300},
+	})
+	var ids, statuses []string
+	for _, r := range got {
+		ids, statuses = append(ids, r.ID), append(statuses, r.Status)
+		if r.IntentID != "plink_1" {
+			t.Errorf("refund %s of intent %q, want plink_1", r.ID, r.IntentID)
+		}
+	}
+	if want := []string{"rfnd_A", "rfnd_B", "rfnd_C", "rfnd_D"}; !slices.Equal(ids, want) {
+		t.Errorf("refunds = %v, want %v", ids, want)
+	}
+	if want := []string{payment.RefundSucceeded, payment.RefundFailed, payment.RefundPending, payment.RefundFailed}; !slices.Equal(statuses, want) {
+		t.Errorf("statuses = %v, want %v", statuses, want)
+	}
+	if n := (payment.Intent{Refunds: got}).Refunded(); n != 5000 {
+		t.Errorf("Refunded = %d, want 5000 (the processed and the pending one)", n)
+	}
+	if got := refunds("plink_1", nil); len(got) != 0 {
+		t.Errorf("refunds(none) = %+v", got)
 	}
 }

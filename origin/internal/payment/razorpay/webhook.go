@@ -31,6 +31,7 @@ const (
 	EventLinkExpired     = "payment_link.expired"
 	EventLinkCancelled   = "payment_link.cancelled"
 	EventRefundProcessed = "refund.processed"
+	EventRefundFailed    = "refund.failed"
 )
 
 // maxEventID matches payment.ParseEvent's bound on an event id.
@@ -92,8 +93,9 @@ type envelope struct {
 // under any of Config.WebhookSecrets — and decodes it: payment_link.paid
 // into payment.EventPaymentSucceeded, payment_link.expired and
 // payment_link.cancelled into payment.EventPaymentFailed, refund.processed
-// into payment.EventRefundSucceeded (its link and the payment's refunds
-// fetched under ctx, as the payload names only the payment), and any other
+// into payment.EventRefundSucceeded and refund.failed into
+// payment.EventRefundFailed (its link and the payment's refunds fetched
+// under ctx, as the payload names only the payment), and any other
 // event into an Event of its own Razorpay name. Event.ID is the
 // X-Razorpay-Event-Id header. now is unused: Razorpay signs no time.
 // Errors wrap payment.ErrBadSignature or payment.ErrBadEvent; any other
@@ -142,7 +144,7 @@ func (p *Provider) Webhook(ctx context.Context, header func(name string) string,
 		in := pl.PaymentLink.Entity.intent()
 		in.Status = payment.IntentFailed
 		ev.Type, ev.Data.Intent = payment.EventPaymentFailed, in
-	case EventRefundProcessed:
+	case EventRefundProcessed, EventRefundFailed:
 		if pl.Refund == nil || pl.Refund.Entity.ID == "" || pl.Refund.Entity.PaymentID == "" {
 			return payment.Event{}, fmt.Errorf("%w: %s without a refund of a payment", payment.ErrBadEvent, env.Event)
 		}
@@ -159,7 +161,11 @@ func (p *Provider) Webhook(ctx context.Context, header func(name string) string,
 			in.Payer = pl.Payment.Entity.payer()
 		}
 		r := pl.Refund.Entity.refund(in.ID)
-		ev.Type, ev.Data.Intent, ev.Data.Refund = payment.EventRefundSucceeded, in, &r
+		ev.Type = payment.EventRefundSucceeded
+		if env.Event == EventRefundFailed {
+			ev.Type = payment.EventRefundFailed
+		}
+		ev.Data.Intent, ev.Data.Refund = in, &r
 	}
 	return ev, nil
 }
@@ -186,6 +192,9 @@ func (p *Provider) refundedIntent(ctx context.Context, r refundEntity) (payment.
 		made = append(made, r)
 	}
 	in := l.intent()
+	// A refund is of money taken, whatever the link says since (a late
+	// payment on a link cancelled at its hold's end).
+	in.Status = payment.IntentSucceeded
 	in.Refunds = refunds(l.ID, made)
 	return in, true, nil
 }

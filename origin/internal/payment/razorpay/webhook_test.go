@@ -158,24 +158,109 @@ func TestWebhookRefundProcessed(t *testing.T) {
 	}
 }
 
+// refund.failed, Razorpay's documented payload, is EventRefundFailed: its
+// refund failed, its link looked up by the payment id as for
+// refund.processed, and the intent's refunds all of the payment's, the
+// failed one among them at the event's word but not in Refunded.
+func TestWebhookRefundFailed(t *testing.T) {
+	body := readFixture(t, "webhook_refund_failed.json")
+	ev := fixture(t, "webhook_refund_failed.json")["payload"].(map[string]any)
+	pay := ev["payment"].(map[string]any)["entity"].(map[string]any)
+	thisRefund := ev["refund"].(map[string]any)["entity"].(map[string]any)
+	l := fixture(t, "link_fetch_paid.json")
+	l["amount"], l["amount_paid"], l["notes"] = 500000, 500000, map[string]any{"order_id": "o_refunded"}
+	l["payments"] = []any{map[string]any{"amount": 500000, "created_at": 1597226379, "method": "netbanking",
+		"payment_id": "pay_FPoJKWQQ8lK13n", "status": "captured"}}
+	earlier := fixture(t, "refunds_of_payment.json")["items"].([]any)[0].(map[string]any)
+	earlier["payment_id"], earlier["amount"] = "pay_FPoJKWQQ8lK13n", 140000
+	// The listing still says pending: the event is the newer word.
+	listedPending := map[string]any{}
+	for k, v := range thisRefund {
+		listedPending[k] = v
+	}
+	listedPending["status"] = refundPending
+
+	wantRefund := payment.Refund{ID: "rfnd_FS8TWyPrCsa0OB", IntentID: "plink_KBnb7I424Rc1R9", AmountMinor: 50000,
+		Status: payment.RefundFailed, CreatedAt: time.Unix(1597734071, 0).UTC()}
+	for _, tc := range []struct {
+		name     string
+		listed   []map[string]any // the payment's refunds as Razorpay lists them
+		refunds  int
+		refunded int64
+	}{
+		{"listed failed", []map[string]any{earlier, thisRefund}, 2, 140000},
+		{"listed pending still", []map[string]any{earlier, listedPending}, 2, 140000},
+		{"not listed yet", []map[string]any{earlier}, 2, 140000},
+		{"the payment's only refund", nil, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			f.seed(l, pay, tc.listed...)
+			got, err := deliver(f.provider(webhookSecret), body, webhookSecret, "evt_refund_failed")
+			if err != nil {
+				t.Fatalf("Webhook: %v", err)
+			}
+			if got.Type != payment.EventRefundFailed || got.ID != "evt_refund_failed" {
+				t.Errorf("event = %q %q, want %q", got.ID, got.Type, payment.EventRefundFailed)
+			}
+			if r := got.Data.Refund; r == nil || *r != wantRefund {
+				t.Errorf("refund = %+v, want %+v", got.Data.Refund, wantRefund)
+			}
+			in := got.Data.Intent
+			if in.ID != "plink_KBnb7I424Rc1R9" || in.OrderID() != "o_refunded" || in.Status != payment.IntentSucceeded ||
+				len(in.Refunds) != tc.refunds || in.Refunded() != tc.refunded {
+				t.Errorf("intent = %+v, refunds %+v; want %d refunds, %d refunded", in, in.Refunds, tc.refunds, tc.refunded)
+			}
+			if r, ok := in.RefundByID(wantRefund.ID); !ok || r != wantRefund {
+				t.Errorf("intent's refund %s = %+v, %v; want %+v", wantRefund.ID, r, ok, wantRefund)
+			}
+			if q := f.lastRequest("GET", "/v1/payment_links").Query; q.Get("payment_id") != "pay_FPoJKWQQ8lK13n" {
+				t.Errorf("link looked up with %v, want payment_id", q)
+			}
+			if n := f.calls("GET", "/v1/payments/pay_FPoJKWQQ8lK13n/refunds"); n != 1 {
+				t.Errorf("%d listings of the payment's refunds, want 1", n)
+			}
+		})
+	}
+
+	// A failed refund of a payment made on no link is not the order flow's.
+	f := newFake(t)
+	f.seed(nil, pay)
+	got, err := deliver(f.provider(webhookSecret), body, webhookSecret, "evt_refund_failed_2")
+	if err != nil || got.Type != PassThroughPrefix+EventRefundFailed || got.Data.Intent.ID != "" || got.Data.Refund != nil {
+		t.Errorf("Webhook(refund on no link) = %q %+v, %v; want its own type", got.Type, got.Data, err)
+	}
+}
+
 // Events the order flow does not act on pass through under their own
 // names: payment.failed among them, since a failed UPI attempt leaves the
 // link payable (Razorpay documents payment.failed then payment.captured
 // for one retried payment).
+// refund.created among them: Refund's answer told the flow of the refund
+// already, whatever status the event shows (the documented example's is
+// processed).
 func TestWebhookOtherEvents(t *testing.T) {
-	p := newFake(t).provider(webhookSecret)
+	f := newFake(t)
+	p := f.provider(webhookSecret)
 	for file, want := range map[string]string{
 		"webhook_payment_failed_upi.json":   "payment.failed",
 		"webhook_payment_captured_upi.json": "payment.captured",
+		"webhook_refund_created.json":       "refund.created",
 	} {
 		ev, err := deliver(p, readFixture(t, file), webhookSecret, "evt_"+want)
-		if err != nil || ev.Type != PassThroughPrefix+want || ev.ID != "evt_"+want || ev.Data.Intent.ID != "" {
+		if err != nil || ev.Type != PassThroughPrefix+want || ev.ID != "evt_"+want || ev.Data.Intent.ID != "" || ev.Data.Refund != nil {
 			t.Errorf("%s: Webhook = %+v, %v; want type %q and no intent", file, ev, err, want)
 		}
 		switch ev.Type {
-		case payment.EventPaymentSucceeded, payment.EventPaymentFailed, payment.EventRefundSucceeded:
+		case payment.EventPaymentSucceeded, payment.EventPaymentFailed, payment.EventRefundSucceeded, payment.EventRefundFailed:
 			t.Errorf("%s: mapped onto %q, an event the order flow acts on", file, ev.Type)
 		}
+	}
+	f.mu.Lock()
+	n := len(f.requests)
+	f.mu.Unlock()
+	if n != 0 {
+		t.Errorf("events passed through made %d API requests, want none", n)
 	}
 }
 
@@ -226,6 +311,8 @@ func TestWebhookBadEvents(t *testing.T) {
 		"paid without its link":        `{"entity":"event","event":"payment_link.paid","payload":{"payment":{"entity":{"id":"pay_1"}}}}`,
 		"expired without its link":     `{"entity":"event","event":"payment_link.expired","payload":{}}`,
 		"refund without its payment":   `{"entity":"event","event":"refund.processed","payload":{"refund":{"entity":{"id":"rfnd_1"}}}}`,
+		"failed without its payment":   `{"entity":"event","event":"refund.failed","payload":{"refund":{"entity":{"id":"rfnd_1"}}}}`,
+		"failed without its refund":    `{"entity":"event","event":"refund.failed","payload":{"payment":{"entity":{"id":"pay_1"}}}}`,
 		"notes neither object nor []":  `{"entity":"event","event":"payment_link.paid","payload":{"payment_link":{"entity":{"id":"plink_1","notes":[1]}}}}`,
 		"a string where a number goes": `{"entity":"event","event":"payment_link.paid","payload":{"payment_link":{"entity":{"id":"plink_1","amount":"100"}}}}`,
 	} {

@@ -161,12 +161,10 @@ func (p *Provider) expire(ctx context.Context, id string) error {
 // without a payment is refused (409 intent_not_succeeded, as the sandbox
 // gateway answers), as is anything Stripe refuses.
 //
-// The refund's Status is payment.RefundSucceeded once Stripe says it
-// succeeded, which most card refunds do at once; otherwise Stripe's own
-// word ("pending", "requires_action", "failed", "canceled"), which the
-// order flow takes as not yet done. A refund that is not final when made,
-// or whose answer is replayed from an earlier try, is read again for its
-// current status; one that succeeds later sends refund.updated.
+// The refund's Status is as refundOf maps it: most card refunds succeed at
+// once; others are pending, and end in refund.updated (and refund.failed
+// when they fail). A refund that is not final when made, or whose answer
+// is replayed from an earlier try, is read again for its current status.
 func (p *Provider) Refund(ctx context.Context, intentID string, amountMinor int64, idempotencyKey string) (payment.Refund, error) {
 	start := time.Now()
 	r, err := p.refund(ctx, intentID, amountMinor, idempotencyKey)
@@ -203,7 +201,11 @@ func (p *Provider) refund(ctx context.Context, sessionID string, amountMinor int
 	if err != nil {
 		return payment.Refund{}, apiError(err)
 	}
-	if r.Status == stripe.RefundStatusPending || r.Status == stripe.RefundStatusRequiresAction {
+	// Stripe replays the first answer to a repeat of the key (for 24
+	// hours), which a refund may have outlived: it is read again, as is
+	// one not final when made.
+	replayed := r.LastResponse != nil && r.LastResponse.Header.Get("Idempotent-Replayed") == "true"
+	if replayed || r.Status == stripe.RefundStatusPending || r.Status == stripe.RefundStatusRequiresAction {
 		if now, err := p.sc.V1Refunds.Retrieve(ctx, r.ID, nil); err == nil {
 			r = now
 		}
@@ -248,6 +250,28 @@ func (p *Provider) intents(ctx context.Context, since time.Time) ([]payment.Inte
 	return out, nil
 }
 
+// Intent reads one Checkout Session, its payment expanded as Intents
+// expands it.
+func (p *Provider) Intent(ctx context.Context, id string) (payment.Intent, error) {
+	start := time.Now()
+	in, err := p.intent(ctx, id)
+	p.observe(callGetIntent, start, err)
+	if err != nil {
+		return payment.Intent{}, fmt.Errorf("stripe: read checkout session %s: %w", id, err)
+	}
+	return in, nil
+}
+
+func (p *Provider) intent(ctx context.Context, id string) (payment.Intent, error) {
+	params := &stripe.CheckoutSessionRetrieveParams{}
+	params.AddExpand(expandPayment)
+	s, err := p.sc.V1CheckoutSessions.Retrieve(ctx, id, params)
+	if err != nil {
+		return payment.Intent{}, apiError(err)
+	}
+	return p.intentOf(ctx, s)
+}
+
 // intentOf maps a Checkout Session, its payment expanded when it has one,
 // onto an Intent:
 //
@@ -255,11 +279,10 @@ func (p *Provider) intents(ctx context.Context, since time.Time) ([]payment.Inte
 //   - AmountMinor and Currency: the session's amount_total and currency
 //     (upper case).
 //   - Payer: the instrument of the PaymentIntent's latest charge (payerOf).
-//   - Refunds: that charge's succeeded refunds, oldest first; pending,
-//     failed and canceled ones have given nothing back (yet), so
-//     Intent.Refunded is the money returned. When the charge's refunds are
-//     not all in it (more than a page, or not expanded) yet it has
-//     refunded something, they are listed from the API under ctx.
+//   - Refunds: all that charge's refunds, oldest first, each with its
+//     status (refundOf). When they are not all in it (more than a page,
+//     or not expanded while it has refunded something), they are listed
+//     from the API under ctx.
 func (p *Provider) intentOf(ctx context.Context, s *stripe.CheckoutSession) (payment.Intent, error) {
 	in := payment.Intent{
 		ID:          s.ID,
@@ -284,7 +307,7 @@ func (p *Provider) intentOf(ctx context.Context, s *stripe.CheckoutSession) (pay
 	if ch.Refunds != nil {
 		refunds = ch.Refunds.Data
 	}
-	if ch.AmountRefunded > 0 && (ch.Refunds == nil || ch.Refunds.HasMore) {
+	if ch.Refunds != nil && ch.Refunds.HasMore || ch.Refunds == nil && ch.AmountRefunded > 0 {
 		refunds = refunds[:0:0]
 		params := &stripe.RefundListParams{Charge: stripe.String(ch.ID)}
 		params.Limit = stripe.Int64(100)
@@ -296,9 +319,7 @@ func (p *Provider) intentOf(ctx context.Context, s *stripe.CheckoutSession) (pay
 		}
 	}
 	for _, r := range refunds {
-		if r.Status == stripe.RefundStatusSucceeded {
-			in.Refunds = append(in.Refunds, refundOf(r, s.ID))
-		}
+		in.Refunds = append(in.Refunds, refundOf(r, s.ID))
 	}
 	slices.SortStableFunc(in.Refunds, func(a, b payment.Refund) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return in, nil
@@ -389,11 +410,16 @@ func payerOf(d *stripe.ChargePaymentMethodDetails) string {
 	return kind + ":" + id
 }
 
-// refundOf maps a Stripe Refund of the session sessionID's payment.
+// refundOf maps a Stripe Refund of the session sessionID's payment: its
+// status succeeded, failed or canceled (payment.RefundFailed: it gave
+// nothing back), or pending (requires_action and any status Stripe adds).
 func refundOf(r *stripe.Refund, sessionID string) payment.Refund {
-	status := string(r.Status)
-	if r.Status == stripe.RefundStatusSucceeded {
+	status := payment.RefundPending
+	switch r.Status {
+	case stripe.RefundStatusSucceeded:
 		status = payment.RefundSucceeded
+	case stripe.RefundStatusFailed, stripe.RefundStatusCanceled:
+		status = payment.RefundFailed
 	}
 	return payment.Refund{ID: r.ID, IntentID: sessionID, AmountMinor: r.Amount, Status: status, CreatedAt: unix(r.Created)}
 }

@@ -194,10 +194,11 @@ const (
 	callListIntents
 	callExpire
 	callWebhookLookup
+	callGetIntent
 	callCount
 )
 
-var callNames = [callCount]string{"create_intent", "refund", "list_intents", "expire", "webhook_lookup"}
+var callNames = [callCount]string{"create_intent", "refund", "list_intents", "expire", "webhook_lookup", "get_intent"}
 
 // observe records a call that started at start and ended in err.
 func (p *Provider) observe(which call, start time.Time, err error) {

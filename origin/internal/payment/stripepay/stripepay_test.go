@@ -255,6 +255,191 @@ func TestIntents(t *testing.T) {
 	})
 }
 
+// Intent reads one session with its payment expanded as the listing
+// expands it; stripe-mock answers its fixture session (a card's charge
+// with one succeeded refund) under the id asked for.
+func TestIntent(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	p, rec := newMocked(t, Config{Registerer: reg})
+	in, err := p.Intent(context.Background(), "cs_test_paid")
+	if err != nil {
+		t.Fatalf("Intent: %v", err)
+	}
+	want := payment.Intent{
+		ID: "cs_test_paid", Status: payment.IntentRequiresPayment, Metadata: map[string]string{},
+		PayURL:    "https://checkout.stripe.com/pay/c/" + mockSessionID,
+		ReturnURL: "https://example.com/success",
+		CreatedAt: unix(1234567890), UpdatedAt: unix(1234567890),
+		Payer:   mockPayer,
+		Refunds: []payment.Refund{{ID: mockRefundID, IntentID: "cs_test_paid", AmountMinor: 100, Status: payment.RefundSucceeded, CreatedAt: unix(1234567890)}},
+	}
+	if !reflect.DeepEqual(in, want) {
+		t.Errorf("Intent =\n%+v\nwant\n%+v", in, want)
+	}
+	s := only(t, rec, "GET /v1/checkout/sessions/cs_test_paid")[0]
+	checkForm(t, s, map[string]string{"expand[0]": "payment_intent.latest_charge.refunds"})
+	if len(s.Form) != 1 {
+		t.Errorf("Intent sent %v, want only the expand", s.Form)
+	}
+	if n := sampleCount(t, reg, "get_intent", "ok"); n != 1 {
+		t.Errorf("get_intent/ok observed %d times, want 1", n)
+	}
+}
+
+// sampleCount is how many calls reg's histogram observed under call and
+// outcome.
+func sampleCount(t *testing.T, reg *prometheus.Registry, call, outcome string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["call"] == call && labels["outcome"] == outcome {
+				return m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
+}
+
+// A paid session's refunds in every status Stripe gives one, as Intent
+// reads them (stripe-mock's fixture has one succeeded refund only): all
+// kept, oldest first, failed and canceled ones failed, pending and
+// requires_action ones pending; only the latter two and the succeeded one
+// count in Refunded. When the charge's page of refunds has more, they are
+// all listed by the charge.
+func TestIntentRefundStatuses(t *testing.T) {
+	const refunds = `{"id":"re_failed","object":"refund","amount":4999900,"status":"failed","failure_reason":"expired_or_canceled_card","created":1765000100},
+		{"id":"re_canceled","object":"refund","amount":500,"status":"canceled","created":1765000200},
+		{"id":"re_ok","object":"refund","amount":1000,"status":"succeeded","created":1765000300},
+		{"id":"re_pending","object":"refund","amount":2000,"status":"pending","created":1765000400},
+		{"id":"re_action","object":"refund","amount":3000,"status":"requires_action","created":1765000500}`
+	session := func(chargeRefunds string) string {
+		return `{"id":"cs_test_1","object":"checkout.session","mode":"payment","status":"complete","payment_status":"paid",
+			"amount_total":4999900,"currency":"inr","metadata":{"order_id":"o-1"},"created":1765000000,
+			"success_url":"https://shop.example/return","url":null,
+			"payment_intent":{"id":"pi_1","object":"payment_intent","status":"succeeded",
+				"latest_charge":{"id":"ch_1","object":"charge","created":1765000050,"amount_refunded":6000,
+					"payment_method_details":{"type":"card","card":{"fingerprint":"fp1"}}` + chargeRefunds + `}}}`
+	}
+	wantRefunds := []payment.Refund{
+		{ID: "re_failed", IntentID: "cs_test_1", AmountMinor: 4999900, Status: payment.RefundFailed, CreatedAt: unix(1765000100)},
+		{ID: "re_canceled", IntentID: "cs_test_1", AmountMinor: 500, Status: payment.RefundFailed, CreatedAt: unix(1765000200)},
+		{ID: "re_ok", IntentID: "cs_test_1", AmountMinor: 1000, Status: payment.RefundSucceeded, CreatedAt: unix(1765000300)},
+		{ID: "re_pending", IntentID: "cs_test_1", AmountMinor: 2000, Status: payment.RefundPending, CreatedAt: unix(1765000400)},
+		{ID: "re_action", IntentID: "cs_test_1", AmountMinor: 3000, Status: payment.RefundPending, CreatedAt: unix(1765000500)},
+	}
+	for _, c := range []struct {
+		name    string
+		answers map[string]func() (int, string)
+	}{
+		{"all in the charge", map[string]func() (int, string){
+			"GET /v1/checkout/sessions/cs_test_1": answer(200, session(`,"refunds":{"object":"list","url":"/v1/charges/ch_1/refunds","has_more":false,"data":[`+refunds+`]}`)),
+		}},
+		{"more than the charge's page", map[string]func() (int, string){
+			"GET /v1/checkout/sessions/cs_test_1": answer(200, session(`,"refunds":{"object":"list","url":"/v1/charges/ch_1/refunds","has_more":true,
+				"data":[{"id":"re_ok","object":"refund","amount":1000,"status":"succeeded","created":1765000300}]}`)),
+			"GET /v1/refunds": answer(200, `{"object":"list","url":"/v1/refunds","has_more":false,"data":[`+refunds+`]}`),
+		}},
+		{"not expanded", map[string]func() (int, string){
+			"GET /v1/checkout/sessions/cs_test_1": answer(200, session(``)),
+			"GET /v1/refunds":                     answer(200, `{"object":"list","url":"/v1/refunds","has_more":false,"data":[`+refunds+`]}`),
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in, err := stripeFake(t, c.answers).Intent(context.Background(), "cs_test_1")
+			if err != nil {
+				t.Fatalf("Intent: %v", err)
+			}
+			if in.ID != "cs_test_1" || in.Status != payment.IntentSucceeded || in.AmountMinor != 4999900 || in.Currency != "INR" ||
+				in.OrderID() != "o-1" || in.Payer != "card:fp1" || !in.UpdatedAt.Equal(unix(1765000050)) {
+				t.Errorf("Intent = %+v", in)
+			}
+			if !reflect.DeepEqual(in.Refunds, wantRefunds) {
+				t.Errorf("Intent refunds =\n%+v\nwant\n%+v", in.Refunds, wantRefunds)
+			}
+			if n := in.Refunded(); n != 6000 {
+				t.Errorf("Refunded = %d, want 6000 (all but the failed and canceled)", n)
+			}
+		})
+	}
+
+	// Failed refunds gave nothing back, so the charge's amount_refunded is
+	// 0; a page that has more is listed all the same.
+	allFailed := strings.Replace(session(`,"refunds":{"object":"list","url":"/v1/charges/ch_1/refunds","has_more":true,"data":[`+
+		`{"id":"re_failed","object":"refund","amount":4999900,"status":"failed","created":1765000100}]}`), `"amount_refunded":6000`, `"amount_refunded":0`, 1)
+	in, err := stripeFake(t, map[string]func() (int, string){
+		"GET /v1/checkout/sessions/cs_test_1": answer(200, allFailed),
+		"GET /v1/refunds": answer(200, `{"object":"list","url":"/v1/refunds","has_more":false,"data":[`+
+			`{"id":"re_failed","object":"refund","amount":4999900,"status":"failed","created":1765000100},`+
+			`{"id":"re_canceled","object":"refund","amount":500,"status":"canceled","created":1765000200}]}`),
+	}).Intent(context.Background(), "cs_test_1")
+	if err != nil || !reflect.DeepEqual(in.Refunds, wantRefunds[:2]) || in.Refunded() != 0 {
+		t.Errorf("Intent(only failed refunds, more than a page) = %+v, %v; want refunds %+v", in.Refunds, err, wantRefunds[:2])
+	}
+
+	// Not expanded, and nothing refunded: no refund to list.
+	noneRefunded := strings.Replace(session(``), `"amount_refunded":6000`, `"amount_refunded":0`, 1)
+	in, err = stripeFake(t, map[string]func() (int, string){"GET /v1/checkout/sessions/cs_test_1": answer(200, noneRefunded)}).
+		Intent(context.Background(), "cs_test_1")
+	if err != nil || len(in.Refunds) != 0 || in.Status != payment.IntentSucceeded {
+		t.Errorf("Intent(nothing refunded) = %+v, %v; want succeeded without refunds", in, err)
+	}
+}
+
+// A session Stripe does not know is its refusal, naming the session;
+// Stripe failing is a plain error; both are timed as get_intent.
+func TestIntentFails(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		answer  func() (int, string)
+		refusal bool
+		outcome string
+	}{
+		{"unknown session", answer(404, stripeError("invalid_request_error", "resource_missing", "No such checkout.session: 'cs_test_1'")), true, "refused"},
+		{"Stripe failing", answer(500, stripeError("api_error", "", "Something went wrong")), false, "error"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			reg := prometheus.NewPedanticRegistry()
+			p := stripeFakeWith(t, Config{Registerer: reg}, map[string]func() (int, string){"GET /v1/checkout/sessions/cs_test_1": c.answer})
+			_, err := p.Intent(context.Background(), "cs_test_1")
+			if err == nil || payment.IsRefusal(err) != c.refusal || !strings.Contains(err.Error(), "cs_test_1") {
+				t.Errorf("Intent = %v, want an error naming cs_test_1, refusal %v", err, c.refusal)
+			}
+			if n := sampleCount(t, reg, "get_intent", c.outcome); n != 1 {
+				t.Errorf("get_intent/%s observed %d times, want 1", c.outcome, n)
+			}
+		})
+	}
+}
+
+// refundOf maps each Stripe refund status: succeeded gave the money back;
+// failed and canceled gave nothing; pending, requires_action and any
+// status Stripe adds are on their way.
+func TestRefundOf(t *testing.T) {
+	for status, want := range map[stripe.RefundStatus]string{
+		stripe.RefundStatusSucceeded:      payment.RefundSucceeded,
+		stripe.RefundStatusFailed:         payment.RefundFailed,
+		stripe.RefundStatusCanceled:       payment.RefundFailed,
+		stripe.RefundStatusPending:        payment.RefundPending,
+		stripe.RefundStatusRequiresAction: payment.RefundPending,
+		"a_status_stripe_adds":            payment.RefundPending,
+		"":                                payment.RefundPending,
+	} {
+		r := &stripe.Refund{ID: "re_1", Amount: 2500, Status: status, Created: 1765000000}
+		wantRefund := payment.Refund{ID: "re_1", IntentID: "cs_test_1", AmountMinor: 2500, Status: want, CreatedAt: unix(1765000000)}
+		if got := refundOf(r, "cs_test_1"); got != wantRefund {
+			t.Errorf("refundOf(status %q) = %+v, want %+v", status, got, wantRefund)
+		}
+	}
+}
+
 // stripe-mock refuses a request its OpenAPI description does not allow:
 // the adapter's requests above passed a real check, and a refusal is
 // payment.IsRefusal.
@@ -278,6 +463,12 @@ func TestStripeMockRefusesBadParameters(t *testing.T) {
 // state).
 func stripeFake(t *testing.T, answers map[string]func() (int, string)) *Provider {
 	t.Helper()
+	return stripeFakeWith(t, Config{}, answers)
+}
+
+// stripeFakeWith is stripeFake with cfg's other settings.
+func stripeFakeWith(t *testing.T, cfg Config, answers map[string]func() (int, string)) *Provider {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		answer, ok := answers[r.Method+" "+r.URL.Path]
 		if !ok {
@@ -292,7 +483,8 @@ func stripeFake(t *testing.T, answers map[string]func() (int, string)) *Provider
 		fmt.Fprint(w, body)
 	}))
 	t.Cleanup(srv.Close)
-	p, err := New(Config{SecretKey: testKey, BaseURL: srv.URL, Attempts: 1})
+	cfg.SecretKey, cfg.BaseURL, cfg.Attempts = testKey, srv.URL, 1
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

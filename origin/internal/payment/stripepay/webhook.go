@@ -25,10 +25,12 @@ import (
 //   - checkout.session.async_payment_succeeded: payment.EventPaymentSucceeded.
 //   - checkout.session.async_payment_failed, checkout.session.expired:
 //     payment.EventPaymentFailed.
-//   - refund.created, refund.updated: payment.EventRefundSucceeded when the
-//     refund's status is succeeded (a card refund at creation; a pending one
-//     on the update that ends it), with Data.Refund set; otherwise their own
-//     type. Chosen over charge.refunded, which comes when a refund is
+//   - refund.created, refund.updated, refund.failed:
+//     payment.EventRefundSucceeded when the refund's status is succeeded (a
+//     card refund at creation; a pending one on the update that ends it),
+//     payment.EventRefundFailed when it failed or was canceled, with
+//     Data.Refund set; a pending refund's keep their own type. Chosen over
+//     charge.refunded, which comes when a refund is
 //     created, pending or not, and carries the charge, not the refund (nor,
 //     since 2022-11-15, the charge's refunds). Stripe sends refund.* for
 //     every refund since API version 2024-10-28.acacia; an endpoint of an
@@ -86,7 +88,7 @@ func (p *Provider) Webhook(ctx context.Context, header func(name string) string,
 	case stripe.EventTypeCheckoutSessionCompleted, stripe.EventTypeCheckoutSessionAsyncPaymentSucceeded,
 		stripe.EventTypeCheckoutSessionAsyncPaymentFailed, stripe.EventTypeCheckoutSessionExpired:
 		err = p.sessionEvent(ctx, &ev, &out)
-	case stripe.EventTypeRefundCreated, stripe.EventTypeRefundUpdated:
+	case stripe.EventTypeRefundCreated, stripe.EventTypeRefundUpdated, stripe.EventTypeRefundFailed:
 		err = p.refundEvent(ctx, &ev, &out)
 	}
 	if err != nil {
@@ -137,13 +139,23 @@ func (p *Provider) sessionEvent(ctx context.Context, ev *stripe.Event, out *paym
 	return nil
 }
 
-// refundEvent maps a refund.created or refund.updated event.
+// refundEvent maps a refund.created, refund.updated or refund.failed
+// event by its refund's status.
 func (p *Provider) refundEvent(ctx context.Context, ev *stripe.Event, out *payment.Event) error {
 	var r stripe.Refund
 	if err := decodeObject(ev, &r); err != nil {
 		return err
 	}
-	if r.Status != stripe.RefundStatusSucceeded || r.PaymentIntent == nil || r.PaymentIntent.ID == "" {
+	var typ string
+	switch refundOf(&r, "").Status {
+	case payment.RefundSucceeded:
+		typ = payment.EventRefundSucceeded
+	case payment.RefundFailed:
+		typ = payment.EventRefundFailed
+	default:
+		return nil // on its way: the refund's answer said so already
+	}
+	if r.PaymentIntent == nil || r.PaymentIntent.ID == "" {
 		return nil
 	}
 	params := &stripe.CheckoutSessionListParams{PaymentIntent: stripe.String(r.PaymentIntent.ID)}
@@ -183,7 +195,7 @@ func (p *Provider) refundEvent(ctx context.Context, ev *stripe.Event, out *payme
 	if !listed {
 		in.Refunds = append(in.Refunds, refund)
 	}
-	out.Type = payment.EventRefundSucceeded
+	out.Type = typ
 	out.Data.Intent = in
 	out.Data.Refund = &refund
 	return nil

@@ -78,6 +78,13 @@ func TestWebhookEvents(t *testing.T) {
 		CreatedAt: unix(1234567890), UpdatedAt: unix(1234567890), Payer: mockPayer,
 		Refunds: []payment.Refund{{ID: mockRefundID, IntentID: mockSessionID, AmountMinor: 100, Status: payment.RefundSucceeded, CreatedAt: unix(1234567890)}, eventRefund},
 	}
+	// A refund that failed, or was canceled, is EventRefundFailed: the
+	// event's refund, failed, among the intent's refunds (and not in
+	// Refunded).
+	failedRefund := eventRefund
+	failedRefund.Status = payment.RefundFailed
+	refundFailed := refunded
+	refundFailed.Refunds = []payment.Refund{refunded.Refunds[0], failedRefund}
 	lookupPI := "GET /v1/payment_intents/pi_3order1"
 	lookupSession := "GET /v1/checkout/sessions"
 
@@ -97,6 +104,8 @@ func TestWebhookEvents(t *testing.T) {
 		{"checkout.session.expired.json", "evt_1expired", payment.EventPaymentFailed, expired, nil, nil},
 		{"refund.created.json", "evt_1refundcreated", payment.EventRefundSucceeded, refunded, &eventRefund, []string{lookupSession}},
 		{"refund.updated.json", "evt_1refundupdated", payment.EventRefundSucceeded, refunded, &eventRefund, []string{lookupSession}},
+		{"refund.failed.json", "evt_1refundfailed", payment.EventRefundFailed, refundFailed, &failedRefund, []string{lookupSession}},
+		{"refund.updated_canceled.json", "evt_1refundcanceled", payment.EventRefundFailed, refundFailed, &failedRefund, []string{lookupSession}},
 		{"refund.created_pending.json", "evt_1refundpending", "stripe:refund.created", payment.Intent{}, nil, nil},
 		{"charge.refunded.json", "evt_1chargerefunded", "stripe:charge.refunded", payment.Intent{}, nil, nil},
 		{"plan.created.json", "evt_1Pgc76B7WZ01zgkWwyRHS12y", "stripe:plan.created", payment.Intent{}, nil, nil},
@@ -223,7 +232,7 @@ func TestWebhookLookupFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"checkout.session.completed.json", "refund.created.json"} {
+	for _, name := range []string{"checkout.session.completed.json", "refund.created.json", "refund.failed.json"} {
 		body := fixture(t, name)
 		_, err := p.Webhook(context.Background(), headers(signed(body, testNow, secretNew)), body, testNow)
 		if err == nil || errors.Is(err, payment.ErrBadEvent) || errors.Is(err, payment.ErrBadSignature) || payment.IsRefusal(err) {
