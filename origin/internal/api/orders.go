@@ -39,10 +39,13 @@ type paymentJSON struct {
 }
 
 // refundJSON says where a refunded order's money is: "pending" while the
-// gateway has not taken the refund yet, then "issued".
+// gateway has not taken the refund yet (or the one it took failed, and
+// another is on its way to it), then "issued", with refunded_at once the
+// gateway reports the money back (a bank's refund can take days).
 type refundJSON struct {
-	Status   string `json:"status"`
-	RefundID string `json:"refund_id,omitempty"`
+	Status     string     `json:"status"`
+	RefundID   string     `json:"refund_id,omitempty"`
+	RefundedAt *time.Time `json:"refunded_at,omitempty"`
 }
 
 func orderView(o ledger.Order) orderJSON {
@@ -61,6 +64,9 @@ func orderView(o ledger.Order) orderJSON {
 		v.Refund = &refundJSON{Status: "pending"}
 	case ledger.RefundIssued:
 		v.Refund = &refundJSON{Status: "issued", RefundID: o.RefundID}
+		if !o.RefundedAt.IsZero() {
+			v.Refund.RefundedAt = &o.RefundedAt
+		}
 	}
 	if !o.PaidAt.IsZero() {
 		v.PaidAt = &o.PaidAt

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -144,6 +145,39 @@ func TestStripeSandboxHoldEndExpiresTheSession(t *testing.T) {
 		t.Errorf("pay the expired session = %v, want %v", err, gateway.ErrIntentFailed)
 	}
 	settled(t, o, sale, origintest.Counts{Available: 1})
+}
+
+// An intent recorded without its hold's end (by its webhook or the
+// reconciler, the origin having stopped between making the intent and
+// recording it) gets it from the shopper's next read of the order, so its
+// page is still expired when the hold ends.
+func TestStripeSandboxPageRecordedLateIsExpired(t *testing.T) {
+	t.Parallel()
+	o, p, sale := stripeOrigin(t)
+	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 1))
+	s := hold(t, o, sale, "ivy")
+	ord := mustOrder(t, o, s)
+	holdUntil := func() *time.Time {
+		var at *time.Time
+		if err := o.Env.DB.QueryRow(context.Background(), `SELECT hold_until FROM orders WHERE order_id = $1`, ord.OrderID).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	if _, err := o.Env.DB.Exec(context.Background(), `UPDATE orders SET hold_until = NULL WHERE order_id = $1`, ord.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	if status, got := o.Order(t, s.userToken, ord.OrderID); status != 200 || got.Payment == nil || got.Payment.IntentID != ord.Payment.IntentID {
+		t.Fatalf("read of the order = %d %+v, want its payment", status, got)
+	}
+	if at := holdUntil(); at == nil || at.Before(s.expiresAt) {
+		t.Fatalf("hold_until after the shopper's read = %v, want the hold's end with its grace (after %v)", at, s.expiresAt)
+	}
+	o.WaitOrder(t, s.userToken, ord.OrderID, "cancelled", 10*time.Second)
+	delivered(t, p, ord.Payment.IntentID, "checkout.session.expired")
+	if in, err := p.Gateway.Intent(ord.Payment.IntentID); err != nil || in.Status != gateway.StatusFailed {
+		t.Errorf("session after the hold's end = %+v, %v; want expired", in, err)
+	}
 }
 
 // Paid after the hold is gone, before its session could be expired, with

@@ -21,8 +21,12 @@ const (
 
 // Refund statuses of a refunded order.
 const (
-	RefundOwed   = "owed"   // decided, not yet issued at the gateway
-	RefundIssued = "issued" // the gateway has it
+	// RefundOwed: decided, not (or no longer) at the gateway: not issued
+	// yet, or the refund issued failed (RefundID names it then).
+	RefundOwed = "owed"
+	// RefundIssued: the gateway has it (RefundID); RefundedAt says when it
+	// gave the money back, zero while the refund is on its way.
+	RefundIssued = "issued"
 )
 
 // Order is an order row: one per reservation, made when its shopper starts
@@ -39,29 +43,40 @@ type Order struct {
 	IdempotencyKey string
 	IntentID       string // the gateway's payment intent; "" until created
 	PayURL         string
-	RefundStatus   string // RefundOwed or RefundIssued when refunded, else ""
-	RefundID       string
-	Payer          string // the instrument that paid, as the gateway reported it; "" if none (yet); never changes once set
+	RefundStatus   string    // RefundOwed or RefundIssued when refunded, else ""
+	RefundID       string    // the refund issued, or the last one that failed
+	RefundedAt     time.Time // when the gateway reported the money back; zero until then
+	Payer          string    // the instrument that paid, as the gateway reported it; "" if none (yet); never changes once set
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	PaidAt         time.Time // zero unless paid
+	// HoldUntil is when the order's hold ends, its payment grace included,
+	// as recorded with its intent (SetOrderIntent); zero until then.
+	HoldUntil time.Time
 }
 
 const orderColumns = `order_id, reservation_id, sale_id, sku, account_id, status, amount_minor, currency,
 	idempotency_key, coalesce(intent_id, ''), coalesce(pay_url, ''), coalesce(refund_status, ''),
-	coalesce(refund_id, ''), coalesce(payer, ''), created_at, updated_at, paid_at`
+	coalesce(refund_id, ''), coalesce(payer, ''), created_at, updated_at, paid_at, refunded_at, hold_until`
 
 func scanOrder(row pgx.Row) (Order, error) {
 	var o Order
-	var paid *time.Time
+	var paid, refunded, holdUntil *time.Time
 	err := row.Scan(&o.ID, &o.ReservationID, &o.Sale, &o.SKU, &o.Account, &o.Status, &o.AmountMinor, &o.Currency,
-		&o.IdempotencyKey, &o.IntentID, &o.PayURL, &o.RefundStatus, &o.RefundID, &o.Payer, &o.CreatedAt, &o.UpdatedAt, &paid)
+		&o.IdempotencyKey, &o.IntentID, &o.PayURL, &o.RefundStatus, &o.RefundID, &o.Payer, &o.CreatedAt, &o.UpdatedAt,
+		&paid, &refunded, &holdUntil)
 	if err != nil {
 		return Order{}, err
 	}
 	o.CreatedAt, o.UpdatedAt = o.CreatedAt.UTC(), o.UpdatedAt.UTC()
 	if paid != nil {
 		o.PaidAt = paid.UTC()
+	}
+	if refunded != nil {
+		o.RefundedAt = refunded.UTC()
+	}
+	if holdUntil != nil {
+		o.HoldUntil = holdUntil.UTC()
 	}
 	return o, nil
 }
@@ -251,7 +266,8 @@ func markSettled(ctx context.Context, tx pgx.Tx, sale, reservation string, kinds
 }
 
 // TouchOrder moves an order to the back of the owed-refunds line (a refund
-// the gateway refused must not starve the others).
+// the gateway refused must not starve the others), or of the refunds in
+// flight (one asked about waits its turn again).
 func (s *Store) TouchOrder(ctx context.Context, orderID string) error {
 	if _, err := s.pool.Exec(ctx, `UPDATE orders SET updated_at = now() WHERE order_id = $1`, orderID); err != nil {
 		return fmt.Errorf("touch order %s: %w", orderID, err)
@@ -358,9 +374,12 @@ func (s *Store) ChangeOrderTx(ctx context.Context, orderID, eventID, eventType s
 				return err
 			}
 		}
-		var paid *time.Time
+		var paid, refunded *time.Time
 		if !next.PaidAt.IsZero() {
 			paid = &next.PaidAt
+		}
+		if !next.RefundedAt.IsZero() {
+			refunded = &next.RefundedAt
 		}
 		// An intent the order did not have yet (change may record the one
 		// an event names) is kept; a recorded one never changes, nor does
@@ -368,9 +387,9 @@ func (s *Store) ChangeOrderTx(ctx context.Context, orderID, eventID, eventType s
 		row := tx.QueryRow(ctx, `UPDATE orders SET status = $2, refund_status = nullif($3, ''),
 			refund_id = nullif($4, ''), paid_at = $5, updated_at = now(),
 			intent_id = coalesce(intent_id, nullif($6, '')), pay_url = coalesce(pay_url, nullif($7, '')),
-			payer = coalesce(payer, nullif($8, ''))
+			payer = coalesce(payer, nullif($8, '')), refunded_at = $9
 			WHERE order_id = $1 RETURNING `+orderColumns,
-			orderID, next.Status, next.RefundStatus, next.RefundID, paid, next.IntentID, next.PayURL, next.Payer)
+			orderID, next.Status, next.RefundStatus, next.RefundID, paid, next.IntentID, next.PayURL, next.Payer, refunded)
 		out, err = scanOrder(row)
 		return err
 	})
@@ -420,6 +439,15 @@ func (s *Store) OrdersOwingRefunds(ctx context.Context, limit int) ([]Order, err
 		ORDER BY updated_at LIMIT $1`, limit)
 }
 
+// RefundsInFlight reads up to limit orders whose refund the gateway has
+// but has not reported done, not changed (or touched, TouchOrder) since
+// before, oldest first: the reconciler asks the gateway about each.
+func (s *Store) RefundsInFlight(ctx context.Context, before time.Time, limit int) ([]Order, error) {
+	return s.orders(ctx, `SELECT `+orderColumns+` FROM orders
+		WHERE refund_status = 'issued' AND refunded_at IS NULL AND updated_at < $1
+		ORDER BY updated_at LIMIT $2`, before, limit)
+}
+
 // OrdersPastHold reads up to limit orders whose hold ended between since
 // and before while a provider's payment page of theirs may still be open —
 // waiting for their payment, or cancelled by the hold's end — and not yet
@@ -463,4 +491,34 @@ func (s *Store) orders(ctx context.Context, query string, args ...any) ([]Order,
 		return nil, fmt.Errorf("read orders: %w", err)
 	}
 	return out, nil
+}
+
+// TryLock takes the named lock of this database schema for one holder at
+// a time, if no one holds it: a Postgres session advisory lock, held by a
+// connection set apart until unlock, so that a holder that dies (its
+// connection closed) lets it go. ok is false when another holds it.
+func (s *Store) TryLock(ctx context.Context, name string) (unlock func(), ok bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("lock %s: %w", name, err)
+	}
+	// The key is the schema's and the name's: tests share one database.
+	const key = `hashtextextended(current_schema() || ':' || $1, 0)`
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+key+`)`, name).Scan(&ok); err != nil || !ok {
+		conn.Release()
+		if err != nil {
+			return nil, false, fmt.Errorf("lock %s: %w", name, err)
+		}
+		return nil, false, nil
+	}
+	return func() {
+		// A fresh context: the holder's may have ended. If the unlock
+		// fails, the connection is closed, which unlocks.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(`+key+`)`, name); err != nil {
+			_ = conn.Conn().Close(ctx)
+		}
+		conn.Release()
+	}, true, nil
 }

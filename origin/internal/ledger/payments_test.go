@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -315,4 +316,87 @@ func TestApplyPaysFindsReservationsByKeyOnly(t *testing.T) {
 	}
 	wantStatus(t, s, "r1", intent.Paid)
 	wantStock(t, s, "a", intent.Stock{Total: 1, Sold: 1})
+}
+
+// A refund on its way is listed by RefundsInFlight until the gateway
+// reports the money back (RefundedAt), and only once it was last changed
+// or touched before the given time; a failed one, owed again, keeps the
+// failed refund's id.
+func TestRefundsInFlight(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, 3, 0)
+	refunded := func(id, res string, change func(Order) Order) Order {
+		t.Helper()
+		order(t, s, id, res, "u-"+id, "a")
+		o, err := s.ChangeOrder(ctx, id, "", "", func(o Order) (Order, error) {
+			o.Status = OrderRefunded
+			return change(o), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	back := time.Date(2026, 12, 6, 1, 2, 3, 0, time.UTC)
+	onItsWay := refunded("o1", "r1", func(o Order) Order { o.RefundStatus, o.RefundID = RefundIssued, "re_1"; return o })
+	done := refunded("o2", "r2", func(o Order) Order {
+		o.RefundStatus, o.RefundID, o.RefundedAt = RefundIssued, "re_2", back
+		return o
+	})
+	failed := refunded("o3", "r3", func(o Order) Order { o.RefundStatus, o.RefundID = RefundOwed, "re_3"; return o })
+	if !done.RefundedAt.Equal(back) || !onItsWay.RefundedAt.IsZero() || failed.RefundID != "re_3" {
+		t.Errorf("stored refunds = %+v / %+v / %+v", onItsWay, done, failed)
+	}
+	ids := func(before time.Time) []string {
+		t.Helper()
+		got, err := s.RefundsInFlight(ctx, before, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, o := range got {
+			out = append(out, o.ID)
+		}
+		return out
+	}
+	if got := ids(time.Now().Add(time.Minute)); len(got) != 1 || got[0] != "o1" {
+		t.Errorf("RefundsInFlight = %v, want [o1]", got)
+	}
+	if got := ids(onItsWay.UpdatedAt); len(got) != 0 {
+		t.Errorf("RefundsInFlight(before its last change) = %v, want none", got)
+	}
+	if o, err := s.Order(ctx, "o3"); err != nil || o.RefundID != "re_3" || o.RefundStatus != RefundOwed {
+		t.Errorf("Order(o3) = %+v, %v; want owed, naming re_3", o, err)
+	}
+}
+
+// A lock has one holder at a time, in its own schema only, and is free
+// again once unlocked.
+func TestTryLock(t *testing.T) {
+	ctx := context.Background()
+	s, other := newStore(t, 1, 0), newStore(t, 1, 0) // two schemas of one database
+	unlock, ok, err := s.TryLock(ctx, "reconcile")
+	if err != nil || !ok {
+		t.Fatalf("TryLock = %v, %v; want the lock", ok, err)
+	}
+	if _, ok, err := s.TryLock(ctx, "reconcile"); err != nil || ok {
+		t.Errorf("TryLock while held = %v, %v; want refused", ok, err)
+	}
+	otherUnlock, ok, err := other.TryLock(ctx, "reconcile")
+	if err != nil || !ok {
+		t.Errorf("TryLock in another schema = %v, %v; want the lock", ok, err)
+	} else {
+		otherUnlock()
+	}
+	if u, ok, err := s.TryLock(ctx, "another"); err != nil || !ok {
+		t.Errorf("TryLock(another name) = %v, %v; want it", ok, err)
+	} else {
+		u()
+	}
+	unlock()
+	again, ok, err := s.TryLock(ctx, "reconcile")
+	if err != nil || !ok {
+		t.Fatalf("TryLock after unlock = %v, %v; want the lock", ok, err)
+	}
+	again()
 }

@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		}, []string{"kind"}),
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_reconcile_runs_total",
-			Help: "Reconciliation runs by result (ok, failed).",
+			Help: "Reconciliation runs by result (ok, failed, skipped: another origin was reconciling).",
 		}, []string{"result"}),
 		intents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_order_intents_total",

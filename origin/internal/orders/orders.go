@@ -99,6 +99,7 @@ type Service struct {
 	// intents makes each order's payment intent once at a time, however
 	// many requests for the order (double clicks, the page's reads) wait.
 	intents singleflight.Group
+	listing listing // the reconciler's listings
 }
 
 // New returns a Service; Run starts its reconciler.
@@ -193,6 +194,14 @@ func (s *Service) startPayment(ctx context.Context, o ledger.Order) (ledger.Orde
 	}
 	switch {
 	case ext.Held:
+		if o.IntentID != "" && o.HoldUntil.IsZero() {
+			// The intent was recorded by its webhook or the reconciler,
+			// without the hold's expiry: record it now, so that the page
+			// is closed when the hold ends.
+			if err := s.ledger.SetOrderIntent(ctx, o.ID, o.IntentID, o.PayURL, ext.ExpiresAt); err != nil {
+				return ledger.Order{}, err
+			}
+		}
 		if o.IntentID != "" {
 			// A repeat: the hold's expiry was recorded with the intent.
 			return o, nil
@@ -317,9 +326,11 @@ func (s *Service) Order(ctx context.Context, account, orderID string) (ledger.Or
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && o.Account != account) {
 		return ledger.Order{}, ErrUnknownOrder
 	}
-	if err != nil || o.Status != ledger.OrderPendingPayment || o.IntentID != "" {
+	if err != nil || o.Status != ledger.OrderPendingPayment || (o.IntentID != "" && !o.HoldUntil.IsZero()) {
 		return o, err
 	}
+	// Waiting for its payment to start, or its intent recorded without
+	// the hold's end (startPayment records it).
 	withIntent, err := s.startPayment(ctx, o)
 	switch {
 	case err == nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/flashgate/flashgate/origin/internal/ledger"
@@ -12,9 +13,62 @@ import (
 
 // Report is what one reconciliation found.
 type Report struct {
+	// Skipped: another origin was reconciling; this one did nothing.
+	Skipped  bool
 	Intents  int            // gateway intents compared
 	Repaired map[string]int // differences repaired, by kind
 	Alerts   map[string]int // differences left for a person, by kind
+}
+
+// reconcileLock is the Postgres lock one reconciling origin holds: every
+// run asks the provider for the same things, so one at a time does.
+const reconcileLock = "reconcile"
+
+// The listing is incremental: a run lists the intents created since
+// shortly before the last listing began (listingOverlap), and the whole
+// ReconcileWindow only every fullListingEvery.
+const (
+	// listingOverlap covers what may have changed since the last listing
+	// in an intent created before it: a payment on a page still open (a
+	// page lives a hold and its grace, and is closed at most pageWindow
+	// after), or one listed before its capture.
+	listingOverlap = 2 * time.Hour
+	// fullListingEvery bounds how long a change to an older intent (a
+	// delayed payment method that succeeds days later, its webhook lost)
+	// waits to be found.
+	fullListingEvery = time.Hour
+)
+
+// listing remembers this origin's listings, for listSince.
+type listing struct {
+	mu       sync.Mutex
+	last     time.Time // when the last complete listing began
+	lastFull time.Time // when the last complete listing of the whole window began
+}
+
+// listSince is how far back a listing at now reaches, and whether that is
+// the whole window.
+func (l *listing) listSince(now time.Time, window time.Duration) (since time.Time, full bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last.IsZero() || now.Sub(l.lastFull) >= fullListingEvery {
+		return now.Add(-window), true
+	}
+	since = l.last.Add(-listingOverlap)
+	if oldest := now.Add(-window); since.Before(oldest) {
+		since = oldest
+	}
+	return since, false
+}
+
+// listed records a complete listing that began at at.
+func (l *listing) listed(at time.Time, full bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last = at
+	if full {
+		l.lastFull = at
+	}
 }
 
 // Reconcile compares the gateway's intents of the last ReconcileWindow with
@@ -24,8 +78,20 @@ type Report struct {
 // been; a failure likewise; a refund owed but not issued is issued; one
 // issued but not recorded is recorded. The rest is counted and logged as an
 // alert. Every repair is safe to repeat, so origins may reconcile at once.
+//
+// One origin reconciles at a time (reconcileLock); a run that finds
+// another at it is Skipped.
 func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	rep := Report{Repaired: map[string]int{}, Alerts: map[string]int{}}
+	unlock, ok, err := s.ledger.TryLock(ctx, reconcileLock)
+	if err != nil {
+		return rep, err
+	}
+	if !ok {
+		rep.Skipped = true
+		return rep, nil
+	}
+	defer unlock()
 	listedAt := s.opts.Clock()
 	var errs []error
 	// Owed refunds and open pages first: they need no listing, so a slow or
@@ -38,6 +104,9 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	for _, o := range owed {
 		err := s.issueRefund(ctx, o)
 		switch {
+		case errors.Is(err, errRefundFailed):
+			// Owed again, under a new key: the next run issues it.
+			s.refundFailed(&rep, o, err)
 		case payment.IsRefusal(err):
 			// The gateway says no: retrying will not change its mind.
 			s.alert(&rep, "refund_refused", "the gateway refuses a refund we owe", "order", o.ID, "intent", o.IntentID, "err", err)
@@ -49,6 +118,9 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 		default:
 			s.repair(&rep, "refund_issued", o.ID)
 		}
+	}
+	if err := s.followRefunds(ctx, &rep, listedAt); err != nil {
+		errs = append(errs, err)
 	}
 	// Payment pages still open after their hold ended.
 	if closer, ok := s.gateway.(payment.PageCloser); ok {
@@ -62,11 +134,12 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	return rep, errors.Join(errs...)
 }
 
-// compareIntents compares the provider's intents of the last
-// ReconcileWindow, listed at listedAt, with our orders, and repairs what it
-// can (reconcileIntent).
+// compareIntents compares the provider's intents, listed at listedAt as
+// far back as listSince says, with our orders, and repairs what it can
+// (reconcileIntent).
 func (s *Service) compareIntents(ctx context.Context, rep *Report, listedAt time.Time) error {
-	intents, err := s.gateway.Intents(ctx, listedAt.Add(-s.opts.ReconcileWindow))
+	since, full := s.listing.listSince(listedAt, s.opts.ReconcileWindow)
+	intents, err := s.gateway.Intents(ctx, since)
 	if err != nil {
 		return err
 	}
@@ -94,6 +167,9 @@ func (s *Service) compareIntents(ctx context.Context, rep *Report, listedAt time
 		if err := s.reconcileIntent(ctx, rep, o, in, settledSince); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if len(errs) == 0 {
+		s.listing.listed(listedAt, full) // else the next run lists as far back again
 	}
 	return errors.Join(errs...)
 }
@@ -185,13 +261,12 @@ func (s *Service) reconcileIntent(ctx context.Context, rep *Report, o ledger.Ord
 		switch {
 		case o.Status == ledger.OrderPendingPayment || o.Status == ledger.OrderCancelled:
 			return settle("missed_payment", func(st *settling, o ledger.Order) (ledger.Order, error) { return s.paid(ctx, st, o, in) })
-		case o.RefundStatus == ledger.RefundOwed && in.Refunded() >= in.AmountMinor && len(in.Refunds) > 0:
-			last := in.Refunds[len(in.Refunds)-1]
-			return settle("refund_recorded", func(_ *settling, o ledger.Order) (ledger.Order, error) { return refunded(o, in, &last), nil })
+		case o.Status == ledger.OrderRefunded && !(o.RefundStatus == ledger.RefundIssued && o.RefundedAt.IsZero()):
+			// (A refund on its way is followRefunds': a listing may
+			// leave out refunds that gave nothing back.)
+			return s.reconcileRefund(ctx, rep, o, in, alert)
 		case o.Status == ledger.OrderPaid && in.Refunded() > 0:
 			alert("refunded_at_gateway_only", "the gateway refunded a paid order")
-		case o.RefundStatus == ledger.RefundIssued && in.Refunded() == 0:
-			alert("refund_missing_at_gateway", "a refund we recorded is not at the gateway")
 		}
 	case payment.IntentFailed:
 		switch o.Status {
@@ -204,6 +279,85 @@ func (s *Service) reconcileIntent(ctx context.Context, rep *Report, o ledger.Ord
 		if o.Status == ledger.OrderPaid {
 			alert("paid_but_unpaid_at_gateway", "an order is paid but the gateway has no payment")
 		}
+	}
+	return nil
+}
+
+// refundFollowRuns is how many reconciliations pass between two questions
+// about one refund on its way: a bank's refund takes days, and each
+// question is a call to the provider.
+const refundFollowRuns = 10
+
+// followRefunds asks the gateway about each refund it has taken but not
+// yet reported done (up to 100 a run, those asked about longest ago
+// first), whenever it was made: the listing's window ends long before a
+// bank's refund may fail. Each is compared as reconcileRefund does.
+func (s *Service) followRefunds(ctx context.Context, rep *Report, now time.Time) error {
+	inFlight, err := s.ledger.RefundsInFlight(ctx, now.Add(-refundFollowRuns*s.opts.ReconcileEvery), 100)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, o := range inFlight {
+		in, err := s.gateway.Intent(ctx, o.IntentID)
+		if err == nil {
+			err = s.reconcileRefund(ctx, rep, o, in, func(kind, msg string) {
+				s.alert(rep, kind, msg, "order", o.ID, "intent", o.IntentID, "refund", o.RefundID)
+			})
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("follow the refund of order %s: %w", o.ID, err))
+		}
+		if err := s.ledger.TouchOrder(ctx, o.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reconcileRefund compares a refunded order's refund with the refunds of
+// its intent, in: a refund that gives all back while the order still owes
+// one is the order's, its record lost (refund_recorded); the order's own
+// refund, done, is dated (refund_completed), and failed, is owed again and
+// issued anew (refund_failed, an alert too); an order's refund the gateway
+// does not know is alerted on (alert).
+func (s *Service) reconcileRefund(ctx context.Context, rep *Report, o ledger.Order, in payment.Intent, alert func(kind, msg string)) error {
+	var r payment.Refund
+	switch o.RefundStatus {
+	case ledger.RefundOwed:
+		if in.Refunded() < in.AmountMinor {
+			return nil // the owed refunds' loop issues it
+		}
+		for _, got := range in.Refunds {
+			if got.Status != payment.RefundFailed {
+				r = got
+			}
+		}
+	case ledger.RefundIssued:
+		got, ok := in.RefundByID(o.RefundID)
+		if !ok {
+			alert("refund_missing_at_gateway", "a refund we recorded is not at the gateway")
+			return nil
+		}
+		r = got
+	default:
+		return nil
+	}
+	after, err := s.ledger.ChangeOrder(ctx, o.ID, "", "", func(o ledger.Order) (ledger.Order, error) {
+		return recordRefund(o, r, s.opts.Clock()), nil
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.RefundStatus == ledger.RefundOwed && after.RefundStatus == ledger.RefundIssued:
+		s.repair(rep, "refund_recorded", o.ID)
+	case o.RefundStatus == ledger.RefundIssued && after.RefundStatus == ledger.RefundOwed:
+		s.repair(rep, "refund_failed", o.ID)
+		s.refundFailed(rep, o, fmt.Errorf("%w (refund %s)", errRefundFailed, r.ID))
+		s.refundIfOwed(ctx, after)
+	case o.RefundedAt.IsZero() && !after.RefundedAt.IsZero():
+		s.repair(rep, "refund_completed", o.ID)
 	}
 	return nil
 }
@@ -240,6 +394,8 @@ func (s *Service) Run(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			s.m.reconciles.WithLabelValues("failed").Inc()
 			s.log.Warn("reconciliation incomplete; will run again", "err", err)
+		} else if err == nil && rep.Skipped {
+			s.m.reconciles.WithLabelValues("skipped").Inc()
 		} else if err == nil {
 			s.m.reconciles.WithLabelValues("ok").Inc()
 			if len(rep.Repaired) > 0 || len(rep.Alerts) > 0 {

@@ -50,7 +50,7 @@ func (s *Service) HandleWebhook(ctx context.Context, header func(name string) st
 func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, error) {
 	in := ev.Data.Intent
 	switch ev.Type {
-	case payment.EventPaymentSucceeded, payment.EventPaymentFailed, payment.EventRefundSucceeded:
+	case payment.EventPaymentSucceeded, payment.EventPaymentFailed, payment.EventRefundSucceeded, payment.EventRefundFailed:
 	default:
 		return s.ignore(ctx, ev, "unhandled event type")
 	}
@@ -62,7 +62,7 @@ func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, er
 		s.m.alerts.WithLabelValues("unknown_order").Inc()
 		return s.ignore(ctx, ev, "intent names no order")
 	}
-	var foreign bool
+	var foreign, refundFailed bool
 	o, err := s.settle(ctx, orderID, ev.ID, ev.Type, func(st *settling, o ledger.Order) (ledger.Order, error) {
 		if o.IntentID == "" {
 			// Not recorded yet (the intent call is still being answered,
@@ -80,7 +80,9 @@ func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, er
 		case payment.EventPaymentFailed:
 			return s.failed(ctx, o)
 		}
-		return refunded(o, in, ev.Data.Refund), nil
+		next := refundEvent(o, in, ev.Data.Refund, s.opts.Clock())
+		refundFailed = o.RefundStatus == ledger.RefundIssued && next.RefundStatus == ledger.RefundOwed
+		return next, nil
 	})
 	switch {
 	case errors.Is(err, ledger.ErrDuplicateEvent):
@@ -94,6 +96,9 @@ func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, er
 	if foreign {
 		s.foreignIntent(ctx, o, ev)
 		return WebhookIgnored, nil
+	}
+	if refundFailed {
+		s.refundFailed(nil, o, fmt.Errorf("%w (refund %s)", errRefundFailed, o.RefundID))
 	}
 	s.refundIfOwed(ctx, o)
 	return WebhookApplied, nil
@@ -310,14 +315,67 @@ func (s *Service) failed(ctx context.Context, o ledger.Order) (ledger.Order, err
 	return o, nil
 }
 
-// refunded records a refund the gateway has made, once it gives back all
-// that was paid.
-func refunded(o ledger.Order, in payment.Intent, r *payment.Refund) ledger.Order {
-	if o.Status != ledger.OrderRefunded || r == nil || r.Status != payment.RefundSucceeded || in.Refunded() < in.AmountMinor {
+// refundEvent records what a refund event says of the order's refund: news
+// of the order's own refund (recordRefund), or of one the order has not
+// recorded that gives back all that was paid (its answer lost, or made by
+// hand in the provider's dashboard: the money goes back once). Any other
+// refund — an earlier one that failed, a partial one — changes nothing.
+func refundEvent(o ledger.Order, in payment.Intent, r *payment.Refund, now time.Time) ledger.Order {
+	switch {
+	case r == nil:
+		return o
+	case r.ID == o.RefundID,
+		o.RefundStatus == ledger.RefundOwed && r.Status != payment.RefundFailed && in.Refunded() >= in.AmountMinor:
+		return recordRefund(o, *r, now)
+	}
+	return o
+}
+
+// recordRefund records r, a refund of the order's payment, as the order's
+// refund: taken (issued), and dated once the money is back; or failed, which
+// makes the refund owed again, the failed one named so that the next gets
+// a key of its own (refundKey).
+func recordRefund(o ledger.Order, r payment.Refund, now time.Time) ledger.Order {
+	if o.Status != ledger.OrderRefunded {
 		return o
 	}
-	o.RefundStatus, o.RefundID = ledger.RefundIssued, r.ID
+	if o.RefundStatus == ledger.RefundIssued && o.RefundID != r.ID {
+		return o // the order has another refund under way
+	}
+	o.RefundID = r.ID
+	switch r.Status {
+	case payment.RefundFailed:
+		o.RefundStatus, o.RefundedAt = ledger.RefundOwed, time.Time{}
+	case payment.RefundSucceeded:
+		o.RefundStatus = ledger.RefundIssued
+		if o.RefundedAt.IsZero() {
+			o.RefundedAt = now
+		}
+	default:
+		o.RefundStatus = ledger.RefundIssued
+	}
 	return o
+}
+
+// refundFailed alerts on an order whose refund failed at the gateway: it
+// is issued again at once, and a person may need to reach the shopper (a
+// closed bank account fails every refund to it).
+// A reconciliation counts it in rep (nil otherwise).
+func (s *Service) refundFailed(rep *Report, o ledger.Order, err error) {
+	if rep == nil {
+		rep = &Report{Alerts: map[string]int{}}
+	}
+	s.alert(rep, "refund_failed", "a refund failed at the gateway; issuing another", "order", o.ID, "intent", o.IntentID, "err", err)
+}
+
+// refundKey is the idempotency key of the order's next refund: one per
+// order, so never two at once; after one that failed (the provider answers
+// it again under its key), one derived from the failed refund's id.
+func refundKey(o ledger.Order) string {
+	if o.RefundID == "" {
+		return "order-" + o.ID + "-refund"
+	}
+	return "order-" + o.ID + "-refund-after-" + o.RefundID
 }
 
 func owe(o ledger.Order) ledger.Order {
@@ -331,35 +389,40 @@ func (s *Service) refundIfOwed(ctx context.Context, o ledger.Order) {
 	if o.RefundStatus != ledger.RefundOwed {
 		return
 	}
-	if err := s.issueRefund(ctx, o); err != nil {
+	err := s.issueRefund(ctx, o)
+	switch {
+	case errors.Is(err, errRefundFailed):
+		s.refundFailed(nil, o, err)
+	case err != nil:
 		s.log.Warn("refund not issued yet; the reconciler will retry", "order", o.ID, "err", err)
 	}
 }
 
+// errRefundFailed: the refund the gateway was asked for failed (the
+// shopper's account refuses it, say); the order owes it again.
+var errRefundFailed = errors.New("the refund failed at the gateway")
+
 // issueRefund asks the gateway to give back everything paid on the order's
-// intent, under a key derived from the order (so never twice), and records
-// it once the gateway reports it done.
+// intent, under refundKey (so never twice), and records the refund the
+// gateway took: issued, or owed again if it failed (errRefundFailed).
 func (s *Service) issueRefund(ctx context.Context, o ledger.Order) error {
 	if o.IntentID == "" {
 		return fmt.Errorf("order %s owes a refund but has no payment intent", o.ID)
 	}
-	r, err := s.gateway.Refund(ctx, o.IntentID, 0, "order-"+o.ID+"-refund")
+	r, err := s.gateway.Refund(ctx, o.IntentID, 0, refundKey(o))
 	if err != nil {
 		return fmt.Errorf("refund order %s: %w", o.ID, err)
-	}
-	if r.Status != payment.RefundSucceeded {
-		return fmt.Errorf("refund order %s: the gateway says %q", o.ID, r.Status)
 	}
 	var before string
 	after, err := s.ledger.ChangeOrder(ctx, o.ID, "", "", func(o ledger.Order) (ledger.Order, error) {
 		before = o.RefundStatus
-		if o.Status == ledger.OrderRefunded {
-			o.RefundStatus, o.RefundID = ledger.RefundIssued, r.ID
-		}
-		return o, nil
+		return recordRefund(o, r, s.opts.Clock()), nil
 	})
 	if err != nil {
 		return err
+	}
+	if r.Status == payment.RefundFailed {
+		return fmt.Errorf("refund order %s: %w (refund %s)", o.ID, errRefundFailed, r.ID)
 	}
 	if before != after.RefundStatus {
 		s.m.refunds.Inc()
