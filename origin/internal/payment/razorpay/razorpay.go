@@ -157,6 +157,14 @@ func (c Config) Validate() error {
 	if c.KeyID == "" || c.KeySecret == "" {
 		return errors.New("razorpay: a key id and a key secret are required")
 	}
+	if c.Timeout < 0 || c.Attempts < 0 || c.Backoff < 0 || c.MaxConns < 0 {
+		return errors.New("razorpay: timeout, attempts, backoff and connections cannot be negative")
+	}
+	for _, s := range c.WebhookSecrets {
+		if len(s) == 0 {
+			return errors.New("razorpay: an empty webhook secret")
+		}
+	}
 	if c.BaseURL != "" {
 		u, err := url.Parse(c.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -165,6 +173,21 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// String describes c with its key secret and webhook secrets redacted, so
+// that %v of a Config (or of a struct holding one) never prints them. The
+// key id is not a secret: Razorpay's Checkout puts it in shops' pages.
+func (c Config) String() string {
+	secret := "unset"
+	if c.KeySecret != "" {
+		secret = "redacted"
+	}
+	return fmt.Sprintf("razorpay.Config{KeyID: %q, KeySecret: %s, WebhookSecrets: %d redacted, BaseURL: %q, UPILink: %t, Timeout: %s, Attempts: %d, Backoff: %s, MaxConns: %d}",
+		c.KeyID, secret, len(c.WebhookSecrets), c.BaseURL, c.UPILink, c.Timeout, c.Attempts, c.Backoff, c.MaxConns)
+}
+
+// GoString is String, for %#v.
+func (c Config) GoString() string { return c.String() }
 
 // Provider is Razorpay as the order flow's payment.Provider. It is safe
 // for concurrent use.

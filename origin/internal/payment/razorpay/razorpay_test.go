@@ -2,7 +2,9 @@ package razorpay
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,14 +137,31 @@ func TestConfigValidate(t *testing.T) {
 		cfg Config
 		ok  bool
 	}{
-		"keys":              {Config{KeyID: "rzp_test_1", KeySecret: "s"}, true},
-		"keys and base URL": {Config{KeyID: "rzp_test_1", KeySecret: "s", BaseURL: "http://127.0.0.1:9300"}, true},
-		"no key secret":     {Config{KeyID: "rzp_test_1"}, false},
-		"no key id":         {Config{KeySecret: "s"}, false},
-		"a base URL path":   {Config{KeyID: "rzp_test_1", KeySecret: "s", BaseURL: "api.razorpay.com"}, false},
+		"keys":                    {Config{KeyID: "rzp_test_1", KeySecret: "s"}, true},
+		"keys and base URL":       {Config{KeyID: "rzp_test_1", KeySecret: "s", BaseURL: "http://127.0.0.1:9300"}, true},
+		"no key secret":           {Config{KeyID: "rzp_test_1"}, false},
+		"no key id":               {Config{KeySecret: "s"}, false},
+		"a base URL path":         {Config{KeyID: "rzp_test_1", KeySecret: "s", BaseURL: "api.razorpay.com"}, false},
+		"webhook secrets":         {Config{KeyID: "rzp_test_1", KeySecret: "s", WebhookSecrets: [][]byte{[]byte("a"), []byte("b")}}, true},
+		"an empty webhook secret": {Config{KeyID: "rzp_test_1", KeySecret: "s", WebhookSecrets: [][]byte{[]byte("a"), nil}}, false},
+		"negative attempts":       {Config{KeyID: "rzp_test_1", KeySecret: "s", Attempts: -1}, false},
 	} {
 		if err := tc.cfg.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s: Validate = %v, want ok %v", name, err, tc.ok)
+		}
+	}
+}
+
+// A Config printed any way shows no secret.
+func TestConfigStringRedactsSecrets(t *testing.T) {
+	cfg := Config{KeyID: "rzp_test_visible", KeySecret: "key-secret-value", WebhookSecrets: [][]byte{[]byte("whsec-value")}}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		got := fmt.Sprintf(format, cfg)
+		wrapped := fmt.Sprintf(format, struct{ C Config }{cfg})
+		for _, out := range []string{got, wrapped} {
+			if strings.Contains(out, "key-secret-value") || strings.Contains(out, "whsec-value") || !strings.Contains(out, "rzp_test_visible") {
+				t.Errorf("Sprintf(%q) = %s, want the key id and no secret", format, out)
+			}
 		}
 	}
 }
