@@ -297,6 +297,12 @@ func (p *Provider) do(ctx context.Context, r request, out any) error {
 	err := payment.Retry(ctx, p.cfg.Attempts, p.cfg.Backoff, func() (bool, error) {
 		return p.try(ctx, r, body, out)
 	})
+	var refusal *payment.APIError
+	if r.retryConflict && errors.As(err, &refusal) && refusal.Status == http.StatusConflict {
+		// Still in progress after every attempt: not a refusal, but
+		// worth asking again later.
+		return fmt.Errorf("razorpay %s %s: still in progress: %v", r.method, r.path, err)
+	}
 	if err != nil {
 		return fmt.Errorf("razorpay %s %s: %w", r.method, r.path, err)
 	}

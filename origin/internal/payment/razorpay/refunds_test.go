@@ -155,6 +155,21 @@ func TestRefundRetried(t *testing.T) {
 	}
 }
 
+// A refund still in progress (409) after every attempt is an error worth
+// another try later, not Razorpay's refusal (which the order flow would
+// alert on and stop asking about).
+func TestRefundInProgressIsNoRefusal(t *testing.T) {
+	f := newFake(t)
+	p := f.provider()
+	linkID, _ := paidLink(t, f, p, testOrder, 10000)
+	inProgress := fault{status: 409, description: "Another request with the same idempotency key is still in progress."}
+	f.inject(fault{status: passThrough}, fault{status: passThrough}, inProgress, inProgress, inProgress)
+	_, err := p.Refund(context.Background(), linkID, 0, "order-"+testOrder+"-refund")
+	if err == nil || payment.IsRefusal(err) {
+		t.Errorf("Refund, in progress through every attempt = %v; want an error that is not a refusal", err)
+	}
+}
+
 // refundWithFaultOnPost refunds linkID in full, with ft given to the first
 // refund POST only.
 func refundWithFaultOnPost(t *testing.T, f *fakeRazorpay, p *Provider, linkID string, ft fault) (payment.Refund, error) {
