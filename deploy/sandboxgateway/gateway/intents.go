@@ -269,18 +269,31 @@ func (g *Gateway) PayAs(id, payer string) (Intent, error) {
 	if payer == "" {
 		payer = DefaultPayer(id)
 	}
-	return g.settle(id, StatusSucceeded, payer, true)
+	return g.settle(id, StatusSucceeded, payer, onThePage)
 }
 
 // Fail marks a requires_payment intent failed and sends
 // payment_intent.failed. Failing a failed intent again changes nothing and
 // sends nothing; a succeeded intent gives ErrIntentSucceeded.
-func (g *Gateway) Fail(id string) (Intent, error) { return g.settle(id, StatusFailed, "", true) }
+func (g *Gateway) Fail(id string) (Intent, error) { return g.settle(id, StatusFailed, "", onThePage) }
 
 // expire is Fail for an intent that still requires payment only: a failed
 // one gives ErrIntentFailed, as a provider that expires only open
 // payments answers.
-func (g *Gateway) expire(id string) (Intent, error) { return g.settle(id, StatusFailed, "", false) }
+func (g *Gateway) expire(id string) (Intent, error) { return g.settle(id, StatusFailed, "", closedByMerchant) }
+
+// ending is who ends an intent's payment.
+type ending int
+
+const (
+	// onThePage: the shopper paid or failed (or the sandbox said so). A
+	// repeat of the same end changes nothing and is no error.
+	onThePage ending = iota
+	// closedByMerchant: the merchant closed the page (Stripe's expire,
+	// Razorpay's cancel), which only an open intent takes; the intent
+	// reads Closed.
+	closedByMerchant
+)
 
 // DefaultPayer is the payer of an intent paid without one: unique to the
 // intent, so callers that name no payer (scripts, the crowd simulator)
@@ -305,9 +318,10 @@ func ValidPayer(payer string) bool {
 }
 
 // settle moves intent id to its final status to, paid by payer when to is
-// StatusSucceeded; again lets an intent already in status to stay there
-// without error (else ErrIntentFailed or ErrIntentSucceeded, its status).
-func (g *Gateway) settle(id string, to Status, payer string, again bool) (Intent, error) {
+// StatusSucceeded, as by ends it. An intent already settled gives
+// ErrIntentFailed or ErrIntentSucceeded, its status — except a repeat of
+// the same end on the page, which changes nothing.
+func (g *Gateway) settle(id string, to Status, payer string, by ending) (Intent, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p, ok := g.intents[id]
@@ -315,7 +329,7 @@ func (g *Gateway) settle(id string, to Status, payer string, again bool) (Intent
 		return Intent{}, ErrUnknownIntent
 	}
 	switch {
-	case p.Status == to && again:
+	case p.Status == to && by == onThePage:
 		return p.clone(), nil
 	case p.Status == StatusFailed:
 		return Intent{}, ErrIntentFailed
@@ -326,7 +340,7 @@ func (g *Gateway) settle(id string, to Status, payer string, again bool) (Intent
 	if to == StatusSucceeded {
 		p.Payer = payer
 	}
-	p.Closed = to == StatusFailed && !again // only expire asks for an open intent
+	p.Closed = by == closedByMerchant
 	p.UpdatedAt = g.now()
 	p.SettledAt = p.UpdatedAt
 	in := p.clone()
