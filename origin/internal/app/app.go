@@ -141,6 +141,11 @@ func (a *App) buildStores(reg *prometheus.Registry) {
 	a.Sales = sales.New(a.Checkout, a.Ledger, a.Catalog, a.Reserver,
 		sales.Options{CheckEvery: cfg.RedisCheckInterval, MaxHoldsPerAccount: cfg.MaxHoldsPerAccount},
 		log.With("component", "sales"), reg)
+	// The sales' books on every scrape, for alerts (docs/OPERATIONS.md),
+	// and whether the origin reaches the two stores they are read from.
+	reg.MustRegister(sales.NewCollector(a.Sales,
+		sales.Dependency{Name: "redis", Ping: func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }},
+		sales.Dependency{Name: "postgres", Ping: a.pool.Ping}))
 }
 
 // buildWorkers builds the order writer, the sweeper and, with a payment

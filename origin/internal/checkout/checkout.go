@@ -36,6 +36,8 @@ var (
 	unleaseSource string
 	//go:embed replid.lua
 	replidSource string
+	//go:embed overdue.lua
+	overdueSource string
 
 	reserveScript = redis.NewScript(reserveSource)
 	dueScript     = redis.NewScript(dueSource)
@@ -45,6 +47,7 @@ var (
 	leaseScript   = redis.NewScript(leaseSource)
 	unleaseScript = redis.NewScript(unleaseSource)
 	replidScript  = redis.NewScript(replidSource)
+	overdueScript = redis.NewScript(overdueSource)
 )
 
 // Errors callers branch on.
@@ -216,6 +219,18 @@ func (s *Store) ReleaseDue(ctx context.Context, sale string, limit int) (int, er
 		}
 	}
 	return released, nil
+}
+
+// OverdueHolds counts a sale's holds still held whose expiry (a payment's
+// grace included) passed more than late ago: holds a sweeper should have
+// released by now. It counts on the expiry index in one command, no scan,
+// by Redis's clock, which set the expiries and which the sweepers go by.
+func (s *Store) OverdueHolds(ctx context.Context, sale string, late time.Duration) (int64, error) {
+	n, err := overdueScript.Run(ctx, s.rdb, []string{s.keys.Holds(sale)}, late.Milliseconds()).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("count overdue holds of sale %s: %w", sale, err)
+	}
+	return n, nil
 }
 
 // Cancel drops holds that Postgres refused, returning how many were still

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -130,6 +132,17 @@ func (s *Store) PendingIntents(ctx context.Context, sale string, limit int) ([]E
 		out = append(out, entries(msgs)...)
 	}
 	return out, nil
+}
+
+// EntryTime is when Redis added a stream entry, by Redis's clock: the unix
+// milliseconds its id starts with (ids are "<ms>-<seq>").
+func EntryTime(id string) (time.Time, error) {
+	ms, _, ok := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil {
+		return time.Time{}, fmt.Errorf("stream entry id %q: want <ms>-<seq>", id)
+	}
+	return time.UnixMilli(n).UTC(), nil
 }
 
 func entries(msgs []redis.XMessage) []Entry {

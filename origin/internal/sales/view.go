@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/intent"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 )
@@ -135,21 +137,37 @@ func (s *Service) Books(ctx context.Context, saleID string) (Books, error) {
 }
 
 func (s *Service) books(ctx context.Context, sale ledger.Sale) (Books, error) {
+	skus, _, err := s.stockBooks(ctx, sale)
+	if err != nil {
+		return Books{}, err
+	}
+	out := Books{SaleID: sale.ID, SKUs: skus}
+	if out.Durability, err = s.durability(ctx, sale.ID); err != nil {
+		return Books{}, err
+	}
+	return out, nil
+}
+
+// stockBooks are the SKU part of a sale's books, and when the oldest intent
+// Postgres has not applied yet entered the stream (zero when none has):
+// the ledger answer and the sale metrics (Collector) both read them here.
+func (s *Service) stockBooks(ctx context.Context, sale ledger.Sale) ([]SKUBooks, time.Time, error) {
 	skus := skuIDs(sale)
 	inRedis, err := s.checkout.Inventory(ctx, sale.ID, skus)
 	if err != nil {
-		return Books{}, err
+		return nil, time.Time{}, err
 	}
 	inDB, err := s.ledger.Inventory(ctx, sale.ID)
 	if err != nil {
-		return Books{}, err
+		return nil, time.Time{}, err
 	}
 	unapplied, err := s.unapplied(ctx, sale.ID)
 	if err != nil {
-		return Books{}, err
+		return nil, time.Time{}, err
 	}
 	pending := map[string]Counts{}
 	count := map[string]int{}
+	var oldest time.Time
 	for _, in := range unapplied {
 		available, held, sold := in.Kind.Effect()
 		p := pending[in.SKU]
@@ -158,14 +176,18 @@ func (s *Service) books(ctx context.Context, sale ledger.Sale) (Books, error) {
 		p.Sold += int64(sold)
 		pending[in.SKU] = p
 		count[in.SKU]++
+		added, err := checkout.EntryTime(in.ID)
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("sale %s: %w", sale.ID, err)
+		}
+		if oldest.IsZero() || added.Before(oldest) {
+			oldest = added
+		}
 	}
-	out := Books{SaleID: sale.ID, SKUs: []SKUBooks{}}
-	if out.Durability, err = s.durability(ctx, sale.ID); err != nil {
-		return Books{}, err
-	}
+	out := make([]SKUBooks, 0, len(skus))
 	for _, sku := range skus {
 		r, d, p := inRedis[sku], inDB[sku], pending[sku]
-		out.SKUs = append(out.SKUs, SKUBooks{
+		out = append(out, SKUBooks{
 			SKU:     sku,
 			Total:   d.Total,
 			Redis:   Counts{r.Available, r.Held, r.Sold},
@@ -179,7 +201,7 @@ func (s *Service) books(ctx context.Context, sale ledger.Sale) (Books, error) {
 			PendingIntents: count[sku],
 		})
 	}
-	return out, nil
+	return out, oldest, nil
 }
 
 func (s *Service) durability(ctx context.Context, sale string) (Durability, error) {
