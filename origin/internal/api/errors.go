@@ -44,6 +44,7 @@ const (
 	codeInvalidChallengeBits  = "invalid_challenge_bits"
 	codeInvalidPreQueue       = "invalid_pre_queue"
 	codeEmptyChange           = "empty_change"
+	codeInvalidActor          = "invalid_actor"
 	codeNotReady              = "not_ready" // GET /readyz while the origin is starting
 
 	// Admin: sale definitions and rebuilds.
@@ -102,6 +103,7 @@ var (
 	errInvalidVersion        = badRequest(codeInvalidVersion, "settings_version must be given with a serving ceiling, 0 or more.")
 	errInvalidChallengeBits  = badRequest(codeInvalidChallengeBits, "challenge_bits must be 0 to %d.", maxChallengeBits)
 	errNoSettings            = badRequest(codeEmptyChange, "Give rate_per_s, paused, challenge_bits or several.")
+	errInvalidActor          = badRequest(codeInvalidActor, "actor must be up to 200 bytes of printable text.")
 	errNoCeilings            = badRequest(codeEmptyChange, "Give pre, post, serving or several.")
 
 	errSaleExists     = httpapi.New(fasthttp.StatusConflict, codeSaleExists, "A different sale with this sale_id exists.")

@@ -1,9 +1,12 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 
@@ -133,6 +136,7 @@ func (s *Server) lineSettings(ctx *fasthttp.RequestCtx, c context.Context, param
 		RatePerSecond *float64 `json:"rate_per_s"`
 		Paused        *bool    `json:"paused"`
 		ChallengeBits *int     `json:"challenge_bits"`
+		Actor         string   `json:"actor"`
 	}
 	if err := httpapi.DecodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
 		return err
@@ -140,14 +144,87 @@ func (s *Server) lineSettings(ctx *fasthttp.RequestCtx, c context.Context, param
 	if body.RatePerSecond == nil && body.Paused == nil && body.ChallengeBits == nil {
 		return errNoSettings
 	}
+	if !validActor(body.Actor) {
+		return errInvalidActor
+	}
 	if body.RatePerSecond != nil && !validRate(*body.RatePerSecond) {
 		return errInvalidRate
 	}
 	if body.ChallengeBits != nil && (*body.ChallengeBits < 0 || *body.ChallengeBits > maxChallengeBits) {
 		return errInvalidChallengeBits
 	}
-	l, err := s.Ledger.SetLineSettings(c, params[0], body.RatePerSecond, body.Paused, body.ChallengeBits)
+	l, err := s.Ledger.SetLineSettings(c, params[0], ledger.SettingsChange{
+		RatePerSecond: body.RatePerSecond, Paused: body.Paused, ChallengeBits: body.ChallengeBits,
+		Actor: cmp.Or(body.Actor, "unnamed"),
+	})
 	return answerLine(ctx, l, err)
+}
+
+// maxActor bounds who a settings change names.
+const maxActor = 200
+
+// validActor: "" (an edge that names no one) or up to maxActor bytes of
+// printable UTF-8.
+func validActor(a string) bool {
+	if len(a) > maxActor || !utf8.ValidString(a) {
+		return false
+	}
+	for _, r := range a {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// admissionChangeJSON is one admission change as the changes route
+// answers it.
+type admissionChangeJSON struct {
+	ID              int64                 `json:"id"`
+	At              time.Time             `json:"at"`
+	Actor           string                `json:"actor"`
+	SettingsVersion int64                 `json:"settings_version"`
+	Before          admissionSettingsJSON `json:"before"`
+	After           admissionSettingsJSON `json:"after"`
+}
+
+type admissionSettingsJSON struct {
+	RatePerSecond float64 `json:"rate_per_s"`
+	Paused        bool    `json:"paused"`
+	ChallengeBits int     `json:"challenge_bits"`
+}
+
+// maxChanges bounds the changes one read answers.
+const maxChanges = 100
+
+// lineChanges: GET /v1/lines/{sale}/changes: the sale's last admission
+// changes, newest first, for the ops dashboard on the edges.
+func (s *Server) lineChanges(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
+	if !httpapi.ValidID(params[0]) {
+		return errUnknownSale
+	}
+	changes, err := s.Ledger.AdmissionChanges(c, params[0], maxChanges)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Changes []admissionChangeJSON `json:"changes"`
+	}{Changes: make([]admissionChangeJSON, 0, len(changes))}
+	for _, ch := range changes {
+		out.Changes = append(out.Changes, admissionChangeJSON{
+			ID: ch.ID, At: ch.At, Actor: ch.Actor, SettingsVersion: ch.SettingsVersion,
+			Before: admissionSettingsJSON(ch.Before), After: admissionSettingsJSON(ch.After),
+		})
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
+}
+
+// lineBooks: GET /v1/lines/{sale}/books: the sale's books, as the origin's
+// admin ledger route answers them, for the ops dashboard on the edges
+// (which hold no origin admin token).
+func (s *Server) lineBooks(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
+	return s.ledger(ctx, c, params)
 }
 
 // maxChallengeBits bounds a join's proof of work: 2^32 hashes on average

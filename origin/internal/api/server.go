@@ -129,6 +129,8 @@ func (s *Server) publicRoutes() []route {
 		{fasthttp.MethodGet, []string{"v1", "lines", "*"}, "line", s.signed(s.getLine)},
 		{fasthttp.MethodPost, []string{"v1", "lines", "*"}, "line_ensure", s.signed(s.ensureLine)},
 		{fasthttp.MethodPut, []string{"v1", "lines", "*", "settings"}, "line_settings", s.signed(s.lineSettings)},
+		{fasthttp.MethodGet, []string{"v1", "lines", "*", "changes"}, "line_changes", s.signed(s.lineChanges)},
+		{fasthttp.MethodGet, []string{"v1", "lines", "*", "books"}, "line_books", s.signed(s.lineBooks)},
 		{fasthttp.MethodPost, []string{"v1", "lines", "*", "ceilings"}, "line_ceilings", s.signed(s.raiseLine)},
 		{fasthttp.MethodPost, []string{"v1", "lines", "*", "serving"}, "line_serving", s.signed(s.lowerServing)},
 		{fasthttp.MethodPost, []string{"v1", "lines", "*", "draw"}, "line_draw", s.signed(s.sealDraw)},

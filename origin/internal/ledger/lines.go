@@ -78,19 +78,63 @@ func (s *Store) EnsureLine(ctx context.Context, sale, seed string, rate float64,
 	return s.Line(ctx, sale)
 }
 
-// SetLineSettings changes the rate, the pause switch and the challenge
-// difficulty of a sale's line (each when not nil) and bumps the settings
-// version: changes are
-// ordered as they reach the database (the row lock serialises racing ones),
-// never by a clock of the edge that sent them. settings_at records when.
-// No serving raise is taken at the new version yet. ErrUnknownLine when the
-// line does not exist.
-func (s *Store) SetLineSettings(ctx context.Context, sale string, rate *float64, paused *bool, challengeBits *int) (Line, error) {
-	l, err := scanLine(s.pool.QueryRow(ctx, `UPDATE sale_lines SET rate_per_s = COALESCE($2, rate_per_s), paused = COALESCE($3, paused),
-			challenge_bits = COALESCE($4, challenge_bits),
-			settings_version = settings_version + 1, settings_at = now(), serving_raised = 0, updated_at = now()
-		WHERE sale_id = $1
-		RETURNING `+lineColumns, sale, rate, paused, challengeBits))
+// SettingsChange is a change of a line's admission settings: each field
+// that is not nil, made by Actor (who, as the edge names them: the admin
+// token, the address, the operator).
+type SettingsChange struct {
+	RatePerSecond *float64
+	Paused        *bool
+	ChallengeBits *int
+	Actor         string
+}
+
+// AdmissionChange is one change of a sale's admission settings, as kept
+// for the ops dashboard: who made it, when, and the settings before and
+// after.
+type AdmissionChange struct {
+	ID              int64
+	Sale            string
+	At              time.Time
+	Actor           string
+	SettingsVersion int64 // the line's settings version the change made
+	Before, After   AdmissionSettings
+}
+
+// AdmissionSettings are the settings ops change.
+type AdmissionSettings struct {
+	RatePerSecond float64
+	Paused        bool
+	ChallengeBits int
+}
+
+// SetLineSettings makes change to a sale's line and bumps the settings
+// version: changes are ordered as they reach the database (the row lock
+// serialises racing ones), never by a clock of the edge that sent them.
+// settings_at records when, and admission_changes who and from what, in
+// the same transaction. No serving raise is taken at the new version yet.
+// ErrUnknownLine when the line does not exist.
+func (s *Store) SetLineSettings(ctx context.Context, sale string, change SettingsChange) (Line, error) {
+	var l Line
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		before, err := scanLine(tx.QueryRow(ctx, `SELECT `+lineColumns+` FROM sale_lines WHERE sale_id = $1 FOR UPDATE`, sale))
+		if err != nil {
+			return err
+		}
+		l, err = scanLine(tx.QueryRow(ctx, `UPDATE sale_lines SET rate_per_s = COALESCE($2, rate_per_s), paused = COALESCE($3, paused),
+				challenge_bits = COALESCE($4, challenge_bits),
+				settings_version = settings_version + 1, settings_at = now(), serving_raised = 0, updated_at = now()
+			WHERE sale_id = $1
+			RETURNING `+lineColumns, sale, change.RatePerSecond, change.Paused, change.ChallengeBits))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO admission_changes (sale_id, actor, settings_version,
+				rate_before, rate_after, paused_before, paused_after, challenge_bits_before, challenge_bits_after)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			sale, change.Actor, l.SettingsVersion, before.RatePerSecond, l.RatePerSecond, before.Paused, l.Paused,
+			before.ChallengeBits, l.ChallengeBits)
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Line{}, fmt.Errorf("settings of sale %s: %w", sale, ErrUnknownLine)
 	}
@@ -98,6 +142,28 @@ func (s *Store) SetLineSettings(ctx context.Context, sale string, rate *float64,
 		return Line{}, fmt.Errorf("settings of sale %s: %w", sale, err)
 	}
 	return l, nil
+}
+
+// AdmissionChanges reads up to limit of a sale's admission changes, newest
+// first.
+func (s *Store) AdmissionChanges(ctx context.Context, sale string, limit int) ([]AdmissionChange, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, sale_id, at, actor, settings_version, rate_before, rate_after,
+			paused_before, paused_after, challenge_bits_before, challenge_bits_after
+		FROM admission_changes WHERE sale_id = $1 ORDER BY id DESC LIMIT $2`, sale, limit)
+	if err != nil {
+		return nil, fmt.Errorf("admission changes of sale %s: %w", sale, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AdmissionChange, error) {
+		var c AdmissionChange
+		err := row.Scan(&c.ID, &c.Sale, &c.At, &c.Actor, &c.SettingsVersion, &c.Before.RatePerSecond, &c.After.RatePerSecond,
+			&c.Before.Paused, &c.After.Paused, &c.Before.ChallengeBits, &c.After.ChallengeBits)
+		c.At = c.At.UTC()
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("admission changes of sale %s: %w", sale, err)
+	}
+	return out, nil
 }
 
 // RaiseLine raises a sale's join ceilings to at least the values given
