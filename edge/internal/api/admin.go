@@ -55,12 +55,17 @@ func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	if _, err := s.Admission.View(params[0]); err != nil {
 		return err
 	}
-	var body line.Change
+	var settings struct {
+		RatePerSecond *float64 `json:"rate_per_s"`
+		Paused        *bool    `json:"paused"`
+		ChallengeBits *int     `json:"challenge_bits"`
+	}
 	dec := json.NewDecoder(bytes.NewReader(ctx.PostBody()))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
+	if err := dec.Decode(&settings); err != nil {
 		return errAdmissionBody
 	}
+	body := line.Change{RatePerSecond: settings.RatePerSecond, Paused: settings.Paused, ChallengeBits: settings.ChallengeBits}
 	if body.RatePerSecond != nil && (*body.RatePerSecond < 0 || *body.RatePerSecond > 1e6) {
 		return errRate
 	}
@@ -72,12 +77,13 @@ func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	if body == (line.Change{}) {
 		return s.getAdmission(ctx, params) // nothing to change
 	}
+	body.Actor = s.actorOf(ctx)
 	st, applied, err := s.Line.Settings(c, params[0], body)
 	if err != nil {
 		return err
 	}
 	s.Log.Info("admission changed", "sale", params[0], "rate_per_s", st.RatePerSecond, "paused", st.Paused,
-		"challenge_bits", st.ChallengeBits, "in_redis", applied)
+		"challenge_bits", st.ChallengeBits, "in_redis", applied, "actor", body.Actor)
 	status := fasthttp.StatusOK
 	if !applied {
 		status = fasthttp.StatusAccepted

@@ -27,6 +27,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/snapshot"
 	"github.com/flashgate/flashgate/internal/adminauth"
 	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/tokens"
@@ -37,6 +38,8 @@ type Deps struct {
 	Admission  *admission.Controller // each sale's view, its readiness and estimates
 	Joiner     *queue.Joiner
 	Line       *line.Keeper                     // the line's durable copy: joins that wait for it, settings
+	Snapshots  *snapshot.Cache                  // the origin's sales, for the ops dashboard
+	Ops        OriginOps                        // the dashboard's reads from the origin; nil: none
 	Tokens     *tokens.Verifier                 // queue and admission tokens
 	Issuer     *tokens.Issuer                   // queue and admission tokens
 	Challenges *challenge.Challenger            // joins' proof of work, when a sale asks for it
@@ -245,6 +248,11 @@ func (s *Server) adminRoutes() []route {
 		{fasthttp.MethodPut, []string{"admin", "sales", "*", "admission"}, "put_admission", s.putAdmission},
 		{fasthttp.MethodGet, []string{"admin", "defences"}, "get_defences", s.getDefences},
 		{fasthttp.MethodPut, []string{"admin", "defences"}, "put_defences", s.putDefences},
+		{fasthttp.MethodGet, []string{"admin", "sales", "*", "changes"}, "get_changes", s.getChanges},
+		{fasthttp.MethodGet, []string{"admin", "sales", "*", "books"}, "get_books", s.getBooks},
+		{fasthttp.MethodGet, []string{"admin", "overview"}, "get_overview", s.getOverview},
+		{fasthttp.MethodGet, []string{"admin", "dashboard"}, "dashboard", s.serveDashboard},
+		{fasthttp.MethodGet, []string{"admin", "dashboard", "*"}, "dashboard", s.serveDashboard},
 		{fasthttp.MethodGet, []string{"admin", "tarpit"}, "get_tarpit", s.getTarpit},
 		{fasthttp.MethodDelete, []string{"admin", "tarpit"}, "release_tarpit", s.releaseTarpit},
 		{fasthttp.MethodGet, []string{"metrics"}, "metrics", func(ctx *fasthttp.RequestCtx, _ []string) error {
@@ -261,7 +269,10 @@ func (s *Server) adminRoutes() []route {
 // routed, and an address that keeps failing is throttled (see adminauth).
 func (s *Server) Admin() fasthttp.RequestHandler {
 	routes := s.adminRoutes()
-	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz", "/readyz"}, Reject: s.answerError})
+	// The dashboard's page and files hold nothing secret: the page asks
+	// the operator for the token, and every read it makes carries it.
+	open := append([]string{"/healthz", "/readyz"}, dashboardPaths()...)
+	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: open, Reject: s.answerError})
 	return guard.Handler(s.router(routes, func(ctx *fasthttp.RequestCtx, _ []string) error { return httpapi.ErrNotFound }))
 }
 

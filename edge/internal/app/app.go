@@ -155,6 +155,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	})
 	a.API = api.New(api.Deps{
 		Admission: a.Admission, Joiner: a.Joiner, Line: a.Line, Challenges: challenges, Defences: a.Defences,
+		Snapshots: a.Snapshots, Ops: lineStore,
 		Tokens:   tokens.NewVerifier(keys, tokens.VerifierOptions{}),
 		Issuer:   tokens.NewIssuer(keys, tokens.IssuerOptions{AdmissionTTL: cfg.AdmissionTokenTTL}),
 		Users:    users,

@@ -153,6 +153,10 @@ type Change struct {
 	RatePerSecond *float64 `json:"rate_per_s,omitempty"`
 	Paused        *bool    `json:"paused,omitempty"`
 	ChallengeBits *int     `json:"challenge_bits,omitempty"`
+	// Actor is who makes the change, as the origin keeps it with the
+	// change for the ops dashboard (the admin token, the address, the
+	// operator's name); not a setting.
+	Actor string `json:"actor,omitempty"`
 }
 
 // Settings implements Store.
@@ -185,13 +189,39 @@ func (o *OriginStore) SealDraw(ctx context.Context, sale string, size int64) (Ro
 	return o.call(ctx, fasthttp.MethodPost, "/v1/lines/"+sale+"/draw", map[string]int64{"pre_queue": size})
 }
 
+// Changes reads the sale's last admission changes as the origin keeps them
+// (GET /v1/lines/{sale}/changes), for the ops dashboard.
+func (o *OriginStore) Changes(ctx context.Context, sale string) (json.RawMessage, error) {
+	return o.exchange(ctx, fasthttp.MethodGet, "/v1/lines/"+sale+"/changes", nil)
+}
+
+// Books reads the sale's books as the origin's ledger holds them (GET
+// /v1/lines/{sale}/books), for the ops dashboard.
+func (o *OriginStore) Books(ctx context.Context, sale string) (json.RawMessage, error) {
+	return o.exchange(ctx, fasthttp.MethodGet, "/v1/lines/"+sale+"/books", nil)
+}
+
 // call sends one signed request and decodes the line it answers.
 func (o *OriginStore) call(ctx context.Context, method, path string, in any) (Row, error) {
+	body, err := o.exchange(ctx, method, path, in)
+	if err != nil {
+		return Row{}, err
+	}
+	var row Row
+	if err := json.Unmarshal(body, &row); err != nil {
+		return Row{}, fmt.Errorf("%s %s: answer: %w", method, path, err)
+	}
+	return row, nil
+}
+
+// exchange sends one signed request and returns the body of its 200
+// answer (an *OriginError for any other).
+func (o *OriginStore) exchange(ctx context.Context, method, path string, in any) ([]byte, error) {
 	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return Row{}, fmt.Errorf("%s %s: %w", method, path, err)
+			return nil, fmt.Errorf("%s %s: %w", method, path, err)
 		}
 		body = b
 	}
@@ -200,7 +230,7 @@ func (o *OriginStore) call(ctx context.Context, method, path string, in any) (Ro
 		timeout = min(timeout, time.Until(d))
 	}
 	if timeout <= 0 {
-		return Row{}, fmt.Errorf("%s %s: %w", method, path, context.DeadlineExceeded)
+		return nil, fmt.Errorf("%s %s: %w", method, path, context.DeadlineExceeded)
 	}
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
@@ -215,18 +245,14 @@ func (o *OriginStore) call(ctx context.Context, method, path string, in any) (Ro
 	}
 	req.Header.Set(tokens.RequestSignatureHeader, o.signer.Sign(method, path, body))
 	if err := o.client.DoTimeout(req, resp, timeout); err != nil {
-		return Row{}, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if resp.StatusCode() != fasthttp.StatusOK {
 		var e struct {
 			Error string `json:"error"`
 		}
 		_ = json.Unmarshal(resp.Body(), &e)
-		return Row{}, fmt.Errorf("%s %s: %w", method, path, &OriginError{Status: resp.StatusCode(), Code: e.Error})
+		return nil, fmt.Errorf("%s %s: %w", method, path, &OriginError{Status: resp.StatusCode(), Code: e.Error})
 	}
-	var row Row
-	if err := json.Unmarshal(resp.Body(), &row); err != nil {
-		return Row{}, fmt.Errorf("%s %s: answer: %w", method, path, err)
-	}
-	return row, nil
+	return append([]byte(nil), resp.Body()...), nil
 }

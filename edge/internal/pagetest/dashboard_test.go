@@ -1,0 +1,144 @@
+package pagetest
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/origin/origintest"
+)
+
+// The ops dashboard in headless Chromium, on one of two edges sharing a
+// Redis of their own, in front of a real origin: it signs in with the
+// admin token, shows the sale live (line, rate, stock from the origin's
+// ledger); a rate change and a pause made from the page, each after a
+// confirmation, are in force on both edges within a tick and listed with
+// who made them; and banners say when Redis is unreachable, when a change
+// is recorded but not yet in effect, and when the origin does not answer.
+// Screenshots of each state: dashboard-*.png.
+func TestOpsDashboard(t *testing.T) {
+	o := origintest.StartOrigin(t, origintest.NewEnv(t))
+	proxy := edgetest.NewCountingProxy(t, o.PublicLn.Dial)
+	redisSrv := edgetest.StartRedisServer(t)
+	cfg := edgetest.Config(edgetest.NewRedisAt(t, redisSrv.URL), proxy.URL)
+	cfg.DefaultRatePerSecond = 50
+	a, b := edgetest.StartNode(t, cfg), edgetest.StartNode(t, cfg)
+	const sale = "opsdash"
+	o.MustCreateSale(t, origintest.OpenSale(sale, 40, 600))
+	a.WaitSale(t, sale)
+	b.WaitSale(t, sale)
+	for _, account := range []string{"ann", "bo", "cy"} {
+		if res, _ := a.Join(t, sale, account); res.Status != fasthttp.StatusAccepted {
+			t.Fatalf("join %s = %d %s", account, res.Status, res.Body)
+		}
+	}
+	admin := serveAdmin(t, a)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p := newPage(t, startBrowser(t, ctx))
+	p.do("open the dashboard", chromedp.Navigate(admin+"/admin/dashboard"), chromedp.WaitVisible(chromedp.ID("token")))
+	p.do("sign in", chromedp.SendKeys(chromedp.ID("token"), edgetest.AdminToken),
+		chromedp.SendKeys(chromedp.ID("operator"), "priya"), chromedp.Click(chromedp.CSS("#signin button")))
+	p.waitUntil("the sale, live", `[...document.querySelectorAll('#sales tbody tr')].some((r) =>
+		r.dataset.sale === 'opsdash' && r.textContent.includes('50 /s') && r.textContent.includes('running'))`, 15*time.Second)
+	p.waitUntil("the stock from the ledger", `(() => { const c = document.querySelectorAll('#books tbody tr td');
+		return c.length >= 5 && c[0].textContent === 'sku-1' && c[1].textContent === '40'; })()`, 15*time.Second)
+	p.waitUntil("the admitted rate measured", `!document.querySelector('#sales tbody tr').textContent.includes('…')`, 15*time.Second)
+	p.screenshot("dashboard-live.png")
+
+	// A rate change: asked, confirmed, in force on both edges.
+	p.do("ask for 7 a second", chromedp.SendKeys(chromedp.ID("rate"), "7"), chromedp.Click(chromedp.CSS("#rate-form button")))
+	p.waitUntil("the confirmation", `document.getElementById('confirm').open &&
+		document.getElementById('confirm-text').textContent.includes('from 50 to 7')`, 5*time.Second)
+	p.screenshot("dashboard-confirm.png")
+	if st, _ := a.App.Admission.State(sale); st.RatePerSecond != 50 {
+		t.Fatalf("rate before the confirmation = %v, want still 50", st.RatePerSecond)
+	}
+	p.do("confirm", chromedp.Click(chromedp.ID("confirm-ok")))
+	// Within a tick of the change, plus the page's request to make it.
+	limit := cfg.Tick + time.Second
+	inForce(t, limit, []*edgetest.Node{a, b}, sale, "rate 7", func(rate float64, paused bool) bool { return rate == 7 && !paused })
+	p.waitUntil("the change listed with who made it", `(() => { const r = document.querySelector('#changes tbody tr');
+		return r && r.textContent.includes('(priya)') && r.textContent.includes('rate 50 → 7 /s'); })()`, 10*time.Second)
+
+	// A pause, then a resume.
+	p.do("pause", chromedp.Click(chromedp.ID("pause")))
+	p.waitUntil("the confirmation", `document.getElementById('confirm').open`, 5*time.Second)
+	p.do("confirm", chromedp.Click(chromedp.ID("confirm-ok")))
+	inForce(t, limit, []*edgetest.Node{a, b}, sale, "paused", func(_ float64, paused bool) bool { return paused })
+	p.waitUntil("the sale shown paused", `document.querySelector('#sales tbody tr').textContent.includes('PAUSED') &&
+		!document.getElementById('resume').hidden`, 10*time.Second)
+	p.screenshot("dashboard-paused.png")
+	p.do("resume", chromedp.Click(chromedp.ID("resume")))
+	p.waitUntil("the confirmation", `document.getElementById('confirm').open`, 5*time.Second)
+	p.do("confirm", chromedp.Click(chromedp.ID("confirm-ok")))
+	inForce(t, limit, []*edgetest.Node{a, b}, sale, "resumed", func(_ float64, paused bool) bool { return !paused })
+
+	// Redis gone: a banner; a change then is recorded, not in effect, and
+	// says so until Redis is back and takes it.
+	redisSrv.Stop()
+	p.waitUntil("the Redis banner", `document.getElementById('banners').textContent.includes('Redis is unreachable')`, 20*time.Second)
+	p.screenshot("dashboard-redis-down.png")
+	p.do("ask for 9 a second", chromedp.SendKeys(chromedp.ID("rate"), "9"), chromedp.Click(chromedp.CSS("#rate-form button")))
+	p.waitUntil("the confirmation", `document.getElementById('confirm').open`, 5*time.Second)
+	p.do("confirm", chromedp.Click(chromedp.ID("confirm-ok")))
+	p.waitUntil("the not-yet-in-effect banner", `document.getElementById('banners').textContent.includes('Recorded, not yet in effect')`, 10*time.Second)
+	p.screenshot("dashboard-not-in-effect.png")
+	redisSrv.Start()
+	inForce(t, 20*time.Second, []*edgetest.Node{a, b}, sale, "rate 9 once Redis is back", func(rate float64, _ bool) bool { return rate == 9 })
+	p.waitUntil("the banners gone", `document.getElementById('banners').textContent === ''`, 20*time.Second)
+
+	// The origin gone: a banner.
+	o.Stop()
+	p.waitUntil("the origin banner", `document.getElementById('banners').textContent.includes('origin does not answer')`, 20*time.Second)
+	p.screenshot("dashboard-origin-down.png")
+}
+
+// inForce waits until every node's admission state satisfies ok, failing
+// t after within.
+func inForce(t *testing.T, within time.Duration, nodes []*edgetest.Node, sale, what string, ok func(rate float64, paused bool) bool) {
+	t.Helper()
+	start := time.Now()
+	for i, n := range nodes {
+		for {
+			st, _ := n.App.Admission.State(sale)
+			if ok(st.RatePerSecond, st.Paused) {
+				break
+			}
+			if time.Since(start) > within {
+				t.Fatalf("edge %d's admission %+v %v after the confirmation, want %s within %v", i, st, time.Since(start), what, within)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	t.Logf("%s in force on every edge %v after the confirmation", what, time.Since(start))
+}
+
+// serveAdmin serves a node's admin listener on a real 127.0.0.1 port, for
+// the browser, and returns its base URL.
+func serveAdmin(t *testing.T, n *edgetest.Node) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen on 127.0.0.1: %v", err)
+	}
+	srv := n.App.Server(n.App.API.Admin())
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.ShutdownWithContext(ctx)
+		<-served
+	})
+	return "http://" + ln.Addr().String()
+}
