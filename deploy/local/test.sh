@@ -54,6 +54,21 @@ if ! command -v nginx >/dev/null 2>&1 && [[ ! -x /usr/sbin/nginx ]]; then
 	fi
 fi
 
+# The alert rules' test (deploy/prometheus) runs promtool on them and their unit tests, and fails without it;
+# Debian ships it in the prometheus package.
+if ! command -v promtool >/dev/null 2>&1; then
+	if [[ "$(id -u)" -ne 0 ]]; then
+		log "error: promtool is not installed; the alert rules' test needs it (Debian: sudo apt-get install prometheus)"
+		exit 1
+	fi
+	log "installing promtool for the alert rules' test (apt-get install prometheus)"
+	if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; }; then
+		log "error: apt-get could not install prometheus"
+		exit 1
+	fi
+	log "installed $(promtool --version 2>/dev/null | head -n 1 || echo promtool)"
+fi
+
 # The Stripe adapter's tests (origin/internal/payment/stripepay) run against stripe-mock, Stripe's mock server
 # built from its OpenAPI description, and fail without it; they look for it where this does: PATH, then go
 # install's folders ($GOBIN, else each $GOPATH's bin).

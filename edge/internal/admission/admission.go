@@ -127,6 +127,8 @@ type metrics struct {
 	cursor      *prometheus.GaugeVec
 	answerRate  *prometheus.GaugeVec
 	queueLength *prometheus.GaugeVec
+	paused      *prometheus.GaugeVec
+	rate        *prometheus.GaugeVec
 	snapshotAge *prometheus.GaugeVec
 	ready       prometheus.Gauge
 	held        prometheus.Counter
@@ -149,6 +151,13 @@ func New(cursor *Cursor, snapshots *snapshot.Cache, lines Lines, opts Options, r
 			Help: "Reserves a second the checkout answered, as every edge counted them and this node last read it; the slow start admits at most twice it.",
 		}, []string{"sale"}),
 		queueLength: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flashgate_edge_queue_length", Help: "Places handed out, as this node last read it."}, []string{"sale"}),
+		paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashgate_edge_admission_paused", Help: "1 while ops have paused the sale's admission, as this node last read it, else 0.",
+		}, []string{"sale"}),
+		rate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashgate_edge_admission_rate",
+			Help: "Admissions a second ops set for the sale, as this node last read it: the setting, which the slow start, a checkout hold and low stock may undercut.",
+		}, []string{"sale"}),
 		snapshotAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flashgate_edge_snapshot_age_seconds", Help: "Age of this node's last good origin snapshot of each sale that has not ended.",
 		}, []string{"sale"}),
@@ -158,7 +167,7 @@ func New(cursor *Cursor, snapshots *snapshot.Cache, lines Lines, opts Options, r
 		}),
 	}
 	m := c.metrics
-	reg.MustRegister(m.cursor, m.answerRate, m.queueLength, m.snapshotAge, m.ready, m.held)
+	reg.MustRegister(m.cursor, m.answerRate, m.queueLength, m.paused, m.rate, m.snapshotAge, m.ready, m.held)
 	return c
 }
 
@@ -238,6 +247,12 @@ func (c *Controller) Tick(ctx context.Context) error {
 			c.metrics.cursor.WithLabelValues(sale.SaleID).Set(float64(v.State.NowServing))
 			c.metrics.answerRate.WithLabelValues(sale.SaleID).Set(v.State.AnswerRate)
 			c.metrics.queueLength.WithLabelValues(sale.SaleID).Set(float64(v.State.QueueLength))
+			paused := 0.0
+			if v.State.Paused {
+				paused = 1
+			}
+			c.metrics.paused.WithLabelValues(sale.SaleID).Set(paused)
+			c.metrics.rate.WithLabelValues(sale.SaleID).Set(v.State.RatePerSecond)
 		}
 		if sale.Ended() {
 			c.metrics.snapshotAge.DeleteLabelValues(sale.SaleID) // no longer fetched: its age says nothing
