@@ -298,6 +298,7 @@ fi
 	if [[ -n "$have_edge" ]]; then
 		echo "  shop (edge)        $edge_url/?sale=$sale_id        sale: $edge_url/v1/sales/$sale_id"
 		echo "  edge admin         $edge_admin_url        metrics: $edge_admin_url/metrics"
+		echo "  ops dashboard      $edge_admin_url/admin/dashboard        (sign in with the edge admin token below)"
 	fi
 	echo "  origin             $origin_url        sale: $origin_url/v1/sales/$sale_id"
 	if [[ -n "$have_gateway" ]]; then
