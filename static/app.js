@@ -56,7 +56,9 @@
     try {
       // Personal answers must never be cached; the public snapshot keeps the default so the CDN can absorb
       // the crowd ('no-store' would add Cache-Control: no-cache to the request).
+      const sent = performance.now();
       const r = await fetch(path, { method, headers, body: body && JSON.stringify(body), cache: token ? 'no-store' : 'default' });
+      noteServerDate(r, sent, !!token || method !== 'GET');
       let data = {};
       try { data = await r.json(); } catch (_) { /* empty or non-JSON body, e.g. from a proxy */ }
       const ra = parseInt(r.headers.get('Retry-After'), 10);
@@ -65,6 +67,28 @@
       return { status: 0, data: { error: 'network', message: 'Network problem.' }, retry: 2 };
     }
   }
+  // ---- the server's clock ----
+  // Countdowns (the start, the end, a hold) follow the server's clock, not the device's, which may be minutes off.
+  // Each answer's Date header (whole seconds) bounds the offset from performance.now() (monotonic: setting the
+  // device's clock does not move it) to the server's time: when the answer arrived, the server's time was at least
+  // Date (plus Age, from a cache); an answer made for this very request (personal or not a GET, and without Age)
+  // was made after it was sent, so before Date + 1 s. The offset is the middle of the tightest bounds so far;
+  // bounds that stop overlapping (the device slept, a clock was stepped) start afresh.
+  const clockBounds = { lo: -Infinity, hi: Infinity };
+  function noteServerDate(r, sentAt, fresh) {
+    const date = Date.parse(r.headers.get('Date') || ''), age = parseInt(r.headers.get('Age'), 10) || 0;
+    if (!Number.isFinite(date)) return; // e.g. an answer from a proxy without one
+    const lo = date + age * 1000 - performance.now(), hi = fresh && !age ? date + 1000 - sentAt : Infinity;
+    if (lo > clockBounds.hi || hi < clockBounds.lo) { clockBounds.lo = -Infinity; clockBounds.hi = Infinity; }
+    clockBounds.lo = Math.max(clockBounds.lo, lo); clockBounds.hi = Math.min(clockBounds.hi, hi);
+  }
+  // serverNow is the server's time now, in ms since 1970: the device's clock until an answer has come.
+  function serverNow() {
+    const { lo, hi } = clockBounds;
+    if (lo === -Infinity) return Date.now();
+    return performance.now() + (hi === Infinity ? lo + 500 : (lo + hi) / 2);
+  }
+
   const msg = (res) => res.data.message || res.data.error || 'Unexpected answer (HTTP ' + res.status + ').';
   const busy = (res) => res.status === 0 || res.status === 429 || res.status === 503;
 
@@ -72,11 +96,15 @@
   let noticeFrom = '';
   function notice(text, from) { const n = $('notice'); n.textContent = text; n.hidden = !text; noticeFrom = text ? from : ''; }
   function clearNotice(from) { if (noticeFrom === from) notice('', ''); }
-  // Busy answers: always say what happens next and when, then the caller retries by itself.
+  // Busy answers (503 please_wait, 429) and lost connections: calmly say what happens next and when, and that a
+  // place in line is kept; then the caller retries by itself, and its next good answer takes the notice away.
   function retryNotice(res, from) {
     const s = res.retry || 2;
-    const why = res.status === 503 ? 'Busy' : res.status === 429 ? 'Too many requests' : 'Network problem';
-    notice(why + ' — retrying in ' + s + ' s', from);
+    const lost = navigator.onLine === false ? 'You are offline' : 'Connection lost';
+    const what = res.status === 0 ? lost + ' — reconnecting in ' + s + ' s…'
+      : (res.status === 429 ? 'Too many requests' : 'The sale is very busy') + ' — please wait, trying again in ' + s + ' s.';
+    const inLine = store.get(K.queue) && !(resv && (resv.status === 'held' || resv.status === 'paid'));
+    notice(what + (inLine ? ' You keep your place in line.' : ''), from);
     return s * 1000;
   }
 
@@ -135,7 +163,7 @@
     const claims = claimsOf(store.get(K.queue) || '');
     preIndex = d.pre_queue && !d.position && claims.pre && crypto.subtle ? (claims.pos || 0) : 0;
     const start = snap ? Date.parse(snap.starts_at) : NaN;
-    if (!preIndex || !(Date.now() + afterMs >= start)) return afterMs; // before the start: as told
+    if (!preIndex || !(serverNow() + afterMs >= start)) return afterMs; // before the start: as told
     return afterMs + DRAW_BACKSTOP_MS;
   }
   async function placeFromSnapshot() {
@@ -202,20 +230,41 @@
     tick(); renderBuy(); updateJoin();
   }
 
-  // Once a second: the start countdown and the hold countdown, computed locally between polls.
+  // Once a second: the start countdown and the hold countdown, computed locally between polls, on the server's
+  // clock (serverNow).
   function tick() {
+    const now = serverNow();
     if (snap) {
-      const left = Date.parse(snap.starts_at) - Date.now();
+      const left = Date.parse(snap.starts_at) - now;
       $('countdown').textContent = snap.status === 'upcoming' && left > 0 ? 'Starts in ' + clock(left)
-        : snap.status === 'open' && snap.ends_at ? 'Ends in ' + clock(Date.parse(snap.ends_at) - Date.now()) : '';
+        : snap.status === 'open' && snap.ends_at ? 'Ends in ' + clock(Date.parse(snap.ends_at) - now) : '';
     }
     if (resv) {
-      const left = Date.parse(resv.expires_at) - Date.now();
-      $('res-countdown').textContent = {
-        held: left > 0 ? 'Reserved! Pay within ' + clock(left) : 'Time is up — checking…',
-        paid: 'Paid — thank you!', expired: 'Your hold expired.', cancelled: 'This reservation was cancelled.',
-      }[resv.status] || '';
+      const left = Date.parse(resv.expires_at) - now;
+      if (resv.status === 'held' && left > 0) holdTimer(clock(left));
+      else $('res-countdown').textContent = resv.status === 'held' ? 'Time is up — checking…' : holdEnd(resv);
     }
+  }
+  // The hold's time left ticks in a timer (role=timer, aria-live=off) so that screen readers do not read it out
+  // every second; the reservation's live region reads out what replaces it.
+  function holdTimer(left) {
+    const el = $('res-countdown');
+    let t = el.querySelector('[role="timer"]');
+    if (!t) {
+      t = document.createElement('span');
+      t.setAttribute('role', 'timer'); t.setAttribute('aria-live', 'off');
+      el.replaceChildren('Reserved! Pay within ', t);
+    }
+    t.textContent = left;
+  }
+  // holdEnd says, in plain words, what the end of a hold means for the shopper. A cancelled hold on which a
+  // payment was started is a failed payment: the origin releases the hold at once.
+  function holdEnd(r) {
+    if (r.status === 'paid') return 'Paid — thank you!';
+    if (r.status === 'expired') return 'Your hold has expired — the unit went back to the line.';
+    if (r.status !== 'cancelled') return '';
+    if (r.order_key || r.order_id) return 'Your payment did not go through — nothing was charged, and the unit went back to the line.';
+    return 'This reservation was cancelled — the unit went back to the line.';
   }
 
   // ---- signing in ----
@@ -510,13 +559,17 @@
     $('reservation').hidden = false;
     $('res-id').textContent = resv.reservation_id;
     $('res-status').textContent = resv.status;
-    $('queue-state').textContent = resv.status === 'paid' ? 'Done — enjoy your purchase!' : 'You have a reservation — see below.';
+    $('queue-state').textContent = resv.status === 'paid' ? 'Done — enjoy your purchase!'
+      : resv.status === 'held' ? 'You have a reservation — see below.' : 'Checking the line for you…';
     $('pay-button').hidden = resv.status !== 'held';
     tick();
-    if (resv.status === 'held') resTimer = setTimeout(pollReservation, 5000);
-    else if (resv.status !== 'paid') { // expired or cancelled: forget it, and back to the line to try again
+    if (resv.status === 'held') {
+      // Every 5 s (a payment may settle it), and just after its time runs out, so that its end shows at once.
+      const left = Date.parse(resv.expires_at) - serverNow();
+      resTimer = setTimeout(pollReservation, left > 0 ? Math.min(5000, left + 500) : 2000);
+    } else if (resv.status !== 'paid') { // expired or cancelled: forget it, and back to the line to try again
       store.set(K.res, null);
-      if (store.get(K.queue)) startPolling(0);
+      if (store.get(K.queue)) startPolling(0); else { showQueue(null); updateJoin(); }
     }
   }
   async function pollReservation() {
