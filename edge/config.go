@@ -22,6 +22,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env := envflag.New(fs)
 	env.String(&c.Addr, "addr", "FLASHGATE_EDGE_ADDR", "public listen address")
 	env.String(&c.AdminAddr, "admin-addr", "FLASHGATE_EDGE_ADMIN_ADDR", "admin listen address")
+	env.String(&c.Instance, "instance", "FLASHGATE_INSTANCE", "this node's name on the ops dashboard's roster (default: host name and a random suffix)")
 	env.Secret(&c.RedisURL, "redis-url", "FLASHGATE_REDIS_URL", "Redis URL (with Sentinels: only its username, password and db count)")
 	env.String(&c.RedisSentinels, "redis-sentinels", "FLASHGATE_REDIS_SENTINELS", "comma-separated host:port of Redis Sentinels (empty: the URL names the server)")
 	env.String(&c.RedisMasterName, "redis-master", "FLASHGATE_REDIS_MASTER", "the Redis primary's name at the Sentinels")

@@ -85,6 +85,20 @@ type overviewJSON struct {
 	Node     nodeJSON           `json:"node"`
 	Sales    []saleOverviewJSON `json:"sales"`
 	Counters map[string]float64 `json:"counters"`
+	// Nodes are every node on the roster (this one's Redis), null when
+	// it cannot be read.
+	Nodes []rosterNodeJSON `json:"nodes"`
+}
+
+// rosterNodeJSON is a node as the roster has it: what it last said of
+// itself and how long ago, by Redis's clock.
+type rosterNodeJSON struct {
+	ID       string  `json:"id"`
+	This     bool    `json:"this"`
+	Ready    bool    `json:"ready"`
+	OriginOK bool    `json:"origin_ok"`
+	RedisOK  bool    `json:"redis_ok"`
+	AgeS     float64 `json:"age_s"`
 }
 
 // nodeJSON is this node's state: whether it reaches the origin (its list
@@ -113,6 +127,9 @@ type saleOverviewJSON struct {
 	Fresh     bool           `json:"fresh"`
 	Admission *admissionJSON `json:"admission"`
 }
+
+// rosterBudget bounds the overview's read of the roster.
+const rosterBudget = 300 * time.Millisecond
 
 // overviewCounters are the metrics the dashboard shows as they are, summed
 // over their labels but the one named (its values become name.value).
@@ -151,6 +168,20 @@ func (s *Server) getOverview(ctx *fasthttp.RequestCtx, _ []string) error {
 		out.Sales = append(out.Sales, sale)
 	}
 	slices.SortFunc(out.Sales, func(a, b saleOverviewJSON) int { return b.StartsAt.Compare(a.StartsAt) })
+	if s.Roster != nil {
+		// Briefly: with Redis unreachable the overview still answers,
+		// without the roster.
+		c, cancel := context.WithTimeout(context.Background(), rosterBudget)
+		nodes, err := s.Roster.Nodes(c)
+		cancel()
+		if err == nil {
+			out.Nodes = make([]rosterNodeJSON, 0, len(nodes))
+			for _, n := range nodes {
+				out.Nodes = append(out.Nodes, rosterNodeJSON{ID: n.ID, This: n.ID == s.Roster.ID(), Ready: n.State.Ready,
+					OriginOK: n.State.OriginOK, RedisOK: n.State.RedisOK, AgeS: n.Age.Seconds()})
+			}
+		}
+	}
 	httpapi.WriteJSON(ctx, fasthttp.StatusOK, out)
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/roster"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
 	"github.com/flashgate/flashgate/internal/adminauth"
 	"github.com/flashgate/flashgate/internal/httpapi"
@@ -40,6 +41,7 @@ type Deps struct {
 	Line       *line.Keeper                     // the line's durable copy: joins that wait for it, settings
 	Snapshots  *snapshot.Cache                  // the origin's sales, for the ops dashboard
 	Ops        OriginOps                        // the dashboard's reads from the origin; nil: none
+	Roster     *roster.Roster                   // the nodes sharing this Redis; nil: none
 	Tokens     *tokens.Verifier                 // queue and admission tokens
 	Issuer     *tokens.Issuer                   // queue and admission tokens
 	Challenges *challenge.Challenger            // joins' proof of work, when a sale asks for it

@@ -6,6 +6,8 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +30,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/roster"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
 	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/internal/serve"
@@ -47,6 +50,7 @@ type App struct {
 	Joiner    *queue.Joiner
 	Line      *line.Keeper
 	Defences  *defence.Defences // the tarpit, trust rules and network limits, shared with the other nodes
+	Roster    *roster.Roster    // the nodes sharing this Redis, for the ops dashboard
 	API       *api.Server
 
 	stopLoops context.CancelFunc
@@ -153,9 +157,13 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 		Defaults: defence.DefaultSettings(cfg.LimitJoinSubnet, cfg.LimitPollSubnet),
 		Log:      log.With("component", "defences"), Registry: reg,
 	})
+	a.Roster = roster.New(a.rdb, cfg.RedisPrefix, instanceName(cfg.Instance), func() roster.State {
+		r := a.Admission.Readiness()
+		return roster.State{Ready: r.Ready, OriginOK: r.ListCurrent, RedisOK: r.TickCurrent}
+	})
 	a.API = api.New(api.Deps{
 		Admission: a.Admission, Joiner: a.Joiner, Line: a.Line, Challenges: challenges, Defences: a.Defences,
-		Snapshots: a.Snapshots, Ops: lineStore,
+		Snapshots: a.Snapshots, Ops: lineStore, Roster: a.Roster,
 		Tokens:   tokens.NewVerifier(keys, tokens.VerifierOptions{}),
 		Issuer:   tokens.NewIssuer(keys, tokens.IssuerOptions{AdmissionTTL: cfg.AdmissionTokenTTL}),
 		Users:    users,
@@ -260,6 +268,23 @@ func (a *App) Start() {
 	a.every(ctx, a.cfg.SnapshotRefresh, a.Snapshots.Kicks(), "snapshot refresh", a.Snapshots.Refresh)
 	a.every(ctx, a.cfg.Tick, nil, "admission tick", a.Admission.Tick)
 	a.every(ctx, time.Second, nil, "defences sync", a.Defences.Sync)
+	a.every(ctx, time.Second, nil, "roster beat", a.Roster.Beat)
+}
+
+// instanceName is the node's name on the roster: name, or the host name
+// and a suffix random to this start (two nodes on one host, or in one
+// test process, are two nodes).
+func instanceName(name string) string {
+	if name != "" {
+		return name
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "edge"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
 }
 
 // every runs f now, then every period and whenever wake delivers (nil:

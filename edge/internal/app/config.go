@@ -19,8 +19,11 @@ import (
 
 // Config is everything an edge node can be told. Units are in the names.
 type Config struct {
-	Addr        string // public listener (behind the CDN and load balancer)
-	AdminAddr   string // admin listener: admission settings, metrics; loopback by default
+	Addr      string // public listener (behind the CDN and load balancer)
+	AdminAddr string // admin listener: admission settings, metrics; loopback by default
+	// Instance names the node on the roster the ops dashboard shows; ""
+	// means the host name and a suffix random to this start.
+	Instance    string
 	RedisURL    string
 	RedisPrefix string
 	OriginURL   string // the origin's public listener

@@ -59,20 +59,37 @@ func TestOpsRoutes(t *testing.T) {
 			} `json:"admission"`
 		} `json:"sales"`
 		Counters map[string]float64 `json:"counters"`
+		Nodes    []struct {
+			ID    string `json:"id"`
+			This  bool   `json:"this"`
+			Ready bool   `json:"ready"`
+		} `json:"nodes"`
 	}
-	res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/overview"})
-	if err := json.Unmarshal(res.Body, &ov); res.Status != 200 || err != nil {
-		t.Fatalf("GET overview = %d %s (%v)", res.Status, res.Body, err)
+	// The roster says ready from the node's first beat after it became
+	// ready (a beat a second).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/overview"})
+		if err := json.Unmarshal(res.Body, &ov); res.Status != 200 || err != nil {
+			t.Fatalf("GET overview = %d %s (%v)", res.Status, res.Body, err)
+		}
+		if len(ov.Nodes) == 1 && ov.Nodes[0].Ready || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if len(ov.Sales) != 1 || ov.Sales[0].SaleID != sale || ov.Sales[0].Available != 25 || !ov.Sales[0].Current ||
 		!ov.Sales[0].Fresh || ov.Sales[0].Admission == nil || ov.Sales[0].Admission.Paused {
 		t.Errorf("overview sales = %+v, want %s with 25 available, running", ov.Sales, sale)
 	}
+	if len(ov.Nodes) != 1 || !ov.Nodes[0].This || !ov.Nodes[0].Ready || ov.Nodes[0].ID != n.App.Roster.ID() {
+		t.Errorf("overview nodes = %+v, want this node (%s), ready", ov.Nodes, n.App.Roster.ID())
+	}
 	if _, ok := ov.Counters["joins_total"]; !ok {
 		t.Errorf("overview counters = %v, want joins_total among them", ov.Counters)
 	}
 
-	res = n.DoAdmin(t, edgetest.Request{Method: "PUT", Path: "/admin/sales/" + sale + "/admission",
+	res := n.DoAdmin(t, edgetest.Request{Method: "PUT", Path: "/admin/sales/" + sale + "/admission",
 		Body: []byte(`{"rate_per_s": 7}`), Header: map[string]string{"X-Operator": "priya"}})
 	if res.Status != 200 {
 		t.Fatalf("PUT admission = %d %s", res.Status, res.Body)
@@ -128,7 +145,7 @@ func TestOpsRoutes(t *testing.T) {
 	// The origin gone: the reads the origin answers are please_wait, the
 	// overview still answers (from what this node knows), saying so soon.
 	o.Stop()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline = time.Now().Add(20 * time.Second)
 	for {
 		res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/sales/" + sale + "/books"})
 		if res.Status == fasthttp.StatusServiceUnavailable && res.ErrorCode() == "please_wait" {

@@ -49,6 +49,9 @@ func TestOpsDashboard(t *testing.T) {
 		r.dataset.sale === 'opsdash' && r.textContent.includes('50 /s') && r.textContent.includes('running'))`, 15*time.Second)
 	p.waitUntil("the stock from the ledger", `(() => { const c = document.querySelectorAll('#books tbody tr td');
 		return c.length >= 5 && c[0].textContent === 'sku-1' && c[1].textContent === '40'; })()`, 15*time.Second)
+	p.waitUntil("both edge nodes, ready", `(() => { const rows = [...document.querySelectorAll('#nodes tbody tr')];
+		return rows.length === 2 && rows.every((r) => r.cells[1].textContent === 'yes') &&
+			rows.filter((r) => r.cells[0].textContent.includes('(this one)')).length === 1; })()`, 15*time.Second)
 	p.waitUntil("the admitted rate measured", `!document.querySelector('#sales tbody tr').textContent.includes('…')`, 15*time.Second)
 	p.screenshot("dashboard-live.png")
 

@@ -83,6 +83,7 @@ async function refresh() {
   if (!state.selected && ov.sales.length) state.selected = ov.sales[0].sale_id;
   renderNode(ov.node);
   renderSales(ov);
+  renderNodes(ov.nodes, banners);
   if (!ov.node.redis_ok) {
     banners.push(["bad", "Redis is unreachable from this edge: the line does not move, and shoppers are told to wait."]);
   }
@@ -134,6 +135,31 @@ function cell(tr, text, cls) {
 }
 
 const fmt = new Intl.NumberFormat("en");
+
+// A node that has not written itself for this long is silent.
+const SILENT_S = 5;
+
+function renderNodes(nodes, banners) {
+  const body = $("nodes").tBodies[0];
+  body.replaceChildren();
+  if (!nodes) {
+    const tr = document.createElement("tr");
+    cell(tr, "The roster is in Redis, which this edge cannot read now.").colSpan = 5;
+    body.appendChild(tr);
+    return;
+  }
+  for (const n of nodes) {
+    const tr = document.createElement("tr");
+    const silent = n.age_s > SILENT_S;
+    cell(tr, n.id + (n.this ? " (this one)" : ""));
+    cell(tr, silent ? "silent" : n.ready ? "yes" : "NO", !silent && n.ready ? "" : "paused");
+    cell(tr, n.origin_ok ? "reached" : "NOT reached", n.origin_ok ? "" : "paused");
+    cell(tr, n.redis_ok ? "reached" : "NOT reached", n.redis_ok ? "" : "paused");
+    cell(tr, Math.round(n.age_s) + " s ago", "num");
+    body.appendChild(tr);
+    if (silent) banners.push(["warn", "Edge node " + n.id + " has not been heard from for " + Math.round(n.age_s) + " s."]);
+  }
+}
 
 function renderSales(ov) {
   const body = $("sales").tBodies[0];
