@@ -280,7 +280,9 @@ func (g *Gateway) Fail(id string) (Intent, error) { return g.settle(id, StatusFa
 // expire is Fail for an intent that still requires payment only: a failed
 // one gives ErrIntentFailed, as a provider that expires only open
 // payments answers.
-func (g *Gateway) expire(id string) (Intent, error) { return g.settle(id, StatusFailed, "", closedByMerchant) }
+func (g *Gateway) expire(id string) (Intent, error) {
+	return g.settle(id, StatusFailed, "", closedByMerchant)
+}
 
 // ending is who ends an intent's payment.
 type ending int
