@@ -131,17 +131,6 @@ func serveAdmin(t *testing.T, n *edgetest.Node) string {
 	if err != nil {
 		t.Fatalf("listen on 127.0.0.1: %v", err)
 	}
-	srv := n.App.Server(n.App.API.Admin())
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.ShutdownWithContext(ctx)
-		<-served
-	})
+	serveTCP(t, n, ln, n.App.API.Admin())
 	return "http://" + ln.Addr().String()
 }

@@ -71,14 +71,22 @@ func startStackAs(t *testing.T, personality string) *stack {
 		t.Fatal(err)
 	}
 
-	srv := n.App.Server(n.App.API.Public())
+	serveTCP(t, n, ln, n.App.API.Public())
+	return &stack{Origin: o, Node: n, Payments: pay, BaseURL: base}
+}
+
+// serveTCP serves one of n's handlers on ln, a real TCP listener a browser
+// can reach, until the test ends. Registered after StartNode, its cleanup
+// runs first: the listener drains before the node's loops and Redis
+// client stop.
+func serveTCP(t *testing.T, n *edgetest.Node, ln net.Listener, h fasthttp.RequestHandler) {
+	t.Helper()
+	srv := n.App.Server(h)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
 		_ = srv.Serve(ln)
 	}()
-	// Registered after StartNode, so it runs first: the listener drains
-	// before the node's loops and Redis client stop.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -87,7 +95,6 @@ func startStackAs(t *testing.T, personality string) *stack {
 		}
 		<-served
 	})
-	return &stack{Origin: o, Node: n, Payments: pay, BaseURL: base}
 }
 
 // openSale creates a sale that started a minute ago with stock units of
