@@ -72,6 +72,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.Duration(&c.PaymentGrace, "payment-grace", "FLASHGATE_PAYMENT_GRACE", "how much longer a hold lives once its payment starts (given once)")
 	env.String(&c.PaymentReturnURL, "payment-return-url", "FLASHGATE_PAYMENT_RETURN_URL", "where the gateway's pay page sends the shopper afterwards (empty: no link)")
 	env.Duration(&c.ReconcileInterval, "reconcile-interval", "FLASHGATE_RECONCILE_INTERVAL", "how often gateway records are reconciled with orders (0: not by this origin)")
+	env.Duration(&c.AutotunePeriod, "autotune-period", "FLASHGATE_AUTOTUNE_PERIOD", "how often the admission controller may change the rate of a sale ops switched autotune on for")
 	env.Duration(&c.OrderIntentWait, "order-intent-wait", "FLASHGATE_ORDER_INTENT_WAIT", "how long an order request waits for the gateway's payment link before answering without it (the page then reads the order)")
 	if err := env.Parse(args, getenv); err != nil {
 		return app.Config{}, nil, err

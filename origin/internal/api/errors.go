@@ -45,6 +45,7 @@ const (
 	codeInvalidPreQueue       = "invalid_pre_queue"
 	codeEmptyChange           = "empty_change"
 	codeInvalidActor          = "invalid_actor"
+	codeInvalidAutotune       = "invalid_autotune"
 	codeNotReady              = "not_ready" // GET /readyz while the origin is starting
 
 	// Admin: sale definitions and rebuilds.
@@ -104,7 +105,9 @@ var (
 	errInvalidChallengeBits  = badRequest(codeInvalidChallengeBits, "challenge_bits must be 0 to %d.", maxChallengeBits)
 	errNoSettings            = badRequest(codeEmptyChange, "Give rate_per_s, paused, challenge_bits or several.")
 	errInvalidActor          = badRequest(codeInvalidActor, "actor must be up to 200 bytes of printable text.")
-	errNoCeilings            = badRequest(codeEmptyChange, "Give pre, post, serving or several.")
+	errInvalidAutotune       = badRequest(codeInvalidAutotune,
+		"autotune_min_rate_per_s and autotune_max_rate_per_s come together (0 to 1,000,000, min <= max, max > 0), and with autotune: true.")
+	errNoCeilings = badRequest(codeEmptyChange, "Give pre, post, serving or several.")
 
 	errSaleExists     = httpapi.New(fasthttp.StatusConflict, codeSaleExists, "A different sale with this sale_id exists.")
 	errStockMismatch  = httpapi.New(fasthttp.StatusConflict, codeStockMismatch, "Redis already holds other stock figures for this sale; rebuild it from Postgres.")

@@ -45,13 +45,17 @@ type lineJSON struct {
 	ServingCeiling  int64     `json:"serving_ceiling"`
 	ServingRaised   int64     `json:"serving_raised"`
 	DrawSize        *int64    `json:"draw_size"` // null until the start's pre-queue is sealed
+	Autotune        bool      `json:"autotune"`
+	AutotuneMin     float64   `json:"autotune_min_rate_per_s"`
+	AutotuneMax     float64   `json:"autotune_max_rate_per_s"`
 	UpdatedAt       time.Time `json:"updated_at"`
 }
 
 func lineOf(l ledger.Line) lineJSON {
 	out := lineJSON{SaleID: l.SaleID, Seed: l.Seed, RatePerSecond: l.RatePerSecond, Paused: l.Paused, ChallengeBits: l.ChallengeBits,
 		SettingsVersion: l.SettingsVersion, PreCeiling: l.PreCeiling, PostCeiling: l.PostCeiling,
-		ServingCeiling: l.ServingCeiling, ServingRaised: l.ServingRaised, UpdatedAt: l.UpdatedAt}
+		ServingCeiling: l.ServingCeiling, ServingRaised: l.ServingRaised, UpdatedAt: l.UpdatedAt,
+		Autotune: l.Autotune, AutotuneMin: l.AutotuneMin, AutotuneMax: l.AutotuneMax}
 	if l.Drawn {
 		out.DrawSize = &l.DrawSize
 	}
@@ -136,13 +140,27 @@ func (s *Server) lineSettings(ctx *fasthttp.RequestCtx, c context.Context, param
 		RatePerSecond *float64 `json:"rate_per_s"`
 		Paused        *bool    `json:"paused"`
 		ChallengeBits *int     `json:"challenge_bits"`
+		Autotune      *bool    `json:"autotune"`
+		AutotuneMin   *float64 `json:"autotune_min_rate_per_s"`
+		AutotuneMax   *float64 `json:"autotune_max_rate_per_s"`
 		Actor         string   `json:"actor"`
 	}
 	if err := httpapi.DecodeJSON(ctx, s.opts.MaxPublicBody, &body); err != nil {
 		return err
 	}
-	if body.RatePerSecond == nil && body.Paused == nil && body.ChallengeBits == nil {
+	if body.RatePerSecond == nil && body.Paused == nil && body.ChallengeBits == nil && body.Autotune == nil && body.AutotuneMin == nil {
 		return errNoSettings
+	}
+	// The bounds come together, and with autotune switched on; a rate set
+	// by hand switches it off.
+	if (body.AutotuneMin == nil) != (body.AutotuneMax == nil) || (body.Autotune != nil && *body.Autotune && body.AutotuneMin == nil) ||
+		(body.AutotuneMin != nil && !(validRate(*body.AutotuneMin) && validRate(*body.AutotuneMax) &&
+			*body.AutotuneMin <= *body.AutotuneMax && *body.AutotuneMax > 0)) {
+		return errInvalidAutotune
+	}
+	if body.RatePerSecond != nil && body.Autotune == nil {
+		off := false
+		body.Autotune = &off
 	}
 	if !validActor(body.Actor) {
 		return errInvalidActor
@@ -155,6 +173,7 @@ func (s *Server) lineSettings(ctx *fasthttp.RequestCtx, c context.Context, param
 	}
 	l, err := s.Ledger.SetLineSettings(c, params[0], ledger.SettingsChange{
 		RatePerSecond: body.RatePerSecond, Paused: body.Paused, ChallengeBits: body.ChallengeBits,
+		Autotune: body.Autotune, AutotuneMin: body.AutotuneMin, AutotuneMax: body.AutotuneMax,
 		Actor: cmp.Or(body.Actor, "unnamed"),
 	})
 	return answerLine(ctx, l, err)

@@ -90,3 +90,61 @@ func TestAdmissionChangesAreKept(t *testing.T) {
 		t.Errorf("GET books = %d %s (%v), want sku-1 of 10", status, body, err)
 	}
 }
+
+// Autotune is switched on with its bounds (which come together, 0 ≤ min ≤
+// max, max > 0, else 400 invalid_autotune and nothing changes), kept on
+// the line, and switched off by a rate set by hand.
+func TestAutotuneSettings(t *testing.T) {
+	t.Parallel()
+	o := origintest.StartOrigin(t, origintest.NewEnv(t))
+	sale := "autotune-" + testenv.RandomHex(3)
+	o.MustCreateSale(t, origintest.OpenSale(sale, 10, 600))
+	sign := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, nil)
+	path := "/v1/lines/" + sale
+	if s, l := lineCall(t, o, sign, "POST", path, `{"seed":"`+seedA+`","rate_per_s":50}`); s != 200 {
+		t.Fatalf("POST line = %d %+v", s, l)
+	}
+	for _, body := range []string{
+		`{"autotune":true}`,
+		`{"autotune":true,"autotune_min_rate_per_s":10}`,
+		`{"autotune":true,"autotune_min_rate_per_s":100,"autotune_max_rate_per_s":10}`,
+		`{"autotune":true,"autotune_min_rate_per_s":0,"autotune_max_rate_per_s":0}`,
+		`{"autotune":true,"autotune_min_rate_per_s":-1,"autotune_max_rate_per_s":10}`,
+		`{"autotune_min_rate_per_s":1,"autotune_max_rate_per_s":2000000}`,
+	} {
+		if s, l := lineCall(t, o, sign, "PUT", path+"/settings", body); s != 400 || l.Error != "invalid_autotune" {
+			t.Errorf("PUT settings %s = %d %+v, want 400 invalid_autotune", body, s, l)
+		}
+	}
+	read := func() map[string]any {
+		t.Helper()
+		status, body := o.Do(t, origintest.Request{Method: "GET", Path: path,
+			Header: map[string]string{tokens.RequestSignatureHeader: sign.Sign("GET", path, nil)}})
+		var l map[string]any
+		if err := json.Unmarshal(body, &l); status != 200 || err != nil {
+			t.Fatalf("GET line = %d %s (%v)", status, body, err)
+		}
+		return l
+	}
+	if l := read(); l["autotune"] != false || l["settings_version"] != 0.0 {
+		t.Fatalf("line after the refusals = %v, want autotune off and no change", l)
+	}
+	if s, l := lineCall(t, o, sign, "PUT", path+"/settings", `{"autotune":true,"autotune_min_rate_per_s":20,"autotune_max_rate_per_s":500}`); s != 200 {
+		t.Fatalf("PUT autotune on = %d %+v", s, l)
+	}
+	if l := read(); l["autotune"] != true || l["autotune_min_rate_per_s"] != 20.0 || l["autotune_max_rate_per_s"] != 500.0 || l["rate_per_s"] != 50.0 {
+		t.Errorf("line with autotune on = %v", l)
+	}
+	if s, l := lineCall(t, o, sign, "PUT", path+"/settings", `{"paused":true}`); s != 200 {
+		t.Fatalf("PUT paused = %d %+v", s, l)
+	}
+	if l := read(); l["autotune"] != true {
+		t.Errorf("line after a pause = %v, want autotune still on", l)
+	}
+	if s, l := lineCall(t, o, sign, "PUT", path+"/settings", `{"rate_per_s":75}`); s != 200 {
+		t.Fatalf("PUT rate = %d %+v", s, l)
+	}
+	if l := read(); l["autotune"] != false || l["rate_per_s"] != 75.0 {
+		t.Errorf("line after a rate set by hand = %v, want autotune off at 75", l)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/internal/serve"
 	"github.com/flashgate/flashgate/origin/internal/api"
+	"github.com/flashgate/flashgate/origin/internal/autotune"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
@@ -50,7 +51,8 @@ type App struct {
 	Reserver *checkout.Reserver
 	Writer   *workers.Writer
 	Sweeper  *workers.Sweeper
-	Orders   *orders.Service // nil when payments are off
+	Orders   *orders.Service      // nil when payments are off
+	Autotune *autotune.Controller // sets the rate of the sales ops switched autotune on for
 	API      *api.Server
 
 	// waitingFor is the start-up step (startSteps) the origin has not yet
@@ -157,6 +159,8 @@ func (a *App) buildWorkers(reg *prometheus.Registry) error {
 	}, log.With("component", "writer"), reg)
 	a.Sweeper = workers.NewSweeper(a.Checkout, a.Catalog, workers.SweeperOptions{Interval: cfg.SweepInterval},
 		log.With("component", "sweeper"), reg)
+	a.Autotune = autotune.New(a.Ledger, &autotune.BackEnd{Gatherer: reg, Backlog: a.Sales.Backlog},
+		autotune.Options{Period: cfg.AutotunePeriod}, log.With("component", "autotune"), reg)
 	if !cfg.PaymentsOn() {
 		log.Warn("no payment provider configured (docs/PAYMENTS.md): orders and payments are off", "provider", cfg.PaymentProvider)
 		return nil

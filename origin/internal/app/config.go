@@ -132,6 +132,7 @@ type Config struct {
 	PaymentGrace           time.Duration // extra hold time once a payment starts, given once; 0 = none
 	PaymentReturnURL       string        // where the gateway's page sends the shopper back; "" = nowhere
 	ReconcileInterval      time.Duration // how often gateway records are compared with orders; 0 = never here (another origin does)
+	AutotunePeriod         time.Duration // how often the admission controller may change an autotuned sale's rate; 0 = 5 s
 	// OrderIntentWait is how long POST /v1/orders waits for the gateway's
 	// payment intent before answering without it (the page reads the
 	// order until its payment link is there).
@@ -284,6 +285,8 @@ func (c Config) Validate() error {
 		return errors.New("config: the holds per account (FLASHGATE_MAX_HOLDS_PER_ACCOUNT) must not be negative; 0 means no cap")
 	case c.WriterBatch < 1 || c.ReservePipelines < 1 || c.ReserveMaxBatch < 1 || c.PostgresMaxConns < 1:
 		return errors.New("config: writer batch, reserve pipelines, reserve batch and Postgres connections must be positive")
+	case c.AutotunePeriod < 0:
+		return errors.New("config: FLASHGATE_AUTOTUNE_PERIOD must not be negative")
 	case c.PaymentsOn() && (c.PaymentGrace < 0 || c.ReconcileInterval < 0):
 		return errors.New("config: the payment grace and the reconcile interval must not be negative")
 	case c.PaymentsOn() && c.OrderIntentWait <= 0:

@@ -166,7 +166,7 @@ func pause(ctx context.Context, d time.Duration) bool {
 
 // startWorkers runs each worker until ctx ends.
 func (a *App) startWorkers(ctx context.Context) {
-	runs := []func(context.Context){a.Catalog.Run, a.Writer.Run, a.Sweeper.Run, a.Sales.Run}
+	runs := []func(context.Context){a.Catalog.Run, a.Writer.Run, a.Sweeper.Run, a.Sales.Run, a.Autotune.Run}
 	if a.Orders != nil && a.cfg.ReconcileInterval > 0 {
 		runs = append(runs, a.Orders.Run)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,16 +33,20 @@ type Line struct {
 	// permutes; valid when Drawn.
 	DrawSize  int64
 	Drawn     bool
-	UpdatedAt time.Time
+	// Autotune: the rate is set by the controller (origin/internal/autotune)
+	// within AutotuneMin and AutotuneMax, until ops set one by hand.
+	Autotune                 bool
+	AutotuneMin, AutotuneMax float64
+	UpdatedAt                time.Time
 }
 
-const lineColumns = `sale_id, seed, rate_per_s, paused, challenge_bits, settings_version, pre_ceiling, post_ceiling, serving_ceiling, serving_raised, draw_size, updated_at`
+const lineColumns = `sale_id, seed, rate_per_s, paused, challenge_bits, settings_version, pre_ceiling, post_ceiling, serving_ceiling, serving_raised, draw_size, autotune, autotune_min, autotune_max, updated_at`
 
 func scanLine(row pgx.Row) (Line, error) {
 	var l Line
 	var draw *int64
 	err := row.Scan(&l.SaleID, &l.Seed, &l.RatePerSecond, &l.Paused, &l.ChallengeBits, &l.SettingsVersion,
-		&l.PreCeiling, &l.PostCeiling, &l.ServingCeiling, &l.ServingRaised, &draw, &l.UpdatedAt)
+		&l.PreCeiling, &l.PostCeiling, &l.ServingCeiling, &l.ServingRaised, &draw, &l.Autotune, &l.AutotuneMin, &l.AutotuneMax, &l.UpdatedAt)
 	if draw != nil {
 		l.DrawSize, l.Drawn = *draw, true
 	}
@@ -85,8 +90,20 @@ type SettingsChange struct {
 	RatePerSecond *float64
 	Paused        *bool
 	ChallengeBits *int
-	Actor         string
+	// Autotune switches the controller on or off; on, it needs the bounds
+	// (AutotuneMin, AutotuneMax) given here or kept from before.
+	Autotune                 *bool
+	AutotuneMin, AutotuneMax *float64
+	Actor                    string
+	// AtVersion, when set, makes the change only while the line's
+	// settings version is still *AtVersion (ErrSettingsChanged otherwise):
+	// the controller's change never overrides one ops made meanwhile.
+	AtVersion *int64
 }
+
+// ErrSettingsChanged: a change made at a settings version no longer in
+// force.
+var ErrSettingsChanged = errors.New("ledger: the line's settings changed meanwhile")
 
 // AdmissionChange is one change of a sale's admission settings, as kept
 // for the ops dashboard: who made it, when, and the settings before and
@@ -120,11 +137,16 @@ func (s *Store) SetLineSettings(ctx context.Context, sale string, change Setting
 		if err != nil {
 			return err
 		}
+		if change.AtVersion != nil && before.SettingsVersion != *change.AtVersion {
+			return ErrSettingsChanged
+		}
 		l, err = scanLine(tx.QueryRow(ctx, `UPDATE sale_lines SET rate_per_s = COALESCE($2, rate_per_s), paused = COALESCE($3, paused),
-				challenge_bits = COALESCE($4, challenge_bits),
+				challenge_bits = COALESCE($4, challenge_bits), autotune = COALESCE($5, autotune),
+				autotune_min = COALESCE($6, autotune_min), autotune_max = COALESCE($7, autotune_max),
 				settings_version = settings_version + 1, settings_at = now(), serving_raised = 0, updated_at = now()
 			WHERE sale_id = $1
-			RETURNING `+lineColumns, sale, change.RatePerSecond, change.Paused, change.ChallengeBits))
+			RETURNING `+lineColumns, sale, change.RatePerSecond, change.Paused, change.ChallengeBits,
+			change.Autotune, change.AutotuneMin, change.AutotuneMax))
 		if err != nil {
 			return err
 		}
@@ -224,4 +246,28 @@ func (s *Store) SealDraw(ctx context.Context, sale string, size int64) (Line, er
 		return Line{}, fmt.Errorf("seal draw of sale %s: %w", sale, err)
 	}
 	return l, nil
+}
+
+// AutotunedLines reads the lines whose rate the controller sets (Autotune)
+// and whose sale is open at now.
+func (s *Store) AutotunedLines(ctx context.Context, now time.Time) ([]Line, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+prefixed("l.", lineColumns)+` FROM sale_lines l JOIN sales s USING (sale_id)
+		WHERE l.autotune AND s.starts_at <= $1 AND s.ends_at > $1 ORDER BY l.sale_id`, now)
+	if err != nil {
+		return nil, fmt.Errorf("autotuned lines: %w", err)
+	}
+	lines, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Line, error) { return scanLine(row) })
+	if err != nil {
+		return nil, fmt.Errorf("autotuned lines: %w", err)
+	}
+	return lines, nil
+}
+
+// prefixed qualifies each column of a comma-separated list with prefix.
+func prefixed(prefix, columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, c := range parts {
+		parts[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -148,6 +148,26 @@ func (s *Service) books(ctx context.Context, sale ledger.Sale) (Books, error) {
 	return out, nil
 }
 
+// Backlog is what the admission controller (origin/internal/autotune)
+// reads of a sale's books: the units Redis has available, the intents
+// Postgres has not applied yet, and when the oldest of them entered the
+// stream (zero when none).
+func (s *Service) Backlog(ctx context.Context, saleID string) (available int64, pending int, oldest time.Time, err error) {
+	sale, err := s.catalog.Get(ctx, saleID)
+	if err != nil {
+		return 0, 0, time.Time{}, err
+	}
+	skus, oldest, err := s.stockBooks(ctx, sale)
+	if err != nil {
+		return 0, 0, time.Time{}, err
+	}
+	for _, k := range skus {
+		available += k.Redis.Available
+		pending += k.PendingIntents
+	}
+	return available, pending, oldest, nil
+}
+
 // stockBooks are the SKU part of a sale's books, and when the oldest intent
 // Postgres has not applied yet entered the stream (zero when none has):
 // the ledger answer and the sale metrics (Collector) both read them here.

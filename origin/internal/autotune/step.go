@@ -1,0 +1,89 @@
+// Package autotune sets a sale's admission rate from what the back end
+// shows, while ops have switched it on for the sale (the line's Autotune):
+// an additive increase each period the checkout is healthy and shoppers
+// are reserving, a multiplicative decrease as soon as one signal says it
+// is overloaded (AIMD, as TCP finds a link's capacity), always within the
+// bounds ops set. One origin at a time runs it (a Postgres lock); each
+// change is recorded like an operator's, its reason in the actor, so the
+// ops dashboard lists it; a rate set by hand switches it off.
+package autotune
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Reading is what the back end showed over one period.
+type Reading struct {
+	Reserves   int           // reserves answered in the period
+	Errors     int           // of them, answered please_wait or 5xx
+	ReserveP99 time.Duration // of the reserves answered in the period
+	RedisP99   time.Duration // of the Redis scripts run in the period
+	Pending    int           // intents the order writer has not applied yet
+	WriterLag  time.Duration // how long the oldest of them has waited
+	Available  int64         // units left to sell
+}
+
+// Targets are what a healthy back end stays within.
+type Targets struct {
+	ReserveP99 time.Duration
+	RedisP99   time.Duration
+	WriterLag  time.Duration
+	Pending    int
+	ErrorShare float64 // of reserves answered please_wait or 5xx
+}
+
+// DefaultTargets keep the seeds' promise with room: an admitted shopper's
+// reserve answered well within a second, the ledger a few seconds behind
+// Redis at most.
+func DefaultTargets() Targets {
+	return Targets{ReserveP99: 250 * time.Millisecond, RedisP99: 50 * time.Millisecond,
+		WriterLag: 5 * time.Second, Pending: 10_000, ErrorShare: 0.01}
+}
+
+// The AIMD constants: a decrease keeps 70 % of the rate; an increase adds
+// a twentieth of the bounds' span, so a sale goes from its floor to its
+// ceiling in twenty healthy periods.
+const (
+	decrease      = 0.7
+	increaseSteps = 20
+)
+
+// Step is the rate after one period at rate in which the back end showed
+// r, kept within [lo, hi], and why it changed ("" when it did not).
+// Overload comes first: any signal past its target decreases the rate.
+// Otherwise the rate holds when nothing is left to sell or nobody
+// reserved (no sign that more shoppers would be served), and rises.
+func Step(rate float64, r Reading, lo, hi float64, t Targets) (float64, string) {
+	// Rates are kept to a tenth of a shopper a second: ops read them.
+	clamp := func(x float64) float64 { return min(max(math.Round(x*10)/10, lo), hi) }
+	if why := overload(r, t); why != "" {
+		return clamp(rate * decrease), why
+	}
+	if r.Available <= 0 || r.Reserves == 0 {
+		return clamp(rate), ""
+	}
+	next := clamp(rate + max((hi-lo)/increaseSteps, 1))
+	if next == rate {
+		return rate, ""
+	}
+	return next, "healthy"
+}
+
+// overload names the first signal past its target, or "".
+func overload(r Reading, t Targets) string {
+	switch {
+	case r.Reserves > 0 && float64(r.Errors) > t.ErrorShare*float64(r.Reserves):
+		return fmt.Sprintf("%d of %d reserves failed", r.Errors, r.Reserves)
+	case r.ReserveP99 > t.ReserveP99:
+		return fmt.Sprintf("reserve p99 %v over %v", r.ReserveP99.Round(time.Millisecond), t.ReserveP99)
+	case r.RedisP99 > t.RedisP99:
+		return fmt.Sprintf("Redis p99 %v over %v", r.RedisP99.Round(time.Millisecond), t.RedisP99)
+	case r.WriterLag > t.WriterLag:
+		return fmt.Sprintf("order writer %v behind, over %v", r.WriterLag.Round(time.Millisecond), t.WriterLag)
+	case r.Pending > t.Pending:
+		return fmt.Sprintf("%d intents not yet in Postgres, over %d", r.Pending, t.Pending)
+	}
+	return ""
+}
