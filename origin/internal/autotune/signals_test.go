@@ -21,7 +21,9 @@ func TestBackEnd(t *testing.T) {
 	reg.MustRegister(requests, scripts)
 	now := time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
 	b := &BackEnd{Gatherer: reg, Clock: func() time.Time { return now },
-		Backlog: func(context.Context, string) (int64, int, time.Time, error) { return 70, 12, now.Add(-3 * time.Second), nil }}
+		Backlog: func(context.Context, string) (int64, int, time.Time, error) {
+			return 70, 12, now.Add(-3 * time.Second), nil
+		}}
 	observe := func(route, status string, seconds float64, n int) {
 		for range n {
 			requests.WithLabelValues(route, status).Observe(seconds)

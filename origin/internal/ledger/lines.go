@@ -31,8 +31,8 @@ type Line struct {
 	ServingRaised int64
 	// DrawSize is the pre-queue's size at the start, which the draw
 	// permutes; valid when Drawn.
-	DrawSize  int64
-	Drawn     bool
+	DrawSize int64
+	Drawn    bool
 	// Autotune: the rate is set by the controller (origin/internal/autotune)
 	// within AutotuneMin and AutotuneMax, until ops set one by hand.
 	Autotune                 bool
