@@ -20,6 +20,25 @@ type admissionJSON struct {
 	NowServing    int64   `json:"now_serving"`
 	QueueLength   int64   `json:"queue_length"`
 	AdmittedTotal int64   `json:"admitted_total"`
+	// Autotune is the origin's admission controller as this node last
+	// heard of it; absent before it has.
+	Autotune *autotuneJSON `json:"autotune,omitempty"`
+}
+
+type autotuneJSON struct {
+	On  bool    `json:"on"`
+	Min float64 `json:"min_rate_per_s"`
+	Max float64 `json:"max_rate_per_s"`
+}
+
+// autotuneOf is the sale's autotune setting as this node last heard the
+// origin's copy of its line, or nil.
+func (s *Server) autotuneOf(sale string) *autotuneJSON {
+	row, ok := s.Line.Durable(sale)
+	if !ok {
+		return nil
+	}
+	return &autotuneJSON{On: row.Autotune, Min: row.AutotuneMin, Max: row.AutotuneMax}
 }
 
 func admissionOf(st queue.State) admissionJSON {
@@ -38,7 +57,9 @@ func (s *Server) getAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	if !v.Fresh(s.Clock()) {
 		return admission.ErrCursorStale
 	}
-	httpapi.WriteJSON(ctx, fasthttp.StatusOK, admissionOf(v.State))
+	a := admissionOf(v.State)
+	a.Autotune = s.autotuneOf(params[0])
+	httpapi.WriteJSON(ctx, fasthttp.StatusOK, a)
 	return nil
 }
 
@@ -59,13 +80,20 @@ func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 		RatePerSecond *float64 `json:"rate_per_s"`
 		Paused        *bool    `json:"paused"`
 		ChallengeBits *int     `json:"challenge_bits"`
+		Autotune      *bool    `json:"autotune"`
+		AutotuneMin   *float64 `json:"autotune_min_rate_per_s"`
+		AutotuneMax   *float64 `json:"autotune_max_rate_per_s"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(ctx.PostBody()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&settings); err != nil {
 		return errAdmissionBody
 	}
-	body := line.Change{RatePerSecond: settings.RatePerSecond, Paused: settings.Paused, ChallengeBits: settings.ChallengeBits}
+	body := line.Change{RatePerSecond: settings.RatePerSecond, Paused: settings.Paused, ChallengeBits: settings.ChallengeBits,
+		Autotune: settings.Autotune, AutotuneMin: settings.AutotuneMin, AutotuneMax: settings.AutotuneMax}
+	if !validAutotune(body) {
+		return errAutotune
+	}
 	if body.RatePerSecond != nil && (*body.RatePerSecond < 0 || *body.RatePerSecond > 1e6) {
 		return errRate
 	}
@@ -88,6 +116,22 @@ func (s *Server) putAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	if !applied {
 		status = fasthttp.StatusAccepted
 	}
-	httpapi.WriteJSON(ctx, status, admissionOf(st))
+	a := admissionOf(st)
+	a.Autotune = s.autotuneOf(params[0])
+	httpapi.WriteJSON(ctx, status, a)
 	return nil
+}
+
+// validAutotune: the bounds come together (0 <= min <= max <= 1,000,000,
+// max > 0), and with autotune when it is switched on, as the origin takes
+// them.
+func validAutotune(c line.Change) bool {
+	if (c.AutotuneMin == nil) != (c.AutotuneMax == nil) {
+		return false
+	}
+	if c.AutotuneMin == nil {
+		return c.Autotune == nil || !*c.Autotune
+	}
+	lo, hi := *c.AutotuneMin, *c.AutotuneMax
+	return lo >= 0 && lo <= hi && hi > 0 && hi <= 1e6
 }

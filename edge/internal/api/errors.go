@@ -20,6 +20,7 @@ const (
 	codeInvalidRate   = "invalid_rate"
 	// codeInvalidChallengeBits: an admin PUT's proof-of-work difficulty.
 	codeInvalidChallengeBits = "invalid_challenge_bits"
+	codeInvalidAutotune      = "invalid_autotune"
 	codeNotReady             = "not_ready" // GET /readyz while the node is not ready
 	codeMissingToken         = "missing_token"
 	// codeSuperseded: a queue token from before Redis lost the line, for an
@@ -54,7 +55,9 @@ var (
 		`The body must be JSON like {"rate_per_s": 2000, "paused": false, "challenge_bits": 17}.`)
 	errRate          = httpapi.New(fasthttp.StatusBadRequest, codeInvalidRate, "rate_per_s must be 0 to 1,000,000.")
 	errChallengeBits = httpapi.New(fasthttp.StatusBadRequest, codeInvalidChallengeBits, "challenge_bits must be 0 (none) to 32.")
-	errNoFile        = httpapi.New(fasthttp.StatusNotFound, httpapi.CodeNotFound, "There is no such file.")
+	errAutotune      = httpapi.New(fasthttp.StatusBadRequest, codeInvalidAutotune,
+		"autotune_min_rate_per_s and autotune_max_rate_per_s come together (0 to 1,000,000, min <= max, max > 0), and with autotune: true.")
+	errNoFile = httpapi.New(fasthttp.StatusNotFound, httpapi.CodeNotFound, "There is no such file.")
 	// Status polls and reserves carry the shopper's user token besides
 	// the queue or admission token.
 	errNoUserToken = httpapi.New(fasthttp.StatusUnauthorized, codeMissingToken,

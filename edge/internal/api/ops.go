@@ -162,6 +162,7 @@ func (s *Server) getOverview(ctx *fasthttp.RequestCtx, _ []string) error {
 			sale.Current, sale.Fresh = v.Current(now), v.Fresh(now)
 			if v.HasState {
 				a := admissionOf(v.State)
+				a.Autotune = s.autotuneOf(e.Sale.SaleID)
 				sale.Admission = &a
 			}
 		}

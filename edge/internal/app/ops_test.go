@@ -161,3 +161,44 @@ func TestOpsRoutes(t *testing.T) {
 		t.Errorf("GET overview with the origin gone = %d %s (%v), want 200 with the sale", res.Status, res.Body, err)
 	}
 }
+
+// Autotune switched on through the edge's admin route, with its bounds,
+// shows in the admission answer and the overview; bounds that do not make
+// sense are refused at the edge; a rate set by hand switches it off.
+func TestAutotuneThroughTheEdge(t *testing.T) {
+	t.Parallel()
+	o, counting := realOrigin(t)
+	const sale = "autotuneedge"
+	o.MustCreateSale(t, origintest.OpenSale(sale, 25, 600))
+	n := edgetest.StartNode(t, edgetest.Config(edgetest.NewRedis(t), counting.URL))
+	n.WaitSale(t, sale)
+	for _, body := range []string{`{"autotune": true}`, `{"autotune": true, "autotune_min_rate_per_s": 5}`,
+		`{"autotune": true, "autotune_min_rate_per_s": 50, "autotune_max_rate_per_s": 5}`} {
+		if res := putAdmission(t, n, sale, body); res.Status != fasthttp.StatusBadRequest || res.ErrorCode() != "invalid_autotune" {
+			t.Errorf("PUT %s = %d %s, want 400 invalid_autotune", body, res.Status, res.Body)
+		}
+	}
+	type answer struct {
+		RatePerSecond float64 `json:"rate_per_s"`
+		Autotune      *struct {
+			On      bool    `json:"on"`
+			MinRate float64 `json:"min_rate_per_s"`
+			MaxRate float64 `json:"max_rate_per_s"`
+		} `json:"autotune"`
+	}
+	res := putAdmission(t, n, sale, `{"autotune": true, "autotune_min_rate_per_s": 20, "autotune_max_rate_per_s": 400}`)
+	var a answer
+	if err := json.Unmarshal(res.Body, &a); res.Status != 200 || err != nil || a.Autotune == nil || !a.Autotune.On ||
+		a.Autotune.MinRate != 20 || a.Autotune.MaxRate != 400 {
+		t.Fatalf("PUT autotune on = %d %s (%v), want it on, 20 to 400", res.Status, res.Body, err)
+	}
+	res = n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/sales/" + sale + "/admission"})
+	if err := json.Unmarshal(res.Body, &a); err != nil || a.Autotune == nil || !a.Autotune.On {
+		t.Errorf("GET admission = %s, want autotune on", res.Body)
+	}
+	res = putAdmission(t, n, sale, `{"rate_per_s": 33}`)
+	a = answer{}
+	if err := json.Unmarshal(res.Body, &a); res.Status != 200 || err != nil || a.Autotune == nil || a.Autotune.On || a.RatePerSecond != 33 {
+		t.Errorf("PUT rate by hand = %d %s, want 33 with autotune off", res.Status, res.Body)
+	}
+}

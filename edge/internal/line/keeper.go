@@ -247,6 +247,17 @@ func (k *Keeper) landed(sale string) {
 	}
 }
 
+// Durable returns the origin's copy of a sale's line with the newest
+// settings this node has heard of (within SyncInterval of the origin's).
+func (k *Keeper) Durable(sale string) (Row, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if s := k.sales[sale]; s != nil && s.heard {
+		return s.durable, true
+	}
+	return Row{}, false
+}
+
 // Seed returns a sale's durable draw seed once this node has read it.
 func (k *Keeper) Seed(sale string) ([]byte, bool) {
 	k.mu.Lock()

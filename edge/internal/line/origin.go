@@ -28,6 +28,11 @@ type Row struct {
 	// settings version: it never lowers the serving ceiling below it.
 	ServingRaised int64  `json:"serving_raised"`
 	DrawSize      *int64 `json:"draw_size"` // nil until sealed
+	// Autotune: the origin's controller sets the rate within the bounds
+	// (origin/internal/autotune); not part of Redis's settings.
+	Autotune    bool    `json:"autotune"`
+	AutotuneMin float64 `json:"autotune_min_rate_per_s"`
+	AutotuneMax float64 `json:"autotune_max_rate_per_s"`
 }
 
 // Proposal is what an edge proposes when it creates a line: the first
@@ -153,6 +158,12 @@ type Change struct {
 	RatePerSecond *float64 `json:"rate_per_s,omitempty"`
 	Paused        *bool    `json:"paused,omitempty"`
 	ChallengeBits *int     `json:"challenge_bits,omitempty"`
+	// Autotune switches the origin's admission controller on or off; its
+	// bounds come together, and with it switched on. A rate without it
+	// switches it off.
+	Autotune    *bool    `json:"autotune,omitempty"`
+	AutotuneMin *float64 `json:"autotune_min_rate_per_s,omitempty"`
+	AutotuneMax *float64 `json:"autotune_max_rate_per_s,omitempty"`
 	// Actor is who makes the change, as the origin keeps it with the
 	// change for the ops dashboard (the admin token, the address, the
 	// operator's name); not a setting.

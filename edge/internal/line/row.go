@@ -18,6 +18,15 @@ func (r Row) WithSettings(c Change) Row {
 	if c.ChallengeBits != nil {
 		r.ChallengeBits = *c.ChallengeBits
 	}
+	switch {
+	case c.Autotune != nil:
+		r.Autotune = *c.Autotune
+	case c.RatePerSecond != nil:
+		r.Autotune = false // a rate set by hand
+	}
+	if c.AutotuneMin != nil && c.AutotuneMax != nil {
+		r.AutotuneMin, r.AutotuneMax = *c.AutotuneMin, *c.AutotuneMax
+	}
 	r.SettingsVersion++
 	r.ServingRaised = 0
 	return r

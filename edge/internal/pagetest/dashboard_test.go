@@ -83,6 +83,23 @@ func TestOpsDashboard(t *testing.T) {
 	p.do("confirm", chromedp.Click(chromedp.ID("confirm-ok")))
 	inForce(t, limit, []*edgetest.Node{a, b}, sale, "resumed", func(_ float64, paused bool) bool { return !paused })
 
+	// The rate tuning itself between bounds, then stopped.
+	p.do("ask to tune from 5 to 80", chromedp.SendKeys(chromedp.ID("autotune-min"), "5"),
+		chromedp.SendKeys(chromedp.ID("autotune-max"), "80"), chromedp.Click(chromedp.CSS("#autotune-form button[type=submit]")))
+	p.waitUntil("the confirmation", `document.getElementById('confirm').open &&
+		document.getElementById('confirm-text').textContent.includes('between 5 and 80')`, 5*time.Second)
+	p.do("confirm", chromedp.Click(chromedp.ID("confirm-ok")))
+	p.waitUntil("the sale tuning itself", `document.querySelector('#sales tbody tr').textContent.includes('tuning itself') &&
+		document.getElementById('autotune-state').textContent.includes('between 5 and 80') &&
+		!document.getElementById('autotune-off').hidden &&
+		document.querySelector('#changes tbody tr').textContent.includes('tuning itself')`, 10*time.Second)
+	p.screenshot("dashboard-autotune.png")
+	p.do("stop tuning", chromedp.Click(chromedp.ID("autotune-off")))
+	p.waitUntil("the confirmation", `document.getElementById('confirm').open`, 5*time.Second)
+	p.do("confirm", chromedp.Click(chromedp.ID("confirm-ok")))
+	p.waitUntil("the rate set by hand again", `document.getElementById('autotune-state').textContent === 'The rate is set by hand.' &&
+		document.querySelector('#changes tbody tr').textContent.includes('tuning stopped')`, 10*time.Second)
+
 	// Redis gone: a banner; a change then is recorded, not in effect, and
 	// says so until Redis is back and takes it.
 	redisSrv.Stop()

@@ -211,6 +211,7 @@ type admissionSettingsJSON struct {
 	RatePerSecond float64 `json:"rate_per_s"`
 	Paused        bool    `json:"paused"`
 	ChallengeBits int     `json:"challenge_bits"`
+	Autotune      bool    `json:"autotune"`
 }
 
 // maxChanges bounds the changes one read answers.

@@ -122,6 +122,7 @@ type AdmissionSettings struct {
 	RatePerSecond float64
 	Paused        bool
 	ChallengeBits int
+	Autotune      bool
 }
 
 // SetLineSettings makes change to a sale's line and bumps the settings
@@ -151,10 +152,11 @@ func (s *Store) SetLineSettings(ctx context.Context, sale string, change Setting
 			return err
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO admission_changes (sale_id, actor, settings_version,
-				rate_before, rate_after, paused_before, paused_after, challenge_bits_before, challenge_bits_after)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+				rate_before, rate_after, paused_before, paused_after, challenge_bits_before, challenge_bits_after,
+				autotune_before, autotune_after)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 			sale, change.Actor, l.SettingsVersion, before.RatePerSecond, l.RatePerSecond, before.Paused, l.Paused,
-			before.ChallengeBits, l.ChallengeBits)
+			before.ChallengeBits, l.ChallengeBits, before.Autotune, l.Autotune)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -170,7 +172,7 @@ func (s *Store) SetLineSettings(ctx context.Context, sale string, change Setting
 // first.
 func (s *Store) AdmissionChanges(ctx context.Context, sale string, limit int) ([]AdmissionChange, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, sale_id, at, actor, settings_version, rate_before, rate_after,
-			paused_before, paused_after, challenge_bits_before, challenge_bits_after
+			paused_before, paused_after, challenge_bits_before, challenge_bits_after, autotune_before, autotune_after
 		FROM admission_changes WHERE sale_id = $1 ORDER BY id DESC LIMIT $2`, sale, limit)
 	if err != nil {
 		return nil, fmt.Errorf("admission changes of sale %s: %w", sale, err)
@@ -178,7 +180,7 @@ func (s *Store) AdmissionChanges(ctx context.Context, sale string, limit int) ([
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AdmissionChange, error) {
 		var c AdmissionChange
 		err := row.Scan(&c.ID, &c.Sale, &c.At, &c.Actor, &c.SettingsVersion, &c.Before.RatePerSecond, &c.After.RatePerSecond,
-			&c.Before.Paused, &c.After.Paused, &c.Before.ChallengeBits, &c.After.ChallengeBits)
+			&c.Before.Paused, &c.After.Paused, &c.Before.ChallengeBits, &c.After.ChallengeBits, &c.Before.Autotune, &c.After.Autotune)
 		c.At = c.At.UTC()
 		return c, err
 	})

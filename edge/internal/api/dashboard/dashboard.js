@@ -178,7 +178,8 @@ function renderSales(ov) {
     const m = measured(s.sale_id);
     cell(tr, m === null ? "…" : fmt.format(Math.round(m * 10) / 10), "num");
     cell(tr, fmt.format(s.available), "num");
-    const adm = cell(tr, a ? (a.paused ? "PAUSED" : "running") : "unknown");
+    const tuned = a && a.autotune && a.autotune.on ? ", tuning itself" : "";
+    const adm = cell(tr, a ? (a.paused ? "PAUSED" : "running") + tuned : "unknown");
     if (a && a.paused) adm.className = "paused";
     const pick = () => { state.selected = s.sale_id; refresh(); };
     tr.addEventListener("click", pick);
@@ -196,6 +197,12 @@ async function refreshSale(banners) {
   if (document.activeElement !== rate && s.admission) rate.placeholder = String(s.admission.rate_per_s);
   $("pause").hidden = !s.admission || s.admission.paused;
   $("resume").hidden = !s.admission || !s.admission.paused;
+  const at = s.admission && s.admission.autotune;
+  $("autotune-off").hidden = !(at && at.on);
+  $("autotune-state").textContent = at && at.on
+    ? "The rate tunes itself between " + at.min_rate_per_s + " and " + at.max_rate_per_s +
+      " shoppers a second, from the back end's latency, errors and backlog; a rate set by hand stops it."
+    : "The rate is set by hand.";
   const id = encodeURIComponent(s.sale_id);
   try {
     const [books, changes] = await Promise.all([
@@ -249,6 +256,7 @@ function describe(c) {
   if (b.rate_per_s !== a.rate_per_s) what.push("rate " + b.rate_per_s + " → " + a.rate_per_s + " /s");
   if (b.paused !== a.paused) what.push(a.paused ? "paused" : "resumed");
   if (b.challenge_bits !== a.challenge_bits) what.push("proof of work " + b.challenge_bits + " → " + a.challenge_bits + " bits");
+  if (b.autotune !== a.autotune) what.push(a.autotune ? "tuning itself" : "tuning stopped");
   return what.length ? what.join(", ") : "no change (" + a.rate_per_s + " /s, " + (a.paused ? "paused" : "running") + ")";
 }
 
@@ -344,6 +352,17 @@ $("rate-form").addEventListener("submit", (e) => {
   const from = s && s.admission ? s.admission.rate_per_s : "?";
   change({ rate_per_s: v }, "Change the admission rate of " + state.selected + " from " + from + " to " + v + " shoppers a second.")
     .then(() => { $("rate").value = ""; });
+});
+$("autotune-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const lo = Number($("autotune-min").value), hi = Number($("autotune-max").value);
+  change({ autotune: true, autotune_min_rate_per_s: lo, autotune_max_rate_per_s: hi },
+    "Let the admission rate of " + state.selected + " tune itself between " + lo + " and " + hi + " shoppers a second.");
+});
+$("autotune-off").addEventListener("click", () => {
+  const s = state.overview.sales.find((x) => x.sale_id === state.selected);
+  const rate = s && s.admission ? s.admission.rate_per_s : 0;
+  change({ rate_per_s: rate }, "Stop tuning " + state.selected + " and keep its rate at " + rate + " shoppers a second.");
 });
 $("pause").addEventListener("click", () =>
   change({ paused: true }, "Pause admission to " + state.selected + ": nobody more is let in until you resume."));
