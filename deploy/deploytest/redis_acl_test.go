@@ -36,6 +36,8 @@ var edgeCommandArgs = map[string][]string{
 	"HMGET":   {"K", "f", "g"},
 	"HSET":    {"K", "f", "1"},
 	"HSETNX":  {"K", "f", "1"},
+	"HGETALL": {"K"},
+	"HDEL":    {"K", "f"},
 	"RPUSH":   {"K", "1"},
 	"LTRIM":   {"K", "0", "9"},
 	"EVAL":    {"return 1", "1", "K"},
