@@ -14,7 +14,7 @@ GO ?= go
 export GOTESTFLAGS
 export GOTESTPKGS
 
-.PHONY: help run run-cluster test build image bench bench-capacity bench-scaling bench-regions bench-reserve bench-edge chaos fmt vet clean
+.PHONY: help run run-cluster test build image bench bench-capacity bench-scaling bench-regions bench-autotune bench-reserve bench-edge chaos fmt vet clean
 
 help: ## list the targets
 	@echo "flashgate targets:"
@@ -54,6 +54,14 @@ bench-scaling: ## the scaling law: the standard sale with 20,000 and 100,000 sho
 
 bench-regions: ## one sale across two regions: make run-cluster with edge2 REGION_DELAY (60ms) each way from Redis, the crowd split between them, times per region; CROWD_FLAGS=...
 	deploy/local/regions.sh
+
+# bin/crowd's autotuneCommand reads these first flags as make bench-autotune itself (its compareFlags); keep the two the same.
+bench-autotune: ## admission that tunes itself: the capacity (admission unthrottled), then the same sale with autotune 100–8,000/s, at a fixed rate 3× the capacity and at a quarter of it, on the stack as make run starts it with FLASHGATE_AUTOTUNE_PERIOD=2s; .data/autotune/<time>/ (~5 min); AUTOTUNE_FLAGS=...
+	@here=deploy/local; . deploy/local/lib.sh; bench_pinning; \
+	export FLASHGATE_TRUSTED_PROXIES="$${FLASHGATE_TRUSTED_PROXIES:-127.0.0.1/32}" FLASHGATE_AUTOTUNE_PERIOD="$${FLASHGATE_AUTOTUNE_PERIOD:-2s}"; \
+	if [[ -z "$${FLASHGATE_ADMIN_TOKEN:-}" ]]; then export FLASHGATE_ADMIN_TOKEN="$$(openssl rand -base64 32)"; fi; \
+	export FLASHGATE_RUN_THEN="bin/crowd -autotune-compare -autotune-min 100 -autotune-max 8000 $(AUTOTUNE_FLAGS)"; \
+	exec deploy/local/run.sh
 
 bench-reserve: ## the reserve-path benchmark (bench/reservebench): script path, durability options, HTTP path; RESERVE_FLAGS=...
 	deploy/local/bench.sh ./bench/reservebench $(RESERVE_FLAGS)

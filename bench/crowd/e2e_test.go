@@ -168,6 +168,12 @@ func checkRun(t *testing.T, res *crowdsim.Result, sc crowdsim.Scenario) {
 			t.Errorf("ledger %s: drift %v, pending %d; want Redis and Postgres agreeing", k.SKU, k.Drift, k.Pending)
 		}
 	}
+	// The rate over the run, read from the edge's admin listener once a
+	// second, and the set-up's change as the origin recorded it.
+	if a := res.Admission; a == nil || len(a.Samples) < 2 || a.Samples[len(a.Samples)-1].RatePerS != sc.RatePerS ||
+		len(a.Changes) == 0 || a.Changes[len(a.Changes)-1].AfterRatePerS != sc.RatePerS {
+		t.Errorf("admission %+v; want samples and a change at the rate set, %g/s", a, sc.RatePerS)
+	}
 }
 
 const (

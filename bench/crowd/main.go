@@ -8,6 +8,12 @@
 // baseline's sale reset, and per design the highest rate that keeps the
 // promise (p99 time to an honest answer ≤ 2 s, 0 5xx, 0 oversold), written
 // as capacity.md, capacity.json and capacity.png.
+//
+// With -autotune-compare it runs the autotune comparison instead (`make
+// bench-autotune`): the capacity with admission unthrottled, then the same
+// sale with the origin's admission controller on (-autotune-min,
+// -autotune-max), at a fixed rate too high and at one too low, each a
+// fresh sale, written as autotune.md, autotune.json and autotune.png.
 package main
 
 import (

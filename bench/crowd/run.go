@@ -41,6 +41,22 @@ type options struct {
 	// CPUProfile, when set, is where the simulator's own CPU profile goes
 	// (CPUProfile.crowd.pprof): where the load generator spends its core.
 	CPUProfile string
+	// Compare plays the autotune comparison (make bench-autotune) instead
+	// of the standard run: the scenario with the origin's admission
+	// controller on (Config.Autotune), then at a fixed rate too high and
+	// too low, CompareRounds times, beside the capacity.
+	Compare       bool
+	CompareRounds int
+	// TooHighPerS and TooLowPerS are the comparison's fixed rates
+	// (admissions/s); 0: 3× and a quarter of the capacity.
+	TooHighPerS, TooLowPerS float64
+	// CapacityPerS is the stack's holds granted per second with admission
+	// unthrottled, measured before; 0: the comparison measures it first
+	// (the ceiling run, CeilingShoppers).
+	CapacityPerS float64
+	// AutotunePeriod is FLASHGATE_AUTOTUNE_PERIOD as the stack was given
+	// it, for the comparison's report ("": unset).
+	AutotunePeriod string
 	// DefenceModes are the standard run's runs of the same scenario, each
 	// with the defences against bots switched so (crowdsim.DefencesOff,
 	// crowdsim.DefencesOn): make bench runs off, then on. Empty: one run
@@ -54,7 +70,7 @@ type options struct {
 const benchFlags = "-smart-bots 1000 -defences off,on -device-bits 14"
 
 func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
-	o := options{Config: crowdsim.Config{Scenario: crowdsim.DefaultScenario()}, Naive: true, CeilingShoppers: 20_000, SweepRetries: 2}
+	o := options{Config: crowdsim.Config{Scenario: crowdsim.DefaultScenario()}, Naive: true, CeilingShoppers: 20_000, SweepRetries: 2, CompareRounds: 1}
 	fs := flag.NewFlagSet("crowd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	// Through envflag: its secrets never become defaults, so -h and a
@@ -103,6 +119,17 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	fs.IntVar(&sc.HoldTTLS, "hold-ttl", sc.HoldTTLS, "the sale's hold time in seconds (short, so unpaid holds return within the run)")
 	fs.Float64Var(&sc.MaxDurationS, "max-duration", sc.MaxDurationS, "seconds after the start at which the crowd is stopped")
 	fs.IntVar(&sc.MaxRequests, "max-requests", sc.MaxRequests, "requests after which the crowd is stopped")
+	fs.Float64Var(&o.Autotune.MinRatePerS, "autotune-min", 0, "hand the sale's admission rate to the origin's controller (origin/internal/autotune), "+
+		"starting at -rate: the lowest rate it may set (admissions/s; with -autotune-max)")
+	fs.Float64Var(&o.Autotune.MaxRatePerS, "autotune-max", 0, "the highest admission rate the origin's controller may set (admissions/s; 0 with -autotune-min 0: autotune off)")
+	fs.BoolVar(&o.Compare, "autotune-compare", false, "the autotune comparison (make bench-autotune) instead of the standard run: the capacity "+
+		"(a ceiling run, unless -capacity), then the same crowd (see autotuneScenario; scenario flags change it, -shoppers and -stock 0 "+
+		"size it from the capacity) with autotune between -autotune-min and -autotune-max from -rate (0: the rate too low), at -too-high-rate, "+
+		"and at -too-low-rate, each a fresh sale, -compare-rounds times; no naive baseline")
+	fs.Float64Var(&o.TooHighPerS, "too-high-rate", 0, "the comparison's fixed rate too high (admissions/s; 0: 3× the capacity)")
+	fs.Float64Var(&o.TooLowPerS, "too-low-rate", 0, "the comparison's fixed rate too low (admissions/s; 0: a quarter of the capacity)")
+	fs.Float64Var(&o.CapacityPerS, "capacity", 0, "the comparison's capacity, holds granted per second with admission unthrottled, measured before (0: measure it first)")
+	fs.IntVar(&o.CompareRounds, "compare-rounds", o.CompareRounds, "how many rounds of its three runs the comparison plays, interleaved")
 	var seed int64
 	fs.Int64Var(&seed, "seed", 1, "seed of the crowd's randomness")
 	fs.BoolVar(&o.Naive, "naive", o.Naive, "also run the naive baseline under the same crowd")
@@ -131,6 +158,14 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		_ = fs.Parse(args)
 		sc.Shoppers = max(1, int(math.Round(o.Sweep[0]*sc.BurstS)))
 	}
+	if o.Compare {
+		// As with -sweep: the scenario flags given apply to the
+		// comparison's scenario.
+		o.Scenario = autotuneScenario()
+		_ = fs.Parse(args)
+		o.Naive = false
+		o.AutotunePeriod = getenv("FLASHGATE_AUTOTUNE_PERIOD")
+	}
 	if scaling != "" {
 		var err error
 		if o.Scaling, err = parseSizes(scaling); err != nil {
@@ -155,8 +190,8 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		return options{}, errors.New("the user-token secret is required (FLASHGATE_USER_TOKEN_SECRET)")
 	case o.Naive && o.PostgresURL == "" && o.NaiveURL == "":
 		return options{}, errors.New("the naive baseline needs FLASHGATE_POSTGRES_URL or a naive server (-naive-url), or -naive=false")
-	case sc.Shoppers < 1 || sc.Stock < 1:
-		return options{}, errors.New("shoppers and stock must be positive")
+	case sc.Shoppers < 0 || sc.Stock < 0 || !o.Compare && (sc.Shoppers == 0 || sc.Stock == 0):
+		return options{}, errors.New("shoppers and stock must be positive (0 sizes them from the capacity with -autotune-compare)")
 	case o.FarShare <= 0 || o.FarShare >= 1:
 		return options{}, errors.New("-far-share must be between 0 and 1")
 	case o.SweepRetries < 0:
@@ -165,6 +200,22 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		return options{}, errors.New("-scaling is a run of its own: not with -sweep or -ceiling")
 	case o.DefenceModes != nil && (o.Sweep != nil || o.Scaling != nil):
 		return options{}, errors.New("-defences is the standard run's: not with -sweep or -scaling")
+	case o.Compare && (o.Sweep != nil || o.Scaling != nil || o.DefenceModes != nil):
+		return options{}, errors.New("-autotune-compare is a run of its own: not with -sweep, -scaling or -defences")
+	case o.Compare && !o.Autotune.On():
+		return options{}, errors.New("-autotune-compare needs the controller's bounds: -autotune-min and -autotune-max")
+	case o.Compare && (o.CompareRounds < 1 || o.TooHighPerS < 0 || o.TooLowPerS < 0 || o.CapacityPerS < 0 || sc.RatePerS < 0):
+		return options{}, errors.New("-compare-rounds must be positive, -too-high-rate, -too-low-rate, -capacity and -rate not negative")
+	}
+	// The comparison's starting rate may come from the capacity: only its
+	// bounds are known now.
+	if err := o.Autotune.ValidBounds(); err != nil {
+		return options{}, err
+	}
+	if !o.Compare {
+		if err := o.Autotune.Validate(sc.RatePerS); err != nil {
+			return options{}, err
+		}
 	}
 	if err := o.Defences.Validate(); err != nil {
 		return options{}, err
@@ -189,6 +240,8 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 			kind = "capacity"
 		case o.Scaling != nil:
 			kind = "scaling"
+		case o.Compare:
+			kind = "autotune"
 		}
 		o.Out = filepath.Join(".data", kind, time.Now().UTC().Format("20060102-150405"))
 	}
@@ -217,6 +270,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if o.Scaling != nil {
 		return runScaling(ctx, o, scalingCommand(args), stdout)
 	}
+	if o.Compare {
+		return runComparison(ctx, o, autotuneCommand(args), stdout, crowdsim.Run)
+	}
 	var runs crowdreport.Runs
 	fg, err := runDefences(ctx, o, command(args), &runs, crowdsim.Run)
 	if err != nil {
@@ -232,7 +288,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if o.Ceiling {
 		c := o.Config
-		c.SaleID, c.Defences.Mode = "", ""
+		c.SaleID, c.Defences.Mode, c.Autotune = "", "", crowdsim.Autotune{}
 		c.Scenario = ceilingScenario(o.Scenario, o.CeilingShoppers)
 		ceil, err := crowdsim.Run(ctx, c)
 		if err != nil {

@@ -46,6 +46,9 @@ type Result struct {
 	// ReservesPerS is the holds granted (201s) per second, from the first
 	// to the last.
 	ReservesPerS float64 `json:"reserves_per_s"`
+	// Admission is the sale's admission rate over the run and the changes
+	// recorded for it (flashgate runs; nil for the naive baseline).
+	Admission *Admission `json:"admission,omitempty"`
 
 	// CPU is the CPU seconds each process group used while the crowd ran
 	// (read from /proc): where the machine's cores went.

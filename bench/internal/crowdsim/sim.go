@@ -50,6 +50,9 @@ type Config struct {
 	// Defences are the stack's defences against bots the run switches on
 	// or off (none: it leaves them as they are), and the devices' model.
 	Defences Defences
+	// Autotune, when on, hands the sale's admission rate to the origin's
+	// controller from Scenario.RatePerS on; zero: the rate stays fixed.
+	Autotune Autotune
 
 	// NaiveURL is a naive baseline server of its own process
 	// (bench/naiveserver), which RunNaive resets and plays against; ""
@@ -158,6 +161,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Defences.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.Autotune.Validate(cfg.RatePerS); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	if cfg.SaleID == "" {
 		cfg.SaleID = fmt.Sprintf("crowd-%d", time.Now().Unix())
@@ -201,6 +207,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	go s.cpu.run(runCtx, cfg.Services, s.since)
 	go s.watchBudget(runCtx, cancel)
+	rates := s.newRateWatch()
+	rateTicks := time.NewTicker(time.Second)
+	defer rateTicks.Stop()
+	go rates.run(runCtx, rateTicks.C)
 	cfg.Progress("%s: %d shoppers (%d bots) for %d units at %g/s, defences %s; the sale opens in %v",
 		s.sale, len(shoppers), cfg.BotAccounts(), cfg.Stock, cfg.RatePerS, cmp.Or(cfg.Defences.Mode, "as the stack has them"),
 		time.Until(s.zero).Round(100*time.Millisecond))
@@ -231,6 +241,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.CoreLoopMs = [2]map[string]float64{coresBefore, CoreSpeeds()}
 	res.CPUs, res.Nice = cpuAffinity(cfg.Services)
 	s.finish(ctx, res, shoppers)
+	s.admission(ctx, res, rates)
 	res.Notes = append(res.Notes, defenceNotes(res.Bots)...)
 	res.Stages = stages(res.Endpoints, stagesBefore, stagesAfter)
 	res.Notes = append(res.Notes, stagesBefore.notes...)
@@ -261,8 +272,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// setUp creates the sale, sets its admission rate and waits until the edge
-// serves it; the sale opens PreQueueS (plus a moment) from now.
+// setUp creates the sale, sets its admission rate (and hands it to the
+// origin's controller with Autotune on) and waits until the edge serves
+// it; the sale opens PreQueueS (plus a moment) from now.
 func (s *sim) setUp(ctx context.Context) error {
 	s.zero = time.Now().Add(3*time.Second + time.Duration(s.cfg.PreQueueS*float64(time.Second))).Truncate(time.Second).Add(time.Second)
 	// The sale ends a minute after the run's last hold could run out: a
@@ -297,11 +309,14 @@ func (s *sim) setUp(ctx context.Context) error {
 		rate = 1_000_000 // unthrottled
 	}
 	admission := map[string]any{"rate_per_s": rate}
+	if a := s.cfg.Autotune; a.On() {
+		admission["autotune"], admission["autotune_min_rate_per_s"], admission["autotune_max_rate_per_s"] = true, a.MinRatePerS, a.MaxRatePerS
+	}
 	if bits := s.cfg.Defences.challengeBits(); bits != nil {
 		admission["challenge_bits"] = *bits
 	}
 	if status, body, err := s.admin(ctx, "PUT", s.cfg.EdgeAdminURL+"/admin/sales/"+s.sale+"/admission", admission); err != nil || status != 200 {
-		return fmt.Errorf("crowd: set the admission rate and proof of work: %d %s %v", status, body, err)
+		return fmt.Errorf("crowd: set the admission rate, autotune and proof of work: %d %s %v", status, body, err)
 	}
 	s.setTarpit(ctx)
 	if time.Until(s.zero) < time.Duration(s.cfg.PreQueueS*float64(time.Second)) {
