@@ -1,13 +1,10 @@
 package app_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,24 +18,7 @@ import (
 // payerRefusals reads flashgate_origin_payer_refusals_total from /metrics.
 func payerRefusals(t *testing.T, o *origintest.Origin) int {
 	t.Helper()
-	const name = "flashgate_origin_payer_refusals_total "
-	status, body := o.DoAdmin(t, origintest.Request{Method: "GET", Path: "/metrics", Token: origintest.AdminToken})
-	if status != 200 {
-		t.Fatalf("GET /metrics = %d", status)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s%s: %v", name, v, err)
-			}
-			return int(n)
-		}
-	}
-	t.Fatalf("GET /metrics has no %s", strings.TrimSpace(name))
-	return 0
+	return int(metric(t, o, "flashgate_origin_payer_refusals_total"))
 }
 
 // waitRefundIssued waits until the order reads refunded with its refund
