@@ -170,6 +170,9 @@ func TestCollectorReportsTheBooks(t *testing.T) {
 	if d := diff(gather(t, c), saleSeries(redisBook, postgresBook, Counts{}, 2, 7.5, 0)); d != "" {
 		t.Errorf("with two intents pending:\n%s", d)
 	}
+	if b, err := f.Books(ctx, "s1"); err != nil || b.WriterLagSeconds != 7.5 {
+		t.Errorf("ledger answer's writer_lag_s = %+v, %v; want 7.5", b.WriterLagSeconds, err)
+	}
 
 	// In the expiry index, u1's hold expired 11 s ago and u2's 5 s ago
 	// (by Redis's clock, this machine's): only u1's is overdue.

@@ -89,6 +89,9 @@ func (s *Service) stock(ctx context.Context, sale ledger.Sale) (map[string]inten
 type Books struct {
 	SaleID string     `json:"sale_id"`
 	SKUs   []SKUBooks `json:"skus"`
+	// WriterLagSeconds is how long the oldest intent Postgres has not
+	// applied yet has waited in the stream; 0 when none is pending.
+	WriterLagSeconds float64 `json:"writer_lag_s"`
 	Durability
 }
 
@@ -137,11 +140,14 @@ func (s *Service) Books(ctx context.Context, saleID string) (Books, error) {
 }
 
 func (s *Service) books(ctx context.Context, sale ledger.Sale) (Books, error) {
-	skus, _, err := s.stockBooks(ctx, sale)
+	skus, oldest, err := s.stockBooks(ctx, sale)
 	if err != nil {
 		return Books{}, err
 	}
 	out := Books{SaleID: sale.ID, SKUs: skus}
+	if !oldest.IsZero() {
+		out.WriterLagSeconds = max(s.opts.Clock().Sub(oldest), 0).Seconds()
+	}
 	if out.Durability, err = s.durability(ctx, sale.ID); err != nil {
 		return Books{}, err
 	}

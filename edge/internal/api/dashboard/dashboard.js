@@ -237,7 +237,8 @@ function renderBooks(b, banners) {
   if (open) {
     banners.push(["warn", "Redis lost this sale's state (" + open.kind + "): a rebuild from Postgres is running; admission is paused until it ends."]);
   }
-  $("durability").textContent = "Reservations restored after Redis losses: " + b.reservations_restored +
+  $("durability").textContent = "Order writer behind by " + (Math.round(b.writer_lag_s * 10) / 10) + " s · " +
+    "reservations restored after Redis losses: " + b.reservations_restored +
     " · reservations lost: " + b.reservations_lost + " · Redis losses: " + losses.length;
 }
 
