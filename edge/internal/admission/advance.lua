@@ -31,6 +31,8 @@
 -- come back one by one go to about as many shoppers, not to a second's
 -- worth of the line.
 --
+-- A call that holds records when in the cursor's held_ms.
+--
 -- Each call that moves now_serving appends "<now ms>:<now_serving>" to the
 -- steps list (one RPUSH; the admission log reads when the cursor
 -- reached each place from it), which keeps its first ARGV[9] entries: past them a
@@ -166,7 +168,11 @@ if now - last > gap then last = now - gap end
 
 if now >= starts then
   local stop = math.min(length, serving_ceiling)
-  if paused or hold or not drawn or available <= 0 or serving >= stop or pace <= 0 then
+  if hold then
+    -- held_ms tells the origin's admission controller the checkout was
+    -- congested at an edge: a rate that sends this many is too high.
+    redis.call('HSET', cursor, 'last_ms', string.format('%.3f', math.max(now, last)), 'held_ms', now)
+  elseif paused or not drawn or available <= 0 or serving >= stop or pace <= 0 then
     redis.call('HSET', cursor, 'last_ms', string.format('%.3f', math.max(now, last)))
   else
     local add = math.floor((now - last) * pace / 1000)

@@ -2,11 +2,14 @@ package admission_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
@@ -97,6 +100,43 @@ func TestCursorHolds(t *testing.T) {
 				t.Errorf("cursor moved %d in %v at 1000/s once released, want 1..%d (no credit for the wait)", moved, elapsed, limit)
 			}
 		})
+	}
+}
+
+// TestCursorRecordsHolds: a tick that holds for the checkout records when
+// in the cursor's held_ms, which the origin's admission controller reads
+// as the edges' sign of congestion; ticks that admit leave it alone.
+func TestCursorRecordsHolds(t *testing.T) {
+	t.Parallel()
+	r := edgetest.NewRedis(t)
+	queuetest.Ready(t, r, "s", 1000)
+	queuetest.Fill(t, r, "s", 100)
+	keys := queue.NewKeys(r.Prefix)
+	c := admission.NewCursor(r.Client, keys, nil)
+	heldMs := func() string {
+		v, err := r.Client.HGet(context.Background(), keys.Cursor("s"), queue.CursorHeldMs).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatalf("HGET held_ms = %v", err)
+		}
+		return v
+	}
+	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	tick(t, c, tk)
+	if got := heldMs(); got != "" {
+		t.Fatalf("held_ms after a tick that admits = %q, want none", got)
+	}
+	before := redisTime(t, r)
+	tk.Hold = true
+	tick(t, c, tk)
+	after := redisTime(t, r)
+	ms, err := strconv.ParseInt(heldMs(), 10, 64)
+	if at := time.UnixMilli(ms); err != nil || at.Before(before.Truncate(time.Millisecond)) || at.After(after) {
+		t.Fatalf("held_ms after a holding tick = %q (%v), want a time in [%v, %v]", heldMs(), err, before, after)
+	}
+	tk.Hold = false
+	tick(t, c, tk)
+	if got := heldMs(); got != strconv.FormatInt(ms, 10) {
+		t.Errorf("held_ms after an admitting tick = %q, want the hold's %d kept", got, ms)
 	}
 }
 

@@ -1,7 +1,10 @@
 package queue
 
-// Keys names every Redis key this package touches. All keys of one sale's
-// queue share the hash tag {q:<sale>}, so one script may touch them all.
+import "github.com/flashgate/flashgate/internal/linekeys"
+
+// Keys names every Redis key this package touches (internal/linekeys spells
+// them: the origin reads some too). All keys of one sale's queue share the
+// hash tag {q:<sale>}, so one script may touch them all.
 //
 //	<prefix>{q:<sale>}:pre      string  pre-queue size: joins before the start
 //	<prefix>{q:<sale>}:post     string  joins after the start
@@ -15,7 +18,10 @@ package queue
 //	                                    also keeps the checkout's answer rate there: answered,
 //	                                    answered_ms, answered_then, answer_rate (not durable: a
 //	                                    restored line samples it anew); settings.lua records a
-//	                                    resume's or a raise's ramp there: ramp_ms, ramp_from
+//	                                    resume's or a raise's ramp there: ramp_ms, ramp_from;
+//	                                    advance.lua records when a node last held admission,
+//	                                    the checkout congested: held_ms (the origin's
+//	                                    admission controller reads it and now_serving)
 //	<prefix>{q:<sale>}:steps    list    the admission cursor's moves, oldest first, each
 //	                                    "<unix ms>:<now_serving>" (Redis TIME, the value it
 //	                                    moved to): package admission's advance.lua appends one
@@ -54,43 +60,42 @@ type Keys struct {
 // NewKeys returns the key schema under prefix (for example "fg:").
 func NewKeys(prefix string) Keys { return Keys{prefix: prefix} }
 
-func (k Keys) sale(sale string) string { return k.prefix + "{q:" + sale + "}:" }
-
 // Pre counts pre-queue joins.
-func (k Keys) Pre(sale string) string { return k.sale(sale) + "pre" }
+func (k Keys) Pre(sale string) string { return linekeys.Pre(k.prefix, sale) }
 
 // Post counts joins after the start.
-func (k Keys) Post(sale string) string { return k.sale(sale) + "post" }
+func (k Keys) Post(sale string) string { return linekeys.Post(k.prefix, sale) }
 
 // Places maps accounts to their place in line.
-func (k Keys) Places(sale string) string { return k.sale(sale) + "places" }
+func (k Keys) Places(sale string) string { return linekeys.Places(k.prefix, sale) }
 
 // Seed holds the shuffle seed of the pre-queue.
-func (k Keys) Seed(sale string) string { return k.sale(sale) + "seed" }
+func (k Keys) Seed(sale string) string { return linekeys.Seed(k.prefix, sale) }
 
 // Cursor is the admission cursor with its rate and pause switch.
-func (k Keys) Cursor(sale string) string { return k.sale(sale) + "cursor" }
+func (k Keys) Cursor(sale string) string { return linekeys.Cursor(k.prefix, sale) }
 
 // Steps records the admission cursor's moves, for the admission log.
-func (k Keys) Steps(sale string) string { return k.sale(sale) + "steps" }
+func (k Keys) Steps(sale string) string { return linekeys.Steps(k.prefix, sale) }
 
 // Line holds the line's durable ceilings, draw size and restore epoch.
-func (k Keys) Line(sale string) string { return k.sale(sale) + "line" }
+func (k Keys) Line(sale string) string { return linekeys.Line(k.prefix, sale) }
 
 // Fields of the cursor hash (Keys.Cursor).
 const (
-	CursorNowServing      = "now_serving"      // positions up to this one are admitted
-	CursorLastMs          = "last_ms"          // the instant admitted up to (unix ms, fractional)
-	CursorRate            = "rate"             // admissions per second
-	CursorPaused          = "paused"           // "1" paused, "0" not
-	CursorChallengeBits   = "challenge_bits"   // the proof of work a join needs, in leading zero bits
-	CursorSettingsVersion = "settings_version" // of the origin's copy the rate and pause came from
-	CursorAnswered        = "answered"         // reserves the edges saw the checkout answer, in all
-	CursorAnsweredMs      = "answered_ms"      // when the answer rate was last sampled (unix ms)
-	CursorAnsweredThen    = "answered_then"    // the answered count then
-	CursorAnswerRate      = "answer_rate"      // answers per second between the last two samples
-	CursorRampMs          = "ramp_ms"          // when the last resume or raised rate started a ramp (unix ms)
-	CursorRampFrom        = "ramp_from"        // the rate that ramp rises from: 0 after a resume, the old rate after a raise
+	CursorNowServing      = linekeys.CursorNowServing // positions up to this one are admitted
+	CursorLastMs          = "last_ms"                 // the instant admitted up to (unix ms, fractional)
+	CursorRate            = "rate"                    // admissions per second
+	CursorPaused          = "paused"                  // "1" paused, "0" not
+	CursorChallengeBits   = "challenge_bits"          // the proof of work a join needs, in leading zero bits
+	CursorSettingsVersion = "settings_version"        // of the origin's copy the rate and pause came from
+	CursorAnswered        = "answered"                // reserves the edges saw the checkout answer, in all
+	CursorAnsweredMs      = "answered_ms"             // when the answer rate was last sampled (unix ms)
+	CursorAnsweredThen    = "answered_then"           // the answered count then
+	CursorAnswerRate      = "answer_rate"             // answers per second between the last two samples
+	CursorRampMs          = "ramp_ms"                 // when the last resume or raised rate started a ramp (unix ms)
+	CursorRampFrom        = "ramp_from"               // the rate that ramp rises from: 0 after a resume, the old rate after a raise
+	CursorHeldMs          = linekeys.CursorHeldMs     // when a node last held admission, the checkout congested (unix ms)
 )
 
 // Fields of the line hash (Keys.Line).
