@@ -159,7 +159,8 @@ func (a *App) buildWorkers(reg *prometheus.Registry) error {
 	}, log.With("component", "writer"), reg)
 	a.Sweeper = workers.NewSweeper(a.Checkout, a.Catalog, workers.SweeperOptions{Interval: cfg.SweepInterval},
 		log.With("component", "sweeper"), reg)
-	a.Autotune = autotune.New(a.Ledger, &autotune.BackEnd{Gatherer: reg, Backlog: a.Sales.Backlog},
+	line := autotune.RedisLine{Client: a.rdb, Prefix: cfg.RedisPrefix}
+	a.Autotune = autotune.New(a.Ledger, &autotune.BackEnd{Gatherer: reg, Backlog: a.Sales.Backlog, Line: line.Read},
 		autotune.Options{Period: cfg.AutotunePeriod}, log.With("component", "autotune"), reg)
 	if !cfg.PaymentsOn() {
 		log.Warn("no payment provider configured (docs/PAYMENTS.md): orders and payments are off", "provider", cfg.PaymentProvider)

@@ -21,11 +21,22 @@ type BackEnd struct {
 	// Backlog reads the sale's books: units available, intents Postgres
 	// has not applied, and when the oldest entered the stream.
 	Backlog func(ctx context.Context, sale string) (available int64, pending int, oldest time.Time, err error)
-	// Clock is the time the writer's lag is measured at; nil: time.Now.
+	// Line reads the sale's line as the edges keep it in Redis (RedisLine);
+	// nil: the reading says nothing of what the edges admitted.
+	Line func(ctx context.Context, sale string) (Line, error)
+	// Clock is the time the writer's lag and the period are measured at;
+	// nil: time.Now.
 	Clock func() time.Time
 
 	mu   sync.Mutex
 	last map[string]counts // by sale: the metrics at its last read
+}
+
+// Line is how far the edges took a sale's line.
+type Line struct {
+	NowServing int64 // positions up to this one are admitted
+	Length     int64 // places handed out
+	HeldMs     int64 // when an edge last held admission (Redis's unix ms; 0: never)
 }
 
 // The metrics BackEnd reads, and the route of a reserve.
@@ -37,8 +48,11 @@ const (
 
 // counts are cumulative observations, for a difference between two reads.
 type counts struct {
+	at               time.Time
 	reserves, failed histogram
 	scripts          histogram
+	line             Line
+	hasLine          bool
 }
 
 // histogram is a cumulative histogram: observations at or under each
@@ -64,6 +78,13 @@ func (b *BackEnd) Read(ctx context.Context, sale string) (Reading, error) {
 		return Reading{}, err
 	}
 	cur := gather(families)
+	cur.at = now()
+	if b.Line != nil {
+		if cur.line, err = b.Line(ctx, sale); err != nil {
+			return Reading{}, err
+		}
+		cur.hasLine = true
+	}
 	b.mu.Lock()
 	if b.last == nil {
 		b.last = map[string]counts{}
@@ -73,7 +94,7 @@ func (b *BackEnd) Read(ctx context.Context, sale string) (Reading, error) {
 	b.mu.Unlock()
 	r := Reading{Available: available, Pending: pending}
 	if !oldest.IsZero() {
-		r.WriterLag = max(now().Sub(oldest), 0)
+		r.WriterLag = max(cur.at.Sub(oldest), 0)
 	}
 	if !seen {
 		return r, nil // a first read has no period behind it
@@ -83,6 +104,14 @@ func (b *BackEnd) Read(ctx context.Context, sale string) (Reading, error) {
 	r.Errors = int(cur.failed.since(prev.failed).total)
 	r.ReserveP99 = reserves.quantile(0.99)
 	r.RedisP99 = cur.scripts.since(prev.scripts).quantile(0.99)
+	if cur.hasLine && prev.hasLine {
+		// Held is a change of held_ms, not a comparison with this
+		// origin's clock: Redis's may differ.
+		r.Period = cur.at.Sub(prev.at)
+		r.Admitted = max(cur.line.NowServing-prev.line.NowServing, 0)
+		r.Waiting = max(cur.line.Length-cur.line.NowServing, 0)
+		r.EdgesHeld = cur.line.HeldMs > prev.line.HeldMs
+	}
 	return r, nil
 }
 

@@ -59,3 +59,43 @@ func TestBackEnd(t *testing.T) {
 		t.Errorf("p99 above the buckets = %v, want twice the last bound", r.ReserveP99)
 	}
 }
+
+// With the line to read, BackEnd reads what the edges did in the period:
+// the places admitted, those still waiting, and whether an edge held
+// (held_ms moved, whatever Redis's clock says against the origin's).
+func TestBackEndReadsTheLine(t *testing.T) {
+	now := time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
+	line := Line{NowServing: 1000, Length: 9000, HeldMs: 5}
+	b := &BackEnd{Gatherer: prometheus.NewRegistry(), Clock: func() time.Time { return now },
+		Backlog: func(context.Context, string) (int64, int, time.Time, error) { return 70, 0, time.Time{}, nil },
+		Line:    func(context.Context, string) (Line, error) { return line, nil }}
+	read := func() Reading {
+		t.Helper()
+		r, err := b.Read(context.Background(), "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := read(); r.Period != 0 || r.Admitted != 0 || r.Waiting != 0 || r.EdgesHeld {
+		t.Fatalf("first Read = %+v, want nothing of the line (no period behind it)", r)
+	}
+	now, line.NowServing, line.Length = now.Add(5*time.Second), 3500, 9100
+	if r := read(); r.Period != 5*time.Second || r.Admitted != 2500 || r.Waiting != 5600 || r.EdgesHeld {
+		t.Errorf("Read = %+v, want 2500 admitted in 5s, 5600 waiting, no hold", r)
+	}
+	now, line.HeldMs = now.Add(5*time.Second), 4 // an earlier hold than read before: no new one
+	if r := read(); r.Admitted != 0 || r.EdgesHeld {
+		t.Errorf("Read with held_ms not after the last = %+v, want no hold", r)
+	}
+	now, line.HeldMs = now.Add(5*time.Second), 9
+	if r := read(); !r.EdgesHeld {
+		t.Errorf("Read after held_ms moved = %+v, want EdgesHeld", r)
+	}
+	// A line rebuilt below what was read (a restore puts the cursor at its
+	// ceiling, never lower; this is Redis losing it): nothing admitted.
+	now, line.NowServing = now.Add(5*time.Second), 0
+	if r := read(); r.Admitted != 0 {
+		t.Errorf("Read after the cursor fell = %+v, want 0 admitted", r)
+	}
+}

@@ -23,6 +23,12 @@ type Reading struct {
 	Pending    int           // intents the order writer has not applied yet
 	WriterLag  time.Duration // how long the oldest of them has waited
 	Available  int64         // units left to sell
+	// What the edges did with the rate, from the line in Redis (zero
+	// without a period behind the reading):
+	Period    time.Duration // since the reading before
+	Admitted  int64         // places the cursor moved over in it
+	Waiting   int64         // places in line not admitted yet, at its end
+	EdgesHeld bool          // an edge held admission in it: its pool to the checkout was congested
 }
 
 // Targets are what a healthy back end stays within.
@@ -44,25 +50,35 @@ func DefaultTargets() Targets {
 
 // The AIMD constants: a decrease keeps 70 % of the rate; an increase adds
 // a twentieth of the bounds' span, so a sale goes from its floor to its
-// ceiling in twenty healthy periods.
+// ceiling in twenty healthy periods. A rate is binding while the edges
+// admit at least 80 % of it: below that something else limits admission
+// (an edge's slow start, its hold, the end of the line), and raising a
+// rate nobody reaches only arms a burst for when that limit lifts.
 const (
 	decrease      = 0.7
 	increaseSteps = 20
+	binding       = 0.8
 )
 
 // Step is the rate after one period at rate in which the back end showed
 // r, kept within [lo, hi], and why it changed ("" when it did not).
-// Overload comes first: any signal past its target decreases the rate.
-// Otherwise the rate holds when nothing is left to sell or nobody
-// reserved (no sign that more shoppers would be served), and rises.
+// Overload comes first: any signal past its target, or an edge holding
+// admission, decreases the rate. Otherwise the rate holds when nothing is
+// left to sell, nobody reserved (no sign that more shoppers would be
+// served), nobody waits, or the edges admitted well under the rate (it is
+// not what limits them); and rises.
 func Step(rate float64, r Reading, lo, hi float64, t Targets) (float64, string) {
 	// Rates are kept to a tenth of a shopper a second: ops read them.
 	clamp := func(x float64) float64 { return min(max(math.Round(x*10)/10, lo), hi) }
 	if why := overload(r, t); why != "" {
 		return clamp(rate * decrease), why
 	}
-	if r.Available <= 0 || r.Reserves == 0 {
-		return clamp(rate), ""
+	if r.Available <= 0 || r.Reserves == 0 ||
+		r.Period > 0 && (r.Waiting == 0 || float64(r.Admitted) < binding*rate*r.Period.Seconds()) {
+		if held := clamp(rate); held != rate {
+			return held, fmt.Sprintf("kept within the bounds %v to %v", lo, hi)
+		}
+		return rate, ""
 	}
 	next := clamp(rate + max((hi-lo)/increaseSteps, 1))
 	if next == rate {
@@ -74,6 +90,8 @@ func Step(rate float64, r Reading, lo, hi float64, t Targets) (float64, string) 
 // overload names the first signal past its target, or "".
 func overload(r Reading, t Targets) string {
 	switch {
+	case r.EdgesHeld:
+		return "an edge held admission: its checkout pool was congested"
 	case r.Reserves > 0 && float64(r.Errors) > t.ErrorShare*float64(r.Reserves):
 		return fmt.Sprintf("%d of %d reserves failed", r.Errors, r.Reserves)
 	case r.ReserveP99 > t.ReserveP99:

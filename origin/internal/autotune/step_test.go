@@ -6,13 +6,16 @@ import (
 	"time"
 )
 
-// Each signal past its target decreases the rate to 70 %, never below the
-// floor; a healthy period with reserves adds a twentieth of the span,
-// (95 a second here), never above the ceiling; no reserves, or nothing left, holds it.
+// Each signal past its target, or an edge's hold, decreases the rate to
+// 70 %, never below the floor; a healthy period with reserves in which the
+// edges admitted the rate adds a twentieth of the span (95 a second here),
+// never above the ceiling; no reserves, nothing left, nobody waiting, or
+// the edges admitting well under the rate holds it.
 func TestStep(t *testing.T) {
 	targets := DefaultTargets()
 	healthy := Reading{Reserves: 200, Errors: 1, ReserveP99: 80 * time.Millisecond, RedisP99: 5 * time.Millisecond,
-		Pending: 40, WriterLag: 200 * time.Millisecond, Available: 900}
+		Pending: 40, WriterLag: 200 * time.Millisecond, Available: 900,
+		Period: 5 * time.Second, Admitted: 2500, Waiting: 40_000} // 500 a second
 	with := func(change func(*Reading)) Reading {
 		r := healthy
 		change(&r)
@@ -27,7 +30,7 @@ func TestStep(t *testing.T) {
 	}{
 		{"healthy", 500, healthy, 595, "healthy"},
 		{"healthy at the ceiling", 2000, healthy, 2000, ""},
-		{"healthy near the ceiling", 1950, healthy, 2000, "healthy"},
+		{"healthy near the ceiling", 1950, with(func(r *Reading) { r.Admitted = 1950 * 5 }), 2000, "healthy"},
 		{"errors", 500, with(func(r *Reading) { r.Errors = 3 }), 350, "3 of 200 reserves failed"},
 		{"slow reserves", 500, with(func(r *Reading) { r.ReserveP99 = 400 * time.Millisecond }), 350, "reserve p99 400ms"},
 		{"slow Redis", 500, with(func(r *Reading) { r.RedisP99 = 80 * time.Millisecond }), 350, "Redis p99 80ms"},
@@ -37,7 +40,13 @@ func TestStep(t *testing.T) {
 		{"nobody reserved", 500, with(func(r *Reading) { r.Reserves, r.Errors = 0, 0 }), 500, ""},
 		{"sold out", 500, with(func(r *Reading) { r.Available = 0 }), 500, ""},
 		{"overloaded when sold out", 500, with(func(r *Reading) { r.Available, r.ReserveP99 = 0, time.Second }), 350, "reserve p99"},
-		{"a rate above the bounds comes down", 5000, healthy, 2000, "healthy"},
+		{"a rate above the bounds comes down", 5000, healthy, 2000, "within the bounds 100 to 2000"},
+		{"a rate below the bounds comes up", 50, with(func(r *Reading) { r.Reserves = 0 }), 100, "within the bounds"},
+		{"an edge held", 500, with(func(r *Reading) { r.EdgesHeld = true }), 350, "an edge held admission"},
+		{"admitted 80 % of the rate", 625, healthy, 720, "healthy"},
+		{"admitted under 80 % of the rate", 626, healthy, 626, ""},
+		{"nobody waiting", 500, with(func(r *Reading) { r.Waiting = 0 }), 500, ""},
+		{"no period behind the reading", 500, with(func(r *Reading) { r.Period, r.Admitted, r.Waiting = 0, 0, 0 }), 595, "healthy"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
