@@ -18,10 +18,11 @@ import (
 // controller's own (origin/internal/autotune DefaultTargets), held over a
 // whole run.
 const (
-	// SettledRatioMin and SettledRatioMax bound "near the capacity": the
-	// rate autotune settled at over the stack's reserves per second with
-	// admission unthrottled. AIMD saws between 0.7 and 1 of the rate at
-	// which a signal trips, so its mean sits below that rate.
+	// SettledRatioMin and SettledRatioMax bound "near the capacity": what
+	// the cursor admitted while autotune settled over the capacity under
+	// the comparison's crowd (Comparison.CapacityAt). AIMD saws between
+	// 0.7 and 1 of the rate at which a signal trips, so its mean sits
+	// below that rate.
 	SettledRatioMin = 0.7
 	SettledRatioMax = 1.3
 	// ReserveErrorShareMax is the share of reserve answers that may be
@@ -96,6 +97,20 @@ func (c Comparison) Rounds() int {
 		n = max(n, r.Round)
 	}
 	return n
+}
+
+// CapacityAt is the capacity round's autotune run is judged against, and
+// what it is: the stack's admissions a second under this crowd — the rate
+// too high's admitted/s, which its rate never bound (the edges' own hold
+// paced it) — or, without that run, the ceiling run's holds granted per
+// second (a smaller crowd, in one burst: it asks the stack less).
+func (c Comparison) CapacityAt(round int) (float64, string) {
+	if r := c.Run(KindTooHigh, round); r != nil {
+		if f := FiguresOf(Compared{Kind: KindTooHigh, Round: round, Result: r}, 1, 0); f.AdmittedPerS > 0 {
+			return f.AdmittedPerS, "under this crowd (the rate too high's admitted/s)"
+		}
+	}
+	return c.CapacityPerS, "unthrottled (the ceiling run's holds/s)"
 }
 
 // Run is the comparison's run of kind in round, nil when there is none.
@@ -233,9 +248,13 @@ type Figures struct {
 	// RatePerS is the rate set: the fixed one, or autotune's start.
 	RatePerS float64 `json:"rate_per_s"`
 	// Settled is where autotune settled (nil for the fixed runs, and when
-	// it could not be measured), SettledRatio it over the capacity.
-	Settled      *Settled `json:"settled,omitempty"`
-	SettledRatio float64  `json:"settled_ratio,omitempty"`
+	// it could not be measured); SettledRatio is its rate set, and
+	// AdmittedRatio what the cursor admitted meanwhile, over the capacity
+	// (CapacityAt). The rate set runs above what is admitted: after each
+	// hold an edge's slow start admits under the rate for seconds.
+	Settled       *Settled `json:"settled,omitempty"`
+	SettledRatio  float64  `json:"settled_ratio,omitempty"`
+	AdmittedRatio float64  `json:"admitted_ratio,omitempty"`
 	// ReserveAnswers are the reserves answered at all; of them
 	// ReservePleaseWait answered 503 (please_wait) and ReserveOther5xx
 	// another 5xx. PleaseWait counts 503s on every endpoint.
@@ -309,7 +328,7 @@ func FiguresOf(x Compared, rounds int, capacity float64) Figures {
 		if st, ok := SettledRate(r); ok {
 			f.Settled = &st
 			if capacity > 0 {
-				f.SettledRatio = st.RatePerS / capacity
+				f.SettledRatio, f.AdmittedRatio = st.RatePerS/capacity, st.AdmittedPerS/capacity
 			}
 		}
 	}
@@ -365,16 +384,17 @@ func ComparisonGoals(c Comparison) []Goal {
 		if rounds > 1 {
 			prefix = fmt.Sprintf("round %d: ", round)
 		}
+		capacity, which := c.CapacityAt(round)
 		fig := func(kind string) *Figures {
 			r := c.Run(kind, round)
 			if r == nil {
 				return nil
 			}
-			f := FiguresOf(Compared{Kind: kind, Round: round, Result: r}, rounds, c.CapacityPerS)
+			f := FiguresOf(Compared{Kind: kind, Round: round, Result: r}, rounds, capacity)
 			return &f
 		}
 		at, hi, lo := fig(KindAutotune), fig(KindTooHigh), fig(KindTooLow)
-		for _, g := range []Goal{settledGoal(at, c.CapacityPerS), calmGoal(at), overloadGoal(hi), fasterGoal(at, lo)} {
+		for _, g := range []Goal{settledGoal(at, capacity, which), calmGoal(at), overloadGoal(hi), fasterGoal(at, lo)} {
 			g.Name = prefix + g.Name
 			goals = append(goals, g)
 		}
@@ -382,9 +402,9 @@ func ComparisonGoals(c Comparison) []Goal {
 	return goals
 }
 
-func settledGoal(at *Figures, capacity float64) Goal {
+func settledGoal(at *Figures, capacity float64, which string) Goal {
 	g := Goal{Name: "autotune settles near the capacity", Verdict: NotMeasured}
-	goal := fmt.Sprintf("(goal %s–%s× after a decrease)", num(SettledRatioMin, 1), num(SettledRatioMax, 1))
+	goal := fmt.Sprintf("(goal %s–%s× admitted after a decrease)", num(SettledRatioMin, 1), num(SettledRatioMax, 1))
 	switch {
 	case at == nil:
 		g.Measured = "no autotune run"
@@ -397,14 +417,15 @@ func settledGoal(at *Figures, capacity float64) Goal {
 		return g
 	}
 	st := at.Settled
-	where := fmt.Sprintf("%s/s over %s–%s s", rate(st.RatePerS), num(st.FromS, 1), num(st.ToS, 1))
+	where := fmt.Sprintf("admitted %s/s over %s–%s s", rate(st.AdmittedPerS), num(st.FromS, 1), num(st.ToS, 1))
 	if st.Found {
 		where += " (from its first decrease)"
 	} else {
 		where += fmt.Sprintf(" (it never decreased: peak %s/s)", rate(st.PeakRatePerS))
 	}
-	ratio := st.RatePerS / capacity
-	g.Measured = fmt.Sprintf("%s = %s the capacity %s/s %s", where, ratio2(ratio), rate(capacity), goal)
+	ratio := st.AdmittedPerS / capacity
+	g.Measured = fmt.Sprintf("%s = %s the capacity %s %s/s, at a rate set of %s/s (%s) %s",
+		where, ratio2(ratio), which, rate(capacity), rate(st.RatePerS), ratio2(st.RatePerS/capacity), goal)
 	g.Verdict = verdict(st.Found && ratio >= SettledRatioMin && ratio <= SettledRatioMax)
 	return g
 }
@@ -528,10 +549,12 @@ func ComparisonSummary(c Comparison) string {
 	fmt.Fprintf(&b, "capacity (admission unthrottled): %s holds granted/s\n", orDash(c.CapacityPerS > 0, rate(c.CapacityPerS)))
 	rounds := c.Rounds()
 	for _, x := range c.Runs {
-		f := FiguresOf(x, rounds, c.CapacityPerS)
+		capacity, _ := c.CapacityAt(x.Round)
+		f := FiguresOf(x, rounds, capacity)
 		fmt.Fprintf(&b, "%s: rate %s/s", f.Label, rate(f.RatePerS))
 		if st := f.Settled; st != nil {
-			fmt.Fprintf(&b, " → settled %s/s (%s capacity, %d up, %d down)", rate(st.RatePerS), ratio2(f.SettledRatio), st.Ups, st.Downs)
+			fmt.Fprintf(&b, " → settled %s/s, admitting %s/s (%s the capacity, %d up, %d down)",
+				rate(st.RatePerS), rate(st.AdmittedPerS), ratio2(f.AdmittedRatio), st.Ups, st.Downs)
 		}
 		fmt.Fprintf(&b, "; please_wait %s (reserve %s), other 5xx %s, reserve p99 %s ms (origin %s ms); sold out %s; answer p99 %s s, hold p99 %s s\n",
 			count(f.PleaseWait), count(f.ReservePleaseWait), count(f.Other5xx), num(f.ReserveP99Ms, 0), num(f.OriginReserveP99Ms, 0),
@@ -564,7 +587,8 @@ type comparisonReport struct {
 func WriteComparisonJSON(w io.Writer, c Comparison) error {
 	rep := comparisonReport{Comparison: c, Goals: ComparisonGoals(c), Findings: ComparisonFindings(c)}
 	for _, x := range c.Runs {
-		rep.Figures = append(rep.Figures, FiguresOf(x, c.Rounds(), c.CapacityPerS))
+		capacity, _ := c.CapacityAt(x.Round)
+		rep.Figures = append(rep.Figures, FiguresOf(x, c.Rounds(), capacity))
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -640,7 +664,9 @@ func writeComparisonSetUp(b *strings.Builder, c Comparison) {
 	fmt.Fprintf(b, "A run counts as **overloaded** when more than %s of its reserves were answered please_wait (503) or another 5xx, "+
 		"or its reserve p99 — the origin's reserve handler's, which the controller reads, else the client's — was over %d ms: "+
 		"the controller's own targets, over the whole run. Autotune's **settled rate** is its set rate's time-weighted mean from its "+
-		"first decrease (it met a limit) to the last unit going, against the capacity.\n\n",
+		"first decrease (it met a limit) to the last unit going, and what the cursor admitted over that window is judged against "+
+		"the **capacity under this crowd**: the rate too high's admitted/s, a rate that never bound (the edges' own hold paced it); "+
+		"the ceiling's figure, from a smaller crowd in one burst, sizes the runs.\n\n",
 		pct(ReserveErrorShareMax), ReserveP99TargetMs)
 }
 
@@ -656,12 +682,13 @@ func ratioOf(v, of float64) float64 {
 
 func writeComparisonRuns(b *strings.Builder, c Comparison) {
 	b.WriteString("## Runs\n\n")
-	header(b, "run", "rate set", "admitted/s, open → end", "settled (× capacity)", "admitted/s over that window", "reserves answered", "please_wait (reserve / all)",
+	header(b, "run", "rate set", "admitted/s, open → end", "settled rate (× capacity)", "admitted/s over that window (× capacity)", "reserves answered", "please_wait (reserve / all)",
 		"other 5xx", "timeouts", "reserve p99 client / origin", "sold out", "holds granted/s", "p99 to an answer", "to a hold p50 / p99",
 		"to sold out p99", "overloaded")
 	rounds := c.Rounds()
 	for _, x := range c.Runs {
-		f := FiguresOf(x, rounds, c.CapacityPerS)
+		capacity, _ := c.CapacityAt(x.Round)
+		f := FiguresOf(x, rounds, capacity)
 		if x.Result == nil {
 			line(b, f.Label, "no run")
 			continue
@@ -675,7 +702,7 @@ func writeComparisonRuns(b *strings.Builder, c Comparison) {
 			if !st.Found {
 				settled += ", never decreased"
 			}
-			admitted = rate(st.AdmittedPerS) + "/s"
+			admitted = fmt.Sprintf("%s/s (%s)", rate(st.AdmittedPerS), ratio2(f.AdmittedRatio))
 		}
 		line(b, f.Label, rateSet, orDash(f.AdmittedPerS > 0, rate(f.AdmittedPerS)+"/s"), settled, admitted, count(f.ReserveAnswers),
 			count(f.ReservePleaseWait)+" / "+count(f.PleaseWait), count(f.Other5xx), count(f.Timeouts),
@@ -696,12 +723,14 @@ func writeAutotuneSteps(b *strings.Builder, c Comparison) {
 		if x.Kind != KindAutotune || x.Result == nil || x.Result.Admission == nil {
 			continue
 		}
-		f := FiguresOf(x, rounds, c.CapacityPerS)
+		capacity, which := c.CapacityAt(x.Round)
+		f := FiguresOf(x, rounds, capacity)
 		fmt.Fprintf(b, "## The %s run's rate\n\n", f.Label)
 		if st := f.Settled; st != nil {
-			fmt.Fprintf(b, "Settled at **%s/s** over %s–%s s, **%s the capacity**; the cursor admitted %s/s over that window; the edge's highest rate %s/s; "+
-				"the controller stepped up %d times and down %d times",
-				rate(st.RatePerS), num(st.FromS, 1), num(st.ToS, 1), ratio2(f.SettledRatio), rate(st.AdmittedPerS), rate(st.PeakRatePerS), st.Ups, st.Downs)
+			fmt.Fprintf(b, "Settled at **%s/s** over %s–%s s (%s the capacity %s, %s/s); the cursor admitted **%s/s** over that window (**%s**); "+
+				"the edge's highest rate %s/s; the controller stepped up %d times and down %d times",
+				rate(st.RatePerS), num(st.FromS, 1), num(st.ToS, 1), ratio2(f.SettledRatio), which, rate(capacity),
+				rate(st.AdmittedPerS), ratio2(f.AdmittedRatio), rate(st.PeakRatePerS), st.Ups, st.Downs)
 			if st.Downs > 0 {
 				fmt.Fprintf(b, ", first down at %s s (%s); the decreases' signals: %s", num(st.FirstDownS, 1), st.FirstDownWhy,
 					strings.Join(downSignals(x.Result.Admission.Changes), ", "))

@@ -191,10 +191,15 @@ func TestComparisonGoals(t *testing.T) {
 	safe := comparison()
 	safe.Runs[1].Result = reserving(map[string]int{"201": 1000}, 240, 50, 15)
 	slowAt, neverLow := comparison(), comparison()
-	slowAt.Runs[0].Result.LastUnitAt = 80
+	slowAt.Runs[2].Result.LastUnitAt = 15
 	neverLow.Runs[2].Result.LastUnitAt = 0
 	hotAt := comparison()
 	hotAt.Runs[0].Result.Stages[1].P99Ms = 400
+	// The rate too high's cursor admitted 1,000/s, or 600/s: the capacity
+	// under the crowd, which autotune's 1,116/s is judged against.
+	crowd, crowded := comparison(), comparison()
+	crowd.Runs[1].Result.Admission = &crowdsim.Admission{Samples: samplesOf(0, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000)}
+	crowded.Runs[1].Result.Admission = &crowdsim.Admission{Samples: samplesOf(0, 600, 600, 600, 600, 600, 600, 600, 600, 600, 600, 600, 600, 600, 600, 600)}
 	tests := []struct {
 		name string
 		c    Comparison
@@ -207,6 +212,8 @@ func TestComparisonGoals(t *testing.T) {
 		{"autotune sold out after too low", slowAt, "PASS PASS PASS MISS"},
 		{"too low never sold out", neverLow, "PASS PASS PASS PASS"},
 		{"autotune overloaded", hotAt, "PASS MISS PASS PASS"},
+		{"autotune near the capacity under the crowd", crowd, "PASS PASS PASS PASS"},
+		{"autotune far above the capacity under the crowd", crowded, "MISS PASS PASS PASS"},
 		{"nothing played", Comparison{}, ""},
 		{"only the capacity", Comparison{CapacityPerS: 1000, Runs: []Compared{{KindAutotune, 1, nil}}}, "N/A N/A N/A N/A"},
 	}
@@ -218,8 +225,12 @@ func TestComparisonGoals(t *testing.T) {
 		})
 	}
 	g := ComparisonGoals(comparison())
-	if want := "1,116/s over 10.0–20.0 s (from its first decrease) = 0.93× the capacity 1,200/s (goal 0.7–1.3× after a decrease)"; g[0].Measured != want {
+	if want := "admitted 1,116/s over 10.0–20.0 s (from its first decrease) = 0.93× the capacity unthrottled (the ceiling run's holds/s) 1,200/s, " +
+		"at a rate set of 1,116/s (0.93×) (goal 0.7–1.3× admitted after a decrease)"; g[0].Measured != want {
 		t.Errorf("settled goal measured %q, want %q", g[0].Measured, want)
+	}
+	if g := ComparisonGoals(crowd); !strings.HasPrefix(g[0].Measured, "admitted 1,116/s over 10.0–20.0 s (from its first decrease) = 1.12× the capacity under this crowd (the rate too high's admitted/s) 1,000/s") {
+		t.Errorf("settled goal against the crowd's capacity measured %q", g[0].Measured)
 	}
 	if want := "autotune sold out at 20.0 s, too low at 70.0 s (3.5× as long)"; g[3].Measured != want {
 		t.Errorf("sell-out goal measured %q, want %q", g[3].Measured, want)
@@ -279,11 +290,11 @@ func TestComparisonReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"- **PASS** — autotune settles near the capacity: 1,116/s",
+		"- **PASS** — autotune settles near the capacity: admitted 1,116/s",
 		"`make bench-autotune`",
 		"**Capacity**: 1,200/s — the ceiling run's",
 		"FLASHGATE_AUTOTUNE_PERIOD=2s",
-		"| autotune | 100–8,000/s from 300/s | 1,068/s | 1,116/s (0.93×) | 1,116/s |",
+		"| autotune | 100–8,000/s from 300/s | 1,068/s | 1,116/s (0.93×) | 1,116/s (0.93×) |",
 		"| too high | 3,600/s | — | — |",
 		"- Under this crowd the most holds granted per second was 900/s (too high) — 0.75× the capacity the ceiling run measured; autotune granted 800/s, 0.89× that.",
 		"the decreases' signals: 1 × reserve p99, 1 × reserves failed.",
@@ -313,7 +324,7 @@ func TestComparisonReport(t *testing.T) {
 		t.Errorf("autotune.json read back: %d runs, %d figures, %d goals, capacity %g", len(back.Runs), len(back.Figures), len(back.Goals), back.CapacityPerS)
 	}
 	if s := ComparisonSummary(c); !strings.Contains(s, "capacity (admission unthrottled): 1,200 holds granted/s") ||
-		!strings.Contains(s, "autotune: rate 300/s → settled 1,116/s (0.93× capacity, 4 up, 2 down)") || !strings.Contains(s, "PASS  autotune settles") {
+		!strings.Contains(s, "autotune: rate 300/s → settled 1,116/s, admitting 1,116/s (0.93× the capacity, 4 up, 2 down)") || !strings.Contains(s, "PASS  autotune settles") {
 		t.Errorf("summary:\n%s", s)
 	}
 
