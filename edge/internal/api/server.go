@@ -252,6 +252,7 @@ func (s *Server) adminRoutes() []route {
 		{fasthttp.MethodPut, []string{"admin", "defences"}, "put_defences", s.putDefences},
 		{fasthttp.MethodGet, []string{"admin", "sales", "*", "changes"}, "get_changes", s.getChanges},
 		{fasthttp.MethodGet, []string{"admin", "sales", "*", "books"}, "get_books", s.getBooks},
+		{fasthttp.MethodGet, []string{"admin", "changes"}, "get_admin_changes", s.getAdminChanges},
 		{fasthttp.MethodGet, []string{"admin", "overview"}, "get_overview", s.getOverview},
 		{fasthttp.MethodGet, []string{"admin", "dashboard"}, "dashboard", s.serveDashboard},
 		{fasthttp.MethodGet, []string{"admin", "dashboard", "*"}, "dashboard", s.serveDashboard},

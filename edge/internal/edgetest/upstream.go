@@ -136,7 +136,8 @@ func NewShop(t testing.TB) *Upstream {
 // at GET /v1/sales/{id} exactly as set, answers a reserve 201, and keeps
 // the lines' durable copy in memory behind the signed /v1/lines routes, as
 // the origin does (signatures checked with the tokenstest keys for
-// tokenstest.LineAudience, each taken once).
+// tokenstest.LineAudience, each taken once), and the admin changes behind
+// the signed /v1/admin-changes routes.
 type StubOrigin struct {
 	*Upstream
 
@@ -152,6 +153,9 @@ type StubOrigin struct {
 	// reserveStatus is the status reserves are answered with, 0 for 201
 	// (SetReserveStatus).
 	reserveStatus atomic.Int64
+	// changes are the admin changes recorded (POST /v1/admin-changes),
+	// oldest first: an edge records each before it makes it. Guarded by mu.
+	changes []json.RawMessage
 }
 
 // SetReserveStatus makes reserves answer status (with the origin's error
@@ -263,6 +267,9 @@ func (o *StubOrigin) handle(ctx *fasthttp.RequestCtx) {
 		}
 	case len(segs) >= 3 && segs[0] == "v1" && segs[1] == "lines":
 		status, v := o.line(ctx, segs[2:])
+		write(status, v)
+	case len(segs) == 2 && segs[0] == "v1" && segs[1] == "admin-changes":
+		status, v := o.adminChanges(ctx)
 		write(status, v)
 	default:
 		write(fasthttp.StatusNotFound, map[string]string{"error": "not_found", "message": "stub origin"})
@@ -423,4 +430,28 @@ func (o *StubOrigin) line(ctx *fasthttp.RequestCtx, segs []string) (int, any) {
 		return fasthttp.StatusNotFound, map[string]string{"error": "not_found", "message": "stub origin"}
 	}
 	return fasthttp.StatusOK, l
+}
+
+// adminChanges answers the signed /v1/admin-changes routes as the origin
+// does, keeping the changes in memory (unchecked: the origin's tests check
+// them); the caller holds mu.
+func (o *StubOrigin) adminChanges(ctx *fasthttp.RequestCtx) (int, any) {
+	sig, err := o.verifier.Verify(string(ctx.Request.Header.Peek(tokens.RequestSignatureHeader)),
+		string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
+	if err == nil && o.taken[sig.Key] {
+		err = tokens.ErrReplayed
+	}
+	if err != nil {
+		return fasthttp.StatusUnauthorized, map[string]string{"error": tokens.Code(err), "message": "stub origin: bad signature"}
+	}
+	o.taken[sig.Key] = true
+	if ctx.IsPost() {
+		o.changes = append(o.changes, append(json.RawMessage(nil), ctx.PostBody()...))
+		return fasthttp.StatusOK, json.RawMessage(ctx.PostBody())
+	}
+	newest := make([]json.RawMessage, 0, len(o.changes))
+	for i := len(o.changes) - 1; i >= 0; i-- {
+		newest = append(newest, o.changes[i])
+	}
+	return fasthttp.StatusOK, map[string]any{"changes": newest}
 }

@@ -212,6 +212,32 @@ func (o *OriginStore) Books(ctx context.Context, sale string) (json.RawMessage, 
 	return o.exchange(ctx, fasthttp.MethodGet, "/v1/lines/"+sale+"/books", nil)
 }
 
+// AdminChange is an admin change other than a sale's admission settings
+// (those go with Settings), as the origin keeps it for the ops dashboard
+// (POST /v1/admin-changes): who makes it, as Change.Actor names them, what
+// ("defences", "tarpit_release", either with "_failed" when it did not
+// land), and the state before and after as JSON objects (nil: none).
+type AdminChange struct {
+	Actor  string          `json:"actor"`
+	What   string          `json:"what"`
+	Before json.RawMessage `json:"before"`
+	After  json.RawMessage `json:"after"`
+}
+
+// RecordAdminChange has the origin keep c. A try whose connection failed
+// is sent again (NewOriginStore), so an answer lost on the way may leave
+// the change kept twice: a record too many, never one too few.
+func (o *OriginStore) RecordAdminChange(ctx context.Context, c AdminChange) error {
+	_, err := o.exchange(ctx, fasthttp.MethodPost, "/v1/admin-changes", c)
+	return err
+}
+
+// AdminChanges reads the last admin changes as the origin keeps them (GET
+// /v1/admin-changes), for the ops dashboard.
+func (o *OriginStore) AdminChanges(ctx context.Context) (json.RawMessage, error) {
+	return o.exchange(ctx, fasthttp.MethodGet, "/v1/admin-changes", nil)
+}
+
 // call sends one signed request and decodes the line it answers.
 func (o *OriginStore) call(ctx context.Context, method, path string, in any) (Row, error) {
 	body, err := o.exchange(ctx, method, path, in)

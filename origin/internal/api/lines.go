@@ -68,7 +68,9 @@ const maxCeiling = 1_000_000_000_000_000
 
 // signed lets only requests signed by an edge through, each signature
 // once. A signature the store cannot record is not taken: the answer is
-// please_wait, and the edge signs its next try anew.
+// please_wait, and the edge signs its next try anew. A route with a sale
+// in its path has it checked here; one without (the admin changes') has
+// no params.
 func (s *Server) signed(h handler) handler {
 	return func(ctx *fasthttp.RequestCtx, c context.Context, params []string) error {
 		if s.Edges == nil {
@@ -86,7 +88,7 @@ func (s *Server) signed(h handler) handler {
 		if !fresh {
 			return fmt.Errorf("line request: %w", tokens.ErrReplayed)
 		}
-		if !httpapi.ValidID(params[0]) {
+		if len(params) > 0 && !httpapi.ValidID(params[0]) {
 			return errUnknownLine
 		}
 		return h(ctx, c, params)

@@ -134,6 +134,8 @@ func (s *Server) publicRoutes() []route {
 		{fasthttp.MethodPost, []string{"v1", "lines", "*", "ceilings"}, "line_ceilings", s.signed(s.raiseLine)},
 		{fasthttp.MethodPost, []string{"v1", "lines", "*", "serving"}, "line_serving", s.signed(s.lowerServing)},
 		{fasthttp.MethodPost, []string{"v1", "lines", "*", "draw"}, "line_draw", s.signed(s.sealDraw)},
+		{fasthttp.MethodPost, []string{"v1", "admin-changes"}, "admin_change", s.signed(s.recordAdminChange)},
+		{fasthttp.MethodGet, []string{"v1", "admin-changes"}, "admin_changes", s.signed(s.adminChanges)},
 	}), s.probeRoutes()...)
 }
 
