@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"math"
 	"mime"
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -85,6 +87,7 @@ type overviewJSON struct {
 	Node     nodeJSON           `json:"node"`
 	Sales    []saleOverviewJSON `json:"sales"`
 	Counters map[string]float64 `json:"counters"`
+	Reserves reservesJSON       `json:"reserves"`
 	// Nodes are every node on the roster (this one's Redis), null when
 	// it cannot be read.
 	Nodes []rosterNodeJSON `json:"nodes"`
@@ -126,13 +129,57 @@ type saleOverviewJSON struct {
 	Current   bool           `json:"current"`
 	Fresh     bool           `json:"fresh"`
 	Admission *admissionJSON `json:"admission"`
+	// Rebuilding: this node's last tick found that Redis no longer holds
+	// the sale's line it read before (its keys gone, or writes lost in a
+	// failover), and the line is being restored from the origin's durable
+	// copy; joins and polls answer please_wait until it is back.
+	// RestoredAt is when the line Redis holds was put there by a restore
+	// (Redis's clock), null when it is the line first created there (or
+	// one lost before any place was handed out), or not read yet.
+	Rebuilding bool       `json:"rebuilding"`
+	RestoredAt *time.Time `json:"restored_at"`
+}
+
+// reservesJSON is what this node saw of reserves, in all sales, counted
+// since it started: the dashboard takes rates from two overviews' counts
+// and their node.time.
+type reservesJSON struct {
+	// Answers are the reserves this node answered, by HTTP status
+	// (flashgate_edge_request_seconds{route="reserve"}): its own answers
+	// (409 sold out from the snapshot, 401, 429, 503 please_wait) and the
+	// origin's, passed on (201 reserved, 200 the reservation already
+	// held, 403 limit reached, 409 sold out or the sale over, 503
+	// please_wait).
+	Answers map[string]uint64 `json:"answers"`
+	// Origin are the reserves sent on to the origin, by how the exchange
+	// ended (flashgate_edge_upstream_seconds{upstream="origin"}): "ok" the
+	// origin answered, whatever the status; "error" the connection failed
+	// or the exchange timed out; "busy" every connection was in use, and it
+	// was never sent.
+	Origin map[string]uint64 `json:"origin"`
+	// Latency is how long the origin took to answer them lately; null on
+	// the node's first overview, which has no reading to measure from.
+	Latency *latencyJSON `json:"latency"`
+}
+
+// latencyJSON is the origin's time to answer a reserve, as this node timed
+// it, over the last WindowS seconds: quantiles of the "ok" exchanges'
+// histogram interpolated within its buckets, as Prometheus's
+// histogram_quantile does; null when the origin answered none.
+type latencyJSON struct {
+	WindowS float64  `json:"window_s"`
+	Count   uint64   `json:"count"` // answers in the window
+	P50S    *float64 `json:"p50_s"`
+	P99S    *float64 `json:"p99_s"`
 }
 
 // rosterBudget bounds the overview's read of the roster.
 const rosterBudget = 300 * time.Millisecond
 
-// overviewCounters are the metrics the dashboard shows as they are, summed
-// over their labels but the one named (its values become name.value).
+// overviewCounters are the metrics the dashboard shows as they are, by
+// their name without flashgate_edge_, summed over their labels but the one
+// named: its values become name.value, the name without _total
+// (rejections.sold_out).
 var overviewCounters = map[string]string{
 	"flashgate_edge_challenges_total":     "outcome",
 	"flashgate_edge_tarpit_caught_total":  "",
@@ -140,7 +187,16 @@ var overviewCounters = map[string]string{
 	"flashgate_edge_tarpit_entries":       "",
 	"flashgate_edge_rejections_total":     "code",
 	"flashgate_edge_joins_total":          "",
+	// Creating a sale's line counts as its first restore.
+	"flashgate_edge_line_restores_total": "",
+	"flashgate_edge_line_failures_total": "step",
 }
+
+// The histograms the overview reads reserves from (server.go names them).
+const (
+	requestsMetric = "flashgate_edge_request_seconds"
+	upstreamMetric = "flashgate_edge_upstream_seconds"
+)
 
 // getOverview: GET /admin/overview.
 func (s *Server) getOverview(ctx *fasthttp.RequestCtx, _ []string) error {
@@ -149,9 +205,9 @@ func (s *Server) getOverview(ctx *fasthttp.RequestCtx, _ []string) error {
 	out := overviewJSON{
 		Node: nodeJSON{Time: now.UTC(), Ready: r.Ready, OriginOK: r.ListCurrent, RedisOK: r.TickCurrent,
 			ListAgeS: seconds(r.ListAge), TickAgeS: seconds(r.TickAge), StaleSale: r.StaleSales},
-		Sales:    []saleOverviewJSON{},
-		Counters: s.counters(),
+		Sales: []saleOverviewJSON{},
 	}
+	out.Counters, out.Reserves = s.readMetrics(now)
 	if out.Node.StaleSale == nil {
 		out.Node.StaleSale = []string{}
 	}
@@ -164,6 +220,15 @@ func (s *Server) getOverview(ctx *fasthttp.RequestCtx, _ []string) error {
 				a := admissionOf(v.State)
 				a.Autotune = s.autotuneOf(e.Sale.SaleID)
 				sale.Admission = &a
+				// While lost, the state is the reading before the loss,
+				// and its restore time the last one before this. A line
+				// lost with no reading before (Epoch unset) is a new
+				// sale's, being created: nothing was lost.
+				sale.Rebuilding = v.State.Lost && v.State.Epoch != ""
+				if at := v.State.RestoredAt; !at.IsZero() {
+					at = at.UTC()
+					sale.RestoredAt = &at
+				}
 			}
 		}
 		out.Sales = append(out.Sales, sale)
@@ -194,14 +259,34 @@ func seconds(d time.Duration) float64 {
 	return d.Seconds()
 }
 
-// counters reads overviewCounters from the registry.
-func (s *Server) counters() map[string]float64 {
-	out := map[string]float64{}
+// readMetrics reads overviewCounters and the reserves' histograms from one
+// gather of the registry, and measures the origin's latency since the
+// reading latencyWindow ago.
+func (s *Server) readMetrics(now time.Time) (map[string]float64, reservesJSON) {
+	counters := map[string]float64{}
+	res := reservesJSON{Answers: map[string]uint64{}, Origin: map[string]uint64{}}
 	families, err := s.Registry.Gather()
-	if err != nil && len(families) == 0 {
-		return out
-	}
+	latency := histReading{at: now} // zeros until the origin answers
 	for _, f := range families {
+		switch f.GetName() {
+		case requestsMetric:
+			for _, m := range f.GetMetric() {
+				if labelValue(m, "route") == "reserve" {
+					res.Answers[labelValue(m, "status")] += m.GetHistogram().GetSampleCount()
+				}
+			}
+		case upstreamMetric:
+			for _, m := range f.GetMetric() {
+				if labelValue(m, "upstream") != "origin" {
+					continue
+				}
+				outcome := labelValue(m, "outcome")
+				res.Origin[outcome] += m.GetHistogram().GetSampleCount()
+				if outcome == "ok" {
+					latency = readingOf(now, m.GetHistogram())
+				}
+			}
+		}
 		by, ok := overviewCounters[f.GetName()]
 		if !ok {
 			continue
@@ -210,12 +295,121 @@ func (s *Server) counters() map[string]float64 {
 		for _, m := range f.GetMetric() {
 			key := name
 			if by != "" {
-				key = name + "." + labelValue(m, by)
+				key = strings.TrimSuffix(name, "_total") + "." + labelValue(m, by)
 			}
-			out[key] += metricValue(m)
+			counters[key] += metricValue(m)
 		}
 	}
+	// A failed gather may lack the histogram: its zeros would read as the
+	// counts going back.
+	if err == nil {
+		if from, ok := s.latency.since(latency); ok {
+			res.Latency = latencyOf(from, latency)
+		}
+	}
+	return counters, res
+}
+
+// latencyWindow is how far back the overview's origin latency looks: long
+// enough for a p99 of a busy second's answers, short enough that a slow
+// origin shows within seconds rather than averaged into the whole sale.
+const latencyWindow = 10 * time.Second
+
+// latencyReadings are the origin latency histogram as overviews read it, a
+// second apart or more: the newest reading latencyWindow old and every
+// later one, so the list stays short however many dashboards poll.
+type latencyReadings struct {
+	mu   sync.Mutex // guards list
+	list []histReading
+}
+
+// histReading is a histogram's cumulative counts at a time.
+type histReading struct {
+	at      time.Time
+	count   uint64
+	bounds  []float64 // the buckets' upper bounds, ascending, +Inf left out
+	buckets []uint64  // cumulative count at each bound
+}
+
+// readingOf reads a histogram at now.
+func readingOf(now time.Time, h *dto.Histogram) histReading {
+	r := histReading{at: now, count: h.GetSampleCount()}
+	for _, b := range h.GetBucket() {
+		if math.IsInf(b.GetUpperBound(), +1) {
+			continue
+		}
+		r.bounds = append(r.bounds, b.GetUpperBound())
+		r.buckets = append(r.buckets, b.GetCumulativeCount())
+	}
+	return r
+}
+
+// since keeps cur (when the newest kept reading is a second old) and
+// returns the reading to measure cur from: the newest kept that is at
+// least latencyWindow old, else the oldest kept; false on the node's first
+// overview, with none kept.
+func (l *latencyReadings) since(cur histReading) (histReading, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.list) == 0 {
+		l.list = append(l.list, cur)
+		return histReading{}, false
+	}
+	base := 0
+	for i, r := range l.list {
+		if cur.at.Sub(r.at) >= latencyWindow {
+			base = i
+		}
+	}
+	l.list = l.list[base:]
+	if cur.at.Sub(l.list[len(l.list)-1].at) >= time.Second {
+		l.list = append(l.list, cur)
+	}
+	return l.list[0], true
+}
+
+// latencyOf is the latency of the answers between two readings of the
+// same histogram.
+func latencyOf(from, to histReading) *latencyJSON {
+	out := &latencyJSON{WindowS: max(to.at.Sub(from.at).Seconds(), 0), Count: sub(to.count, from.count)}
+	if out.Count == 0 {
+		return out
+	}
+	window := make([]uint64, len(to.buckets))
+	for i, c := range to.buckets {
+		var was uint64
+		if i < len(from.buckets) { // none before the origin first answered
+			was = from.buckets[i]
+		}
+		window[i] = sub(c, was)
+	}
+	p50, p99 := quantile(0.5, to.bounds, window, out.Count), quantile(0.99, to.bounds, window, out.Count)
+	out.P50S, out.P99S = &p50, &p99
 	return out
+}
+
+// sub is a-b, never below 0.
+func sub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
+
+// quantile is the q-quantile (0 < q <= 1) of count observations in
+// cumulative buckets: linear within the bucket it falls in, from 0 for the
+// first one; the highest bound when it falls beyond it, as Prometheus's
+// histogram_quantile answers.
+func quantile(q float64, bounds []float64, cumulative []uint64, count uint64) float64 {
+	rank := q * float64(count)
+	lower, below := 0.0, uint64(0)
+	for i, upper := range bounds {
+		if c := cumulative[i]; float64(c) >= rank && c > below {
+			return lower + (upper-lower)*(rank-float64(below))/float64(c-below)
+		}
+		lower, below = upper, cumulative[i]
+	}
+	return lower
 }
 
 func labelValue(m *dto.Metric, name string) string {

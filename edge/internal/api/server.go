@@ -108,6 +108,7 @@ type Server struct {
 	promh    fasthttp.RequestHandler
 	networks atomic.Pointer[networkLimiters] // the network limits of the defence settings in force
 	logs     logCache                        // the admission logs built here (admissionlog.go)
+	latency  latencyReadings                 // the origin latency the overview measures from (ops.go)
 }
 
 type metrics struct {

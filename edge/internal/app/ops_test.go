@@ -1,7 +1,10 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -200,5 +204,194 @@ func TestAutotuneThroughTheEdge(t *testing.T) {
 	a = answer{}
 	if err := json.Unmarshal(res.Body, &a); res.Status != 200 || err != nil || a.Autotune == nil || a.Autotune.On || a.RatePerSecond != 33 {
 		t.Errorf("PUT rate by hand = %d %s, want 33 with autotune off", res.Status, res.Body)
+	}
+}
+
+// overviewSale and overviewReserves are the parts of GET /admin/overview
+// the reserve and rebuild test reads.
+type overviewSale struct {
+	SaleID     string     `json:"sale_id"`
+	Rebuilding bool       `json:"rebuilding"`
+	RestoredAt *time.Time `json:"restored_at"`
+}
+
+type overviewReserves struct {
+	Answers map[string]uint64 `json:"answers"`
+	Origin  map[string]uint64 `json:"origin"`
+	Latency *struct {
+		WindowS float64  `json:"window_s"`
+		Count   uint64   `json:"count"`
+		P50S    *float64 `json:"p50_s"`
+		P99S    *float64 `json:"p99_s"`
+	} `json:"latency"`
+}
+
+type reserveOverview struct {
+	Sales    []overviewSale     `json:"sales"`
+	Counters map[string]float64 `json:"counters"`
+	Reserves overviewReserves   `json:"reserves"`
+}
+
+func getOverview(t *testing.T, n *edgetest.Node) reserveOverview {
+	t.Helper()
+	res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/overview"})
+	var ov reserveOverview
+	if err := json.Unmarshal(res.Body, &ov); res.Status != 200 || err != nil {
+		t.Fatalf("GET overview = %d %s (%v)", res.Status, res.Body, err)
+	}
+	return ov
+}
+
+// waitOverviewSale polls the overview until ok accepts the sale in it.
+func waitOverviewSale(t *testing.T, n *edgetest.Node, sale, what string, within time.Duration, ok func(overviewSale) bool) reserveOverview {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ov := getOverview(t, n)
+		for _, s := range ov.Sales {
+			if s.SaleID == sale && ok(s) {
+				return ov
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("overview after %v = %+v, want %s", within, ov.Sales, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The overview counts the reserves this edge answered, by status, and the
+// ones it sent on to the origin, with the origin's answer time, as a test
+// drives them through a real edge and origin: a refused token, two units
+// reserved, a repeat, and sold-out answers from the edge's snapshot. Then
+// the sale's line keys are deleted from Redis, and with the origin's copy
+// held back the overview says the line is being rebuilt; let through, the
+// line is restored and the overview says when.
+func TestOverviewReservesAndRebuild(t *testing.T) {
+	t.Parallel()
+	o, counting := realOrigin(t)
+	const sale = "opsreserves"
+	o.MustCreateSale(t, origintest.OpenSale(sale, 2, 600))
+	r := edgetest.NewRedis(t)
+	cfg := edgetest.Config(r, counting.URL)
+	cfg.DefaultRatePerSecond = 1000
+	n := edgetest.StartNode(t, cfg)
+	n.WaitSale(t, sale)
+	reservePath := "/v1/sales/" + sale + "/reserve"
+
+	first := getOverview(t, n)
+	if first.Reserves.Latency != nil || len(first.Reserves.Answers) != 0 {
+		t.Errorf("first overview's reserves = %+v, want no answers and no latency yet (nothing to measure from)", first.Reserves)
+	}
+	restoresBefore := first.Counters["line_restores_total"]
+
+	// Every reserve the origin answers takes 30 ms or more: its
+	// quantiles are known to within a bucket.
+	const originDelay = 30 * time.Millisecond
+	counting.Delay(reservePath, originDelay)
+	if res := n.Do(t, edgetest.Request{Method: "POST", Path: reservePath, Token: "not-a-token", Body: reserveBody("sku-1", "idem-x")}); res.Status != fasthttp.StatusUnauthorized {
+		t.Fatalf("reserve with a bad token = %d %s, want 401", res.Status, res.Body)
+	}
+	reserve := func(token, key string, want int) {
+		t.Helper()
+		res := n.Do(t, edgetest.Request{Method: "POST", Path: reservePath, Token: token, User: edgetest.Owner(t, token),
+			Body: reserveBody("sku-1", key)})
+		if res.Status != want {
+			t.Fatalf("reserve %s = %d %s, want %d", key, res.Status, res.Body, want)
+		}
+	}
+	buyer0 := admit(t, n, sale, "buyer-0")
+	reserve(buyer0, "idem-0", fasthttp.StatusCreated)
+	reserve(buyer0, "idem-0", fasthttp.StatusOK) // the same key: the same reservation again
+	reserve(admit(t, n, sale, "buyer-1"), "idem-1", fasthttp.StatusCreated)
+	waitSnapshot(t, n, sale, 5*time.Second, func(s publicSnapshot) bool { return s.SoldOut })
+	late, _, err := issuer.Admission(sale, "late-shopper", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		res := n.Do(t, edgetest.Request{Method: "POST", Path: reservePath, Token: late, Body: reserveBody("sku-1", fmt.Sprint("late-", i))})
+		if res.Status != fasthttp.StatusConflict || res.ErrorCode() != "sold_out" {
+			t.Fatalf("reserve after sold out = %d %s, want 409 sold_out", res.Status, res.Body)
+		}
+	}
+	forwarded := uint64(counting.CountMatching("POST", reservePath))
+	if forwarded != 3 {
+		t.Fatalf("origin saw %d reserves, want 3 (two reserved, one repeat)", forwarded)
+	}
+
+	ov := getOverview(t, n)
+	wantAnswers := map[string]uint64{"401": 1, "201": 2, "200": 1, "409": 3}
+	if !maps.Equal(ov.Reserves.Answers, wantAnswers) {
+		t.Errorf("overview reserve answers = %v, want %v", ov.Reserves.Answers, wantAnswers)
+	}
+	// The edge's own answers among them, as the counters name them.
+	if got := ov.Counters; got["rejections.sold_out"] != 3 || got["rejections.invalid_token"] != 1 {
+		t.Errorf("overview counters = %v, want rejections.sold_out 3 and rejections.invalid_token 1", got)
+	}
+	if want := map[string]uint64{"ok": forwarded}; !maps.Equal(ov.Reserves.Origin, want) {
+		t.Errorf("overview reserves sent to the origin = %v, want %v", ov.Reserves.Origin, want)
+	}
+	l := ov.Reserves.Latency
+	switch {
+	case l == nil || l.Count != forwarded || l.P50S == nil || l.P99S == nil:
+		t.Errorf("overview origin latency = %+v, want the %d answers since the first overview", l, forwarded)
+	case *l.P50S < originDelay.Seconds()-0.005 || *l.P50S > *l.P99S || *l.P99S > 5 || l.WindowS <= 0:
+		t.Errorf("overview origin latency = p50 %v s, p99 %v s over %v s, want p50 at least %v, p99 no less and at most 5 s",
+			*l.P50S, *l.P99S, l.WindowS, originDelay.Seconds())
+	}
+	counting.Delay(reservePath, 0)
+
+	// Redis loses the line, and the origin's copy is held back: the
+	// restore cannot finish (it gives up after the line keeper's timeout
+	// and tries again each tick).
+	linePath := "/v1/lines/" + sale
+	counting.Delay(linePath, time.Minute)
+	keys := queue.NewKeys(r.Prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lostAt := time.Now()
+	if err := r.Client.Del(ctx, keys.Pre(sale), keys.Post(sale), keys.Places(sale), keys.Seed(sale), keys.Cursor(sale),
+		keys.Steps(sale), keys.Line(sale)).Err(); err != nil {
+		t.Fatalf("delete the line's keys: %v", err)
+	}
+	waitOverviewSale(t, n, sale, "the line rebuilding, never restored before", 5*time.Second, func(s overviewSale) bool {
+		return s.Rebuilding && s.RestoredAt == nil
+	})
+	counting.Delay(linePath, 0)
+	ov = waitOverviewSale(t, n, sale, "the line restored, with its time", 15*time.Second, func(s overviewSale) bool {
+		return !s.Rebuilding && s.RestoredAt != nil
+	})
+	for _, s := range ov.Sales {
+		if s.SaleID == sale && (s.RestoredAt.Before(lostAt.Add(-time.Second)) || s.RestoredAt.After(time.Now().Add(time.Second))) {
+			t.Errorf("overview restored_at = %v, want after the keys were deleted (%v) and before now", s.RestoredAt, lostAt)
+		}
+	}
+	if got := ov.Counters["line_restores_total"]; got != restoresBefore+1 {
+		t.Errorf("overview line_restores_total = %v, want %v: the one restore", got, restoresBefore+1)
+	}
+	if got := ov.Counters["line_failures.restore"]; got < 1 {
+		t.Errorf("overview line_failures.restore = %v, want the restores that timed out while the origin's copy was held back", got)
+	}
+}
+
+// admit joins account to the sale's line and polls its status until it is
+// admitted, and returns its admission token.
+func admit(t *testing.T, n *edgetest.Node, sale, account string) string {
+	t.Helper()
+	res, joined := n.Join(t, sale, account)
+	if res.Status != fasthttp.StatusAccepted {
+		t.Fatalf("join %s = %d %s, want 202", account, res.Status, res.Body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, st := n.Status(t, sale, joined.QueueToken)
+		if st.State == "admitted" {
+			return st.AdmissionToken
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status of %s = %+v after 5 s, want admitted", account, st)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -10,22 +10,27 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
 // The ops dashboard in headless Chromium, on one of two edges sharing a
 // Redis of their own, in front of a real origin: it signs in with the
 // admin token, shows the sale live (line, rate, stock from the origin's
-// ledger); a rate change and a pause made from the page, each after a
-// confirmation, are in force on both edges within a tick and listed with
-// who made them; and banners say when Redis is unreachable, when a change
-// is recorded but not yet in effect, and when the origin does not answer.
-// Screenshots of each state: dashboard-*.png.
+// ledger), the reserves made through the edge with their rate and the
+// origin's answer time; a rate change and a pause made from the page, each
+// after a confirmation, are in force on both edges within a tick and
+// listed with who made them; and banners say when Redis lost the sale's
+// line and it is being rebuilt (then the sale says when it was), when
+// Redis is unreachable, when a change is recorded but not yet in effect,
+// and when the origin does not answer. Screenshots of each state:
+// dashboard-*.png.
 func TestOpsDashboard(t *testing.T) {
 	o := origintest.StartOrigin(t, origintest.NewEnv(t))
 	proxy := edgetest.NewCountingProxy(t, o.PublicLn.Dial)
 	redisSrv := edgetest.StartRedisServer(t)
-	cfg := edgetest.Config(edgetest.NewRedisAt(t, redisSrv.URL), proxy.URL)
+	r := edgetest.NewRedisAt(t, redisSrv.URL)
+	cfg := edgetest.Config(r, proxy.URL)
 	cfg.DefaultRatePerSecond = 50
 	a, b := edgetest.StartNode(t, cfg), edgetest.StartNode(t, cfg)
 	const sale = "opsdash"
@@ -53,6 +58,21 @@ func TestOpsDashboard(t *testing.T) {
 		return rows.length === 2 && rows.every((r) => r.cells[1].textContent === 'yes') &&
 			rows.filter((r) => r.cells[0].textContent.includes('(this one)')).length === 1; })()`, 15*time.Second)
 	p.waitUntil("the admitted rate measured", `!document.querySelector('#sales tbody tr').textContent.includes('…')`, 15*time.Second)
+
+	// Reserves through edge a, each answered by the origin after 30 ms or
+	// more: counted, with a rate while they are recent, and the origin's
+	// answer time.
+	proxy.Delay("/v1/sales/"+sale+"/reserve", 30*time.Millisecond)
+	for _, account := range []string{"dee", "eve"} {
+		reserveThrough(t, a, sale, account)
+	}
+	proxy.Delay("/v1/sales/"+sale+"/reserve", 0)
+	p.waitUntil("the reserves counted, with a rate", `(() => {
+		const row = (sel) => document.querySelector(sel);
+		const reserved = row('#reserves tr[data-status="201"]'), answered = row('#origin tr[data-outcome="ok"]');
+		return reserved && answered && reserved.cells[1].textContent === '2' && Number(reserved.cells[2].textContent) > 0 &&
+			answered.cells[1].textContent === '2' && row('#reserves tr[data-status="409"]').cells[2].textContent === '0' &&
+			/\(2 answers\): p50 [0-9.]+ ms · p99 [0-9.]+ ms/.test(document.getElementById('latency').textContent); })()`, 15*time.Second)
 	p.screenshot("dashboard-live.png")
 
 	// A rate change: asked, confirmed, in force on both edges.
@@ -100,6 +120,25 @@ func TestOpsDashboard(t *testing.T) {
 	p.waitUntil("the rate set by hand again", `document.getElementById('autotune-state').textContent === 'The rate is set by hand.' &&
 		document.querySelector('#changes tbody tr').textContent.includes('tuning stopped')`, 10*time.Second)
 
+	// Redis loses the sale's line while the origin's copy is held back: a
+	// banner and the sale say it is being rebuilt until the copy comes
+	// through and the line is restored; the sale then says when.
+	linePath := "/v1/lines/" + sale
+	proxy.Delay(linePath, time.Minute)
+	loseLine(t, r, sale)
+	p.waitUntil("the rebuild banner", `document.getElementById('banners').textContent.includes(
+		'Redis lost the line of sale opsdash; rebuilding from the origin') &&
+		document.getElementById('line').textContent.startsWith('REBUILDING') &&
+		document.querySelector('#sales tbody tr').textContent.includes('REBUILDING')`, 10*time.Second)
+	p.screenshot("dashboard-rebuilding.png")
+	proxy.Delay(linePath, 0)
+	p.waitUntil("the line rebuilt, with its time", `!document.getElementById('banners').textContent.includes('Redis lost the line') &&
+		document.getElementById('line').textContent.startsWith("In Redis. Last rebuilt from the origin's copy at ") &&
+		/origin's copy: \d+ .*restores that failed: [1-9]/.test(document.getElementById('restores').textContent)`, 15*time.Second)
+	p.do("show the sale's line", chromedp.ScrollIntoView(chromedp.ID("line")))
+	p.screenshot("dashboard-rebuilt.png")
+	p.do("back to the top", chromedp.ScrollIntoView(chromedp.ID("banners")))
+
 	// Redis gone: a banner; a change then is recorded, not in effect, and
 	// says so until Redis is back and takes it.
 	redisSrv.Stop()
@@ -138,6 +177,44 @@ func inForce(t *testing.T, within time.Duration, nodes []*edgetest.Node, sale, w
 		}
 	}
 	t.Logf("%s in force on every edge %v after the confirmation", what, time.Since(start))
+}
+
+// reserveThrough joins account to the sale's line on n, waits until it is
+// admitted, and reserves a unit through n.
+func reserveThrough(t *testing.T, n *edgetest.Node, sale, account string) {
+	t.Helper()
+	res, joined := n.Join(t, sale, account)
+	if res.Status != fasthttp.StatusAccepted {
+		t.Fatalf("join %s = %d %s", account, res.Status, res.Body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, st := n.Status(t, sale, joined.QueueToken)
+		if st.State == "admitted" {
+			res := n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: st.AdmissionToken,
+				User: edgetest.Owner(t, st.AdmissionToken), Body: []byte(`{"sku": "sku-1", "idempotency_key": "` + account + `"}`)})
+			if res.Status != fasthttp.StatusCreated {
+				t.Fatalf("reserve of %s = %d %s, want 201", account, res.Status, res.Body)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status of %s = %+v after 10 s, want admitted", account, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// loseLine deletes every key of the sale's line from Redis, as a restart
+// without persistence would lose them.
+func loseLine(t *testing.T, r *edgetest.Redis, sale string) {
+	t.Helper()
+	k := queue.NewKeys(r.Prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.Client.Del(ctx, k.Pre(sale), k.Post(sale), k.Places(sale), k.Seed(sale), k.Cursor(sale), k.Steps(sale), k.Line(sale)).Err(); err != nil {
+		t.Fatalf("delete the line of %s: %v", sale, err)
+	}
 }
 
 // serveAdmin serves a node's admin listener on a real 127.0.0.1 port, for

@@ -6,7 +6,8 @@
 "use strict";
 
 const REFRESH_MS = 1500;
-// Admitted a second is measured over readings at least this far apart.
+// Rates (admitted, reserve answers, the origin's failures a second) are
+// measured over overviews at least this far apart.
 const RATE_WINDOW_S = 3;
 
 const $ = (id) => document.getElementById(id);
@@ -14,7 +15,7 @@ const state = {
   token: sessionStorage.getItem("flashgate.token") || "",
   operator: sessionStorage.getItem("flashgate.operator") || "",
   selected: "",
-  readings: {},   // sale id -> [{t, serving}], oldest first, from the edge's clock
+  history: [],    // the overviews of the last minute, oldest first: [{t, ov}], t by the edge's clock
   pending: null,  // a change the origin recorded that Redis has not taken yet
   overview: null,
   booksError: false,
@@ -83,7 +84,16 @@ async function refresh() {
   if (!state.selected && ov.sales.length) state.selected = ov.sales[0].sale_id;
   renderNode(ov.node);
   renderSales(ov);
+  renderReserves(ov);
+  renderOrigin(ov, banners);
   renderNodes(ov.nodes, banners);
+  renderRestores(ov.counters);
+  for (const s of ov.sales) {
+    if (s.rebuilding) {
+      banners.push(["bad", "Redis lost the line of sale " + s.sale_id + "; rebuilding from the origin. " +
+        "Its shoppers' joins and polls are told to wait until it is back."]);
+    }
+  }
   if (!ov.node.redis_ok) {
     banners.push(["bad", "Redis is unreachable from this edge: the line does not move, and shoppers are told to wait."]);
   }
@@ -99,30 +109,49 @@ async function refresh() {
   timer = setTimeout(refresh, REFRESH_MS);
 }
 
-// record keeps each sale's now_serving readings of the last minute.
+// record keeps the overviews of the last minute: the edge's counts are
+// cumulative, and rates are their differences over its clock.
 function record(ov) {
   const t = Date.parse(ov.node.time) / 1000;
-  for (const s of ov.sales) {
-    if (!s.admission) continue;
-    const r = (state.readings[s.sale_id] = state.readings[s.sale_id] || []);
-    r.push({ t, serving: s.admission.now_serving });
-    while (r.length > 1 && t - r[0].t > 60) r.shift();
-  }
+  const h = state.history;
+  h.push({ t, ov });
+  while (h.length > 1 && t - h[0].t > 60) h.shift();
 }
 
-// measured is the sale's admitted-a-second over the last RATE_WINDOW_S or
-// more, or null before there are readings that far apart.
-function measured(id) {
-  const r = state.readings[id] || [];
-  const last = r[r.length - 1];
-  for (let i = r.length - 2; i >= 0; i--) {
-    if (last.t - r[i].t >= RATE_WINDOW_S) return (last.serving - r[i].serving) / (last.t - r[i].t);
+// perSecond is how fast value(overview) grew over the last RATE_WINDOW_S or
+// more, or null before there are overviews that far apart, when one of
+// them lacks it, or when it went down (the edge restarted).
+function perSecond(value) {
+  const h = state.history;
+  const last = h[h.length - 1];
+  for (let i = h.length - 2; i >= 0; i--) {
+    if (last.t - h[i].t < RATE_WINDOW_S) continue;
+    const then = value(h[i].ov), now = value(last.ov);
+    if (then === undefined || now === undefined || now < then) return null;
+    return (now - then) / (last.t - h[i].t);
   }
   return null;
 }
 
+// measured is the sale's admitted-a-second, or null (perSecond).
+function measured(id) {
+  return perSecond((ov) => {
+    const s = ov.sales.find((x) => x.sale_id === id);
+    return s && s.admission ? s.admission.now_serving : undefined;
+  });
+}
+
+function rateText(r) {
+  return r === null ? "…" : fmt.format(Math.round(r * 10) / 10);
+}
+
+// when is an RFC 3339 time as the page shows it: to the second, UTC.
+function when(iso) {
+  return iso.replace("T", " ").replace(/\..*Z$/, "Z");
+}
+
 function renderNode(n) {
-  const parts = ["Edge " + (n.ready ? "ready" : "NOT ready"), "edge time " + n.time.replace("T", " ").replace(/\..*Z$/, "Z")];
+  const parts = ["Edge " + (n.ready ? "ready" : "NOT ready"), "edge time " + when(n.time)];
   $("node").textContent = parts.join(" · ");
 }
 
@@ -176,15 +205,106 @@ function renderSales(ov) {
     cell(tr, a ? fmt.format(a.now_serving) : "—", "num");
     cell(tr, a ? fmt.format(a.rate_per_s) + " /s" : "—", "num");
     const m = measured(s.sale_id);
-    cell(tr, m === null ? "…" : fmt.format(Math.round(m * 10) / 10), "num");
+    cell(tr, rateText(m), "num");
     cell(tr, fmt.format(s.available), "num");
     const tuned = a && a.autotune && a.autotune.on ? ", tuning itself" : "";
-    const adm = cell(tr, a ? (a.paused ? "PAUSED" : "running") + tuned : "unknown");
-    if (a && a.paused) adm.className = "paused";
+    const adm = cell(tr, s.rebuilding ? "REBUILDING" : a ? (a.paused ? "PAUSED" : "running") + tuned : "unknown");
+    if (s.rebuilding || (a && a.paused)) adm.className = "paused";
     const pick = () => { state.selected = s.sale_id; refresh(); };
     tr.addEventListener("click", pick);
     tr.addEventListener("keydown", (e) => { if (e.key === "Enter") pick(); });
     body.appendChild(tr);
+  }
+}
+
+// countRow adds a row of a count, value(overview): as it stands, and a
+// second over the last few seconds.
+function countRow(body, label, value) {
+  const tr = document.createElement("tr");
+  cell(tr, label);
+  cell(tr, fmt.format(value(state.overview)), "num");
+  cell(tr, rateText(perSecond(value)), "num");
+  body.appendChild(tr);
+  return tr;
+}
+
+// RESERVE_ANSWERS name the reserve answers by HTTP status, as the edge
+// counts them (its own and the origin's, passed on: docs/API.md); any
+// other status is listed as it is.
+const RESERVE_ANSWERS = [
+  ["201", "Reserved"],
+  ["200", "Already held: the same reservation again"],
+  ["409", "Sold out, or the sale over"],
+  ["403", "Limit reached"],
+  ["429", "Rate limited"],
+  ["401", "Token refused"],
+  ["503", "Please wait, from this edge or the origin"],
+];
+
+function renderReserves(ov) {
+  const body = $("reserves").tBodies[0];
+  body.replaceChildren();
+  const named = new Set(RESERVE_ANSWERS.map(([status]) => status));
+  const others = Object.keys(ov.reserves.answers).filter((status) => !named.has(status)).sort();
+  for (const [status, label] of RESERVE_ANSWERS.concat(others.map((status) => [status, "Other"]))) {
+    const tr = countRow(body, label + " (" + status + ")", (o) => o.reserves.answers[status] || 0);
+    tr.dataset.status = status;
+  }
+}
+
+// ORIGIN_OUTCOMES name how a reserve sent on to the origin ended.
+const ORIGIN_OUTCOMES = [
+  ["ok", "Answered"],
+  ["error", "Failed: connection refused or broken, or timed out"],
+  ["busy", "Not sent: every connection to it busy"],
+];
+
+function renderOrigin(ov, banners) {
+  const body = $("origin").tBodies[0];
+  body.replaceChildren();
+  for (const [outcome, label] of ORIGIN_OUTCOMES) {
+    countRow(body, label, (o) => o.reserves.origin[outcome] || 0).dataset.outcome = outcome;
+  }
+  const failing = perSecond((o) => (o.reserves.origin.error || 0) + (o.reserves.origin.busy || 0));
+  if (failing) {
+    banners.push(["warn", "The origin fails " + rateText(failing) + " reserves a second from this edge " +
+      "(connection failed, timed out, or every connection busy): their shoppers are told to wait."]);
+  }
+  const l = ov.reserves.latency;
+  const window = l ? Math.round(l.window_s) + " s" : "";
+  $("latency").textContent = !l ? "Answer time: measuring…"
+    : !l.count ? "The origin answered no reserve in the last " + window + "."
+    : "Answer time over the last " + window + " (" + fmt.format(l.count) + " answers): p50 " + ms(l.p50_s) +
+      " · p99 " + ms(l.p99_s) + ".";
+}
+
+// ms is a time in seconds as milliseconds, to a tenth below 10 ms.
+function ms(s) {
+  const v = s * 1000;
+  return fmt.format(v < 10 ? Math.round(v * 10) / 10 : Math.round(v)) + " ms";
+}
+
+function renderRestores(c) {
+  $("restores").textContent = "Lines this edge put into Redis from the origin's copy: " +
+    fmt.format(c.line_restores_total || 0) + " (creating a sale's line counts as one); restores that failed: " +
+    fmt.format(c["line_failures.restore"] || 0) + ".";
+}
+
+// renderLine says whether the sale's line is in Redis or being rebuilt,
+// and when it last was.
+function renderLine(s) {
+  const p = $("line");
+  p.className = s.rebuilding ? "paused" : "";
+  const last = s.restored_at ? when(s.restored_at) + " (Redis's clock)" : "";
+  if (!s.admission) {
+    p.textContent = "This edge has not read the line yet.";
+  } else if (s.rebuilding) {
+    p.textContent = "REBUILDING: Redis lost this line; it is being restored from the origin's copy." +
+      (last ? " The rebuild before: " + last + "." : "");
+  } else if (last) {
+    p.textContent = "In Redis. Last rebuilt from the origin's copy at " + last + ".";
+  } else {
+    p.textContent = "In Redis, never lost since it was created.";
   }
 }
 
@@ -193,6 +313,7 @@ async function refreshSale(banners) {
   $("sale").hidden = !s;
   if (!s) return;
   $("sale-title").textContent = s.name + " (" + s.sale_id + ")";
+  renderLine(s);
   const rate = $("rate");
   if (document.activeElement !== rate && s.admission) rate.placeholder = String(s.admission.rate_per_s);
   $("pause").hidden = !s.admission || s.admission.paused;
@@ -235,11 +356,12 @@ function renderBooks(b, banners) {
   const losses = b.redis_losses || [];
   const open = losses.find((l) => !l.rebuilt_at);
   if (open) {
-    banners.push(["warn", "Redis lost this sale's state (" + open.kind + "): a rebuild from Postgres is running; admission is paused until it ends."]);
+    banners.push(["warn", "Redis lost this sale's stock (" + open.kind + "): the origin is rebuilding it from Postgres " +
+      "and the reserve journal; reserves are answered please_wait until it ends."]);
   }
   $("durability").textContent = "Order writer behind by " + (Math.round(b.writer_lag_s * 10) / 10) + " s · " +
     "reservations restored after Redis losses: " + b.reservations_restored +
-    " · reservations lost: " + b.reservations_lost + " · Redis losses: " + losses.length;
+    " · reservations lost: " + b.reservations_lost + " · Redis losses of the stock: " + losses.length;
 }
 
 function renderFairness(c) {
@@ -266,7 +388,7 @@ function renderChanges(list) {
   body.replaceChildren();
   for (const c of list) {
     const tr = document.createElement("tr");
-    cell(tr, c.at.replace("T", " ").replace(/\..*Z$/, "Z"));
+    cell(tr, when(c.at));
     cell(tr, c.actor);
     cell(tr, describe(c));
     body.appendChild(tr);
