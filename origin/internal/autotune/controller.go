@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,9 @@ type Controller struct {
 	opts    Options
 	log     *slog.Logger
 	steps   *prometheus.CounterVec
+
+	mu     sync.Mutex
+	limits map[string]float64 // by sale: the rate at which the back end last showed its limit (Step)
 }
 
 // New returns a Controller; Run starts it.
@@ -59,7 +63,7 @@ func New(lines Lines, signals Signals, opts Options, log *slog.Logger, reg prome
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	c := &Controller{lines: lines, signals: signals, opts: opts, log: log,
+	c := &Controller{lines: lines, signals: signals, opts: opts, log: log, limits: map[string]float64{},
 		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_autotune_steps_total",
 			Help: "Periods of the admission controller by sale and what it did to the rate: up, down, hold (kept), failed (not read or not written).",
@@ -114,7 +118,15 @@ func (c *Controller) tune(ctx context.Context, l ledger.Line) error {
 	if err != nil {
 		return err
 	}
-	next, why := Step(l.RatePerSecond, r, l.AutotuneMin, l.AutotuneMax, c.opts.Targets)
+	// The limit is this origin's memory: another taking over the tuning
+	// starts without one, and finds it at the first overload.
+	c.mu.Lock()
+	limit := c.limits[l.SaleID]
+	c.mu.Unlock()
+	next, why, limit := Step(l.RatePerSecond, limit, r, l.AutotuneMin, l.AutotuneMax, c.opts.Targets)
+	c.mu.Lock()
+	c.limits[l.SaleID] = limit
+	c.mu.Unlock()
 	if next == l.RatePerSecond {
 		c.steps.WithLabelValues(l.SaleID, "hold").Inc()
 		return nil

@@ -50,41 +50,66 @@ func DefaultTargets() Targets {
 
 // The AIMD constants: a decrease keeps 70 % of the rate; an increase adds
 // a twentieth of the bounds' span, so a sale goes from its floor to its
-// ceiling in twenty healthy periods. A rate is binding while the edges
-// admit at least 80 % of it: below that something else limits admission
-// (an edge's slow start, its hold, the end of the line), and raising a
-// rate nobody reaches only arms a burst for when that limit lifts.
+// ceiling in twenty healthy periods — until the back end has shown a
+// limit: within 10 % of it (or above it) the rate probes by 5 % a period,
+// as TCP CUBIC slows near the window that last overflowed. A rate is
+// binding while the edges admit at least 80 % of it: below that something
+// else limits admission (an edge's slow start, its hold, the end of the
+// line), and raising a rate nobody reaches only arms a burst for when
+// that limit lifts.
 const (
 	decrease      = 0.7
 	increaseSteps = 20
+	probe         = 0.05
+	nearLimit     = 0.9
 	binding       = 0.8
+	// heldFloor bounds the decrease when an edge holds: to what the edges
+	// admitted, but to no less than half the rate (a period they held
+	// throughout admitted nobody, and says little of the capacity).
+	heldFloor = 0.5
 )
 
 // Step is the rate after one period at rate in which the back end showed
-// r, kept within [lo, hi], and why it changed ("" when it did not).
-// Overload comes first: any signal past its target, or an edge holding
-// admission, decreases the rate. Otherwise the rate holds when nothing is
-// left to sell, nobody reserved (no sign that more shoppers would be
-// served), nobody waits, or the edges admitted well under the rate (it is
-// not what limits them); and rises.
-func Step(rate float64, r Reading, lo, hi float64, t Targets) (float64, string) {
+// r, kept within [lo, hi], why it changed ("" when it did not), and the
+// limit the next step starts from. limit is the rate at which the back
+// end last showed its limit (0: not yet).
+//
+// Overload comes first. An edge holding admission — its pool to the
+// checkout congested — brings the rate down to what the edges admitted in
+// the period, the checkout's measured capacity (at least half the rate,
+// at most 90 % of it), and that is the new limit. Any other signal past
+// its target takes 30 % off, the rate it tripped at the new limit.
+// Otherwise the rate holds when nothing is left to sell, nobody reserved
+// (no sign that more shoppers would be served), nobody waits, or the edges
+// admitted well under the rate (it is not what limits them); and rises,
+// by a twentieth of the span, or by 5 % near the limit.
+func Step(rate, limit float64, r Reading, lo, hi float64, t Targets) (next float64, why string, nextLimit float64) {
 	// Rates are kept to a tenth of a shopper a second: ops read them.
 	clamp := func(x float64) float64 { return min(max(math.Round(x*10)/10, lo), hi) }
 	if why := overload(r, t); why != "" {
-		return clamp(rate * decrease), why
+		if r.EdgesHeld && r.Period > 0 {
+			admitted := float64(r.Admitted) / r.Period.Seconds()
+			next := clamp(min(max(admitted, heldFloor*rate), nearLimit*rate))
+			return next, fmt.Sprintf("%s; down to the %.0f/s the edges admitted", why, admitted), next
+		}
+		return clamp(rate * decrease), why, rate
 	}
 	if r.Available <= 0 || r.Reserves == 0 ||
 		r.Period > 0 && (r.Waiting == 0 || float64(r.Admitted) < binding*rate*r.Period.Seconds()) {
 		if held := clamp(rate); held != rate {
-			return held, fmt.Sprintf("kept within the bounds %v to %v", lo, hi)
+			return held, fmt.Sprintf("kept within the bounds %v to %v", lo, hi), limit
 		}
-		return rate, ""
+		return rate, "", limit
 	}
-	next := clamp(rate + max((hi-lo)/increaseSteps, 1))
+	step := max((hi-lo)/increaseSteps, 1)
+	if limit > 0 && rate >= nearLimit*limit {
+		step = max(rate*probe, 1)
+	}
+	next = clamp(rate + step)
 	if next == rate {
-		return rate, ""
+		return rate, "", limit
 	}
-	return next, "healthy"
+	return next, "healthy", limit
 }
 
 // overload names the first signal past its target, or "".

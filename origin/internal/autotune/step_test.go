@@ -42,7 +42,7 @@ func TestStep(t *testing.T) {
 		{"overloaded when sold out", 500, with(func(r *Reading) { r.Available, r.ReserveP99 = 0, time.Second }), 350, "reserve p99"},
 		{"a rate above the bounds comes down", 5000, healthy, 2000, "within the bounds 100 to 2000"},
 		{"a rate below the bounds comes up", 50, with(func(r *Reading) { r.Reserves = 0 }), 100, "within the bounds"},
-		{"an edge held", 500, with(func(r *Reading) { r.EdgesHeld = true }), 350, "an edge held admission"},
+		{"an edge held", 500, with(func(r *Reading) { r.EdgesHeld = true }), 450, "an edge held admission"},
 		{"admitted 80 % of the rate", 625, healthy, 720, "healthy"},
 		{"admitted under 80 % of the rate", 626, healthy, 626, ""},
 		{"nobody waiting", 500, with(func(r *Reading) { r.Waiting = 0 }), 500, ""},
@@ -50,7 +50,7 @@ func TestStep(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, why := Step(tc.rate, tc.reading, 100, 2000, targets)
+			got, why, _ := Step(tc.rate, 0, tc.reading, 100, 2000, targets)
 			if got != tc.want || (tc.why == "") != (why == "") || !strings.Contains(why, tc.why) {
 				t.Errorf("Step(%v) = %v %q, want %v %q", tc.rate, got, why, tc.want, tc.why)
 			}
@@ -58,9 +58,48 @@ func TestStep(t *testing.T) {
 	}
 }
 
+// An edge's hold brings the rate down to what the edges admitted (between
+// half and 90 % of the rate) and makes that the limit; another overload
+// takes 30 % off and makes the rate it tripped at the limit; near the
+// limit (or past it) the rate rises by 5 % a period, far below it by a
+// twentieth of the span.
+func TestStepLimit(t *testing.T) {
+	held := func(admittedPerS int64) Reading {
+		return Reading{Reserves: 200, Available: 900, Period: 5 * time.Second, Admitted: 5 * admittedPerS, Waiting: 9000, EdgesHeld: true}
+	}
+	healthy := func(admittedPerS int64) Reading {
+		return Reading{Reserves: 200, Available: 900, Period: 5 * time.Second, Admitted: 5 * admittedPerS, Waiting: 9000}
+	}
+	tests := []struct {
+		name            string
+		rate, limit     float64
+		reading         Reading
+		want, wantLimit float64
+		why             string
+	}{
+		{"held, to what was admitted", 1000, 0, held(620), 620, 620, "down to the 620/s the edges admitted"},
+		{"held throughout: half", 1000, 0, held(0), 500, 500, "down to the 0/s"},
+		{"held while admitting the rate: 90 %", 1000, 0, held(1000), 900, 900, "an edge held"},
+		{"slow reserves: 70 %, the limit where it tripped", 1000, 620,
+			Reading{Reserves: 200, Available: 900, ReserveP99: time.Second}, 700, 1000, "reserve p99"},
+		{"far below the limit: a twentieth of the span", 500, 1000, healthy(500), 595, 1000, "healthy"},
+		{"near the limit: 5 %", 620, 620, healthy(620), 651, 620, "healthy"},
+		{"past the limit: 5 %", 1200, 620, healthy(1200), 1260, 620, "healthy"},
+		{"not binding: held, the limit kept", 1000, 620, healthy(500), 1000, 620, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why, limit := Step(tc.rate, tc.limit, tc.reading, 100, 2000, DefaultTargets())
+			if got != tc.want || limit != tc.wantLimit || (tc.why == "") != (why == "") || !strings.Contains(why, tc.why) {
+				t.Errorf("Step(%v, limit %v) = %v %q, limit %v; want %v %q, limit %v", tc.rate, tc.limit, got, why, limit, tc.want, tc.why, tc.wantLimit)
+			}
+		})
+	}
+}
+
 // A small span still moves by at least one a second.
 func TestStepMovesAtLeastOne(t *testing.T) {
-	got, _ := Step(10, Reading{Reserves: 5, Available: 5}, 10, 12, DefaultTargets())
+	got, _, _ := Step(10, 0, Reading{Reserves: 5, Available: 5}, 10, 12, DefaultTargets())
 	if got != 11 {
 		t.Errorf("Step(10, span 2) = %v, want 11", got)
 	}
