@@ -120,6 +120,15 @@ func TestOpsDashboard(t *testing.T) {
 	p.waitUntil("the rate set by hand again", `document.getElementById('autotune-state').textContent === 'The rate is set by hand.' &&
 		document.querySelector('#changes tbody tr').textContent.includes('tuning stopped')`, 10*time.Second)
 
+	// A defence change made through the admin API shows in the record of
+	// admin changes, with who made it and what it changed.
+	if res := a.DoAdmin(t, edgetest.Request{Method: "PUT", Path: "/admin/defences", Body: []byte(`{"tarpit": {"hold_s": 120}}`),
+		Header: map[string]string{"X-Operator": "sam"}}); res.Status != fasthttp.StatusOK {
+		t.Fatalf("PUT /admin/defences = %d %s, want 200", res.Status, res.Body)
+	}
+	p.waitUntil("the defence change recorded", `(() => { const r = document.querySelector('#admin-changes tbody tr');
+		return r && r.textContent.includes('(sam)') && r.textContent.includes('tarpit.hold_s: 3600 → 120'); })()`, 10*time.Second)
+
 	// Redis loses the sale's line while the origin's copy is held back: a
 	// banner and the sale say it is being rebuilt until the copy comes
 	// through and the line is restored; the sale then says when.

@@ -103,7 +103,7 @@ async function refresh() {
   for (const id of ov.node.stale_sales) {
     banners.push(["warn", "Sale " + id + ": this edge's view of it is stale; its shoppers are told to wait."]);
   }
-  await refreshSale(banners);
+  await Promise.all([refreshSale(banners), refreshAdminChanges(banners)]);
   pendingBanner(banners);
   renderBanners(banners);
   timer = setTimeout(refresh, REFRESH_MS);
@@ -397,6 +397,63 @@ function renderChanges(list) {
     const tr = document.createElement("tr");
     cell(tr, "No admission changes yet.").colSpan = 3;
     body.appendChild(tr);
+  }
+}
+
+// refreshAdminChanges lists the admin changes that are not a sale's
+// admission: the defences and tarpit releases, each recorded at the origin
+// before it was made.
+async function refreshAdminChanges(banners) {
+  let list;
+  try {
+    list = (await getJSON("/admin/changes")).changes;
+  } catch (err) {
+    banners.push(["warn", "The record of defence changes cannot be read (" + err.message + ")."]);
+    return;
+  }
+  const body = $("admin-changes").tBodies[0];
+  body.replaceChildren();
+  for (const c of list) {
+    const tr = document.createElement("tr");
+    cell(tr, when(c.at));
+    cell(tr, c.actor);
+    cell(tr, describeAdmin(c));
+    body.appendChild(tr);
+  }
+  if (!list.length) {
+    const tr = document.createElement("tr");
+    cell(tr, "No defence changes or tarpit releases yet.").colSpan = 3;
+    body.appendChild(tr);
+  }
+}
+
+// describeAdmin says what an admin change did: the defence settings that
+// differ between before and after, or the account released.
+function describeAdmin(c) {
+  const failed = c.what.endsWith("_failed") ? " — did not land" : "";
+  const what = c.what.replace(/_failed$/, "");
+  if (what === "tarpit_release") {
+    return "released " + (c.before ? c.before.account : "?") + " from the tarpit" + failed;
+  }
+  if (what === "defences") {
+    const diffs = [];
+    diff(c.before || {}, c.after || {}, "", diffs);
+    return "defences: " + (diffs.length ? diffs.join(", ") : "no change") + failed;
+  }
+  return what + failed;
+}
+
+// diff lists the leaves of two settings objects that differ, as
+// "path: before → after", leaving out their version.
+function diff(b, a, prefix, out) {
+  for (const k of Object.keys(Object.assign({}, b, a)).sort()) {
+    if (k === "version") continue;
+    const x = b[k], y = a[k], path = prefix + k;
+    if (x && y && typeof x === "object" && typeof y === "object") {
+      diff(x, y, path + ".", out);
+    } else if (JSON.stringify(x) !== JSON.stringify(y)) {
+      out.push(path + ": " + JSON.stringify(x) + " → " + JSON.stringify(y));
+    }
   }
 }
 
