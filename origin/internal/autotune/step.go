@@ -50,9 +50,10 @@ func DefaultTargets() Targets {
 
 // The AIMD constants: a decrease keeps 70 % of the rate; an increase adds
 // a twentieth of the bounds' span, so a sale goes from its floor to its
-// ceiling in twenty healthy periods — until the back end has shown a
-// limit: within 10 % of it (or above it) the rate probes by 5 % a period,
-// as TCP CUBIC slows near the window that last overflowed. A rate is
+// ceiling in twenty healthy periods — but within 10 % of the rate at which
+// the back end last showed its limit, the rate probes by 5 % a period, as
+// TCP CUBIC slows near the window that last overflowed (and, past it,
+// speeds up again: the limit has moved). A rate is
 // binding while the edges admit at least 80 % of it: below that something
 // else limits admission (an edge's slow start, its hold, the end of the
 // line), and raising a rate nobody reaches only arms a burst for when
@@ -61,12 +62,10 @@ const (
 	decrease      = 0.7
 	increaseSteps = 20
 	probe         = 0.05
-	nearLimit     = 0.9
+	nearLimit     = 0.1
 	binding       = 0.8
-	// heldFloor bounds the decrease when an edge holds: to what the edges
-	// admitted, but to no less than half the rate (a period they held
-	// throughout admitted nobody, and says little of the capacity).
-	heldFloor = 0.5
+	// heldCut is the least a decrease takes off when an edge holds.
+	heldCut = 0.9
 )
 
 // Step is the rate after one period at rate in which the back end showed
@@ -74,23 +73,24 @@ const (
 // limit the next step starts from. limit is the rate at which the back
 // end last showed its limit (0: not yet).
 //
-// Overload comes first. An edge holding admission — its pool to the
-// checkout congested — brings the rate down to what the edges admitted in
-// the period, the checkout's measured capacity (at least half the rate,
-// at most 90 % of it), and that is the new limit. Any other signal past
-// its target takes 30 % off, the rate it tripped at the new limit.
-// Otherwise the rate holds when nothing is left to sell, nobody reserved
-// (no sign that more shoppers would be served), nobody waits, or the edges
-// admitted well under the rate (it is not what limits them); and rises,
-// by a twentieth of the span, or by 5 % near the limit.
+// Overload comes first, and the rate it tripped at is the new limit. An
+// edge holding admission — its pool to the checkout congested — brings the
+// rate down to what the edges admitted in the period, the checkout's
+// measured capacity, but to between 70 % and 90 % of the rate: edges
+// ramping up again after a hold admit under what the checkout takes. Any
+// other signal past its target takes 30 % off. Otherwise the rate holds
+// when nothing is left to sell, nobody reserved (no sign that more
+// shoppers would be served), nobody waits, or the edges admitted well
+// under the rate (it is not what limits them); and rises, by a twentieth
+// of the span, or by 5 % within 10 % of the limit.
 func Step(rate, limit float64, r Reading, lo, hi float64, t Targets) (next float64, why string, nextLimit float64) {
 	// Rates are kept to a tenth of a shopper a second: ops read them.
 	clamp := func(x float64) float64 { return min(max(math.Round(x*10)/10, lo), hi) }
 	if why := overload(r, t); why != "" {
 		if r.EdgesHeld && r.Period > 0 {
 			admitted := float64(r.Admitted) / r.Period.Seconds()
-			next := clamp(min(max(admitted, heldFloor*rate), nearLimit*rate))
-			return next, fmt.Sprintf("%s; down to the %.0f/s the edges admitted", why, admitted), next
+			next := clamp(min(max(admitted, decrease*rate), heldCut*rate))
+			return next, fmt.Sprintf("%s; the edges admitted %.0f/s", why, admitted), rate
 		}
 		return clamp(rate * decrease), why, rate
 	}
@@ -102,7 +102,7 @@ func Step(rate, limit float64, r Reading, lo, hi float64, t Targets) (next float
 		return rate, "", limit
 	}
 	step := max((hi-lo)/increaseSteps, 1)
-	if limit > 0 && rate >= nearLimit*limit {
+	if limit > 0 && math.Abs(rate-limit) <= nearLimit*limit {
 		step = max(rate*probe, 1)
 	}
 	next = clamp(rate + step)

@@ -59,10 +59,10 @@ func TestStep(t *testing.T) {
 }
 
 // An edge's hold brings the rate down to what the edges admitted (between
-// half and 90 % of the rate) and makes that the limit; another overload
-// takes 30 % off and makes the rate it tripped at the limit; near the
-// limit (or past it) the rate rises by 5 % a period, far below it by a
-// twentieth of the span.
+// 70 % and 90 % of the rate), another overload takes 30 % off; either way
+// the rate it tripped at is the limit. Within 10 % of the limit the rate
+// rises by 5 % a period; further below it, or past it, by a twentieth of
+// the span.
 func TestStepLimit(t *testing.T) {
 	held := func(admittedPerS int64) Reading {
 		return Reading{Reserves: 200, Available: 900, Period: 5 * time.Second, Admitted: 5 * admittedPerS, Waiting: 9000, EdgesHeld: true}
@@ -77,14 +77,14 @@ func TestStepLimit(t *testing.T) {
 		want, wantLimit float64
 		why             string
 	}{
-		{"held, to what was admitted", 1000, 0, held(620), 620, 620, "down to the 620/s the edges admitted"},
-		{"held throughout: half", 1000, 0, held(0), 500, 500, "down to the 0/s"},
-		{"held while admitting the rate: 90 %", 1000, 0, held(1000), 900, 900, "an edge held"},
-		{"slow reserves: 70 %, the limit where it tripped", 1000, 620,
-			Reading{Reserves: 200, Available: 900, ReserveP99: time.Second}, 700, 1000, "reserve p99"},
+		{"held, to what was admitted", 1000, 0, held(820), 820, 1000, "the edges admitted 820/s"},
+		{"held throughout: 70 %", 1000, 0, held(0), 700, 1000, "the edges admitted 0/s"},
+		{"held while admitting the rate: 90 %", 1000, 0, held(1000), 900, 1000, "an edge held"},
+		{"slow reserves: 70 %", 1000, 620, Reading{Reserves: 200, Available: 900, ReserveP99: time.Second}, 700, 1000, "reserve p99"},
 		{"far below the limit: a twentieth of the span", 500, 1000, healthy(500), 595, 1000, "healthy"},
-		{"near the limit: 5 %", 620, 620, healthy(620), 651, 620, "healthy"},
-		{"past the limit: 5 %", 1200, 620, healthy(1200), 1260, 620, "healthy"},
+		{"near below the limit: 5 %", 950, 1000, healthy(950), 997.5, 1000, "healthy"},
+		{"near above the limit: 5 %", 1080, 1000, healthy(1080), 1134, 1000, "healthy"},
+		{"well past the limit: a twentieth of the span", 1200, 1000, healthy(1200), 1295, 1000, "healthy"},
 		{"not binding: held, the limit kept", 1000, 620, healthy(500), 1000, 620, ""},
 	}
 	for _, tc := range tests {
