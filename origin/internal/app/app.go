@@ -160,8 +160,13 @@ func (a *App) buildWorkers(reg *prometheus.Registry) error {
 	a.Sweeper = workers.NewSweeper(a.Checkout, a.Catalog, workers.SweeperOptions{Interval: cfg.SweepInterval},
 		log.With("component", "sweeper"), reg)
 	line := autotune.RedisLine{Client: a.rdb, Prefix: cfg.RedisPrefix}
-	a.Autotune = autotune.New(a.Ledger, &autotune.BackEnd{Gatherer: reg, Backlog: a.Sales.Backlog, Line: line.Read},
-		autotune.Options{Period: cfg.AutotunePeriod}, log.With("component", "autotune"), reg)
+	period := cfg.AutotunePeriod
+	if period <= 0 {
+		period = autotune.DefaultPeriod
+	}
+	a.Autotune = autotune.New(a.Ledger, &autotune.BackEnd{Gatherer: reg, Backlog: a.Sales.Backlog, Line: line.Read,
+		MaxPeriod: 2 * period},
+		autotune.Options{Period: period}, log.With("component", "autotune"), reg)
 	if !cfg.PaymentsOn() {
 		log.Warn("no payment provider configured (docs/PAYMENTS.md): orders and payments are off", "provider", cfg.PaymentProvider)
 		return nil

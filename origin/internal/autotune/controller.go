@@ -20,7 +20,7 @@ type Signals interface {
 
 // Lines is the ledger as the controller uses it: ledger.Store.
 type Lines interface {
-	TryLock(ctx context.Context, name string) (unlock func(), ok bool, err error)
+	Hold(ctx context.Context, name string) (*ledger.Lock, error)
 	AutotunedLines(ctx context.Context, now time.Time) ([]ledger.Line, error)
 	SetLineSettings(ctx context.Context, sale string, change ledger.SettingsChange) (ledger.Line, error)
 }
@@ -36,6 +36,10 @@ type Options struct {
 	Clock   func() time.Time
 }
 
+// DefaultPeriod is the Period of Options that leave it 0: the edges' sync
+// interval, so a change reaches every edge within one.
+const DefaultPeriod = 5 * time.Second
+
 // lockName is the Postgres lock the tuning origin holds.
 const lockName = "autotune"
 
@@ -49,13 +53,14 @@ type Controller struct {
 	steps   *prometheus.CounterVec
 
 	mu     sync.Mutex
+	lock   *ledger.Lock       // while this origin is the tuning one
 	limits map[string]float64 // by sale: the rate at which the back end last showed its limit (Step)
 }
 
 // New returns a Controller; Run starts it.
 func New(lines Lines, signals Signals, opts Options, log *slog.Logger, reg prometheus.Registerer) *Controller {
 	if opts.Period <= 0 {
-		opts.Period = 5 * time.Second
+		opts.Period = DefaultPeriod
 	}
 	if opts.Targets == (Targets{}) {
 		opts.Targets = DefaultTargets()
@@ -74,10 +79,12 @@ func New(lines Lines, signals Signals, opts Options, log *slog.Logger, reg prome
 	return c
 }
 
-// Run tunes every Period until ctx ends.
+// Run tunes every Period until ctx ends, and then lets another origin
+// tune.
 func (c *Controller) Run(ctx context.Context) {
 	t := time.NewTicker(c.opts.Period)
 	defer t.Stop()
+	defer c.Resign()
 	for {
 		select {
 		case <-ctx.Done():
@@ -90,27 +97,68 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// Tune runs one period, if no other origin is tuning: for each open sale
-// with autotune on, it reads the signals, steps the rate, and records a
-// change like an operator's — unless ops changed the settings meanwhile.
+// Tune runs one period, if this origin is the tuning one or can become it:
+// for each open sale with autotune on, it reads the signals, steps the
+// rate, and records a change like an operator's — unless ops changed the
+// settings meanwhile.
 func (c *Controller) Tune(ctx context.Context) error {
-	unlock, ok, err := c.lines.TryLock(ctx, lockName)
-	if err != nil || !ok {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ok, err := c.lead(ctx); err != nil || !ok {
 		return err
 	}
-	defer unlock()
 	lines, err := c.lines.AutotunedLines(ctx, c.opts.Clock())
 	if err != nil {
 		return err
 	}
+	tuned := make(map[string]float64, len(lines))
 	var errs []error
 	for _, l := range lines {
 		if err := c.tune(ctx, l); err != nil {
 			c.steps.WithLabelValues(l.SaleID, "failed").Inc()
 			errs = append(errs, fmt.Errorf("sale %s: %w", l.SaleID, err))
 		}
+		tuned[l.SaleID] = c.limits[l.SaleID]
 	}
+	// A sale autotune is off for (or that ended) starts afresh when it
+	// is switched on again: its old limit says nothing of then.
+	c.limits = tuned
 	return errors.Join(errs...)
+}
+
+// lead keeps this origin the tuning one, or makes it so if no other is.
+// The lock is held across periods, not taken for each: an origin tuning
+// between two of another's periods would act on the same signals again
+// (the edges' hold cut twice). A lock whose connection no longer answers
+// is given up — Postgres ended its session, and another origin may hold
+// it now — with what this origin learnt of the limits. The caller holds
+// c.mu.
+func (c *Controller) lead(ctx context.Context) (bool, error) {
+	if c.lock != nil {
+		err := c.lock.Held(ctx)
+		if err == nil {
+			return true, nil
+		}
+		c.log.Warn("no longer the tuning origin", "err", err)
+		c.lock.Unlock()
+		c.lock, c.limits = nil, map[string]float64{}
+	}
+	l, err := c.lines.Hold(ctx, lockName)
+	if err != nil || l == nil {
+		return false, err
+	}
+	c.lock = l
+	return true, nil
+}
+
+// Resign lets another origin tune, from its next period.
+func (c *Controller) Resign() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lock != nil {
+		c.lock.Unlock()
+		c.lock, c.limits = nil, map[string]float64{}
+	}
 }
 
 func (c *Controller) tune(ctx context.Context, l ledger.Line) error {
@@ -120,13 +168,8 @@ func (c *Controller) tune(ctx context.Context, l ledger.Line) error {
 	}
 	// The limit is this origin's memory: another taking over the tuning
 	// starts without one, and finds it at the first overload.
-	c.mu.Lock()
-	limit := c.limits[l.SaleID]
-	c.mu.Unlock()
-	next, why, limit := Step(l.RatePerSecond, limit, r, l.AutotuneMin, l.AutotuneMax, c.opts.Targets)
-	c.mu.Lock()
+	next, why, limit := Step(l.RatePerSecond, c.limits[l.SaleID], r, l.AutotuneMin, l.AutotuneMax, c.opts.Targets)
 	c.limits[l.SaleID] = limit
-	c.mu.Unlock()
 	if next == l.RatePerSecond {
 		c.steps.WithLabelValues(l.SaleID, "hold").Inc()
 		return nil

@@ -32,7 +32,8 @@ func (s *signals) Read(context.Context, string) (autotune.Reading, error) {
 // with autotune on while the back end is healthy, lowers it on overload,
 // stays within the bounds, records each change with its reason; it never
 // overrides a change ops made meanwhile, leaves sales with autotune off
-// alone, and does nothing while another origin holds its lock.
+// alone, and does nothing while another origin holds its lock — which the
+// tuning origin keeps from period to period.
 func TestController(t *testing.T) {
 	t.Parallel()
 	o := origintest.StartOrigin(t, origintest.NewEnv(t), func(c *app.Config) { c.AutotunePeriod = time.Hour })
@@ -114,17 +115,39 @@ func TestController(t *testing.T) {
 	if _, err := lines.SetLineSettings(ctx, sale, ledger.SettingsChange{Autotune: &on, AutotuneMin: &lo, AutotuneMax: &hi, Actor: "ops"}); err != nil {
 		t.Fatal(err)
 	}
-	unlock, ok, err := lines.TryLock(ctx, "autotune")
-	if err != nil || !ok {
-		t.Fatalf("TryLock = %v, %v", ok, err)
+	c.Resign() // this origin holds the lock from period to period until it lets go
+	held, err := lines.Hold(ctx, "autotune")
+	if err != nil || held == nil {
+		t.Fatalf("Hold = %v, %v", held, err)
 	}
 	tune()
-	unlock()
+	held.Unlock()
 	if got, _ := rate(sale); got != 42 {
 		t.Errorf("rate while another origin holds the lock = %v, want 42", got)
 	}
 	tune()
 	if got, _ := rate(sale); got != 52 {
 		t.Errorf("rate once the lock is free = %v, want 52 (a healthy step from 42)", got)
+	}
+	// Having tuned, this origin stays the tuning one: another origin's
+	// periods in between do nothing, so no signal is acted on twice.
+	second := autotune.New(lines, sig, autotune.Options{}, slog.New(slog.NewTextHandler(testenv.NewLogWriter(t), nil)), nil)
+	defer second.Resign()
+	if err := second.Tune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rate(sale); got != 52 {
+		t.Errorf("rate after another origin's period = %v, want 52 (untouched)", got)
+	}
+	tune()
+	if got, _ := rate(sale); got != 62 {
+		t.Errorf("rate after this origin's next period = %v, want 62", got)
+	}
+	c.Resign()
+	if err := second.Tune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rate(sale); got != 72 {
+		t.Errorf("rate once this origin let go = %v, want 72 (the other tuning)", got)
 	}
 }

@@ -19,7 +19,7 @@ type RedisLine struct {
 }
 
 // Read implements BackEnd's Line. A line not in Redis (not started yet,
-// or lost and being rebuilt) reads as zeros: nothing admitted.
+// or lost and being rebuilt) is not Present.
 func (l RedisLine) Read(ctx context.Context, sale string) (Line, error) {
 	// The keys share the sale's hash tag: one pipeline, one node.
 	var cursor *redis.SliceCmd
@@ -36,8 +36,11 @@ func (l RedisLine) Read(ctx context.Context, sale string) (Line, error) {
 	if err := cursor.Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return Line{}, err
 	}
-	var out Line
 	v := cursor.Val()
+	if v[0] == nil {
+		return Line{}, nil // no cursor: no line
+	}
+	out := Line{Present: true}
 	out.NowServing = number(v[0])
 	out.HeldMs = number(v[1])
 	p, _ := pre.Int64()

@@ -11,7 +11,7 @@ import (
 )
 
 // RedisLine reads the cursor, its held_ms and the join counters where the
-// edges keep them; a line not in Redis reads as zeros.
+// edges keep them; a line not in Redis is not Present.
 func TestRedisLine(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
@@ -24,14 +24,20 @@ func TestRedisLine(t *testing.T) {
 	ctx := context.Background()
 	l := RedisLine{Client: rdb, Prefix: env.Prefix}
 	if got, err := l.Read(ctx, "s1"); err != nil || got != (Line{}) {
-		t.Fatalf("Read of a line not in Redis = %+v, %v; want zeros", got, err)
+		t.Fatalf("Read of a line not in Redis = %+v, %v; want none", got, err)
 	}
 	// As the edges' scripts leave it (package queue's restore and
 	// join, package admission's advance).
-	rdb.HSet(ctx, linekeys.Cursor(env.Prefix, "s1"), linekeys.CursorNowServing, "1200", "rate", "100", linekeys.CursorHeldMs, "1765000000123")
-	rdb.Set(ctx, linekeys.Pre(env.Prefix, "s1"), "300", 0)
-	rdb.Set(ctx, linekeys.Post(env.Prefix, "s1"), "4000", 0)
-	want := Line{NowServing: 1200, Length: 4300, HeldMs: 1765000000123}
+	if err := rdb.HSet(ctx, linekeys.Cursor(env.Prefix, "s1"), linekeys.CursorNowServing, "1200", "rate", "100",
+		linekeys.CursorHeldMs, "1765000000123").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for key, v := range map[string]string{linekeys.Pre(env.Prefix, "s1"): "300", linekeys.Post(env.Prefix, "s1"): "4000"} {
+		if err := rdb.Set(ctx, key, v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := Line{Present: true, NowServing: 1200, Length: 4300, HeldMs: 1765000000123}
 	if got, err := l.Read(ctx, "s1"); err != nil || got != want {
 		t.Errorf("Read = %+v, %v; want %+v", got, err, want)
 	}

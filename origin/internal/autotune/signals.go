@@ -27,6 +27,11 @@ type BackEnd struct {
 	// Clock is the time the writer's lag and the period are measured at;
 	// nil: time.Now.
 	Clock func() time.Time
+	// MaxPeriod is the longest time between two reads of a sale that
+	// still makes a period: a read after a longer gap (autotune switched
+	// off a while, another origin tuning meanwhile) counts as a first.
+	// 0: no bound.
+	MaxPeriod time.Duration
 
 	mu   sync.Mutex
 	last map[string]counts // by sale: the metrics at its last read
@@ -34,6 +39,9 @@ type BackEnd struct {
 
 // Line is how far the edges took a sale's line.
 type Line struct {
+	// Present: Redis holds the line's cursor; without it (not created
+	// yet, or lost and being restored) the rest is zero and says nothing.
+	Present    bool
 	NowServing int64 // positions up to this one are admitted
 	Length     int64 // places handed out
 	HeldMs     int64 // when an edge last held admission (Redis's unix ms; 0: never)
@@ -83,7 +91,7 @@ func (b *BackEnd) Read(ctx context.Context, sale string) (Reading, error) {
 		if cur.line, err = b.Line(ctx, sale); err != nil {
 			return Reading{}, err
 		}
-		cur.hasLine = true
+		cur.hasLine = cur.line.Present
 	}
 	b.mu.Lock()
 	if b.last == nil {
@@ -96,7 +104,7 @@ func (b *BackEnd) Read(ctx context.Context, sale string) (Reading, error) {
 	if !oldest.IsZero() {
 		r.WriterLag = max(cur.at.Sub(oldest), 0)
 	}
-	if !seen {
+	if !seen || b.MaxPeriod > 0 && cur.at.Sub(prev.at) > b.MaxPeriod {
 		return r, nil // a first read has no period behind it
 	}
 	reserves := cur.reserves.since(prev.reserves)
@@ -104,6 +112,8 @@ func (b *BackEnd) Read(ctx context.Context, sale string) (Reading, error) {
 	r.Errors = int(cur.failed.since(prev.failed).total)
 	r.ReserveP99 = reserves.quantile(0.99)
 	r.RedisP99 = cur.scripts.since(prev.scripts).quantile(0.99)
+	// A line absent at either end (lost, then restored at its ceiling)
+	// makes no period of it: the cursor's jump is no admission rate.
 	if cur.hasLine && prev.hasLine {
 		// Held is a change of held_ms, not a comparison with this
 		// origin's clock: Redis's may differ.

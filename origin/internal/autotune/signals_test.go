@@ -65,7 +65,7 @@ func TestBackEnd(t *testing.T) {
 // (held_ms moved, whatever Redis's clock says against the origin's).
 func TestBackEndReadsTheLine(t *testing.T) {
 	now := time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
-	line := Line{NowServing: 1000, Length: 9000, HeldMs: 5}
+	line := Line{Present: true, NowServing: 1000, Length: 9000, HeldMs: 5}
 	b := &BackEnd{Gatherer: prometheus.NewRegistry(), Clock: func() time.Time { return now },
 		Backlog: func(context.Context, string) (int64, int, time.Time, error) { return 70, 0, time.Time{}, nil },
 		Line:    func(context.Context, string) (Line, error) { return line, nil }}
@@ -97,5 +97,25 @@ func TestBackEndReadsTheLine(t *testing.T) {
 	now, line.NowServing = now.Add(5*time.Second), 0
 	if r := read(); r.Admitted != 0 {
 		t.Errorf("Read after the cursor fell = %+v, want 0 admitted", r)
+	}
+	// Lost, then restored at its ceiling: neither period around the loss
+	// is one (the cursor's jump back is no admission).
+	now, line = now.Add(5*time.Second), Line{}
+	if r := read(); r.Period != 0 || r.Admitted != 0 {
+		t.Errorf("Read with the line lost = %+v, want no period", r)
+	}
+	now, line = now.Add(5*time.Second), Line{Present: true, NowServing: 40_000, Length: 50_000}
+	if r := read(); r.Period != 0 || r.Admitted != 0 {
+		t.Errorf("Read with the line restored = %+v, want no period", r)
+	}
+	now, line.NowServing = now.Add(5*time.Second), 41_000
+	if r := read(); r.Period != 5*time.Second || r.Admitted != 1000 {
+		t.Errorf("Read a period after the restore = %+v, want 1000 admitted in 5s", r)
+	}
+	// A read long after the last (autotune off meanwhile): a first.
+	b.MaxPeriod = 10 * time.Second
+	now, line.NowServing, line.HeldMs = now.Add(time.Minute), 90_000, 99
+	if r := read(); r.Period != 0 || r.Admitted != 0 || r.EdgesHeld {
+		t.Errorf("Read a minute after the last = %+v, want no period", r)
 	}
 }

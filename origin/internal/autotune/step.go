@@ -86,13 +86,18 @@ const (
 func Step(rate, limit float64, r Reading, lo, hi float64, t Targets) (next float64, why string, nextLimit float64) {
 	// Rates are kept to a tenth of a shopper a second: ops read them.
 	clamp := func(x float64) float64 { return min(max(math.Round(x*10)/10, lo), hi) }
-	if why := overload(r, t); why != "" {
-		if r.EdgesHeld && r.Period > 0 {
-			admitted := float64(r.Admitted) / r.Period.Seconds()
-			next := clamp(min(max(admitted, decrease*rate), heldCut*rate))
-			return next, fmt.Sprintf("%s; the edges admitted %.0f/s", why, admitted), rate
+	other := overload(r, t)
+	if r.EdgesHeld && r.Period > 0 {
+		admitted := float64(r.Admitted) / r.Period.Seconds()
+		why := fmt.Sprintf("an edge held admission, its checkout pool congested; the edges admitted %.0f/s", admitted)
+		next := min(max(admitted, decrease*rate), heldCut*rate)
+		if other != "" { // the deeper cut, both named
+			next, why = decrease*rate, why+"; "+other
 		}
-		return clamp(rate * decrease), why, rate
+		return clamp(next), why, rate
+	}
+	if other != "" {
+		return clamp(rate * decrease), other, rate
 	}
 	if r.Available <= 0 || r.Reserves == 0 ||
 		r.Period > 0 && (r.Waiting == 0 || float64(r.Admitted) < binding*rate*r.Period.Seconds()) {
@@ -112,11 +117,10 @@ func Step(rate, limit float64, r Reading, lo, hi float64, t Targets) (next float
 	return next, "healthy", limit
 }
 
-// overload names the first signal past its target, or "".
+// overload names the first signal past its target but the edges' hold,
+// or "".
 func overload(r Reading, t Targets) string {
 	switch {
-	case r.EdgesHeld:
-		return "an edge held admission: its checkout pool was congested"
 	case r.Reserves > 0 && float64(r.Errors) > t.ErrorShare*float64(r.Reserves):
 		return fmt.Sprintf("%d of %d reserves failed", r.Errors, r.Reserves)
 	case r.ReserveP99 > t.ReserveP99:

@@ -86,6 +86,8 @@ func TestStepLimit(t *testing.T) {
 		{"near above the limit: 5 %", 1080, 1000, healthy(1080), 1134, 1000, "healthy"},
 		{"well past the limit: a twentieth of the span", 1200, 1000, healthy(1200), 1295, 1000, "healthy"},
 		{"not binding: held, the limit kept", 1000, 620, healthy(500), 1000, 620, ""},
+		{"held with reserves failing: 70 %, both named", 1000, 0,
+			func() Reading { r := held(950); r.Errors = 20; return r }(), 700, 1000, "admitted 950/s; 20 of 200 reserves failed"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -492,33 +492,3 @@ func (s *Store) orders(ctx context.Context, query string, args ...any) ([]Order,
 	}
 	return out, nil
 }
-
-// TryLock takes the named lock of this database schema for one holder at
-// a time, if no one holds it: a Postgres session advisory lock, held by a
-// connection set apart until unlock, so that a holder that dies (its
-// connection closed) lets it go. ok is false when another holds it.
-func (s *Store) TryLock(ctx context.Context, name string) (unlock func(), ok bool, err error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, false, fmt.Errorf("lock %s: %w", name, err)
-	}
-	// The key is the schema's and the name's: tests share one database.
-	const key = `hashtextextended(current_schema() || ':' || $1, 0)`
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+key+`)`, name).Scan(&ok); err != nil || !ok {
-		conn.Release()
-		if err != nil {
-			return nil, false, fmt.Errorf("lock %s: %w", name, err)
-		}
-		return nil, false, nil
-	}
-	return func() {
-		// A fresh context: the holder's may have ended. If the unlock
-		// fails, the connection is closed, which unlocks.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(`+key+`)`, name); err != nil {
-			_ = conn.Conn().Close(ctx)
-		}
-		conn.Release()
-	}, true, nil
-}
