@@ -20,9 +20,9 @@ import (
 const (
 	// SettledRatioMin and SettledRatioMax bound "near the capacity": what
 	// the cursor admitted while autotune settled over the capacity under
-	// the comparison's crowd (Comparison.CapacityAt). AIMD saws between
-	// 0.7 and 1 of the rate at which a signal trips, so its mean sits
-	// below that rate.
+	// the comparison's crowd (Comparison.CapacityAt). The controller cuts
+	// to 70–90 % of a rate that tripped, so a mean near 0.7 is a rate kept
+	// too low, and one past the capacity a rate the edges' hold reined in.
 	SettledRatioMin = 0.7
 	SettledRatioMax = 1.3
 	// ReserveErrorShareMax is the share of reserve answers that may be
@@ -101,17 +101,31 @@ func (c Comparison) Rounds() int {
 
 // CapacityAt is the capacity round's autotune run is judged against, and
 // what it is: the stack's admissions a second under this crowd — the rate
-// too high's admitted/s, which its rate never bound (the edges' own hold
-// paced it) — or, without that run, the ceiling run's holds granted per
-// second (a smaller crowd, in one burst: it asks the stack less).
+// too high's admitted/s once its slow start is over (capacityFromS after
+// the open, or half its selling time if shorter), a rate that never bound:
+// the edges' own hold paced it — or, without that run, the ceiling run's
+// holds granted per second (a smaller crowd, in one burst: it asks the
+// stack less).
 func (c Comparison) CapacityAt(round int) (float64, string) {
-	if r := c.Run(KindTooHigh, round); r != nil {
-		if f := FiguresOf(Compared{Kind: KindTooHigh, Round: round, Result: r}, 1, 0); f.AdmittedPerS > 0 {
-			return f.AdmittedPerS, "under this crowd (the rate too high's admitted/s)"
+	if r := c.Run(KindTooHigh, round); r != nil && r.Admission != nil && len(r.Admission.Samples) > 0 {
+		s := r.Admission.Samples
+		end := r.LastUnitAt
+		if end <= 0 {
+			end = s[len(s)-1].T
+		}
+		if from := min(capacityFromS, end/2); end > from {
+			if perS := (admittedAt(s, end) - admittedAt(s, from)) / (end - from); perS > 0 {
+				return perS, "under this crowd (the rate too high's admitted/s after its slow start)"
+			}
 		}
 	}
 	return c.CapacityPerS, "unthrottled (the ceiling run's holds/s)"
 }
+
+// capacityFromS is when a sale's slow start is over: six seconds of ramp,
+// then six in which its bound on the checkout's answer rate fades
+// (edge/internal/admission/advance.lua).
+const capacityFromS = 12
 
 // Run is the comparison's run of kind in round, nil when there is none.
 func (c Comparison) Run(kind string, round int) *crowdsim.Result {

@@ -229,7 +229,16 @@ func TestComparisonGoals(t *testing.T) {
 		"at a rate set of 1,116/s (0.93×) (goal 0.7–1.3× admitted after a decrease)"; g[0].Measured != want {
 		t.Errorf("settled goal measured %q, want %q", g[0].Measured, want)
 	}
-	if g := ComparisonGoals(crowd); !strings.HasPrefix(g[0].Measured, "admitted 1,116/s over 10.0–20.0 s (from its first decrease) = 1.12× the capacity under this crowd (the rate too high's admitted/s) 1,000/s") {
+	// The rate too high's slow start is not its capacity: 300/s for 12 s,
+	// then 1,000/s to its last unit at 24 s.
+	ramped := comparison()
+	ramped.Runs[1].Result.LastUnitAt = 24
+	ramped.Runs[1].Result.Admission = &crowdsim.Admission{Samples: samplesOf(0, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300,
+		1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000)}
+	if got, _ := ramped.CapacityAt(1); got != 1000 {
+		t.Errorf("CapacityAt with a slow start = %v, want 1000 (from 12 s on)", got)
+	}
+	if g := ComparisonGoals(crowd); !strings.HasPrefix(g[0].Measured, "admitted 1,116/s over 10.0–20.0 s (from its first decrease) = 1.12× the capacity under this crowd (the rate too high's admitted/s after its slow start) 1,000/s") {
 		t.Errorf("settled goal against the crowd's capacity measured %q", g[0].Measured)
 	}
 	if want := "autotune sold out at 20.0 s, too low at 70.0 s (3.5× as long)"; g[3].Measured != want {
