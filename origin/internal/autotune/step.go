@@ -64,6 +64,12 @@ const (
 	probe         = 0.05
 	nearLimit     = 0.1
 	binding       = 0.8
+	// maxRise bounds a rise to a quarter of the rate: shoppers admitted
+	// now reserve a poll and a click later, so a rate far past the
+	// capacity admits seconds of work before any signal trips.
+	maxRise = 0.25
+	// nearShare of a latency target is where rises stop.
+	nearShare = 0.5
 	// heldCut is the least a decrease takes off when an edge holds.
 	heldCut = 0.9
 )
@@ -81,8 +87,10 @@ const (
 // other signal past its target takes 30 % off. Otherwise the rate holds
 // when nothing is left to sell, nobody reserved (no sign that more
 // shoppers would be served), nobody waits, or the edges admitted well
-// under the rate (it is not what limits them); and rises, by a twentieth
-// of the span, or by 5 % within 10 % of the limit.
+// under the rate (it is not what limits them), or a latency is past half
+// its target (it rises before it trips); and rises, by a twentieth of the
+// span but at most a quarter of the rate, or by 5 % within 10 % of the
+// limit.
 func Step(rate, limit float64, r Reading, lo, hi float64, t Targets) (next float64, why string, nextLimit float64) {
 	// Rates are kept to a tenth of a shopper a second: ops read them.
 	clamp := func(x float64) float64 { return min(max(math.Round(x*10)/10, lo), hi) }
@@ -99,14 +107,17 @@ func Step(rate, limit float64, r Reading, lo, hi float64, t Targets) (next float
 	if other != "" {
 		return clamp(rate * decrease), other, rate
 	}
-	if r.Available <= 0 || r.Reserves == 0 ||
+	// A latency past half its target holds too: it rises before it
+	// trips, and a rise now would land the next wave of shoppers on a
+	// checkout already near its limit.
+	if r.Available <= 0 || r.Reserves == 0 || nearTargets(r, t) ||
 		r.Period > 0 && (r.Waiting == 0 || float64(r.Admitted) < binding*rate*r.Period.Seconds()) {
 		if held := clamp(rate); held != rate {
 			return held, fmt.Sprintf("kept within the bounds %v to %v", lo, hi), limit
 		}
 		return rate, "", limit
 	}
-	step := max((hi-lo)/increaseSteps, 1)
+	step := max(min((hi-lo)/increaseSteps, rate*maxRise), 1)
 	if limit > 0 && math.Abs(rate-limit) <= nearLimit*limit {
 		step = max(rate*probe, 1)
 	}
@@ -115,6 +126,12 @@ func Step(rate, limit float64, r Reading, lo, hi float64, t Targets) (next float
 		return rate, "", limit
 	}
 	return next, "healthy", limit
+}
+
+// nearTargets says whether a latency is past half its target.
+func nearTargets(r Reading, t Targets) bool {
+	return r.ReserveP99 > time.Duration(nearShare*float64(t.ReserveP99)) ||
+		r.RedisP99 > time.Duration(nearShare*float64(t.RedisP99))
 }
 
 // overload names the first signal past its target but the edges' hold,

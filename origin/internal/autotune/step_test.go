@@ -46,6 +46,9 @@ func TestStep(t *testing.T) {
 		{"admitted 80 % of the rate", 625, healthy, 720, "healthy"},
 		{"admitted under 80 % of the rate", 626, healthy, 626, ""},
 		{"nobody waiting", 500, with(func(r *Reading) { r.Waiting = 0 }), 500, ""},
+		{"reserve p99 past half its target", 500, with(func(r *Reading) { r.ReserveP99 = 130 * time.Millisecond }), 500, ""},
+		{"Redis p99 past half its target", 500, with(func(r *Reading) { r.RedisP99 = 30 * time.Millisecond }), 500, ""},
+		{"a rise is at most a quarter of the rate", 200, with(func(r *Reading) { r.Admitted = 1000 }), 250, "healthy"},
 		{"no period behind the reading", 500, with(func(r *Reading) { r.Period, r.Admitted, r.Waiting = 0, 0, 0 }), 595, "healthy"},
 	}
 	for _, tc := range tests {
