@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/valyala/fasthttp"
@@ -14,9 +15,10 @@ import (
 // The audit of admin changes other than a sale's admission (putAdmission
 // sends those with the line's settings, and the origin keeps them with who
 // made them): the defences and tarpit releases. Each is recorded at the
-// origin before it is made, with who made it (actorOf), and not made when
-// the origin does not take the record: an unrecorded admin change must not
-// happen. GET /admin/changes reads them back for the ops dashboard.
+// origin (Deps.Audit) before it is made, with who made it (actorOf), and
+// not made when the origin does not take the record: an unrecorded admin
+// change must not happen. GET /admin/changes reads them back for the ops
+// dashboard.
 
 // AdminAudit is the origin's record of admin changes: line.OriginStore.
 type AdminAudit interface {
@@ -25,16 +27,6 @@ type AdminAudit interface {
 }
 
 var _ AdminAudit = (*line.OriginStore)(nil)
-
-// audit is where this node records admin changes: the origin store that
-// Deps.Ops holds (the app wires its one line.OriginStore there), so the
-// audit needs no wiring of its own. nil when Ops is not one that records
-// (a Server built by hand in a test, with no origin): every admin change is
-// then refused please_wait, as when the origin is down.
-func (s *Server) audit() AdminAudit {
-	a, _ := s.Ops.(AdminAudit)
-	return a
-}
 
 // errNotRecorded is please_wait for an admin change the origin did not
 // record, and which was therefore not made.
@@ -45,13 +37,19 @@ var errNotRecorded = &httpapi.Error{
 	RetryAfter: 2,
 }
 
+// What a second record of an admin change says of it, as a suffix of the
+// first one's what.
+const (
+	outcomeFailed  = "_failed"  // it did not land
+	outcomeUnknown = "_unknown" // the edge could not tell whether it landed
+)
+
 // recordChange records at the origin, within a budget of its own, that the
 // requester of ctx is changing what from before to after (each marshalled
-// to JSON; nil: none). It returns the record, for recordFailed, or
+// to JSON; nil: none). It returns the record, for recordOutcome, or
 // errNotRecorded: then the change must not be made.
 func (s *Server) recordChange(ctx *fasthttp.RequestCtx, what string, before, after any) (line.AdminChange, error) {
-	audit := s.audit()
-	if audit == nil {
+	if s.Audit == nil {
 		return line.AdminChange{}, errNotRecorded
 	}
 	rec := line.AdminChange{Actor: s.actorOf(ctx), What: what}
@@ -64,32 +62,44 @@ func (s *Server) recordChange(ctx *fasthttp.RequestCtx, what string, before, aft
 	}
 	c, cancel := s.budget()
 	defer cancel()
-	if err := audit.RecordAdminChange(c, rec); err != nil {
+	err = s.Audit.RecordAdminChange(c, rec)
+	var refused *line.OriginError
+	switch {
+	case err == nil:
+		return rec, nil
+	case errors.As(err, &refused) && refused.Status >= 400 && refused.Status < 500:
+		// The origin answered that it did not keep the record, so there is
+		// nothing to take back. Logged as an error: an edge whose records
+		// the origin refuses (keys that differ, a bug) can make no admin
+		// change at all until someone fixes it.
+		s.Log.Error("the origin refused the record of an admin change, so it was not made", "what", what, "actor", rec.Actor,
+			"status", refused.Status, "code", refused.Code)
+	default:
 		s.Log.Warn("admin change not recorded at the origin, so not made", "what", what, "actor", rec.Actor, "err", err)
 		// A timeout or a lost answer may hide a record the origin kept:
 		// say it did not land, as when making it fails.
-		s.recordFailed(rec)
-		return line.AdminChange{}, errNotRecorded
+		s.recordOutcome(rec, outcomeFailed)
 	}
-	return rec, nil
+	return line.AdminChange{}, errNotRecorded
 }
 
-// recordFailed records, best effort, that the change rec was recorded for
-// (or may have been) did not land: rec again, its what suffixed "_failed",
-// with the same before and after. So the log never claims a change that
-// did not happen without saying so next to it. Undoing the first record
-// instead would need a delete route and still fail the same way when the
-// origin is gone; if this record fails too, only the warning logged tells.
-func (s *Server) recordFailed(rec line.AdminChange) {
-	audit := s.audit()
-	if audit == nil {
+// recordOutcome records, best effort, what became of the change rec was
+// recorded for (or may have been) when making it did not plainly succeed:
+// rec again, its what suffixed with outcome (outcomeFailed or
+// outcomeUnknown), with the same actor, before and after. Undoing the
+// first record instead would need a delete route and still fail the same
+// way when the origin is gone. When this record fails too, the log holds a
+// change that did not happen, or may not have, with nothing next to it
+// saying so: only the warning logged here tells.
+func (s *Server) recordOutcome(rec line.AdminChange, outcome string) {
+	if s.Audit == nil {
 		return
 	}
-	rec.What += "_failed"
+	rec.What += outcome
 	c, cancel := s.budget()
 	defer cancel()
-	if err := audit.RecordAdminChange(c, rec); err != nil {
-		s.Log.Warn("admin change that did not land not recorded at the origin", "what", rec.What, "actor", rec.Actor, "err", err)
+	if err := s.Audit.RecordAdminChange(c, rec); err != nil {
+		s.Log.Warn("admin change's outcome not recorded at the origin", "what", rec.What, "actor", rec.Actor, "err", err)
 	}
 }
 
@@ -110,13 +120,12 @@ func stateJSON(v any) (json.RawMessage, error) {
 // first, the origin's answer as it is; please_wait when the origin cannot
 // be reached.
 func (s *Server) getAdminChanges(ctx *fasthttp.RequestCtx, _ []string) error {
-	audit := s.audit()
-	if audit == nil {
+	if s.Audit == nil {
 		return httpapi.PleaseWait
 	}
 	c, cancel := s.budget()
 	defer cancel()
-	body, err := audit.AdminChanges(c)
+	body, err := s.Audit.AdminChanges(c)
 	if err != nil {
 		s.Log.Warn("admin changes: read from the origin failed", "err", err)
 		return httpapi.PleaseWait

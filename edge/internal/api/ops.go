@@ -162,10 +162,11 @@ type reservesJSON struct {
 	Latency *latencyJSON `json:"latency"`
 }
 
-// latencyJSON is the origin's time to answer a reserve, as this node timed
-// it, over the last WindowS seconds: quantiles of the "ok" exchanges'
-// histogram interpolated within its buckets, as Prometheus's
-// histogram_quantile does; null when the origin answered none.
+// latencyJSON is a reserve's round trip to the origin as this node timed
+// it — any wait for a free connection included — over the last WindowS
+// seconds: quantiles of the "ok" exchanges' histogram interpolated within
+// its buckets, as Prometheus's histogram_quantile does; null when the
+// origin answered none.
 type latencyJSON struct {
 	WindowS float64  `json:"window_s"`
 	Count   uint64   `json:"count"` // answers in the window

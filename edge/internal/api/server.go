@@ -41,6 +41,7 @@ type Deps struct {
 	Line       *line.Keeper                     // the line's durable copy: joins that wait for it, settings
 	Snapshots  *snapshot.Cache                  // the origin's sales, for the ops dashboard
 	Ops        OriginOps                        // the dashboard's reads from the origin; nil: none
+	Audit      AdminAudit                       // records defence changes and tarpit releases before they are made (audit.go); nil: every one is refused please_wait
 	Roster     *roster.Roster                   // the nodes sharing this Redis; nil: none
 	Tokens     *tokens.Verifier                 // queue and admission tokens
 	Issuer     *tokens.Issuer                   // queue and admission tokens

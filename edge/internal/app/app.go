@@ -164,6 +164,9 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	a.API = api.New(api.Deps{
 		Admission: a.Admission, Joiner: a.Joiner, Line: a.Line, Challenges: challenges, Defences: a.Defences,
 		Snapshots: a.Snapshots, Ops: lineStore, Roster: a.Roster,
+		// Ops' defence changes and tarpit releases are recorded at the
+		// origin through the same store before they are made.
+		Audit:    lineStore,
 		Tokens:   tokens.NewVerifier(keys, tokens.VerifierOptions{}),
 		Issuer:   tokens.NewIssuer(keys, tokens.IssuerOptions{AdmissionTTL: cfg.AdmissionTokenTTL}),
 		Users:    users,

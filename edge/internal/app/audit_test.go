@@ -49,6 +49,8 @@ func getDefences(t *testing.T, n *edgetest.Node) defence.Settings {
 // through GET /admin/changes: who (the token's fingerprint, never the
 // token, the address and the operator), and the state before and after.
 // Refused changes keep nothing, and GET /admin/changes needs the token.
+// That the changes are made at all shows the app wiring its origin store
+// as the API's Deps.Audit: without one, each is refused please_wait.
 func TestAdminChangesAudited(t *testing.T) {
 	t.Parallel()
 	_, counting := realOrigin(t)

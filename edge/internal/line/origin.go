@@ -216,7 +216,8 @@ func (o *OriginStore) Books(ctx context.Context, sale string) (json.RawMessage, 
 // (those go with Settings), as the origin keeps it for the ops dashboard
 // (POST /v1/admin-changes): who makes it, as Change.Actor names them, what
 // ("defences", "tarpit_release", either with "_failed" when it did not
-// land), and the state before and after as JSON objects (nil: none).
+// land or "_unknown" when the edge could not tell), and the state before
+// and after as JSON objects (nil: none).
 type AdminChange struct {
 	Actor  string          `json:"actor"`
 	What   string          `json:"what"`
