@@ -23,7 +23,8 @@ import (
 // listed with who made them; and banners say when Redis lost the sale's
 // line and it is being rebuilt (then the sale says when it was), when
 // Redis is unreachable, when a change is recorded but not yet in effect,
-// and when the origin does not answer. Screenshots of each state:
+// and when the origin does not answer; a render that throws says so in a
+// banner without stopping the refreshes. Screenshots of each state:
 // dashboard-*.png.
 func TestOpsDashboard(t *testing.T) {
 	o := origintest.StartOrigin(t, origintest.NewEnv(t))
@@ -128,6 +129,22 @@ func TestOpsDashboard(t *testing.T) {
 	}
 	p.waitUntil("the defence change recorded", `(() => { const r = document.querySelector('#admin-changes tbody tr');
 		return r && r.textContent.includes('(sam)') && r.textContent.includes('tarpit.hold_s: 3600 → 120'); })()`, 10*time.Second)
+	p.waitUntil("an outcome unknown named so", `describeAdmin({what: 'tarpit_release_unknown', before: {account: 'mallory'}, after: null})
+		=== 'released mallory from the tarpit — not known whether it landed: check the defences and the tarpit'`, time.Second)
+	p.check("a record of changes that is not a list refused with a banner", `(async () => {
+		const keep = getJSON, banners = [];
+		getJSON = (path) => path === '/admin/changes' ? Promise.resolve({changes: null}) : keep(path);
+		try { await refreshAdminChanges(banners); } finally { getJSON = keep; }
+		return banners.length === 1 && banners[0][1].includes('form this page does not know'); })()`)
+
+	// A render that throws: a banner says so, and the page keeps
+	// refreshing, so the banner goes once it renders again.
+	p.check("break a render", `(() => { window.keptRender = renderRestores;
+		renderRestores = () => { throw new Error('render broke'); }; return true; })()`)
+	p.waitUntil("the broken render's banner", `document.getElementById('banners').textContent.includes('(render broke)') &&
+		document.getElementById('banners').textContent.includes('It keeps trying')`, 10*time.Second)
+	p.check("mend the render", `(() => { renderRestores = window.keptRender; return true; })()`)
+	p.waitUntil("the page refreshing again", `!document.getElementById('banners').textContent.includes('render broke')`, 10*time.Second)
 
 	// Redis loses the sale's line while the origin's copy is held back: a
 	// banner and the sale say it is being rebuilt until the copy comes
@@ -236,4 +253,14 @@ func serveAdmin(t *testing.T, n *edgetest.Node) string {
 	}
 	serveTCP(t, n, ln, n.App.API.Admin())
 	return "http://" + ln.Addr().String()
+}
+
+// check runs the JavaScript js in the page, awaiting it when it is a
+// promise, and fails the test unless it is true.
+func (p *page) check(what, js string) {
+	p.t.Helper()
+	ok, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](js, chromedp.EvalAwaitPromise))
+	if err != nil || !ok {
+		p.t.Fatalf("%s: %v %v\npage: %s", what, ok, err, p.state())
+	}
 }

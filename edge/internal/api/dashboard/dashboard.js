@@ -66,9 +66,26 @@ function start() {
   refresh();
 }
 
+// refresh reads the edge and shows it, then comes again in REFRESH_MS for
+// as long as the operator is signed in, whatever went wrong: a page that
+// stopped refreshing would look current while it is not.
 let timer = 0;
 async function refresh() {
   clearTimeout(timer);
+  try {
+    await show();
+  } catch (err) {
+    renderBanners([["bad", "This page failed to show what the edge answered (" + ((err && err.message) || err) +
+      "): what is below may be old. It keeps trying."]]);
+  } finally {
+    clearTimeout(timer); // one timer, however many refreshes ran at once
+    if (state.token) timer = setTimeout(refresh, REFRESH_MS);
+  }
+}
+
+// show reads the overview and what the selected sale needs, and renders
+// them with their banners.
+async function show() {
   const banners = [];
   try {
     state.overview = await getJSON("/admin/overview");
@@ -76,7 +93,6 @@ async function refresh() {
     if (!state.token) return;
     banners.push(["bad", "This edge does not answer (" + err.message + "): nothing below is current."]);
     renderBanners(banners);
-    timer = setTimeout(refresh, REFRESH_MS);
     return;
   }
   const ov = state.overview;
@@ -106,7 +122,6 @@ async function refresh() {
   await Promise.all([refreshSale(banners), refreshAdminChanges(banners)]);
   pendingBanner(banners);
   renderBanners(banners);
-  timer = setTimeout(refresh, REFRESH_MS);
 }
 
 // record keeps the overviews of the last minute: the edge's counts are
@@ -270,11 +285,14 @@ function renderOrigin(ov, banners) {
     banners.push(["warn", "The origin fails " + rateText(failing) + " reserves a second from this edge " +
       "(connection failed, timed out, or every connection busy): their shoppers are told to wait."]);
   }
+  // Timed by this edge from before it waits for a free connection to the
+  // origin: the round trip as the edge sees it, its own queue included.
   const l = ov.reserves.latency;
   const window = l ? Math.round(l.window_s) + " s" : "";
-  $("latency").textContent = !l ? "Answer time: measuring…"
+  const what = "Round trip to the origin as this edge sees it, including any wait for a free connection";
+  $("latency").textContent = !l ? what + ": measuring…"
     : !l.count ? "The origin answered no reserve in the last " + window + "."
-    : "Answer time over the last " + window + " (" + fmt.format(l.count) + " answers): p50 " + ms(l.p50_s) +
+    : what + ", over the last " + window + " (" + fmt.format(l.count) + " answers): p50 " + ms(l.p50_s) +
       " · p99 " + ms(l.p99_s) + ".";
 }
 
@@ -411,6 +429,10 @@ async function refreshAdminChanges(banners) {
     banners.push(["warn", "The record of defence changes cannot be read (" + err.message + ")."]);
     return;
   }
+  if (!Array.isArray(list)) {
+    banners.push(["warn", "The record of defence changes came back in a form this page does not know."]);
+    return;
+  }
   const body = $("admin-changes").tBodies[0];
   body.replaceChildren();
   for (const c of list) {
@@ -427,20 +449,33 @@ async function refreshAdminChanges(banners) {
   }
 }
 
+// OUTCOMES name the second record of an admin change that did not plainly
+// succeed, by the suffix of its what (docs/API.md, GET /admin/changes).
+const OUTCOMES = [
+  ["_failed", " — did not land"],
+  ["_unknown", " — not known whether it landed: check the defences and the tarpit"],
+];
+
 // describeAdmin says what an admin change did: the defence settings that
 // differ between before and after, or the account released.
 function describeAdmin(c) {
-  const failed = c.what.endsWith("_failed") ? " — did not land" : "";
-  const what = c.what.replace(/_failed$/, "");
+  let what = String(c.what), outcome = "";
+  for (const [suffix, text] of OUTCOMES) {
+    if (what.endsWith(suffix)) {
+      what = what.slice(0, -suffix.length);
+      outcome = text;
+      break;
+    }
+  }
   if (what === "tarpit_release") {
-    return "released " + (c.before ? c.before.account : "?") + " from the tarpit" + failed;
+    return "released " + (c.before ? c.before.account : "?") + " from the tarpit" + outcome;
   }
   if (what === "defences") {
     const diffs = [];
     diff(c.before || {}, c.after || {}, "", diffs);
-    return "defences: " + (diffs.length ? diffs.join(", ") : "no change") + failed;
+    return "defences: " + (diffs.length ? diffs.join(", ") : "no change") + outcome;
   }
-  return what + failed;
+  return what + outcome;
 }
 
 // diff lists the leaves of two settings objects that differ, as
