@@ -32,6 +32,11 @@ type options struct {
 	// Sweep are the capacity sweep's burst rates (shoppers/s), lowest
 	// first; nil for the standard run.
 	Sweep []float64
+	// SweepMax bounds the sweep's steps beyond the rates given: while
+	// flashgate holds at the top one, the sweep doubles the rate up to
+	// SweepMax (0: only the rates given), so its capacity is measured, not
+	// only bounded below.
+	SweepMax float64
 	// SweepRetries is how many more times a sweep run goes when the
 	// simulator lagged in it.
 	SweepRetries int
@@ -141,6 +146,7 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		": the capacity sweep (make bench-capacity) instead of the standard run; its steps start from the sweep's scenario "+
 		"(see capacityScenario), which the scenario flags given change, and -shoppers is the rate times -burst")
 	fs.IntVar(&o.SweepRetries, "sweep-retries", o.SweepRetries, "how many more times a sweep run goes when the simulator lagged in it")
+	fs.Float64Var(&o.SweepMax, "sweep-max", 64_000, "while flashgate holds at the sweep's top rate, double it up to this (shoppers/s; 0: only the rates given)")
 	fs.StringVar(&scaling, "scaling", "", "comma-separated crowd sizes (shoppers), e.g. "+defaultScaling+
 		": the scaling law (make bench-scaling) instead of the standard run; at each size the standard scenario as the "+
 		"scenario flags set it, with -shoppers the size, a fresh sale, and the naive baseline (-naive)")
@@ -196,6 +202,8 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		return options{}, errors.New("-far-share must be between 0 and 1")
 	case o.SweepRetries < 0:
 		return options{}, errors.New("-sweep-retries must not be negative")
+	case o.SweepMax < 0 || o.SweepMax > 1e6:
+		return options{}, errors.New("-sweep-max must be 0 (off) to 1,000,000 shoppers/s")
 	case o.Scaling != nil && (o.Sweep != nil || o.Ceiling):
 		return options{}, errors.New("-scaling is a run of its own: not with -sweep or -ceiling")
 	case o.DefenceModes != nil && (o.Sweep != nil || o.Scaling != nil):

@@ -40,7 +40,7 @@ func capacityScenario() crowdsim.Scenario {
 }
 
 // sweepNotes say why the sweep's scenario is what it is.
-func sweepNotes(sc crowdsim.Scenario, retries int) []string {
+func sweepNotes(sc crowdsim.Scenario, retries int, sweepMax float64) []string {
 	notes := []string{
 		"Each step is a fresh sale on the flashgate stack and the naive baseline's sale reset (both tables truncated, the same stock), " +
 			"flashgate first; both designs' servers, Redis and Postgres run on the stack's CPUs, the simulator on its own.",
@@ -50,6 +50,13 @@ func sweepNotes(sc crowdsim.Scenario, retries int) []string {
 		"No pre-queue and no tail: every shopper arrives within the burst, so its rate is the load.",
 		fmt.Sprintf("A run in which the simulator lagged (start p99 above %s s) ran again, %d more times at most (the attempts column); "+
 			"the last attempt is the one shown and judged.", strconv.FormatFloat(crowdreport.MaxStartLagS, 'f', -1, 64), retries),
+		"The naive baseline is not played above the first rate it misses at (\"no run\"): its capacity is known there, and a step it " +
+			"misses runs to its client timeouts.",
+	}
+	if sweepMax > 0 {
+		notes = append(notes, fmt.Sprintf("While flashgate kept the promise at the top rate, the sweep doubled it, up to %s/s: "+
+			"it stops where flashgate first misses (the promise broken, or the simulator unable to play the crowd).",
+			strconv.FormatFloat(sweepMax, 'f', -1, 64)))
 	}
 	if sc.PayProbability == 0 {
 		notes = append(notes, "Nobody pays (pay probability 0): the promise is about the answer, not the payment. The naive baseline "+
@@ -97,7 +104,7 @@ func sweepCommand(args []string) string {
 // the one-line verdict on stdout. A run that fails ends the sweep; what
 // was measured until then is still written.
 func runSweep(ctx context.Context, o options, command string, stdout io.Writer) error {
-	sw := crowdreport.Sweep{Command: command, Started: time.Now(), Scenario: o.Scenario, Notes: sweepNotes(o.Scenario, o.SweepRetries)}
+	sw := crowdreport.Sweep{Command: command, Started: time.Now(), Scenario: o.Scenario, Notes: sweepNotes(o.Scenario, o.SweepRetries, o.SweepMax)}
 	runErr := sweepSteps(ctx, o, &sw)
 	sw.Wall = time.Since(sw.Started).Seconds()
 	if len(sw.Steps) == 0 {
@@ -111,11 +118,20 @@ func runSweep(ctx context.Context, o options, command string, stdout io.Writer) 
 	return runErr
 }
 
+// sweepSteps plays the rates asked, then, while flashgate held at the top
+// one, doubles it up to o.SweepMax: a capacity never reached is not a
+// measurement. The sweep stops where flashgate first misses, the promise
+// broken or the simulator unable to play the crowd (the report says
+// which). The naive baseline is not played above its first miss: its
+// capacity is known, and a step it misses runs to its client timeouts.
 func sweepSteps(ctx context.Context, o options, sw *crowdreport.Sweep) error {
-	for i, r := range o.Sweep {
+	rates := slices.Clone(o.Sweep)
+	naiveMissed := false
+	for i := 0; i < len(rates); i++ {
+		r := rates[i]
 		c := o.Config
 		c.Shoppers = max(1, int(math.Round(r*o.BurstS)))
-		o.Progress("capacity step %d of %d: %s shoppers/s, %d shoppers in %g s", i+1, len(o.Sweep), strconv.FormatFloat(r, 'f', -1, 64), c.Shoppers, c.BurstS)
+		o.Progress("capacity step %d: %s shoppers/s, %d shoppers in %g s", i+1, strconv.FormatFloat(r, 'f', -1, 64), c.Shoppers, c.BurstS)
 		step := crowdreport.Step{RatePerS: r, Discarded: map[string][]float64{}}
 		attempts := 0
 		fg, err := o.attempt(&step, "flashgate", func() (*crowdsim.Result, error) {
@@ -128,7 +144,7 @@ func sweepSteps(ctx context.Context, o options, sw *crowdreport.Sweep) error {
 		}
 		fg.Command = sw.Command
 		step.Flashgate = fg
-		if o.Naive {
+		if o.Naive && !naiveMissed {
 			nv, err := o.attempt(&step, "naive", func() (*crowdsim.Result, error) { return crowdsim.RunNaive(ctx, c, o.PostgresURL) })
 			if err != nil {
 				sw.Steps = append(sw.Steps, step)
@@ -136,6 +152,7 @@ func sweepSteps(ctx context.Context, o options, sw *crowdreport.Sweep) error {
 			}
 			nv.Command = sw.Command
 			step.Naive = nv
+			naiveMissed = !crowdreport.Judge(nv).Held
 		}
 		sw.Steps = append(sw.Steps, step)
 		for _, d := range crowdreport.Designs {
@@ -144,6 +161,9 @@ func sweepSteps(ctx context.Context, o options, sw *crowdreport.Sweep) error {
 				o.Progress("  %s at %g/s: p99 answer %.2f s, 5xx %d, oversold %d, simulator lag p99 %.3f s: %s",
 					d, r, res.Fates.AnswerP99, res.Status5xx, res.Oversold, res.StartLag.P99, or(v.Why, "kept"))
 			}
+		}
+		if i == len(rates)-1 && crowdreport.Judge(fg).Held && 2*r <= o.SweepMax {
+			rates = append(rates, 2*r)
 		}
 	}
 	return nil

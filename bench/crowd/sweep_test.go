@@ -112,7 +112,7 @@ func TestCapacitySweepAgainstTheRealStack(t *testing.T) {
 			OriginAdminURL: "http://" + st.originAdmin, GatewayURL: "http://" + st.gateway,
 			AdminToken: adminToken, UserSecret: []byte(userSecret), Conns: 64, Seed: 9, Progress: t.Logf, NaiveURL: naiveURL,
 		},
-		Naive: true, Sweep: []float64{100, 200}, Out: t.TempDir(),
+		Naive: true, Sweep: []float64{100, 200}, SweepMax: 400, Out: t.TempDir(),
 	}
 	var stdout bytes.Buffer
 	if err := runSweep(context.Background(), o, "test sweep", &stdout); err != nil {
@@ -130,12 +130,28 @@ func TestCapacitySweepAgainstTheRealStack(t *testing.T) {
 	t.Logf("capacity.md:\n%s", md)
 	var sw crowdreport.Sweep
 	b, _ := os.ReadFile(filepath.Join(o.Out, "capacity.json"))
-	if err := json.Unmarshal(b, &sw); err != nil || len(sw.Steps) != 2 {
-		t.Fatalf("capacity.json: %v, %d steps; want 2", err, len(sw.Steps))
+	if err := json.Unmarshal(b, &sw); err != nil || len(sw.Steps) < 2 {
+		t.Fatalf("capacity.json: %v, %d steps; want the 2 asked at least", err, len(sw.Steps))
 	}
+	// Past the rates asked, the sweep doubles while flashgate holds, up to
+	// -sweep-max: a third step at 400/s exactly when it held at 200/s.
+	want := 2
+	if crowdreport.Judge(sw.Steps[1].Flashgate).Held {
+		want = 3
+	}
+	if len(sw.Steps) != want || sw.Steps[len(sw.Steps)-1].RatePerS != []float64{100, 200, 400}[want-1] {
+		t.Fatalf("sweep steps = %d, the last at %g/s; want %d", len(sw.Steps), sw.Steps[len(sw.Steps)-1].RatePerS, want)
+	}
+	naiveMissed := false
 	for _, step := range sw.Steps {
 		for _, d := range crowdreport.Designs {
 			r := step.Result(d)
+			if d == "naive" && naiveMissed {
+				if r != nil {
+					t.Errorf("%g/s: a naive run above the rate it first missed at", step.RatePerS)
+				}
+				continue
+			}
 			if r == nil {
 				t.Errorf("%g/s: no %s run", step.RatePerS, d)
 				continue
@@ -146,9 +162,13 @@ func TestCapacitySweepAgainstTheRealStack(t *testing.T) {
 					step.RatePerS, d, r.Scenario.Shoppers, r.Oversold, r.InvariantOK, r.Fates.Reserved.Count, r.Fates.Answered, shoppers, sc.Stock)
 			}
 		}
+		if step.Naive == nil {
+			continue
+		}
 		if cpus := step.Naive.CPUs["naive server"]; cpus == "" {
 			t.Errorf("%g/s: the naive run's CPUs %v name no naive server", step.RatePerS, step.Naive.CPUs)
 		}
+		naiveMissed = !crowdreport.Judge(step.Naive).Held
 	}
 }
 

@@ -24,7 +24,7 @@ import (
 const (
 	// CapacityFactorMin is how many times the naive baseline's capacity at
 	// the promise flashgate's must be, at least.
-	CapacityFactorMin = 10
+	CapacityFactorMin = 20
 	// MaxStartLagS is the simulator's own lag (p99 of how late it set
 	// shoppers going) above which a step is not trusted: the crowd it
 	// played was not the one asked for.

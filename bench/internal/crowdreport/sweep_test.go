@@ -57,7 +57,7 @@ func TestCapacity(t *testing.T) {
 	lagged := func(mode string) *crowdsim.Result { return stepRun(mode, 0.05, 0, 0, 0.5) }
 	sweep := func(fg, nv []*crowdsim.Result) Sweep {
 		var sw Sweep
-		for i, r := range []float64{500, 1000, 2000, 4000, 8000}[:len(fg)] {
+		for i, r := range []float64{500, 1000, 2000, 4000, 8000, 16000, 32000}[:len(fg)] {
 			sw.Steps = append(sw.Steps, Step{RatePerS: r, Flashgate: fg[i], Naive: nv[i]})
 		}
 		return sw
@@ -72,78 +72,85 @@ func TestCapacity(t *testing.T) {
 		measured   string
 	}{
 		{
-			name: "flashgate holds at every rate, naive at the lowest",
+			name: "flashgate holds at every rate, naive at the lowest: at least 16×, not known whether 20×",
 			sw: sweep([]*crowdsim.Result{held(f), held(f), held(f), held(f), held(f)},
 				[]*crowdsim.Result{held(n), slow(n), slow(n), slow(n), slow(n)}),
-			fg: "≥ 8,000/s", nv: "500/s", verdict: Pass,
-			measured: "flashgate ≥ 8,000/s, naive 500/s = ≥ 16.0× (goal ≥ 10×)",
+			fg: "≥ 8,000/s", nv: "500/s", verdict: NotMeasured,
+			measured: "flashgate ≥ 8,000/s, naive 500/s = ≥ 16.0× (goal ≥ 20×)",
+		},
+		{
+			name: "the sweep went on until flashgate missed: a ratio, not a bound",
+			sw: sweep([]*crowdsim.Result{held(f), held(f), held(f), held(f), held(f), held(f), slow(f)},
+				[]*crowdsim.Result{held(n), slow(n), nil, nil, nil, nil, nil}),
+			fg: "16,000/s", nv: "500/s", fgMissedAt: 32000, verdict: Pass,
+			measured: "flashgate 16,000/s, naive 500/s = 32.0× (goal ≥ 20×)",
 		},
 		{
 			name: "a hole in the middle: capacity stops below it",
 			sw: sweep([]*crowdsim.Result{held(f), slow(f), held(f), held(f)},
 				[]*crowdsim.Result{held(n), slow(n), slow(n), slow(n)}),
 			fg: "500/s", nv: "500/s", fgMissedAt: 1000, verdict: Miss,
-			measured: "flashgate 500/s, naive 500/s = 1.0× (goal ≥ 10×)",
+			measured: "flashgate 500/s, naive 500/s = 1.0× (goal ≥ 20×)",
 		},
 		{
 			name: "a lagged step does not count, even when its figures are good: the capacity is a lower bound",
 			sw: sweep([]*crowdsim.Result{held(f), held(f), lagged(f), held(f)},
 				[]*crowdsim.Result{held(n), held(n), slow(n), slow(n)}),
 			fg: "≥ 1,000/s", nv: "1,000/s", fgMissedAt: 2000, verdict: NotMeasured,
-			measured: "flashgate ≥ 1,000/s, naive 1,000/s = ≥ 1.0× (goal ≥ 10×)",
+			measured: "flashgate ≥ 1,000/s, naive 1,000/s = ≥ 1.0× (goal ≥ 20×)",
 		},
 		{
 			name: "flashgate misses at a rate the simulator kept up with",
 			sw: sweep([]*crowdsim.Result{held(f), held(f), held(f), slow(f)},
 				[]*crowdsim.Result{held(n), slow(n), slow(n), slow(n)}),
 			fg: "2,000/s", nv: "500/s", fgMissedAt: 4000, verdict: Miss,
-			measured: "flashgate 2,000/s, naive 500/s = 4.0× (goal ≥ 10×)",
+			measured: "flashgate 2,000/s, naive 500/s = 4.0× (goal ≥ 20×)",
 		},
 		{
 			name: "naive stopped by a lagged step: the ratio is an upper bound",
 			sw: sweep([]*crowdsim.Result{held(f), held(f), slow(f)},
 				[]*crowdsim.Result{held(n), lagged(n), slow(n)}),
 			fg: "1,000/s", nv: "≥ 500/s", fgMissedAt: 2000, verdict: Miss,
-			measured: "flashgate 1,000/s, naive ≥ 500/s = ≤ 2.0× (goal ≥ 10×)",
+			measured: "flashgate 1,000/s, naive ≥ 500/s = ≤ 2.0× (goal ≥ 20×)",
 		},
 		{
 			name: "the lowest step lagged",
 			sw: sweep([]*crowdsim.Result{lagged(f), held(f)},
 				[]*crowdsim.Result{held(n), slow(n)}),
 			fg: "unknown (the lowest rate was not trusted)", nv: "500/s", fgMissedAt: 500, verdict: NotMeasured,
-			measured: "flashgate unknown (the lowest rate was not trusted), naive 500/s = not known (goal ≥ 10×)",
+			measured: "flashgate unknown (the lowest rate was not trusted), naive 500/s = not known (goal ≥ 20×)",
 		},
 		{
 			name: "naive holds nowhere: the ratio is a lower bound",
 			sw: sweep([]*crowdsim.Result{held(f), held(f), held(f), held(f), slow(f)},
 				[]*crowdsim.Result{slow(n), slow(n), slow(n), slow(n), slow(n)}),
 			fg: "4,000/s", nv: "< 500/s", fgMissedAt: 8000, verdict: NotMeasured,
-			measured: "flashgate 4,000/s, naive < 500/s = > 8.0× (goal ≥ 10×)",
+			measured: "flashgate 4,000/s, naive < 500/s = > 8.0× (goal ≥ 20×)",
 		},
 		{
 			name: "nothing passing",
 			sw: sweep([]*crowdsim.Result{slow(f), slow(f)},
 				[]*crowdsim.Result{slow(n), nil}),
 			fg: "< 500/s", nv: "< 500/s", fgMissedAt: 500, verdict: NotMeasured,
-			measured: "flashgate < 500/s, naive < 500/s: neither held at the lowest rate (goal ≥ 10×)",
+			measured: "flashgate < 500/s, naive < 500/s: neither held at the lowest rate (goal ≥ 20×)",
 		},
 		{
 			name: "flashgate holds nowhere, naive somewhere",
 			sw: sweep([]*crowdsim.Result{slow(f), slow(f)},
 				[]*crowdsim.Result{held(n), slow(n)}),
 			fg: "< 500/s", nv: "500/s", fgMissedAt: 500, verdict: Miss,
-			measured: "flashgate < 500/s, naive 500/s = 0.0× (goal ≥ 10×)",
+			measured: "flashgate < 500/s, naive 500/s = 0.0× (goal ≥ 20×)",
 		},
 		{
 			name: "flashgate at every rate but not yet 10×: sweep wider",
 			sw: sweep([]*crowdsim.Result{held(f), held(f), held(f)},
 				[]*crowdsim.Result{held(n), held(n), slow(n)}),
 			fg: "≥ 2,000/s", nv: "1,000/s", verdict: NotMeasured,
-			measured: "flashgate ≥ 2,000/s, naive 1,000/s = ≥ 2.0× (goal ≥ 10×)",
+			measured: "flashgate ≥ 2,000/s, naive 1,000/s = ≥ 2.0× (goal ≥ 20×)",
 		},
 		{
 			name: "no steps", sw: Sweep{}, fg: "not measured", nv: "not measured", verdict: NotMeasured,
-			measured: "no steps (goal ≥ 10×)",
+			measured: "no steps (goal ≥ 20×)",
 		},
 	}
 	for _, tt := range tests {
@@ -199,7 +206,7 @@ func TestSweepReport(t *testing.T) {
 		t.Fatalf("WriteSweepMarkdown = %v", err)
 	}
 	for _, want := range []string{
-		"**N/A** — capacity at the promise: flashgate ≥ 1,000/s, naive 500/s = ≥ 2.0× (goal ≥ 10×)",
+		"**N/A** — capacity at the promise: flashgate ≥ 1,000/s, naive 500/s = ≥ 2.0× (goal ≥ 20×)",
 		"| 1,000 | flashgate | 900 | 900 | 0.05 s | 0 | 0 | 0 | 990 | 0.010 s | 3 (lag 0.31, 0.20 s) | kept |",
 		"| 1,000 | naive | 900 | 900 | 4.20 s | 17 | 0 | 0 | 990 | 0.020 s | 1 | missed: p99 answer 4.20 s > 2 s; 17 5xx |",
 		"| 2,000 | flashgate | 900 | 900 | 0.30 s | 0 | 0 | 0 | 990 | 0.350 s | 1 | not trusted: simulator lagged (start p99 0.35 s > 0.1 s) |",
@@ -226,7 +233,7 @@ func TestSweepReport(t *testing.T) {
 		t.Errorf("capacity.json read back as %d steps, goal %s, capacities %+v, naive verdicts %+v",
 			len(back.Steps), back.Goal.Verdict, back.Capacities, back.Verdicts["naive"])
 	}
-	if got, want := SweepSummary(sw), "N/A   capacity at the promise: flashgate ≥ 1,000/s, naive 500/s = ≥ 2.0× (goal ≥ 10×)\n"; got != want {
+	if got, want := SweepSummary(sw), "N/A   capacity at the promise: flashgate ≥ 1,000/s, naive 500/s = ≥ 2.0× (goal ≥ 20×)\n"; got != want {
 		t.Errorf("SweepSummary = %q, want %q", got, want)
 	}
 }
