@@ -104,11 +104,16 @@ func (c *Controller) Run(ctx context.Context) {
 func (c *Controller) Tune(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ok, err := c.lead(ctx); err != nil || !ok {
-		return err
-	}
 	lines, err := c.lines.AutotunedLines(ctx, c.opts.Clock())
 	if err != nil {
+		return err
+	}
+	if len(lines) == 0 {
+		// Nothing to tune: no lock, and no connection kept for one.
+		c.resign()
+		return nil
+	}
+	if ok, err := c.lead(ctx); err != nil || !ok {
 		return err
 	}
 	tuned := make(map[string]float64, len(lines))
@@ -155,6 +160,11 @@ func (c *Controller) lead(ctx context.Context) (bool, error) {
 func (c *Controller) Resign() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.resign()
+}
+
+// resign is Resign with c.mu held.
+func (c *Controller) resign() {
 	if c.lock != nil {
 		c.lock.Unlock()
 		c.lock, c.limits = nil, map[string]float64{}
