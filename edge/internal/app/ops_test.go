@@ -300,10 +300,10 @@ func TestOverviewReservesAndRebuild(t *testing.T) {
 			t.Fatalf("reserve %s = %d %s, want %d", key, res.Status, res.Body, want)
 		}
 	}
-	buyer0 := admit(t, n, sale, "buyer-0")
+	buyer0 := n.Admit(t, sale, "buyer-0", 5*time.Second)
 	reserve(buyer0, "idem-0", fasthttp.StatusCreated)
 	reserve(buyer0, "idem-0", fasthttp.StatusOK) // the same key: the same reservation again
-	reserve(admit(t, n, sale, "buyer-1"), "idem-1", fasthttp.StatusCreated)
+	reserve(n.Admit(t, sale, "buyer-1", 5*time.Second), "idem-1", fasthttp.StatusCreated)
 	waitSnapshot(t, n, sale, 5*time.Second, func(s publicSnapshot) bool { return s.SoldOut })
 	late, _, err := issuer.Admission(sale, "late-shopper", 3)
 	if err != nil {
@@ -372,26 +372,5 @@ func TestOverviewReservesAndRebuild(t *testing.T) {
 	}
 	if got := ov.Counters["line_failures.restore"]; got < 1 {
 		t.Errorf("overview line_failures.restore = %v, want the restores that timed out while the origin's copy was held back", got)
-	}
-}
-
-// admit joins account to the sale's line and polls its status until it is
-// admitted, and returns its admission token.
-func admit(t *testing.T, n *edgetest.Node, sale, account string) string {
-	t.Helper()
-	res, joined := n.Join(t, sale, account)
-	if res.Status != fasthttp.StatusAccepted {
-		t.Fatalf("join %s = %d %s, want 202", account, res.Status, res.Body)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, st := n.Status(t, sale, joined.QueueToken)
-		if st.State == "admitted" {
-			return st.AdmissionToken
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status of %s = %+v after 5 s, want admitted", account, st)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

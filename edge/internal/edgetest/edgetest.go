@@ -358,3 +358,24 @@ func (n *Node) Join(t testing.TB, sale, account string) (*Response, QueueAnswer)
 func (n *Node) Status(t testing.TB, sale, queueToken string) (*Response, QueueAnswer) {
 	return n.public.Status(t, sale, queueToken)
 }
+
+// Admit joins account to the sale's line and polls its status until it is
+// admitted, within the time given, and returns its admission token.
+func (n *Node) Admit(t testing.TB, sale, account string, within time.Duration) string {
+	t.Helper()
+	res, joined := n.Join(t, sale, account)
+	if res.Status != fasthttp.StatusAccepted {
+		t.Fatalf("join %s = %d %s, want 202", account, res.Status, res.Body)
+	}
+	deadline := time.Now().Add(within)
+	for {
+		_, st := n.Status(t, sale, joined.QueueToken)
+		if st.State == "admitted" {
+			return st.AdmissionToken
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status of %s = %+v after %v, want admitted", account, st, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

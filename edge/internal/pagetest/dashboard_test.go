@@ -209,25 +209,11 @@ func inForce(t *testing.T, within time.Duration, nodes []*edgetest.Node, sale, w
 // admitted, and reserves a unit through n.
 func reserveThrough(t *testing.T, n *edgetest.Node, sale, account string) {
 	t.Helper()
-	res, joined := n.Join(t, sale, account)
-	if res.Status != fasthttp.StatusAccepted {
-		t.Fatalf("join %s = %d %s", account, res.Status, res.Body)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, st := n.Status(t, sale, joined.QueueToken)
-		if st.State == "admitted" {
-			res := n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: st.AdmissionToken,
-				User: edgetest.Owner(t, st.AdmissionToken), Body: []byte(`{"sku": "sku-1", "idempotency_key": "` + account + `"}`)})
-			if res.Status != fasthttp.StatusCreated {
-				t.Fatalf("reserve of %s = %d %s, want 201", account, res.Status, res.Body)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status of %s = %+v after 10 s, want admitted", account, st)
-		}
-		time.Sleep(20 * time.Millisecond)
+	token := n.Admit(t, sale, account, 10*time.Second)
+	res := n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: token,
+		User: edgetest.Owner(t, token), Body: []byte(`{"sku": "sku-1", "idempotency_key": "` + account + `"}`)})
+	if res.Status != fasthttp.StatusCreated {
+		t.Fatalf("reserve of %s = %d %s, want 201", account, res.Status, res.Body)
 	}
 }
 
