@@ -16,7 +16,11 @@ local id, return_unit = ARGV[1], ARGV[2]
 
 if redis.call('HGET', reservation, 'status') ~= 'held' then return 0 end
 redis.call('HINCRBY', inventory, 'held', -1)
-if return_unit == '1' then redis.call('HINCRBY', inventory, 'available', 1) end
+-- A unit back on a sold-out SKU is kept (back_ms): the sale reopens then.
+if return_unit == '1' and redis.call('HINCRBY', inventory, 'available', 1) == 1 then
+  local t = redis.call('TIME')
+  redis.call('HSET', inventory, 'back_ms', string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
+end
 redis.call('HSET', reservation, 'status', 'cancelled')
 redis.call('ZREM', holds, id)
 -- The account may buy again; its burned tokens and idempotency keys stay.

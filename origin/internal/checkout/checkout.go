@@ -156,6 +156,43 @@ func (s *Store) Inventory(ctx context.Context, sale string, skus []string) (map[
 	return out, nil
 }
 
+// StockMoments are when one SKU's available count last reached zero and
+// last came back from it, as the scripts recorded them on Redis's clock
+// (zero when not since the SKU was loaded or rebuilt).
+type StockMoments struct {
+	Zero, Back time.Time
+}
+
+// Moments reads the StockMoments of the given SKUs in one round trip. SKUs
+// that are not loaded are missing from the result.
+func (s *Store) Moments(ctx context.Context, sale string, skus []string) (map[string]StockMoments, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(skus))
+	for i, sku := range skus {
+		cmds[i] = pipe.HMGet(ctx, s.keys.Inventory(sale, sku), invTotal, invZeroMs, invBackMs)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("read stock moments of sale %s: %w", sale, err)
+	}
+	out := make(map[string]StockMoments, len(skus))
+	for i, cmd := range cmds {
+		v := cmd.Val()
+		if v[0] == nil {
+			continue
+		}
+		out[skus[i]] = StockMoments{Zero: unixMilli(v[1]), Back: unixMilli(v[2])}
+	}
+	return out, nil
+}
+
+// unixMilli reads a field of unix milliseconds; a missing one is zero.
+func unixMilli(v any) time.Time {
+	if ms := toInt(v); ms > 0 {
+		return time.UnixMilli(ms).UTC()
+	}
+	return time.Time{}
+}
+
 // Reservation reads one reservation as Redis knows it, or ErrNotFound.
 func (s *Store) Reservation(ctx context.Context, sale, id string) (intent.Reservation, error) {
 	v, err := s.rdb.HMGet(ctx, s.keys.Reservation(sale, id),

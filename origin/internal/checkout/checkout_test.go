@@ -199,3 +199,51 @@ func TestReleaseDueOnce(t *testing.T) {
 		t.Errorf("Inventory(a) = %+v, want 15 available, 5 held", inv["a"])
 	}
 }
+
+// The scripts record when a SKU's count reaches zero and when a unit comes
+// back to it: sold-out news is timed from these, at the source.
+func TestMomentsRecordZeroAndReturn(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, 2)
+	r := NewReserver(s, ReserverOptions{})
+	defer r.Close()
+	ctx := context.Background()
+	moments := func() StockMoments {
+		t.Helper()
+		m, err := s.Moments(ctx, "s1", []string{"a", "missing"})
+		if err != nil || len(m) != 1 {
+			t.Fatalf("Moments = %+v, %v; want SKU a only", m, err)
+		}
+		return m["a"]
+	}
+	reserve := func(i int) Hold {
+		t.Helper()
+		got, err := r.Reserve(ctx, ReserveRequest{Sale: "s1", SKU: "a", Account: fmt.Sprintf("u%d", i),
+			TokenID: fmt.Sprintf("j%d", i), IdempotencyKey: "k", HoldTTL: time.Hour})
+		if err != nil || got.Outcome != Created {
+			t.Fatalf("Reserve(u%d) = %+v, %v", i, got, err)
+		}
+		return Hold{ID: got.ReservationID, SKU: "a", Account: fmt.Sprintf("u%d", i), ReturnUnit: true}
+	}
+	before := time.Now().Add(-time.Second) // Redis's clock, within a second of ours
+	first := reserve(1)
+	if m := moments(); !m.Zero.IsZero() || !m.Back.IsZero() {
+		t.Fatalf("one of two units taken: moments %+v, want none", m)
+	}
+	reserve(2)
+	zero := moments().Zero
+	if zero.Before(before) || zero.After(time.Now().Add(time.Second)) {
+		t.Fatalf("last unit taken: zero at %v, want about now", zero)
+	}
+	if n, err := s.Cancel(ctx, "s1", []Hold{first}); err != nil || n != 1 {
+		t.Fatalf("Cancel = %d, %v", n, err)
+	}
+	m := moments()
+	if m.Back.Before(zero) || m.Zero != zero {
+		t.Fatalf("a unit back: moments %+v; want back at or after %v, zero unchanged", m, zero)
+	}
+	reserve(3)
+	if again := moments(); again.Zero.Before(m.Back) || again.Back != m.Back {
+		t.Errorf("the unit taken again: moments %+v; want zero at or after %v", again, m.Back)
+	}
+}

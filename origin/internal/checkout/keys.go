@@ -97,6 +97,10 @@ const (
 	invAvailable = "available"
 	invHeld      = "held"
 	invSold      = "sold"
+	// invZeroMs is when the scripts last took available to 0, invBackMs
+	// when they last brought it from 0 to 1 (unix ms, Redis's clock).
+	invZeroMs = "zero_ms"
+	invBackMs = "back_ms"
 )
 
 // Fields of a sale's meta hash (Keys.Meta).

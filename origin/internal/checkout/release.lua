@@ -28,7 +28,10 @@ if tonumber(h[2]) > now then return 2 end
 redis.call('XADD', intents, '*', 'kind', 'expire', 'res', id, 'account', h[3],
   'sku', h[4], 'idem', h[5], 'expires_ms', h[2], 'at_ms', string.format('%.0f', now))
 redis.call('HINCRBY', inventory, 'held', -1)
-redis.call('HINCRBY', inventory, 'available', 1)
+-- A unit back on a sold-out SKU is kept (back_ms): the sale reopens then.
+if redis.call('HINCRBY', inventory, 'available', 1) == 1 then
+  redis.call('HSET', inventory, 'back_ms', string.format('%.0f', now))
+end
 redis.call('HSET', reservation, 'status', 'expired')
 redis.call('ZREM', holds, id)
 -- The account may buy again; its burned tokens and idempotency keys stay.

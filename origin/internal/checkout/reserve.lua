@@ -79,7 +79,11 @@ local expires_s = string.format('%.0f', expires)
 redis.call('XADD', intents, '*', 'kind', 'reserve', 'res', id, 'account', acct,
   'sku', sku, 'idem', idem, 'expires_ms', expires_s, 'at_ms', now_s)
 local seq = redis.call('HINCRBY', meta, 'seq', 1)
-redis.call('HINCRBY', inventory, 'available', -1)
+-- The moment the count reaches zero is kept (zero_ms): sold-out news is
+-- timed from the last one, at the source.
+if redis.call('HINCRBY', inventory, 'available', -1) == 0 then
+  redis.call('HSET', inventory, 'zero_ms', now_s)
+end
 redis.call('HINCRBY', inventory, 'held', 1)
 redis.call('HSET', reservation, 'account', acct, 'sku', sku, 'status', 'held',
   'expires_ms', expires_s, 'created_ms', now_s, 'idem', idem, 'jti', jti, 'epoch', epoch, 'seq', seq)

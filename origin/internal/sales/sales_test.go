@@ -155,6 +155,27 @@ func TestBooksCountPendingIntentsApartFromDrift(t *testing.T) {
 	}
 }
 
+func TestBooksSaySinceWhenSoldOut(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.create(t, f.openSale("s1", 2))
+	held := f.reserve(t, "s1", "u1")
+	if _, k := f.books(t, "s1"); k.SoldOutAt != nil || k.ReturnedAt != nil {
+		t.Fatalf("a unit left: sold out at %v, returned at %v; want neither", k.SoldOutAt, k.ReturnedAt)
+	}
+	f.reserve(t, "s1", "u2")
+	_, k := f.books(t, "s1")
+	if k.SoldOutAt == nil || time.Since(*k.SoldOutAt).Abs() > 5*time.Second {
+		t.Fatalf("the last unit taken: sold out at %v, want about now", k.SoldOutAt)
+	}
+	if n, err := f.store.Cancel(context.Background(), "s1", []checkout.Hold{{ID: held, SKU: "a", Account: "u1", ReturnUnit: true}}); err != nil || n != 1 {
+		t.Fatalf("Cancel = %d, %v", n, err)
+	}
+	if _, k := f.books(t, "s1"); k.SoldOutAt != nil || k.ReturnedAt == nil {
+		t.Errorf("a unit back: sold out at %v, returned at %v; want not sold out, returned", k.SoldOutAt, k.ReturnedAt)
+	}
+}
+
 func TestSnapshotStatus(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

@@ -112,6 +112,12 @@ type SKUBooks struct {
 	Pending        Counts `json:"pending"`
 	Drift          Counts `json:"drift"` // redis - (db + pending); all zero when they agree
 	PendingIntents int    `json:"pending_intents"`
+	// SoldOutAt is when Redis's available count last reached 0, while it
+	// is 0 (nil otherwise): sold-out news is timed from it. ReturnedAt is
+	// when a unit last came back to the SKU at 0 (nil if none has since
+	// the SKU was loaded or rebuilt).
+	SoldOutAt  *time.Time `json:"sold_out_at"`
+	ReturnedAt *time.Time `json:"returned_at"`
 }
 
 // Durability says whether Redis still holds what it promised: the epoch
@@ -143,6 +149,19 @@ func (s *Service) books(ctx context.Context, sale ledger.Sale) (Books, error) {
 	skus, oldest, err := s.stockBooks(ctx, sale)
 	if err != nil {
 		return Books{}, err
+	}
+	moments, err := s.checkout.Moments(ctx, sale.ID, skuIDs(sale))
+	if err != nil {
+		return Books{}, err
+	}
+	for i, k := range skus {
+		m := moments[k.SKU]
+		if !m.Zero.IsZero() && k.Redis.Available == 0 {
+			skus[i].SoldOutAt = &m.Zero
+		}
+		if !m.Back.IsZero() {
+			skus[i].ReturnedAt = &m.Back
+		}
 	}
 	out := Books{SaleID: sale.ID, SKUs: skus}
 	if !oldest.IsZero() {
