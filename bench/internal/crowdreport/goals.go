@@ -9,11 +9,11 @@ import (
 
 // The targets the flashgate run is held to.
 const (
-	BurstP99TargetMs     = 200  // p99 edge latency while the burst lasts, below
-	SoldOutNoticeTargetS = 2    // p99 time from the last unit to "sold out" in line, at most
-	RankCorrelationMin   = 0.99 // Spearman's rho between arrival and admission, at least
-	NaiveFactorMin       = 20   // how many times better than naive, at least
-	AnswerTargetS        = 2    // p99 time from a shopper's first request to an honest answer, at most (the seeds' promise)
+	BurstP99TargetMs   = 200  // p99 edge latency while the burst lasts, below
+	SoldOutNewsTargetS = 1    // p99 time from the stock count's last zero to "sold out" in line, at most
+	RankCorrelationMin = 0.99 // Spearman's rho between arrival and admission, at least
+	NaiveFactorMin     = 20   // how many times better than naive, at least
+	AnswerTargetS      = 2    // p99 time from a shopper's first request to an honest answer, at most (the seeds' promise)
 
 	// The run with the defences against bots on is held to these.
 	PaidPerInstrumentMax = 1 // units paid with one payment instrument, at most: the per-account limit
@@ -110,20 +110,24 @@ func burstGoal(r *crowdsim.Result) Goal {
 	return g
 }
 
+// noticeGoal is the seeds' broadcast: everyone in line hears "sold out" as
+// soon as the counter reaches zero, timed from the source (SoldOutNews).
 func noticeGoal(r *crowdsim.Result) Goal {
 	g := Goal{
-		Name:    fmt.Sprintf("everyone in line hears sold out within %d s of the last unit (p99)", SoldOutNoticeTargetS),
+		Name:    fmt.Sprintf("everyone in line hears sold out within %s s of the stock count's last zero (p99)", num(SoldOutNewsTargetS, 0)),
 		Verdict: NotMeasured,
 	}
-	n := r.SoldOutNotice
+	n := r.SoldOutNews
 	switch {
 	case r.LastUnitAt <= 0:
 		g.Measured = "did not sell out"
-	case n.Count == 0:
-		g.Measured = "no one in line at the sell-out"
+	case n == nil:
+		g.Measured = "the count was not at zero at the end"
+	case n.Page.Count == 0:
+		g.Measured = "no one in line at the last zero"
 	default:
-		g.Measured = fmt.Sprintf("%s s (max %s s, %s shoppers)", num(n.P99, 2), num(n.Max, 2), count(n.Count))
-		g.Verdict = verdict(n.P99 <= SoldOutNoticeTargetS)
+		g.Measured = fmt.Sprintf("%s s (max %s s, %s shoppers)", num(n.Page.P99, 2), num(n.Page.Max, 2), count(n.Page.Count))
+		g.Verdict = verdict(n.Page.P99 <= SoldOutNewsTargetS)
 	}
 	return g
 }

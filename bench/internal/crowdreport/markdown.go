@@ -461,7 +461,8 @@ func byStatus(m map[string]int) string {
 }
 
 func writeFates(b *strings.Builder, rs []run) {
-	b.WriteString("## Fates\n\nSeconds from a shopper's first click to knowing their fate; the sold-out notice is seconds from the last unit to hearing \"sold out\" while in line.\n\n")
+	b.WriteString("## Fates\n\nSeconds from a shopper's first click to knowing their fate; the sold-out notice is seconds from the last unit to hearing \"sold out\" while in line, " +
+		"the sold-out news seconds from the stock count's last zero (below).\n\n")
 	header(b, "run", "fate", "shoppers", "p50 s", "p90 s", "p99 s", "max s")
 	for _, x := range rs {
 		f := x.r.Fates
@@ -474,13 +475,50 @@ func writeFates(b *strings.Builder, rs []run) {
 		if x.r.SoldOutNotice.Count > 0 {
 			dist(b, x.label, "sold-out notice", x.r.SoldOutNotice)
 		}
+		if n := x.r.SoldOutNews; n != nil {
+			dist(b, x.label, "sold-out news", n.Page)
+		}
 	}
 	b.WriteString("\n")
+	writeNews(b, rs)
 	header(b, "run", "paid", "abandoned", "unknown", "answered", "p99 time to answer s")
 	for _, x := range rs {
 		f := x.r.Fates
 		line(b, x.label, count(f.Paid), count(f.Abandoned), count(f.Unknown), count(f.Answered),
 			orDash(f.Answered > 0, num(f.AnswerP99, 2)))
+	}
+	b.WriteString("\n")
+}
+
+// writeNews splits the sold-out news into its parts: how long returned
+// units kept the sale open, how long the news took to the CDN and to the
+// pages, and what the CDN carried for a waiting page.
+func writeNews(b *strings.Builder, rs []run) {
+	var with []run
+	for _, x := range rs {
+		if x.r.SoldOutNews != nil {
+			with = append(with, x)
+		}
+	}
+	if len(with) == 0 {
+		return
+	}
+	b.WriteString("### Sold-out news\n\nTimed from the moment the origin's stock count reached zero for good, as the reserve script " +
+		"recorded it in Redis (the ledger's `sold_out_at`). Returned units: from the stock's first zero (the last unit's 201) to that " +
+		"moment, while holds ran out and their units went again. To the CDN: until the CDN held a snapshot saying sold out " +
+		"(the edge's refresh, the CDN's max-age). To the pages: until each shopper in line then heard it (the page's refresh " +
+		"added); told before: in line, told \"sold out for now\" at an earlier zero and staying. A return shown: after the last unit " +
+		"that came back to a count at zero, until the CDN said available (or the unit went again): how long a page was told " +
+		"\"sold out for now\" while a unit was there, before its own refresh. Page reads: the snapshot reads pages made through " +
+		"the CDN, per shopper-second in line.\n\n")
+	header(b, "run", "returned units s", "to the CDN s", "to the pages p50 / p99 / max s", "told before", "never heard",
+		"a return shown s", "page reads", "per shopper-s")
+	for _, x := range with {
+		n := x.r.SoldOutNews
+		line(b, x.label, num(n.ReturnedTailS, 2), orDash(n.CDNS >= 0, num(n.CDNS, 2)),
+			orDash(n.Page.Count > 0, num(n.Page.P50, 2)+" / "+num(n.Page.P99, 2)+" / "+num(n.Page.Max, 2)),
+			count(n.ToldBefore), count(n.Missed), orDash(n.ReturnedAtS > 0, num(n.ReturnShownS, 2)),
+			count(int(n.PageReads)), num(n.PageReadsPerS, 2))
 	}
 	b.WriteString("\n")
 }

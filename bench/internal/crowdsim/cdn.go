@@ -29,6 +29,7 @@ type cdn struct {
 	inflight   chan struct{} // closed when the fetch in flight lands
 	watches    []*pageWatch  // the waiting pages that watch rather than re-read
 	held       []heldCopy    // the last few snapshots it took in, oldest first (for readAt)
+	changes    []flagChange  // every change of sold_out it took in, oldest first
 
 	inBackground sync.WaitGroup // background fetches in flight
 	// Loads are hits (stale ones among them) plus misses; refreshes are
@@ -127,12 +128,28 @@ func (c *cdn) fetch(done chan struct{}) (reply, saleFlags) {
 			c.held = append(c.held[:0], c.held[1:]...)
 		}
 		c.held = append(c.held, heldCopy{from: now, flags: f})
+		if n := len(c.changes); n == 0 || c.changes[n-1].soldOut != f.SoldOut {
+			c.changes = append(c.changes, flagChange{at: now, soldOut: f.SoldOut})
+		}
 		c.fire(f)
 	}
 	c.inflight = nil
 	close(done)
 	c.mu.Unlock()
 	return r, f
+}
+
+// firstChange is the first moment at or after t that the CDN took in a
+// snapshot whose sold_out turned to soldOut.
+func (c *cdn) firstChange(t time.Time, soldOut bool) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range c.changes {
+		if !ch.at.Before(t) && ch.soldOut == soldOut {
+			return ch.at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // wait returns once no background refresh is in flight.

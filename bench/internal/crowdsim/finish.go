@@ -41,6 +41,8 @@ func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 			"request latencies include any wait inside the simulator's own process.", lag.P50, lag.P99, lag.Max))
 	}
 	s.soldOutNotice(res, shoppers)
+	zero, returned := s.ledger(ctx, res)
+	s.soldOutNews(res, shoppers, zero, returned)
 	if s.far != nil {
 		res.Regions = []Region{
 			regionOf("home", s.cfg.EdgeURL, shoppers, false, s.ended, time.Duration(s.lastUnitAt.Load())),
@@ -50,7 +52,6 @@ func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 	s.fairness(res, shoppers)
 	res.Bots.Groups = groups(shoppers, s.cohorts)
 	res.Bots.HonestAnswerP99 = honestAnswerP99(shoppers, s.ended)
-	s.ledger(ctx, res)
 	res.Oversold = max(0, clientPaid-sc.Stock, res.Sold+res.Held-sc.Stock)
 }
 
@@ -249,14 +250,19 @@ func (s *sim) fairness(res *Result, shoppers []*shopper) {
 	res.Fairness.ObservedCorrelation, res.Fairness.ObservedCompared = spearman(admPos, admAt), len(admPos)
 }
 
-// ledger waits for the order writer to catch up and reads the final books.
-func (s *sim) ledger(ctx context.Context, res *Result) {
+// ledger waits for the order writer to catch up and reads the final books,
+// and returns when the stock count reached zero for good and when a unit
+// last came back to it (the latest over the SKUs; zero when a SKU is not
+// at zero, or none came back).
+func (s *sim) ledger(ctx context.Context, res *Result) (zero, returned time.Time) {
 	var answer struct {
 		SKUs []struct {
 			SKU              string `json:"sku"`
 			Total            int64  `json:"total"`
 			Redis, DB, Drift counts
-			PendingIntents   int `json:"pending_intents"`
+			PendingIntents   int        `json:"pending_intents"`
+			SoldOutAt        *time.Time `json:"sold_out_at"`
+			ReturnedAt       *time.Time `json:"returned_at"`
 		} `json:"skus"`
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -272,7 +278,7 @@ func (s *sim) ledger(ctx context.Context, res *Result) {
 			}
 		} else if time.Now().After(deadline) {
 			res.Notes = append(res.Notes, fmt.Sprintf("The final ledger could not be read: %d %v.", status, err))
-			return
+			return time.Time{}, time.Time{}
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -291,6 +297,18 @@ func (s *sim) ledger(ctx context.Context, res *Result) {
 			res.InvariantOK = false
 		}
 	}
+	for i, k := range answer.SKUs {
+		if k.SoldOutAt == nil {
+			return time.Time{}, time.Time{}
+		}
+		if i == 0 || k.SoldOutAt.After(zero) {
+			zero = *k.SoldOutAt
+		}
+		if k.ReturnedAt != nil && k.ReturnedAt.After(returned) {
+			returned = *k.ReturnedAt
+		}
+	}
+	return zero, returned
 }
 
 type counts struct {

@@ -41,6 +41,9 @@ type Result struct {
 	// SoldOutNotice: how long after the last unit went shoppers still in
 	// line heard "sold out" (flashgate only).
 	SoldOutNotice Dist `json:"sold_out_notice"`
+	// SoldOutNews times the sold-out from the source (flashgate only; nil
+	// when the count was not at zero at the end).
+	SoldOutNews *SoldOutNews `json:"sold_out_news,omitempty"`
 	// LastUnitAt is when the last available unit was reserved (seconds).
 	LastUnitAt float64 `json:"last_unit_at_s"`
 	// ReservesPerS is the holds granted (201s) per second, from the first
