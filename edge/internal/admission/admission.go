@@ -366,6 +366,11 @@ func (c *Controller) TokenView(id string) (*View, error) {
 	return v, err
 }
 
+// Refresh has the snapshots fetched again at once rather than at their next
+// period, as when the origin answers a reserve sold out that this node's
+// view does not: the views take the news in at the next tick.
+func (c *Controller) Refresh() { c.snapshots.Kick() }
+
 // State is the cursor's last reading of a sale's line; false before the
 // first.
 func (c *Controller) State(sale string) (queue.State, bool) { return c.cursor.State(sale) }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,11 +50,20 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
 	if err := s.forward(ctx, s.Origin, "origin"); err != nil {
 		return err
 	}
-	if ctx.Response.StatusCode() < fasthttp.StatusInternalServerError {
+	status := ctx.Response.StatusCode()
+	if status < fasthttp.StatusInternalServerError {
 		s.Admission.Answered(params[0]) // the checkout's pace, for admission's slow start
+	}
+	if status == fasthttp.StatusConflict && bytes.Contains(ctx.Response.Body(), soldOutCode) {
+		// The origin's count reached zero before this node's snapshot said
+		// so: the line hears it at the next tick, not the next refresh.
+		s.Admission.Refresh()
 	}
 	return nil
 }
+
+// soldOutCode is how the origin's 409 sold_out names itself in its body.
+var soldOutCode = []byte(`"error":"sold_out"`)
 
 // userPassThrough is the handler of a route that goes to origin for a
 // signed-in shopper (orders, reservations), limited per account by l, the

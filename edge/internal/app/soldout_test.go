@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -85,5 +86,41 @@ func TestSoldOutAnsweredAtEdge(t *testing.T) {
 	res, st := n.Status(t, sale, joined.QueueToken)
 	if res.Status != fasthttp.StatusOK || st.State != "sold_out" || st.Final == nil || *st.Final || st.AdmissionToken != "" {
 		t.Errorf("status after sold out = %d %s, want sold_out with final false and no admission token", res.Status, res.Body)
+	}
+}
+
+// TestOriginSoldOutRefreshesAtOnce: when the origin answers a reserve
+// sold out while this node's snapshot still shows stock, the node fetches
+// the snapshot again at once, so the line hears "sold out" within a tick
+// rather than at the next period.
+func TestOriginSoldOutRefreshesAtOnce(t *testing.T) {
+	t.Parallel()
+	o, counting := realOrigin(t)
+	const sale = "one-left"
+	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 600))
+	cfg := edgetest.Config(edgetest.NewRedis(t), counting.URL)
+	cfg.SnapshotRefresh = 30 * time.Second // the period alone would not bring the news in this test's time
+	cfg.SnapshotStaleAfter = 2 * time.Minute
+	n := edgetest.StartNode(t, cfg)
+	n.WaitSale(t, sale)
+
+	reserve := func(account string) *edgetest.Response {
+		_, admissionToken := saleTokens(t, sale, account)
+		return n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: admissionToken,
+			User: edgetest.Owner(t, admissionToken), Body: reserveBody("sku-1", "k-"+account)})
+	}
+	if res := reserve("first"); res.Status != fasthttp.StatusCreated {
+		t.Fatalf("reserve of the last unit = %d %s, want 201", res.Status, res.Body)
+	}
+	fetches := counting.CountMatching("GET", "/v1/sales/"+sale)
+	if res := reserve("second"); res.Status != fasthttp.StatusConflict || res.ErrorCode() != "sold_out" {
+		t.Fatalf("reserve after the last unit = %d %s, want the origin's 409 sold_out", res.Status, res.Body)
+	}
+	eventually(t, 5*time.Second, "the snapshot saying sold out", func() bool {
+		res := n.Do(t, edgetest.Request{Method: "GET", Path: "/v1/sales/" + sale})
+		return res.Status == fasthttp.StatusOK && bytes.Contains(res.Body, []byte(`"sold_out":true`))
+	})
+	if got := counting.CountMatching("GET", "/v1/sales/"+sale); got <= fetches {
+		t.Errorf("snapshot fetches after the origin's sold out = %d, want more than the %d before", got, fetches)
 	}
 }
