@@ -1,7 +1,8 @@
 // Command reservebench measures the origin's reserve path: reserves per
 // second through checkout.Reserver beside redis-benchmark running the same
-// script, and through the origin's HTTP handler beside a bare fasthttp
-// handler. See docs/BENCHMARKS.md.
+// script, through the origin's HTTP handler beside a bare fasthttp handler,
+// what durability costs, and the origin against two simple designs (a
+// Redis-Lua seckill, a Postgres-serializable one). See docs/BENCHMARKS.md.
 package main
 
 import (

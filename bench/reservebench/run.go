@@ -44,11 +44,16 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 		DurabilityReserves: 50_000,
 		WaitTimeout:        reservescript.DefaultWaitTimeout(),
 		RedisServer:        "redis-server",
+
+		// Issue 31's workload: 95 % of the shoppers are told sold out.
+		PeerUnits:    1_000,
+		PeerAccounts: 20_000,
+		PeerConns:    200,
 	}
 	fs := flag.NewFlagSet("reservebench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	env := benchcmd.ServiceFlags(fs, &c.RedisURL, &c.PostgresURL)
-	parts := fs.String("run", "script,durability,http", "which phases to run: script, durability, http, comma-separated")
+	parts := fs.String("run", "script,durability,http,peers", "which phases to run: script, durability, http, peers, comma-separated")
 	durability := fs.String("durability", strings.Join(reserveperf.DurabilityOptions, ","), "durability phase: options to measure, each against none in the same round: "+strings.Join(reserveperf.DurabilityOptions, ", "))
 	fs.IntVar(&c.DurabilityReserves, "durability-n", c.DurabilityReserves, "durability phase: timed reserves per option")
 	fs.DurationVar(&c.WaitTimeout, "wait-timeout", c.WaitTimeout, "durability phase: WAIT's timeout for the wait option (the origin's FLASHGATE_RESERVE_WAIT_TIMEOUT default)")
@@ -64,10 +69,13 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	fs.StringVar(&c.RedisBenchmark.Binary, "redis-benchmark", "redis-benchmark", "the redis-benchmark executable")
 	fs.IntVar(&c.HTTPRequests, "http-n", c.HTTPRequests, "HTTP path: timed requests per server")
 	fs.IntVar(&c.HTTPConns, "http-c", c.HTTPConns, "HTTP path: load-generator connections")
-	fs.BoolVar(&c.OriginWork, "origin-workers", false, "HTTP path: run the origin's order writer and sweeper too (they then compete for the CPUs)")
+	fs.BoolVar(&c.OriginWork, "origin-workers", false, "HTTP path and peers: run the origin's order writer and sweeper too (they then compete for the CPUs)")
+	fs.IntVar(&c.PeerUnits, "peer-units", c.PeerUnits, "peers: units each design sells per round")
+	fs.IntVar(&c.PeerAccounts, "peer-accounts", c.PeerAccounts, "peers: shoppers per design and round, each with an admission token of its own, each attempting once")
+	fs.IntVar(&c.PeerConns, "peer-c", c.PeerConns, "peers: load-generator connections per design")
 	fs.IntVar(&c.Warmup, "warmup", c.Warmup, "untimed calls before each timed run")
 	fs.BoolVar(&c.Prime, "prime", c.Prime, "script path: run redis-benchmark once untimed first, so the first timed run does not pay for Redis growing its memory")
-	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "measure each path this many times, alternating with its ceiling; ratios are medians")
+	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "measure each path this many times, alternating with its ceiling (peers: flashgate, seckill, pgserializable in turn); ratios are medians")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "cap on the whole run")
 	fs.BoolVar(&asJSON, "json", false, "write the report as JSON")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write CPU profiles of the timed runs to `path`.script.pprof and path.origin.pprof")
@@ -86,8 +94,10 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 			durable = true
 		case "http":
 			c.HTTP = true
+		case "peers":
+			c.Peers = true
 		default:
-			return c, false, fmt.Errorf("-run %q: want some of script, durability, http", *parts)
+			return c, false, fmt.Errorf("-run %q: want some of script, durability, http, peers", *parts)
 		}
 	}
 	if durable {

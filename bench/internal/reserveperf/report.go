@@ -18,6 +18,7 @@ type Report struct {
 	Script     *ScriptReport       `json:"script,omitempty"`
 	Durability *DurabilityReport   `json:"durability,omitempty"`
 	HTTP       *HTTPReport         `json:"http,omitempty"`
+	Peers      *PeersReport        `json:"peers,omitempty"`
 	Cleanup    struct {
 		RedisKeys int `json:"redis_keys_deleted"`
 	} `json:"cleanup"`
@@ -130,6 +131,52 @@ type HTTPRun struct {
 	Other   int `json:"other"` // every other status, errors included
 }
 
+// PeersReport is the peers phase (issue 31): flashgate's reserve route
+// beside the seckill and the pgserializable design, each started fresh in
+// every round with Units units and sent the same Accounts shoppers.
+type PeersReport struct {
+	Units         int         `json:"units"`
+	Accounts      int         `json:"accounts"`
+	Conns         int         `json:"conns"`
+	OriginWorkers bool        `json:"origin_workers"`
+	Rounds        []PeerRound `json:"rounds"`
+	// SeckillRatio and SerializableRatio are flashgate's attempts per
+	// second over each peer's, medians over rounds.
+	SeckillRatio      float64 `json:"seckill_ratio"`
+	SerializableRatio float64 `json:"serializable_ratio"`
+	SeckillGoal       float64 `json:"seckill_goal"`
+	SerializableGoal  float64 `json:"serializable_goal"`
+	// GuaranteesKept is whether flashgate kept every guarantee in every
+	// round (flashgateBroken lists them); a goal is met only then.
+	GuaranteesKept bool `json:"guarantees_kept"`
+}
+
+// PeerRound is the three designs, one after the other, with the same
+// shoppers.
+type PeerRound struct {
+	Round             int     `json:"round"`
+	Flashgate         PeerRun `json:"flashgate"`
+	Seckill           PeerRun `json:"seckill"`
+	Serializable      PeerRun `json:"pgserializable"`
+	SeckillRatio      float64 `json:"seckill_ratio"`      // flashgate / seckill attempts per second
+	SerializableRatio float64 `json:"serializable_ratio"` // flashgate / pgserializable attempts per second
+}
+
+// PeerRun is one design under the load generator: every shopper's one
+// attempt, answered or failed, over the wall time.
+type PeerRun struct {
+	Design string `json:"design"`
+	Addr   string `json:"addr"`
+	benchreport.Timing
+	Created   int      `json:"status_201"`
+	SoldOut   int      `json:"status_409"`
+	Failed    int      `json:"status_5xx"`
+	Other     int      `json:"other"`               // every other answer, errors included
+	Sold      int      `json:"sold"`                // units gone from the stock at the end, by the design's own books
+	Journaled int      `json:"journaled,omitempty"` // flashgate: reserve journal rows at the end
+	Broken    []string `json:"broken,omitempty"`    // flashgate: guarantees broken; a peer: what voids its run
+}
+
 // WriteTable writes the report for people.
 func (r Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
@@ -227,6 +274,11 @@ func (r Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "origin / origin with the reserve journal off: %.2f (%s)\n", h.JournalRatio, medianOf(len(h.Rounds)))
 		}
 	}
+	if p := r.Peers; p != nil && len(p.Rounds) > 0 {
+		if err := p.writeTable(&b); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(&b, "\ncleanup: %d Redis keys under %s unlinked\n", r.Cleanup.RedisKeys, r.Prefix)
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -294,5 +346,72 @@ func (d *DurabilityReport) writeTable(b *strings.Builder) error {
 	return nil
 }
 
+func (p *PeersReport) writeTable(b *strings.Builder) error {
+	work := "order writer and sweeper stopped"
+	if p.OriginWorkers {
+		work = "order writer and sweeper running"
+	}
+	fmt.Fprintf(b, "\nPeers (issue 31): POST /v1/sales/{sale}/reserve, %d units, %d shoppers each attempting once with an admission token of its own, %d connections; every design started fresh each round (flashgate's %s)\n",
+		p.Units, p.Accounts, p.Conns, work)
+	t := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(t, "round\tdesign\tattempts/s\tp50 ms\tp99 ms\t201\t409\t5xx\tother\tsold\tprocess CPU\tRedis CPU\tflashgate / it\t")
+	names := map[string]string{
+		PeerFlashgate:    "flashgate (origin, reserve journal on)",
+		PeerSeckill:      "seckill (Redis Lua, no checks)",
+		PeerSerializable: "pgserializable (no retry)",
+	}
+	for _, round := range p.Rounds {
+		for _, run := range []PeerRun{round.Flashgate, round.Seckill, round.Serializable} {
+			if run.Design == "" {
+				continue // the round stopped before this design ran
+			}
+			ratio := "-"
+			if run.PerSecond > 0 && round.Flashgate.PerSecond > 0 {
+				ratio = fmt.Sprintf("%.2f", round.Flashgate.PerSecond/run.PerSecond)
+			}
+			fmt.Fprintf(t, "%d\t%s\t%.0f\t%.2f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%s\t\n", round.Round, names[run.Design],
+				run.PerSecond, run.P50Millis, run.P99Millis, run.Created, run.SoldOut, run.Failed, run.Other, run.Sold,
+				run.CPU.Process, run.CPU.Redis, ratio)
+		}
+	}
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	var broken []string
+	for _, round := range p.Rounds {
+		for _, run := range []PeerRun{round.Flashgate, round.Seckill, round.Serializable} {
+			if run.Failed > 0 || run.Other > 0 {
+				fmt.Fprintf(b, "  round %d, %s answered %s", round.Round, run.Design, benchreport.Counts(run.Answers))
+				if run.Errors > 0 {
+					fmt.Fprintf(b, ", %d failed; first error: %s", run.Errors, run.FirstError)
+				}
+				fmt.Fprintln(b)
+			}
+			for _, why := range run.Broken {
+				broken = append(broken, fmt.Sprintf("round %d, %s: %s", round.Round, run.Design, why))
+			}
+		}
+	}
+	fmt.Fprintln(b, "attempts/s: every answer over the wall time; sold: units gone from the stock at the end, by the design's own books.")
+	fmt.Fprintln(b, "seckill checks no account, token or idempotency key; pgserializable answers each transaction Postgres could not")
+	fmt.Fprintln(b, "serialize 503 without retrying it: that shopper leaves, and the unit is unsold at the end unless a later one takes it.")
+	kept := "kept in every round"
+	if !p.GuaranteesKept {
+		kept = "BROKEN"
+	}
+	fmt.Fprintf(b, "flashgate's guarantees (exactly the units answered 201, as many gone from the stock, a journal row per 201,\nno 5xx, every other shopper told sold out): %s\n", kept)
+	for _, line := range broken {
+		fmt.Fprintf(b, "  %s\n", line)
+	}
+	rounds := medianOf(len(p.Rounds))
+	fmt.Fprintf(b, "flashgate / seckill: %.2f (%s; goal >= %.2f with every guarantee kept: %s)\n",
+		p.SeckillRatio, rounds, p.SeckillGoal, benchreport.Verdict(p.GuaranteesKept && p.SeckillRatio >= p.SeckillGoal))
+	fmt.Fprintf(b, "flashgate / pgserializable: %.2f (%s; goal >= %.2f with every guarantee kept: %s)\n",
+		p.SerializableRatio, rounds, p.SerializableGoal, benchreport.Verdict(p.GuaranteesKept && p.SerializableRatio >= p.SerializableGoal))
+	return nil
+}
+
 // Measured reports whether r holds any figure.
-func (r Report) Measured() bool { return r.Script != nil || r.Durability != nil || r.HTTP != nil }
+func (r Report) Measured() bool {
+	return r.Script != nil || r.Durability != nil || r.HTTP != nil || r.Peers != nil
+}

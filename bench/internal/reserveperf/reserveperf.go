@@ -12,7 +12,12 @@
 //   - the durability options (issue 9): the Reserver against redis-servers
 //     of the run's own, with the Postgres journal, AOF with appendfsync
 //     always, WAIT for a replica, each beside the same Reserver on a
-//     server without any.
+//     server without any;
+//   - the peers (issue 31): the origin's reserve route, journal on, beside
+//     the two simplest fast designs (package reservepeers), a Redis-Lua
+//     seckill and a Postgres-serializable one, in one interleaved
+//     sequence, each fresh per round with the same stock and the same
+//     crowd of shoppers attempting once, most of them told sold out.
 //
 // It works in a Redis key prefix and a Postgres schema of its own and
 // removes both at the end.
@@ -47,6 +52,7 @@ type Config struct {
 	Script     bool     // run the script path
 	HTTP       bool     // run the HTTP path
 	Durability []string // durability options to measure (DurabilityOptions); none skips the phase
+	Peers      bool     // run the peers phase (issue 31)
 
 	ScriptReserves int                             // timed reserves per Reserver setting, and redis-benchmark's -n
 	ScriptWorkers  int                             // goroutines calling Reserve at once
@@ -55,15 +61,19 @@ type Config struct {
 
 	HTTPRequests  int  // timed requests per server
 	HTTPConns     int  // load-generator connections per server
-	OriginWork    bool // start the origin's order writer, sweeper and catalog refresh during the HTTP run
+	OriginWork    bool // start the origin's order writer, sweeper and catalog refresh during the HTTP and peers runs
 	HTTPNoJournal bool // also measure an origin with its reserve journal off
+
+	PeerUnits    int // units each design sells in each round of the peers phase
+	PeerAccounts int // shoppers per design and round, each with an admission token of its own, each attempting once
+	PeerConns    int // load-generator connections per design
 
 	DurabilityReserves int           // timed reserves per durability option
 	WaitTimeout        time.Duration // WAIT's timeout for the wait option
 	RedisServer        string        // the redis-server executable the durability phase starts
 
 	Warmup     int           // untimed calls before each timed run
-	Rounds     int           // times each path is measured, its runs alternating with their ceiling's; ratios are medians
+	Rounds     int           // times each path is measured, its runs alternating with their ceiling's (the peers': with each other); ratios are medians
 	Prime      bool          // before the script path, an untimed redis-benchmark pass of the same size readies Redis's memory
 	Timeout    time.Duration // cap on the whole run, setup included; the final cleanup has a budget of its own
 	CPUProfile string        // if set, CPU profiles go to CPUProfile+".script.pprof" (the timed rounds of the script path) and ".origin.pprof" (the first timed origin run)
@@ -73,8 +83,12 @@ type Config struct {
 // Validate reports the first thing wrong with c.
 func (c Config) Validate() error {
 	switch {
-	case !c.Script && !c.HTTP && len(c.Durability) == 0:
-		return errors.New("nothing to run: choose script, durability, http or some of them")
+	case !c.Script && !c.HTTP && !c.Peers && len(c.Durability) == 0:
+		return errors.New("nothing to run: choose script, durability, http, peers or some of them")
+	case c.Peers && (c.PeerUnits < 1 || c.PeerConns < 1 || c.PeerUnits > maxSaleStock):
+		return fmt.Errorf("peer units must be 1 to %d, and peer connections positive", maxSaleStock)
+	case c.Peers && c.PeerAccounts < c.PeerUnits:
+		return errors.New("peer accounts must be at least the peer units: flashgate must sell every unit")
 	case len(c.Durability) > 0 && (c.DurabilityReserves < 1 || c.WaitTimeout <= 0):
 		return errors.New("durability reserves and the WAIT timeout must be positive")
 	case c.ScriptReserves < 1 || c.ScriptWorkers < 1 || c.HTTPRequests < 1 || c.HTTPConns < 1:
@@ -124,7 +138,7 @@ func Run(ctx context.Context, c Config) (rep Report, err error) {
 	defer cancel()
 	defer func() {
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			err = fmt.Errorf("%w (the run reached its %s cap: raise -timeout, or lower -n and -http-n)", err, c.Timeout)
+			err = fmt.Errorf("%w (the run reached its %s cap: raise -timeout, or lower -n, -http-n and -peer-accounts)", err, c.Timeout)
 		}
 	}()
 	r, err := testenv.OpenRedis(ctx, c.RedisURL, "reservebench", 64) // 64 connections, as the origin's app.New
@@ -171,6 +185,13 @@ func Run(ctx context.Context, c Config) (rep Report, err error) {
 		rep.HTTP = h
 		if err != nil {
 			return rep, fmt.Errorf("http path: %w", err)
+		}
+	}
+	if c.Peers {
+		p, err := runPeers(ctx, c, rdb, prefix)
+		rep.Peers = p
+		if err != nil {
+			return rep, fmt.Errorf("peers: %w", err)
 		}
 	}
 	return rep, nil
