@@ -122,7 +122,7 @@ func noticeGoal(r *crowdsim.Result) Goal {
 	case r.LastUnitAt <= 0:
 		g.Measured = "did not sell out"
 	case n == nil:
-		g.Measured = "the count was not at zero at the end"
+		g.Measured = "no zero of the stock count in the ledger"
 	case n.Page.Count == 0:
 		g.Measured = "no one in line at the last zero"
 	default:

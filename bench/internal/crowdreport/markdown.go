@@ -503,13 +503,14 @@ func writeNews(b *strings.Builder, rs []run) {
 	if len(with) == 0 {
 		return
 	}
-	b.WriteString("### Sold-out news\n\nTimed from the moment the origin's stock count reached zero for good, as the reserve script " +
-		"recorded it in Redis (the ledger's `sold_out_at`). Returned units: from the stock's first zero (the last unit's 201) to that " +
+	b.WriteString("### Sold-out news\n\nTimed from the moment the origin's stock count last reached zero, as the reserve script " +
+		"recorded it in Redis (the ledger's `last_zero_at`). Returned units: from the stock's first zero (the last unit's 201) to that " +
 		"moment, while holds ran out and their units went again. To the CDN: until the CDN held a snapshot saying sold out " +
 		"(the edge's refresh, the CDN's max-age). To the pages: until each shopper in line then heard it (the page's refresh " +
 		"added); told before: in line, told \"sold out for now\" at an earlier zero and staying. A return shown: after the last unit " +
 		"that came back to a count at zero, until the CDN said available (or the unit went again): how long a page was told " +
-		"\"sold out for now\" while a unit was there, before its own refresh. Page reads: the snapshot reads pages made through " +
+		"\"sold out for now\" while a unit was there, before its own refresh (reopened: after the last zero, and not taken by the end; " +
+		"never: not shown before the run ended). Page reads: the snapshot reads pages made through " +
 		"the CDN, per shopper-second in line.\n\n")
 	header(b, "run", "returned units s", "to the CDN s", "to the pages p50 / p99 / max s", "told before", "never heard",
 		"a return shown s", "page reads", "per shopper-s")
@@ -517,10 +518,24 @@ func writeNews(b *strings.Builder, rs []run) {
 		n := x.r.SoldOutNews
 		line(b, x.label, num(n.ReturnedTailS, 2), orDash(n.CDNS >= 0, num(n.CDNS, 2)),
 			orDash(n.Page.Count > 0, num(n.Page.P50, 2)+" / "+num(n.Page.P99, 2)+" / "+num(n.Page.Max, 2)),
-			count(n.ToldBefore), count(n.Missed), orDash(n.ReturnedAtS > 0, num(n.ReturnShownS, 2)),
+			count(n.ToldBefore), count(n.Missed), returnShown(n),
 			count(int(n.PageReads)), num(n.PageReadsPerS, 2))
 	}
 	b.WriteString("\n")
+}
+
+func returnShown(n *crowdsim.SoldOutNews) string {
+	shown := "never"
+	if n.ReturnShownS >= 0 {
+		shown = num(n.ReturnShownS, 2)
+	}
+	switch {
+	case n.ReturnedAtS <= 0:
+		return "—"
+	case n.Reopened:
+		return shown + " (reopened)"
+	}
+	return shown
 }
 
 // writeRegions splits the runs that had two regions by region: what the

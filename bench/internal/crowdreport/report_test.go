@@ -146,7 +146,7 @@ func TestGoals(t *testing.T) {
 		{"news at exactly 1 s", func(r *Runs) { r.Flashgate.SoldOutNews.Page.P99 = 1 }, nil},
 		{"late from the last unit only", func(r *Runs) { r.Flashgate.SoldOutNotice.P99 = 9 }, nil},
 		{"did not sell out", func(r *Runs) { r.Flashgate.LastUnitAt = 0 }, map[string]Verdict{notice: NotMeasured}},
-		{"count not at zero at the end", func(r *Runs) { r.Flashgate.SoldOutNews = nil }, map[string]Verdict{notice: NotMeasured}},
+		{"no zero in the ledger", func(r *Runs) { r.Flashgate.SoldOutNews = nil }, map[string]Verdict{notice: NotMeasured}},
 		{"unfair", func(r *Runs) { r.Flashgate.Fairness.RankCorrelation = 0.95 }, map[string]Verdict{rank: Miss}},
 		{"nobody compared", func(r *Runs) { r.Flashgate.Fairness.Compared = 0 }, map[string]Verdict{rank: NotMeasured}},
 		{"answer time only 10x", func(r *Runs) { r.Flashgate.Fates.AnswerP99 = 2.9 }, map[string]Verdict{answerTime: Miss, promise: Miss}},

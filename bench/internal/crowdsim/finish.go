@@ -251,9 +251,9 @@ func (s *sim) fairness(res *Result, shoppers []*shopper) {
 }
 
 // ledger waits for the order writer to catch up and reads the final books,
-// and returns when the stock count reached zero for good and when a unit
-// last came back to it (the latest over the SKUs; zero when a SKU is not
-// at zero, or none came back).
+// and returns when the stock count last reached zero and when a unit last
+// came back to it, as the scripts recorded them (the latest over the SKUs;
+// zero when some SKU never reached zero, or none came back).
 func (s *sim) ledger(ctx context.Context, res *Result) (zero, returned time.Time) {
 	var answer struct {
 		SKUs []struct {
@@ -261,7 +261,7 @@ func (s *sim) ledger(ctx context.Context, res *Result) (zero, returned time.Time
 			Total            int64  `json:"total"`
 			Redis, DB, Drift counts
 			PendingIntents   int        `json:"pending_intents"`
-			SoldOutAt        *time.Time `json:"sold_out_at"`
+			LastZeroAt       *time.Time `json:"last_zero_at"`
 			ReturnedAt       *time.Time `json:"returned_at"`
 		} `json:"skus"`
 	}
@@ -298,11 +298,11 @@ func (s *sim) ledger(ctx context.Context, res *Result) (zero, returned time.Time
 		}
 	}
 	for i, k := range answer.SKUs {
-		if k.SoldOutAt == nil {
+		if k.LastZeroAt == nil {
 			return time.Time{}, time.Time{}
 		}
-		if i == 0 || k.SoldOutAt.After(zero) {
-			zero = *k.SoldOutAt
+		if i == 0 || k.LastZeroAt.After(zero) {
+			zero = *k.LastZeroAt
 		}
 		if k.ReturnedAt != nil && k.ReturnedAt.After(returned) {
 			returned = *k.ReturnedAt

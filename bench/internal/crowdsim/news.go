@@ -7,11 +7,11 @@ import (
 
 // SoldOutNews is how the sale's sold-out reached the line, timed from the
 // source: the moment the origin's stock count last reached zero, as the
-// reserve script recorded it in Redis (the ledger's sold_out_at). The
+// reserve script recorded it in Redis (the ledger's last_zero_at). The
 // stock's first zero (LastUnitAt) is not that moment: holds run out and
 // payments fail, and those units go back on sale first.
 type SoldOutNews struct {
-	// ZeroAtS is when the count reached zero for good, seconds since the
+	// ZeroAtS is when the count last reached zero, seconds since the
 	// run's zero; ReturnedTailS is ZeroAtS - LastUnitAt, how long units
 	// that came back kept the sale open after the stock first went.
 	ZeroAtS       float64 `json:"zero_at_s"`
@@ -33,9 +33,12 @@ type SoldOutNews struct {
 	// ledger's returned_at; 0: none did). ReturnShownS is how long until
 	// the CDN held a snapshot saying available again, or the count went
 	// back to zero, whichever came first: how long a page kept being told
-	// "sold out for now" while a unit was there, before its own refresh.
+	// "sold out for now" while a unit was there, before its own refresh
+	// (-1: not shown before the run ended). Reopened: that unit came back
+	// after ZeroAtS, and the count was not at zero at the end.
 	ReturnedAtS  float64 `json:"returned_at_s,omitempty"`
 	ReturnShownS float64 `json:"return_shown_s,omitempty"`
+	Reopened     bool    `json:"reopened,omitempty"`
 	// PageReads are the snapshot reads the shoppers' pages made through
 	// the CDN (served, missed, and the re-reads counted but not made), and
 	// per second a shopper spent between its place in line and its fate:
@@ -52,11 +55,11 @@ type flagChange struct {
 }
 
 // soldOutNews measures how the sold-out reached the line, from zero and
-// returned (the ledger's sold_out_at and returned_at; zero when absent).
+// returned (the ledger's last_zero_at and returned_at; zero when absent).
 func (s *sim) soldOutNews(res *Result, shoppers []*shopper, zero, returned time.Time) {
 	if zero.IsZero() {
 		if res.LastUnitAt > 0 {
-			res.Notes = append(res.Notes, "The stock count was not at zero when the run ended (a unit came back and was not taken), so there was no final sold-out to time the news from.")
+			res.Notes = append(res.Notes, "The ledger has no moment the stock count reached zero (Redis lost it, or the sale was rebuilt), so the sold-out news was not timed.")
 		}
 		return
 	}
@@ -68,13 +71,19 @@ func (s *sim) soldOutNews(res *Result, shoppers []*shopper, zero, returned time.
 	if first, ok := s.cdn.firstChange(zero, true); ok {
 		n.CDNS = first.Sub(zero).Seconds()
 	}
-	if !returned.IsZero() && returned.Before(zero) { // the count was at zero at the end: a return came before its last zero
-		n.ReturnedAtS = returned.Sub(s.zero).Seconds()
+	if !returned.IsZero() {
+		n.ReturnedAtS, n.Reopened = returned.Sub(s.zero).Seconds(), returned.After(zero)
 		shown, ok := s.cdn.firstChange(returned, false)
-		if !ok || shown.After(zero) {
-			shown = zero // taken again before the CDN showed it
+		switch {
+		case !n.Reopened && (!ok || shown.After(zero)):
+			shown, ok = zero, true // taken again before the CDN showed it
+		case n.Reopened && ok && shown.Sub(s.zero) > s.ended:
+			ok = false
 		}
-		n.ReturnShownS = shown.Sub(returned).Seconds()
+		n.ReturnShownS = -1
+		if ok {
+			n.ReturnShownS = shown.Sub(returned).Seconds()
+		}
 	}
 	var delays []float64
 	var inLine time.Duration

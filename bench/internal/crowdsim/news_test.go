@@ -71,9 +71,24 @@ func TestSoldOutNews(t *testing.T) {
 		t.Errorf("unit back at 6.0, gone at 6.3, never shown: shown after %.2f s, CDN %.2f; want 0.3, -1", n.ReturnShownS, n.CDNS)
 	}
 
+	// A unit that came back after the last zero, shown at 12.0 s, and one
+	// the CDN never showed before the run ended.
+	c.changes = []flagChange{{at(10.4), true}, {at(12.0), false}}
+	res = &Result{LastUnitAt: 5}
+	s.soldOutNews(res, shoppers, at(10), at(11.5))
+	if n := res.SoldOutNews; !n.Reopened || !near(n.ReturnShownS, 0.5) || n.Page.Count != 2 {
+		t.Errorf("unit back at 11.5 after the last zero at 10, shown at 12: %+v; want reopened, shown after 0.5 s, 2 timed", n)
+	}
+	c.changes = []flagChange{{at(10.4), true}}
+	res = &Result{LastUnitAt: 5}
+	s.soldOutNews(res, shoppers, at(10), at(11.5))
+	if n := res.SoldOutNews; !n.Reopened || n.ReturnShownS != -1 {
+		t.Errorf("unit back at 11.5, never shown: %+v; want reopened, shown -1", n)
+	}
+
 	res = &Result{LastUnitAt: 5}
 	s.soldOutNews(res, shoppers, time.Time{}, time.Time{})
 	if res.SoldOutNews != nil || len(res.Notes) != 1 {
-		t.Errorf("count not at zero at the end: news %+v, notes %q; want none and a note", res.SoldOutNews, res.Notes)
+		t.Errorf("no zero in the ledger: news %+v, notes %q; want none and a note", res.SoldOutNews, res.Notes)
 	}
 }

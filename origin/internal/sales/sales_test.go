@@ -160,19 +160,20 @@ func TestBooksSaySinceWhenSoldOut(t *testing.T) {
 	f := newFixture(t)
 	f.create(t, f.openSale("s1", 2))
 	held := f.reserve(t, "s1", "u1")
-	if _, k := f.books(t, "s1"); k.SoldOutAt != nil || k.ReturnedAt != nil {
-		t.Fatalf("a unit left: sold out at %v, returned at %v; want neither", k.SoldOutAt, k.ReturnedAt)
+	if _, k := f.books(t, "s1"); k.LastZeroAt != nil || k.ReturnedAt != nil {
+		t.Fatalf("a unit left: last zero at %v, returned at %v; want neither", k.LastZeroAt, k.ReturnedAt)
 	}
 	f.reserve(t, "s1", "u2")
 	_, k := f.books(t, "s1")
-	if k.SoldOutAt == nil || time.Since(*k.SoldOutAt).Abs() > 5*time.Second {
-		t.Fatalf("the last unit taken: sold out at %v, want about now", k.SoldOutAt)
+	if k.LastZeroAt == nil || time.Since(*k.LastZeroAt).Abs() > 5*time.Second {
+		t.Fatalf("the last unit taken: last zero at %v, want about now", k.LastZeroAt)
 	}
+	zero := *k.LastZeroAt
 	if n, err := f.store.Cancel(context.Background(), "s1", []checkout.Hold{{ID: held, SKU: "a", Account: "u1", ReturnUnit: true}}); err != nil || n != 1 {
 		t.Fatalf("Cancel = %d, %v", n, err)
 	}
-	if _, k := f.books(t, "s1"); k.SoldOutAt != nil || k.ReturnedAt == nil {
-		t.Errorf("a unit back: sold out at %v, returned at %v; want not sold out, returned", k.SoldOutAt, k.ReturnedAt)
+	if _, k := f.books(t, "s1"); k.LastZeroAt == nil || !k.LastZeroAt.Equal(zero) || k.ReturnedAt == nil || k.ReturnedAt.Before(zero) {
+		t.Errorf("a unit back: last zero at %v, returned at %v; want the zero kept, returned since", k.LastZeroAt, k.ReturnedAt)
 	}
 }
 

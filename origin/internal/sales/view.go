@@ -112,11 +112,10 @@ type SKUBooks struct {
 	Pending        Counts `json:"pending"`
 	Drift          Counts `json:"drift"` // redis - (db + pending); all zero when they agree
 	PendingIntents int    `json:"pending_intents"`
-	// SoldOutAt is when Redis's available count last reached 0, while it
-	// is 0 (nil otherwise): sold-out news is timed from it. ReturnedAt is
-	// when a unit last came back to the SKU at 0 (nil if none has since
-	// the SKU was loaded or rebuilt).
-	SoldOutAt  *time.Time `json:"sold_out_at"`
+	// LastZeroAt is when Redis's available count last reached 0, and
+	// ReturnedAt when a unit last came back to it at 0 (nil if not since
+	// the SKU was loaded or rebuilt): sold-out news is timed from them.
+	LastZeroAt *time.Time `json:"last_zero_at"`
 	ReturnedAt *time.Time `json:"returned_at"`
 }
 
@@ -156,8 +155,8 @@ func (s *Service) books(ctx context.Context, sale ledger.Sale) (Books, error) {
 	}
 	for i, k := range skus {
 		m := moments[k.SKU]
-		if !m.Zero.IsZero() && k.Redis.Available == 0 {
-			skus[i].SoldOutAt = &m.Zero
+		if !m.Zero.IsZero() {
+			skus[i].LastZeroAt = &m.Zero
 		}
 		if !m.Back.IsZero() {
 			skus[i].ReturnedAt = &m.Back
