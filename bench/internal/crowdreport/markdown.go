@@ -462,7 +462,7 @@ func byStatus(m map[string]int) string {
 
 func writeFates(b *strings.Builder, rs []run) {
 	b.WriteString("## Fates\n\nSeconds from a shopper's first click to knowing their fate; the sold-out notice is seconds from the last unit to hearing \"sold out\" while in line, " +
-		"the sold-out news seconds from the stock count's last zero (below).\n\n")
+		"the sold-out news seconds from the stock count's first zero (below).\n\n")
 	header(b, "run", "fate", "shoppers", "p50 s", "p90 s", "p99 s", "max s")
 	for _, x := range rs {
 		f := x.r.Fates
@@ -503,15 +503,15 @@ func writeNews(b *strings.Builder, rs []run) {
 	if len(with) == 0 {
 		return
 	}
-	b.WriteString("### Sold-out news\n\nTimed from the moment the origin's stock count last reached zero, as the reserve script " +
-		"recorded it in Redis (the ledger's `last_zero_at`). Returned units: from the stock's first zero (the last unit's 201) to that " +
-		"moment, while holds ran out and their units went again. To the CDN: until the CDN held a snapshot saying sold out " +
-		"(the edge's refresh, the CDN's max-age). To the pages: until each shopper in line then heard it (the page's refresh " +
-		"added); told before: in line, told \"sold out for now\" at an earlier zero and staying. A return shown: after the last unit " +
-		"that came back to a count at zero, until the CDN said available (or the unit went again): how long a page was told " +
-		"\"sold out for now\" while a unit was there, before its own refresh (reopened: after the last zero, and not taken by the end; " +
-		"never: not shown before the run ended). Page reads: the snapshot reads pages made through " +
-		"the CDN, per shopper-second in line.\n\n")
+	b.WriteString("### Sold-out news\n\nTimed from the moment the origin's stock count first reached zero, as the reserve script " +
+		"recorded it in Redis (the ledger's `first_zero_at`), not from the last unit's 201: holds that ran out before it had put units " +
+		"back on sale. Returned units: from the first zero to the last, while holds ran out or payments failed and their units went " +
+		"again. To the CDN: until the CDN held a snapshot saying sold out (the edge's refresh, the CDN's max-age). To the pages: until " +
+		"each shopper in line at the first zero heard it (the page's refresh added); told before: in line and told \"sold out\" before " +
+		"the count reached zero (should be none). A return shown: after the last unit that came back to a count at zero, until the CDN " +
+		"said available (or the unit went again): how long a page was told \"sold out for now\" while a unit was there, before its own " +
+		"refresh (reopened: after the last zero, and not taken by the end; never: not shown before the run ended). Page reads: the " +
+		"snapshot reads pages made through the CDN, per shopper-second in line.\n\n")
 	header(b, "run", "returned units s", "to the CDN s", "to the pages p50 / p99 / max s", "told before", "never heard",
 		"a return shown s", "page reads", "per shopper-s")
 	for _, x := range with {

@@ -41,8 +41,7 @@ func (s *sim) finish(ctx context.Context, res *Result, shoppers []*shopper) {
 			"request latencies include any wait inside the simulator's own process.", lag.P50, lag.P99, lag.Max))
 	}
 	s.soldOutNotice(res, shoppers)
-	zero, returned := s.ledger(ctx, res)
-	s.soldOutNews(res, shoppers, zero, returned)
+	s.soldOutNews(res, shoppers, s.ledger(ctx, res))
 	if s.far != nil {
 		res.Regions = []Region{
 			regionOf("home", s.cfg.EdgeURL, shoppers, false, s.ended, time.Duration(s.lastUnitAt.Load())),
@@ -251,16 +250,17 @@ func (s *sim) fairness(res *Result, shoppers []*shopper) {
 }
 
 // ledger waits for the order writer to catch up and reads the final books,
-// and returns when the stock count last reached zero and when a unit last
-// came back to it, as the scripts recorded them (the latest over the SKUs;
-// zero when some SKU never reached zero, or none came back).
-func (s *sim) ledger(ctx context.Context, res *Result) (zero, returned time.Time) {
+// and returns when the stock count first and last reached zero and when a
+// unit last came back to it, as the scripts recorded them (the latest over
+// the SKUs; none when some SKU never reached zero).
+func (s *sim) ledger(ctx context.Context, res *Result) (m zeroMoments) {
 	var answer struct {
 		SKUs []struct {
 			SKU              string `json:"sku"`
 			Total            int64  `json:"total"`
 			Redis, DB, Drift counts
 			PendingIntents   int        `json:"pending_intents"`
+			FirstZeroAt      *time.Time `json:"first_zero_at"`
 			LastZeroAt       *time.Time `json:"last_zero_at"`
 			ReturnedAt       *time.Time `json:"returned_at"`
 		} `json:"skus"`
@@ -278,7 +278,7 @@ func (s *sim) ledger(ctx context.Context, res *Result) (zero, returned time.Time
 			}
 		} else if time.Now().After(deadline) {
 			res.Notes = append(res.Notes, fmt.Sprintf("The final ledger could not be read: %d %v.", status, err))
-			return time.Time{}, time.Time{}
+			return m
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -297,18 +297,23 @@ func (s *sim) ledger(ctx context.Context, res *Result) (zero, returned time.Time
 			res.InvariantOK = false
 		}
 	}
-	for i, k := range answer.SKUs {
-		if k.LastZeroAt == nil {
-			return time.Time{}, time.Time{}
+	for _, k := range answer.SKUs {
+		if k.FirstZeroAt == nil || k.LastZeroAt == nil {
+			return zeroMoments{}
 		}
-		if i == 0 || k.LastZeroAt.After(zero) {
-			zero = *k.LastZeroAt
-		}
-		if k.ReturnedAt != nil && k.ReturnedAt.After(returned) {
-			returned = *k.ReturnedAt
+		m.first, m.last = later(m.first, *k.FirstZeroAt), later(m.last, *k.LastZeroAt)
+		if k.ReturnedAt != nil {
+			m.returned = later(m.returned, *k.ReturnedAt)
 		}
 	}
-	return zero, returned
+	return m
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 type counts struct {

@@ -6,15 +6,18 @@ import (
 )
 
 // SoldOutNews is how the sale's sold-out reached the line, timed from the
-// source: the moment the origin's stock count last reached zero, as the
-// reserve script recorded it in Redis (the ledger's last_zero_at). The
-// stock's first zero (LastUnitAt) is not that moment: holds run out and
-// payments fail, and those units go back on sale first.
+// source: the moments the origin's stock count reached zero, as the
+// reserve script recorded them in Redis (the ledger's first_zero_at and
+// last_zero_at). The last unit's 201 (LastUnitAt) is not that moment:
+// holds that ran out before it had put units back on sale.
 type SoldOutNews struct {
-	// ZeroAtS is when the count last reached zero, seconds since the
-	// run's zero; ReturnedTailS is ZeroAtS - LastUnitAt, how long units
-	// that came back kept the sale open after the stock first went.
+	// ZeroAtS is when the count first reached zero, seconds since the
+	// run's zero: the sale sold out then, and the news is timed from it.
+	// LastZeroAtS is when it last did: in between, holds ran out or
+	// payments failed and their units went again, each a moment above
+	// zero. ReturnedTailS is LastZeroAtS - ZeroAtS.
 	ZeroAtS       float64 `json:"zero_at_s"`
+	LastZeroAtS   float64 `json:"last_zero_at_s"`
 	ReturnedTailS float64 `json:"returned_tail_s"`
 	// CDNS is from ZeroAtS to the CDN first holding a snapshot that says
 	// sold out: the edge's refresh from the origin and the CDN's max-age,
@@ -25,8 +28,8 @@ type SoldOutNews struct {
 	// or a poll: the whole pipeline, the page's refresh included.
 	Page Dist `json:"page"`
 	// ToldBefore are the shoppers in line at ZeroAtS who had been told
-	// "sold out for now" at an earlier zero and stayed; Missed those in
-	// line who never heard it before the run ended.
+	// "sold out" before it (never, when the edge tells the truth); Missed
+	// those in line who never heard it before the run ended.
 	ToldBefore int `json:"told_before"`
 	Missed     int `json:"missed"`
 	// ReturnedAtS is when a unit last came back to a count at zero (the
@@ -35,7 +38,7 @@ type SoldOutNews struct {
 	// back to zero, whichever came first: how long a page kept being told
 	// "sold out for now" while a unit was there, before its own refresh
 	// (-1: not shown before the run ended). Reopened: that unit came back
-	// after ZeroAtS, and the count was not at zero at the end.
+	// after the last zero, and the count was not at zero at the end.
 	ReturnedAtS  float64 `json:"returned_at_s,omitempty"`
 	ReturnShownS float64 `json:"return_shown_s,omitempty"`
 	Reopened     bool    `json:"reopened,omitempty"`
@@ -47,6 +50,13 @@ type SoldOutNews struct {
 	PageReadsPerS float64 `json:"page_reads_per_s"`
 }
 
+// zeroMoments are the ledger's record of the stock count: when it first
+// and last reached zero, and when a unit last came back to it (each zero
+// when it did not happen).
+type zeroMoments struct {
+	first, last, returned time.Time
+}
+
 // flagChange is a moment the CDN took in a snapshot whose sold_out
 // differed from the one before it.
 type flagChange struct {
@@ -54,35 +64,32 @@ type flagChange struct {
 	soldOut bool
 }
 
-// soldOutNews measures how the sold-out reached the line, from zero and
-// returned (the ledger's last_zero_at and returned_at; zero when absent).
-func (s *sim) soldOutNews(res *Result, shoppers []*shopper, zero, returned time.Time) {
-	if zero.IsZero() {
+// soldOutNews measures how the sold-out reached the line, from the
+// ledger's record of the count.
+func (s *sim) soldOutNews(res *Result, shoppers []*shopper, m zeroMoments) {
+	if m.first.IsZero() {
 		if res.LastUnitAt > 0 {
 			res.Notes = append(res.Notes, "The ledger has no moment the stock count reached zero (Redis lost it, or the sale was rebuilt), so the sold-out news was not timed.")
 		}
 		return
 	}
-	at := zero.Sub(s.zero)
-	n := &SoldOutNews{ZeroAtS: at.Seconds(), CDNS: -1}
-	if res.LastUnitAt > 0 {
-		n.ReturnedTailS = n.ZeroAtS - res.LastUnitAt
+	at := m.first.Sub(s.zero)
+	n := &SoldOutNews{ZeroAtS: at.Seconds(), LastZeroAtS: m.last.Sub(s.zero).Seconds(), ReturnedTailS: m.last.Sub(m.first).Seconds(), CDNS: -1}
+	if first, ok := s.cdn.firstChange(m.first, true); ok {
+		n.CDNS = first.Sub(m.first).Seconds()
 	}
-	if first, ok := s.cdn.firstChange(zero, true); ok {
-		n.CDNS = first.Sub(zero).Seconds()
-	}
-	if !returned.IsZero() {
-		n.ReturnedAtS, n.Reopened = returned.Sub(s.zero).Seconds(), returned.After(zero)
-		shown, ok := s.cdn.firstChange(returned, false)
+	if !m.returned.IsZero() {
+		n.ReturnedAtS, n.Reopened = m.returned.Sub(s.zero).Seconds(), m.returned.After(m.last)
+		shown, ok := s.cdn.firstChange(m.returned, false)
 		switch {
-		case !n.Reopened && (!ok || shown.After(zero)):
-			shown, ok = zero, true // taken again before the CDN showed it
+		case !n.Reopened && (!ok || shown.After(m.last)):
+			shown, ok = m.last, true // taken again before the CDN showed it
 		case n.Reopened && ok && shown.Sub(s.zero) > s.ended:
 			ok = false
 		}
 		n.ReturnShownS = -1
 		if ok {
-			n.ReturnShownS = shown.Sub(returned).Seconds()
+			n.ReturnShownS = shown.Sub(m.returned).Seconds()
 		}
 	}
 	var delays []float64
@@ -93,7 +100,7 @@ func (s *sim) soldOutNews(res *Result, shoppers []*shopper, zero, returned time.
 			delays = append(delays, d)
 		case waiting:
 			n.Missed++
-		case sh.joined && sh.joinAnswered <= at && sh.heardSoldOut && sh.soldOutAt < at && sh.stays && sh.fate == fateSoldOut:
+		case sh.joined && sh.joinAnswered <= at && sh.heardSoldOut && sh.soldOutAt < at:
 			n.ToldBefore++
 		}
 		if sh.joined {
@@ -114,7 +121,7 @@ func (s *sim) soldOutNews(res *Result, shoppers []*shopper, zero, returned time.
 		n.PageReadsPerS = float64(n.PageReads) / inLine.Seconds()
 	}
 	if n.Missed > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("%d shoppers in line when the stock count reached zero for good never heard \"sold out\" before the run ended (left, or ran out of retries).", n.Missed))
+		res.Notes = append(res.Notes, fmt.Sprintf("%d shoppers in line when the stock count first reached zero never heard \"sold out\" before the run ended (left, or ran out of retries).", n.Missed))
 	}
 	res.SoldOutNews = n
 }

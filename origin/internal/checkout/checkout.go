@@ -156,11 +156,11 @@ func (s *Store) Inventory(ctx context.Context, sale string, skus []string) (map[
 	return out, nil
 }
 
-// StockMoments are when one SKU's available count last reached zero and
-// last came back from it, as the scripts recorded them on Redis's clock
-// (zero when not since the SKU was loaded or rebuilt).
+// StockMoments are when one SKU's available count first and last reached
+// zero and last came back from it, as the scripts recorded them on Redis's
+// clock (zero when not since the SKU was loaded or rebuilt).
 type StockMoments struct {
-	Zero, Back time.Time
+	FirstZero, Zero, Back time.Time
 }
 
 // Moments reads the StockMoments of the given SKUs in one round trip. SKUs
@@ -169,7 +169,7 @@ func (s *Store) Moments(ctx context.Context, sale string, skus []string) (map[st
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(skus))
 	for i, sku := range skus {
-		cmds[i] = pipe.HMGet(ctx, s.keys.Inventory(sale, sku), invTotal, invZeroMs, invBackMs)
+		cmds[i] = pipe.HMGet(ctx, s.keys.Inventory(sale, sku), invTotal, invFirstZeroMs, invZeroMs, invBackMs)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("read stock moments of sale %s: %w", sale, err)
@@ -180,7 +180,7 @@ func (s *Store) Moments(ctx context.Context, sale string, skus []string) (map[st
 		if v[0] == nil {
 			continue
 		}
-		out[skus[i]] = StockMoments{Zero: unixMilli(v[1]), Back: unixMilli(v[2])}
+		out[skus[i]] = StockMoments{FirstZero: unixMilli(v[1]), Zero: unixMilli(v[2]), Back: unixMilli(v[3])}
 	}
 	return out, nil
 }

@@ -239,11 +239,11 @@ func TestMomentsRecordZeroAndReturn(t *testing.T) {
 		t.Fatalf("Cancel = %d, %v", n, err)
 	}
 	m := moments()
-	if m.Back.Before(zero) || m.Zero != zero {
+	if m.Back.Before(zero) || m.Zero != zero || m.FirstZero != zero {
 		t.Fatalf("a unit back: moments %+v; want back at or after %v, zero unchanged", m, zero)
 	}
 	reserve(3)
-	if again := moments(); again.Zero.Before(m.Back) || again.Back != m.Back {
-		t.Errorf("the unit taken again: moments %+v; want zero at or after %v", again, m.Back)
+	if again := moments(); again.Zero.Before(m.Back) || again.Back != m.Back || again.FirstZero != zero {
+		t.Errorf("the unit taken again: moments %+v; want the last zero at or after %v, the first still %v", again, m.Back, zero)
 	}
 }

@@ -97,10 +97,12 @@ const (
 	invAvailable = "available"
 	invHeld      = "held"
 	invSold      = "sold"
-	// invZeroMs is when the scripts last took available to 0, invBackMs
-	// when they last brought it from 0 to 1 (unix ms, Redis's clock).
-	invZeroMs = "zero_ms"
-	invBackMs = "back_ms"
+	// invFirstZeroMs and invZeroMs are when the scripts first and last
+	// took available to 0, invBackMs when they last brought it from 0 to 1
+	// (unix ms, Redis's clock).
+	invFirstZeroMs = "first_zero_ms"
+	invZeroMs      = "zero_ms"
+	invBackMs      = "back_ms"
 )
 
 // Fields of a sale's meta hash (Keys.Meta).

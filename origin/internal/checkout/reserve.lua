@@ -79,9 +79,10 @@ local expires_s = string.format('%.0f', expires)
 redis.call('XADD', intents, '*', 'kind', 'reserve', 'res', id, 'account', acct,
   'sku', sku, 'idem', idem, 'expires_ms', expires_s, 'at_ms', now_s)
 local seq = redis.call('HINCRBY', meta, 'seq', 1)
--- The moment the count reaches zero is kept (zero_ms): sold-out news is
--- timed from the last one, at the source.
+-- The moments the count first and last reached zero are kept: sold-out
+-- news is timed from them, at the source.
 if redis.call('HINCRBY', inventory, 'available', -1) == 0 then
+  redis.call('HSETNX', inventory, 'first_zero_ms', now_s)
   redis.call('HSET', inventory, 'zero_ms', now_s)
 end
 redis.call('HINCRBY', inventory, 'held', 1)

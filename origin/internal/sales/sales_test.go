@@ -172,7 +172,7 @@ func TestBooksSaySinceWhenSoldOut(t *testing.T) {
 	if n, err := f.store.Cancel(context.Background(), "s1", []checkout.Hold{{ID: held, SKU: "a", Account: "u1", ReturnUnit: true}}); err != nil || n != 1 {
 		t.Fatalf("Cancel = %d, %v", n, err)
 	}
-	if _, k := f.books(t, "s1"); k.LastZeroAt == nil || !k.LastZeroAt.Equal(zero) || k.ReturnedAt == nil || k.ReturnedAt.Before(zero) {
+	if _, k := f.books(t, "s1"); k.LastZeroAt == nil || !k.LastZeroAt.Equal(zero) || !k.FirstZeroAt.Equal(zero) || k.ReturnedAt == nil || k.ReturnedAt.Before(zero) {
 		t.Errorf("a unit back: last zero at %v, returned at %v; want the zero kept, returned since", k.LastZeroAt, k.ReturnedAt)
 	}
 }

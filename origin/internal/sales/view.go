@@ -112,11 +112,13 @@ type SKUBooks struct {
 	Pending        Counts `json:"pending"`
 	Drift          Counts `json:"drift"` // redis - (db + pending); all zero when they agree
 	PendingIntents int    `json:"pending_intents"`
-	// LastZeroAt is when Redis's available count last reached 0, and
-	// ReturnedAt when a unit last came back to it at 0 (nil if not since
-	// the SKU was loaded or rebuilt): sold-out news is timed from them.
-	LastZeroAt *time.Time `json:"last_zero_at"`
-	ReturnedAt *time.Time `json:"returned_at"`
+	// FirstZeroAt and LastZeroAt are when Redis's available count first
+	// and last reached 0, and ReturnedAt when a unit last came back to it
+	// at 0 (nil if not since the SKU was loaded or rebuilt): sold-out news
+	// is timed from them.
+	FirstZeroAt *time.Time `json:"first_zero_at"`
+	LastZeroAt  *time.Time `json:"last_zero_at"`
+	ReturnedAt  *time.Time `json:"returned_at"`
 }
 
 // Durability says whether Redis still holds what it promised: the epoch
@@ -156,7 +158,7 @@ func (s *Service) books(ctx context.Context, sale ledger.Sale) (Books, error) {
 	for i, k := range skus {
 		m := moments[k.SKU]
 		if !m.Zero.IsZero() {
-			skus[i].LastZeroAt = &m.Zero
+			skus[i].FirstZeroAt, skus[i].LastZeroAt = &m.FirstZero, &m.Zero
 		}
 		if !m.Back.IsZero() {
 			skus[i].ReturnedAt = &m.Back
