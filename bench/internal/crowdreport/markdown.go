@@ -507,17 +507,21 @@ func writeNews(b *strings.Builder, rs []run) {
 		"recorded it in Redis (the ledger's `first_zero_at`), not from the last unit's 201: holds that ran out before it had put units " +
 		"back on sale. Returned units: from the first zero to the last, while holds ran out or payments failed and their units went " +
 		"again. To the CDN: until the CDN held a snapshot saying sold out (the edge's refresh, the CDN's max-age). To the pages: until " +
-		"each shopper in line at the first zero heard it (the page's refresh added); told before: in line and told \"sold out\" before " +
-		"the count reached zero (should be none). A return shown: after the last unit that came back to a count at zero, until the CDN " +
+		"each shopper in line at the first zero heard it (the page's refresh added). From the last zero, the count at zero for good: " +
+		"the same to the CDN and to the pages in line then and not yet told — the news pipeline alone, the goal's figure. Told before: " +
+		"in line and told \"sold out\" before the count first reached zero (should be none). A return shown: after the last unit that came back to a count at zero, until the CDN " +
 		"said available (or the unit went again): how long a page was told \"sold out for now\" while a unit was there, before its own " +
 		"refresh (reopened: after the last zero, and not taken by the end; never: not shown before the run ended). Page reads: the " +
 		"snapshot reads pages made through the CDN, per shopper-second in line.\n\n")
-	header(b, "run", "returned units s", "to the CDN s", "to the pages p50 / p99 / max s", "told before", "never heard",
+	header(b, "run", "returned units s", "to the CDN s", "to the pages p50 / p99 / max s", "from the last zero: to the CDN s",
+		"to the pages p50 / p99 / max s", "told before", "never heard",
 		"a return shown s", "page reads", "per shopper-s")
 	for _, x := range with {
 		n := x.r.SoldOutNews
 		line(b, x.label, num(n.ReturnedTailS, 2), orDash(n.CDNS >= 0, num(n.CDNS, 2)),
 			orDash(n.Page.Count > 0, num(n.Page.P50, 2)+" / "+num(n.Page.P99, 2)+" / "+num(n.Page.Max, 2)),
+			orDash(n.CDNLastS >= 0, num(n.CDNLastS, 2)),
+			orDash(n.Pipeline.Count > 0, num(n.Pipeline.P50, 2)+" / "+num(n.Pipeline.P99, 2)+" / "+num(n.Pipeline.Max, 2)),
 			count(n.ToldBefore), count(n.Missed), returnShown(n),
 			count(int(n.PageReads)), num(n.PageReadsPerS, 2))
 	}

@@ -152,6 +152,24 @@ func (c *cdn) firstChange(t time.Time, soldOut bool) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// shownAt is when the CDN first held, at or after t, a snapshot whose
+// sold_out was soldOut: t itself when the one it held then was such.
+func (c *cdn) shownAt(t time.Time, soldOut bool) (time.Time, bool) {
+	c.mu.Lock()
+	held := false
+	for _, ch := range c.changes {
+		if ch.at.After(t) {
+			break
+		}
+		held = ch.soldOut == soldOut
+	}
+	c.mu.Unlock()
+	if held {
+		return t, true
+	}
+	return c.firstChange(t, soldOut)
+}
+
 // wait returns once no background refresh is in flight.
 func (c *cdn) wait() { c.inBackground.Wait() }
 

@@ -25,8 +25,15 @@ type SoldOutNews struct {
 	CDNS float64 `json:"cdn_s"`
 	// Page is from ZeroAtS to each shopper in line then — joined, holding
 	// nothing, not told sold out before — hearing it, from the snapshot
-	// or a poll: the whole pipeline, the page's refresh included.
+	// or a poll: the returned units' tail and the pipeline together.
 	Page Dist `json:"page"`
+	// Pipeline is the news pipeline alone, from LastZeroAtS, when the
+	// count went to zero for good, to each shopper in line then and not
+	// yet told hearing it (the page's refresh included); CDNLastS is from
+	// LastZeroAtS to the CDN holding a snapshot that says sold out (-1:
+	// it never did). Empty when everyone in line had been told before.
+	Pipeline Dist    `json:"pipeline"`
+	CDNLastS float64 `json:"cdn_last_s"`
 	// ToldBefore are the shoppers in line at ZeroAtS who had been told
 	// "sold out" before it (never, when the edge tells the truth); Missed
 	// those in line who never heard it before the run ended.
@@ -74,9 +81,13 @@ func (s *sim) soldOutNews(res *Result, shoppers []*shopper, m zeroMoments) {
 		return
 	}
 	at := m.first.Sub(s.zero)
-	n := &SoldOutNews{ZeroAtS: at.Seconds(), LastZeroAtS: m.last.Sub(s.zero).Seconds(), ReturnedTailS: m.last.Sub(m.first).Seconds(), CDNS: -1}
+	last := m.last.Sub(s.zero)
+	n := &SoldOutNews{ZeroAtS: at.Seconds(), LastZeroAtS: last.Seconds(), ReturnedTailS: m.last.Sub(m.first).Seconds(), CDNS: -1, CDNLastS: -1}
 	if first, ok := s.cdn.firstChange(m.first, true); ok {
 		n.CDNS = first.Sub(m.first).Seconds()
+	}
+	if shown, ok := s.cdn.shownAt(m.last, true); ok {
+		n.CDNLastS = shown.Sub(m.last).Seconds()
 	}
 	if !m.returned.IsZero() {
 		n.ReturnedAtS, n.Reopened = m.returned.Sub(s.zero).Seconds(), m.returned.After(m.last)
@@ -92,9 +103,12 @@ func (s *sim) soldOutNews(res *Result, shoppers []*shopper, m zeroMoments) {
 			n.ReturnShownS = shown.Sub(m.returned).Seconds()
 		}
 	}
-	var delays []float64
+	var delays, pipeline []float64
 	var inLine time.Duration
 	for _, sh := range shoppers {
+		if d, ok, _ := soldOutDelay(sh, last); ok {
+			pipeline = append(pipeline, d)
+		}
 		switch d, ok, waiting := soldOutDelay(sh, at); {
 		case ok:
 			delays = append(delays, d)
@@ -111,7 +125,7 @@ func (s *sim) soldOutNews(res *Result, shoppers []*shopper, m zeroMoments) {
 			inLine += max(end-sh.joinAnswered, 0)
 		}
 	}
-	n.Page = dist(delays)
+	n.Page, n.Pipeline = dist(delays), dist(pipeline)
 	for _, c := range []*cdn{s.cdn, s.farCDN} {
 		if c != nil {
 			n.PageReads += c.hits.Load() + c.misses.Load() + c.unchanged.Load()

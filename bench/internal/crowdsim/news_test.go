@@ -56,6 +56,8 @@ func TestSoldOutNews(t *testing.T) {
 		t.Errorf("returned at %.2f s, shown after %.2f s, reopened %v; want 5.9, 0.2, no", n.ReturnedAtS, n.ReturnShownS, n.Reopened)
 	case n.PageReads != 100:
 		t.Errorf("page reads %d, want 100", n.PageReads)
+	case n.Pipeline.Count != 0 || !near(n.CDNLastS, 0.1):
+		t.Errorf("from the last zero at 6.2: pipeline %+v, CDN %.2f s; want no one in line untold, 0.1 s", n.Pipeline, n.CDNLastS)
 	}
 	// In line: 5.5-1 + 20-2 (stays) + 4-3 + 20-4 (no fate) + 16-15 = 40.5 shopper-seconds.
 	if !near(n.PageReadsPerS, 100/40.5) {
@@ -76,8 +78,8 @@ func TestSoldOutNews(t *testing.T) {
 	c.changes = []flagChange{{at(5.2), true}, {at(12.0), false}}
 	res = &Result{LastUnitAt: 4.8}
 	s.soldOutNews(res, shoppers, zeroMoments{first: at(5), last: at(5), returned: at(11.5)})
-	if n := res.SoldOutNews; !n.Reopened || !near(n.ReturnShownS, 0.5) || n.Page.Count != 2 {
-		t.Errorf("unit back at 11.5 after the last zero at 5, shown at 12: %+v; want reopened, shown after 0.5 s, 2 timed", n)
+	if n := res.SoldOutNews; !n.Reopened || !near(n.ReturnShownS, 0.5) || n.Page.Count != 2 || n.Pipeline.Count != 2 || !near(n.Pipeline.Max, 1.0) {
+		t.Errorf("unit back at 11.5 after the last zero at 5, shown at 12: %+v; want reopened, shown after 0.5 s, 2 timed from both zeros", n)
 	}
 	c.changes = []flagChange{{at(5.2), true}}
 	res = &Result{LastUnitAt: 4.8}
