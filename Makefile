@@ -14,7 +14,7 @@ GO ?= go
 export GOTESTFLAGS
 export GOTESTPKGS
 
-.PHONY: help run run-cluster test build image bench bench-capacity bench-scaling bench-regions bench-autotune bench-reserve bench-edge chaos fmt vet clean
+.PHONY: help run run-cluster test build image bench bench-capacity bench-scaling bench-regions bench-autotune bench-reserve bench-edge bench-model chaos fmt vet clean
 
 help: ## list the targets
 	@echo "flashgate targets:"
@@ -68,6 +68,9 @@ bench-reserve: ## the reserve-path benchmark (bench/reservebench): script path, 
 
 bench-edge: ## run the edge benchmarks (bench/edgebench) against real Redis and Postgres
 	deploy/local/bench.sh ./bench/edgebench
+
+bench-model: ## the capacity model: the newest reports under .data/ → docs/capacity-inputs.json → the fleet in docs/CAPACITY.md; MODEL_FLAGS=-check compares only
+	$(GO) run ./bench/model $(MODEL_FLAGS)
 
 chaos: ## break things under a running sale (kills, Postgres stop, Redis emptied/slowed/failed over, gateway, webhooks) and write docs/RELIABILITY.md; CHAOS_FLAGS=...
 	$(GO) run ./bench/chaos $(CHAOS_FLAGS)
