@@ -14,18 +14,19 @@ import (
 )
 
 // run reads flags (defaults from getenv), runs the benchmark and writes its
-// report to stdout: a table, or JSON with -json.
+// report to stdout (a table, or JSON with -json) and, with -report-json, to
+// a JSON file.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	c, asJSON, err := loadConfig(args, getenv, stderr)
+	c, out, err := loadConfig(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
 	c.Log = benchcmd.Logger(stderr)
 	rep, err := edgeperf.Run(ctx, c)
-	return benchcmd.Finish(stdout, rep, asJSON, err)
+	return benchcmd.Finish(stdout, rep, out, err)
 }
 
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c edgeperf.Config, asJSON bool, err error) {
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c edgeperf.Config, out benchcmd.Output, err error) {
 	c = edgeperf.Config{
 		Requests:      30_000,
 		ProxyRequests: 10_000,
@@ -56,13 +57,13 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	fs.StringVar(&c.Limits, "limits", c.Limits, "the node's rate limits: production (per-account as shipped, per-IP out of reach: the load generator is one IP), high (all out of reach) or off")
 	fs.BoolVar(&c.OriginWorkers, "origin-workers", false, "run the origin's order writer and sweeper too (they then compete for the CPUs)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "cap on the whole run")
-	fs.BoolVar(&asJSON, "json", false, "write the report as JSON")
+	benchcmd.OutputFlags(fs, env, &out)
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of each path's first timed edge run to `path`.<path>.pprof (and of the bare handler's run to path.<path>.bare.pprof)")
 	if err := env.Parse(args, getenv); err != nil {
-		return c, false, err
+		return c, out, err
 	}
 	if fs.NArg() > 0 {
-		return c, false, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return c, out, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c.Paths = map[string]bool{}
 	for p := range strings.SplitSeq(*parts, ",") {
@@ -73,9 +74,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	for f := range strings.SplitSeq(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
-			return c, false, fmt.Errorf("-mem-sizes: %q is not a positive integer", f)
+			return c, out, fmt.Errorf("-mem-sizes: %q is not a positive integer", f)
 		}
 		c.MemSizes = append(c.MemSizes, n)
 	}
-	return c, asJSON, c.Validate()
+	return c, out, c.Validate()
 }

@@ -208,9 +208,9 @@ type source struct {
 // sources are the reports the model reads, in the order it reads them.
 var sources = []source{
 	{name: "bench-edge", glob: "edgebench/*/report.json", command: "make bench-edge", apply: applyEdge,
-		missing: "make bench-edge prints its report to stdout only (bench/edgebench -json is the report)"},
+		missing: "make bench-edge writes it (deploy/local/bench.sh: -report-json)"},
 	{name: "bench-reserve", glob: "reservebench/*/report.json", command: "make bench-reserve", apply: applyReserve,
-		missing: "make bench-reserve prints its report to stdout only (bench/reservebench -json is the report)"},
+		missing: "make bench-reserve writes it (deploy/local/bench.sh: -report-json)"},
 	{name: "bench-scaling", glob: "scaling/*/scaling.json", command: "make bench-scaling", apply: applyScaling,
 		missing: "make bench-scaling writes it"},
 	{name: "bench", glob: "crowd/*/report.json", command: "make bench", apply: applyCrowd,

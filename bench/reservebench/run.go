@@ -16,18 +16,19 @@ import (
 )
 
 // run reads flags (defaults from getenv), runs the benchmark and writes its
-// report to stdout: a table, or JSON with -json.
+// report to stdout (a table, or JSON with -json) and, with -report-json, to
+// a JSON file.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	c, asJSON, err := loadConfig(args, getenv, stderr)
+	c, out, err := loadConfig(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
 	c.Log = benchcmd.Logger(stderr)
 	rep, err := reserveperf.Run(ctx, c)
-	return benchcmd.Finish(stdout, rep, asJSON, err)
+	return benchcmd.Finish(stdout, rep, out, err)
 }
 
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c reserveperf.Config, asJSON bool, err error) {
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c reserveperf.Config, out benchcmd.Output, err error) {
 	def := reservescript.DefaultReserverOptions()
 	c = reserveperf.Config{
 		ScriptReserves: 200_000,
@@ -77,13 +78,13 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	fs.BoolVar(&c.Prime, "prime", c.Prime, "script path: run redis-benchmark once untimed first, so the first timed run does not pay for Redis growing its memory")
 	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "measure each path this many times, alternating with its ceiling (peers: flashgate, seckill, pgserializable in turn); ratios are medians")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "cap on the whole run")
-	fs.BoolVar(&asJSON, "json", false, "write the report as JSON")
+	benchcmd.OutputFlags(fs, env, &out)
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write CPU profiles of the timed runs to `path`.script.pprof and path.origin.pprof")
 	if err := env.Parse(args, getenv); err != nil {
-		return c, false, err
+		return c, out, err
 	}
 	if fs.NArg() > 0 {
-		return c, false, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return c, out, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	durable := false
 	for p := range strings.SplitSeq(*parts, ",") {
@@ -97,7 +98,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 		case "peers":
 			c.Peers = true
 		default:
-			return c, false, fmt.Errorf("-run %q: want some of script, durability, http, peers", *parts)
+			return c, out, fmt.Errorf("-run %q: want some of script, durability, http, peers", *parts)
 		}
 	}
 	if durable {
@@ -109,18 +110,18 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	}
 	ps, err := ints(*pipelines)
 	if err != nil {
-		return c, false, fmt.Errorf("-pipelines: %w", err)
+		return c, out, fmt.Errorf("-pipelines: %w", err)
 	}
 	bs, err := ints(*batches)
 	if err != nil {
-		return c, false, fmt.Errorf("-max-batch: %w", err)
+		return c, out, fmt.Errorf("-max-batch: %w", err)
 	}
 	for _, p := range ps {
 		for _, b := range bs {
 			c.Reserver = append(c.Reserver, reservescript.ReserverOptions{Pipelines: p, MaxBatch: b})
 		}
 	}
-	return c, asJSON, c.Validate()
+	return c, out, c.Validate()
 }
 
 // ints parses a comma-separated list of positive integers.

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/flashgate/flashgate/bench/internal/benchcmd"
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
+	"github.com/flashgate/flashgate/bench/internal/cpustat"
 	"github.com/flashgate/flashgate/bench/internal/reserveperf"
 )
 
@@ -51,5 +58,65 @@ func TestLoadConfigPhases(t *testing.T) {
 					tc.args, c.HTTPNoJournal, c.DurabilityReserves, c.WaitTimeout)
 			}
 		})
+	}
+}
+
+func TestLoadConfigOutput(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		getenv map[string]string
+		want   benchcmd.Output
+	}{
+		{want: benchcmd.Output{}},
+		{args: []string{"-json"}, want: benchcmd.Output{JSON: true}},
+		{args: []string{"-report-json", "r.json"}, want: benchcmd.Output{JSONFile: "r.json"}},
+		{getenv: map[string]string{"FLASHGATE_BENCH_REPORT_JSON": "env.json"}, want: benchcmd.Output{JSONFile: "env.json"}},
+		{args: []string{"-report-json", "flag.json"}, getenv: map[string]string{"FLASHGATE_BENCH_REPORT_JSON": "env.json"}, want: benchcmd.Output{JSONFile: "flag.json"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, out, err := loadConfig(tc.args, func(k string) string { return tc.getenv[k] }, io.Discard)
+			if err != nil {
+				t.Fatalf("loadConfig(%q): %v", tc.args, err)
+			}
+			if out != tc.want {
+				t.Errorf("loadConfig(%q) with %v output = %+v, want %+v", tc.args, tc.getenv, out, tc.want)
+			}
+		})
+	}
+}
+
+// TestReportJSONFile writes a report with the figures bench/model reads
+// (the HTTP path's rounds) through -report-json, into a folder not yet
+// made, and decodes it back. A real report needs a run against Redis and
+// Postgres; reserveperf's TestRunSmall does that.
+func TestReportJSONFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "reservebench", "20261209-101500", "report.json")
+	_, out, err := loadConfig([]string{"-run", "http", "-report-json", path}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := reserveperf.Report{
+		Prefix: "bench:test",
+		HTTP: &reserveperf.HTTPReport{Conns: 256, Requests: 10_000, Rounds: []reserveperf.HTTPRound{{
+			Round: 1,
+			Origin: reserveperf.HTTPRun{Addr: "127.0.0.1:1", Created: 10_000, Timing: benchreport.Timing{
+				Calls: 10_000, Seconds: 1.25, Answers: map[string]int{"201": 10_000}, CPU: cpustat.Usage{Process: 0.92, Redis: 0.52}}},
+			Bare:  reserveperf.HTTPRun{Timing: benchreport.Timing{Calls: 10_000, Seconds: 0.5}},
+			Ratio: 0.4,
+		}}},
+	}
+	if err := benchcmd.Finish(io.Discard, rep, out, nil); err != nil {
+		t.Fatalf("Finish(-report-json %s) = %v", path, err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("-report-json wrote no file: %v", err)
+	}
+	var back reserveperf.Report
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatalf("%s does not decode into reserveperf.Report: %v", path, err)
+	}
+	if !reflect.DeepEqual(back, rep) {
+		t.Errorf("%s decodes to %+v, want %+v", path, back, rep)
 	}
 }

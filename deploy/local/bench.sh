@@ -5,7 +5,9 @@
 # Uses (or starts) Redis and Postgres through services.sh, creates the database flashgate_bench and exports
 #   FLASHGATE_BENCH_REDIS_URL     redis://127.0.0.1:PORT/0
 #   FLASHGATE_BENCH_POSTGRES_URL  postgres://postgres@127.0.0.1:PORT/flashgate_bench?sslmode=disable
-# Arguments are passed to the benchmark program. Stops whatever services it started.
+# Arguments are passed to the benchmark program, after -report-json .data/<program>/<UTC time>/report.json
+# (bench/model reads the newest there; a -report-json among the arguments wins). Stops whatever services it
+# started.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,7 +26,13 @@ log "FLASHGATE_BENCH_POSTGRES_URL=$FLASHGATE_BENCH_POSTGRES_URL"
 
 prog="${1:?usage: deploy/local/bench.sh ./bench/<program> [flags]}"
 shift
-log "go run $prog $*"
+report=".data/$(basename "$prog")/$(date -u +%Y%m%d-%H%M%S)/report.json"
+log "go run $prog -report-json $report $*"
 status=0
-go run "$prog" "$@" || status=$?
+go run "$prog" -report-json "$report" "$@" || status=$?
+if [[ -f "$report" ]]; then
+	log "report: $report"
+else
+	log "no report in $report (nothing measured, or the arguments named another -report-json)"
+fi
 exit "$status"
