@@ -61,8 +61,8 @@
       noteServerDate(r, sent, !!token || method !== 'GET');
       let data = {};
       try { data = await r.json(); } catch (_) { /* empty or non-JSON body, e.g. from a proxy */ }
-      const ra = parseInt(r.headers.get('Retry-After'), 10);
-      return { status: r.status, data: data || {}, retry: ra > 0 ? ra : 0 };
+      const ra = parseInt(r.headers.get('Retry-After'), 10), next = parseInt(r.headers.get('Flashgate-Next-At'), 10);
+      return { status: r.status, data: data || {}, retry: ra > 0 ? ra : 0, nextAt: next > 0 ? next : 0 };
     } catch (_) {
       return { status: 0, data: { error: 'network', message: 'Network problem.' }, retry: 2 };
     }
@@ -189,12 +189,17 @@
   }
 
   // ---- the sale snapshot (cheap: served from edge memory and the CDN) ----
-  // Re-read every second: it is how a shopper far back in line hears "sold out" within a moment of the last
-  // unit going, without any per-shopper call.
+  // Read once a second: it is how a shopper far back in line hears "sold out" without any per-shopper call.
+  // Each read is a watch of the second the last answer named (?at=, Flashgate-Next-At): the edge holds it
+  // until that second ends or the sale has news, so the news comes as it happens, and the next read goes
+  // out as the answer comes, never sooner than a second after the last one.
   const STATUS = { upcoming: 'Starting soon', open: 'On sale now', sold_out: 'Sold out', ended: 'Sale over' };
+  let watchAt = 0;
   async function loadSale() {
-    const res = await api('GET', salePath);
-    let wait = snap && snap.final ? 30000 : 1000;
+    const sent = Date.now();
+    const res = await api('GET', salePath + (watchAt ? '?at=' + watchAt : ''));
+    let wait = snap && snap.final ? 30000 : Math.max(0, 1000 - (Date.now() - sent));
+    watchAt = res.status === 200 && !res.data.final ? res.nextAt : 0;
     if (res.status === 200) {
       snap = res.data; clearNotice('sale'); renderSale();
       if (preIndex && !drawing && snap.draw && snap.draw.seed) placeFromSnapshot();

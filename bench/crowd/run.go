@@ -110,6 +110,7 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	fs.Float64Var(&sc.ImpatientShare, "impatient", sc.ImpatientShare, "share of shoppers who poll at twice the pace they are told (at most once a second)")
 	fs.Float64Var(&sc.StayShare, "stay", sc.StayShare, "share who keep waiting after a sold-out that is not final")
 	fs.Float64Var(&sc.PageRefreshS, "page-refresh", sc.PageRefreshS, "seconds between a waiting page's snapshot reloads (through the CDN; 0: never)")
+	fs.BoolVar(&sc.PageWatch, "page-watch", sc.PageWatch, "each of those reloads is a watch (?at=), held at the edge until its second ends or the sale has news (false: plain reads, as before issue 31)")
 	fs.Float64Var(&sc.ReactionS, "reaction", sc.ReactionS, "an honest shopper's mean seconds from its turn to pressing Buy (each 0.5–1.5× it; 0: at once)")
 	cohortFlags(fs, "bot", "the hammering cohort", &sc.Hammering)
 	cohortFlags(fs, "smart-bot", "the smart cohort", &sc.Smart)

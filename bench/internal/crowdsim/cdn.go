@@ -2,6 +2,7 @@ package crowdsim
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,9 +118,21 @@ func (c *cdn) load(page bool) (reply, saleFlags) {
 // revalidate, and closes done (c.inflight) once the answer is in place.
 func (c *cdn) fetch(done chan struct{}) (reply, saleFlags) {
 	r := c.edge.do(request{endpoint: epSnapshot, method: "GET", path: c.path})
+	f := c.take(r)
+	c.mu.Lock()
+	c.inflight = nil
+	close(done)
+	c.mu.Unlock()
+	return r, f
+}
+
+// take keeps a 200 from the edge for its max-age and stale-while-
+// revalidate and fires the watches it matches; it returns its flags.
+func (c *cdn) take(r reply) saleFlags {
 	var f saleFlags
 	r.decode(&f)
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if r.status == 200 {
 		now := time.Now()
 		c.cached, c.flags = r, f
@@ -133,10 +146,53 @@ func (c *cdn) fetch(done chan struct{}) (reply, saleFlags) {
 		}
 		c.fire(f)
 	}
-	c.inflight = nil
-	close(done)
-	c.mu.Unlock()
-	return r, f
+	return f
+}
+
+// keepWatching reads the snapshot as the watching pages do (docs/API.md,
+// the snapshot watch) until ctx ends: a watch of the second the last
+// answer named, which the edge holds until that second ends or the sale
+// has news, the next sent as the answer comes but never sooner than every
+// after the last; the pages that watch hear what it brings as it comes.
+// All the pages in front of one CDN ask for the same second, which the
+// CDN collapses into this one request. With no page watching it rests.
+func (c *cdn) keepWatching(ctx context.Context, every time.Duration) {
+	const idle = 5 * time.Millisecond // how often it looks when no page watches
+	var at int64                      // 0: a plain read, which names the second to watch
+	var sent time.Time
+	t := time.NewTimer(idle)
+	defer t.Stop()
+	for {
+		c.mu.Lock()
+		watching := len(c.watches) > 0
+		c.mu.Unlock()
+		wait := idle
+		if watching {
+			wait = time.Until(sent.Add(every))
+		} else {
+			at = 0
+		}
+		if !watching || wait > 0 {
+			t.Reset(max(wait, time.Millisecond))
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if !watching {
+				continue
+			}
+		}
+		sent = time.Now()
+		req := request{endpoint: epSnapshot, method: "GET", path: c.path}
+		if at > 0 {
+			req.endpoint, req.path = epWatch, c.path+"?at="+strconv.FormatInt(at, 10)
+		}
+		r := c.edge.do(req)
+		c.refreshes.Add(1)
+		c.take(r)
+		at = r.nextAt
+	}
 }
 
 // firstChange is the first moment at or after t that the CDN took in a

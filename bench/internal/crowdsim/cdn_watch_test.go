@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -273,4 +274,78 @@ func TestAwaitPageSkipsToTheRefreshThatMatters(t *testing.T) {
 	if _, ok := s.awaitPage(ctx, sh, &nextPage, s.since()+time.Second, refreshEvery); ok {
 		t.Error("awaitPage went on after the run ended")
 	}
+}
+
+// watchEdge holds a snapshot watch (?at=) for hold, or until news, as the
+// edge holds one until its second ends; a plain read is answered at once.
+type watchEdge struct {
+	snapshotEdge
+	hold    time.Duration
+	news    chan struct{}
+	watches int
+}
+
+func (e *watchEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	at, _ := strconv.ParseInt(r.URL.Query().Get("at"), 10, 64)
+	if at > 0 {
+		e.mu.Lock()
+		e.watches++
+		e.mu.Unlock()
+		select {
+		case <-e.news:
+		case <-time.After(e.hold):
+		}
+	}
+	w.Header().Set("Flashgate-Next-At", strconv.FormatInt(max(at, 1000)+1, 10))
+	e.snapshotEdge.ServeHTTP(w, r)
+}
+
+// keepWatching watches the second the last answer named while a page
+// watches, one at a time and no more than one a period, and the page hears
+// the news when the held watch brings it, not a period later.
+func TestCDNKeepWatchingBringsNewsAsItComes(t *testing.T) {
+	edge := &watchEdge{snapshotEdge: snapshotEdge{maxAge: 2}, hold: 300 * time.Millisecond, news: make(chan struct{})}
+	edge.set(saleFlags{NowServing: 1})
+	srv := httptest.NewServer(edge)
+	t.Cleanup(srv.Close)
+	cl, err := newClient(srv.URL, 16, 5*time.Second, newRecorder(time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCDN(cl, "/v1/sales/s")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.keepWatching(ctx, 300*time.Millisecond)
+
+	w := c.watch(0, false, false) // fires on a sold-out
+	began := time.Now()
+	for edge.watchCount() < 3 { // a plain read, then watches held in turn
+		if time.Since(began) > 5*time.Second {
+			t.Fatalf("keepWatching made %d watches in 5 s, want 3", edge.watchCount())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if fired(w) {
+		t.Fatal("the page's watch fired before any news")
+	}
+	edge.set(saleFlags{NowServing: 1, SoldOut: true})
+	news := time.Now()
+	close(edge.news) // the held watch is answered now
+	select {
+	case <-w.fired:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the sold-out did not reach the watching page")
+	}
+	if d := w.firedAt.Sub(news); d > 150*time.Millisecond {
+		t.Errorf("the page heard the news %v after it came, want within the held watch's answer (well under the 300 ms period)", d)
+	}
+	if n, elapsed := edge.fetches(), time.Since(began); n > int(elapsed/(300*time.Millisecond))+2 {
+		t.Errorf("%d edge requests in %v, want no more than one a 300 ms period", n, elapsed)
+	}
+}
+
+func (e *watchEdge) watchCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.watches
 }

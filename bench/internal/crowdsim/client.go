@@ -58,6 +58,7 @@ type reply struct {
 	retryAfter time.Duration
 	maxAge     time.Duration // from Cache-Control
 	swr        time.Duration // Cache-Control's stale-while-revalidate
+	nextAt     int64         // a snapshot's Flashgate-Next-At: the second to watch next (0: none)
 	body       []byte
 }
 
@@ -93,6 +94,7 @@ func (c *client) do(r request) reply {
 	if s, err := strconv.Atoi(string(resp.Header.Peek("Retry-After"))); err == nil && s >= 0 {
 		out.retryAfter = time.Duration(s) * time.Second
 	}
+	out.nextAt, _ = strconv.ParseInt(string(resp.Header.Peek("Flashgate-Next-At")), 10, 64)
 	cc := resp.Header.Peek("Cache-Control")
 	out.maxAge, out.swr = cacheSeconds(cc, "max-age="), cacheSeconds(cc, "stale-while-revalidate=")
 	c.rec.add(r.endpoint, sent, took, out.status, answered)

@@ -113,6 +113,10 @@ type Scenario struct {
 	ImpatientShare float64 `json:"impatient_share"`
 	StayShare      float64 `json:"stay_share"`     // of those told "sold out, units may come back", who keep waiting
 	PageRefreshS   float64 `json:"page_refresh_s"` // how often a waiting shopper's page re-reads the snapshot (through the CDN)
+	// PageWatch: each of those reads is a watch (?at=), held at the edge
+	// until its second ends or the sale has news, so the page hears news
+	// as it comes (docs/API.md); false: plain reads, news at the next.
+	PageWatch bool `json:"page_watch"`
 	// ReactionS is an honest shopper's mean time from "It's your turn" to
 	// pressing Buy (each takes 0.5 to 1.5 times it, evenly); 0 presses at
 	// once. Bots that reserve at once (BotCohort.InstantReserve) skip it.

@@ -331,7 +331,16 @@ func (s *sim) awaitPage(ctx context.Context, sh *shopper, nextPage *time.Duratio
 	if fired {
 		from = w.firedAt.Sub(s.zero) // the first refresh from then on reads it, however late this goroutine woke
 	}
-	if *nextPage < from {
+	switch {
+	case fired && s.cfg.PageWatch:
+		// The page's watch was held at the edge and answered as the news
+		// came: it reads it then, not at a refresh after, and goes on a
+		// second from there. Its reads before the held one changed nothing.
+		if *nextPage < from {
+			c.unchanged.Add(int64((from - *nextPage) / refresh))
+		}
+		*nextPage = from
+	case *nextPage < from:
 		skipped := (from - *nextPage + refresh - 1) / refresh
 		*nextPage += skipped * refresh
 		c.unchanged.Add(int64(skipped))

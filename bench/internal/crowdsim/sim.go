@@ -70,7 +70,7 @@ func DefaultScenario() Scenario {
 	return Scenario{
 		Shoppers: 100_000, Stock: 5_000, RatePerS: 2_000,
 		PreQueueS: 20, PreQueueShare: 0.2, BurstS: 10, BurstShare: 0.5, TailS: 30,
-		PayProbability: 0.7, ImpatientShare: 0.1, StayShare: 0.1, PageRefreshS: 1, ReactionS: 1,
+		PayProbability: 0.7, ImpatientShare: 0.1, StayShare: 0.1, PageRefreshS: 1, PageWatch: true, ReactionS: 1,
 		Hammering: HammeringCohort(200), Smart: SmartCohort(0), HoldTTLS: 15,
 		MaxDurationS: 75, MaxRequests: 2_000_000,
 	}
@@ -201,7 +201,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer cancel()
 	go s.monitor(runCtx)
 	for _, c := range []*cdn{s.cdn, s.farCDN} {
-		if c != nil {
+		switch {
+		case c == nil:
+		case cfg.PageWatch && cfg.PageRefreshS > 0:
+			go c.keepWatching(runCtx, time.Duration(cfg.PageRefreshS*float64(time.Second)))
+		default:
 			go c.keepFresh(runCtx)
 		}
 	}

@@ -120,6 +120,7 @@ type Controller struct {
 	// answer since its last tick (*atomic.Int64, Answered); the tick hands
 	// them to the cursor, whose slow start follows the answer rate.
 	answers sync.Map
+	news    news // requests waiting for a sale's next headline (News)
 	metrics metrics
 }
 
@@ -260,7 +261,14 @@ func (c *Controller) Tick(ctx context.Context) error {
 			c.metrics.snapshotAge.WithLabelValues(sale.SaleID).Set(now.Sub(e.FetchedAt).Seconds())
 		}
 	}
-	c.views.Store(&next)
+	old := c.views.Swap(&next)
+	if old != nil {
+		for id, v := range next {
+			if o, ok := (*old)[id]; ok && headlineOf(o) != headlineOf(v) {
+				c.news.announce(id, now)
+			}
+		}
+	}
 	ready := 0.0
 	if c.Readiness().Ready {
 		ready = 1
@@ -364,6 +372,14 @@ func (c *Controller) TokenView(id string) (*View, error) {
 		return nil, ErrNotReady
 	}
 	return v, err
+}
+
+// News returns a channel closed when a tick's view of the sale first shows
+// other news than the view in force when News was called — sold out, sold
+// out for good, or the sale's status — and when the last such news came
+// (on the Clock; zero: none since the node started).
+func (c *Controller) News(sale string) (next <-chan struct{}, last time.Time) {
+	return c.news.next(sale)
 }
 
 // Refresh has the snapshots fetched again at once rather than at their next

@@ -28,6 +28,7 @@ const (
 	codeSuperseded = "queue_token_superseded"
 	// codeAddressNotAllowed: a webhook from outside the gateway's addresses.
 	codeAddressNotAllowed = "address_not_allowed"
+	codeInvalidAt         = "invalid_at" // a snapshot watch's ?at= that is not a unix second
 )
 
 // The edge's answers other than success. Handlers return them, or the
@@ -57,7 +58,8 @@ var (
 	errChallengeBits = httpapi.New(fasthttp.StatusBadRequest, codeInvalidChallengeBits, "challenge_bits must be 0 (none) to 32.")
 	errAutotune      = httpapi.New(fasthttp.StatusBadRequest, codeInvalidAutotune,
 		"autotune_min_rate_per_s and autotune_max_rate_per_s come together (0 to 1,000,000, min <= max, max > 0), and with autotune: true.")
-	errNoFile = httpapi.New(fasthttp.StatusNotFound, httpapi.CodeNotFound, "There is no such file.")
+	errWatchSecond = httpapi.New(fasthttp.StatusBadRequest, codeInvalidAt, "at must be a unix time in whole seconds.")
+	errNoFile      = httpapi.New(fasthttp.StatusNotFound, httpapi.CodeNotFound, "There is no such file.")
 	// Status polls and reserves carry the shopper's user token besides
 	// the queue or admission token.
 	errNoUserToken = httpapi.New(fasthttp.StatusUnauthorized, codeMissingToken,

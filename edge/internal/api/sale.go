@@ -18,29 +18,103 @@ import (
 // snapshot older than the bound is not served (it could say "open, 150
 // left" of a sale that sold out meanwhile), unless nothing about it can
 // change any more: the sale ended, or sold out for good.
+//
+// With ?at=<unix second> it is a watch (docs/API.md): the answer waits at
+// the edge until that second ends or the sale has news — sold out, sold
+// out for good, a new status — whichever comes first, so a page that reads
+// the snapshot once a second hears the news as it happens, not up to a
+// second later. Every page asks for the same second, so a CDN collapses
+// them into one request a second, and keeps the answer for that second.
 func (s *Server) snapshot(ctx *fasthttp.RequestCtx, params []string) error {
+	at, watch, err := watchSecond(ctx)
+	if err != nil {
+		return err
+	}
+	var news <-chan struct{}
+	var lastNews time.Time
+	if watch {
+		// Before the view: news that comes between the two wakes the wait.
+		news, lastNews = s.Admission.News(params[0])
+	}
 	v, err := s.Admission.View(params[0])
 	if err != nil {
 		return err
 	}
-	if !v.LongCache && !v.Current(s.Clock()) {
+	now := s.Clock()
+	if !v.LongCache && !v.Current(now) {
 		return admission.ErrNotReady
 	}
-	writeSnapshot(ctx, v.Body, v.ETag, v.LongCache)
+	cache, next := snapshotShortCache, now.Unix()+1
+	if watch && !v.LongCache && at >= now.Unix()-1 && at <= now.Unix()+1 {
+		// (A second further off is a page whose clock is: answered at
+		// once like a plain read, and told the edge's second to ask for.)
+		next = at + 1
+		start, end := time.Unix(at, 0), time.Unix(at+1, 0)
+		switch {
+		case !lastNews.Before(start.Add(-time.Second)) || !now.Before(end):
+			// News came since the page's last answer may have been made
+			// (at the end of the second before), or the second is over.
+			cache = snapshotWatchCache
+		case s.holdSnapshot():
+			s.waitSnapshot(news, end.Sub(now))
+			if v, err = s.Admission.View(params[0]); err != nil {
+				return err
+			}
+			cache = snapshotWatchCache
+		}
+	}
+	if v.LongCache {
+		cache = snapshotLongCache
+	}
+	ctx.Response.Header.Set(headerNextAt, strconv.FormatInt(next, 10))
+	writeSnapshot(ctx, v.Body, v.ETag, cache)
 	return nil
 }
 
-// writeSnapshot answers a sale's snapshot, body (JSON) with its etag:
-// cacheable for a second, or for half a minute when long (nothing about
-// the sale can change any more); 304 when the request holds that etag
-// already. Like every JSON answer, it is not to be sniffed as anything else.
-func writeSnapshot(ctx *fasthttp.RequestCtx, body []byte, etag string, long bool) {
-	h := &ctx.Response.Header
-	if long {
-		h.SetCanonical(httpapi.HeaderCacheControl, snapshotLongCache)
-	} else {
-		h.SetCanonical(httpapi.HeaderCacheControl, snapshotShortCache)
+// watchSecond reads a snapshot request's ?at=<unix second>: watch is false
+// without one.
+func watchSecond(ctx *fasthttp.RequestCtx) (at int64, watch bool, err error) {
+	raw := ctx.QueryArgs().Peek("at")
+	if raw == nil {
+		return 0, false, nil
 	}
+	at, perr := strconv.ParseInt(string(raw), 10, 64)
+	if perr != nil || at < 0 {
+		return 0, false, errWatchSecond
+	}
+	return at, true, nil
+}
+
+// holdSnapshot takes one of the node's places for a held snapshot, which
+// waitSnapshot gives back; false when all are taken (a crowd that reaches
+// the edge without a CDN in between), and the answer goes at once.
+func (s *Server) holdSnapshot() bool {
+	if s.held.Add(1) > int64(s.opts.MaxHeldSnapshots) {
+		s.held.Add(-1)
+		s.metrics.snapshotsNotHeld.Inc()
+		return false
+	}
+	return true
+}
+
+// waitSnapshot waits for the sale's news or for d, and gives the held
+// snapshot's place back.
+func (s *Server) waitSnapshot(news <-chan struct{}, d time.Duration) {
+	defer s.held.Add(-1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-news:
+	case <-t.C:
+	}
+}
+
+// writeSnapshot answers a sale's snapshot, body (JSON) with its etag and
+// the given Cache-Control; 304 when the request holds that etag already.
+// Like every JSON answer, it is not to be sniffed as anything else.
+func writeSnapshot(ctx *fasthttp.RequestCtx, body []byte, etag string, cache []byte) {
+	h := &ctx.Response.Header
+	h.SetCanonical(httpapi.HeaderCacheControl, cache)
 	h.Set("ETag", etag)
 	h.SetCanonical(httpapi.HeaderContentTypeOptions, noSniff)
 	if string(ctx.Request.Header.Peek("If-None-Match")) == etag {
@@ -51,12 +125,20 @@ func writeSnapshot(ctx *fasthttp.RequestCtx, body []byte, etag string, long bool
 	ctx.SetBody(body)
 }
 
-// The snapshot's header values, made once.
+// The snapshot's header values, made once. A watch's answer is the answer
+// for its second, kept for the second it names and no longer. One answered
+// at once (a page's clock off, or every hold taken) is kept as a plain
+// read is: not storing it would let a crowd asking for seconds of its own
+// pass a CDN to the edge.
 var (
 	snapshotLongCache  = []byte("public, max-age=30, stale-while-revalidate=60")
 	snapshotShortCache = []byte("public, max-age=1, stale-while-revalidate=2")
+	snapshotWatchCache = []byte("public, max-age=2")
 	noSniff            = []byte("nosniff")
 )
+
+// headerNextAt names the second a page's next watch asks for.
+const headerNextAt = "Flashgate-Next-At"
 
 // queueTokenGrace is how long a queue token outlives its sale.
 const queueTokenGrace = time.Hour

@@ -28,7 +28,11 @@ func TestWriteSnapshot(t *testing.T) {
 			if tc.ifNoneMatch != "" {
 				ctx.Request.Header.Set("If-None-Match", tc.ifNoneMatch)
 			}
-			writeSnapshot(&ctx, []byte(body), etag, tc.long)
+			cache := snapshotShortCache
+			if tc.long {
+				cache = snapshotLongCache
+			}
+			writeSnapshot(&ctx, []byte(body), etag, cache)
 			h := &ctx.Response.Header
 			if got := ctx.Response.StatusCode(); got != tc.wantStatus {
 				t.Errorf("status = %d, want %d", got, tc.wantStatus)

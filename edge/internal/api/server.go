@@ -95,7 +95,15 @@ type Options struct {
 	// WebhookMaxBodyBytes bounds a webhook's body (413 beyond); 0 means
 	// DefaultWebhookMaxBodyBytes.
 	WebhookMaxBodyBytes int
+	// MaxHeldSnapshots bounds the snapshot watches (?at=) the node holds
+	// at once; beyond it they are answered at once. Behind a CDN there is
+	// about one a second per CDN cache. 0 means DefaultMaxHeldSnapshots.
+	MaxHeldSnapshots int
 }
+
+// DefaultMaxHeldSnapshots is the snapshot watches a node holds at once
+// unless set: thousands of CDN caches, not a crowd's pages.
+const DefaultMaxHeldSnapshots = 10_000
 
 // DefaultWebhookMaxBodyBytes is the webhook body bound unless set: a
 // gateway's event is a few hundred bytes.
@@ -110,18 +118,20 @@ type Server struct {
 	networks atomic.Pointer[networkLimiters] // the network limits of the defence settings in force
 	logs     logCache                        // the admission logs built here (admissionlog.go)
 	latency  latencyReadings                 // the origin latency the overview measures from (ops.go)
+	held     atomic.Int64                    // snapshot watches held now (sale.go)
 }
 
 type metrics struct {
-	requests      *prometheus.HistogramVec
-	joins         prometheus.Counter
-	polls         *prometheus.CounterVec
-	admitted      prometheus.Counter
-	challenges    *prometheus.CounterVec // by outcome
-	rejections    *prometheus.CounterVec
-	limitRefusals *prometheus.CounterVec // 429 rate_limited, by the limit that refused
-	upstream      *prometheus.HistogramVec
-	originWait    *prometheus.HistogramVec // by upstream, as upstream names them
+	requests         *prometheus.HistogramVec
+	joins            prometheus.Counter
+	polls            *prometheus.CounterVec
+	admitted         prometheus.Counter
+	challenges       *prometheus.CounterVec // by outcome
+	rejections       *prometheus.CounterVec
+	limitRefusals    *prometheus.CounterVec // 429 rate_limited, by the limit that refused
+	upstream         *prometheus.HistogramVec
+	originWait       *prometheus.HistogramVec // by upstream, as upstream names them
+	snapshotsNotHeld prometheus.Counter       // snapshot watches answered at once, every hold taken
 
 	// The children of polls, rejections, limitRefusals, requests and originWait
 	// that the hot paths use.
@@ -139,6 +149,9 @@ func New(deps Deps, opts Options) *Server {
 	}
 	if opts.WebhookMaxBodyBytes <= 0 {
 		opts.WebhookMaxBodyBytes = DefaultWebhookMaxBodyBytes
+	}
+	if opts.MaxHeldSnapshots <= 0 {
+		opts.MaxHeldSnapshots = DefaultMaxHeldSnapshots
 	}
 	if deps.Clock == nil {
 		deps.Clock = time.Now
@@ -171,6 +184,8 @@ func New(deps Deps, opts Options) *Server {
 		// request was sent: queueing for a connection of the upstream's
 		// pool (0 for most requests; up to the queue timeout when busy).
 		// The 10 µs bucket keeps those zeros from reading as 50 µs.
+		snapshotsNotHeld: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_snapshot_watches_unheld_total",
+			Help: "Snapshot watches (?at=) answered at once because the node held as many as it may."}),
 		originWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "flashgate_edge_origin_wait_seconds", Help: "Proxied requests' wait for a free connection to their upstream, by upstream.",
 			Buckets: []float64{.00001, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
@@ -195,7 +210,7 @@ func New(deps Deps, opts Options) *Server {
 		return s.metrics.originWait.WithLabelValues(upstream)
 	})
 	m := s.metrics
-	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.challenges, m.rejections, m.limitRefusals, m.upstream, m.originWait)
+	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.challenges, m.rejections, m.limitRefusals, m.upstream, m.originWait, m.snapshotsNotHeld)
 	s.promh = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{}))
 	return s
 }

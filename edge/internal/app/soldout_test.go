@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -122,5 +123,78 @@ func TestOriginSoldOutRefreshesAtOnce(t *testing.T) {
 	})
 	if got := counting.CountMatching("GET", "/v1/sales/"+sale); got <= fetches {
 		t.Errorf("snapshot fetches after the origin's sold out = %d, want more than the %d before", got, fetches)
+	}
+}
+
+// TestSnapshotWatch: a snapshot read with ?at=<second> waits at the edge
+// until that second ends, unless the sale has news first — then it is
+// answered at once — and names the second to ask for next.
+func TestSnapshotWatch(t *testing.T) {
+	t.Parallel()
+	o, counting := realOrigin(t)
+	const sale = "watched"
+	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 600))
+	cfg := edgetest.Config(edgetest.NewRedis(t), counting.URL)
+	cfg.SnapshotRefresh = 30 * time.Second // news comes from the origin's sold out, not the period
+	cfg.SnapshotStaleAfter = 2 * time.Minute
+	n := edgetest.StartNode(t, cfg)
+	n.WaitSale(t, sale)
+	watch := func(at int64) *edgetest.Response {
+		return n.Do(t, edgetest.Request{Method: "GET", Path: fmt.Sprintf("/v1/sales/%s?at=%d", sale, at)})
+	}
+	soldOut := func(r *edgetest.Response) bool { return bytes.Contains(r.Body, []byte(`"sold_out":true`)) }
+
+	// No news: held to the end of its second, kept for it, the next named.
+	at := time.Now().Unix()
+	res := watch(at)
+	if done := time.Now(); res.Status != fasthttp.StatusOK || done.Before(time.Unix(at+1, 0)) || soldOut(res) {
+		t.Fatalf("watch of second %d = %d %s at %v; want 200, not sold out, not before the second's end", at, res.Status, res.Body, done)
+	}
+	if got, want := res.Get("Cache-Control"), "public, max-age=2"; got != want {
+		t.Errorf("watch's Cache-Control = %q, want %q", got, want)
+	}
+	if got, want := res.Get("Flashgate-Next-At"), fmt.Sprint(at+1); got != want {
+		t.Errorf("watch's Flashgate-Next-At = %q, want %q", got, want)
+	}
+
+	// News while held: answered then, not at the second's end.
+	at = time.Now().Unix() + 1 // held for one to two seconds
+	answered := make(chan *edgetest.Response, 1)
+	go func() { answered <- watch(at) }()
+	reserve := func(account string) *edgetest.Response {
+		_, admissionToken := saleTokens(t, sale, account)
+		return n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: admissionToken,
+			User: edgetest.Owner(t, admissionToken), Body: reserveBody("sku-1", "k-"+account)})
+	}
+	if r := reserve("first"); r.Status != fasthttp.StatusCreated {
+		t.Fatalf("reserve of the last unit = %d %s, want 201", r.Status, r.Body)
+	}
+	if r := reserve("second"); r.Status != fasthttp.StatusConflict {
+		t.Fatalf("reserve after the last unit = %d %s, want 409", r.Status, r.Body)
+	}
+	res = <-answered
+	if done := time.Now(); !soldOut(res) || !done.Before(time.Unix(at+1, 0)) {
+		t.Errorf("watch of second %d held across the sell-out = %s at %v; want sold out, before the second's end", at, res.Body, done)
+	}
+
+	// Right after the news: the next second's watch is answered at once,
+	// since the page's last answer may have been made before it.
+	at = time.Now().Unix()
+	if res := watch(at); !soldOut(res) || !time.Now().Before(time.Unix(at+1, 0)) {
+		t.Errorf("watch of second %d right after the sell-out = %s; want sold out at once", at, res.Body)
+	}
+
+	// A page whose clock is off is answered at once, as a plain read, and
+	// told the edge's second; a malformed second is refused.
+	asked := time.Now()
+	res = watch(asked.Unix() + 3600)
+	next, _ := strconv.ParseInt(res.Get("Flashgate-Next-At"), 10, 64)
+	if res.Status != fasthttp.StatusOK || res.Get("Cache-Control") != "public, max-age=1, stale-while-revalidate=2" ||
+		next < asked.Unix()+1 || next > time.Now().Unix()+1 {
+		t.Errorf("watch of a second an hour ahead = %d, Cache-Control %q, next %d; want 200, a plain read's, the edge's next second",
+			res.Status, res.Get("Cache-Control"), next)
+	}
+	if res := n.Do(t, edgetest.Request{Method: "GET", Path: "/v1/sales/" + sale + "?at=soon"}); res.Status != fasthttp.StatusBadRequest || res.ErrorCode() != "invalid_at" {
+		t.Errorf("watch with ?at=soon = %d %s, want 400 invalid_at", res.Status, res.Body)
 	}
 }

@@ -604,3 +604,48 @@ func TestForwardedForIsTheCDNsPeer(t *testing.T) {
 			"the control is meant to show the edge believing it", got)
 	}
 }
+
+// TestSnapshotWatchCollapses: a crowd of pages watching the same second
+// (?at=) through the CDN is one request at the edge, held until the second
+// ends and answered to all of them then, with the second to ask for next;
+// a second outside the CDN's ten is dropped, and the edge sees a plain read.
+func TestSnapshotWatchCollapses(t *testing.T) {
+	const sale = "cdn-watch"
+	s := startStack(t, nil, edgetest.OpenSale(sale, 100))
+	const pages = 200
+	c := NewClient(t, s.CDN, pages)
+	at := time.Now().Unix() // within the CDN's ten seconds, but within milliseconds of their end
+	watch := fmt.Sprintf("/v1/sales/%s?at=%d", sale, at)
+
+	answers := make([]Answer, pages)
+	var wg sync.WaitGroup
+	for i := range pages {
+		wg.Go(func() { answers[i] = c.Get(t, watch) })
+	}
+	wg.Wait()
+	done := time.Now()
+	if done.Before(time.Unix(at+1, 0)) {
+		t.Errorf("%d watches of second %d answered by %v, before the second ended", pages, at, done)
+	}
+	for i, a := range answers {
+		if a.Status != http.StatusOK || decodeSnapshot(t, a).SaleID != sale {
+			t.Fatalf("watch %d = %d %q, want the snapshot", i, a.Status, a.Body)
+		}
+		if got, want := a.Header.Get("Flashgate-Next-At"), fmt.Sprint(at+1); got != want {
+			t.Errorf("watch %d: Flashgate-Next-At %q, want %q", i, got, want)
+		}
+	}
+	if n := s.Edge.Fetches("GET", watch); n != 1 {
+		t.Errorf("%d watches of one second made %d edge requests of %s, want 1 (the lock collapses them)", pages, n, watch)
+	}
+
+	far := fmt.Sprintf("/v1/sales/%s?at=%d", sale, at+3600)
+	if a := c.Get(t, far); a.Status != http.StatusOK {
+		t.Errorf("watch of a second an hour on = %d %q, want the snapshot", a.Status, a.Body)
+	}
+	for _, r := range s.Edge.Requests() {
+		if strings.Contains(r.URI, fmt.Sprint(at+3600)) {
+			t.Errorf("a second outside the CDN's ten reached the edge: %s %s", r.Method, r.URI)
+		}
+	}
+}
