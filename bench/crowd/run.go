@@ -40,6 +40,11 @@ type options struct {
 	// SweepRetries is how many more times a sweep run goes when the
 	// simulator lagged in it.
 	SweepRetries int
+	// SweepRefine is how many times, after the rates above, the sweep
+	// plays each design halfway between its highest rate held and its
+	// lowest missed: doubling finds a capacity to a factor of two, two
+	// refinements to a quarter of it (0: none).
+	SweepRefine int
 	// Scaling are the scaling law's crowd sizes (shoppers), smallest
 	// first; nil for the standard run.
 	Scaling []int
@@ -147,6 +152,7 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		": the capacity sweep (make bench-capacity) instead of the standard run; its steps start from the sweep's scenario "+
 		"(see capacityScenario), which the scenario flags given change, and -shoppers is the rate times -burst")
 	fs.IntVar(&o.SweepRetries, "sweep-retries", o.SweepRetries, "how many more times a sweep run goes when the simulator lagged in it")
+	fs.IntVar(&o.SweepRefine, "sweep-refine", 2, "after the rates swept, how many times to play each design halfway between its highest rate held and its lowest missed")
 	fs.Float64Var(&o.SweepMax, "sweep-max", 64_000, "while flashgate holds at the sweep's top rate, double it up to this (shoppers/s; 0: only the rates given)")
 	fs.StringVar(&scaling, "scaling", "", "comma-separated crowd sizes (shoppers), e.g. "+defaultScaling+
 		": the scaling law (make bench-scaling) instead of the standard run; at each size the standard scenario as the "+
@@ -201,6 +207,8 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 		return options{}, errors.New("shoppers and stock must be positive (0 sizes them from the capacity with -autotune-compare)")
 	case o.FarShare <= 0 || o.FarShare >= 1:
 		return options{}, errors.New("-far-share must be between 0 and 1")
+	case o.SweepRefine < 0 || o.SweepRefine > 5:
+		return options{}, errors.New("-sweep-refine must be 0 to 5")
 	case o.SweepRetries < 0:
 		return options{}, errors.New("-sweep-retries must not be negative")
 	case o.SweepMax < 0 || o.SweepMax > 1e6:

@@ -166,7 +166,67 @@ func sweepSteps(ctx context.Context, o options, sw *crowdreport.Sweep) error {
 			rates = append(rates, 2*r)
 		}
 	}
+	return refine(ctx, o, sw)
+}
+
+// refine plays each design halfway between its highest rate held and its
+// lowest missed, o.SweepRefine times, while both are known (a miss the
+// simulator could not be trusted on is not refined). A refinement is a
+// step of its own with that design's run alone.
+func refine(ctx context.Context, o options, sw *crowdreport.Sweep) error {
+	designs := []string{"flashgate"}
+	if o.Naive {
+		designs = append(designs, "naive")
+	}
+	for _, d := range designs {
+		for range o.SweepRefine {
+			c := crowdreport.CapacityOf(*sw, d)
+			if c.RatePerS == 0 || c.MissedAt == 0 || c.AtLeast {
+				break
+			}
+			r := roundRate((c.RatePerS + c.MissedAt) / 2)
+			if r <= c.RatePerS || r >= c.MissedAt {
+				break
+			}
+			cfg := o.Config
+			cfg.Shoppers = max(1, int(math.Round(r*o.BurstS)))
+			o.Progress("capacity refinement: %s at %s shoppers/s, between %g/s held and %g/s missed", d, strconv.FormatFloat(r, 'f', -1, 64), c.RatePerS, c.MissedAt)
+			step := crowdreport.Step{RatePerS: r, Discarded: map[string][]float64{}}
+			attempts := 0
+			res, err := o.attempt(&step, d, func() (*crowdsim.Result, error) {
+				if d == "naive" {
+					return crowdsim.RunNaive(ctx, cfg, o.PostgresURL)
+				}
+				attempts++
+				cfg.SaleID = fmt.Sprintf("capacity-%d-r%g-%d", time.Now().Unix(), r, attempts)
+				return crowdsim.Run(ctx, cfg)
+			})
+			if err != nil {
+				return fmt.Errorf("refinement %g/s: %s: %w", r, d, err)
+			}
+			res.Command = sw.Command
+			if d == "naive" {
+				step.Naive = res
+			} else {
+				step.Flashgate = res
+			}
+			sw.Steps = append(sw.Steps, step)
+			v := crowdreport.Judge(res)
+			o.Progress("  %s at %g/s: p99 answer %.2f s, 5xx %d, oversold %d, simulator lag p99 %.3f s: %s",
+				d, r, res.Fates.AnswerP99, res.Status5xx, res.Oversold, res.StartLag.P99, or(v.Why, "kept"))
+		}
+	}
 	return nil
+}
+
+// roundRate rounds a rate to a figure a report reads at a glance: to 250/s
+// from 1,000/s, to 25/s below.
+func roundRate(r float64) float64 {
+	step := 25.0
+	if r >= 1000 {
+		step = 250
+	}
+	return math.Round(r/step) * step
 }
 
 // attempt plays one design's run of a step, and again while the simulator

@@ -112,7 +112,7 @@ func TestCapacitySweepAgainstTheRealStack(t *testing.T) {
 			OriginAdminURL: "http://" + st.originAdmin, GatewayURL: "http://" + st.gateway,
 			AdminToken: adminToken, UserSecret: []byte(userSecret), Conns: 64, Seed: 9, Progress: t.Logf, NaiveURL: naiveURL,
 		},
-		Naive: true, Sweep: []float64{100, 200}, SweepMax: 400, Out: t.TempDir(),
+		Naive: true, Sweep: []float64{100, 200}, SweepMax: 400, SweepRefine: 1, Out: t.TempDir(),
 	}
 	var stdout bytes.Buffer
 	if err := runSweep(context.Background(), o, "test sweep", &stdout); err != nil {
@@ -134,14 +134,34 @@ func TestCapacitySweepAgainstTheRealStack(t *testing.T) {
 		t.Fatalf("capacity.json: %v, %d steps; want the 2 asked at least", err, len(sw.Steps))
 	}
 	// Past the rates asked, the sweep doubles while flashgate holds, up to
-	// -sweep-max: a third step at 400/s exactly when it held at 200/s.
+	// -sweep-max: a third step at 400/s exactly when it held at 200/s. Then
+	// one refinement of each design that held at a rate and missed above
+	// it, halfway between, with that design's run alone.
 	want := 2
 	if crowdreport.Judge(sw.Steps[1].Flashgate).Held {
 		want = 3
 	}
-	if len(sw.Steps) != want || sw.Steps[len(sw.Steps)-1].RatePerS != []float64{100, 200, 400}[want-1] {
-		t.Fatalf("sweep steps = %d, the last at %g/s; want %d", len(sw.Steps), sw.Steps[len(sw.Steps)-1].RatePerS, want)
+	if len(sw.Steps) < want || sw.Steps[want-1].RatePerS != []float64{100, 200, 400}[want-1] {
+		t.Fatalf("sweep steps = %d; want %d, the last at %g/s, before any refinement", len(sw.Steps), want, []float64{100, 200, 400}[want-1])
 	}
+	swept, refined := sw.Steps[:want], sw.Steps[want:]
+	for _, d := range crowdreport.Designs {
+		c := crowdreport.CapacityOf(crowdreport.Sweep{Steps: swept}, d)
+		wantRefined := c.RatePerS > 0 && c.MissedAt > 0 && !c.AtLeast
+		got := 0
+		for _, step := range refined {
+			if r := step.Result(d); r != nil {
+				got++
+				if step.RatePerS != (c.RatePerS+c.MissedAt)/2 || step.Result(otherDesign(d)) != nil {
+					t.Errorf("%s refined at %g/s (with the other's run: %v), want at %g/s alone", d, step.RatePerS, step.Result(otherDesign(d)) != nil, (c.RatePerS+c.MissedAt)/2)
+				}
+			}
+		}
+		if (got == 1) != wantRefined {
+			t.Errorf("%s: %d refinements, capacity %s missed at %g/s; want one exactly when it held and then missed", d, got, c, c.MissedAt)
+		}
+	}
+	sw.Steps = swept
 	naiveMissed := false
 	for _, step := range sw.Steps {
 		for _, d := range crowdreport.Designs {
@@ -170,6 +190,13 @@ func TestCapacitySweepAgainstTheRealStack(t *testing.T) {
 		}
 		naiveMissed = !crowdreport.Judge(step.Naive).Held
 	}
+}
+
+func otherDesign(d string) string {
+	if d == "naive" {
+		return "flashgate"
+	}
+	return "naive"
 }
 
 // startNaiveServer builds and starts bench/naiveserver on a free loopback

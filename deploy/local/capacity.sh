@@ -5,10 +5,11 @@
 # arriving evenly over 3 s, for the standard sale's 5,000 units admitted at 2,000/s, nobody paying — a fresh sale through the edge, then
 # the same crowd against the naive baseline (its sale reset). It prints the one-line verdict and writes capacity.md,
 # capacity.json and capacity.png under .data/capacity/<time>/: per design, the highest rate that still holds p99
-# time to an honest answer ≤ 2 s, 0 5xx and 0 oversold; the goal is flashgate ≥ 10× the baseline. While flashgate
+# time to an honest answer ≤ 2 s, 0 5xx and 0 oversold; the goal is flashgate ≥ 20× the baseline. While flashgate
 # keeps the promise at the top rate the sweep doubles it (-sweep-max, 64,000/s) until flashgate misses, so its capacity
-# is measured, not only bounded; the baseline is not played above its first miss. About 5–10 minutes here, start-up
-# included.
+# is measured, not only bounded; the baseline is not played above its first miss. Then each design is played twice
+# halfway between its highest rate held and its lowest missed (-sweep-refine 2), so a capacity is known to a quarter
+# of it, not a half. About 7–12 minutes here, start-up included.
 #
 #   CAPACITY_FLAGS="-sweep 250,500,1000 -stock 300"   passes flags to bench/crowd (go run ./bench/crowd -h lists them;
 #                                                    scenario flags change the sweep's scenario)

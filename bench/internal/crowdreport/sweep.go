@@ -134,6 +134,9 @@ func CapacityOf(sw Sweep, design string) Capacity {
 	}
 	c.LowestS = steps[0].RatePerS
 	for _, st := range steps {
+		if st.Result(design) == nil {
+			continue // not played for this design (above its first miss, or a refinement of the other's)
+		}
 		v := Judge(st.Result(design))
 		if !v.Held {
 			c.MissedAt, c.Why = st.RatePerS, v.Why

@@ -180,6 +180,25 @@ func TestCapacityOrdersSteps(t *testing.T) {
 	}
 }
 
+// The sweep's refinements are steps of one design alone: they count for it
+// and say nothing of the other.
+func TestCapacityWithRefinements(t *testing.T) {
+	sw := Sweep{Steps: []Step{
+		{RatePerS: 1000, Flashgate: held("flashgate"), Naive: held("naive")},
+		{RatePerS: 2000, Flashgate: held("flashgate"), Naive: stepRun("naive", 5, 0, 0, 0)},
+		{RatePerS: 4000, Flashgate: stepRun("flashgate", 5, 0, 0, 0)},
+		{RatePerS: 3000, Flashgate: held("flashgate")},                // refinement of flashgate
+		{RatePerS: 1500, Naive: held("naive")},                        // refinement of naive
+		{RatePerS: 3500, Flashgate: stepRun("flashgate", 3, 0, 0, 0)}, // and again
+	}}
+	if c := CapacityOf(sw, "flashgate"); c.RatePerS != 3000 || c.MissedAt != 3500 || c.AtLeast {
+		t.Errorf("flashgate = %+v, want 3,000/s, missed at 3,500/s", c)
+	}
+	if c := CapacityOf(sw, "naive"); c.RatePerS != 1500 || c.MissedAt != 2000 || c.AtLeast {
+		t.Errorf("naive = %+v, want 1,500/s, missed at 2,000/s", c)
+	}
+}
+
 // The sweep report: the verdict line, a row per step and design with the
 // untrusted step marked, the pinning, the chart; JSON that reads back.
 func TestSweepReport(t *testing.T) {

@@ -265,13 +265,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Notes = append(res.Notes, "Two regions: the endpoint tables, the totals and the goals count both regions' requests, "+
 			"the far region's with the distance in them; the Regions table splits them.")
 	}
+	reads := "reads it at its next refresh; while pages wait, the CDN is read as soon as it goes stale, as the first of them would."
+	if s.cfg.PageWatch {
+		reads = "reads it when the CDN took it in: each page read is a watch of its second (?at=), which the edge holds until the second ends " +
+			"or the sale has news; while pages wait, the CDN sends the one watch a second they all ask for (counted as refreshes, endpoint snapshot_watch)."
+	}
 	res.Notes = append(res.Notes, fmt.Sprintf("Snapshot loads go through a simulated CDN (one per region) that keeps the edge's answer for its max-age, "+
 		"serves it stale for its stale-while-revalidate while one fetch refreshes it (as deploy/cdn's nginx does), and collapses concurrent misses: "+
 		"%d loads, %d served from its cache (%d of them stale); %d misses and %d background refreshes reached the edge (counted as requests). "+
 		"A waiting page's re-reads that could not change what it does are counted, not made (%d of them): the page sleeps until the CDN holds "+
-		"a snapshot that shows its turn or a sold-out, and reads it at its next refresh; while pages wait, the CDN is read as soon as it goes stale, "+
-		"as the first of them would.",
-		hits+misses, hits, stale, misses, refreshes, unchanged))
+		"a snapshot that shows its turn or a sold-out, and %s",
+		hits+misses, hits, stale, misses, refreshes, unchanged, reads))
 	res.Wall = time.Since(started).Seconds()
 	return res, nil
 }
