@@ -79,7 +79,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "measure each path this many times, alternating with its ceiling (peers: flashgate, seckill, pgserializable in turn); ratios are medians")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "cap on the whole run")
 	benchcmd.OutputFlags(fs, env, &out)
-	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write CPU profiles of the timed runs to `path`.script.pprof and path.origin.pprof")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write CPU profiles of the timed runs to `path`.script.pprof, path.origin.pprof and path.peers-<design>.pprof (the first round of each)")
 	if err := env.Parse(args, getenv); err != nil {
 		return c, out, err
 	}

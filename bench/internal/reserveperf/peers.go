@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
+	"github.com/flashgate/flashgate/bench/internal/cpuprofile"
 	"github.com/flashgate/flashgate/bench/internal/cpustat"
 	"github.com/flashgate/flashgate/bench/internal/httpload"
 	"github.com/flashgate/flashgate/bench/internal/loadgen"
@@ -160,10 +161,16 @@ func runPeer(ctx context.Context, c Config, rdb *redis.Client, d peerDesign, rou
 	run.Addr = srv.addr
 	client := httpload.New(httpload.Options{Addr: srv.addr, Conns: c.PeerConns})
 	defer client.Close()
+	stopProfile := func() error { return nil }
+	if round == 1 { // the process holds the load generator and the design's server: the profile shows both
+		if stopProfile, err = cpuprofile.Start(c.CPUProfile, "peers "+strings.Fields(d.name)[0]); err != nil {
+			return run, err
+		}
+	}
 	res, cpu, err := cpustat.Around(ctx, rdb, func() loadgen.Result {
 		return client.Run(ctx, d.reqs, 0, c.PeerAccounts)
 	})
-	if err != nil {
+	if err = errors.Join(err, stopProfile()); err != nil {
 		return run, err
 	}
 	run.Timing = benchreport.NewTiming(res, strconv.Itoa, cpu)
