@@ -77,6 +77,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.Int(&c.LimitMaxKeys, "limit-max-keys", "FLASHGATE_LIMIT_MAX_KEYS", "keys each rate limit remembers at most (at the cap the key whose window ends soonest is forgotten)")
 	env.String(&c.WebhookAllow, "webhook-allow", "FLASHGATE_WEBHOOK_ALLOW", "comma-separated CIDRs of the payment gateway's addresses; webhooks from elsewhere get 403 (empty: any address)")
 	env.Int(&c.WebhookMaxBodyBytes, "webhook-max-body-bytes", "FLASHGATE_WEBHOOK_MAX_BODY_BYTES", "largest payment webhook body (413 beyond)")
+	env.Int(&c.MaxHeldSnapshots, "max-held-snapshots", "FLASHGATE_MAX_HELD_SNAPSHOTS", "snapshot watches (?at=) held at once; beyond it they are answered at once")
 	env.Duration(&c.ReadTimeout, "read-timeout", "FLASHGATE_READ_TIMEOUT", "time to read one request from its first byte (408 after; a new connection that sends nothing is closed)")
 	env.Int(&c.MaxRequestHeadBytes, "max-request-head-bytes", "FLASHGATE_MAX_REQUEST_HEAD_BYTES", "largest request line and headers, cookies included (431 beyond)")
 	env.Duration(&c.ShutdownTimeout, "shutdown-timeout", "FLASHGATE_SHUTDOWN_TIMEOUT", "how long shutdown may drain")

@@ -153,7 +153,8 @@ func (c *cdn) take(r reply) saleFlags {
 // the snapshot watch) until ctx ends: a watch of the second the last
 // answer named, which the edge holds until that second ends or the sale
 // has news, the next sent as the answer comes but never sooner than every
-// after the last; the pages that watch hear what it brings as it comes.
+// (a second) after the last; the pages that watch hear what it brings as
+// it comes.
 // All the pages in front of one CDN ask for the same second, which the
 // CDN collapses into this one request. With no page watching it rests.
 func (c *cdn) keepWatching(ctx context.Context, every time.Duration) {

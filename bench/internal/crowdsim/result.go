@@ -42,7 +42,7 @@ type Result struct {
 	// line heard "sold out" (flashgate only).
 	SoldOutNotice Dist `json:"sold_out_notice"`
 	// SoldOutNews times the sold-out from the source (flashgate only; nil
-	// when the count was not at zero at the end).
+	// when the ledger has no zero of some SKU's count).
 	SoldOutNews *SoldOutNews `json:"sold_out_news,omitempty"`
 	// LastUnitAt is when the last available unit was reserved (seconds).
 	LastUnitAt float64 `json:"last_unit_at_s"`

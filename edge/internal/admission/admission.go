@@ -121,7 +121,10 @@ type Controller struct {
 	// them to the cursor, whose slow start follows the answer rate.
 	answers sync.Map
 	news    news // requests waiting for a sale's next headline (News)
-	metrics metrics
+	// refreshedAt is the Clock reading (unix ns) of the last Refresh that
+	// asked for the snapshots.
+	refreshedAt atomic.Int64
+	metrics     metrics
 }
 
 type metrics struct {
@@ -269,6 +272,7 @@ func (c *Controller) Tick(ctx context.Context) error {
 			}
 		}
 	}
+	c.news.forget(next)
 	ready := 0.0
 	if c.Readiness().Ready {
 		ready = 1
@@ -384,8 +388,20 @@ func (c *Controller) News(sale string) (next <-chan struct{}, last time.Time) {
 
 // Refresh has the snapshots fetched again at once rather than at their next
 // period, as when the origin answers a reserve sold out that this node's
-// view does not: the views take the news in at the next tick.
-func (c *Controller) Refresh() { c.snapshots.Kick() }
+// view does not: the views take the news in at the next tick. It asks at
+// most once every refreshGap: a stampede of such answers is a few fetches,
+// not one each.
+func (c *Controller) Refresh() {
+	now := c.opts.Clock().UnixNano()
+	last := c.refreshedAt.Load()
+	if now-last < int64(refreshGap) || !c.refreshedAt.CompareAndSwap(last, now) {
+		return
+	}
+	c.snapshots.Kick()
+}
+
+// refreshGap is the least time between two Refresh fetches: a tick's.
+const refreshGap = 100 * time.Millisecond
 
 // State is the cursor's last reading of a sale's line; false before the
 // first.

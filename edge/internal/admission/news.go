@@ -44,6 +44,20 @@ func (n *news) announce(sale string, at time.Time) {
 	}
 }
 
+// forget wakes and drops the waits for sales other than those in views:
+// a sale the node no longer serves has no next headline.
+func (n *news) forget(views map[string]*View) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for sale, ch := range n.waits {
+		if _, ok := views[sale]; !ok {
+			close(ch)
+			delete(n.waits, sale)
+			delete(n.last, sale)
+		}
+	}
+}
+
 // headline is what of a view is news.
 type headline struct {
 	soldOut, final bool

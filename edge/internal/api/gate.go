@@ -54,12 +54,27 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
 	if status < fasthttp.StatusInternalServerError {
 		s.Admission.Answered(params[0]) // the checkout's pace, for admission's slow start
 	}
-	if status == fasthttp.StatusConflict && bytes.Contains(ctx.Response.Body(), soldOutCode) {
+	if status == fasthttp.StatusConflict && bytes.Contains(ctx.Response.Body(), soldOutCode) && showsUnits(v, ctx.PostBody()) {
 		// The origin's count reached zero before this node's snapshot said
 		// so: the line hears it at the next tick, not the next refresh.
 		s.Admission.Refresh()
 	}
 	return nil
+}
+
+// showsUnits reports whether the view shows units left of the SKU the
+// reserve body names (any SKU of the sale when it names none it has).
+func showsUnits(v *admission.View, body []byte) bool {
+	var req struct {
+		SKU string `json:"sku"`
+	}
+	_ = json.Unmarshal(body, &req) // the origin read it already; a bad body names no SKU
+	for _, k := range v.Sale.SKUs {
+		if k.SKU == req.SKU {
+			return k.AvailableHint > 0
+		}
+	}
+	return v.Sale.Available() > 0
 }
 
 // soldOutCode is how the origin's 409 sold_out names itself in its body.

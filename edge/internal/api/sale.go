@@ -30,45 +30,74 @@ func (s *Server) snapshot(ctx *fasthttp.RequestCtx, params []string) error {
 	if err != nil {
 		return err
 	}
-	var news <-chan struct{}
-	var lastNews time.Time
-	if watch {
-		// Before the view: news that comes between the two wakes the wait.
-		news, lastNews = s.Admission.News(params[0])
-	}
-	v, err := s.Admission.View(params[0])
+	v, err := s.currentView(params[0])
 	if err != nil {
 		return err
 	}
 	now := s.Clock()
-	if !v.LongCache && !v.Current(now) {
-		return admission.ErrNotReady
-	}
 	cache, next := snapshotShortCache, now.Unix()+1
-	if watch && !v.LongCache && at >= now.Unix()-1 && at <= now.Unix()+1 {
-		// (A second further off is a page whose clock is: answered at
-		// once like a plain read, and told the edge's second to ask for.)
-		next = at + 1
-		start, end := time.Unix(at, 0), time.Unix(at+1, 0)
-		switch {
-		case !lastNews.Before(start.Add(-time.Second)) || !now.Before(end):
-			// News came since the page's last answer may have been made
-			// (at the end of the second before), or the second is over.
-			cache = snapshotWatchCache
-		case s.holdSnapshot():
-			s.waitSnapshot(news, end.Sub(now))
-			if v, err = s.Admission.View(params[0]); err != nil {
-				return err
-			}
-			cache = snapshotWatchCache
-		}
-	}
-	if v.LongCache {
+	switch {
+	case v.LongCache:
 		cache = snapshotLongCache
+	case watch && at > now.Unix()+1:
+		// A page whose clock is ahead: answered at once and told the
+		// edge's second to ask for, but kept nowhere — kept, it would
+		// be served for that second when it comes, unheld.
+		cache = snapshotNoStore
+	case watch && at >= now.Unix()-1:
+		// (A second further back is a page whose clock is behind:
+		// answered at once like a plain read.)
+		if v, cache, err = s.watchSnapshot(params[0], at); err != nil {
+			return err
+		}
+		next = at + 1
 	}
 	ctx.Response.Header.Set(headerNextAt, strconv.FormatInt(next, 10))
 	writeSnapshot(ctx, v.Body, v.ETag, cache)
 	return nil
+}
+
+// currentView is the sale's view while it is current enough to answer
+// from (or can no longer change), else admission.ErrNotReady.
+func (s *Server) currentView(sale string) (*admission.View, error) {
+	v, err := s.Admission.View(sale)
+	if err != nil {
+		return nil, err
+	}
+	if !v.LongCache && !v.Current(s.Clock()) {
+		return nil, admission.ErrNotReady
+	}
+	return v, nil
+}
+
+// watchSnapshot holds a watch of second at (within one of the edge's)
+// until that second ends or the sale has news, and returns the view to
+// answer with and how it may be kept. News since the second before at
+// began is answered at once: the page's last answer, made as that second
+// ended, may not have had it.
+func (s *Server) watchSnapshot(sale string, at int64) (*admission.View, []byte, error) {
+	// The channel before the view again: news that comes between the two
+	// wakes the wait rather than being missed.
+	news, lastNews := s.Admission.News(sale)
+	v, err := s.currentView(sale)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := s.Clock()
+	start, end := time.Unix(at, 0), time.Unix(at+1, 0)
+	switch {
+	case !lastNews.Before(start.Add(-time.Second)) || !now.Before(end):
+		return v, snapshotWatchCache, nil
+	case !s.holdSnapshot():
+		// Every hold taken: the answer is not the second's, and kept,
+		// it would be served for the rest of the second unheld.
+		return v, snapshotNoStore, nil
+	}
+	s.waitSnapshot(news, end.Sub(now))
+	if v, err = s.currentView(sale); err != nil {
+		return nil, nil, err
+	}
+	return v, snapshotWatchCache, nil
 }
 
 // watchSecond reads a snapshot request's ?at=<unix second>: watch is false
@@ -126,14 +155,13 @@ func writeSnapshot(ctx *fasthttp.RequestCtx, body []byte, etag string, cache []b
 }
 
 // The snapshot's header values, made once. A watch's answer is the answer
-// for its second, kept for the second it names and no longer. One answered
-// at once (a page's clock off, or every hold taken) is kept as a plain
-// read is: not storing it would let a crowd asking for seconds of its own
-// pass a CDN to the edge.
+// for its second, kept for the second it names and no longer; one made
+// before its second or without its hold is kept nowhere.
 var (
 	snapshotLongCache  = []byte("public, max-age=30, stale-while-revalidate=60")
 	snapshotShortCache = []byte("public, max-age=1, stale-while-revalidate=2")
 	snapshotWatchCache = []byte("public, max-age=2")
+	snapshotNoStore    = []byte("no-store")
 	noSniff            = []byte("nosniff")
 )
 

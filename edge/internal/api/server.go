@@ -180,12 +180,12 @@ func New(deps Deps, opts Options) *Server {
 			Name: "flashgate_edge_upstream_seconds", Help: "Proxied requests by upstream and outcome, with their latency.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"upstream", "outcome"}),
+		snapshotsNotHeld: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_snapshot_watches_unheld_total",
+			Help: "Snapshot watches (?at=) answered at once because the node held as many as it may."}),
 		// The part of flashgate_edge_upstream_seconds spent before the
 		// request was sent: queueing for a connection of the upstream's
 		// pool (0 for most requests; up to the queue timeout when busy).
 		// The 10 µs bucket keeps those zeros from reading as 50 µs.
-		snapshotsNotHeld: prometheus.NewCounter(prometheus.CounterOpts{Name: "flashgate_edge_snapshot_watches_unheld_total",
-			Help: "Snapshot watches (?at=) answered at once because the node held as many as it may."}),
 		originWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "flashgate_edge_origin_wait_seconds", Help: "Proxied requests' wait for a free connection to their upstream, by upstream.",
 			Buckets: []float64{.00001, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
@@ -209,8 +209,11 @@ func New(deps Deps, opts Options) *Server {
 	s.metrics.originWaitBy = newChildCache(func(upstream string) prometheus.Observer {
 		return s.metrics.originWait.WithLabelValues(upstream)
 	})
+	heldNow := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flashgate_edge_snapshot_watches_held",
+		Help: "Snapshot watches (?at=) held now, waiting for their second to end or the sale's news."},
+		func() float64 { return float64(s.held.Load()) })
 	m := s.metrics
-	deps.Registry.MustRegister(m.requests, m.joins, m.polls, m.admitted, m.challenges, m.rejections, m.limitRefusals, m.upstream, m.originWait, m.snapshotsNotHeld)
+	deps.Registry.MustRegister(heldNow, m.requests, m.joins, m.polls, m.admitted, m.challenges, m.rejections, m.limitRefusals, m.upstream, m.originWait, m.snapshotsNotHeld)
 	s.promh = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{}))
 	return s
 }

@@ -176,7 +176,8 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 		Log:        log,
 		Registry:   reg,
 		AdminToken: cfg.AdminToken,
-	}, api.Options{TrustedProxies: trusted, PublicHost: cfg.PublicHost, WebhookAllow: webhookAllow, WebhookMaxBodyBytes: cfg.WebhookMaxBodyBytes})
+	}, api.Options{TrustedProxies: trusted, PublicHost: cfg.PublicHost, WebhookAllow: webhookAllow, WebhookMaxBodyBytes: cfg.WebhookMaxBodyBytes,
+		MaxHeldSnapshots: cfg.MaxHeldSnapshots})
 	return a, nil
 }
 

@@ -163,6 +163,9 @@ type Config struct {
 	// WebhookMaxBodyBytes bounds a webhook's body; a larger one is
 	// answered 413 body_too_large without reaching origin.
 	WebhookMaxBodyBytes int
+	// MaxHeldSnapshots bounds the snapshot watches (?at=) the node holds
+	// at once; beyond it a watch is answered at once, kept nowhere.
+	MaxHeldSnapshots int
 
 	// ReadTimeout bounds reading one request, head and body, from its
 	// first byte (on a new connection, from the connect): a request still
@@ -216,6 +219,7 @@ func DefaultConfig() Config {
 		LimitWebhookIP:             "1000-S",
 		LimitMaxKeys:               limitstore.DefaultMaxKeys,
 		WebhookMaxBodyBytes:        api.DefaultWebhookMaxBodyBytes,
+		MaxHeldSnapshots:           api.DefaultMaxHeldSnapshots,
 		ReadTimeout:                10 * time.Second,
 		MaxRequestHeadBytes:        16 << 10,
 		ShutdownTimeout:            15 * time.Second,
@@ -257,6 +261,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: the request head limit must be at least %d bytes", minRequestHeadBytes)
 	case c.LimitMaxKeys < 1:
 		return errors.New("config: the rate limits' key cap (FLASHGATE_LIMIT_MAX_KEYS) must be at least 1")
+	case c.MaxHeldSnapshots < 1:
+		return errors.New("config: the snapshot watches held at once (FLASHGATE_MAX_HELD_SNAPSHOTS) must be at least 1")
 	case c.WebhookMaxBodyBytes < 1 || c.WebhookMaxBodyBytes > maxRequestBodyBytes:
 		return fmt.Errorf("config: the webhook body bound (FLASHGATE_WEBHOOK_MAX_BODY_BYTES) must be 1 to %d bytes", maxRequestBodyBytes)
 	case c.OriginMaxConns < 1 || c.OriginPaymentsMaxConns < 1 || c.ShopMaxConns < 1:

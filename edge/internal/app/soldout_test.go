@@ -184,17 +184,93 @@ func TestSnapshotWatch(t *testing.T) {
 		t.Errorf("watch of second %d right after the sell-out = %s; want sold out at once", at, res.Body)
 	}
 
-	// A page whose clock is off is answered at once, as a plain read, and
-	// told the edge's second; a malformed second is refused.
+	// A page whose clock is ahead is answered at once, kept nowhere (kept,
+	// it would be served unheld when that second comes), and told the
+	// edge's second; one whose clock is behind, as a plain read.
 	asked := time.Now()
 	res = watch(asked.Unix() + 3600)
 	next, _ := strconv.ParseInt(res.Get("Flashgate-Next-At"), 10, 64)
-	if res.Status != fasthttp.StatusOK || res.Get("Cache-Control") != "public, max-age=1, stale-while-revalidate=2" ||
-		next < asked.Unix()+1 || next > time.Now().Unix()+1 {
-		t.Errorf("watch of a second an hour ahead = %d, Cache-Control %q, next %d; want 200, a plain read's, the edge's next second",
+	if res.Status != fasthttp.StatusOK || res.Get("Cache-Control") != "no-store" || next < asked.Unix()+1 || next > time.Now().Unix()+1 {
+		t.Errorf("watch of a second an hour ahead = %d, Cache-Control %q, next %d; want 200, no-store, the edge's next second",
 			res.Status, res.Get("Cache-Control"), next)
+	}
+	if res := watch(asked.Unix() - 3600); res.Get("Cache-Control") != "public, max-age=1, stale-while-revalidate=2" {
+		t.Errorf("watch of a second an hour behind: Cache-Control %q, want a plain read's", res.Get("Cache-Control"))
+	}
+	// A watch of a sale the node does not know is 404, like a plain read.
+	if res := n.Do(t, edgetest.Request{Method: "GET", Path: fmt.Sprintf("/v1/sales/no-such-sale?at=%d", time.Now().Unix())}); res.Status != fasthttp.StatusNotFound {
+		t.Errorf("watch of an unknown sale = %d %s, want 404", res.Status, res.Body)
 	}
 	if res := n.Do(t, edgetest.Request{Method: "GET", Path: "/v1/sales/" + sale + "?at=soon"}); res.Status != fasthttp.StatusBadRequest || res.ErrorCode() != "invalid_at" {
 		t.Errorf("watch with ?at=soon = %d %s, want 400 invalid_at", res.Status, res.Body)
+	}
+}
+
+// TestSnapshotWatchHoldCap: a node holds as many watches as it may at once;
+// one more is answered at once and kept nowhere, its hold being the other's.
+func TestSnapshotWatchHoldCap(t *testing.T) {
+	t.Parallel()
+	o, counting := realOrigin(t)
+	const sale = "watched-capped"
+	o.MustCreateSale(t, origintest.OpenSale(sale, 5, 600))
+	cfg := edgetest.Config(edgetest.NewRedis(t), counting.URL)
+	cfg.MaxHeldSnapshots = 1
+	n := edgetest.StartNode(t, cfg)
+	n.WaitSale(t, sale)
+	at := time.Now().Unix() + 1 // held for one to two seconds
+	path := fmt.Sprintf("/v1/sales/%s?at=%d", sale, at)
+	held := make(chan *edgetest.Response, 1)
+	go func() { held <- n.Do(t, edgetest.Request{Method: "GET", Path: path}) }()
+	eventually(t, 5*time.Second, "the first watch held", func() bool {
+		m := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/metrics"})
+		return bytes.Contains(m.Body, []byte("\nflashgate_edge_snapshot_watches_held 1\n"))
+	})
+	// The second finds no place: answered at once, kept nowhere.
+	res := n.Do(t, edgetest.Request{Method: "GET", Path: path})
+	if res.Status != fasthttp.StatusOK || res.Get("Cache-Control") != "no-store" || !time.Now().Before(time.Unix(at+1, 0)) {
+		t.Errorf("a second watch while one is held = %d, Cache-Control %q, at %v; want 200, no-store, at once", res.Status, res.Get("Cache-Control"), time.Now())
+	}
+	m := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/metrics"})
+	if !bytes.Contains(m.Body, []byte("\nflashgate_edge_snapshot_watches_unheld_total 1\n")) {
+		t.Errorf("metrics lack flashgate_edge_snapshot_watches_unheld_total 1")
+	}
+	if res := <-held; res.Get("Cache-Control") != "public, max-age=2" || time.Now().Before(time.Unix(at+1, 0)) {
+		t.Errorf("the held watch = %q at %v; want kept for its second, answered when it ended", res.Get("Cache-Control"), time.Now())
+	}
+}
+
+// TestSoldOutStampedeRefreshesOnce: a crowd of reserves answered sold out
+// by the origin for a SKU the node still shows in stock makes a few
+// snapshot fetches, not one each; once the node shows it sold out, none.
+func TestSoldOutStampedeRefreshesOnce(t *testing.T) {
+	t.Parallel()
+	o, counting := realOrigin(t)
+	const sale = "two-skus"
+	def := origintest.OpenSale(sale, 1, 600)
+	def.SKUs = append(def.SKUs, origintest.SKU{SKU: "sku-2", Name: "Case", PriceMinor: 99900, Currency: "INR", Stock: 50})
+	o.MustCreateSale(t, def)
+	cfg := edgetest.Config(edgetest.NewRedis(t), counting.URL)
+	cfg.SnapshotRefresh = 30 * time.Second
+	cfg.SnapshotStaleAfter = 2 * time.Minute
+	n := edgetest.StartNode(t, cfg)
+	n.WaitSale(t, sale)
+	reserve := func(account string) *edgetest.Response {
+		_, admissionToken := saleTokens(t, sale, account)
+		return n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: admissionToken,
+			User: edgetest.Owner(t, admissionToken), Body: reserveBody("sku-1", "k-"+account)})
+	}
+	if r := reserve("first"); r.Status != fasthttp.StatusCreated {
+		t.Fatalf("reserve of sku-1's one unit = %d %s, want 201", r.Status, r.Body)
+	}
+	before := counting.CountMatching("GET", "/v1/sales/"+sale)
+	began := time.Now()
+	for i := range 200 {
+		if r := reserve(fmt.Sprintf("late-%d", i)); r.Status != fasthttp.StatusConflict {
+			t.Fatalf("reserve of sku-1 after its last unit = %d %s, want 409", r.Status, r.Body)
+		}
+	}
+	fetches := counting.CountMatching("GET", "/v1/sales/"+sale) - before
+	if most := int(time.Since(began)/(100*time.Millisecond)) + 2; fetches < 1 || fetches > most {
+		t.Errorf("200 sold-out answers in %v made %d snapshot fetches, want 1 to %d (at most one a tick)", time.Since(began), fetches, most)
 	}
 }

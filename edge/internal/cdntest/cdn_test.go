@@ -614,7 +614,7 @@ func TestSnapshotWatchCollapses(t *testing.T) {
 	s := startStack(t, nil, edgetest.OpenSale(sale, 100))
 	const pages = 200
 	c := NewClient(t, s.CDN, pages)
-	at := time.Now().Unix() // within the CDN's ten seconds, but within milliseconds of their end
+	at := watchableSecond(0)
 	watch := fmt.Sprintf("/v1/sales/%s?at=%d", sale, at)
 
 	answers := make([]Answer, pages)
@@ -648,4 +648,46 @@ func TestSnapshotWatchCollapses(t *testing.T) {
 			t.Errorf("a second outside the CDN's ten reached the edge: %s %s", r.Method, r.URI)
 		}
 	}
+}
+
+// TestSnapshotWatchAheadNotKept: a watch of a second still to come is
+// answered at once and kept nowhere, so when that second comes the pages'
+// watches of it are held at the edge, not answered from a copy made early.
+func TestSnapshotWatchAheadNotKept(t *testing.T) {
+	const sale = "cdn-watch-ahead"
+	s := startStack(t, nil, edgetest.OpenSale(sale, 100))
+	c := NewClient(t, s.CDN, 4)
+	now := watchableSecond(2)
+	ahead := fmt.Sprintf("/v1/sales/%s?at=%d", sale, now+2)
+	if a := c.Get(t, ahead); a.Status != http.StatusOK || a.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("watch of a second two ahead = %d, Cache-Control %q; want 200 no-store", a.Status, a.Header.Get("Cache-Control"))
+	}
+	untilSecond(now + 2)
+	a := c.Get(t, ahead)
+	if done := time.Now(); a.Status != http.StatusOK || done.Before(time.Unix(now+3, 0)) || a.FromCache() {
+		t.Errorf("watch of second %d when it came = %d, X-Cache-Status %q, answered at %v; want held until it ended, not from the cache",
+			now+2, a.Status, a.CacheStatus(), done)
+	}
+	if n := s.Edge.Fetches("GET", ahead); n != 2 {
+		t.Errorf("edge requests of %s = %d, want 2 (the early one, kept nowhere, and the held one)", ahead, n)
+	}
+}
+
+// watchableSecond is the current second, or a later one the test waits
+// for, such that it and the spare seconds after it fall in one of nginx's
+// ten-second windows: the CDN passes a watch's second on only within its
+// own window (deploy/cdn), and nginx's clock is the wall clock, which a test
+// cannot set.
+func watchableSecond(spare int64) int64 {
+	now := time.Now().Unix()
+	if now%10+spare > 8 { // the request could reach nginx as the window turns
+		now += 10 - now%10
+		untilSecond(now)
+	}
+	return now
+}
+
+// untilSecond waits until the wall clock reaches unix second s.
+func untilSecond(s int64) {
+	time.Sleep(time.Until(time.Unix(s, 0)))
 }
