@@ -47,7 +47,7 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 		{"reservation", s.keys.Reservation("s1", res.ReservationID), sorted(resAccount, resSKU, resStatus, resExpiresMs,
 			resCreatedMs, resIdem, resJTI, resEpoch, resSeq, resOrder, resExtended)},
 		{"account", s.keys.Account("s1", "u1"), sorted(acctRes, acctState, acctHolds, acctTokenPrefix+"j1", acctIdemPrefix+"k1")},
-		{"inventory", s.keys.Inventory("s1", "a"), sorted(invTotal, invAvailable, invHeld, invSold)},
+		{"inventory", s.keys.Inventory("s1", "a"), sorted(invTotal, invAvailable, invHeld, invSold, invFirstZeroMs, invZeroMs)}, // its one unit taken
 		{"meta", s.keys.Meta("s1"), sorted(metaEpoch, metaSeq)},
 	} {
 		if got := fields(c.key); !slices.Equal(got, c.want) {
