@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +115,38 @@ func TestSchemaNameIsAValidIdentifier(t *testing.T) {
 			t.Errorf("schemaName(%q) = %q, not a valid schema name", test, got)
 		}
 	}
+}
+
+// Eventually returns once the condition holds, and fails the test (on a
+// test of its own) when it never does.
+func TestEventually(t *testing.T) {
+	calls := 0
+	Eventually(t, time.Second, "the third call", func() bool { calls++; return calls == 3 })
+	if calls != 3 {
+		t.Errorf("Eventually asked %d times, want 3", calls)
+	}
+	ft := &fatalRecorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Eventually(ft, 30*time.Millisecond, "never", func() bool { return false })
+	}()
+	<-done
+	if !strings.Contains(ft.msg, "never: still not so after 30ms") {
+		t.Errorf("Eventually on a condition that never holds failed with %q", ft.msg)
+	}
+}
+
+// fatalRecorder keeps a Fatalf's message and ends its goroutine, as
+// testing.T's does, without failing the test it wraps.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalRecorder) Helper() {}
+
+func (f *fatalRecorder) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -37,18 +38,6 @@ func readyz(t *testing.T, n *edgetest.Node, admin bool) (*edgetest.Response, rea
 		t.Errorf("GET /readyz (admin %v) = %d %q: not JSON: %v", admin, r.Status, r.Body, err)
 	}
 	return r, b
-}
-
-// eventually polls cond until it holds, and fails t after within.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not so after %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // wantPleaseWait fails t unless res is 503 please_wait with a Retry-After.
@@ -105,7 +94,7 @@ func wantNotReady(t *testing.T, n *edgetest.Node, sale, why string) {
 // endpoints answer as usual.
 func wantServing(t *testing.T, n *edgetest.Node, sale, why string) {
 	t.Helper()
-	eventually(t, 10*time.Second, "GET /readyz "+why, func() bool {
+	testenv.Eventually(t, 10*time.Second, "GET /readyz "+why, func() bool {
 		res, _ := readyz(t, n, false)
 		return res.Status == fasthttp.StatusOK
 	})
@@ -136,7 +125,7 @@ func TestRedisDownAtEdgeBoot(t *testing.T) {
 	r := edgetest.NewRedisAt(t, srv.URL)
 	srv.Stop()
 	n := edgetest.StartNode(t, edgetest.Config(r, counting.URL))
-	eventually(t, 5*time.Second, "the node lists the sale", func() bool {
+	testenv.Eventually(t, 5*time.Second, "the node lists the sale", func() bool {
 		_, ok := n.App.Snapshots.Get(sale)
 		return ok
 	})
@@ -160,7 +149,7 @@ func TestOriginDownAtEdgeBoot(t *testing.T) {
 	o := origintest.StartOrigin(t, origintest.NewEnv(t))
 	const sale = "boot-origin"
 	o.MustCreateSale(t, origintest.OpenSale(sale, 5, 600))
-	eventually(t, 5*time.Second, "the node ticks", func() bool {
+	testenv.Eventually(t, 5*time.Second, "the node ticks", func() bool {
 		_, body := readyz(t, n, false)
 		return body.TickAgeMS != nil
 	})
@@ -202,7 +191,7 @@ func TestSlowSaleSnapshot(t *testing.T) {
 	waitSnapshot(t, n, fast, 3*time.Second, func(s publicSnapshot) bool { return s.SoldOut })
 	t.Logf("the edge saw %s sell out %v after %s slowed down", fast, time.Since(slowed), slow)
 
-	eventually(t, 5*time.Second, "the slow sale's snapshot goes stale", func() bool {
+	testenv.Eventually(t, 5*time.Second, "the slow sale's snapshot goes stale", func() bool {
 		res := n.Do(t, edgetest.Request{Method: "GET", Path: "/v1/sales/" + slow})
 		return res.Status != fasthttp.StatusOK
 	})
@@ -261,7 +250,7 @@ func TestEndedSalesNotRefreshed(t *testing.T) {
 		return c
 	}
 	from := lists()
-	eventually(t, 5*time.Second, "ten more refresh rounds", func() bool { return lists() >= from+10 })
+	testenv.Eventually(t, 5*time.Second, "ten more refresh rounds", func() bool { return lists() >= from+10 })
 
 	if got := counting.CountMatching("GET", "/v1/sales/old-"); got != 0 {
 		t.Errorf("snapshot fetches of sales ended 2 h ago = %d, want 0 (not listed)", got)
@@ -304,7 +293,7 @@ func TestReserveRightAfterSaleCreated(t *testing.T) {
 	if res := n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/never-made/reserve", Body: reserveBody("sku-1", "k")}); res.Status != fasthttp.StatusNotFound || res.ErrorCode() != "unknown_sale" {
 		t.Errorf("reserve without a token of a sale the fresh list lacks = %d %s, want 404 unknown_sale", res.Status, res.Body)
 	}
-	eventually(t, 5*time.Second, "a reserve through the edge", func() bool {
+	testenv.Eventually(t, 5*time.Second, "a reserve through the edge", func() bool {
 		res := reserve()
 		switch res.Status {
 		case fasthttp.StatusCreated:

@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -117,7 +118,7 @@ func TestOriginSoldOutRefreshesAtOnce(t *testing.T) {
 	if res := reserve("second"); res.Status != fasthttp.StatusConflict || res.ErrorCode() != "sold_out" {
 		t.Fatalf("reserve after the last unit = %d %s, want the origin's 409 sold_out", res.Status, res.Body)
 	}
-	eventually(t, 5*time.Second, "the snapshot saying sold out", func() bool {
+	testenv.Eventually(t, 5*time.Second, "the snapshot saying sold out", func() bool {
 		res := n.Do(t, edgetest.Request{Method: "GET", Path: "/v1/sales/" + sale})
 		return res.Status == fasthttp.StatusOK && bytes.Contains(res.Body, []byte(`"sold_out":true`))
 	})
@@ -221,7 +222,7 @@ func TestSnapshotWatchHoldCap(t *testing.T) {
 	path := fmt.Sprintf("/v1/sales/%s?at=%d", sale, at)
 	held := make(chan *edgetest.Response, 1)
 	go func() { held <- n.Do(t, edgetest.Request{Method: "GET", Path: path}) }()
-	eventually(t, 5*time.Second, "the first watch held", func() bool {
+	testenv.Eventually(t, 5*time.Second, "the first watch held", func() bool {
 		m := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/metrics"})
 		return bytes.Contains(m.Body, []byte("\nflashgate_edge_snapshot_watches_held 1\n"))
 	})

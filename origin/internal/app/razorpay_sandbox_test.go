@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/payment"
 	"github.com/flashgate/flashgate/origin/internal/payment/razorpay"
 	"github.com/flashgate/flashgate/origin/origintest"
@@ -65,32 +66,19 @@ func onLinkPage(t *testing.T, p *origintest.Payments, payURL, action, payer stri
 	}
 }
 
-// eventually polls cond every 20 ms until it holds, failing t with what
-// after within.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // roundsPass waits until the reconciler has listed payments n more times:
 // n-1 whole rounds have run since the call.
 func roundsPass(t *testing.T, p *origintest.Payments, n int64) {
 	t.Helper()
 	from := p.Listings()
-	eventually(t, 10*time.Second, "reconciler rounds", func() bool { return p.Listings() >= from+n })
+	testenv.Eventually(t, 10*time.Second, "reconciler rounds", func() bool { return p.Listings() >= from+n })
 }
 
 // quiet waits until every event the gateway recorded is delivered (or
 // suppressed) with its duplicate, if DuplicateRate sends one, sent.
 func quiet(t *testing.T, p *origintest.Payments, duplicates bool) {
 	t.Helper()
-	eventually(t, 10*time.Second, "every webhook delivered", func() bool {
+	testenv.Eventually(t, 10*time.Second, "every webhook delivered", func() bool {
 		for _, e := range p.Gateway.Events() {
 			if e.Suppressed {
 				continue
@@ -116,7 +104,7 @@ func hasDuplicate(e gateway.Event) bool {
 func waitRefund(t *testing.T, o *origintest.Origin, userToken, id, want string) origintest.Order {
 	t.Helper()
 	var got origintest.Order
-	eventually(t, 10*time.Second, "refund "+want, func() bool {
+	testenv.Eventually(t, 10*time.Second, "refund "+want, func() bool {
 		_, got = o.Order(t, userToken, id)
 		return got.Refund != nil && got.Refund.Status == want
 	})
@@ -303,7 +291,7 @@ func newHookCatcher(t *testing.T) *hookCatcher {
 func (h *hookCatcher) of(t *testing.T, typ string, n int) []caught {
 	t.Helper()
 	var out []caught
-	eventually(t, 5*time.Second, typ+" webhook", func() bool {
+	testenv.Eventually(t, 5*time.Second, typ+" webhook", func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		out = nil
