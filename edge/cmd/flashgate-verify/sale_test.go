@@ -15,6 +15,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -66,12 +67,10 @@ func TestVerifyARealSale(t *testing.T) {
 	}
 	time.Sleep(time.Until(startsAt))
 	var drawn Draw
-	for deadline := time.Now().Add(2 * time.Second); drawn.Seed == ""; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the draw was not revealed 2 s after the start")
-		}
+	testenv.Eventually(t, 2*time.Second, "the draw revealed after the start", func() bool {
 		drawn = snapshotDraw(t, a, sale)
-	}
+		return drawn.Seed != ""
+	})
 	if drawn.PreQueue != early {
 		t.Fatalf("the snapshot's draw.pre_queue = %d, want %d", drawn.PreQueue, early)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/edge/internal/queue/queuetest"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 func tick(t *testing.T, c *admission.Cursor, tk queue.Tick) queue.State {
@@ -548,17 +549,12 @@ func TestCursorStopsAtServingCeiling(t *testing.T) {
 	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
 	wait := func(what string, ok func(queue.State) bool) queue.State {
 		t.Helper()
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			st := tick(t, c, tk)
-			if ok(st) {
-				return st
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: State = %+v after 3 s", what, st)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		var st queue.State
+		testenv.Eventually(t, 3*time.Second, "State as expected "+what, func() bool {
+			st = tick(t, c, tk)
+			return ok(st)
+		})
+		return st
 	}
 	time.Sleep(100 * time.Millisecond)
 	if st := tick(t, c, tk); st.NowServing != 0 || st.Drawn {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/internal/httpapi"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // fakePlaces is a places hash read in batches of three, each account as
@@ -536,9 +537,7 @@ func TestAdmissionLogStreamedToOneReaderAtATime(t *testing.T) {
 		status, body, err := getLog(ln, 1<<20, 0)
 		first <- answer{status, body, err}
 	}()
-	for builds.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, "the first reader's build begun", func() bool { return builds.Load() > 0 })
 	time.Sleep(20 * time.Millisecond)
 	status, body, err := getLog(ln, 1<<20, 0)
 	if err != nil || status != fasthttp.StatusServiceUnavailable || !bytes.Contains(body, []byte(`"please_wait"`)) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // propagation is how long a settings change may take to show in every
@@ -118,7 +119,7 @@ func TestAdmissionRateAcrossNodes(t *testing.T) {
 		// What the handlers answer from is each node's view, rebuilt by
 		// the tick right after it reads the cursor: wait for both.
 		for i, n := range nodes {
-			for {
+			testenv.Eventually(t, limit-time.Since(changed), fmt.Sprintf("node %d's State and admission view showing PUT admission %s", i, body), func() bool {
 				st, _ := n.App.Admission.State(sale)
 				res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/sales/" + sale + "/admission"})
 				var view struct {
@@ -126,15 +127,8 @@ func TestAdmissionRateAcrossNodes(t *testing.T) {
 					Paused        bool    `json:"paused"`
 				}
 				_ = json.Unmarshal(res.Body, &view)
-				if ok(st) && ok(queue.State{RatePerSecond: view.RatePerSecond, Paused: view.Paused}) {
-					break
-				}
-				if time.Since(changed) > limit {
-					t.Fatalf("node %d's State %+v and admission view %s %v after PUT admission %s, want the change within %v",
-						i, st, res.Body, time.Since(changed), body, limit)
-				}
-				time.Sleep(time.Millisecond)
-			}
+				return ok(st) && ok(queue.State{RatePerSecond: view.RatePerSecond, Paused: view.Paused})
+			})
 		}
 		t.Logf("PUT admission %s showed on every node after %v", body, time.Since(changed))
 	}

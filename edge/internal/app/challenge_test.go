@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"math/bits"
 	"testing"
 	"time"
@@ -121,20 +122,13 @@ func TestJoinNeedsProofOfWorkWhenOpsAskForIt(t *testing.T) {
 // waitChallenge waits until the node's admin view shows challenge_bits.
 func waitChallenge(t *testing.T, n *edgetest.Node, sale string, bits int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("admission of %s with challenge_bits %d", sale, bits), func() bool {
 		res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/sales/" + sale + "/admission"})
 		var a struct {
 			ChallengeBits int `json:"challenge_bits"`
 		}
-		if res.Status == fasthttp.StatusOK && json.Unmarshal(res.Body, &a) == nil && a.ChallengeBits == bits {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("admission of %s after 10 s = %d %s, want challenge_bits %d", sale, res.Status, res.Body, bits)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return res.Status == fasthttp.StatusOK && json.Unmarshal(res.Body, &a) == nil && a.ChallengeBits == bits
+	})
 }
 
 // publishedChallenge is the challenge a sale's snapshot publishes; zero
@@ -161,17 +155,12 @@ func publishedChallenge(t *testing.T, n *edgetest.Node, sale string) (ch challen
 // bits (none for 0), and returns it.
 func waitPublished(t *testing.T, n *edgetest.Node, sale string, bits int) challengeAnswer {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ch := publishedChallenge(t, n, sale)
-		if ch.DifficultyBits == bits && (ch.Challenge != "") == (bits > 0) {
-			return ch
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("snapshot of %s after 10 s publishes %+v, want %d bits", sale, ch, bits)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var ch challengeAnswer
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("snapshot of %s publishing %d bits", sale, bits), func() bool {
+		ch = publishedChallenge(t, n, sale)
+		return ch.DifficultyBits == bits && (ch.Challenge != "") == (bits > 0)
+	})
+	return ch
 }
 
 // solvesFor reports whether solution solves the published challenge ch for

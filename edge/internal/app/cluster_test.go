@@ -69,13 +69,10 @@ func TestSaleOnRedisCluster(t *testing.T) {
 			t.Fatalf("join %s = %d %s, want 202", sale, res.Status, res.Body)
 		}
 		var admitted edgetest.QueueAnswer
-		for deadline := time.Now().Add(10 * time.Second); admitted.State != "admitted"; {
-			if time.Now().After(deadline) {
-				t.Fatalf("status in %s = %+v after 10 s, want admitted", sale, admitted)
-			}
-			time.Sleep(20 * time.Millisecond)
+		testenv.Eventually(t, 10*time.Second, "status in "+sale+" admitted", func() bool {
 			_, admitted = n.Status(t, sale, joined.QueueToken)
-		}
+			return admitted.State == "admitted"
+		})
 		res = n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: admitted.AdmissionToken,
 			User: edgetest.Owner(t, admitted.AdmissionToken), Body: reserveBody("sku-1", "idem-"+account)})
 		if res.Status != fasthttp.StatusCreated {
@@ -105,16 +102,9 @@ func TestSaleOnRedisCluster(t *testing.T) {
 
 	// The order writer read both sales' streams off their nodes.
 	for _, sale := range sales {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testenv.Eventually(t, 10*time.Second, "ledger of "+sale+" with one hold in Redis and Postgres, no drift", func() bool {
 			l := o.Ledger(t, sale)["sku-1"]
-			if l.DB.Held == 1 && l.Redis.Held == 1 && l.Drift == (origintest.Counts{}) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("ledger of %s = %+v after 10 s, want one hold in Redis and Postgres, no drift", sale, l)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return l.DB.Held == 1 && l.Redis.Held == 1 && l.Drift == (origintest.Counts{})
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/challenge"
 	"github.com/flashgate/flashgate/edge/internal/defence"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
 
@@ -260,11 +261,5 @@ func TestChallengeRampsWithJoinRate(t *testing.T) {
 		t.Fatalf("challenge in a burst = %d bits, want 4 + 3", got)
 	}
 	waitPublished(t, n, sale, 7) // the snapshot's challenge, which pages solve first, ramps too
-	deadline := time.Now().Add(15 * time.Second)
-	for bits("after") != 4 {
-		if time.Now().After(deadline) {
-			t.Fatal("the challenge did not ease in 15 s after the burst")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, 15*time.Second, "the challenge easing after the burst", func() bool { return bits("after") == 4 })
 }

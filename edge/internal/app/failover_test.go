@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/internal/redisconn/redistest"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // TestEdgeFollowsARedisFailover: an edge node connected through Sentinels
@@ -50,21 +51,18 @@ func TestEdgeFollowsARedisFailover(t *testing.T) {
 
 	refused := 0
 	var after edgetest.QueueAnswer
-	for {
+	testenv.Eventually(t, 15*time.Second, "a join after the primary was killed answering 202", func() bool {
 		res, ans := n.Join(t, sale, "after")
 		if res.Status == fasthttp.StatusAccepted {
 			after = ans
-			break
+			return true
 		}
 		if res.Status != fasthttp.StatusServiceUnavailable || res.ErrorCode() != "please_wait" {
 			t.Fatalf("join during the failover = %d %s, want 202 or 503 please_wait", res.Status, res.Body)
 		}
 		refused++
-		if time.Since(killed) > 15*time.Second {
-			t.Fatalf("join 15 s after the primary was killed = %d %s, want 202", res.Status, res.Body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
 	t.Logf("joins accepted again %v after the kill, %d answered please_wait meanwhile", time.Since(killed).Round(time.Millisecond), refused)
 	if refused == 0 {
 		t.Errorf("no join answered please_wait: the kill went unnoticed")
@@ -74,24 +72,20 @@ func TestEdgeFollowsARedisFailover(t *testing.T) {
 	}
 	// Sentinels learn of the promotion one after another: ask until the one
 	// asked has heard (bounded).
-	now := f.Primary(t)
-	for deadline := time.Now().Add(5 * time.Second); now == old && time.Now().Before(deadline); now = f.Primary(t) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	var now *redistest.Server
+	testenv.Eventually(t, 5*time.Second, "a sentinel naming a new primary", func() bool {
+		now = f.Primary(t)
+		return now != old
+	})
 	if now == old || now != f.Data[1] {
 		t.Errorf("primary after the failover = %s, want data-1 (the killed one was %s)", now.Name, old.Name)
 	}
 	// Polls answer from the node's cached cursor, which is fresh again once a
 	// tick has run against the new primary: wait for that (bounded).
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testenv.Eventually(t, 10*time.Second, "status after joins came back answering 200", func() bool {
 		res, _ := n.Status(t, sale, tokens[0])
-		if res.Status == fasthttp.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status 10 s after joins came back = %d %s, want 200", res.Status, res.Body)
-		}
-	}
+		return res.Status == fasthttp.StatusOK
+	})
 	for i, tok := range tokens {
 		res, ans := n.Status(t, sale, tok)
 		if res.Status != fasthttp.StatusOK || ans.Position != int64(i+1) || (ans.State != "waiting" && ans.State != "admitted") {

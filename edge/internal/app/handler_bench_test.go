@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/line"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // BenchmarkStatusHandler runs the public handler on status polls in-process
@@ -73,17 +74,13 @@ func BenchmarkStatusHandler(b *testing.B) {
 	}
 	// The cursor moves as fast as the line keeper raises its serving
 	// ceiling: tick until it has passed every shopper.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testenv.Eventually(b, 10*time.Second, fmt.Sprintf("the cursor passing %d shoppers", shoppers), func() bool {
 		if err := n.App.Admission.Tick(ctx); err != nil {
 			b.Fatal(err)
 		}
-		if st, _ := n.App.Admission.State(sale); st.NowServing >= shoppers {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the cursor did not pass %d shoppers in 10 s", shoppers)
-		}
-	}
+		st, _ := n.App.Admission.State(sale)
+		return st.NowServing >= shoppers
+	})
 	b.Run("admitted", func(b *testing.B) { run(b, "admitted") })
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/app"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
@@ -80,16 +81,35 @@ func getSnapshot(t *testing.T, n *edgetest.Node, sale string) (*edgetest.Respons
 // waitSnapshot polls the node's snapshot of sale until ok accepts it.
 func waitSnapshot(t *testing.T, n *edgetest.Node, sale string, within time.Duration, ok func(publicSnapshot) bool) publicSnapshot {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var got publicSnapshot
+	testenv.Eventually(t, within, "snapshot of "+sale+" as expected", func() bool {
 		res, s := getSnapshot(t, n, sale)
-		if res.Status == fasthttp.StatusOK && ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("snapshot of %s after %v = %d %s; still not as expected", sale, within, res.Status, res.Body)
-		}
-		time.Sleep(10 * time.Millisecond)
+		got = s
+		return res.Status == fasthttp.StatusOK && ok(s)
+	})
+	return got
+}
+
+// waitTicked waits until each node has finished a tick that read sale's
+// line after the call began: whatever the line held then (a pause, a loss,
+// a refused change) is in the node's reading.
+func waitTicked(t *testing.T, sale string, nodes ...*edgetest.Node) {
+	t.Helper()
+	since := time.Now()
+	for _, n := range nodes {
+		// The first reading after since may come from a tick under way at
+		// since; the one after it, from a tick begun later.
+		var first time.Time
+		testenv.Eventually(t, 5*time.Second, "a tick reading the line of "+sale, func() bool {
+			st, _ := n.App.Admission.State(sale)
+			if first.IsZero() {
+				if st.ReadAt.After(since) {
+					first = st.ReadAt
+				}
+				return false
+			}
+			return st.ReadAt.After(first)
+		})
 	}
 }
 
@@ -114,24 +134,18 @@ func queueClaims(t *testing.T, token, sale string) tokens.QueueClaims {
 // get within a few ticks.
 func settle(t *testing.T, ctx context.Context, n *edgetest.Node, sale string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testenv.Eventually(t, 5*time.Second, "the line of "+sale+" settling", func() bool {
+		if !n.App.Line.Idle() {
+			return false // what the last tick started is still under way
+		}
 		if err := n.App.Admission.Tick(ctx); err != nil {
 			t.Fatalf("Tick = %v", err)
 		}
 		st, ok := n.App.Admission.State(sale)
 		_, seeded := n.App.Line.Seed(sale)
 		snap, _ := n.App.Snapshots.Get(sale)
-		if ok && !st.Lost && seeded && (st.Drawn || st.RedisNow.Before(snap.StartsAt)) && n.App.Line.Idle() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the line of %s did not settle in 5 s: state %+v (read: %v), seed known: %v", sale, st, ok, seeded)
-		}
-		for !n.App.Line.Idle() {
-			time.Sleep(time.Millisecond)
-		}
-	}
+		return ok && !st.Lost && seeded && (st.Drawn || st.RedisNow.Before(snap.StartsAt)) && n.App.Line.Idle()
+	})
 }
 
 // joinWaiting joins account through the node's Joiner, as the join

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // TestAdmissionHoldsWhileTheCheckoutIsBehind: while every request to the
@@ -56,7 +57,8 @@ func TestAdmissionHoldsWhileTheCheckoutIsBehind(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(500 * time.Millisecond) // the first slow answers come back
+	calm := heldTicks(t, n)
+	testenv.Eventually(t, 5*time.Second, "a tick held for the slow origin", func() bool { return heldTicks(t, n) > calm })
 	heldBefore := heldTicks(t, n)
 	start := readCursor(t, r, sale)
 	time.Sleep(time.Second)
@@ -75,7 +77,12 @@ func TestAdmissionHoldsWhileTheCheckoutIsBehind(t *testing.T) {
 	origin.SetDelay(0)
 	stop.Store(true)
 	readers.Wait()
-	time.Sleep(200 * time.Millisecond) // the last slow answers are judged and forgotten
+	// The last slow answers are judged and forgotten: the cursor, which a
+	// held tick leaves where it is, moves again.
+	held := readCursor(t, r, sale).serving
+	testenv.Eventually(t, 5*time.Second, "the cursor moving again once the origin caught up", func() bool {
+		return readCursor(t, r, sale).serving > held
+	})
 	start = readCursor(t, r, sale)
 	time.Sleep(time.Second)
 	end = readCursor(t, r, sale)
@@ -153,15 +160,11 @@ func TestReserveAnswersPaceTheSlowStart(t *testing.T) {
 	}
 
 	keys := queue.NewKeys(r.Prefix)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testenv.Eventually(t, 5*time.Second, "the cursor's answered count reaching 4 (3 holds and a sold out)", func() bool {
 		answered, _ := r.Client.HGet(context.Background(), keys.Cursor(sale), queue.CursorAnswered).Int64()
-		if answered == 4 {
-			break
-		}
-		if answered > 4 || time.Now().After(deadline) {
+		if answered > 4 {
 			t.Fatalf("the cursor's answered count = %d, want 4 (3 holds and a sold out; no please_wait, no refusal at the edge)", answered)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return answered == 4
+	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -47,17 +48,13 @@ func putAdmission(t *testing.T, n *edgetest.Node, sale, body string) *edgetest.R
 // waitAdmission polls a node's admin answer until ok accepts it.
 func waitAdmission(t *testing.T, n *edgetest.Node, sale string, within time.Duration, ok func(admission) bool) admission {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var got admission
+	testenv.Eventually(t, within, "admission of "+sale+" as expected", func() bool {
 		res, a := getAdmission(t, n, sale)
-		if res.Status == fasthttp.StatusOK && ok(a) {
-			return a
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("admission of %s after %v = %d %s; still not as expected", sale, within, res.Status, res.Body)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		got = a
+		return res.Status == fasthttp.StatusOK && ok(a)
+	})
+	return got
 }
 
 // flushAll empties the test's own Redis server, as a restart without
@@ -139,7 +136,7 @@ func TestLineSurvivesRedisLoss(t *testing.T) {
 	for _, n := range nodes {
 		waitAdmission(t, n, sale, 2*time.Second, func(x admission) bool { return x.Paused && x.RatePerSecond == 10 })
 	}
-	time.Sleep(3 * cfg.Tick) // the last tick before the pause has landed everywhere
+	waitTicked(t, sale, a, b) // the last tick before the pause has landed everywhere
 	_, held := getAdmission(t, a, sale)
 
 	// What every shopper hears before the loss.
@@ -262,7 +259,7 @@ func TestLineLostWhileOriginDown(t *testing.T) {
 
 	origin.SetLinesDown(true)
 	pleaseWait("PUT paused with the origin down", putAdmission(t, n, sale, `{"paused": true, "rate_per_s": 7}`))
-	time.Sleep(3 * cfg.Tick)
+	waitTicked(t, sale, n)
 	if _, got := getAdmission(t, n, sale); got.Paused || got.RatePerSecond != 0.001 {
 		t.Errorf("admission after a refused PUT = %+v, want unchanged (running at 0.001)", got)
 	}
@@ -301,7 +298,7 @@ func TestLineLostWhileOriginDown(t *testing.T) {
 	}
 
 	flushAll(t, srv)
-	time.Sleep(3 * cfg.Tick)
+	waitTicked(t, sale, n)
 	for range 2 {
 		res, _ := n.Join(t, sale, "during")
 		pleaseWait("join after the loss, origin down", res)
@@ -314,20 +311,16 @@ func TestLineLostWhileOriginDown(t *testing.T) {
 	}
 
 	origin.SetLinesDown(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "a join after the origin came back answering 202", func() bool {
 		res, ans := n.Join(t, sale, "after")
-		if res.Status == fasthttp.StatusAccepted {
-			if ans.Position <= l.PostCeiling {
-				t.Errorf("first join after the restore = position %d, want after every place before (the ceiling %d)", ans.Position, l.PostCeiling)
-			}
-			break
+		if res.Status != fasthttp.StatusAccepted {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("join 10 s after the origin came back = %d %s, want 202", res.Status, res.Body)
+		if ans.Position <= l.PostCeiling {
+			t.Errorf("first join after the restore = position %d, want after every place before (the ceiling %d)", ans.Position, l.PostCeiling)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return true
+	})
 	if res, st := n.Status(t, sale, first.QueueToken); res.Status != fasthttp.StatusOK || st.Position != first.Position {
 		t.Errorf("status of the first shopper after the restore = %d %s, want 200 at position %d", res.Status, res.Body, first.Position)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -71,17 +72,13 @@ func TestOpsRoutes(t *testing.T) {
 	}
 	// The roster says ready from the node's first beat after it became
 	// ready (a beat a second).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "the overview listing this node ready", func() bool {
 		res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/overview"})
 		if err := json.Unmarshal(res.Body, &ov); res.Status != 200 || err != nil {
 			t.Fatalf("GET overview = %d %s (%v)", res.Status, res.Body, err)
 		}
-		if len(ov.Nodes) == 1 && ov.Nodes[0].Ready || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(ov.Nodes) == 1 && ov.Nodes[0].Ready
+	})
 	if len(ov.Sales) != 1 || ov.Sales[0].SaleID != sale || ov.Sales[0].Available != 25 || !ov.Sales[0].Current ||
 		!ov.Sales[0].Fresh || ov.Sales[0].Admission == nil || ov.Sales[0].Admission.Paused {
 		t.Errorf("overview sales = %+v, want %s with 25 available, running", ov.Sales, sale)
@@ -149,17 +146,10 @@ func TestOpsRoutes(t *testing.T) {
 	// The origin gone: the reads the origin answers are please_wait, the
 	// overview still answers (from what this node knows), saying so soon.
 	o.Stop()
-	deadline = time.Now().Add(20 * time.Second)
-	for {
+	testenv.Eventually(t, 20*time.Second, "GET books with the origin gone answering 503 please_wait", func() bool {
 		res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/sales/" + sale + "/books"})
-		if res.Status == fasthttp.StatusServiceUnavailable && res.ErrorCode() == "please_wait" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET books with the origin gone = %d %s, want 503 please_wait", res.Status, res.Body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return res.Status == fasthttp.StatusServiceUnavailable && res.ErrorCode() == "please_wait"
+	})
 	res = n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/overview"})
 	if err := json.Unmarshal(res.Body, &ov); res.Status != 200 || err != nil || len(ov.Sales) != 1 {
 		t.Errorf("GET overview with the origin gone = %d %s (%v), want 200 with the sale", res.Status, res.Body, err)
@@ -245,19 +235,17 @@ func getOverview(t *testing.T, n *edgetest.Node) reserveOverview {
 // waitOverviewSale polls the overview until ok accepts the sale in it.
 func waitOverviewSale(t *testing.T, n *edgetest.Node, sale, what string, within time.Duration, ok func(overviewSale) bool) reserveOverview {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ov := getOverview(t, n)
+	var ov reserveOverview
+	testenv.Eventually(t, within, "overview with "+what, func() bool {
+		ov = getOverview(t, n)
 		for _, s := range ov.Sales {
 			if s.SaleID == sale && ok(s) {
-				return ov
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("overview after %v = %+v, want %s", within, ov.Sales, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
+	return ov
 }
 
 // The overview counts the reserves this edge answered, by status, and the

@@ -82,18 +82,11 @@ func TestPauseAndRateHoldWhenRedisLosesTheLine(t *testing.T) {
 		for _, tok := range tokens {
 			in := false
 			for _, n := range nodes {
-				deadline := time.Now().Add(10 * time.Second)
-				for {
+				testenv.Eventually(t, 10*time.Second, "status on "+sale+" after a loss answering 200", func() bool {
 					res, st := n.Status(t, sale, tok)
-					if res.Status == fasthttp.StatusOK {
-						in = in || st.State == "admitted"
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("status on %s 10 s after a loss = %d %s, want 200", sale, res.Status, res.Body)
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
+					in = in || res.Status == fasthttp.StatusOK && st.State == "admitted"
+					return res.Status == fasthttp.StatusOK
+				})
 			}
 			if in {
 				count++
@@ -172,18 +165,11 @@ func TestSupersededQueueTokenAfterLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	var again edgetest.QueueAnswer
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "join after the loss answering 202", func() bool {
 		res, ans := n.Join(t, sale, "twice") // without its queue token
-		if res.Status == fasthttp.StatusAccepted {
-			again = ans
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("join after the loss = %d %s, want 202", res.Status, res.Body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		again = ans
+		return res.Status == fasthttp.StatusAccepted
+	})
 	if again.Position <= joined["twice"].Position {
 		t.Fatalf("join again without the token after the loss = position %d, want a new place after %d", again.Position, joined["twice"].Position)
 	}

@@ -36,14 +36,10 @@ func TestSoldOutAnsweredAtEdge(t *testing.T) {
 			t.Fatalf("join %s = %d %s, want 202", account, res.Status, res.Body)
 		}
 		var admitted edgetest.QueueAnswer
-		deadline := time.Now().Add(5 * time.Second)
-		for admitted.State != "admitted" {
-			if time.Now().After(deadline) {
-				t.Fatalf("status of %s = %+v after 5 s, want admitted", account, admitted)
-			}
-			time.Sleep(20 * time.Millisecond)
+		testenv.Eventually(t, 5*time.Second, "status of "+account+" admitted", func() bool {
 			_, admitted = n.Status(t, sale, joined.QueueToken)
-		}
+			return admitted.State == "admitted"
+		})
 		res = n.Do(t, edgetest.Request{Method: "POST", Path: reservePath, Token: admitted.AdmissionToken, User: edgetest.Owner(t, admitted.AdmissionToken),
 			Body: reserveBody("sku-1", "idem-"+account)})
 		if res.Status != fasthttp.StatusCreated {

@@ -15,6 +15,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/app"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // stack is a stand-in origin (behind a counting proxy that can slow its
@@ -338,11 +339,7 @@ func TestPersonalRoutesReachTheEdge(t *testing.T) {
 	// each poll reaches the edge and answers that shopper's place.
 	admission := map[string]string{}
 	polls := 0
-	deadline := time.Now().Add(10 * time.Second)
-	for round := 0; len(admission) < shoppers && round < 200; round++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d shoppers admitted after 10 s", len(admission), shoppers)
-		}
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("all %d shoppers admitted", shoppers), func() bool {
 		for _, sh := range all {
 			if admission[sh.account] != "" {
 				continue
@@ -364,8 +361,8 @@ func TestPersonalRoutesReachTheEdge(t *testing.T) {
 				admission[sh.account] = q.AdmissionToken
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(admission) == shoppers
+	})
 	if n := s.Edge.Fetches(http.MethodGet, base+"/queue/status"); n != polls {
 		t.Errorf("status polls that reached the edge = %d, want all %d", n, polls)
 	}
@@ -457,13 +454,13 @@ func TestSoldOutSnapshotCachedLonger(t *testing.T) {
 	}
 
 	s.Origin.SetSale(soldOutSale(selling))
-	waitFor(t, 5*time.Second, "the edge serves "+selling+" sold out", func() bool {
+	testenv.Eventually(t, 5*time.Second, "the edge serves "+selling+" sold out", func() bool {
 		r := s.Edge.Node.Do(t, edgetest.Request{Method: http.MethodGet, Path: sellingPath})
 		return strings.Contains(string(r.Body), `"sold_out":true`)
 	})
 	edgeSoldOut := time.Now()
 	var shown time.Duration
-	waitFor(t, 8*time.Second, "the CDN serves "+selling+" sold out", func() bool {
+	testenv.Eventually(t, 8*time.Second, "the CDN serves "+selling+" sold out", func() bool {
 		a := c.Get(t, sellingPath)
 		shown = time.Since(edgeSoldOut)
 		return a.Status == http.StatusOK && decodeSnapshot(t, a).SoldOut
@@ -514,14 +511,14 @@ func TestPleaseWaitNotHiddenByTheCache(t *testing.T) {
 
 	s.OriginFront.Delay(path, 2*time.Second)
 	t.Cleanup(func() { s.OriginFront.Delay(path, 0) }) // before the node stops: its last fetches end within 2 s
-	waitFor(t, 5*time.Second, "the edge answers please_wait", func() bool {
+	testenv.Eventually(t, 5*time.Second, "the edge answers please_wait", func() bool {
 		r := s.Edge.Node.Do(t, edgetest.Request{Method: http.MethodGet, Path: path})
 		return r.Status == http.StatusServiceUnavailable && r.ErrorCode() == "please_wait"
 	})
 	edgeWaits := time.Now()
 	var stale loadStats
 	var passed time.Duration
-	waitFor(t, 10*time.Second, "the CDN passes the edge's please_wait on", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the CDN passes the edge's please_wait on", func() bool {
 		a := c.Get(t, path)
 		passed = time.Since(edgeWaits)
 		if a.Status == http.StatusServiceUnavailable && strings.Contains(string(a.Body), `"please_wait"`) {

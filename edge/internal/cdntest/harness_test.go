@@ -27,6 +27,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/app"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/internal/childproc"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // templatePath is the reference configuration, from this package's folder.
@@ -127,23 +128,28 @@ func StartCDN(t testing.TB, edges ...string) *CDN {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.proc.Stop(syscall.SIGTERM, 5*time.Second) })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	told := false // whether nginx's error.log is in the failure already, or not needed
+	defer func() {
+		if !told { // Eventually gave up
+			t.Logf("nginx's error.log:\n%s", tail(filepath.Join(dir, "error.log"), 20))
+		}
+	}()
+	testenv.Eventually(t, 10*time.Second, "nginx listening on "+listen, func() bool {
 		conn, err := net.DialTimeout("tcp", listen, 200*time.Millisecond)
 		if err == nil {
 			conn.Close()
-			return c
+			return true
 		}
 		select {
 		case <-c.proc.Exited():
+			told = true
 			t.Fatalf("nginx exited at start:\n%s\n%s", c.proc.Tail(20), tail(filepath.Join(dir, "error.log"), 20))
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx does not listen on %s after 10 s:\n%s", listen, tail(filepath.Join(dir, "error.log"), 20))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
+	told = true
+	return c
 }
 
 // mainConf is the test's nginx.conf around the reference file, as a
@@ -365,17 +371,4 @@ func (c *Client) Do(t testing.TB, method, path string, body []byte, headers ...s
 // Get is Do with GET and no body.
 func (c *Client) Get(t testing.TB, path string, headers ...string) Answer {
 	return c.Do(t, http.MethodGet, path, nil, headers...)
-}
-
-// waitFor calls ok every 20 ms until it reports true, and fails t with what
-// after d.
-func waitFor(t testing.TB, d time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -168,20 +168,12 @@ func (n *Node) DoAdmin(t testing.TB, r Request) *Response {
 // admission cursor with the line in Redis, and fails t after a few seconds.
 func (n *Node) WaitSale(t testing.TB, sale string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, hasState := n.App.Admission.State(sale)
-		hasState = hasState && !st.Lost
-		if hasState {
-			if r := n.Do(t, Request{Method: "GET", Path: "/v1/sales/" + sale}); r.Status == fasthttp.StatusOK {
-				return
-			}
+	testenv.Eventually(t, 5*time.Second, "the edge node reading the cursor of sale "+sale+" and serving it", func() bool {
+		if st, ok := n.App.Admission.State(sale); !ok || st.Lost {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("edge node never served sale %s (cursor read: %v)", sale, hasState)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n.Do(t, Request{Method: "GET", Path: "/v1/sales/" + sale}).Status == fasthttp.StatusOK
+	})
 }
 
 // Client is an HTTP client of one in-memory listener with a fixed peer
@@ -367,15 +359,10 @@ func (n *Node) Admit(t testing.TB, sale, account string, within time.Duration) s
 	if res.Status != fasthttp.StatusAccepted {
 		t.Fatalf("join %s = %d %s, want 202", account, res.Status, res.Body)
 	}
-	deadline := time.Now().Add(within)
-	for {
-		_, st := n.Status(t, sale, joined.QueueToken)
-		if st.State == "admitted" {
-			return st.AdmissionToken
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status of %s = %+v after %v, want admitted", account, st, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var st QueueAnswer
+	testenv.Eventually(t, within, "status of "+account+" admitted", func() bool {
+		_, st = n.Status(t, sale, joined.QueueToken)
+		return st.State == "admitted"
+	})
+	return st.AdmissionToken
 }

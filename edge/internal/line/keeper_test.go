@@ -133,6 +133,28 @@ func (b *background) halt() {
 	b.wg.Wait()
 }
 
+// waitRead waits until c has finished a tick of sale begun after the call,
+// and returns its reading: what Redis held then, or later.
+func waitRead(t *testing.T, c *admission.Cursor, sale string) queue.State {
+	t.Helper()
+	since := time.Now()
+	// The first reading after since may come from a tick under way at
+	// since; the one after it, from a tick begun later.
+	var first time.Time
+	var st queue.State
+	testenv.Eventually(t, 5*time.Second, "a tick reading "+sale, func() bool {
+		st, _ = c.State(sale)
+		if first.IsZero() {
+			if st.ReadAt.After(since) {
+				first = st.ReadAt
+			}
+			return false
+		}
+		return st.ReadAt.After(first)
+	})
+	return st
+}
+
 // TestKeeperKeepsRedisUnderTheOrigin: a Keeper with its cursor ticking
 // every 10 ms and 2,000 shoppers joining from 40 goroutines: every join
 // gets a place (positions exactly 1..2000) while the ceilings are raised
@@ -181,18 +203,11 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 		}
 	})
 
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if st, ok := cursor.State("s"); ok && !st.Lost && st.Drawn {
-			if _, seeded := k.Seed("s"); seeded {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the line was never created and sealed")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, "the line created and sealed", func() bool {
+		st, ok := cursor.State("s")
+		_, seeded := k.Seed("s")
+		return ok && !st.Lost && st.Drawn && seeded
+	})
 	if row := store.row("s"); len(row.Seed) != 64 || row.RatePerSecond != 50 {
 		t.Fatalf("origin's copy after the first restore = %+v, want a seed and the default rate", row)
 	}
@@ -231,9 +246,8 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 
 	// The origin goes away: joins stop at the ceiling, settings change nothing.
 	store.down.Store(true)
-	for !k.Idle() { // a raise that reached the origin before it went lands
-		time.Sleep(time.Millisecond)
-	}
+	// A raise that reached the origin before it went lands.
+	testenv.Eventually(t, 5*time.Second, "the keeper idle", k.Idle)
 	before, _ := cursor.State("s")
 	room := store.row("s").PostCeiling - shoppers // what the ceiling still allows
 	more := int(room) + 60
@@ -265,8 +279,7 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 	if _, _, err := k.Settings(ctx, "s", line.Change{Paused: &paused}); !errors.Is(err, errDown) {
 		t.Errorf("Settings(paused) with the origin down = %v, want its error", err)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if st, _ := cursor.State("s"); st.Paused || st.RatePerSecond != before.RatePerSecond {
+	if st := waitRead(t, cursor, "s"); st.Paused || st.RatePerSecond != before.RatePerSecond {
 		t.Errorf("state after a failed settings change = %+v, want unchanged", st)
 	}
 	loops.halt()
@@ -343,22 +356,19 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 	// flight.
 	tickUntil := func(n node, what string, ok func(queue.State) bool) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		ticked := false
+		testenv.Eventually(t, 5*time.Second, "state as expected: "+what, func() bool {
+			if !n.k.Idle() {
+				return false // the step the last tick started is under way
+			}
+			if st, _ := n.c.State("s"); ticked && ok(st) {
+				return true
+			}
 			_ = n.c.Tick(ctx, ticks)
 			n.k.Maintain(ticks)
-			for !n.k.Idle() {
-				time.Sleep(time.Millisecond)
-			}
-			if st, _ := n.c.State("s"); ok(st) {
-				return
-			}
-			if time.Now().After(deadline) {
-				st, _ := n.c.State("s")
-				t.Fatalf("%s: state after 5 s = %+v", what, st)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			ticked = true
+			return false
+		})
 	}
 	settled := func(st queue.State) bool { return !st.Lost && st.Drawn && st.RatePerSecond == 5 }
 	took := newNode(time.Hour) // reads the origin only when it changes something
@@ -507,16 +517,12 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 	}
 	waitState := func(what string, ok func(queue.State) bool) queue.State {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if st := state(); !st.Lost && ok(st) {
-				return st
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: state after 10 s = %+v", what, state())
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+		var st queue.State
+		testenv.Eventually(t, 10*time.Second, "state as expected: "+what, func() bool {
+			st = state()
+			return !st.Lost && ok(st)
+		})
+		return st
 	}
 	waitState("the line created", func(st queue.State) bool { return st.Drawn && st.RatePerSecond == 100 })
 

@@ -27,6 +27,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/assets"
 	"github.com/flashgate/flashgate/edge/internal/challenge"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 	"github.com/flashgate/flashgate/static"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
@@ -583,13 +584,7 @@ func TestChallengePage(t *testing.T) {
 		if p.visible("check") {
 			t.Errorf("the check is still shown after signing out\npage: %s", p.state())
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for workerTargets(t, p) != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("the challenge worker still runs 5 s after signing out")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		testenv.Eventually(t, 5*time.Second, "the challenge worker gone after signing out", func() bool { return workerTargets(t, p) == 0 })
 		// The worker is gone without an answer, so no join can follow.
 		if got := joins.all(); len(got) != 0 {
 			t.Errorf("joins = %v, want none: the page was solving the published challenge", got)
@@ -682,21 +677,16 @@ func openChallengeSale(t *testing.T, s *stack, sale string, bits int) origintest
 	if res := s.Node.DoAdmin(t, edgetest.Request{Method: "PUT", Path: path, Body: []byte(body)}); res.Status != fasthttp.StatusOK {
 		t.Fatalf("PUT %s %s = %d %s, want 200", path, body, res.Status, res.Body)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	put := time.Now()
+	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("GET %s with challenge_bits %d", path, bits), func() bool {
 		res := s.Node.DoAdmin(t, edgetest.Request{Method: "GET", Path: path})
 		var st struct {
 			ChallengeBits int `json:"challenge_bits"`
 		}
-		if res.Status == fasthttp.StatusOK && json.Unmarshal(res.Body, &st) == nil && st.ChallengeBits == bits {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s = %d %s 5 s after the PUT, want challenge_bits %d", path, res.Status, res.Body, bits)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for {
+		return res.Status == fasthttp.StatusOK && json.Unmarshal(res.Body, &st) == nil && st.ChallengeBits == bits
+	})
+	// Both within 5 s of the PUT.
+	testenv.Eventually(t, 5*time.Second-time.Since(put), fmt.Sprintf("GET /v1/sales/%s publishing a challenge of %d bits", sale, bits), func() bool {
 		res := s.Node.Do(t, edgetest.Request{Method: "GET", Path: "/v1/sales/" + sale})
 		var snap struct {
 			Challenge *struct {
@@ -704,15 +694,10 @@ func openChallengeSale(t *testing.T, s *stack, sale string, bits int) origintest
 				DifficultyBits int    `json:"difficulty_bits"`
 			} `json:"challenge"`
 		}
-		if res.Status == fasthttp.StatusOK && json.Unmarshal(res.Body, &snap) == nil && snap.Challenge != nil &&
-			challenge.IsPublic(snap.Challenge.Value) && snap.Challenge.DifficultyBits == bits {
-			return def
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /v1/sales/%s = %d %s 5 s after the PUT, want it to publish a challenge of %d bits", sale, res.Status, res.Body, bits)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return res.Status == fasthttp.StatusOK && json.Unmarshal(res.Body, &snap) == nil && snap.Challenge != nil &&
+			challenge.IsPublic(snap.Challenge.Value) && snap.Challenge.DifficultyBits == bits
+	})
+	return def
 }
 
 // putDefences sets the edge's defences (PUT /admin/defences).
@@ -895,26 +880,31 @@ func recordJoins(t *testing.T, p *page, sale string) *joinLog {
 	return l
 }
 
-// wait returns the joins once n of them have been answered, or what there is
-// after 5 s.
+// wait returns the joins once n of them have been answered, and fails t,
+// listing those there are, when they have not after 5 s.
 func (l *joinLog) wait(t *testing.T, n int) []joinAttempt {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var out []joinAttempt
+	told := false // whether the joins are in the log already, or not needed
+	defer func() {
+		if !told { // Eventually gave up
+			t.Logf("joins: %+v", out)
+		}
+	}()
+	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("%d joins answered", n), func() bool {
 		l.mu.Lock()
-		answered := 0
+		defer l.mu.Unlock()
+		count := 0
 		for _, j := range l.joins {
 			if j.Status != 0 {
-				answered++
+				count++
 			}
 		}
-		out := slices.Clone(l.joins)
-		l.mu.Unlock()
-		if answered >= n || time.Now().After(deadline) {
-			return out
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		out = slices.Clone(l.joins)
+		return count >= n
+	})
+	told = true
+	return out
 }
 
 // all is the joins recorded so far, answered or not.

@@ -2,6 +2,7 @@ package pagetest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -191,16 +193,10 @@ func inForce(t *testing.T, within time.Duration, nodes []*edgetest.Node, sale, w
 	t.Helper()
 	start := time.Now()
 	for i, n := range nodes {
-		for {
+		testenv.Eventually(t, within-time.Since(start), fmt.Sprintf("edge %d's admission with %s after the confirmation", i, what), func() bool {
 			st, _ := n.App.Admission.State(sale)
-			if ok(st.RatePerSecond, st.Paused) {
-				break
-			}
-			if time.Since(start) > within {
-				t.Fatalf("edge %d's admission %+v %v after the confirmation, want %s within %v", i, st, time.Since(start), what, within)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return ok(st.RatePerSecond, st.Paused)
+		})
 	}
 	t.Logf("%s in force on every edge %v after the confirmation", what, time.Since(start))
 }

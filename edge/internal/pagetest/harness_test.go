@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -110,20 +110,13 @@ func (s *stack) openSale(t *testing.T, id string, stock int) origintest.Sale {
 // waitEdgeSoldOut waits until the edge's snapshot of sale says sold out.
 func (s *stack) waitEdgeSoldOut(t *testing.T, sale string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testenv.Eventually(t, 5*time.Second, "edge snapshot of "+sale+" with sold_out true", func() bool {
 		res := s.Node.Do(t, edgetest.Request{Method: "GET", Path: "/v1/sales/" + sale})
 		var snap struct {
 			SoldOut bool `json:"sold_out"`
 		}
-		if res.Status == fasthttp.StatusOK && json.Unmarshal(res.Body, &snap) == nil && snap.SoldOut {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("edge snapshot of %s = %d %s after 5 s, want sold_out true", sale, res.Status, res.Body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return res.Status == fasthttp.StatusOK && json.Unmarshal(res.Body, &snap) == nil && snap.SoldOut
+	})
 }
 
 // accountReservation is one reservation row of an account, from Postgres.
@@ -255,28 +248,27 @@ func (p *page) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
-// waitUntil polls the JavaScript condition cond in the page every 50 ms
-// until it is true, and fails the test with the page's state after within.
-// A navigation meanwhile (a link followed, a redirect) ends one poll; the
-// wait goes on in the new document.
+// waitUntil evaluates the JavaScript condition cond in the page until it
+// is true, and fails the test with the page's state after within. A
+// navigation meanwhile (a link followed, a redirect) ends one evaluation;
+// the wait goes on in the new document.
 func (p *page) waitUntil(what, cond string, within time.Duration) {
 	p.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		_, err := chromedp.Run(p.ctx, chromedp.Poll[bool]("!!("+cond+")",
-			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))
-		if err == nil {
-			return
+	told := false // whether the page's state is in the log already, or not needed
+	defer func() {
+		if !told { // Eventually gave up
+			p.t.Logf("page: %s", p.state())
 		}
-		if navigatedAway(err) && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-			continue
+	}()
+	testenv.Eventually(p.t, within, "wait for "+what, func() bool {
+		ok, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool]("!!("+cond+")"))
+		if err != nil && !navigatedAway(err) {
+			told = true
+			p.t.Fatalf("wait for %s: %v\npage: %s", what, err, p.state())
 		}
-		if errors.Is(err, chromedp.ErrPollingTimeout) {
-			err = fmt.Errorf("not within %v", within)
-		}
-		p.t.Fatalf("wait for %s: %v\npage: %s", what, err, p.state())
-	}
+		return err == nil && ok
+	})
+	told = true
 }
 
 // navigatedAway reports the errors of an evaluation whose document went

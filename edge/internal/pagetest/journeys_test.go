@@ -20,6 +20,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -166,7 +167,7 @@ func TestShopperJourneys(t *testing.T) {
 		})
 		p.waitUntil("the please-wait notice", `!document.getElementById('notice').hidden && /please wait/i.test(document.getElementById('notice').textContent)`, 8*time.Second)
 		// For a while: a few answers in a row, each one retried after the second it asks for.
-		waitFor(t, "three 503 answers", 8*time.Second, func() bool { return answered.Load() >= 3 })
+		testenv.Eventually(t, 8*time.Second, "three 503 answers", func() bool { return answered.Load() >= 3 })
 		s.admission(t, sale, `{"rate_per_s": 1000, "paused": false}`)
 		note := p.text("notice")
 		for _, bad := range []string{"error", "Error", "HTTP", "Unexpected", "please_wait", "503"} {
@@ -342,18 +343,6 @@ func (s *stack) admission(t *testing.T, sale, body string) {
 	res := s.Node.DoAdmin(t, edgetest.Request{Method: "PUT", Path: "/admin/sales/" + sale + "/admission", Body: []byte(body)})
 	if res.Status != fasthttp.StatusOK {
 		t.Fatalf("PUT admission of %s %s = %d %s, want 200", sale, body, res.Status, res.Body)
-	}
-}
-
-// waitFor polls cond every 20 ms and fails t after within.
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("wait for %s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -167,7 +168,19 @@ func TestShopperPage(t *testing.T) {
 		signIn(p, account)
 		p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
 		p.waitUntil("a place in line", `document.getElementById('queue-state').dataset.state === 'waiting' && document.getElementById('position').textContent === '#1'`, 10*time.Second)
-		time.Sleep(1500 * time.Millisecond) // a snapshot read or two while the line stands
+		// A snapshot read or two while the line stands: the first of two
+		// that have ended is handled.
+		snapshotReads := func() int {
+			n := 0
+			for _, path := range p.requested() {
+				if path == "/v1/sales/"+sale {
+					n++
+				}
+			}
+			return n
+		}
+		standing := snapshotReads()
+		testenv.Eventually(t, 5*time.Second, "two snapshot reads while the line stands", func() bool { return snapshotReads() >= standing+2 })
 		if p.visible("buy") {
 			t.Fatalf("the page offers Buy while admission is paused: %s", p.state())
 		}

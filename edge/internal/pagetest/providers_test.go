@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -77,13 +78,13 @@ func TestPaymentJourneyWithEachProvider(t *testing.T) {
 					want := origintest.Counts{Available: 1}
 					return l[sku].Redis == want && l[sku].DB == want && l[sku].PendingIntents == 0
 				})
-				deadline := time.Now().Add(15 * time.Second)
-				for refunds := refundsOf(s, sale); refunds != 1; refunds = refundsOf(s, sale) {
-					if refunds > 1 || time.Now().After(deadline) {
+				testenv.Eventually(t, 15*time.Second, "a refund at the provider of sale "+sale, func() bool {
+					refunds := refundsOf(s, sale)
+					if refunds > 1 {
 						t.Fatalf("refunds at the provider of sale %s = %d, want 1", sale, refunds)
 					}
-					time.Sleep(50 * time.Millisecond)
-				}
+					return refunds == 1
+				})
 				origintest.CheckInvariant(t, s.Origin.Env, sale)
 			})
 		})
