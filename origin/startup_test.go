@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashgate/flashgate/internal/httpread/httpreadtest"
 	"github.com/flashgate/flashgate/internal/redisserver"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
@@ -202,13 +203,13 @@ func (o *runningOrigin) stop(t *testing.T) string {
 // waitLog waits until the origin has logged msg, and fails t after 10 s.
 func (o *runningOrigin) waitLog(t *testing.T, msg string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(o.logs.String(), msg) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the origin did not log %s within 10 s:\n%s", msg, o.logs.String())
+	logged := func() bool { return strings.Contains(o.logs.String(), msg) }
+	defer func() {
+		if !logged() { // Eventually failed t: show what was logged instead
+			t.Logf("the origin's log:\n%s", o.logs.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	testenv.Eventually(t, 10*time.Second, "the origin logging "+msg, logged)
 }
 
 // wantWaiting checks what an origin waiting for dep answers, and that run

@@ -431,37 +431,27 @@ func (o *Origin) Durability(t testing.TB, sale string) Durability {
 }
 
 // WaitDurability polls the ledger's durability fields until done accepts
-// them; it fails t after within.
+// them, and returns that reading; it fails t after within.
 func (o *Origin) WaitDurability(t testing.TB, sale string, within time.Duration, done func(Durability) bool) Durability {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		d := o.Durability(t, sale)
-		if done(d) {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("durability of %s after %v = %+v; still not as expected", sale, within, d)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var d Durability
+	testenv.Eventually(t, within, "durability of "+sale+" as expected", func() bool {
+		d = o.Durability(t, sale)
+		return done(d)
+	})
+	return d
 }
 
-// WaitLedger polls the ledger of sale until done accepts it or the deadline
-// passes, and returns the last reading; it fails t on the deadline.
+// WaitLedger polls the ledger of sale until done accepts it, and returns
+// that reading; it fails t after within.
 func (o *Origin) WaitLedger(t testing.TB, sale string, within time.Duration, done func(map[string]LedgerSKU) bool) map[string]LedgerSKU {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		l := o.Ledger(t, sale)
-		if done(l) {
-			return l
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ledger of %s after %v = %+v; still not as expected", sale, within, l)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var l map[string]LedgerSKU
+	testenv.Eventually(t, within, "ledger of "+sale+" as expected", func() bool {
+		l = o.Ledger(t, sale)
+		return done(l)
+	})
+	return l
 }
 
 // Snapshot is the sale snapshot of GET /v1/sales/{sale}.

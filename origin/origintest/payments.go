@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 )
 
@@ -291,17 +292,12 @@ func (o *Origin) Order(t testing.TB, userToken, id string) (int, Order) {
 // WaitOrder polls an order until its status is want, failing t after within.
 func (o *Origin) WaitOrder(t testing.TB, userToken, id, want string, within time.Duration) Order {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		_, got := o.Order(t, userToken, id)
-		if got.Status == want || time.Now().After(deadline) {
-			if got.Status != want {
-				t.Fatalf("order %s status = %q after %v, want %q", id, got.Status, within, want)
-			}
-			return got
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var got Order
+	testenv.Eventually(t, within, "order "+id+" status "+want, func() bool {
+		_, got = o.Order(t, userToken, id)
+		return got.Status == want
+	})
+	return got
 }
 
 func parseOrder(t testing.TB, raw []byte) Order {

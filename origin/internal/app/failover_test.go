@@ -164,30 +164,24 @@ func TestOriginFollowsARedisFailover(t *testing.T) {
 			}
 		}()
 	}
+	// halt stops the shoppers and waits for them: once the crowd is done,
+	// or before the test ends on a failed wait.
+	halt := sync.OnceFunc(func() {
+		close(stop)
+		wg.Wait()
+	})
+	defer halt()
 
-	waitFor := func(what string, within time.Duration, done func() bool) {
-		t.Helper()
-		end := time.Now().Add(within)
-		for !done() {
-			if time.Now().After(end) {
-				close(stop)
-				wg.Wait()
-				t.Fatalf("%s: not within %v", what, within)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	waitFor("units held before the kill", 10*time.Second, func() bool { return created.Load() >= killAfter })
+	testenv.Eventually(t, 10*time.Second, "units held before the kill", func() bool { return created.Load() >= killAfter })
 	old := f.KillPrimary(t)
 	killedAt.Store(time.Now().UnixNano())
 	heldAtKill := created.Load()
 	promoted := f.WaitPromotion(t, old, failoverRecoveryBound)
 	promotedAfter := time.Since(time.Unix(0, killedAt.Load()))
-	waitFor("a reserve succeeding after the kill", failoverRecoveryBound-promotedAfter, func() bool { return recovered.Load() != 0 })
+	testenv.Eventually(t, failoverRecoveryBound-promotedAfter, "a reserve succeeding after the kill", func() bool { return recovered.Load() != 0 })
 	recovery := time.Duration(recovered.Load() - killedAt.Load())
-	waitFor("the sale selling out after the failover", 20*time.Second, soldOut.Load)
-	close(stop)
-	wg.Wait()
+	testenv.Eventually(t, 20*time.Second, "the sale selling out after the failover", soldOut.Load)
+	halt()
 	t.Logf("killed %s with %d held; %s promoted after %v; reserves succeeded again after %v; answers %v",
 		old.Name, heldAtKill, promoted.Name, promotedAfter.Round(time.Millisecond), recovery.Round(time.Millisecond), answers)
 

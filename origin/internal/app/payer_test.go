@@ -26,11 +26,10 @@ func payerRefusals(t *testing.T, o *origintest.Origin) int {
 func waitRefundIssued(t *testing.T, o *origintest.Origin, s shopper, orderID string) origintest.Order {
 	t.Helper()
 	got := o.WaitOrder(t, s.userToken, orderID, "refunded", 5*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for (got.Refund == nil || got.Refund.Status != "issued") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	testenv.Eventually(t, 5*time.Second, "order "+orderID+" refund issued", func() bool {
 		_, got = o.Order(t, s.userToken, orderID)
-	}
+		return got.Refund != nil && got.Refund.Status == "issued"
+	})
 	if got.Refund == nil || got.Refund.Status != "issued" || got.Refund.RefundID == "" {
 		t.Fatalf("order %s refund = %+v, want issued with an id", orderID, got.Refund)
 	}
@@ -123,7 +122,7 @@ func TestSecondPaymentFromOnePayerIsRefunded(t *testing.T) {
 	if got := deliver(t, o, body, sig); got != "applied" {
 		t.Errorf("a new event for the same payment = %q, want applied (and no change)", got)
 	}
-	time.Sleep(time.Second) // three reconciler rounds
+	roundsPass(t, p, 3) // the reconciler's rounds
 	if in, _ := p.Gateway.Intent(secondOrder.Payment.IntentID); len(in.Refunds) != 1 || in.Refunds[0].AmountMinor != in.AmountMinor {
 		t.Errorf("refused payment's refunds = %+v, want one of the whole amount", in.Refunds)
 	}

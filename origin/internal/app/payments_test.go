@@ -344,11 +344,10 @@ func TestPaymentAfterExpiryIsRefunded(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := o.WaitOrder(t, late.userToken, ord.OrderID, "refunded", 5*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for (got.Refund == nil || got.Refund.Status != "issued") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	testenv.Eventually(t, 5*time.Second, "refund issued", func() bool {
 		_, got = o.Order(t, late.userToken, ord.OrderID)
-	}
+		return got.Refund != nil && got.Refund.Status == "issued"
+	})
 	if got.Refund == nil || got.Refund.Status != "issued" || got.Refund.RefundID == "" {
 		t.Errorf("refund = %+v, want issued with an id", got.Refund)
 	}
@@ -445,16 +444,15 @@ func TestReconciliationIssuesAnOwedRefund(t *testing.T) {
 	if got.Refund == nil || got.Refund.Status != "pending" {
 		t.Errorf("refund while the gateway refuses refunds = %+v, want pending", got.Refund)
 	}
-	time.Sleep(time.Second) // a few reconciler rounds fail meanwhile
+	roundsPass(t, p, 3) // a few reconciler rounds fail meanwhile
 	if _, got = o.Order(t, s.userToken, ord.OrderID); got.Refund == nil || got.Refund.Status != "pending" {
 		t.Errorf("refund = %+v, want still pending while the gateway is down", got.Refund)
 	}
 	p.FailRefunds.Store(false)
-	deadline := time.Now().Add(5 * time.Second)
-	for (got.Refund == nil || got.Refund.Status != "issued") && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	testenv.Eventually(t, 5*time.Second, "refund issued after the gateway is back", func() bool {
 		_, got = o.Order(t, s.userToken, ord.OrderID)
-	}
+		return got.Refund != nil && got.Refund.Status == "issued"
+	})
 	if got.Refund == nil || got.Refund.Status != "issued" {
 		t.Errorf("refund after the gateway is back = %+v, want issued", got.Refund)
 	}

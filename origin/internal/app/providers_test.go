@@ -160,21 +160,14 @@ func TestReconcilerClosesAPageOutlivingItsHold(t *testing.T) {
 		}
 		return at != nil
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !closed() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the order's page was not recorded closed within 20 s (%s called %d times)", expire, calls.count(expire))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	within := 20 * time.Second // for both waits below together
+	start := time.Now()
+	testenv.Eventually(t, within, "the order's page recorded closed", closed)
 	// Three more reconciler runs (each lists the sessions) close nothing more.
 	listings := calls.count("GET /v1/checkout/sessions")
-	for calls.count("GET /v1/checkout/sessions") < listings+3 {
-		if time.Now().After(deadline) {
-			t.Fatal("the reconciler stopped running")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, within-time.Since(start), "three more reconciler runs", func() bool {
+		return calls.count("GET /v1/checkout/sessions") >= listings+3
+	})
 	if n := calls.count(expire); n != 1 {
 		t.Errorf("%s called %d times, want once", expire, n)
 	}

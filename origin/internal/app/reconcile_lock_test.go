@@ -2,9 +2,11 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
@@ -53,15 +55,10 @@ func TestOneOriginReconcilesAtATime(t *testing.T) {
 // least want, and returns its value.
 func waitMetric(t *testing.T, o *origintest.Origin, series string, want float64) float64 {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n := metric(t, o, series)
-		if n >= want {
-			return n
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v after 10s, want at least %v", series, n, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var n float64
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("%s at least %v", series, want), func() bool {
+		n = metric(t, o, series)
+		return n >= want
+	})
+	return n
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -137,17 +138,12 @@ type orderRefund = struct {
 // satisfies ok (described by what), and returns that refund.
 func waitRefundTo(t *testing.T, o *origintest.Origin, s shopper, orderID, what string, ok func(*orderRefund) bool) orderRefund {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		_, got := o.Order(t, s.userToken, orderID)
-		if got.Status == "refunded" && got.Refund != nil && ok(got.Refund) {
-			return *got.Refund
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("order %s = %s, refund %+v; want its refund %s", orderID, got.Status, got.Refund, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var got origintest.Order
+	testenv.Eventually(t, 15*time.Second, "order "+orderID+" refunded, its refund "+what, func() bool {
+		_, got = o.Order(t, s.userToken, orderID)
+		return got.Status == "refunded" && got.Refund != nil && ok(got.Refund)
+	})
+	return *got.Refund
 }
 
 // gatewayRefundID is the sandbox core's id ("re_" and hex digits) of a

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
@@ -37,19 +38,15 @@ func TestSlowGatewayAnswersTheOrderWithoutWaiting(t *testing.T) {
 		t.Errorf("repeat CreateOrder = %d %+v, want 200 and order %s", status, again, ord.OrderID)
 	}
 
-	deadline := time.Now().Add(10 * time.Second)
 	var got origintest.Order
-	for {
+	testenv.Eventually(t, 10*time.Second, "the order's payment after the gateway answered", func() bool {
 		var status int
 		status, got = o.Order(t, s.userToken, ord.OrderID)
 		if status != 200 {
 			t.Fatalf("Order = %d %+v, want 200", status, got)
 		}
-		if got.Payment != nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Duration(got.PollAfterMS) * time.Millisecond)
-	}
+		return got.Payment != nil
+	})
 	if got.Payment == nil || got.Payment.PayURL == "" || got.PollAfterMS != 0 {
 		t.Fatalf("Order after the gateway answered = %+v, want its payment link and no poll_after_ms", got)
 	}

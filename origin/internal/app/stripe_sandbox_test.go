@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -65,23 +66,19 @@ func onPage(t *testing.T, p *origintest.Payments, payURL, action, payer string) 
 // typ about intent id, and returns how many such events it recorded.
 func delivered(t *testing.T, p *origintest.Payments, id, typ string) int {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n, ok := 0, false
+	var n int
+	testenv.Eventually(t, 5*time.Second, "a "+typ+" event about "+id+" delivered", func() bool {
+		n = 0
+		ok := false
 		for _, e := range p.Gateway.Events() {
 			if e.IntentID == id && e.Type == typ {
 				n++
 				ok = ok || e.Delivered
 			}
 		}
-		if ok {
-			return n
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s event about %s was delivered; events: %+v", typ, id, p.Gateway.Events())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ok
+	})
+	return n
 }
 
 // Paid on the hosted page: checkout.session.completed reaches the origin,
@@ -197,11 +194,10 @@ func TestStripeSandboxLatePaymentIsRefundedOnce(t *testing.T) {
 	onPage(t, p, ord.Payment.PayURL, "pay", "")
 	p.FailPageCloses.Store(false)
 	got := o.WaitOrder(t, late.userToken, ord.OrderID, "refunded", 10*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for (got.Refund == nil || got.Refund.Status != "issued") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	testenv.Eventually(t, 5*time.Second, "refund issued", func() bool {
 		_, got = o.Order(t, late.userToken, ord.OrderID)
-	}
+		return got.Refund != nil && got.Refund.Status == "issued"
+	})
 	if got.Refund == nil || got.Refund.Status != "issued" || !strings.HasPrefix(got.Refund.RefundID, "re_") {
 		t.Errorf("refund = %+v, want issued with a Stripe refund id", got.Refund)
 	}
@@ -212,7 +208,8 @@ func TestStripeSandboxLatePaymentIsRefundedOnce(t *testing.T) {
 	if n := delivered(t, p, ord.Payment.IntentID, "refund.created"); n != 1 {
 		t.Errorf("refund.created events = %d, want 1", n)
 	}
-	time.Sleep(time.Second) // reconciler rounds and duplicate deliveries come and go
+	quiet(t, p, true)   // every webhook came twice
+	roundsPass(t, p, 3) // and the reconciler looked again
 	in, err := p.Gateway.Intent(ord.Payment.IntentID)
 	if err != nil || len(in.Refunds) != 1 || in.Refunds[0].AmountMinor != in.AmountMinor {
 		t.Errorf("session = %+v, %v; want one full refund", in, err)
@@ -258,17 +255,16 @@ func TestStripeSandboxReconcilerIssuesAnOwedRefund(t *testing.T) {
 	if got.Refund == nil || got.Refund.Status != "pending" {
 		t.Errorf("refund while Stripe refuses refunds = %+v, want pending", got.Refund)
 	}
-	time.Sleep(time.Second)
+	roundsPass(t, p, 3) // the reconciler tried and was refused
 	p.FailRefunds.Store(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for (got.Refund == nil || got.Refund.Status != "issued") && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	testenv.Eventually(t, 10*time.Second, "refund issued after Stripe is back", func() bool {
 		_, got = o.Order(t, s.userToken, ord.OrderID)
-	}
+		return got.Refund != nil && got.Refund.Status == "issued"
+	})
 	if got.Refund == nil || got.Refund.Status != "issued" {
 		t.Errorf("refund after Stripe is back = %+v, want issued", got.Refund)
 	}
-	time.Sleep(500 * time.Millisecond)
+	roundsPass(t, p, 3) // and the reconciler looked again
 	if in, _ := p.Gateway.Intent(ord.Payment.IntentID); len(in.Refunds) != 1 {
 		t.Errorf("Stripe refunds = %d, want exactly 1", len(in.Refunds))
 	}

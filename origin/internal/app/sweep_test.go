@@ -78,17 +78,9 @@ func TestHoldsExpireOnceUnderRacingSweepers(t *testing.T) {
 		}()
 	}
 	// Sweep until every unit is back, then a little longer for stragglers.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		l := a.Ledger(t, sale)["sku-1"]
-		if l.Redis.Held <= 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Redis %v after the first hold expired = %+v, want held 0", time.Since(firstExpiry).Round(time.Millisecond), l.Redis)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 15*time.Second, "Redis held 0 after the holds expired", func() bool {
+		return a.Ledger(t, sale)["sku-1"].Redis.Held <= 0
+	})
 	time.Sleep(300 * time.Millisecond)
 	cancel()
 	wg.Wait()

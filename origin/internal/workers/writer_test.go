@@ -189,18 +189,9 @@ func (f *fixture) stock(t *testing.T) (intent.Stock, intent.Stock) {
 // waitApplied polls until n intents are applied and nothing is pending.
 func (f *fixture) waitApplied(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		applied := f.count(t, `SELECT count(*) FROM applied_intents WHERE sale_id = $1`)
-		pending := f.pending(t)
-		if applied == n && pending == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 15 s: %d intents applied, %d pending; want %d and 0", applied, pending, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 15*time.Second, fmt.Sprintf("%d intents applied, 0 pending", n), func() bool {
+		return f.count(t, `SELECT count(*) FROM applied_intents WHERE sale_id = $1`) == n && f.pending(t) == 0
+	})
 }
 
 // checkExactlyOnce asserts that the stream's n reserves are in Postgres once
@@ -313,13 +304,9 @@ func TestWriterKilledBeforeCommit(t *testing.T) {
 			}
 			w1, reg1 := f.writer("w1", time.Minute)
 			cancel1, done1 := run(t, w1)
-			deadline := time.Now().Add(10 * time.Second)
-			for metric(t, reg1, "flashgate_writer_batch_failures_total", "") < 2 {
-				if time.Now().After(deadline) {
-					t.Fatal("the writer never failed a batch")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			testenv.Eventually(t, 10*time.Second, "the writer failing a batch twice", func() bool {
+				return metric(t, reg1, "flashgate_writer_batch_failures_total", "") >= 2
+			})
 			cancel1()
 			waitDone(t, done1, "failing writer")
 			if got := f.count(t, `SELECT count(*) FROM applied_intents WHERE sale_id = $1`); got != 0 {
@@ -364,10 +351,9 @@ func TestWriterCancelsWhatPostgresRefuses(t *testing.T) {
 	f.waitApplied(t, 8)
 
 	ctx := context.Background()
-	deadline := time.Now().Add(10 * time.Second)
-	for metric(t, reg, "flashgate_writer_refused_total", "") < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "3 reserves refused", func() bool {
+		return metric(t, reg, "flashgate_writer_refused_total", "") >= 3
+	})
 	if got := metric(t, reg, "flashgate_writer_refused_total", ""); got != 3 {
 		t.Errorf("refused reserves = %v, want 3", got)
 	}
@@ -419,13 +405,9 @@ func TestWriterParksAnIntentPostgresRefusesForGood(t *testing.T) {
 	}
 	w, reg := f.writer("w1", time.Minute)
 	run(t, w)
-	deadline := time.Now().Add(10 * time.Second)
-	for f.pending(t) != 0 || f.count(t, `SELECT count(*) FROM applied_intents WHERE sale_id = $1`) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("writer did not settle: pending %d", f.pending(t))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the writer settling: nothing pending, %d applied", n), func() bool {
+		return f.pending(t) == 0 && f.count(t, `SELECT count(*) FROM applied_intents WHERE sale_id = $1`) == n
+	})
 	if got := metric(t, reg, "flashgate_writer_parked_total", ""); got != 1 {
 		t.Errorf("parked intents = %v, want 1", got)
 	}

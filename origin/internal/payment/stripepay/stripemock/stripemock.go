@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // stripeMockInstall is how a machine gets the stripe-mock these tests run
@@ -95,22 +97,25 @@ func Start(t testing.TB, key string) string {
 		t.Fatalf("stripe-mock did not say where it listens within 30 s; stderr: %s", stderr.String())
 	}
 	base := "http://127.0.0.1:" + port
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var last error // of the latest call
+	up := false
+	defer func() {
+		if !up { // Eventually failed t: say why
+			t.Logf("stripe-mock's last call: %v; stderr: %s", last, stderr.String())
+		}
+	}()
+	testenv.Eventually(t, 30*time.Second, "stripe-mock at "+base+" answering 200", func() bool {
 		req, _ := http.NewRequest(http.MethodGet, base+"/v1/charges", nil)
 		req.Header.Set("Authorization", "Bearer "+key)
 		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return base
-			}
+		if last = err; err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stripe-mock at %s did not answer 200 within 30 s (last: %v); stderr: %s", base, err, stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	up = true
+	return base
 }
 
 // lockedBuffer is a bytes.Buffer a process writes while a test reads.
