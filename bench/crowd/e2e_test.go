@@ -315,17 +315,14 @@ func (st stack) run(t *testing.T, sc crowdsim.Scenario, seed uint64) *crowdsim.R
 
 func waitHealthy(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+	testenv.Eventually(t, 30*time.Second, url+" answering 200", func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s did not answer 200 within 30 s", url)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }
 
 func lastLines(s string, n int) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/internal/redisconn/redistest"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 func TestParseRefusesBadFlags(t *testing.T) {
@@ -59,15 +60,7 @@ func TestFollowsTheSentinelsPrimary(t *testing.T) {
 
 	c := redis.NewClient(&redis.Options{Addr: listen, MaxRetries: -1, DialTimeout: 2 * time.Second})
 	defer c.Close()
-	var err error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if err = c.Ping(ctx).Err(); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("PING through the proxy: %v", err)
-	}
+	testenv.Eventually(t, 5*time.Second, "PING through the proxy", func() bool { return c.Ping(ctx).Err() == nil })
 	start := time.Now()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -93,13 +86,9 @@ func TestFollowsTheSentinelsPrimary(t *testing.T) {
 	}
 	f.KillPrimary(t)
 	promoted := f.WaitPromotion(t, old, 30*time.Second)
-	var got string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if got = role(); got == portOf(promoted.Addr) {
-			return
-		}
-	}
-	t.Fatalf("after the failover the proxy reached %q, want the promoted replica's port %s", got, portOf(promoted.Addr))
+	testenv.Eventually(t, 10*time.Second, "after the failover, the proxy reaching the promoted replica's port "+portOf(promoted.Addr), func() bool {
+		return role() == portOf(promoted.Addr)
+	})
 }
 
 func portOf(addr string) string {

@@ -59,6 +59,7 @@ func TestRunServesUntilStopped(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var logs bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
@@ -67,12 +68,12 @@ func TestRunServesUntilStopped(t *testing.T) {
 	}()
 	c := naive.NewClient("http://" + addr)
 	var st naive.State
-	deadline := time.Now().Add(10 * time.Second)
-	for st, err = c.State(ctx); err != nil && time.Now().Before(deadline); st, err = c.State(ctx) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if want := (naive.State{StockLeft: 7, PoolSize: 4}); err != nil || st != want {
-		t.Errorf("State = %+v, %v; want %+v", st, err, want)
+	testenv.Eventually(t, 10*time.Second, "the server answering State", func() bool {
+		st, err = c.State(ctx)
+		return err == nil
+	})
+	if want := (naive.State{StockLeft: 7, PoolSize: 4}); st != want {
+		t.Errorf("State = %+v; want %+v", st, want)
 	}
 	cancel()
 	select {

@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // initSecrets are the secret files redis-init.sh reads, by their paths in the pod, with the values the tests
@@ -223,24 +226,20 @@ func startRedis(t *testing.T, dir, server string, args []string, password string
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("redis-server %v log:\n%s", args, b)
+		}
 	})
 	port := args[slices.Index(args, "--port")+1]
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, Password: password, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("redis-server %v answering PING", args), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := rdb.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return rdb
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(log.Name())
-			t.Fatalf("redis-server %v does not answer: %v\n%s", args, err, b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		defer cancel()
+		return rdb.Ping(ctx).Err() == nil
+	})
+	return rdb
 }
 
 func freePort(t *testing.T) string {

@@ -174,18 +174,12 @@ func runningStack(t *testing.T) []scrape {
 	// repair, the webhook's alert, the loss found) show in the origin's
 	// scrape within a few of their rounds.
 	want := []string{"flashgate_reconcile_repairs_total", "flashgate_payment_alerts_total", "flashgate_redis_losses_total"}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		s := originScrape()
-		missing := absent(s, want)
-		if len(missing) == 0 {
-			return []scrape{s, e.scrape(t)}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the origin's /metrics still lacks %v 20 s after the events that make them", missing)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var s scrape
+	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("the origin's /metrics having %v after the events that make them", want), func() bool {
+		s = originScrape()
+		return len(absent(s, want)) == 0
+	})
+	return []scrape{s, e.scrape(t)}
 }
 
 func absent(s scrape, names []string) []string {
@@ -301,13 +295,13 @@ func startEdge(t *testing.T, originURL string) *edge {
 			t.Logf("edge log:\n%s", e.proc.Tail(40))
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// On a failure the cleanup above logs the edge's last lines.
+	testenv.Eventually(t, 30*time.Second, "the edge's admin listener answering GET /healthz", func() bool {
 		res, err := client.Get(e.admin + "/healthz")
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return e
+				return true
 			}
 		}
 		select {
@@ -315,11 +309,9 @@ func startEdge(t *testing.T, originURL string) *edge {
 			t.Fatalf("the edge exited at start:\n%s", e.proc.Tail(40))
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the edge's admin listener does not answer GET /healthz after 30 s:\n%s", e.proc.Tail(40))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
+	return e
 }
 
 // do sends a request to the edge (a path under /admin/ or /metrics to its admin listener) with token as the
@@ -376,17 +368,10 @@ func (e *edge) mustDo(t *testing.T, method, path, token, user, body string, want
 // waitSale waits until the edge serves sale's snapshot.
 func (e *edge) waitSale(t *testing.T, sale string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		status, b := e.do(t, http.MethodGet, "/v1/sales/"+sale, "", "", "")
-		if status == http.StatusOK {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the edge does not serve sale %s after 15 s: %d %s", sale, status, b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, 15*time.Second, "the edge serving sale "+sale, func() bool {
+		status, _ := e.do(t, http.MethodGet, "/v1/sales/"+sale, "", "", "")
+		return status == http.StatusOK
+	})
 }
 
 // queueAnswer is the body of a join or a status poll.
@@ -404,14 +389,15 @@ func (e *edge) admitted(t *testing.T, sale, user string) string {
 	var a queueAnswer
 	e.mustDo(t, http.MethodPost, "/v1/sales/"+sale+"/queue", user, "", "", http.StatusAccepted, &a)
 	queueToken := a.QueueToken
-	deadline := time.Now().Add(20 * time.Second)
-	for a.State != "admitted" {
-		if time.Now().After(deadline) {
-			t.Fatalf("still %+v after 20 s in the line of %s, want admitted", a, sale)
+	pace := func() time.Duration { return time.Duration(min(max(a.PollAfterMS, 100), 1000)) * time.Millisecond }
+	next := time.Now().Add(pace())
+	testenv.Eventually(t, 20*time.Second, "admitted in the line of "+sale, func() bool {
+		if a.State != "admitted" && !time.Now().Before(next) {
+			e.mustDo(t, http.MethodGet, "/v1/sales/"+sale+"/queue/status", queueToken, user, "", http.StatusOK, &a)
+			next = time.Now().Add(pace())
 		}
-		time.Sleep(time.Duration(min(max(a.PollAfterMS, 100), 1000)) * time.Millisecond)
-		e.mustDo(t, http.MethodGet, "/v1/sales/"+sale+"/queue/status", queueToken, user, "", http.StatusOK, &a)
-	}
+		return a.State == "admitted"
+	})
 	return a.AdmissionToken
 }
 
@@ -420,8 +406,7 @@ func (e *edge) admitted(t *testing.T, sale, user string) string {
 // forged solution is an offence).
 func (e *edge) tarpitted(t *testing.T, sale, user string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testenv.Eventually(t, 15*time.Second, "the tarpit holding an account after forged proofs of work at "+sale, func() bool {
 		req, err := http.NewRequest(http.MethodPost, e.public+"/v1/sales/"+sale+"/queue", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -433,7 +418,7 @@ func (e *edge) tarpitted(t *testing.T, sale, user string) {
 		if err != nil {
 			t.Fatalf("join %s: %v", sale, err)
 		}
-		b, err := io.ReadAll(res.Body)
+		_, err = io.ReadAll(res.Body)
 		res.Body.Close()
 		if err != nil {
 			t.Fatalf("join %s: read the answer: %v", sale, err)
@@ -442,14 +427,8 @@ func (e *edge) tarpitted(t *testing.T, sale, user string) {
 			Entries []json.RawMessage `json:"entries"`
 		}
 		e.mustDo(t, http.MethodGet, "/admin/tarpit", edgeAdminToken, "", "", http.StatusOK, &tarpit)
-		if len(tarpit.Entries) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the tarpit is empty after 15 s of forged proofs of work; the last join of %s = %d %s", sale, res.StatusCode, b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(tarpit.Entries) > 0
+	})
 }
 
 // scrape reads the edge's GET /metrics.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/internal/httpread/httpreadtest"
+	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -45,17 +46,13 @@ func TestDemoSaleOpensOnADatabaseWithAnEndedOne(t *testing.T) {
 	id := strings.TrimSpace(stdout.String())
 	t.Logf("demosale.sh printed %q; stderr:\n%s", id, stderr.String())
 
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testenv.Eventually(t, 15*time.Second, fmt.Sprintf("sale %q printed by demosale.sh open", id), func() bool {
 		status := saleStatus(t, public, id)
-		if status == "open" {
-			return
+		if status == "ended" {
+			t.Fatalf("sale %q printed by demosale.sh is %q, want open", id, status)
 		}
-		if status == "ended" || time.Now().After(deadline) {
-			t.Fatalf("sale %q printed by demosale.sh is %q 15 s later, want open", id, status)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return status == "open"
+	})
 }
 
 func createSale(t *testing.T, admin, id string, startsAt, endsAt time.Time) {

@@ -1,30 +1,34 @@
 package childproc
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 func sleeper(t *testing.T) *Proc {
 	t.Helper()
 	p := &Proc{Name: "sleeper", Path: "/bin/sh", Args: []string{"-c", "echo hello; exec sleep 30"}, Log: filepath.Join(t.TempDir(), "sleeper.log")}
-	t.Cleanup(func() { p.Stop(syscall.SIGKILL, 0) })
+	t.Cleanup(func() {
+		p.Stop(syscall.SIGKILL, 0)
+		if t.Failed() {
+			t.Logf("log:\n%s", p.Tail(10))
+		}
+	})
 	return p
 }
 
 // waitLog waits until the log holds n hellos.
 func waitLog(t *testing.T, p *Proc, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for strings.Count(p.Tail(10), "hello") < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("log after 5 s:\n%s\nwant %d hellos", p.Tail(10), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("%d hellos in the log", n), func() bool {
+		return strings.Count(p.Tail(10), "hello") >= n
+	})
 }
 
 // TestKillAndStartAgain: a killed program is not running, starts again,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/internal/redisconn/redistest"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 func TestValidate(t *testing.T) {
@@ -221,20 +222,13 @@ func TestFailoverClientFollowsAPromotion(t *testing.T) {
 	// The client learns of the switch from the Sentinels; until then a
 	// call may still reach for the dead primary.
 	var n int64
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "script INCR answered after the promotion", func() bool {
 		cctx, cancel := call()
+		defer cancel()
 		var err error
 		n, err = incr.Run(cctx, c, []string{"n"}).Int64()
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("script INCR 10 s after the promotion = %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil
+	})
 	if n != 2 {
 		t.Errorf("script INCR after the failover = %d, want 2 (the replicated 1, plus one)", n)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/internal/httpread/httpreadtest"
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // socketBuffer is the send and receive buffer of both ends in these tests.
@@ -140,15 +141,11 @@ func TestRunCutsLingeringAtItsBudget(t *testing.T) {
 	}()
 
 	var c net.Conn
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testenv.Eventually(t, 5*time.Second, "Run's listener open", func() bool {
 		var err error
-		if c, err = net.Dial("tcp", addr); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Run's listener did not open: %v", err)
-		}
-	}
+		c, err = net.Dial("tcp", addr)
+		return err == nil
+	})
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	httpreadtest.RefusedTooLarge(t, c, 1<<20)

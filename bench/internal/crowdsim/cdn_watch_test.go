@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // snapshotEdge is an edge whose sale snapshot the test sets.
@@ -319,12 +321,8 @@ func TestCDNKeepWatchingBringsNewsAsItComes(t *testing.T) {
 
 	w := c.watch(0, false, false) // fires on a sold-out
 	began := time.Now()
-	for edge.watchCount() < 3 { // a plain read, then watches held in turn
-		if time.Since(began) > 5*time.Second {
-			t.Fatalf("keepWatching made %d watches in 5 s, want 3", edge.watchCount())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// A plain read, then watches held in turn.
+	testenv.Eventually(t, 5*time.Second, "keepWatching making 3 watches", func() bool { return edge.watchCount() >= 3 })
 	if fired(w) {
 		t.Fatal("the page's watch fired before any news")
 	}

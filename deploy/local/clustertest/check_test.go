@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // cluster is what cluster.sh tells its FLASHGATE_RUN_THEN command.
@@ -89,8 +91,7 @@ func checkCluster(t *testing.T) {
 		SaleID string `json:"sale_id"`
 		Status string `json:"status"`
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testenv.Eventually(t, 20*time.Second, "sale "+c.sale+" open through nginx", func() bool {
 		res := h.do("GET", c.cdn+"/v1/sales/"+c.sale, nil, "")
 		if res.status != http.StatusOK {
 			t.Fatalf("GET nginx /v1/sales/%s = %d %s, want 200", c.sale, res.status, res.body)
@@ -102,14 +103,8 @@ func checkCluster(t *testing.T) {
 		if snap.SaleID != c.sale {
 			t.Fatalf("snapshot through nginx names sale %q, want %q", snap.SaleID, c.sale)
 		}
-		if snap.Status == "open" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sale %s is %q through nginx 20 s on, want open", c.sale, snap.Status)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return snap.Status == "open"
+	})
 
 	// One line across both edges: shoppers joining at edge1 and at edge2
 	// directly, and through nginx, get one place each, one after another
@@ -327,16 +322,9 @@ func cutEdgeLink(t *testing.T, h *shopperClient, c cluster, links string) {
 	t.Logf("edge1's link (%s) down: the snapshot through nginx answered 200 throughout, slowest %s", link, worst.Round(time.Millisecond))
 	ipLink("up")
 	restored = true
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if res := h.do("GET", c.edges[0]+"/healthz", nil, ""); res.status == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("edge1 does not answer /healthz 10 s after its link came back up")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "edge1 answering /healthz after its link came back up", func() bool {
+		return h.do("GET", c.edges[0]+"/healthz", nil, "").status == http.StatusOK
+	})
 }
 
 // checkBothEdgesServedJoins reads nginx's access log: the joins that went
@@ -366,8 +354,8 @@ func checkBothEdgesServedJoins(t *testing.T, c cluster) {
 func waitPromotion(t *testing.T, c cluster, within time.Duration) string {
 	t.Helper()
 	old := c.redisAddrs[0]
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	var promoted string
+	testenv.Eventually(t, within, "the Sentinels naming a primary other than the killed "+old, func() bool {
 		for _, s := range c.sentinels {
 			sc := redis.NewSentinelClient(&redis.Options{Addr: s, DialTimeout: time.Second, ReadTimeout: time.Second})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -376,14 +364,14 @@ func waitPromotion(t *testing.T, c cluster, within time.Duration) string {
 			sc.Close()
 			if err == nil && len(addr) == 2 {
 				if got := net.JoinHostPort(addr[0], addr[1]); got != old {
-					return got
+					promoted = got
+					return true
 				}
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("the Sentinels still name %s the primary %s after it was killed", old, within)
-	return ""
+		return false
+	})
+	return promoted
 }
 
 // shopperClient speaks the edge's public API as the shopper's page does.
@@ -510,10 +498,13 @@ func (h *shopperClient) joinRetrying(base, sale, user string, within time.Durati
 // admission token.
 func (h *shopperClient) waitAdmitted(base, sale, user, queueToken string, within time.Duration) string {
 	h.t.Helper()
-	deadline := time.Now().Add(within)
-	var last answer
-	for time.Now().Before(deadline) {
-		last = h.do("GET", base+"/v1/sales/"+sale+"/queue/status",
+	var admission string
+	next := time.Now() // when the next poll is due
+	testenv.Eventually(h.t, within, "admitted in the line of "+sale+" at "+base, func() bool {
+		if time.Now().Before(next) {
+			return false
+		}
+		last := h.do("GET", base+"/v1/sales/"+sale+"/queue/status",
 			map[string]string{"Authorization": "Bearer " + queueToken, "X-User-Token": user}, "")
 		wait := 400 * time.Millisecond // under the per-account poll limit (3 a second)
 		switch last.status {
@@ -524,7 +515,8 @@ func (h *shopperClient) waitAdmitted(base, sale, user, queueToken string, within
 			}
 			last.decode(&s)
 			if s.State == "admitted" && s.AdmissionToken != "" {
-				return s.AdmissionToken
+				admission = s.AdmissionToken
+				return true
 			}
 			if s.State != "waiting" {
 				h.t.Fatalf("status %s, want waiting or admitted", last.body)
@@ -534,10 +526,10 @@ func (h *shopperClient) waitAdmitted(base, sale, user, queueToken string, within
 		default:
 			h.t.Fatalf("GET %s/v1/sales/%s/queue/status = %d %s", base, sale, last.status, last.body)
 		}
-		time.Sleep(wait)
-	}
-	h.t.Fatalf("not admitted within %s; last status %d %s", within, last.status, last.body)
-	return ""
+		next = time.Now().Add(wait)
+		return false
+	})
+	return admission
 }
 
 // reserve holds one unit with the admission token and returns the
@@ -576,24 +568,20 @@ func checkRegions(t *testing.T) {
 
 	// Both regions' CDNs serve the open sale.
 	for _, cdn := range []string{c.cdn, far} {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		testenv.Eventually(t, 20*time.Second, "GET "+cdn+"/v1/sales/"+c.sale+" answering 200 and open", func() bool {
 			res := h.do("GET", cdn+"/v1/sales/"+c.sale, nil, "")
 			var snap struct {
 				Status string `json:"status"`
 			}
 			res.decode(&snap)
-			if res.status == http.StatusOK && snap.Status == "open" {
-				if res.header.Get("X-Cache-Status") == "" {
-					t.Errorf("GET %s/v1/sales/%s has no X-Cache-Status: not the reference CDN config", cdn, c.sale)
-				}
-				break
+			if res.status != http.StatusOK || snap.Status != "open" {
+				return false
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("GET %s/v1/sales/%s = %d %s 20 s on, want 200 and open", cdn, c.sale, res.status, res.body)
+			if res.header.Get("X-Cache-Status") == "" {
+				t.Errorf("GET %s/v1/sales/%s has no X-Cache-Status: not the reference CDN config", cdn, c.sale)
 			}
-			time.Sleep(250 * time.Millisecond)
-		}
+			return true
+		})
 	}
 
 	// One line across the regions: joins alternating between them get one

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 var (
@@ -522,7 +524,7 @@ func TestRefunds(t *testing.T) {
 		f.pay(t, in.ID)
 		_, b := refund(t, in.ID, "w1", `{"amount_minor": 250}`)
 		re := decode[Refund](t, b)
-		waitFor(t, "the refund webhook", func() bool {
+		testenv.Eventually(t, 5*time.Second, "the refund webhook", func() bool {
 			for _, r := range f.hooks.requests() {
 				if strings.Contains(string(r.body), re.ID) {
 					return true

@@ -181,18 +181,6 @@ func errorCode(t *testing.T, b []byte) string {
 	return e["error"]
 }
 
-// waitFor polls cond until it holds, failing the test after 5 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // eventsOf returns the recorded events about intent id.
 func (f *fixture) eventsOf(id string) []Event {
 	var out []Event

@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // TestPayPayer: POST /sandbox/intents/{id}/pay takes an optional
@@ -130,7 +133,7 @@ func TestPayerInAnswersAndWebhooks(t *testing.T) {
 		}
 	}
 
-	waitFor(t, "the webhook", func() bool { return len(f.hooks.requests()) == 2 })
+	testenv.Eventually(t, 5*time.Second, "the webhook", func() bool { return len(f.hooks.requests()) == 2 })
 	for _, r := range f.hooks.requests() {
 		var p struct {
 			Type string `json:"type"`

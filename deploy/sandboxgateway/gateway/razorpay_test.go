@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // The Razorpay personality through its HTTP API, as Razorpay's pages
@@ -133,7 +135,7 @@ func (f *fixture) mustLink(t *testing.T, ref string, expireBy time.Time) rzpLink
 func rzpWebhook(t *testing.T, f *fixture, typ string) received {
 	t.Helper()
 	var got received
-	waitFor(t, typ+" webhook", func() bool {
+	testenv.Eventually(t, 5*time.Second, typ+" webhook", func() bool {
 		for _, r := range f.hooks.requests() {
 			var e struct{ Event string }
 			if json.Unmarshal(r.body, &e) == nil && e.Event == typ {

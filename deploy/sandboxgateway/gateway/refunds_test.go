@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v82"
+
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // Refunds held pending and settled by the sandbox, in each personality:
@@ -25,7 +27,7 @@ const unknownRefund = "re_000000000000000000000000"
 func refundHook(t *testing.T, f *fixture, typ, id string, about func(body []byte) (typ, refundID string)) received {
 	t.Helper()
 	var got received
-	waitFor(t, typ+" webhook of "+id, func() bool {
+	testenv.Eventually(t, 5*time.Second, typ+" webhook of "+id, func() bool {
 		for _, r := range f.hooks.requests() {
 			if gotTyp, gotID := about(r.body); gotTyp == typ && gotID == id {
 				got = r

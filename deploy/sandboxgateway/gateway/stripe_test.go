@@ -13,6 +13,8 @@ import (
 
 	"github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 // startStripe serves a gateway playing Stripe, edit adjusting its config,
@@ -82,7 +84,7 @@ func stripeErr(t *testing.T, what string, err error) *stripe.Error {
 func stripeEvent(t *testing.T, f *fixture, typ string) (stripe.Event, received) {
 	t.Helper()
 	var got received
-	waitFor(t, typ+" webhook", func() bool {
+	testenv.Eventually(t, 5*time.Second, typ+" webhook", func() bool {
 		for _, r := range f.hooks.requests() {
 			var e struct{ Type string }
 			if json.Unmarshal(r.body, &e) == nil && e.Type == typ {
@@ -333,7 +335,7 @@ func TestStripeSessionExpires(t *testing.T) {
 	if status, b := f.control(t, "POST", "/sandbox/intents/"+failed.ID+"/fail", ""); status != 200 {
 		t.Fatalf("fail = %d %s", status, b)
 	}
-	waitFor(t, "a second checkout.session.expired", func() bool {
+	testenv.Eventually(t, 5*time.Second, "a second checkout.session.expired", func() bool {
 		n := 0
 		for _, e := range f.gw.Events() {
 			if e.Type == "checkout.session.expired" && e.Kind == EventPaymentFailed && e.Delivered {
@@ -493,7 +495,7 @@ func TestStripeFailureModes(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.pay(t, s.ID)
-		waitFor(t, "three deliveries", func() bool { return len(f.hooks.requests()) == 3 })
+		testenv.Eventually(t, 5*time.Second, "three deliveries", func() bool { return len(f.hooks.requests()) == 3 })
 		var ids []string
 		for _, r := range f.hooks.requests() {
 			ev, err := webhook.ConstructEventWithOptions(r.body, r.header.Get(StripeSignatureHeader), testSecrets[1], webhook.ConstructEventOptions{})

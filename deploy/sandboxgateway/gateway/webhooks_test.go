@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/testenv"
 )
 
 func TestSign(t *testing.T) {
@@ -39,7 +41,7 @@ func TestPayWebhook(t *testing.T) {
 	clock.Advance(time.Minute)
 	paid := f.pay(t, in.ID)
 
-	waitFor(t, "the webhook", func() bool { return len(f.hooks.requests()) == 1 })
+	testenv.Eventually(t, 5*time.Second, "the webhook", func() bool { return len(f.hooks.requests()) == 1 })
 	r := f.hooks.requests()[0]
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type = %q, want application/json", ct)
@@ -69,7 +71,7 @@ func TestPayWebhook(t *testing.T) {
 		t.Errorf("payment payload %s mentions a refund", r.body)
 	}
 
-	waitFor(t, "the delivery record", func() bool { return f.eventsOf(in.ID)[0].Delivered })
+	testenv.Eventually(t, 5*time.Second, "the delivery record", func() bool { return f.eventsOf(in.ID)[0].Delivered })
 	e := f.eventsOf(in.ID)[0]
 	if e.ID != p.ID || e.Type != p.Type || len(e.Deliveries) != 1 || e.Deliveries[0].StatusCode != 200 ||
 		e.Deliveries[0].Error != "" || e.Suppressed || string(e.Payload) != string(r.body) {
@@ -87,7 +89,7 @@ func TestFailWebhook(t *testing.T) {
 	if _, err := f.gw.Fail(in.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the webhook", func() bool { return len(f.hooks.requests()) == 1 })
+	testenv.Eventually(t, 5*time.Second, "the webhook", func() bool { return len(f.hooks.requests()) == 1 })
 	p := decode[WebhookPayload](t, f.hooks.requests()[0].body)
 	if p.Type != EventPaymentFailed || p.Data.Intent.Status != StatusFailed {
 		t.Errorf("webhook = %s with status %s, want %s with failed", p.Type, p.Data.Intent.Status, EventPaymentFailed)
@@ -104,7 +106,7 @@ func TestWebhookRetries(t *testing.T) {
 	})
 	in := f.create(t, "ord_1")
 	f.pay(t, in.ID)
-	waitFor(t, "delivery", func() bool { return f.eventsOf(in.ID)[0].Delivered })
+	testenv.Eventually(t, 5*time.Second, "delivery", func() bool { return f.eventsOf(in.ID)[0].Delivered })
 	closeGateway(t, f) // waits for every delivery, so the counts are final
 
 	e := f.eventsOf(in.ID)[0]
@@ -140,7 +142,7 @@ func TestWebhookGivesUp(t *testing.T) {
 	f.hooks.answerWith(func(int) int { return http.StatusServiceUnavailable })
 	in := f.create(t, "ord_1")
 	f.pay(t, in.ID)
-	waitFor(t, "three attempts", func() bool { return len(f.eventsOf(in.ID)[0].Deliveries) == 3 })
+	testenv.Eventually(t, 5*time.Second, "three attempts", func() bool { return len(f.eventsOf(in.ID)[0].Deliveries) == 3 })
 	closeGateway(t, f)
 	e := f.eventsOf(in.ID)[0]
 	if len(e.Deliveries) != 3 || e.Delivered {
@@ -158,7 +160,7 @@ func TestWebhookTransportError(t *testing.T) {
 	})
 	in := f.create(t, "ord_1")
 	f.pay(t, in.ID)
-	waitFor(t, "two attempts", func() bool { return len(f.eventsOf(in.ID)[0].Deliveries) == 2 })
+	testenv.Eventually(t, 5*time.Second, "two attempts", func() bool { return len(f.eventsOf(in.ID)[0].Deliveries) == 2 })
 	for _, d := range f.eventsOf(in.ID)[0].Deliveries {
 		if d.StatusCode != 0 || d.Error == "" {
 			t.Errorf("delivery to a closed port = %+v, want status 0 and an error", d)
@@ -170,7 +172,7 @@ func TestWebhookDuplicates(t *testing.T) {
 	f := start(t, func(c *Config) { c.DuplicateRate = 1 })
 	in := f.create(t, "ord_1")
 	f.pay(t, in.ID)
-	waitFor(t, "two deliveries", func() bool { return len(f.hooks.requests()) == 2 })
+	testenv.Eventually(t, 5*time.Second, "two deliveries", func() bool { return len(f.hooks.requests()) == 2 })
 	closeGateway(t, f)
 
 	got := f.hooks.requests()
@@ -213,7 +215,7 @@ func TestWebhooksDisabled(t *testing.T) {
 	}
 	sent := f.create(t, "ord_sent")
 	f.pay(t, sent.ID)
-	waitFor(t, "the webhook after switching on", func() bool { return len(f.hooks.requests()) >= 1 })
+	testenv.Eventually(t, 5*time.Second, "the webhook after switching on", func() bool { return len(f.hooks.requests()) >= 1 })
 	closeGateway(t, f)
 	got := f.hooks.requests()
 	if len(got) != 1 || decode[WebhookPayload](t, got[0].body).Data.Intent.ID != sent.ID {
@@ -232,7 +234,7 @@ func TestWebhooksDisabledStopsRetries(t *testing.T) {
 	f.hooks.answerWith(func(int) int { return http.StatusInternalServerError })
 	in := f.create(t, "ord_1")
 	f.pay(t, in.ID)
-	waitFor(t, "the first attempt", func() bool { return len(f.hooks.requests()) >= 1 })
+	testenv.Eventually(t, 5*time.Second, "the first attempt", func() bool { return len(f.hooks.requests()) >= 1 })
 	f.gw.SetWebhooksEnabled(false)
 	before := len(f.hooks.requests())
 	time.Sleep(100 * time.Millisecond) // several RetryMax
@@ -253,7 +255,7 @@ func TestNoWebhookURL(t *testing.T) {
 	}
 	other := f.create(t, "ord_2")
 	f.pay(t, other.ID)
-	waitFor(t, "the webhook", func() bool { return len(f.hooks.requests()) == 1 })
+	testenv.Eventually(t, 5*time.Second, "the webhook", func() bool { return len(f.hooks.requests()) == 1 })
 	if err := f.gw.SetWebhookURL("ftp://x"); err == nil {
 		t.Error("SetWebhookURL(ftp://x) = nil, want an error")
 	}
@@ -264,7 +266,7 @@ func TestClose(t *testing.T) {
 	f.hooks.answerWith(func(int) int { return http.StatusBadGateway })
 	in := f.create(t, "ord_1")
 	f.pay(t, in.ID)
-	waitFor(t, "the first attempt", func() bool { return len(f.eventsOf(in.ID)[0].Deliveries) == 1 })
+	testenv.Eventually(t, 5*time.Second, "the first attempt", func() bool { return len(f.eventsOf(in.ID)[0].Deliveries) == 1 })
 
 	began := time.Now()
 	closeGateway(t, f) // the delivery waits an hour to retry; Close must cut it short
