@@ -201,13 +201,25 @@ func startStack(t *testing.T, farDelay time.Duration) stack {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	port := func() string {
+	// Every address at once, each listener held until all are chosen: one
+	// closed before the next is asked for may be handed out again.
+	var addrs []string
+	var held []net.Listener
+	for range 7 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ln.Close()
-		return ln.Addr().String()
+		held = append(held, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	for _, ln := range held {
+		ln.Close()
+	}
+	port := func() string {
+		a := addrs[0]
+		addrs = addrs[1:]
+		return a
 	}
 	var st stack
 	st.edge, st.edgeAdmin, st.gateway = port(), port(), port()

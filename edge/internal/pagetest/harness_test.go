@@ -249,7 +249,8 @@ func (p *page) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 }
 
 // waitUntil evaluates the JavaScript condition cond in the page until it
-// is true, and fails the test with the page's state after within. A
+// is true (one that throws is not), and fails the test with the page's
+// state after within. A
 // navigation meanwhile (a link followed, a redirect) ends one evaluation;
 // the wait goes on in the new document.
 func (p *page) waitUntil(what, cond string, within time.Duration) {
@@ -261,7 +262,9 @@ func (p *page) waitUntil(what, cond string, within time.Duration) {
 		}
 	}()
 	testenv.Eventually(p.t, within, "wait for "+what, func() bool {
-		ok, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool]("!!("+cond+")"))
+		// A condition that throws (an element not there yet, as a page
+		// loads) is not true yet, as chromedp.Poll took it.
+		ok, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool]("(() => { try { return !!("+cond+"); } catch (e) { return false; } })()"))
 		if err != nil && !navigatedAway(err) {
 			told = true
 			p.t.Fatalf("wait for %s: %v\npage: %s", what, err, p.state())
