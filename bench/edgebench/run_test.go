@@ -6,37 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/flashgate/flashgate/bench/internal/benchcmd"
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/edgeperf"
 )
-
-func TestLoadConfigOutput(t *testing.T) {
-	for _, tc := range []struct {
-		args   []string
-		getenv map[string]string
-		want   benchcmd.Output
-	}{
-		{want: benchcmd.Output{}},
-		{args: []string{"-json"}, want: benchcmd.Output{JSON: true}},
-		{args: []string{"-report-json", "r.json"}, want: benchcmd.Output{JSONFile: "r.json"}},
-		{getenv: map[string]string{"FLASHGATE_BENCH_REPORT_JSON": "env.json"}, want: benchcmd.Output{JSONFile: "env.json"}},
-		{args: []string{"-report-json", "flag.json"}, getenv: map[string]string{"FLASHGATE_BENCH_REPORT_JSON": "env.json"}, want: benchcmd.Output{JSONFile: "flag.json"}},
-	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			_, out, err := loadConfig(tc.args, func(k string) string { return tc.getenv[k] }, io.Discard)
-			if err != nil {
-				t.Fatalf("loadConfig(%q): %v", tc.args, err)
-			}
-			if out != tc.want {
-				t.Errorf("loadConfig(%q) with %v output = %+v, want %+v", tc.args, tc.getenv, out, tc.want)
-			}
-		})
-	}
-}
 
 // TestReportJSONFile writes a report with the figures bench/model reads
 // (each path's edge and origin runs, the memory phase's sizes) through

@@ -61,30 +61,6 @@ func TestLoadConfigPhases(t *testing.T) {
 	}
 }
 
-func TestLoadConfigOutput(t *testing.T) {
-	for _, tc := range []struct {
-		args   []string
-		getenv map[string]string
-		want   benchcmd.Output
-	}{
-		{want: benchcmd.Output{}},
-		{args: []string{"-json"}, want: benchcmd.Output{JSON: true}},
-		{args: []string{"-report-json", "r.json"}, want: benchcmd.Output{JSONFile: "r.json"}},
-		{getenv: map[string]string{"FLASHGATE_BENCH_REPORT_JSON": "env.json"}, want: benchcmd.Output{JSONFile: "env.json"}},
-		{args: []string{"-report-json", "flag.json"}, getenv: map[string]string{"FLASHGATE_BENCH_REPORT_JSON": "env.json"}, want: benchcmd.Output{JSONFile: "flag.json"}},
-	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			_, out, err := loadConfig(tc.args, func(k string) string { return tc.getenv[k] }, io.Discard)
-			if err != nil {
-				t.Fatalf("loadConfig(%q): %v", tc.args, err)
-			}
-			if out != tc.want {
-				t.Errorf("loadConfig(%q) with %v output = %+v, want %+v", tc.args, tc.getenv, out, tc.want)
-			}
-		})
-	}
-}
-
 // TestReportJSONFile writes a report with the figures bench/model reads
 // (the HTTP path's rounds) through -report-json, into a folder not yet
 // made, and decodes it back. A real report needs a run against Redis and

@@ -34,3 +34,11 @@ func TestNewTiming(t *testing.T) {
 		t.Errorf("Counts = %q, want \"conflict 2, ok 7\"", c)
 	}
 }
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", -1234567: "-1,234,567", 100000: "100,000"} {
+		if got := Thousands(n); got != want {
+			t.Errorf("Thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

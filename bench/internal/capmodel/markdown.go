@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 )
 
 // The markers around the generated part of docs/CAPACITY.md.
@@ -310,21 +312,7 @@ func dec(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 
 
 // count is v rounded to a whole number, thousands separated: 1234567.4 →
 // "1,234,567".
-func count(v float64) string {
-	s := strconv.FormatInt(int64(math.Round(v)), 10)
-	sign := ""
-	if s[0] == '-' {
-		sign, s = "-", s[1:]
-	}
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return sign + b.String()
-}
+func count(v float64) string { return benchreport.Thousands(int64(math.Round(v))) }
 
 // pct is a share as a percentage with one decimal, or none from 10 % up
 // where it is whole.

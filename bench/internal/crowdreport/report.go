@@ -7,8 +7,8 @@ package crowdreport
 import (
 	"math"
 	"strconv"
-	"strings"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
 )
 
@@ -66,21 +66,7 @@ func reservesPerS(r *crowdsim.Result) float64 {
 }
 
 // count formats n with thousands separators: 1234567 → "1,234,567".
-func count[T int | int64](n T) string {
-	s := strconv.FormatInt(int64(n), 10)
-	sign := ""
-	if s[0] == '-' {
-		sign, s = "-", s[1:]
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return sign + b.String()
-}
+func count[T int | int64](n T) string { return benchreport.Thousands(int64(n)) }
 
 // rate formats a rate rounded to a whole number, with thousands separators.
 func rate(v float64) string {

@@ -88,10 +88,7 @@ func runPeers(ctx context.Context, c Config, rdb *redis.Client, prefix string) (
 			if err != nil {
 				return peerServer{}, err
 			}
-			return peerServer{addr: s.Addr, stop: s.Stop, books: func(ctx context.Context, run *PeerRun) (err error) {
-				run.Sold, err = s.Sold(ctx)
-				return err
-			}}, nil
+			return serverOf(s.Addr, s), nil
 		}},
 		{PeerSerializable, withAccount, func(ctx context.Context, round int) (peerServer, error) {
 			s, err := reservepeers.StartSerializable(ctx, reservepeers.SerializableConfig{PostgresURL: c.PostgresURL,
@@ -99,10 +96,7 @@ func runPeers(ctx context.Context, c Config, rdb *redis.Client, prefix string) (
 			if err != nil {
 				return peerServer{}, err
 			}
-			return peerServer{addr: s.Addr, stop: s.Stop, books: func(ctx context.Context, run *PeerRun) (err error) {
-				run.Sold, err = s.Sold(ctx)
-				return err
-			}}, nil
+			return serverOf(s.Addr, s), nil
 		}},
 	}
 
@@ -143,6 +137,21 @@ func runPeers(ctx context.Context, c Config, rdb *redis.Client, prefix string) (
 		}
 	}
 	return rep, nil
+}
+
+// peer is one of reservepeers' servers: it stops, and it tells the units
+// it sold by its own books.
+type peer interface {
+	Stop(context.Context) error
+	Sold(context.Context) (int, error)
+}
+
+// serverOf is p, listening at addr, as a design's server of the phase.
+func serverOf(addr string, p peer) peerServer {
+	return peerServer{addr: addr, stop: p.Stop, books: func(ctx context.Context, run *PeerRun) (err error) {
+		run.Sold, err = p.Sold(ctx)
+		return err
+	}}
 }
 
 // runPeer starts d fresh, sends it every request once, reads its books and

@@ -93,20 +93,9 @@ func TestSoldOutAnsweredAtEdge(t *testing.T) {
 // rather than at the next period.
 func TestOriginSoldOutRefreshesAtOnce(t *testing.T) {
 	t.Parallel()
-	o, counting := realOrigin(t)
 	const sale = "one-left"
-	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 600))
-	cfg := edgetest.Config(edgetest.NewRedis(t), counting.URL)
-	cfg.SnapshotRefresh = 30 * time.Second // the period alone would not bring the news in this test's time
-	cfg.SnapshotStaleAfter = 2 * time.Minute
-	n := edgetest.StartNode(t, cfg)
-	n.WaitSale(t, sale)
-
-	reserve := func(account string) *edgetest.Response {
-		_, admissionToken := saleTokens(t, sale, account)
-		return n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: admissionToken,
-			User: edgetest.Owner(t, admissionToken), Body: reserveBody("sku-1", "k-"+account)})
-	}
+	n, counting := newsNode(t, origintest.OpenSale(sale, 1, 600))
+	reserve := reserveOf(t, n, sale)
 	if res := reserve("first"); res.Status != fasthttp.StatusCreated {
 		t.Fatalf("reserve of the last unit = %d %s, want 201", res.Status, res.Body)
 	}
@@ -128,14 +117,8 @@ func TestOriginSoldOutRefreshesAtOnce(t *testing.T) {
 // answered at once — and names the second to ask for next.
 func TestSnapshotWatch(t *testing.T) {
 	t.Parallel()
-	o, counting := realOrigin(t)
 	const sale = "watched"
-	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 600))
-	cfg := edgetest.Config(edgetest.NewRedis(t), counting.URL)
-	cfg.SnapshotRefresh = 30 * time.Second // news comes from the origin's sold out, not the period
-	cfg.SnapshotStaleAfter = 2 * time.Minute
-	n := edgetest.StartNode(t, cfg)
-	n.WaitSale(t, sale)
+	n, _ := newsNode(t, origintest.OpenSale(sale, 1, 600))
 	watch := func(at int64) *edgetest.Response {
 		return n.Do(t, edgetest.Request{Method: "GET", Path: fmt.Sprintf("/v1/sales/%s?at=%d", sale, at)})
 	}
@@ -158,11 +141,7 @@ func TestSnapshotWatch(t *testing.T) {
 	at = time.Now().Unix() + 1 // held for one to two seconds
 	answered := make(chan *edgetest.Response, 1)
 	go func() { answered <- watch(at) }()
-	reserve := func(account string) *edgetest.Response {
-		_, admissionToken := saleTokens(t, sale, account)
-		return n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: admissionToken,
-			User: edgetest.Owner(t, admissionToken), Body: reserveBody("sku-1", "k-"+account)})
-	}
+	reserve := reserveOf(t, n, sale)
 	if r := reserve("first"); r.Status != fasthttp.StatusCreated {
 		t.Fatalf("reserve of the last unit = %d %s, want 201", r.Status, r.Body)
 	}
@@ -241,21 +220,11 @@ func TestSnapshotWatchHoldCap(t *testing.T) {
 // snapshot fetches, not one each; once the node shows it sold out, none.
 func TestSoldOutStampedeRefreshesOnce(t *testing.T) {
 	t.Parallel()
-	o, counting := realOrigin(t)
 	const sale = "two-skus"
 	def := origintest.OpenSale(sale, 1, 600)
 	def.SKUs = append(def.SKUs, origintest.SKU{SKU: "sku-2", Name: "Case", PriceMinor: 99900, Currency: "INR", Stock: 50})
-	o.MustCreateSale(t, def)
-	cfg := edgetest.Config(edgetest.NewRedis(t), counting.URL)
-	cfg.SnapshotRefresh = 30 * time.Second
-	cfg.SnapshotStaleAfter = 2 * time.Minute
-	n := edgetest.StartNode(t, cfg)
-	n.WaitSale(t, sale)
-	reserve := func(account string) *edgetest.Response {
-		_, admissionToken := saleTokens(t, sale, account)
-		return n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: admissionToken,
-			User: edgetest.Owner(t, admissionToken), Body: reserveBody("sku-1", "k-"+account)})
-	}
+	n, counting := newsNode(t, def)
+	reserve := reserveOf(t, n, sale)
 	if r := reserve("first"); r.Status != fasthttp.StatusCreated {
 		t.Fatalf("reserve of sku-1's one unit = %d %s, want 201", r.Status, r.Body)
 	}
@@ -269,5 +238,30 @@ func TestSoldOutStampedeRefreshesOnce(t *testing.T) {
 	fetches := counting.CountMatching("GET", "/v1/sales/"+sale) - before
 	if most := int(time.Since(began)/(100*time.Millisecond)) + 2; fetches < 1 || fetches > most {
 		t.Errorf("200 sold-out answers in %v made %d snapshot fetches, want 1 to %d (at most one a tick)", time.Since(began), fetches, most)
+	}
+}
+
+// newsNode is an edge node in front of a real origin holding sale, whose
+// snapshot period is too long to bring news in a test's time: news comes
+// from the origin's sold out. counting sees what the node asks the origin.
+func newsNode(t *testing.T, sale origintest.Sale) (*edgetest.Node, *edgetest.CountingProxy) {
+	t.Helper()
+	o, counting := realOrigin(t)
+	o.MustCreateSale(t, sale)
+	cfg := edgetest.Config(edgetest.NewRedis(t), counting.URL)
+	cfg.SnapshotRefresh = 30 * time.Second
+	cfg.SnapshotStaleAfter = 2 * time.Minute
+	n := edgetest.StartNode(t, cfg)
+	n.WaitSale(t, sale.SaleID)
+	return n, counting
+}
+
+// reserveOf reserves a unit of sale's sku-1 through n, for an account of
+// its own admission token and idempotency key.
+func reserveOf(t *testing.T, n *edgetest.Node, sale string) func(account string) *edgetest.Response {
+	return func(account string) *edgetest.Response {
+		_, admissionToken := saleTokens(t, sale, account)
+		return n.Do(t, edgetest.Request{Method: "POST", Path: "/v1/sales/" + sale + "/reserve", Token: admissionToken,
+			User: edgetest.Owner(t, admissionToken), Body: reserveBody("sku-1", "k-"+account)})
 	}
 }

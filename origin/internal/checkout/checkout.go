@@ -137,21 +137,34 @@ func NewEpoch() (string, error) {
 // Inventory reads the counters of the given SKUs in one round trip. SKUs
 // that are not loaded are missing from the result.
 func (s *Store) Inventory(ctx context.Context, sale string, skus []string) (map[string]intent.Stock, error) {
+	vals, err := s.inventoryFields(ctx, sale, skus, invAvailable, invHeld, invSold)
+	if err != nil {
+		return nil, fmt.Errorf("read inventory of sale %s: %w", sale, err)
+	}
+	out := make(map[string]intent.Stock, len(vals))
+	for sku, v := range vals {
+		out[sku] = intent.Stock{Total: toInt(v[0]), Available: toInt(v[1]), Held: toInt(v[2]), Sold: toInt(v[3])}
+	}
+	return out, nil
+}
+
+// inventoryFields reads the SKUs' inventory hashes in one round trip: per
+// loaded SKU its total, then the fields asked for. A SKU whose hash has
+// no total is not loaded, and is missing from the result.
+func (s *Store) inventoryFields(ctx context.Context, sale string, skus []string, fields ...string) (map[string][]any, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(skus))
 	for i, sku := range skus {
-		cmds[i] = pipe.HMGet(ctx, s.keys.Inventory(sale, sku), invTotal, invAvailable, invHeld, invSold)
+		cmds[i] = pipe.HMGet(ctx, s.keys.Inventory(sale, sku), append([]string{invTotal}, fields...)...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("read inventory of sale %s: %w", sale, err)
+		return nil, err
 	}
-	out := make(map[string]intent.Stock, len(skus))
+	out := make(map[string][]any, len(skus))
 	for i, cmd := range cmds {
-		v := cmd.Val()
-		if v[0] == nil {
-			continue
+		if v := cmd.Val(); v[0] != nil {
+			out[skus[i]] = v
 		}
-		out[skus[i]] = intent.Stock{Total: toInt(v[0]), Available: toInt(v[1]), Held: toInt(v[2]), Sold: toInt(v[3])}
 	}
 	return out, nil
 }
@@ -166,21 +179,13 @@ type StockMoments struct {
 // Moments reads the StockMoments of the given SKUs in one round trip. SKUs
 // that are not loaded are missing from the result.
 func (s *Store) Moments(ctx context.Context, sale string, skus []string) (map[string]StockMoments, error) {
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(skus))
-	for i, sku := range skus {
-		cmds[i] = pipe.HMGet(ctx, s.keys.Inventory(sale, sku), invTotal, invFirstZeroMs, invZeroMs, invBackMs)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	vals, err := s.inventoryFields(ctx, sale, skus, invFirstZeroMs, invZeroMs, invBackMs)
+	if err != nil {
 		return nil, fmt.Errorf("read stock moments of sale %s: %w", sale, err)
 	}
-	out := make(map[string]StockMoments, len(skus))
-	for i, cmd := range cmds {
-		v := cmd.Val()
-		if v[0] == nil {
-			continue
-		}
-		out[skus[i]] = StockMoments{FirstZero: unixMilli(v[1]), Zero: unixMilli(v[2]), Back: unixMilli(v[3])}
+	out := make(map[string]StockMoments, len(vals))
+	for sku, v := range vals {
+		out[sku] = StockMoments{FirstZero: unixMilli(v[1]), Zero: unixMilli(v[2]), Back: unixMilli(v[3])}
 	}
 	return out, nil
 }
