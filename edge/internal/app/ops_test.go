@@ -343,8 +343,15 @@ func TestOverviewReservesAndRebuild(t *testing.T) {
 		keys.Steps(sale), keys.Line(sale)).Err(); err != nil {
 		t.Fatalf("delete the line's keys: %v", err)
 	}
-	waitOverviewSale(t, n, sale, "the line rebuilding, never restored before", 5*time.Second, func(s overviewSale) bool {
+	held := waitOverviewSale(t, n, sale, "the line rebuilding, never restored before", 5*time.Second, func(s overviewSale) bool {
 		return s.Rebuilding && s.RestoredAt == nil
+	})
+	// Rebuilding shows before the first restore is sent: hold the copy
+	// back until one restore has timed out, or it may never be tried
+	// while held.
+	failedBefore := held.Counters["line_failures.restore"]
+	testenv.Eventually(t, 15*time.Second, "a restore timing out while the origin's copy is held back", func() bool {
+		return getOverview(t, n).Counters["line_failures.restore"] > failedBefore
 	})
 	counting.Delay(linePath, 0)
 	ov = waitOverviewSale(t, n, sale, "the line restored, with its time", 15*time.Second, func(s overviewSale) bool {
