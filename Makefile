@@ -10,6 +10,10 @@ SHELL := /usr/bin/env bash
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 
+# Every package of every module go.work uses: the product (the root) and the lab's nested modules, which a
+# plain ./... stops at.
+PKGS = $(shell $(GO) list -m -f '{{.Dir}}/...' | sed 's|^$(CURDIR)|.|')
+
 # Extra flags for `make test`, e.g. make test GOTESTFLAGS='-run TestReserve -v'
 export GOTESTFLAGS
 export GOTESTPKGS
@@ -30,7 +34,7 @@ test: ## go vet and every test (race detector) against real Redis and Postgres; 
 	deploy/local/test.sh
 
 build: ## compile every package and put the binaries (origin, edge, sandboxgateway, bench tools) into bin/
-	$(GO) build ./...
+	$(GO) build $(PKGS)
 	@mkdir -p bin
 	@mains="$$($(GO) list -e -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./origin ./edge/... ./deploy/sandboxgateway ./bench/... 2>/dev/null | sed '/^$$/d' || true)"; \
 	if [[ -n "$$mains" ]]; then \
@@ -76,10 +80,10 @@ chaos: ## break things under a running sale (kills, Postgres stop, Redis emptied
 	$(GO) run ./bench/chaos $(CHAOS_FLAGS)
 
 fmt: ## gofmt every Go file
-	$(GO) fmt ./...
+	$(GO) fmt $(PKGS)
 
 vet: ## go vet every package
-	$(GO) vet ./...
+	$(GO) vet $(PKGS)
 
 clean: ## stop services that the scripts started, then remove bin/ and .data/
 	@if [[ -f .data/started ]]; then deploy/local/services.sh stop; fi

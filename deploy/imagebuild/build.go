@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,6 +22,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/flashgate/flashgate/internal/gowork"
 )
 
 // imageSpec is one image: the binary it runs and the ports it listens on by default (docs/API.md "Ports").
@@ -140,16 +141,12 @@ func build(ctx context.Context, o options, w stdio) ([]built, error) {
 	return images, nil
 }
 
-// goBuild builds every image's binary, static, for linux/arch, into dir, from the module that holds the
+// goBuild builds every image's binary, static, for linux/arch, into dir, from the repository that holds the
 // current folder.
 func goBuild(ctx context.Context, dir, arch string, w stdio) error {
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	root, err := gowork.Root(ctx)
 	if err != nil {
-		return fmt.Errorf("go env GOMOD: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	if strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
-		return errors.New("not inside the flashgate module: run from the repository")
+		return err
 	}
 	args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", dir + string(os.PathSeparator)}
 	for _, s := range imageSpecs {

@@ -46,6 +46,10 @@ wait_healthy() { # url pid name logfile
 	die "$name did not answer 200 on $url within 30 s"
 }
 
+workspace_pkgs() { # → ./dir/... for each module go.work uses, from the root (a plain ./... stops at a nested module)
+	go list -m -f '{{.Dir}}/...' | sed "s|^$PWD|.|"
+}
+
 need_go() {
 	command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
 	command -v go >/dev/null 2>&1 || {

@@ -5,7 +5,8 @@
 #   FLASHGATE_TEST_REDIS_URL     redis://127.0.0.1:PORT/0   (tests isolate by key prefix)
 #   FLASHGATE_TEST_POSTGRES_URL  postgres://postgres@127.0.0.1:PORT/flashgate_test?sslmode=disable
 #                                (tests isolate by schema)
-# then runs `go vet ./...` and `go test -race -count=1 -timeout 15m $GOTESTFLAGS ${GOTESTPKGS:-./...}`,
+# then runs `go vet` and `go test -race -count=1 -timeout 15m $GOTESTFLAGS $GOTESTPKGS` (every module of
+# go.work when GOTESTPKGS is empty),
 # stops whatever services it started, and exits with go test's status (or vet's, when only vet failed).
 set -euo pipefail
 
@@ -103,7 +104,11 @@ log "FLASHGATE_TEST_REDIS_URL=$FLASHGATE_TEST_REDIS_URL"
 log "FLASHGATE_TEST_POSTGRES_URL=$FLASHGATE_TEST_POSTGRES_URL"
 
 read -ra test_flags <<<"${GOTESTFLAGS:-}"
-read -ra test_pkgs <<<"${GOTESTPKGS:-./...}"
+if [[ -n "${GOTESTPKGS:-}" ]]; then
+	read -ra test_pkgs <<<"$GOTESTPKGS"
+else
+	mapfile -t test_pkgs < <(workspace_pkgs)
+fi
 
 # A vet failure does not skip the tests (one CI run shows both), but it does fail the run.
 log "go vet ${test_pkgs[*]}"

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
 	"github.com/flashgate/flashgate/internal/envflag"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 )
 
 // config is the binary's configuration: where it listens, how long it may
@@ -22,7 +22,7 @@ type config struct {
 	// deliveries on SIGINT or SIGTERM.
 	ShutdownTimeout time.Duration
 	// Gateway configures the gateway; Log is set by run.
-	Gateway gateway.Config
+	Gateway sandboxgateway.Config
 }
 
 // defaultConfig is the configuration before flags and environment: the
@@ -33,15 +33,15 @@ func defaultConfig() config {
 	return config{
 		Addr:            "127.0.0.1:9300",
 		ShutdownTimeout: 10 * time.Second,
-		Gateway: gateway.Config{
-			Personality:     gateway.PersonalityFlashgate,
+		Gateway: sandboxgateway.Config{
+			Personality:     sandboxgateway.PersonalityFlashgate,
 			PublicURL:       "http://127.0.0.1:9300",
 			WebhookURL:      "http://127.0.0.1:8080/v1/payments/webhook",
 			DuplicateRate:   0.1,
-			MaxAttempts:     gateway.DefaultMaxAttempts,
-			RetryBase:       gateway.DefaultRetryBase,
-			RetryMax:        gateway.DefaultRetryMax,
-			DeliveryTimeout: gateway.DefaultDeliveryTimeout,
+			MaxAttempts:     sandboxgateway.DefaultMaxAttempts,
+			RetryBase:       sandboxgateway.DefaultRetryBase,
+			RetryMax:        sandboxgateway.DefaultRetryMax,
+			DeliveryTimeout: sandboxgateway.DefaultDeliveryTimeout,
 		},
 	}
 }
@@ -53,15 +53,15 @@ func (c config) Validate() error {
 		return errors.New("-addr is required")
 	case c.ShutdownTimeout <= 0:
 		return errors.New("-shutdown-timeout must be positive")
-	case !slices.Contains(gateway.Personalities(), c.Gateway.Personality):
+	case !slices.Contains(sandboxgateway.Personalities(), c.Gateway.Personality):
 		return fmt.Errorf("-personality ($FLASHGATE_GATEWAY_PERSONALITY) %q: want one of %s",
-			c.Gateway.Personality, strings.Join(gateway.Personalities(), ", "))
+			c.Gateway.Personality, strings.Join(sandboxgateway.Personalities(), ", "))
 	case c.Gateway.APIKey == "":
 		return errors.New("-api-key ($FLASHGATE_GATEWAY_API_KEY) is required")
 	case c.Gateway.ControlToken == "":
 		return errors.New("-control-token ($FLASHGATE_GATEWAY_CONTROL_TOKEN) is required")
-	case len(c.Gateway.ControlToken) < gateway.MinControlTokenLen:
-		return fmt.Errorf("-control-token ($FLASHGATE_GATEWAY_CONTROL_TOKEN) must be at least %d bytes", gateway.MinControlTokenLen)
+	case len(c.Gateway.ControlToken) < sandboxgateway.MinControlTokenLen:
+		return fmt.Errorf("-control-token ($FLASHGATE_GATEWAY_CONTROL_TOKEN) must be at least %d bytes", sandboxgateway.MinControlTokenLen)
 	case c.Gateway.ControlToken == c.Gateway.APIKey:
 		return errors.New("-control-token ($FLASHGATE_GATEWAY_CONTROL_TOKEN) must differ from -api-key: the merchant must not pay its own intents")
 	case len(c.Gateway.WebhookSecrets) == 0:
@@ -88,13 +88,13 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	env := envflag.New(fs)
 	env.String(&c.Addr, "addr", "FLASHGATE_GATEWAY_ADDR", "listen address")
 	env.String(&c.Gateway.Personality, "personality", "FLASHGATE_GATEWAY_PERSONALITY",
-		"the provider the gateway plays, its API and webhooks: "+strings.Join(gateway.Personalities(), ", "))
+		"the provider the gateway plays, its API and webhooks: "+strings.Join(sandboxgateway.Personalities(), ", "))
 	env.String(&c.Gateway.PublicURL, "public-url", "FLASHGATE_GATEWAY_PUBLIC_URL", "base URL shoppers reach the pay page at; pay_url is <public-url>/pay/<intent_id>#key=<pay key>")
 	env.String(&c.Gateway.WebhookURL, "webhook-url", "FLASHGATE_GATEWAY_WEBHOOK_URL", "where events are POSTed; empty: recorded, never sent")
 	env.Secret(&secrets, "webhook-secret", "FLASHGATE_GATEWAY_WEBHOOK_SECRET", "webhook signing secrets, comma-separated; each adds a v1= signature (required)")
-	env.Secret(&c.Gateway.APIKey, "api-key", "FLASHGATE_GATEWAY_API_KEY", "the API key (required): the bearer token of the flashgate and Stripe APIs; with -personality razorpay, the key secret of key id "+gateway.RazorpayKeyID+" (basic auth)")
+	env.Secret(&c.Gateway.APIKey, "api-key", "FLASHGATE_GATEWAY_API_KEY", "the API key (required): the bearer token of the flashgate and Stripe APIs; with -personality razorpay, the key secret of key id "+sandboxgateway.RazorpayKeyID+" (basic auth)")
 	env.Secret(&c.Gateway.ControlToken, "control-token", "FLASHGATE_GATEWAY_CONTROL_TOKEN",
-		fmt.Sprintf("bearer token every /sandbox/* route requires; pay and fail also take the intent's key from its pay_url (required, at least %d bytes, not the API key)", gateway.MinControlTokenLen))
+		fmt.Sprintf("bearer token every /sandbox/* route requires; pay and fail also take the intent's key from its pay_url (required, at least %d bytes, not the API key)", sandboxgateway.MinControlTokenLen))
 	env.Duration(&c.Gateway.Latency, "latency", "FLASHGATE_GATEWAY_LATENCY", "delay before answering each /v1 call")
 	env.Float64(&c.Gateway.FailureRate, "failure-rate", "FLASHGATE_GATEWAY_FAILURE_RATE", "probability, 0 to 1, that a /v1 call is answered 503 unavailable")
 	env.Float64(&c.Gateway.DuplicateRate, "duplicate-rate", "FLASHGATE_GATEWAY_DUPLICATE_RATE", "probability, 0 to 1, that a delivered webhook is delivered again")

@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 )
 
 // run serves the gateway until ctx ends, then stops in order within a fresh
@@ -27,7 +27,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "sandboxgateway")
 	cfg.Gateway.Log = log
-	gw, err := gateway.New(cfg.Gateway)
+	gw, err := sandboxgateway.New(cfg.Gateway)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 )
 
 // env returns a getenv over vars.
@@ -44,8 +44,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if g.Latency != 0 || g.FailureRate != 0 || g.DuplicateRate != 0.1 || g.MaxAttempts != 8 || g.RetryBase != 500*time.Millisecond {
 		t.Errorf("gateway config = %+v, want latency 0, failure 0, duplicate 0.1, 8 attempts, retry base 500ms", g)
 	}
-	if g.Personality != gateway.PersonalityFlashgate {
-		t.Errorf("personality = %q, want %q", g.Personality, gateway.PersonalityFlashgate)
+	if g.Personality != sandboxgateway.PersonalityFlashgate {
+		t.Errorf("personality = %q, want %q", g.Personality, sandboxgateway.PersonalityFlashgate)
 	}
 }
 
@@ -82,7 +82,7 @@ func TestLoadConfig(t *testing.T) {
 						g.WebhookSecrets, g.APIKey, g.ControlToken)
 				}
 				if g.Latency != 150*time.Millisecond || g.FailureRate != 0.25 || g.DuplicateRate != 0 || g.MaxAttempts != 3 || g.RetryBase != 2*time.Second ||
-					g.Personality != gateway.PersonalityStripe {
+					g.Personality != sandboxgateway.PersonalityStripe {
 					t.Errorf("gateway config = %+v", g)
 				}
 			},
@@ -271,26 +271,26 @@ func TestRun(t *testing.T) {
 }
 
 // -personality razorpay builds a gateway that answers Razorpay's API with
-// basic auth of gateway.RazorpayKeyID and the API key, which -h names.
+// basic auth of sandboxgateway.RazorpayKeyID and the API key, which -h names.
 func TestRazorpayPersonality(t *testing.T) {
 	c, err := loadConfig([]string{"-personality", "razorpay"}, env(required), io.Discard)
-	if err != nil || c.Gateway.Personality != gateway.PersonalityRazorpay {
+	if err != nil || c.Gateway.Personality != sandboxgateway.PersonalityRazorpay {
 		t.Fatalf("loadConfig(-personality razorpay) = %+v, %v", c.Gateway, err)
 	}
-	g, err := gateway.New(c.Gateway)
+	g, err := sandboxgateway.New(c.Gateway)
 	if err != nil {
-		t.Fatalf("gateway.New = %v", err)
+		t.Fatalf("sandboxgateway.New = %v", err)
 	}
 	defer g.Close(context.Background())
 	req := httptest.NewRequest("GET", "/v1/payments", nil)
-	req.SetBasicAuth(gateway.RazorpayKeyID, "sk_env")
+	req.SetBasicAuth(sandboxgateway.RazorpayKeyID, "sk_env")
 	rec := httptest.NewRecorder()
 	g.ServeHTTP(rec, req)
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"entity":"collection"`) {
 		t.Errorf("GET /v1/payments = %d %s, want 200 and a collection", rec.Code, rec.Body)
 	}
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"-h"}, env(nil), io.Discard, &out); err != nil || !strings.Contains(out.String(), gateway.RazorpayKeyID) {
-		t.Errorf("-h output lacks the Razorpay key id %s:\n%s", gateway.RazorpayKeyID, out.String())
+	if err := run(context.Background(), []string{"-h"}, env(nil), io.Discard, &out); err != nil || !strings.Contains(out.String(), sandboxgateway.RazorpayKeyID) {
+		t.Errorf("-h output lacks the Razorpay key id %s:\n%s", sandboxgateway.RazorpayKeyID, out.String())
 	}
 }

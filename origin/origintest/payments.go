@@ -16,7 +16,7 @@ import (
 
 	"github.com/valyala/fasthttp/fasthttputil"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 )
@@ -27,10 +27,10 @@ import (
 // provider its Personality names (see Personality), and Configure sets the
 // origin up for that provider.
 type Payments struct {
-	Gateway *gateway.Gateway
+	Gateway *sandboxgateway.Gateway
 	URL     string // the gateway's base URL
 	// Personality is the provider the gateway plays
-	// (gateway.PersonalityFlashgate unless an override chose another).
+	// (sandboxgateway.PersonalityFlashgate unless an override chose another).
 	Personality string
 	APIKey      string
 	Secret      string // the webhook signing secret
@@ -68,17 +68,17 @@ type Payments struct {
 }
 
 // Personality is an override of StartPayments that has the gateway play
-// provider name (gateway.PersonalityStripe, say).
-func Personality(name string) func(*gateway.Config) {
-	return func(c *gateway.Config) { c.Personality = name }
+// provider name (sandboxgateway.PersonalityStripe, say).
+func Personality(name string) func(*sandboxgateway.Config) {
+	return func(c *sandboxgateway.Config) { c.Personality = name }
 }
 
 // StartPayments starts a sandbox gateway (no injected failures, quick
 // retries), adjusted by each override, and closes it in t.Cleanup.
-func StartPayments(t testing.TB, overrides ...func(*gateway.Config)) *Payments {
+func StartPayments(t testing.TB, overrides ...func(*sandboxgateway.Config)) *Payments {
 	t.Helper()
 	p := &Payments{APIKey: "test-gateway-key", Secret: "whsec-test-secret", ControlToken: "test-gateway-control-token"}
-	cfg := gateway.Config{
+	cfg := sandboxgateway.Config{
 		APIKey:         p.APIKey,
 		ControlToken:   p.ControlToken,
 		WebhookSecrets: []string{p.Secret},
@@ -100,17 +100,17 @@ func StartPayments(t testing.TB, overrides ...func(*gateway.Config)) *Payments {
 	for _, o := range overrides {
 		o(&cfg)
 	}
-	g, err := gateway.New(cfg)
+	g, err := sandboxgateway.New(cfg)
 	if err != nil {
-		t.Fatalf("gateway.New = %v", err)
+		t.Fatalf("sandboxgateway.New = %v", err)
 	}
 	p.Gateway = g
-	p.Personality = cmp.Or(cfg.Personality, gateway.PersonalityFlashgate)
+	p.Personality = cmp.Or(cfg.Personality, sandboxgateway.PersonalityFlashgate)
 	down := `{"error":"unavailable","message":"down for the test"}`
 	switch p.Personality {
-	case gateway.PersonalityStripe:
+	case sandboxgateway.PersonalityStripe:
 		down = `{"error":{"type":"api_error","message":"down for the test"}}`
-	case gateway.PersonalityRazorpay:
+	case sandboxgateway.PersonalityRazorpay:
 		down = `{"error":{"code":"SERVER_ERROR","description":"down for the test","source":"NA","step":"NA","reason":"NA","metadata":{}}}`
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -209,7 +209,7 @@ func (p *Payments) FailRefund(t testing.TB, refundID string) {
 
 // Configure points an origin's Config at the gateway, as the provider it
 // plays (the sandbox's own protocol; Stripe's with the gateway's API key
-// as the secret key; Razorpay's with gateway.RazorpayKeyID and the API key
+// as the secret key; Razorpay's with sandboxgateway.RazorpayKeyID and the API key
 // as its secret); pass it to StartOrigin.
 // The reconciler runs every 300 ms and a hold's payment grace is 2 s; an
 // order request waits up to 10 s for its intent, so that a test's orders
@@ -217,15 +217,15 @@ func (p *Payments) FailRefund(t testing.TB, refundID string) {
 // gateways sets OrderIntentWait after).
 func (p *Payments) Configure(cfg *app.Config) {
 	switch p.Personality {
-	case gateway.PersonalityStripe:
+	case sandboxgateway.PersonalityStripe:
 		cfg.PaymentProvider = app.ProviderStripe
 		cfg.StripeAPIURL = p.URL
 		cfg.StripeSecretKey = p.APIKey
 		cfg.StripeWebhookSecrets = p.Secret
-	case gateway.PersonalityRazorpay:
+	case sandboxgateway.PersonalityRazorpay:
 		cfg.PaymentProvider = app.ProviderRazorpay
 		cfg.RazorpayAPIURL = p.URL
-		cfg.RazorpayKeyID = gateway.RazorpayKeyID
+		cfg.RazorpayKeyID = sandboxgateway.RazorpayKeyID
 		cfg.RazorpayKeySecret = p.APIKey
 		cfg.RazorpayWebhookSecrets = p.Secret
 	default:

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 )
 
 func TestReportedLost(t *testing.T) {
@@ -173,8 +173,8 @@ func TestSelect(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"gateway-frozen", "gateway-killed", "webhooks-lost"} {
-		if got := perName[name]; !slices.Equal(got, gateway.Personalities()) {
-			t.Errorf("%s plays with %q, want every personality %q", name, got, gateway.Personalities())
+		if got := perName[name]; !slices.Equal(got, sandboxgateway.Personalities()) {
+			t.Errorf("%s plays with %q, want every personality %q", name, got, sandboxgateway.Personalities())
 		}
 	}
 }
@@ -185,7 +185,7 @@ func TestPaymentEnv(t *testing.T) {
 	if got := providerOf(DefaultPersonality); got != DefaultProvider {
 		t.Errorf("providerOf(%q) = %q, want %q", DefaultPersonality, got, DefaultProvider)
 	}
-	for _, p := range gateway.Personalities() {
+	for _, p := range sandboxgateway.Personalities() {
 		env, err := paymentEnv(p, "http://127.0.0.1:1")
 		if err != nil {
 			t.Errorf("paymentEnv(%q) = %v", p, err)

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 )
 
 // Options of a chaos run.
@@ -84,7 +84,7 @@ func Names() []string {
 // one per personality of the sandbox gateway.
 func Providers() []string {
 	var out []string
-	for _, p := range gateway.Personalities() {
+	for _, p := range sandboxgateway.Personalities() {
 		out = append(out, providerOf(p))
 	}
 	return out

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/bench/internal/delayproxy"
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
 	"github.com/flashgate/flashgate/internal/redisserver"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 )
 
 // Scenario is one fault played against a running sale, with the payment
@@ -25,7 +25,7 @@ type Scenario struct {
 	// sandbox gateway, every other scenario once with DefaultPersonality.
 	Payments bool
 	// Personality is the provider the sandbox gateway plays (a
-	// gateway.Personalities name); the origin takes payments through the
+	// sandboxgateway.Personalities name); the origin takes payments through the
 	// matching provider (Provider), pointed at the sandbox.
 	Personality string
 	topo        topology
@@ -74,7 +74,7 @@ func (f *faultEnv) fail(format string, args ...any) {
 // DefaultPersonality is the sandbox gateway's personality for the
 // scenarios that are not about payments: its own protocol, which the
 // origin's default provider (sandbox) speaks.
-const DefaultPersonality = gateway.PersonalityFlashgate
+const DefaultPersonality = sandboxgateway.PersonalityFlashgate
 
 // DefaultProvider is the origin's provider for DefaultPersonality
 // (providerOf).
@@ -82,7 +82,7 @@ const DefaultProvider = "sandbox"
 
 // shortPersonality is the personality the short payment scenarios (make
 // test's) play: one real provider's API, webhooks and listing.
-const shortPersonality = gateway.PersonalityStripe
+const shortPersonality = sandboxgateway.PersonalityStripe
 
 // Provider is the origin's payment provider (FLASHGATE_PAYMENT_PROVIDER)
 // that talks to the sandbox gateway playing sc.Personality.
@@ -109,7 +109,7 @@ func (sc Scenario) slug() string {
 // providerOf is the origin's provider for a personality of the sandbox
 // gateway: sandbox for its own protocol, else the personality's name.
 func providerOf(personality string) string {
-	if personality == gateway.PersonalityFlashgate {
+	if personality == sandboxgateway.PersonalityFlashgate {
 		return DefaultProvider
 	}
 	return personality
@@ -117,7 +117,7 @@ func providerOf(personality string) string {
 
 // Scenarios is every play of every scenario, in the order make chaos plays
 // them: a payment scenario once per personality of the sandbox gateway
-// (gateway.Personalities: a personality added there joins here), short
+// (sandboxgateway.Personalities: a personality added there joins here), short
 // with shortPersonality only; every other scenario once, with
 // DefaultPersonality.
 func Scenarios() []Scenario {
@@ -128,7 +128,7 @@ func Scenarios() []Scenario {
 			out = append(out, sc)
 			continue
 		}
-		for _, p := range gateway.Personalities() {
+		for _, p := range sandboxgateway.Personalities() {
 			play := sc
 			play.Personality = p
 			play.Short = sc.Short && p == shortPersonality

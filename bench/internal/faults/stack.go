@@ -15,9 +15,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/bench/internal/delayproxy"
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
 	"github.com/flashgate/flashgate/internal/childproc"
+	"github.com/flashgate/flashgate/internal/gowork"
 	"github.com/flashgate/flashgate/internal/redisserver"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 )
 
 // Secrets the stack is configured with. The harness mints user tokens and
@@ -235,15 +236,15 @@ func (s *stack) originReady(ctx context.Context, d time.Duration) error {
 func paymentEnv(personality, gatewayURL string) ([]string, error) {
 	provider := "FLASHGATE_PAYMENT_PROVIDER=" + providerOf(personality)
 	switch personality {
-	case gateway.PersonalityFlashgate:
+	case sandboxgateway.PersonalityFlashgate:
 		return []string{provider, "FLASHGATE_GATEWAY_URL=" + gatewayURL,
 			"FLASHGATE_GATEWAY_API_KEY=" + gatewayKey, "FLASHGATE_GATEWAY_WEBHOOK_SECRET=" + webhookSecret}, nil
-	case gateway.PersonalityStripe:
+	case sandboxgateway.PersonalityStripe:
 		return []string{provider, "FLASHGATE_STRIPE_API_URL=" + gatewayURL,
 			"FLASHGATE_STRIPE_SECRET_KEY=" + gatewayKey, "FLASHGATE_STRIPE_WEBHOOK_SECRET=" + webhookSecret}, nil
-	case gateway.PersonalityRazorpay: // one fixed test key id, the sandbox's API key as its secret
+	case sandboxgateway.PersonalityRazorpay: // one fixed test key id, the sandbox's API key as its secret
 		return []string{provider, "FLASHGATE_RAZORPAY_API_URL=" + gatewayURL,
-			"FLASHGATE_RAZORPAY_KEY_ID=" + gateway.RazorpayKeyID, "FLASHGATE_RAZORPAY_KEY_SECRET=" + gatewayKey,
+			"FLASHGATE_RAZORPAY_KEY_ID=" + sandboxgateway.RazorpayKeyID, "FLASHGATE_RAZORPAY_KEY_SECRET=" + gatewayKey,
 			"FLASHGATE_RAZORPAY_WEBHOOK_SECRET=" + webhookSecret}, nil
 	}
 	return nil, fmt.Errorf("the sandbox gateway's personality %q has no origin settings here (paymentEnv)", personality)
@@ -382,15 +383,11 @@ func sentinelSupport(bins string) bool {
 }
 
 // buildBinaries builds origin, edge and the sandbox gateway into dir from
-// the module that holds the working directory.
+// the repository that holds the working directory.
 func buildBinaries(ctx context.Context, dir string) error {
-	mod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	root, err := gowork.Root(ctx)
 	if err != nil {
-		return fmt.Errorf("go env GOMOD: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(mod)))
-	if root == "." || root == "" {
-		return fmt.Errorf("not inside the flashgate module (go env GOMOD = %q)", strings.TrimSpace(string(mod)))
+		return err
 	}
 	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./origin", "./edge", "./deploy/sandboxgateway")
 	build.Dir = root

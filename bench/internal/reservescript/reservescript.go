@@ -124,8 +124,8 @@ func Source() (string, error) {
 		if err == nil {
 			return string(b), nil
 		}
-		if _, statErr := os.Stat(filepath.Join(dir, "go.mod")); statErr == nil {
-			return "", fmt.Errorf("reserve.lua in module at %s: %w", dir, err)
+		if _, statErr := os.Stat(filepath.Join(dir, "go.work")); statErr == nil {
+			return "", fmt.Errorf("reserve.lua in the repository at %s: %w", dir, err)
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {

@@ -17,8 +17,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
@@ -41,11 +41,11 @@ type stack struct {
 // payments through the sandbox gateway's own protocol.
 func startStack(t *testing.T) *stack {
 	t.Helper()
-	return startStackAs(t, gateway.PersonalityFlashgate)
+	return startStackAs(t, sandboxgateway.PersonalityFlashgate)
 }
 
 // startStackAs is startStack with the sandbox gateway playing the payment
-// provider personality names (gateway.Personalities), which the origin is
+// provider personality names (sandboxgateway.Personalities), which the origin is
 // set up to take payments through.
 func startStackAs(t *testing.T, personality string) *stack {
 	t.Helper()
@@ -57,7 +57,7 @@ func startStackAs(t *testing.T, personality string) *stack {
 	base := "http://" + ln.Addr().String()
 	// The sandbox gateway posts its webhooks to the edge over real TCP,
 	// which passes them to origin untouched.
-	pay := origintest.StartPayments(t, func(c *gateway.Config) { c.WebhookDial, c.WebhookURL = nil, "" }, origintest.Personality(personality))
+	pay := origintest.StartPayments(t, func(c *sandboxgateway.Config) { c.WebhookDial, c.WebhookURL = nil, "" }, origintest.Personality(personality))
 	pay.ReturnURL = base + "/"
 	// Orders wait a short time for their payment link, as in production, so
 	// a slow gateway (Payments.SlowIntents) sends the page to read the order.

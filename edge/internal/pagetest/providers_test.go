@@ -9,7 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
@@ -22,7 +22,7 @@ import (
 // at once; and a payment made after the hold is gone is refunded once,
 // the unit staying in stock.
 func TestPaymentJourneyWithEachProvider(t *testing.T) {
-	for _, personality := range gateway.Personalities() {
+	for _, personality := range sandboxgateway.Personalities() {
 		t.Run(personality, func(t *testing.T) {
 			s := startStackAs(t, personality)
 			ctx, cancel := context.WithTimeout(t.Context(), 2*browserBudget)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/origintest"
@@ -51,7 +51,7 @@ func resigned(t *testing.T, p *origintest.Payments, intentID, eventType string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return body, gateway.Sign([]string{p.Secret}, time.Now(), body)
+	return body, sandboxgateway.Sign([]string{p.Secret}, time.Now(), body)
 }
 
 // deliver posts a signed event and returns the webhook's result.
@@ -112,11 +112,11 @@ func TestSecondPaymentFromOnePayerIsRefunded(t *testing.T) {
 
 	// Told again, by the same delivery, by a new event for the same
 	// payment, and by the reconciler's rounds: nothing more happens.
-	body, sig := signedEvent(t, p, secondOrder.Payment.IntentID, gateway.EventPaymentSucceeded)
+	body, sig := signedEvent(t, p, secondOrder.Payment.IntentID, sandboxgateway.EventPaymentSucceeded)
 	if got := deliver(t, o, body, sig); got != "duplicate" {
 		t.Errorf("the same delivery again = %q, want duplicate", got)
 	}
-	body, sig = resigned(t, p, secondOrder.Payment.IntentID, gateway.EventPaymentSucceeded, func(ev map[string]any) {
+	body, sig = resigned(t, p, secondOrder.Payment.IntentID, sandboxgateway.EventPaymentSucceeded, func(ev map[string]any) {
 		ev["id"] = "evt_again_" + testenv.RandomHex(4)
 	})
 	if got := deliver(t, o, body, sig); got != "applied" {
@@ -178,7 +178,7 @@ func TestConcurrentPaymentsFromOnePayerSellOne(t *testing.T) {
 			if _, err := p.Gateway.PayAs(ord.Payment.IntentID, fmt.Sprintf("upi:scalper-%d@okbank", i)); err != nil {
 				t.Fatal(err)
 			}
-			body, sig := signedEvent(t, p, ord.Payment.IntentID, gateway.EventPaymentSucceeded)
+			body, sig := signedEvent(t, p, ord.Payment.IntentID, sandboxgateway.EventPaymentSucceeded)
 			all[i][j] = delivery{s, ord, body, sig}
 		}
 	}
@@ -267,7 +267,7 @@ func TestOneUnitPerPayerRule(t *testing.T) {
 				if _, err := p.Gateway.PayAs(ord.Payment.IntentID, payer); err != nil {
 					t.Fatal(err)
 				}
-				body, sig := resigned(t, p, ord.Payment.IntentID, gateway.EventPaymentSucceeded, func(ev map[string]any) {
+				body, sig := resigned(t, p, ord.Payment.IntentID, sandboxgateway.EventPaymentSucceeded, func(ev map[string]any) {
 					if payer == "" {
 						delete(ev["data"].(map[string]any)["intent"].(map[string]any), "payer")
 					}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
@@ -50,14 +50,14 @@ func settled(t *testing.T, o *origintest.Origin, sale string, want origintest.Co
 	origintest.CheckInvariant(t, o.Env, sale)
 }
 
-func payingOrigin(t *testing.T, overrides ...func(*gateway.Config)) (*origintest.Origin, *origintest.Payments, string) {
+func payingOrigin(t *testing.T, overrides ...func(*sandboxgateway.Config)) (*origintest.Origin, *origintest.Payments, string) {
 	t.Helper()
 	return payingOriginWith(t, nil, overrides...)
 }
 
 // payingOriginWith is payingOrigin with the origin's configuration changed
 // by origin (nil: none).
-func payingOriginWith(t *testing.T, origin func(*app.Config), overrides ...func(*gateway.Config)) (*origintest.Origin, *origintest.Payments, string) {
+func payingOriginWith(t *testing.T, origin func(*app.Config), overrides ...func(*sandboxgateway.Config)) (*origintest.Origin, *origintest.Payments, string) {
 	t.Helper()
 	env := origintest.NewEnv(t)
 	p := origintest.StartPayments(t, overrides...)
@@ -160,7 +160,7 @@ func signedEvent(t *testing.T, p *origintest.Payments, intentID, eventType strin
 			if err != nil {
 				t.Fatal(err)
 			}
-			return body, gateway.Sign([]string{p.Secret}, time.Now(), body)
+			return body, sandboxgateway.Sign([]string{p.Secret}, time.Now(), body)
 		}
 	}
 	t.Fatalf("gateway has no %s event for intent %s", eventType, intentID)
@@ -186,7 +186,7 @@ func TestWebhookDeliveredFiveTimesChangesStateOnce(t *testing.T) {
 	if _, err := p.Gateway.Pay(ord.Payment.IntentID); err != nil {
 		t.Fatal(err)
 	}
-	body, sig := signedEvent(t, p, ord.Payment.IntentID, gateway.EventPaymentSucceeded)
+	body, sig := signedEvent(t, p, ord.Payment.IntentID, sandboxgateway.EventPaymentSucceeded)
 
 	var wg sync.WaitGroup
 	results := make([]string, 5)
@@ -259,7 +259,7 @@ func TestWebhookSignatures(t *testing.T) {
 	if _, err := p.Gateway.Pay(ord.Payment.IntentID); err != nil {
 		t.Fatal(err)
 	}
-	body, good := signedEvent(t, p, ord.Payment.IntentID, gateway.EventPaymentSucceeded)
+	body, good := signedEvent(t, p, ord.Payment.IntentID, sandboxgateway.EventPaymentSucceeded)
 	otherBody := []byte(`{"id":"evt_other","type":"payment_intent.succeeded","data":{"intent":{"intent_id":"` + ord.Payment.IntentID + `"}}}`)
 
 	tests := []struct {
@@ -269,12 +269,12 @@ func TestWebhookSignatures(t *testing.T) {
 		status    int
 		code      string
 	}{
-		{"forged (another secret)", body, gateway.Sign([]string{"whsec-forged"}, time.Now(), body), 401, "invalid_signature"},
+		{"forged (another secret)", body, sandboxgateway.Sign([]string{"whsec-forged"}, time.Now(), body), 401, "invalid_signature"},
 		{"no signature", body, "", 401, "invalid_signature"},
-		{"stale (6 minutes old)", body, gateway.Sign([]string{p.Secret}, time.Now().Add(-6*time.Minute), body), 401, "stale_signature"},
+		{"stale (6 minutes old)", body, sandboxgateway.Sign([]string{p.Secret}, time.Now().Add(-6*time.Minute), body), 401, "stale_signature"},
 		{"replayed onto another body", otherBody, good, 401, "invalid_signature"},
-		{"signed, but not an event", []byte(`{"hello":1}`), gateway.Sign([]string{p.Secret}, time.Now(), []byte(`{"hello":1}`)), 400, "invalid_event"},
-		{"signed, not JSON", []byte(`not json`), gateway.Sign([]string{p.Secret}, time.Now(), []byte(`not json`)), 400, "invalid_event"},
+		{"signed, but not an event", []byte(`{"hello":1}`), sandboxgateway.Sign([]string{p.Secret}, time.Now(), []byte(`{"hello":1}`)), 400, "invalid_event"},
+		{"signed, not JSON", []byte(`not json`), sandboxgateway.Sign([]string{p.Secret}, time.Now(), []byte(`not json`)), 400, "invalid_event"},
 	}
 	for _, tt := range tests {
 		status, r := postWebhook(t, o, tt.body, tt.signature)

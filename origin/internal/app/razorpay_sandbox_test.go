@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/payment"
 	"github.com/flashgate/flashgate/origin/internal/payment/razorpay"
@@ -30,9 +30,9 @@ import (
 
 // razorpayOrigin is payingOrigin with the gateway playing Razorpay and the
 // origin configured for it, the gateway adjusted by overrides.
-func razorpayOrigin(t *testing.T, overrides ...func(*gateway.Config)) (*origintest.Origin, *origintest.Payments, string) {
+func razorpayOrigin(t *testing.T, overrides ...func(*sandboxgateway.Config)) (*origintest.Origin, *origintest.Payments, string) {
 	t.Helper()
-	o, p, sale := payingOrigin(t, append([]func(*gateway.Config){origintest.Personality(gateway.PersonalityRazorpay)}, overrides...)...)
+	o, p, sale := payingOrigin(t, append([]func(*sandboxgateway.Config){origintest.Personality(sandboxgateway.PersonalityRazorpay)}, overrides...)...)
 	if !o.Config.PaymentsOn() || o.Config.PaymentProvider != "razorpay" || o.Config.RazorpayAPIURL != p.URL {
 		t.Fatalf("origin payments: provider %q, Razorpay API %q; want razorpay at %s", o.Config.PaymentProvider, o.Config.RazorpayAPIURL, p.URL)
 	}
@@ -60,7 +60,7 @@ func onLinkPage(t *testing.T, p *origintest.Payments, payURL, action, payer stri
 		t.Fatalf("%s on the page: %v", action, err)
 	}
 	defer resp.Body.Close()
-	var in gateway.Intent
+	var in sandboxgateway.Intent
 	if err := json.NewDecoder(resp.Body).Decode(&in); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("%s on the page = %d %+v, %v; want 200", action, resp.StatusCode, in, err)
 	}
@@ -91,7 +91,7 @@ func quiet(t *testing.T, p *origintest.Payments, duplicates bool) {
 	})
 }
 
-func hasDuplicate(e gateway.Event) bool {
+func hasDuplicate(e sandboxgateway.Event) bool {
 	for _, d := range e.Deliveries {
 		if d.Duplicate && d.StatusCode != 0 {
 			return true
@@ -164,11 +164,11 @@ func TestRazorpaySandboxHoldEndCancelsTheLink(t *testing.T) {
 	ord := mustOrder(t, o, s)
 	o.WaitOrder(t, s.userToken, ord.OrderID, "cancelled", 10*time.Second)
 	delivered(t, p, ord.Payment.IntentID, "payment_link.cancelled")
-	if in, err := p.Gateway.Intent(ord.Payment.IntentID); err != nil || in.Status != gateway.StatusFailed || !in.Closed {
+	if in, err := p.Gateway.Intent(ord.Payment.IntentID); err != nil || in.Status != sandboxgateway.StatusFailed || !in.Closed {
 		t.Errorf("link after the hold's end = %+v, %v; want cancelled", in, err)
 	}
-	if _, err := p.Gateway.Pay(ord.Payment.IntentID); !errors.Is(err, gateway.ErrIntentFailed) {
-		t.Errorf("pay the cancelled link = %v, want %v", err, gateway.ErrIntentFailed)
+	if _, err := p.Gateway.Pay(ord.Payment.IntentID); !errors.Is(err, sandboxgateway.ErrIntentFailed) {
+		t.Errorf("pay the cancelled link = %v, want %v", err, sandboxgateway.ErrIntentFailed)
 	}
 	settled(t, o, sale, origintest.Counts{Available: 1})
 }
@@ -179,7 +179,7 @@ func TestRazorpaySandboxHoldEndCancelsTheLink(t *testing.T) {
 // with the next shopper.
 func TestRazorpaySandboxLatePaymentIsRefundedOnce(t *testing.T) {
 	t.Parallel()
-	o, p, sale := razorpayOrigin(t, func(c *gateway.Config) { c.DuplicateRate = 1 })
+	o, p, sale := razorpayOrigin(t, func(c *sandboxgateway.Config) { c.DuplicateRate = 1 })
 	p.FailPageCloses.Store(true) // the payment beats the link's cancel
 	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 1))
 	late := hold(t, o, sale, "erin")
@@ -315,8 +315,8 @@ func TestRazorpaySandboxAdapterCalls(t *testing.T) {
 	t.Parallel()
 	hooks := newHookCatcher(t)
 	const secret = "whsec-razorpay-test-secret"
-	g, err := gateway.New(gateway.Config{
-		Personality: gateway.PersonalityRazorpay, APIKey: "test-gateway-key", ControlToken: "test-gateway-control-token",
+	g, err := sandboxgateway.New(sandboxgateway.Config{
+		Personality: sandboxgateway.PersonalityRazorpay, APIKey: "test-gateway-key", ControlToken: "test-gateway-control-token",
 		WebhookSecrets: []string{secret}, WebhookURL: hooks.srv.URL, RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond,
 		DuplicateRate: 1, Seed: 1,
 	})
@@ -333,7 +333,7 @@ func TestRazorpaySandboxAdapterCalls(t *testing.T) {
 	if err := g.SetPublicURL(srv.URL); err != nil {
 		t.Fatal(err)
 	}
-	rp := razorpay.New(razorpay.Config{KeyID: gateway.RazorpayKeyID, KeySecret: "test-gateway-key", BaseURL: srv.URL,
+	rp := razorpay.New(razorpay.Config{KeyID: sandboxgateway.RazorpayKeyID, KeySecret: "test-gateway-key", BaseURL: srv.URL,
 		WebhookSecrets: [][]byte{[]byte(secret)}, Attempts: 1})
 	ctx := context.Background()
 	req := payment.NewIntent{AmountMinor: 4999900, Currency: "INR", Metadata: map[string]string{"order_id": "ord-1"},

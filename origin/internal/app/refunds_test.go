@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
@@ -22,7 +22,7 @@ import (
 // when the webhooks are lost.
 func TestRefundOnItsWay(t *testing.T) {
 	t.Parallel()
-	for _, personality := range gateway.Personalities() {
+	for _, personality := range sandboxgateway.Personalities() {
 		t.Run(personality, func(t *testing.T) {
 			t.Parallel()
 			o, p, sale := payingOrigin(t, origintest.Personality(personality))
@@ -99,13 +99,13 @@ func TestRefundOnItsWay(t *testing.T) {
 				var back int64
 				for _, r := range in.Refunds {
 					statuses[r.ID] = r.Status
-					if r.Status == gateway.RefundSucceeded {
+					if r.Status == sandboxgateway.RefundSucceeded {
 						back += r.AmountMinor
 					}
 				}
-				want := map[string]string{gatewayRefundID(c.refund): gateway.RefundSucceeded}
+				want := map[string]string{gatewayRefundID(c.refund): sandboxgateway.RefundSucceeded}
 				if c.failed != "" {
-					want[gatewayRefundID(c.failed)] = gateway.RefundFailed
+					want[gatewayRefundID(c.failed)] = sandboxgateway.RefundFailed
 				}
 				if len(statuses) != len(want) || back != in.AmountMinor {
 					t.Errorf("order %s: gateway refunds %v (%d back of %d), want %v", c.ord.OrderID, statuses, back, in.AmountMinor, want)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/origintest"
@@ -21,7 +21,7 @@ func TestSlowGatewayAnswersTheOrderWithoutWaiting(t *testing.T) {
 	const latency, wait = 1500 * time.Millisecond, 50 * time.Millisecond
 	o, p, sale := payingOriginWith(t,
 		func(c *app.Config) { c.OrderIntentWait = wait },
-		func(c *gateway.Config) { c.Latency = latency })
+		func(c *sandboxgateway.Config) { c.Latency = latency })
 	o.MustCreateSale(t, origintest.OpenSale(sale, 3, 60))
 	s := hold(t, o, sale, "alice")
 

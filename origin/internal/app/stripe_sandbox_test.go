@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/deploy/sandboxgateway/gateway"
+	"github.com/flashgate/flashgate/internal/sandboxgateway"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
@@ -24,9 +24,9 @@ import (
 
 // stripeOrigin is payingOrigin with the gateway playing Stripe and the
 // origin configured for it, the gateway adjusted by overrides.
-func stripeOrigin(t *testing.T, overrides ...func(*gateway.Config)) (*origintest.Origin, *origintest.Payments, string) {
+func stripeOrigin(t *testing.T, overrides ...func(*sandboxgateway.Config)) (*origintest.Origin, *origintest.Payments, string) {
 	t.Helper()
-	o, p, sale := payingOrigin(t, append([]func(*gateway.Config){origintest.Personality(gateway.PersonalityStripe)}, overrides...)...)
+	o, p, sale := payingOrigin(t, append([]func(*sandboxgateway.Config){origintest.Personality(sandboxgateway.PersonalityStripe)}, overrides...)...)
 	if !o.Config.PaymentsOn() || o.Config.PaymentProvider != "stripe" || o.Config.StripeAPIURL != p.URL {
 		t.Fatalf("origin payments: provider %q, Stripe API %q; want stripe at %s", o.Config.PaymentProvider, o.Config.StripeAPIURL, p.URL)
 	}
@@ -56,7 +56,7 @@ func onPage(t *testing.T, p *origintest.Payments, payURL, action, payer string) 
 		t.Fatalf("%s on the page: %v", action, err)
 	}
 	defer resp.Body.Close()
-	var in gateway.Intent
+	var in sandboxgateway.Intent
 	if err := json.NewDecoder(resp.Body).Decode(&in); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("%s on the page = %d %+v, %v; want 200", action, resp.StatusCode, in, err)
 	}
@@ -102,7 +102,7 @@ func TestStripeSandboxPaymentIsPaid(t *testing.T) {
 	onPage(t, p, ord.Payment.PayURL, "pay", "upi:alice@okbank")
 	o.WaitOrder(t, s.userToken, ord.OrderID, "paid", 10*time.Second)
 	delivered(t, p, ord.Payment.IntentID, "checkout.session.completed")
-	if got, want := orderPayer(t, o.Env, ord.OrderID), "card:"+gateway.StripeFingerprint("upi:alice@okbank"); got != want {
+	if got, want := orderPayer(t, o.Env, ord.OrderID), "card:"+sandboxgateway.StripeFingerprint("upi:alice@okbank"); got != want {
 		t.Errorf("order payer = %q, want %q", got, want)
 	}
 	settled(t, o, sale, origintest.Counts{Available: 1, Sold: 1})
@@ -135,11 +135,11 @@ func TestStripeSandboxHoldEndExpiresTheSession(t *testing.T) {
 	ord := mustOrder(t, o, s)
 	o.WaitOrder(t, s.userToken, ord.OrderID, "cancelled", 10*time.Second)
 	delivered(t, p, ord.Payment.IntentID, "checkout.session.expired")
-	if in, err := p.Gateway.Intent(ord.Payment.IntentID); err != nil || in.Status != gateway.StatusFailed {
+	if in, err := p.Gateway.Intent(ord.Payment.IntentID); err != nil || in.Status != sandboxgateway.StatusFailed {
 		t.Errorf("session after the hold's end = %+v, %v; want expired", in, err)
 	}
-	if _, err := p.Gateway.Pay(ord.Payment.IntentID); !errors.Is(err, gateway.ErrIntentFailed) {
-		t.Errorf("pay the expired session = %v, want %v", err, gateway.ErrIntentFailed)
+	if _, err := p.Gateway.Pay(ord.Payment.IntentID); !errors.Is(err, sandboxgateway.ErrIntentFailed) {
+		t.Errorf("pay the expired session = %v, want %v", err, sandboxgateway.ErrIntentFailed)
 	}
 	settled(t, o, sale, origintest.Counts{Available: 1})
 }
@@ -172,7 +172,7 @@ func TestStripeSandboxPageRecordedLateIsExpired(t *testing.T) {
 	}
 	o.WaitOrder(t, s.userToken, ord.OrderID, "cancelled", 10*time.Second)
 	delivered(t, p, ord.Payment.IntentID, "checkout.session.expired")
-	if in, err := p.Gateway.Intent(ord.Payment.IntentID); err != nil || in.Status != gateway.StatusFailed {
+	if in, err := p.Gateway.Intent(ord.Payment.IntentID); err != nil || in.Status != sandboxgateway.StatusFailed {
 		t.Errorf("session after the hold's end = %+v, %v; want expired", in, err)
 	}
 }
@@ -183,7 +183,7 @@ func TestStripeSandboxPageRecordedLateIsExpired(t *testing.T) {
 // next shopper.
 func TestStripeSandboxLatePaymentIsRefundedOnce(t *testing.T) {
 	t.Parallel()
-	o, p, sale := stripeOrigin(t, func(c *gateway.Config) { c.DuplicateRate = 1 })
+	o, p, sale := stripeOrigin(t, func(c *sandboxgateway.Config) { c.DuplicateRate = 1 })
 	p.FailPageCloses.Store(true) // the payment beats the session's expiry
 	o.MustCreateSale(t, origintest.OpenSale(sale, 1, 1))
 	late := hold(t, o, sale, "erin")
@@ -232,7 +232,7 @@ func TestStripeSandboxReconcilerRepairsALostWebhook(t *testing.T) {
 			t.Errorf("event %s %s was delivered; want every webhook lost", e.ID, e.Type)
 		}
 	}
-	if got, want := orderPayer(t, o.Env, ord.OrderID), "card:"+gateway.StripeFingerprint("upi:judy@okbank"); got != want {
+	if got, want := orderPayer(t, o.Env, ord.OrderID), "card:"+sandboxgateway.StripeFingerprint("upi:judy@okbank"); got != want {
 		t.Errorf("order payer = %q, want %q", got, want)
 	}
 	settled(t, o, sale, origintest.Counts{Available: 1, Sold: 1})

@@ -1,4 +1,4 @@
-// Package gateway is a sandbox stand-in for an external payment gateway,
+// Package sandboxgateway is a sandbox stand-in for an external payment gateway,
 // for `make run`, tests and the crowd simulator. A Gateway is an
 // http.Handler with its state in memory, so tests can serve it with
 // httptest; the sandboxgateway command serves it on a port.
@@ -86,4 +86,4 @@
 // transport error with exponential backoff and, with probability
 // DuplicateRate, delivered twice. Events about different intents, or
 // about one intent, may arrive in any order.
-package gateway
+package sandboxgateway

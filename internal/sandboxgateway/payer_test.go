@@ -1,4 +1,4 @@
-package gateway
+package sandboxgateway
 
 import (
 	"encoding/json"
