@@ -16,7 +16,7 @@ import (
 )
 
 // edgeGoCommands are the commands the edge sends outside its scripts: the line's state (GET of the
-// counters and seed, HMGET of the cursor: edge/internal/queue/line.go), a shopper's place (HGET:
+// counters and seed, HMGET of the cursor: edge/internal/line/lines.go), a shopper's place (HGET:
 // queue/queue.go), the admission loop's PING when no sale is open (admission/cursor.go), and its scripts
 // (EVALSHA, then EVAL on NOSCRIPT). The commands inside the scripts are read from the scripts themselves.
 var edgeGoCommands = []string{"GET", "HGET", "HMGET", "PING", "EVALSHA", "EVAL"}
@@ -92,7 +92,7 @@ func edgeScriptCommands(t *testing.T) map[string][]string {
 
 // checkEdgeUser holds the edges' Redis user, as redis-init.sh made it on the server at addr (admin is its
 // default user), against what an edge does and what it must not: every command the edge sends, in Go and
-// inside its scripts, is allowed on the line's keys (<prefix>{q:<sale>}:*, edge/internal/queue/keys.go) and
+// inside its scripts, is allowed on the line's keys (<prefix>{q:<sale>}:*, edge/internal/line/keys.go) and
 // refused on the origins' (<prefix>{s:<sale>}:*, origin/internal/checkout/keys.go); real calls as the user
 // reach the line and are refused (NOPERM) the stock, the holds, the intents and the server's administration.
 func checkEdgeUser(t *testing.T, admin *redis.Client, addr, prefix, password string) {

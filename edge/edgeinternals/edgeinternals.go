@@ -6,28 +6,28 @@ package edgeinternals
 
 import (
 	"github.com/flashgate/flashgate/edge/internal/app"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 )
 
 // The edge's types under names bench/ can reach.
 type (
 	App           = app.App
 	Config        = app.Config
-	Joiner        = queue.Joiner
-	JoinerOptions = queue.JoinerOptions
-	Keys          = queue.Keys
-	Place         = queue.Place
-	Shuffle       = queue.Shuffle
+	Joiner        = line.Joiner
+	JoinerOptions = line.JoinerOptions
+	Keys          = line.Keys
+	Place         = line.Place
+	Shuffle       = line.Shuffle
 )
 
 // ErrWait is the Joiner's answer while a line is at its durable ceiling.
-var ErrWait = queue.ErrWait
+var ErrWait = line.ErrWait
 
 // The edge's constructors.
 var (
 	NewApp        = app.New
 	DefaultConfig = app.DefaultConfig
-	NewJoiner     = queue.NewJoiner
-	NewKeys       = queue.NewKeys
-	NewShuffle    = queue.NewShuffle
+	NewJoiner     = line.NewJoiner
+	NewKeys       = line.NewKeys
+	NewShuffle    = line.NewShuffle
 )

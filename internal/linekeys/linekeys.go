@@ -1,5 +1,5 @@
 // Package linekeys names the Redis keys of a sale's line: the edges keep
-// the line (edge/internal/queue, whose keys.go documents every key), and
+// the line (edge/internal/line, whose keys.go documents every key), and
 // the origin's admission controller reads how far the cursor went. One
 // schema, named in one place, so the two binaries cannot drift apart.
 package linekeys

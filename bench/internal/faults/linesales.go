@@ -179,7 +179,7 @@ func (t *traffic) watchLineViews(ctx context.Context, i int) {
 }
 
 // waitServingCeiling waits until the edges have raised the sale's durable
-// serving ceiling in Redis (its line hash: edge/internal/queue/keys.go), so
+// serving ceiling in Redis (its line hash: edge/internal/line/keys.go), so
 // that ops change a line whose ceiling was set at the default rate.
 func (t *traffic) waitServingCeiling(ctx context.Context, sale string, within time.Duration) error {
 	deadline := time.Now().Add(within)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 )
 
 // shownViolations is how many violations a verdict lists.
@@ -163,17 +163,17 @@ func Check(l *Log, exp Expect) Verdict {
 // checkDraw checks the seed against the commitments and returns the
 // draw it reveals, of size v.PreQueue (false when there is none to
 // recompute).
-func checkDraw(v *Verdict, l *Log, commitment string) (queue.Shuffle, bool) {
-	if l.Draw.Algorithm != queue.ShuffleAlgorithm {
-		v.violate("the draw's algorithm is %q; this tool recomputes %s only", l.Draw.Algorithm, queue.ShuffleAlgorithm)
-		return queue.Shuffle{}, false
+func checkDraw(v *Verdict, l *Log, commitment string) (line.Shuffle, bool) {
+	if l.Draw.Algorithm != line.ShuffleAlgorithm {
+		v.violate("the draw's algorithm is %q; this tool recomputes %s only", l.Draw.Algorithm, line.ShuffleAlgorithm)
+		return line.Shuffle{}, false
 	}
 	seed, err := hex.DecodeString(l.Draw.Seed)
 	if err != nil || len(seed) == 0 {
 		v.violate("the log reveals no seed (draw.seed %q is not hex)", l.Draw.Seed)
-		return queue.Shuffle{}, false
+		return line.Shuffle{}, false
 	}
-	v.SeedSHA256 = queue.SeedHash(seed)
+	v.SeedSHA256 = line.SeedHash(seed)
 	if !strings.EqualFold(v.SeedSHA256, l.Draw.SeedSHA256) {
 		v.violate("the revealed seed hashes to %s, not to the log's own seed_sha256 %s", v.SeedSHA256, l.Draw.SeedSHA256)
 	}
@@ -185,13 +185,13 @@ func checkDraw(v *Verdict, l *Log, commitment string) (queue.Shuffle, bool) {
 	}
 	if v.PreQueue < 0 {
 		v.violate("the draw's pre_queue is %d", v.PreQueue)
-		return queue.Shuffle{}, false
+		return line.Shuffle{}, false
 	}
-	return queue.NewShuffle(seed, v.PreQueue), true
+	return line.NewShuffle(seed, v.PreQueue), true
 }
 
 // checkDrawn checks a pre-queue entry's place against the draw.
-func checkDrawn(v *Verdict, e Entry, draw queue.Shuffle, drawn bool, n int64) {
+func checkDrawn(v *Verdict, e Entry, draw line.Shuffle, drawn bool, n int64) {
 	if e.PreIndex < 1 || e.PreIndex > n {
 		v.violate("place %s: pre_index %s is outside the draw's 1..%s", num(e.Place), num(e.PreIndex), num(n))
 		return

@@ -14,7 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
@@ -124,7 +124,7 @@ func TestVerifyARealSale(t *testing.T) {
 	}
 	t.Logf("%s", out.String())
 	seed, _ := hex.DecodeString(l.Draw.Seed)
-	draw := queue.NewShuffle(seed, early)
+	draw := line.NewShuffle(seed, early)
 	salt, _ := hex.DecodeString(l.Salt)
 	byAccount := map[[32]byte]Entry{}
 	for _, e := range l.Entries {
@@ -223,7 +223,7 @@ func TestVerifyARealSale(t *testing.T) {
 			e := &l.Entries[len(l.Entries)-1]
 			e.Place = 3
 		}, published, "inside the pre-queue's places"},
-		{"another commitment", func(*Log) {}, Expect{SeedSHA256: queue.SeedHash([]byte("another seed"))}, "not to the commitment"},
+		{"another commitment", func(*Log) {}, Expect{SeedSHA256: line.SeedHash([]byte("another seed"))}, "not to the commitment"},
 		{"another seed revealed", func(l *Log) {
 			l.Draw.Seed = hex.EncodeToString([]byte("another seed"))
 		}, published, "not to the commitment"},

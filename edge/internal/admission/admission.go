@@ -8,10 +8,10 @@
 // enough to answer from and gives a waiting shopper's estimates; Readiness
 // says whether the node can answer sale requests at all.
 //
-// Its Redis keys are the line's, named in queue.Keys: advance.lua writes the
+// Its Redis keys are the line's, named in line.Keys: advance.lua writes the
 // cursor hash (now_serving, last_ms), appends its moves to the steps list,
 // and reads the counters and the line hash; the admission log (log.go)
-// reads the places hash and the steps list. The restore (queue.Lines) is
+// reads the places hash and the steps list. The restore (line.Lines) is
 // the one place that creates the cursor hash.
 package admission
 
@@ -29,7 +29,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashgate/flashgate/edge/internal/line"
-	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
 )
 
@@ -55,7 +54,7 @@ var (
 type Lines interface {
 	// Maintain hears each tick, after the cursor's advance, and starts what
 	// each sale's line needs in the background.
-	Maintain(ticks []queue.Tick)
+	Maintain(ticks []line.Tick)
 	// Seed is a sale's durable draw seed, once the node has read it.
 	Seed(sale string) ([]byte, bool)
 }
@@ -90,7 +89,7 @@ type Options struct {
 	Clock func() time.Time
 	// Challenge is asked each tick, for a sale that can still be joined,
 	// for the proof of work its snapshot publishes, given the sale's
-	// setting (queue.State's ChallengeBits); ok false: none. nil means
+	// setting (line.State's ChallengeBits); ok false: none. nil means
 	// none is published (a join then learns its challenge from a 403).
 	Challenge func(sale string, saleBits int, now time.Time) (ch Challenge, ok bool)
 }
@@ -202,7 +201,7 @@ type draw struct {
 // still says whether Redis answers.
 func (c *Controller) Tick(ctx context.Context) error {
 	entries := c.snapshots.All()
-	ticks := make([]queue.Tick, 0, len(entries))
+	ticks := make([]line.Tick, 0, len(entries))
 	available := make([]int64, len(entries))
 	hold := c.opts.Hold != nil && c.opts.Hold()
 	if hold {
@@ -218,7 +217,7 @@ func (c *Controller) Tick(ctx context.Context) error {
 		if !e.Sale.SoldOut {
 			left = max(available[i], 1) // not sold out: something may be left
 		}
-		ticks = append(ticks, queue.Tick{Sale: e.Sale.SaleID, StartsAt: e.Sale.StartsAt, Available: left, Hold: hold, HeldAt: heldAt,
+		ticks = append(ticks, line.Tick{Sale: e.Sale.SaleID, StartsAt: e.Sale.StartsAt, Available: left, Hold: hold, HeldAt: heldAt,
 			Answered: c.takeAnswers(e.Sale.SaleID)})
 	}
 	if hold && len(ticks) > 0 {
@@ -308,15 +307,15 @@ func (c *Controller) takeAnswers(sale string) int64 {
 func (c *Controller) view(e snapshot.Entry, seed []byte, available int64) (*View, error) {
 	sale := e.Sale
 	v := &View{Sale: sale, fetchedAt: e.FetchedAt, seed: seed, available: available, opts: &c.opts}
-	seedHash := queue.SeedHash(seed)
+	seedHash := line.SeedHash(seed)
 	v.State, v.HasState = c.cursor.State(sale.SaleID)
 	// Redis's clock decides the start, as it does for joins; the draw
 	// covers exactly the pre-queue size sealed, durably, after it.
 	started := v.HasState && !v.State.RedisNow.Before(sale.StartsAt)
 	if started && v.State.Drawn {
-		v.shuffle, v.drawn = queue.NewShuffle(seed, v.State.DrawSize), true
+		v.shuffle, v.drawn = line.NewShuffle(seed, v.State.DrawSize), true
 	}
-	pub := publicSnapshot{Sale: sale, Draw: draw{SeedSHA256: seedHash, Algorithm: queue.ShuffleAlgorithm}}
+	pub := publicSnapshot{Sale: sale, Draw: draw{SeedSHA256: seedHash, Algorithm: line.ShuffleAlgorithm}}
 	if v.HasState {
 		pub.NowServing, pub.QueueLength = v.State.NowServing, v.State.QueueLength
 		pub.Draw.PreQueue = v.State.PreQueue
@@ -405,7 +404,7 @@ const refreshGap = 100 * time.Millisecond
 
 // State is the cursor's last reading of a sale's line; false before the
 // first.
-func (c *Controller) State(sale string) (queue.State, bool) { return c.cursor.State(sale) }
+func (c *Controller) State(sale string) (line.State, bool) { return c.cursor.State(sale) }
 
 // Readiness is whether the node can answer sale requests: it has a list of
 // the origin's sales no older than SnapshotStaleAfter, and its last good

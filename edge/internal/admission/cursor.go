@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/edge/internal/line"
-	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/internal/redisscript"
 )
 
@@ -25,12 +24,12 @@ var (
 var _ line.StateReader = (*Cursor)(nil)
 
 // Cursor advances and caches every sale's admission cursor (advance.lua,
-// on the line's keys in queue.Keys). Tick runs the advance script for all
+// on the line's keys in line.Keys). Tick runs the advance script for all
 // sales in one round trip; State serves the cached result without touching
 // Redis, which is what keeps a status poll free.
 type Cursor struct {
 	rdb      redis.UniversalClient
-	keys     queue.Keys
+	keys     line.Keys
 	now      func() time.Time
 	maxSteps int64 // the cursor's moves recorded per sale: MaxSteps (tests set fewer)
 
@@ -39,7 +38,7 @@ type Cursor struct {
 }
 
 type saleState struct {
-	queue.State
+	line.State
 	samples []sample // recent (time, now_serving) for MeasuredRate
 }
 
@@ -52,7 +51,7 @@ type sample struct {
 const rateWindow = 5 * time.Second
 
 // NewCursor returns a Cursor; now is the clock (nil means time.Now).
-func NewCursor(rdb redis.UniversalClient, keys queue.Keys, now func() time.Time) *Cursor {
+func NewCursor(rdb redis.UniversalClient, keys line.Keys, now func() time.Time) *Cursor {
 	if now == nil {
 		now = time.Now
 	}
@@ -62,7 +61,7 @@ func NewCursor(rdb redis.UniversalClient, keys queue.Keys, now func() time.Time)
 // advance.lua's reply (its header documents it): advanceValues values, a
 // flag and a sentinel among them. Its "lost" failure is the one every line
 // script gives, named in package queue's codes.go and read by
-// queue.ScriptError.
+// line.ScriptError.
 const (
 	advanceValues    = 16
 	advancePaused    = 1  // the paused flag set (0: running)
@@ -73,11 +72,11 @@ const (
 // sale whose line Redis does not hold, or holds with writes lost (less
 // than this node read before, or from another Redis history), is cached
 // as Lost, not as an error.
-func (c *Cursor) Tick(ctx context.Context, ticks []queue.Tick) error {
+func (c *Cursor) Tick(ctx context.Context, ticks []line.Tick) error {
 	if len(ticks) == 0 {
 		return nil
 	}
-	floors := make([]queue.Seen, len(ticks))
+	floors := make([]line.Seen, len(ticks))
 	for i, t := range ticks {
 		floors[i] = c.Seen(t.Sale)
 	}
@@ -91,7 +90,7 @@ func (c *Cursor) Tick(ctx context.Context, ticks []queue.Tick) error {
 	var firstErr error
 	for i, cmd := range cmds {
 		v, err := cmd.Slice()
-		if errors.Is(queue.ScriptError(err), queue.ErrLost) {
+		if errors.Is(line.ScriptError(err), line.ErrLost) {
 			c.lost(ticks[i].Sale, read)
 			continue
 		}
@@ -110,7 +109,7 @@ func (c *Cursor) Tick(ctx context.Context, ticks []queue.Tick) error {
 		}
 		rate, answerRate := floatReply(v[2]), floatReply(v[12])
 		epoch, _ := v[13].(string)
-		c.store(ticks[i].Sale, queue.State{NowServing: n[0], QueueLength: n[1], RatePerSecond: rate, Paused: n[3] == advancePaused,
+		c.store(ticks[i].Sale, line.State{NowServing: n[0], QueueLength: n[1], RatePerSecond: rate, Paused: n[3] == advancePaused,
 			RedisNow: time.UnixMilli(n[4]), PreQueue: n[5], Post: n[6], DrawSize: max(n[7], 0), Drawn: n[7] != advanceNotSealed,
 			PreCeiling: n[8], PostCeiling: n[9], ServingCeiling: n[10], SettingsVersion: n[11], AnswerRate: answerRate,
 			Epoch: epoch, RestoredAt: unixMilli(n[14]), ChallengeBits: int(n[15]), ReadAt: read})
@@ -162,7 +161,7 @@ func (c *Cursor) entry(sale string) *saleState {
 }
 
 // store caches a reading, with the rate measured over the recent ones.
-func (c *Cursor) store(sale string, st queue.State) {
+func (c *Cursor) store(sale string, st line.State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.entry(sale)
@@ -192,23 +191,23 @@ func (c *Cursor) lost(sale string, at time.Time) {
 // Seen returns the highest values this node has read of a sale's line
 // (zeros before the first reading). The values only ever grow: a restore
 // puts back at least the durable ceilings, which are above any reading.
-func (c *Cursor) Seen(sale string) queue.Seen {
+func (c *Cursor) Seen(sale string) line.Seen {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	s, ok := c.states[sale]
 	if !ok {
-		return queue.Seen{}
+		return line.Seen{}
 	}
-	return queue.Seen{Pre: s.PreQueue, Post: s.Post, NowServing: s.NowServing}
+	return line.Seen{Pre: s.PreQueue, Post: s.Post, NowServing: s.NowServing}
 }
 
 // State returns a sale's cached state; false when no tick has read it yet.
-func (c *Cursor) State(sale string) (queue.State, bool) {
+func (c *Cursor) State(sale string) (line.State, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	s, ok := c.states[sale]
 	if !ok {
-		return queue.State{}, false
+		return line.State{}, false
 	}
 	return s.State, true
 }

@@ -13,16 +13,15 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
-	"github.com/flashgate/flashgate/edge/internal/queue/queuetest"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
-func tick(t *testing.T, c *admission.Cursor, tk queue.Tick) queue.State {
+func tick(t *testing.T, c *admission.Cursor, tk line.Tick) line.State {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := c.Tick(ctx, []queue.Tick{tk}); err != nil {
+	if err := c.Tick(ctx, []line.Tick{tk}); err != nil {
 		t.Fatalf("Tick(%s) = %v", tk.Sale, err)
 	}
 	st, ok := c.State(tk.Sale)
@@ -62,14 +61,14 @@ func TestCursorHolds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := edgetest.NewRedis(t)
-			queuetest.Ready(t, r, "s", 1000)
-			c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
-			tk := queue.Tick{Sale: "s", StartsAt: tc.starts, Available: tc.stock, Hold: tc.hold}
+			edgetest.ReadyLine(t, r, "s", 1000)
+			c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
+			tk := line.Tick{Sale: "s", StartsAt: tc.starts, Available: tc.stock, Hold: tc.hold}
 			tick(t, c, tk) // an empty line: the cursor starts from now
 			if tc.paused != nil || tc.rate != nil {
-				queuetest.SetSettings(t, r, "s", tc.rate, tc.paused)
+				edgetest.SetLineSettings(t, r, "s", tc.rate, tc.paused)
 			}
-			queuetest.Fill(t, r, "s", tc.length)
+			edgetest.FillLine(t, r, "s", tc.length)
 			tick(t, c, tk)
 			time.Sleep(300 * time.Millisecond)
 			released := redisTime(t, r) // no admission may count time before this
@@ -87,9 +86,9 @@ func TestCursorHolds(t *testing.T) {
 			// Lift what held the cursor: it resumes at its rate, without a
 			// burst for the 300 ms it waited.
 			one := 1000.0
-			queuetest.Fill(t, r, "s", 10_000)
+			edgetest.FillLine(t, r, "s", 10_000)
 			if tc.paused != nil || tc.rate != nil {
-				queuetest.SetSettings(t, r, "s", &one, &no)
+				edgetest.SetLineSettings(t, r, "s", &one, &no)
 			}
 			tk.Available, tk.Hold = 1_000_000, false
 			tick(t, c, tk)
@@ -110,18 +109,18 @@ func TestCursorHolds(t *testing.T) {
 func TestCursorRecordsHolds(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	queuetest.Ready(t, r, "s", 1000)
-	queuetest.Fill(t, r, "s", 100)
-	keys := queue.NewKeys(r.Prefix)
+	edgetest.ReadyLine(t, r, "s", 1000)
+	edgetest.FillLine(t, r, "s", 100)
+	keys := line.NewKeys(r.Prefix)
 	c := admission.NewCursor(r.Client, keys, nil)
 	heldMs := func() string {
-		v, err := r.Client.HGet(context.Background(), keys.Cursor("s"), queue.CursorHeldMs).Result()
+		v, err := r.Client.HGet(context.Background(), keys.Cursor("s"), line.CursorHeldMs).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			t.Fatalf("HGET held_ms = %v", err)
 		}
 		return v
 	}
-	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	tk := line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
 	tick(t, c, tk)
 	if got := heldMs(); got != "" {
 		t.Fatalf("held_ms after a tick that admits = %q, want none", got)
@@ -156,7 +155,7 @@ type keptUp struct {
 	t        *testing.T
 	r        *edgetest.Redis
 	c        *admission.Cursor
-	tk       queue.Tick
+	tk       line.Tick
 	admitted int64
 }
 
@@ -165,7 +164,7 @@ type keptUp struct {
 // from.
 func (k *keptUp) servingAt(from time.Time, at time.Duration) (int64, float64) {
 	k.t.Helper()
-	step := func() queue.State {
+	step := func() line.State {
 		st := tick(k.t, k.c, k.tk)
 		k.tk.Answered, k.admitted = st.NowServing-k.admitted, st.NowServing
 		return st
@@ -184,23 +183,23 @@ func (k *keptUp) servingAt(from time.Time, at time.Duration) (int64, float64) {
 func TestCursorConcurrentTicksAdmitAtRate(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	const rate = 500.0
-	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
-	queuetest.Ready(t, r, "s", rate)
+	tk := line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	edgetest.ReadyLine(t, r, "s", rate)
 	cursors := make([]*admission.Cursor, 3)
 	for i := range cursors {
 		cursors[i] = admission.NewCursor(r.Client, keys, nil)
 	}
 	tick(t, cursors[0], tk)
-	queuetest.Fill(t, r, "s", 100_000)
+	edgetest.FillLine(t, r, "s", 100_000)
 	// read returns the cursor and the instant it has admitted up to
 	// (last_ms), with Redis's clock, in one transaction.
 	read := func() (int64, float64, time.Time) {
 		ctx := context.Background()
 		pipe := r.Client.TxPipeline()
 		tm := pipe.Time(ctx)
-		cur := pipe.HMGet(ctx, keys.Cursor("s"), queue.CursorNowServing, queue.CursorLastMs)
+		cur := pipe.HMGet(ctx, keys.Cursor("s"), line.CursorNowServing, line.CursorLastMs)
 		if _, err := pipe.Exec(ctx); err != nil {
 			t.Fatalf("read cursor = %v", err)
 		}
@@ -224,7 +223,7 @@ func TestCursorConcurrentTicksAdmitAtRate(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for time.Now().Before(stop) {
-					if err := c.Tick(context.Background(), []queue.Tick{tk}); err != nil {
+					if err := c.Tick(context.Background(), []line.Tick{tk}); err != nil {
 						t.Errorf("Tick = %v", err)
 						return
 					}
@@ -260,16 +259,16 @@ func TestCursorConcurrentTicksAdmitAtRate(t *testing.T) {
 func TestCursorHoldingNodeTakesItsShare(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	const rate = 1000.0
-	queuetest.Ready(t, r, "s", rate)
-	open := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	edgetest.ReadyLine(t, r, "s", rate)
+	open := line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
 	admitting, holding := admission.NewCursor(r.Client, keys, nil), admission.NewCursor(r.Client, keys, nil)
 	tick(t, admitting, open)
-	queuetest.Fill(t, r, "s", 100_000)
+	edgetest.FillLine(t, r, "s", 100_000)
 	first := tick(t, admitting, open).NowServing
 	start := redisTime(t, r)
-	var st queue.State
+	var st line.State
 	var heldAt time.Time
 	for i := 0; time.Since(start) < time.Second; i++ {
 		time.Sleep(25 * time.Millisecond)
@@ -309,11 +308,11 @@ func TestCursorSlowStart(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	const rate = 1000.0
-	queuetest.Ready(t, r, "s", rate)
-	c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
+	edgetest.ReadyLine(t, r, "s", rate)
+	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
 	starts := redisTime(t, r).Truncate(time.Millisecond)
-	tk := queue.Tick{Sale: "s", StartsAt: starts, Available: 1_000_000}
-	queuetest.Fill(t, r, "s", 100_000)
+	tk := line.Tick{Sale: "s", StartsAt: starts, Available: 1_000_000}
+	edgetest.FillLine(t, r, "s", 100_000)
 	// A checkout that keeps up, so after the first second (no answer rate
 	// sampled yet: an eighth of the rate) twice the answer rate stays above
 	// the ramp.
@@ -369,15 +368,15 @@ func TestCursorSlowStartFollowsTheCheckout(t *testing.T) {
 			t.Parallel()
 			r := edgetest.NewRedis(t)
 			if c.raisedFrom > 0 {
-				queuetest.Ready(t, r, "s", c.raisedFrom)
-				queuetest.SetSettings(t, r, "s", new(rate), nil)
+				edgetest.ReadyLine(t, r, "s", c.raisedFrom)
+				edgetest.SetLineSettings(t, r, "s", new(rate), nil)
 			} else {
-				queuetest.Ready(t, r, "s", rate)
+				edgetest.ReadyLine(t, r, "s", rate)
 			}
-			cur := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
+			cur := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
 			starts := redisTime(t, r).Truncate(time.Millisecond)
-			tk := queue.Tick{Sale: "s", StartsAt: starts, Available: 1_000_000}
-			queuetest.Fill(t, r, "s", 100_000)
+			tk := line.Tick{Sale: "s", StartsAt: starts, Available: 1_000_000}
+			edgetest.FillLine(t, r, "s", 100_000)
 			last, owed := time.Now(), 0.0
 			servingAt := func(at time.Duration) (int64, float64) {
 				t.Helper()
@@ -424,18 +423,18 @@ func TestCursorRampsAfterAResumeOrARaise(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			r := edgetest.NewRedis(t)
-			queuetest.Ready(t, r, "s", c.before)
-			queuetest.Fill(t, r, "s", 100_000)
+			edgetest.ReadyLine(t, r, "s", c.before)
+			edgetest.FillLine(t, r, "s", 100_000)
 			if c.pausedFirst {
-				queuetest.SetSettings(t, r, "s", nil, new(true))
+				edgetest.SetLineSettings(t, r, "s", nil, new(true))
 			}
-			cur := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
-			k := &keptUp{t: t, r: r, c: cur, tk: queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}}
+			cur := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
+			k := &keptUp{t: t, r: r, c: cur, tk: line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}}
 			servingAt := k.servingAt
 			// A second and a half at the old setting: the answer rate is
 			// sampled.
 			servingAt(redisTime(t, r), 1500*time.Millisecond)
-			queuetest.SetSettings(t, r, "s", new(rate), new(false))
+			edgetest.SetLineSettings(t, r, "s", new(rate), new(false))
 			changed := redisTime(t, r)
 			zero, fromS := servingAt(changed, 0)
 			one, toS := servingAt(changed, time.Second)
@@ -458,14 +457,14 @@ func TestCursorNoCatchUpBurst(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	sale := "burst-" + edgetest.RandomID(t, 3)
-	queuetest.Ready(t, r, sale, 100)
-	queuetest.Fill(t, r, sale, 100_000)
+	edgetest.ReadyLine(t, r, sale, 100)
+	edgetest.FillLine(t, r, sale, 100_000)
 	// Nothing admitted since the start: no admission frontier yet.
-	if err := r.Client.HDel(context.Background(), queue.NewKeys(r.Prefix).Cursor(sale), queue.CursorLastMs).Err(); err != nil {
+	if err := r.Client.HDel(context.Background(), line.NewKeys(r.Prefix).Cursor(sale), line.CursorLastMs).Err(); err != nil {
 		t.Fatalf("HDEL last_ms = %v", err)
 	}
-	c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
-	st := tick(t, c, queue.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000})
+	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
+	st := tick(t, c, line.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000})
 	if st.NowServing > 101 {
 		t.Fatalf("first tick after a minute without ticks: now_serving = %d, want at most one second's worth (100)", st.NowServing)
 	}
@@ -479,11 +478,11 @@ func TestCursorSlowRate(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	sale := "slow-" + edgetest.RandomID(t, 3)
-	queuetest.Ready(t, r, sale, 0.5)
-	queuetest.Fill(t, r, sale, 100)
-	c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
-	tk := queue.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
-	var st queue.State
+	edgetest.ReadyLine(t, r, sale, 0.5)
+	edgetest.FillLine(t, r, sale, 100)
+	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
+	tk := line.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	var st line.State
 	deadline := time.Now().Add(2500 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		st = tick(t, c, tk)
@@ -510,17 +509,17 @@ func TestCursorPacesToScarceStock(t *testing.T) {
 		{1_000_000, false, 800, 1200},
 	} {
 		r := edgetest.NewRedis(t)
-		queuetest.Ready(t, r, "s", 1000)
+		edgetest.ReadyLine(t, r, "s", 1000)
 		if tc.resumed {
-			queuetest.SetSettings(t, r, "s", nil, new(true))
-			queuetest.SetSettings(t, r, "s", nil, new(false))
+			edgetest.SetLineSettings(t, r, "s", nil, new(true))
+			edgetest.SetLineSettings(t, r, "s", nil, new(false))
 		}
-		c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
-		tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: tc.available}
+		c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
+		tk := line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: tc.available}
 		first := tick(t, c, tk).NowServing
-		queuetest.Fill(t, r, "s", 100_000)
+		edgetest.FillLine(t, r, "s", 100_000)
 		start := time.Now()
-		var st queue.State
+		var st line.State
 		for time.Since(start) < time.Second {
 			st = tick(t, c, tk)
 			time.Sleep(50 * time.Millisecond)
@@ -540,16 +539,16 @@ func TestCursorPacesToScarceStock(t *testing.T) {
 func TestCursorStopsAtServingCeiling(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	ctx := context.Background()
-	lines := queue.NewLines(r.Client, keys)
-	queuetest.Restore(t, r, "s", queue.Durable{RatePerSecond: 1000, PreCeiling: 10, PostCeiling: queuetest.Open, ServingCeiling: 30})
-	queuetest.Fill(t, r, "s", 10_000)
+	lines := line.NewLines(r.Client, keys)
+	edgetest.RestoreLine(t, r, "s", line.Durable{RatePerSecond: 1000, PreCeiling: 10, PostCeiling: edgetest.OpenCeiling, ServingCeiling: 30})
+	edgetest.FillLine(t, r, "s", 10_000)
 	c := admission.NewCursor(r.Client, keys, nil)
-	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
-	wait := func(what string, ok func(queue.State) bool) queue.State {
+	tk := line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	wait := func(what string, ok func(line.State) bool) line.State {
 		t.Helper()
-		var st queue.State
+		var st line.State
 		testenv.Eventually(t, 3*time.Second, "State as expected "+what, func() bool {
 			st = tick(t, c, tk)
 			return ok(st)
@@ -566,18 +565,18 @@ func TestCursorStopsAtServingCeiling(t *testing.T) {
 	if n, err := lines.Seal(ctx, "s", 9); err != nil || n != 7 {
 		t.Errorf("Seal(9) after Seal(7) = %d, %v; want 7 kept", n, err)
 	}
-	wait("after the seal", func(st queue.State) bool { return st.Drawn && st.DrawSize == 7 && st.NowServing == 30 })
+	wait("after the seal", func(st line.State) bool { return st.Drawn && st.DrawSize == 7 && st.NowServing == 30 })
 	time.Sleep(100 * time.Millisecond)
 	if st := tick(t, c, tk); st.NowServing != 30 || st.ServingCeiling != 30 {
 		t.Fatalf("State 100 ms at the serving ceiling = %+v, want still 30", st)
 	}
-	if _, err := lines.Raise(ctx, "s", queue.Ceilings{Serving: 80}); err != nil {
+	if _, err := lines.Raise(ctx, "s", line.Ceilings{Serving: 80}); err != nil {
 		t.Fatalf("Raise = %v", err)
 	}
-	if _, err := lines.Raise(ctx, "s", queue.Ceilings{Serving: 50, Pre: 3}); err != nil {
+	if _, err := lines.Raise(ctx, "s", line.Ceilings{Serving: 50, Pre: 3}); err != nil {
 		t.Fatalf("Raise lower = %v", err)
 	}
-	st := wait("after the raise", func(st queue.State) bool { return st.NowServing == 80 })
+	st := wait("after the raise", func(st line.State) bool { return st.NowServing == 80 })
 	if st.ServingCeiling != 80 || st.PreCeiling != 10 {
 		t.Errorf("ceilings after raising to 80 then 50 (pre 3) = serving %d, pre %d; want 80 and 10: a raise never lowers", st.ServingCeiling, st.PreCeiling)
 	}

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 )
 
 // MaxSteps is how many moves of a sale's admission cursor advance.lua
-// records in the steps list (queue.Keys.Steps), oldest first; later moves
+// records in the steps list (line.Keys.Steps), oldest first; later moves
 // go unrecorded. Each node's tick moves the cursor at most once, so ten
 // nodes at the default 100 ms tick fill it in about three hours of
 // admitting; an entry takes some 25 bytes of Redis, 26 MB at most per sale.
@@ -120,13 +120,13 @@ func (c *Cursor) Reached(ctx context.Context, sale string, before time.Time) (Re
 // ScanPlaces reads one batch of sale's places hash, HSCAN from cursor (0
 // to begin), and calls fn with each account and its place; next is 0 once
 // the scan is done. A scan may give an account twice.
-func (c *Cursor) ScanPlaces(ctx context.Context, sale string, cursor uint64, fn func(account string, p queue.Place)) (next uint64, err error) {
+func (c *Cursor) ScanPlaces(ctx context.Context, sale string, cursor uint64, fn func(account string, p line.Place)) (next uint64, err error) {
 	kv, next, err := c.rdb.HScan(ctx, c.keys.Places(sale), cursor, "", placesScan).Result()
 	if err != nil {
 		return 0, fmt.Errorf("scan the places of sale %s: %w", sale, err)
 	}
 	for i := 0; i+1 < len(kv); i += 2 {
-		p, err := queue.ParsePlace(kv[i+1])
+		p, err := line.ParsePlace(kv[i+1])
 		if err != nil {
 			return 0, fmt.Errorf("scan the places of sale %s: place %q: %w", sale, kv[i+1], err)
 		}
@@ -141,6 +141,6 @@ func (c *Controller) Reached(ctx context.Context, sale string, before time.Time)
 }
 
 // ScanPlaces is Cursor.ScanPlaces of the controller's cursor.
-func (c *Controller) ScanPlaces(ctx context.Context, sale string, cursor uint64, fn func(account string, p queue.Place)) (uint64, error) {
+func (c *Controller) ScanPlaces(ctx context.Context, sale string, cursor uint64, fn func(account string, p line.Place)) (uint64, error) {
 	return c.cursor.ScanPlaces(ctx, sale, cursor, fn)
 }

@@ -11,14 +11,13 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
-	"github.com/flashgate/flashgate/edge/internal/queue/queuetest"
+	"github.com/flashgate/flashgate/edge/internal/line"
 )
 
 // steps reads a sale's steps list.
 func steps(t *testing.T, r *edgetest.Redis, sale string) []string {
 	t.Helper()
-	got, err := r.Client.LRange(context.Background(), queue.NewKeys(r.Prefix).Steps(sale), 0, -1).Result()
+	got, err := r.Client.LRange(context.Background(), line.NewKeys(r.Prefix).Steps(sale), 0, -1).Result()
 	if err != nil {
 		t.Fatalf("LRANGE steps = %v", err)
 	}
@@ -31,11 +30,11 @@ func steps(t *testing.T, r *edgetest.Redis, sale string) []string {
 func TestCursorRecordsItsSteps(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	queuetest.Ready(t, r, "s", 1000)
-	c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
-	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	edgetest.ReadyLine(t, r, "s", 1000)
+	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
+	tk := line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
 	tick(t, c, tk) // an empty line: nothing to admit
-	queuetest.Fill(t, r, "s", 100_000)
+	edgetest.FillLine(t, r, "s", 100_000)
 	if got := steps(t, r, "s"); len(got) != 0 {
 		t.Fatalf("steps before the cursor moved = %v, want none", got)
 	}
@@ -66,7 +65,7 @@ func TestCursorRecordsItsSteps(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	tick(t, c, held)
 	yes := true
-	queuetest.SetSettings(t, r, "s", nil, &yes)
+	edgetest.SetLineSettings(t, r, "s", nil, &yes)
 	time.Sleep(20 * time.Millisecond)
 	tick(t, c, tk)
 	if got := steps(t, r, "s"); !slices.Equal(got, want) {
@@ -79,14 +78,14 @@ func TestCursorRecordsItsSteps(t *testing.T) {
 func TestCursorStepsCapped(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	queuetest.Ready(t, r, "s", 1000)
-	c := admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil)
+	edgetest.ReadyLine(t, r, "s", 1000)
+	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
 	c.SetMaxSteps(3)
-	tk := queue.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	tk := line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
 	tick(t, c, tk)
-	queuetest.Fill(t, r, "s", 100_000)
+	edgetest.FillLine(t, r, "s", 100_000)
 	var first []string
-	var st queue.State
+	var st line.State
 	for i := range 6 {
 		time.Sleep(20 * time.Millisecond)
 		st = tick(t, c, tk)
@@ -146,15 +145,15 @@ func TestReachedAt(t *testing.T) {
 func TestCursorScanPlaces(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	ctx := context.Background()
-	want := map[string]queue.Place{}
+	want := map[string]line.Place{}
 	kv := []any{}
 	for i := range 2500 {
-		p := queue.Place{Position: int64(i + 1)}
+		p := line.Place{Position: int64(i + 1)}
 		v := strconv.Itoa(i + 1)
 		if i%3 == 0 {
-			p, v = queue.Place{Pre: true, Index: int64(i + 1)}, "p"+strconv.Itoa(i+1)
+			p, v = line.Place{Pre: true, Index: int64(i + 1)}, "p"+strconv.Itoa(i+1)
 		}
 		a := fmt.Sprintf("acct-%d", i)
 		want[a] = p
@@ -164,11 +163,11 @@ func TestCursorScanPlaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := admission.NewCursor(r.Client, keys, nil)
-	got := map[string]queue.Place{}
+	got := map[string]line.Place{}
 	var cursor uint64
 	batches := 0
 	for {
-		next, err := c.ScanPlaces(ctx, "s", cursor, func(a string, p queue.Place) { got[a] = p })
+		next, err := c.ScanPlaces(ctx, "s", cursor, func(a string, p line.Place) { got[a] = p })
 		if err != nil {
 			t.Fatalf("ScanPlaces = %v", err)
 		}
@@ -191,7 +190,7 @@ func TestCursorScanPlaces(t *testing.T) {
 	}
 	failed := false
 	for cursor = 0; ; {
-		next, err := c.ScanPlaces(ctx, "s", cursor, func(string, queue.Place) {})
+		next, err := c.ScanPlaces(ctx, "s", cursor, func(string, line.Place) {})
 		if err != nil {
 			failed = true
 			break

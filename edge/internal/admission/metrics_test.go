@@ -11,8 +11,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
-	"github.com/flashgate/flashgate/edge/internal/queue/queuetest"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
 )
 
@@ -32,11 +31,11 @@ func (o oneSale) Get(path string, dst []byte) (int, []byte, error) {
 }
 
 // seededLines is a line keeper that starts nothing and knows every sale's
-// seed: queuetest.Ready puts the line into Redis instead.
+// seed: edgetest.ReadyLine puts the line into Redis instead.
 type seededLines struct{}
 
-func (seededLines) Maintain([]queue.Tick)      {}
-func (seededLines) Seed(string) ([]byte, bool) { return queuetest.Seed, true }
+func (seededLines) Maintain([]line.Tick)       {}
+func (seededLines) Seed(string) ([]byte, bool) { return edgetest.LineSeed, true }
 
 var _ admission.Lines = seededLines{}
 
@@ -71,8 +70,8 @@ func TestAdmissionSettingGauges(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	sale := "gauges-" + edgetest.RandomID(t, 3)
-	queuetest.Ready(t, r, sale, 50)
-	queuetest.Fill(t, r, sale, 1000)
+	edgetest.ReadyLine(t, r, sale, 50)
+	edgetest.FillLine(t, r, sale, 1000)
 	origin := oneSale{SaleID: sale, Status: "open", StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 		SKUs: []snapshot.SKU{{SKU: "a", AvailableHint: 100}}}
 	snapshots := snapshot.New(origin, slog.New(slog.DiscardHandler), snapshot.Options{})
@@ -82,7 +81,7 @@ func TestAdmissionSettingGauges(t *testing.T) {
 		t.Fatalf("Refresh = %v", err)
 	}
 	reg := prometheus.NewRegistry()
-	c := admission.New(admission.NewCursor(r.Client, queue.NewKeys(r.Prefix), nil), snapshots, seededLines{},
+	c := admission.New(admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil), snapshots, seededLines{},
 		admission.Options{StaleAfter: time.Second, SnapshotStaleAfter: time.Minute}, reg)
 
 	yes, no, slower := true, false, 20.0
@@ -100,7 +99,7 @@ func TestAdmissionSettingGauges(t *testing.T) {
 	}
 	for _, s := range steps {
 		if s.rate != nil || s.paused != nil {
-			queuetest.SetSettings(t, r, sale, s.rate, s.paused)
+			edgetest.SetLineSettings(t, r, sale, s.rate, s.paused)
 		}
 		if err := c.Tick(ctx); err != nil {
 			t.Fatalf("%s: Tick = %v", s.name, err)

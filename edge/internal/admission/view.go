@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
 )
 
@@ -15,7 +15,7 @@ import (
 type View struct {
 	Sale snapshot.Sale
 	// State is this node's reading of the sale's line; valid when HasState.
-	State    queue.State
+	State    line.State
 	HasState bool
 	// Body is the snapshot JSON served at GET /v1/sales/{id}, ETag its tag.
 	Body []byte
@@ -25,10 +25,10 @@ type View struct {
 
 	fetchedAt time.Time // when the fetch that brought Sale started
 	seed      []byte
-	shuffle   queue.Shuffle // over the pre-queue, once its size is sealed after the start
-	drawn     bool          // shuffle is set
-	available int64         // the units Sale shows available
-	opts      *Options      // the controller's
+	shuffle   line.Shuffle // over the pre-queue, once its size is sealed after the start
+	drawn     bool         // shuffle is set
+	available int64        // the units Sale shows available
+	opts      *Options     // the controller's
 }
 
 // Current reports whether the view's origin snapshot is recent enough to

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
 )
 
@@ -16,10 +16,10 @@ func TestEstimate(t *testing.T) {
 		SKUs: []snapshot.SKU{{SKU: "a", AvailableHint: 30}, {SKU: "b", AvailableHint: 20}, {SKU: "c", AvailableHint: -3}}}
 	upcoming := open
 	upcoming.StartsAt = now.Add(20 * time.Second)
-	view := func(sale snapshot.Sale, st queue.State) *View {
+	view := func(sale snapshot.Sale, st line.State) *View {
 		return &View{Sale: sale, State: st, HasState: true, fetchedAt: now, available: sale.Available(), opts: opts}
 	}
-	running := queue.State{NowServing: 100, RatePerSecond: 50, MeasuredRate: 10, ReadAt: now}
+	running := line.State{NowServing: 100, RatePerSecond: 50, MeasuredRate: 10, ReadAt: now}
 
 	t.Run("within the cursor: admitted", func(t *testing.T) {
 		e := view(open, running).Estimate(false, 100, now)
@@ -88,7 +88,7 @@ func TestEstimate(t *testing.T) {
 		// counts as none) at 10/s: the first polls after the draw spread
 		// over the 7.46 s the start's ramp takes to admit the units (3.54
 		// s' worth of the rate by its end at 6 s, then 1.46 s at the rate).
-		st := queue.State{PreQueue: 1000, RatePerSecond: 10, ReadAt: now}
+		st := line.State{PreQueue: 1000, RatePerSecond: 10, ReadAt: now}
 		v := view(upcoming, st)
 		if got, want := v.preQueueWindow(), 7459*time.Millisecond; got < want-time.Millisecond || got > want+time.Millisecond {
 			t.Errorf("preQueueWindow = %v, want %v (50 units at 10/s, ramped)", got, want)
@@ -121,7 +121,7 @@ func TestViewReady(t *testing.T) {
 	}
 	for _, tt := range tests {
 		v := &View{fetchedAt: now.Add(-tt.fetched), HasState: tt.hasState,
-			State: queue.State{Lost: tt.lost, ReadAt: now.Add(-tt.read)}, opts: opts}
+			State: line.State{Lost: tt.lost, ReadAt: now.Add(-tt.read)}, opts: opts}
 		if got := v.Ready(now); got != tt.want {
 			t.Errorf("%s: Ready = %v, want %v", tt.name, got, tt.want)
 		}
@@ -148,7 +148,7 @@ func TestViewJoinableAndReservable(t *testing.T) {
 		{"ended", 0, true, false, false, ErrSaleClosed, nil},
 	}
 	for _, tt := range tests {
-		v := &View{fetchedAt: now.Add(-tt.fetched), HasState: true, State: queue.State{ReadAt: now}, opts: opts}
+		v := &View{fetchedAt: now.Add(-tt.fetched), HasState: true, State: line.State{ReadAt: now}, opts: opts}
 		v.Sale.EndsAt = now.Add(time.Hour)
 		if tt.ended {
 			v.Sale.EndsAt = now

@@ -9,7 +9,6 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/challenge"
 	"github.com/flashgate/flashgate/edge/internal/line"
-	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/internal/httpapi"
 )
 
@@ -41,7 +40,7 @@ func (s *Server) autotuneOf(sale string) *autotuneJSON {
 	return &autotuneJSON{On: row.Autotune, Min: row.AutotuneMin, Max: row.AutotuneMax}
 }
 
-func admissionOf(st queue.State) admissionJSON {
+func admissionOf(st line.State) admissionJSON {
 	return admissionJSON{
 		RatePerSecond: st.RatePerSecond, Paused: st.Paused, ChallengeBits: st.ChallengeBits, NowServing: st.NowServing,
 		QueueLength: st.QueueLength, AdmittedTotal: min(st.NowServing, st.QueueLength),

@@ -20,7 +20,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/httpapi"
 )
 
@@ -164,13 +164,13 @@ func (s *Server) buildLog(v *admission.View, now time.Time) (*logBuilder, []byte
 	mac := hmac.New(sha256.New, s.Issuer.DerivedKey(logKeyLabel))
 	mac.Write([]byte(sale))
 	b := &logBuilder{sale: sale, scan: s.Admission.ScanPlaces, budget: s.budget, window: logWindow,
-		salt: mac.Sum(nil), draw: queue.NewShuffle(seed, n), reached: reached}
+		salt: mac.Sum(nil), draw: line.NewShuffle(seed, n), reached: reached}
 	if err := b.read(1, v.State.QueueLength); err != nil {
 		return nil, nil, err
 	}
 	head, err := json.Marshal(logHead{
 		SaleID: sale, StartsAt: v.Sale.StartsAt, EndsAt: v.Sale.EndsAt,
-		Draw:      logDraw{Algorithm: queue.ShuffleAlgorithm, Seed: hex.EncodeToString(seed), SeedSHA256: queue.SeedHash(seed), PreQueue: n},
+		Draw:      logDraw{Algorithm: line.ShuffleAlgorithm, Seed: hex.EncodeToString(seed), SeedSHA256: line.SeedHash(seed), PreQueue: n},
 		Salt:      hex.EncodeToString(b.salt),
 		Admission: logAdmission{ReachedThrough: reached.Through(), Steps: reached.Steps, StepsCapped: reached.Capped},
 	})
@@ -387,11 +387,11 @@ func writeLog(ctx *fasthttp.RequestCtx, body []byte, final bool) {
 // a time, and writes the log. It is used by one goroutine at a time.
 type logBuilder struct {
 	sale    string
-	scan    func(ctx context.Context, sale string, cursor uint64, fn func(account string, p queue.Place)) (uint64, error)
+	scan    func(ctx context.Context, sale string, cursor uint64, fn func(account string, p line.Place)) (uint64, error)
 	budget  func() (context.Context, context.CancelFunc) // of one HSCAN
 	window  int64
 	salt    []byte
-	draw    queue.Shuffle
+	draw    line.Shuffle
 	reached admission.Reached
 
 	lo     int64    // the first place of the window read
@@ -435,7 +435,7 @@ func (b *logBuilder) read(lo, hint int64) error {
 }
 
 // take keeps one account's place when it is in the window read.
-func (b *logBuilder) take(account string, p queue.Place) {
+func (b *logBuilder) take(account string, p line.Place) {
 	place := p.Position
 	if p.Pre {
 		var err error

@@ -22,7 +22,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
@@ -32,13 +32,13 @@ import (
 // failFrom makes every scan from that read on fail (0: none).
 type fakePlaces struct {
 	accounts []string
-	places   []queue.Place
+	places   []line.Place
 	delay    time.Duration
 	failFrom int64
 	reads    atomic.Int64 // scans begun from cursor 0
 }
 
-func (f *fakePlaces) scan(_ context.Context, _ string, cursor uint64, fn func(string, queue.Place)) (uint64, error) {
+func (f *fakePlaces) scan(_ context.Context, _ string, cursor uint64, fn func(string, line.Place)) (uint64, error) {
 	if cursor == 0 {
 		f.reads.Add(1)
 	}
@@ -71,19 +71,19 @@ type logEntryJSON struct {
 func TestLogBuilderSortsByPlaceWindowByWindow(t *testing.T) {
 	seed := []byte("0123456789abcdef0123456789abcdef")
 	const pre, later = 7, 6
-	draw := queue.NewShuffle(seed, pre)
+	draw := line.NewShuffle(seed, pre)
 	f := &fakePlaces{}
-	add := func(a string, p queue.Place) { f.accounts, f.places = append(f.accounts, a), append(f.places, p) }
+	add := func(a string, p line.Place) { f.accounts, f.places = append(f.accounts, a), append(f.places, p) }
 	for i := pre + later; i >= 1; i-- { // the scan's order is not the line's
 		if i <= pre {
-			add(fmt.Sprintf("early-%d", i), queue.Place{Pre: true, Index: int64(i)})
+			add(fmt.Sprintf("early-%d", i), line.Place{Pre: true, Index: int64(i)})
 		} else {
-			add(fmt.Sprintf("late-%d", i), queue.Place{Position: int64(i)})
+			add(fmt.Sprintf("late-%d", i), line.Place{Position: int64(i)})
 		}
 	}
-	add("early-3", queue.Place{Pre: true, Index: 3})     // given twice by the scan
-	add("stray", queue.Place{Pre: true, Index: pre + 1}) // outside the draw
-	add("twin", queue.Place{Position: pre + 2})          // a place already taken
+	add("early-3", line.Place{Pre: true, Index: 3})     // given twice by the scan
+	add("stray", line.Place{Pre: true, Index: pre + 1}) // outside the draw
+	add("twin", line.Place{Position: pre + 2})          // a place already taken
 	for _, window := range []int64{4, 5, 100} {
 		t.Run(fmt.Sprintf("window %d", window), func(t *testing.T) {
 			f.reads.Store(0)
@@ -157,11 +157,11 @@ func TestLogBuilderSortsByPlaceWindowByWindow(t *testing.T) {
 func TestLogBuilderFailsMidStream(t *testing.T) {
 	f := &fakePlaces{failFrom: 2}
 	for i := 1; i <= 10; i++ {
-		f.accounts, f.places = append(f.accounts, fmt.Sprintf("a%d", i)), append(f.places, queue.Place{Position: int64(i)})
+		f.accounts, f.places = append(f.accounts, fmt.Sprintf("a%d", i)), append(f.places, line.Place{Position: int64(i)})
 	}
 	b := &logBuilder{sale: "s", scan: f.scan, budget: func() (context.Context, context.CancelFunc) {
 		return context.WithCancel(context.Background())
-	}, window: 4, draw: queue.NewShuffle([]byte("seed"), 0)}
+	}, window: 4, draw: line.NewShuffle([]byte("seed"), 0)}
 	if err := b.read(1, 10); err != nil {
 		t.Fatalf("read = %v", err)
 	}
@@ -184,7 +184,7 @@ func logLine(n int, delay time.Duration) *fakePlaces {
 	f := &fakePlaces{delay: delay}
 	for i := 1; i <= n; i++ {
 		f.accounts = append(f.accounts, fmt.Sprintf("account-%d", i))
-		f.places = append(f.places, queue.Place{Position: int64(i)})
+		f.places = append(f.places, line.Place{Position: int64(i)})
 	}
 	return f
 }
@@ -196,7 +196,7 @@ func logBuilds(f *fakePlaces, window int64, builds *atomic.Int64) func() (*logBu
 		builds.Add(1)
 		b := &logBuilder{sale: "s", scan: f.scan, budget: func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), 5*time.Second)
-		}, window: window, salt: []byte("salt"), draw: queue.NewShuffle([]byte("seed"), 0)}
+		}, window: window, salt: []byte("salt"), draw: line.NewShuffle([]byte("seed"), 0)}
 		if err := b.read(1, 0); err != nil {
 			return nil, nil, err
 		}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/assets"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/httpapi"
 )
 
@@ -81,7 +81,7 @@ var errorTable = httpapi.NewTable(httpapi.PleaseWait).
 	Map(admission.ErrSoldOut, errSoldOut).
 	// Redis is unreachable, or the line is being restored after Redis lost it.
 	Map(admission.ErrCursorStale, httpapi.PleaseWait).
-	Map(queue.ErrLost, httpapi.PleaseWait).
+	Map(line.ErrLost, httpapi.PleaseWait).
 	// The line stayed at its durable ceiling (the origin is slow or down):
 	// never a place from zero.
-	Map(queue.ErrWait, httpapi.PleaseWait)
+	Map(line.ErrWait, httpapi.PleaseWait)

@@ -14,7 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -34,7 +34,7 @@ func TestErrorsAnsweredAndCountedAlike(t *testing.T) {
 		{"an answer", errSaleClosed, 409, codeSaleClosed, false},
 		{"a wrapped sentinel", fmt.Errorf("view: %w", admission.ErrUnknownSale), 404, codeUnknownSale, false},
 		{"the sale not known yet", admission.ErrNotReady, 503, "please_wait", false},
-		{"the line at its ceiling", fmt.Errorf("join sale s: %w", queue.ErrWait), 503, "please_wait", false},
+		{"the line at its ceiling", fmt.Errorf("join sale s: %w", line.ErrWait), 503, "please_wait", false},
 		{"a wrapped token failure", fmt.Errorf("verify: %w", tokens.ErrExpired), 401, "token_expired", false},
 		{"a dependency down", errors.New("dial tcp 10.0.0.1:6379: connection refused"), 503, "please_wait", true},
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/tokens"
 )
@@ -213,13 +213,13 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	}
 	c, cancel := s.budget()
 	defer cancel()
-	var place queue.Place
+	var place line.Place
 	if held := ctx.Request.Header.Peek("X-Queue-Token"); len(held) > 0 {
 		// The shopper shows the place it was given: it keeps it, even
 		// when Redis lost the line meanwhile.
 		place, err = s.rejoin(c, v, account, string(held))
 	} else {
-		place, err = s.Line.Join(c, s.Joiner, v.Sale.SaleID, v.Sale.StartsAt, account)
+		place, err = s.Line.Join(c, v.Sale.SaleID, v.Sale.StartsAt, account)
 	}
 	if err != nil {
 		return err
@@ -262,23 +262,23 @@ func (s *Server) shopper(token string) (string, tokens.Signals, error) {
 // rejoin answers a join that carries the shopper's queue token: the place
 // the token holds, which Redis is told again if it lost it. A token of
 // another sale or account is refused like any bad token.
-func (s *Server) rejoin(c context.Context, v *admission.View, account, token string) (queue.Place, error) {
+func (s *Server) rejoin(c context.Context, v *admission.View, account, token string) (line.Place, error) {
 	claims, err := s.Tokens.Queue(token, v.Sale.SaleID)
 	if err != nil {
-		return queue.Place{}, err
+		return line.Place{}, err
 	}
 	if claims.Subject != account {
-		return queue.Place{}, fmt.Errorf("queue token of another account: %w", tokens.ErrWrongAccount)
+		return line.Place{}, fmt.Errorf("queue token of another account: %w", tokens.ErrWrongAccount)
 	}
-	return s.Joiner.Claim(c, v.Sale.SaleID, account, placeOf(claims))
+	return s.Line.Claim(c, v.Sale.SaleID, account, placeOf(claims))
 }
 
 // placeOf is the place a queue token carries.
-func placeOf(claims tokens.QueueClaims) queue.Place {
+func placeOf(claims tokens.QueueClaims) line.Place {
 	if claims.Pre {
-		return queue.Place{Pre: true, Index: claims.Pos}
+		return line.Place{Pre: true, Index: claims.Pos}
 	}
-	return queue.Place{Position: claims.Pos}
+	return line.Place{Position: claims.Pos}
 }
 
 // restoreSkew is how far the edges' clocks (a queue token's iat) and
@@ -291,7 +291,7 @@ const restoreSkew = 5 * time.Second
 // joined again without its token holds a new place too, and two tokens
 // would let it take whichever is admitted first — two draws of the
 // pre-queue's lottery: so a token issued before the line's last restore
-// claims its place as a rejoin showing it would (Joiner.Claim), and is
+// claims its place as a rejoin showing it would (Keeper.Claim), and is
 // refused when the account holds another (errSuperseded). Only such
 // tokens, and only at admission, cost a Redis call.
 func (s *Server) stillHeld(v *admission.View, claims tokens.QueueClaims) error {
@@ -302,7 +302,7 @@ func (s *Server) stillHeld(v *admission.View, claims tokens.QueueClaims) error {
 	c, cancel := s.budget()
 	defer cancel()
 	want := placeOf(claims)
-	have, err := s.Joiner.Claim(c, v.Sale.SaleID, claims.Subject, want)
+	have, err := s.Line.Claim(c, v.Sale.SaleID, claims.Subject, want)
 	if err != nil {
 		return err
 	}

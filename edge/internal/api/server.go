@@ -26,7 +26,6 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/defence"
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
-	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/edge/internal/roster"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
 	"github.com/flashgate/flashgate/internal/adminauth"
@@ -37,8 +36,8 @@ import (
 // Deps are the components the handlers use.
 type Deps struct {
 	Admission  *admission.Controller // each sale's view, its readiness and estimates
-	Joiner     *queue.Joiner
-	Line       *line.Keeper                     // the line's durable copy: joins that wait for it, settings
+	Joiner     *line.Joiner
+	Line       *line.Keeper                     // the line: joins (waiting for its durable copy), claims, settings
 	Snapshots  *snapshot.Cache                  // the origin's sales, for the ops dashboard
 	Ops        OriginOps                        // the dashboard's reads from the origin; nil: none
 	Audit      AdminAudit                       // records defence changes and tarpit releases before they are made (audit.go); nil: every one is refused please_wait

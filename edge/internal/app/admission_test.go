@@ -11,7 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -29,7 +29,7 @@ type cursorReading struct {
 
 func readCursor(t *testing.T, r *edgetest.Redis, sale string) cursorReading {
 	t.Helper()
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	pipe := r.Client.TxPipeline()
@@ -74,13 +74,13 @@ func TestAdmissionRateAcrossNodes(t *testing.T) {
 
 	// A line much longer than the 22 s of admissions below, mostly
 	// through the Joiner, a few through each node's HTTP join.
-	const line = 8000
+	const length = 8000
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	fillLine(t, ctx, nodes, sale, snap.StartsAt, line)
+	fillLine(t, ctx, nodes, sale, snap.StartsAt, length)
 	for i, n := range nodes {
-		if res, ans := n.Join(t, sale, fmt.Sprintf("http-%d", i)); res.Status != fasthttp.StatusAccepted || ans.Position <= line {
-			t.Errorf("POST queue on node %d = %d %s, want 202 with a position behind the first %d", i, res.Status, res.Body, line)
+		if res, ans := n.Join(t, sale, fmt.Sprintf("http-%d", i)); res.Status != fasthttp.StatusAccepted || ans.Position <= length {
+			t.Errorf("POST queue on node %d = %d %s, want 202 with a position behind the first %d", i, res.Status, res.Body, length)
 		}
 	}
 	if t.Failed() {
@@ -108,7 +108,7 @@ func TestAdmissionRateAcrossNodes(t *testing.T) {
 
 	// settle changes the admission settings on node 0 and waits for every
 	// node's cached state to show them.
-	settle := func(body string, ok func(queue.State) bool) {
+	settle := func(body string, ok func(line.State) bool) {
 		t.Helper()
 		res := nodes[0].DoAdmin(t, edgetest.Request{Method: "PUT", Path: "/admin/sales/" + sale + "/admission", Body: []byte(body)})
 		if res.Status != fasthttp.StatusOK {
@@ -127,14 +127,14 @@ func TestAdmissionRateAcrossNodes(t *testing.T) {
 					Paused        bool    `json:"paused"`
 				}
 				_ = json.Unmarshal(res.Body, &view)
-				return ok(st) && ok(queue.State{RatePerSecond: view.RatePerSecond, Paused: view.Paused})
+				return ok(st) && ok(line.State{RatePerSecond: view.RatePerSecond, Paused: view.Paused})
 			})
 		}
 		t.Logf("PUT admission %s showed on every node after %v", body, time.Since(changed))
 	}
 
 	const newRate = 400.0
-	settle(`{"rate_per_s": 400}`, func(st queue.State) bool { return st.RatePerSecond == newRate && !st.Paused })
+	settle(`{"rate_per_s": 400}`, func(st line.State) bool { return st.RatePerSecond == newRate && !st.Paused })
 	// The raise ramps from the old rate (and, with no reserve answered in
 	// this test, stays there) for six seconds, then the bound on the
 	// answers doubles every two seconds: the new rate from eight on.
@@ -153,7 +153,7 @@ func TestAdmissionRateAcrossNodes(t *testing.T) {
 		t.Errorf("admitted %v in %v from %v after the rate change, want %v/s ± 10%% (%.0f)", got, after.at.Sub(before.at), before.at.Sub(raised.at), newRate, want)
 	}
 
-	settle(`{"paused": true}`, func(st queue.State) bool { return st.Paused })
+	settle(`{"paused": true}`, func(st line.State) bool { return st.Paused })
 	for i, n := range nodes {
 		res := n.DoAdmin(t, edgetest.Request{Method: "GET", Path: "/admin/sales/" + sale + "/admission"})
 		var got struct {
@@ -171,7 +171,7 @@ func TestAdmissionRateAcrossNodes(t *testing.T) {
 		t.Errorf("cursor moved %d -> %d during 1 s of pause, want it still", pausedAt.serving, stillPaused.serving)
 	}
 
-	settle(`{"paused": false}`, func(st queue.State) bool { return !st.Paused })
+	settle(`{"paused": false}`, func(st line.State) bool { return !st.Paused })
 	resumed := readCursor(t, r, sale)
 	time.Sleep(500 * time.Millisecond)
 	later := readCursor(t, r, sale)

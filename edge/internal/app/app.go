@@ -29,7 +29,6 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/limitstore"
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/proxy"
-	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/edge/internal/roster"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
 	"github.com/flashgate/flashgate/internal/redisconn"
@@ -47,7 +46,6 @@ type App struct {
 	Snapshots *snapshot.Cache
 	Admission *admission.Controller // the tick, and the views handlers answer from
 	Cursor    *admission.Cursor     // the controller's, for benchmarks that read it
-	Joiner    *queue.Joiner
 	Line      *line.Keeper
 	Defences  *defence.Defences // the tarpit, trust rules and network limits, shared with the other nodes
 	Roster    *roster.Roster    // the nodes sharing this Redis, for the ops dashboard
@@ -124,7 +122,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(devModeGauge(cfg.Dev))
 
-	qkeys := queue.NewKeys(cfg.RedisPrefix)
+	qkeys := line.NewKeys(cfg.RedisPrefix)
 	a.Snapshots = snapshot.New(control, log, snapshot.Options{Concurrency: snapshotConns - 1})
 	a.Cursor = admission.NewCursor(a.rdb, qkeys, nil)
 	// The line's durable copy lives in the origin, written over a pool of
@@ -133,10 +131,10 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.Line = line.New(queue.NewLines(a.rdb, qkeys), lineStore, a.Cursor, line.Options{
+	a.Line = line.New(line.NewLines(a.rdb, qkeys), lineStore, a.Cursor, line.Options{
 		DefaultRatePerSecond: cfg.DefaultRatePerSecond, BlockWindow: cfg.LineBlockWindow, MinBlock: int64(cfg.LineMinBlock),
+		Joiner: line.JoinerOptions{Pipelines: cfg.JoinPipelines},
 	}, log.With("component", "line"), reg)
-	a.Joiner = queue.NewJoiner(a.rdb, qkeys, queue.JoinerOptions{Pipelines: cfg.JoinPipelines, Observe: a.Line.Observe})
 	var hold func() bool
 	if cfg.AdmissionHoldAfter > 0 {
 		hold = admission.CheckoutHold(cfg.AdmissionHoldAfter, map[string]admission.Sojourns{"origin": origin, "origin_payments": payments}, reg)
@@ -162,7 +160,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 		return roster.State{Ready: r.Ready, OriginOK: r.ListCurrent, RedisOK: r.TickCurrent}
 	})
 	a.API = api.New(api.Deps{
-		Admission: a.Admission, Joiner: a.Joiner, Line: a.Line, Challenges: challenges, Defences: a.Defences,
+		Admission: a.Admission, Line: a.Line, Challenges: challenges, Defences: a.Defences,
 		Snapshots: a.Snapshots, Ops: lineStore, Roster: a.Roster,
 		// Ops' defence changes and tarpit releases are recorded at the
 		// origin through the same store before they are made.
@@ -336,7 +334,6 @@ func (a *App) Server(h fasthttp.RequestHandler) *fasthttp.Server {
 // Stop, after the listeners have drained: stop joins, stop the loops, stop
 // the line's steps in flight, close Redis. ctx bounds the wait.
 func (a *App) Stop(ctx context.Context) error {
-	a.Joiner.Close()
 	if a.stopLoops != nil {
 		a.stopLoops()
 	}

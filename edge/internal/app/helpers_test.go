@@ -13,7 +13,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/app"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 	"github.com/flashgate/flashgate/tokens"
@@ -148,13 +148,13 @@ func settle(t *testing.T, ctx context.Context, n *edgetest.Node, sale string) {
 	})
 }
 
-// joinWaiting joins account through the node's Joiner, as the join
+// joinWaiting joins account through the node's line keeper, as the join
 // endpoint does, asking again while the line stays at its durable ceiling
 // (the node raises it meanwhile), as a shopper told please_wait would.
-func joinWaiting(ctx context.Context, n *edgetest.Node, sale string, startsAt time.Time, account string) (queue.Place, error) {
+func joinWaiting(ctx context.Context, n *edgetest.Node, sale string, startsAt time.Time, account string) (line.Place, error) {
 	for {
-		p, err := n.App.Line.Join(ctx, n.App.Joiner, sale, startsAt, account)
-		if !errors.Is(err, queue.ErrWait) || ctx.Err() != nil {
+		p, err := n.App.Line.Join(ctx, sale, startsAt, account)
+		if !errors.Is(err, line.ErrWait) || ctx.Err() != nil {
 			return p, err
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -159,9 +159,9 @@ func TestReserveAnswersPaceTheSlowStart(t *testing.T) {
 		t.Fatalf("reserve without an admission token = %d %s, want the edge's own 401", res.Status, res.Body)
 	}
 
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	testenv.Eventually(t, 5*time.Second, "the cursor's answered count reaching 4 (3 holds and a sold out)", func() bool {
-		answered, _ := r.Client.HGet(context.Background(), keys.Cursor(sale), queue.CursorAnswered).Int64()
+		answered, _ := r.Client.HGet(context.Background(), keys.Cursor(sale), line.CursorAnswered).Int64()
 		if answered > 4 {
 			t.Fatalf("the cursor's answered count = %d, want 4 (3 holds and a sold out; no please_wait, no refusal at the edge)", answered)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
@@ -268,7 +268,7 @@ func TestLineLostWhileOriginDown(t *testing.T) {
 	}
 
 	// Joins fill up to the durable ceiling and no further.
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	ctx := context.Background()
 	l, _ := origin.Line(sale)
 	// At once: a join at the ceiling waits up to a second for a raise

@@ -12,7 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
@@ -335,7 +335,7 @@ func TestOverviewReservesAndRebuild(t *testing.T) {
 	// and tries again each tick).
 	linePath := "/v1/lines/" + sale
 	counting.Delay(linePath, time.Minute)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	lostAt := time.Now()

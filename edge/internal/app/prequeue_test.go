@@ -11,7 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
 
@@ -111,7 +111,7 @@ func TestPreQueueDraw(t *testing.T) {
 		}
 	}
 
-	draw := queue.NewShuffle(seed, pre)
+	draw := line.NewShuffle(seed, pre)
 	positions := map[int64]bool{}
 	unmoved := 0
 	for i, tok := range tokens {

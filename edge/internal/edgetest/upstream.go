@@ -13,7 +13,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/line"
-	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
@@ -418,7 +417,7 @@ func (o *StubOrigin) line(ctx *fasthttp.RequestCtx, segs []string) (int, any) {
 	case "PUT settings":
 		*l = l.WithSettings(line.Change{RatePerSecond: body.RatePerSecond, Paused: body.Paused, ChallengeBits: body.ChallengeBits})
 	case "POST ceilings":
-		*l = l.Raised(queue.Ceilings{Pre: body.Pre, Post: body.Post, Serving: body.Serving, SettingsVersion: body.Version})
+		*l = l.Raised(line.Ceilings{Pre: body.Pre, Post: body.Post, Serving: body.Serving, SettingsVersion: body.Version})
 	case "POST serving":
 		*l = l.Lowered(body.Version, body.Ceiling)
 	case "POST draw":

@@ -3,8 +3,6 @@ package line
 import (
 	"testing"
 	"time"
-
-	"github.com/flashgate/flashgate/edge/internal/queue"
 )
 
 // Before the start the line after it is readied for the open: its block is
@@ -22,17 +20,17 @@ func TestJoinRaiseReadiesTheOpen(t *testing.T) {
 		s                                  *saleLine
 		before                             bool
 		pre, preCeiling, post, postCeiling int64
-		want                               queue.Ceilings
+		want                               Ceilings
 	}{
-		{"before, a pre-queue of 20,000: the post line gets it", quiet, true, 20_000, 20_256, 0, 256, queue.Ceilings{Post: 20_000}},
-		{"before, the post line within half of it: raised", quiet, true, 20_000, 20_256, 0, 10_000, queue.Ceilings{Post: 20_000}},
-		{"before, the post line past half of it: left", quiet, true, 20_000, 20_256, 0, 10_001, queue.Ceilings{}},
-		{"before, the pre-queue near its ceiling: a rate block", quiet, true, 20_000, 20_100, 0, 20_000, queue.Ceilings{Pre: 20_256}},
-		{"before, a pre-queue past MaxBlock: capped", quiet, true, 80_000, 80_256, 0, 256, queue.Ceilings{Post: 50_000}},
-		{"before, the join rate's block above the pre-queue: the rate's", busy, true, 1_000, 6_000, 0, 1_000, queue.Ceilings{Post: 4_000}},
-		{"before, a pre-queue past five seconds of admissions: capped there", slowAdmission, true, 20_000, 20_256, 0, 256, queue.Ceilings{Post: 5_000}},
-		{"after the start: the rate's block only", quiet, false, 20_000, 20_256, 200, 256, queue.Ceilings{Post: 456}},
-		{"after the start, busy: the rate's block", busy, false, 20_000, 20_256, 10_000, 11_000, queue.Ceilings{Post: 14_000}},
+		{"before, a pre-queue of 20,000: the post line gets it", quiet, true, 20_000, 20_256, 0, 256, Ceilings{Post: 20_000}},
+		{"before, the post line within half of it: raised", quiet, true, 20_000, 20_256, 0, 10_000, Ceilings{Post: 20_000}},
+		{"before, the post line past half of it: left", quiet, true, 20_000, 20_256, 0, 10_001, Ceilings{}},
+		{"before, the pre-queue near its ceiling: a rate block", quiet, true, 20_000, 20_100, 0, 20_000, Ceilings{Pre: 20_256}},
+		{"before, a pre-queue past MaxBlock: capped", quiet, true, 80_000, 80_256, 0, 256, Ceilings{Post: 50_000}},
+		{"before, the join rate's block above the pre-queue: the rate's", busy, true, 1_000, 6_000, 0, 1_000, Ceilings{Post: 4_000}},
+		{"before, a pre-queue past five seconds of admissions: capped there", slowAdmission, true, 20_000, 20_256, 0, 256, Ceilings{Post: 5_000}},
+		{"after the start: the rate's block only", quiet, false, 20_000, 20_256, 200, 256, Ceilings{Post: 456}},
+		{"after the start, busy: the rate's block", busy, false, 20_000, 20_256, 10_000, 11_000, Ceilings{Post: 14_000}},
 	} {
 		got := k.joinRaise(c.s, c.before, c.pre, c.preCeiling, c.post, c.postCeiling, false)
 		if got != c.want {

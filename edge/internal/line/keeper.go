@@ -1,4 +1,9 @@
-// Package line keeps each sale's waiting line safe from Redis losing it.
+// Package line is each sale's waiting line: its shared state in Redis (the
+// key schema in keys.go, State, what a read of a line says), places in it
+// (joins batched into one script call, joiner.go), the pre-queue shuffle,
+// and the Keeper, which owns the joins and keeps the line safe from Redis
+// losing it. Package admission advances and reads the cursor.
+//
 // The origin holds a durable copy of every line (its /v1/lines routes): the
 // draw seed, the rate and pause ops set, and high-water ceilings of the
 // pre and post counters and of the admission cursor. Keeper writes that copy
@@ -35,14 +40,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/flashgate/flashgate/edge/internal/queue"
 )
 
 // StateReader is the admission cursor's cache of each sale's state
 // (admission.Cursor).
 type StateReader interface {
-	State(sale string) (queue.State, bool)
+	State(sale string) (State, bool)
 }
 
 // Options tune a Keeper; zero values take the defaults.
@@ -82,6 +85,9 @@ type Options struct {
 	// gives up with the error; 0 means 1 s. A burst larger than a block
 	// then waits a round trip to the origin, not for the shopper's retry.
 	JoinWait time.Duration
+	// Joiner batches the joins (Pipelines, MaxBatch); its Observe is the
+	// Keeper's own.
+	Joiner JoinerOptions
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -94,7 +100,8 @@ const rateWindow = 2 * time.Second
 // it in the background, one step per sale at a time, so neither a tick nor
 // a join ever waits for the origin.
 type Keeper struct {
-	lines  *queue.Lines
+	lines  *Lines
+	joiner *Joiner
 	store  Store
 	states StateReader
 	opts   Options
@@ -151,7 +158,7 @@ type sample struct {
 }
 
 // New returns a Keeper; its metrics register on reg.
-func New(lines *queue.Lines, store Store, states StateReader, opts Options, log *slog.Logger, reg prometheus.Registerer) *Keeper {
+func New(lines *Lines, store Store, states StateReader, opts Options, log *slog.Logger, reg prometheus.Registerer) *Keeper {
 	if opts.BlockWindow <= 0 {
 		opts.BlockWindow = time.Second
 	}
@@ -190,28 +197,24 @@ func New(lines *queue.Lines, store Store, states StateReader, opts Options, log 
 			Help: "Line steps that failed, by step (restore, seed, seal, raise, settings, sync); the origin or Redis was unreachable."}, []string{"step"}),
 	}
 	reg.MustRegister(k.restores, k.raises, k.waits, k.failures)
+	jo := opts.Joiner
+	jo.Observe = k.Observe
+	k.joiner = NewJoiner(lines.rdb, lines.keys, jo)
 	return k
 }
 
-// Joiner hands out places in line (queue.Joiner).
-type Joiner interface {
-	Join(ctx context.Context, sale string, startsAt time.Time, account string) (queue.Place, int64, error)
-}
-
-var _ Joiner = (*queue.Joiner)(nil)
-
-// Join joins account to the sale's line through j. A join that finds the
+// Join joins account to the sale's line. A join that finds the
 // line at its ceiling, or lost, waits for the raise or restore that its
 // round trip set off (Observe) and tries again, for up to JoinWait; then
-// it returns the error (queue.ErrWait or queue.ErrLost), which the shopper
+// it returns the error (ErrWait or ErrLost), which the shopper
 // hears as please_wait.
-func (k *Keeper) Join(ctx context.Context, j Joiner, sale string, startsAt time.Time, account string) (queue.Place, error) {
+func (k *Keeper) Join(ctx context.Context, sale string, startsAt time.Time, account string) (Place, error) {
 	giveUp := time.NewTimer(k.opts.JoinWait)
 	defer giveUp.Stop()
 	for {
 		changed := k.changedOf(sale) // before the attempt: a raise landing after it is not missed
-		p, _, err := j.Join(ctx, sale, startsAt, account)
-		if !errors.Is(err, queue.ErrWait) && !errors.Is(err, queue.ErrLost) {
+		p, _, err := k.joiner.Join(ctx, sale, startsAt, account)
+		if !errors.Is(err, ErrWait) && !errors.Is(err, ErrLost) {
 			return p, err
 		}
 		select {
@@ -222,6 +225,12 @@ func (k *Keeper) Join(ctx context.Context, j Joiner, sale string, startsAt time.
 			return p, err
 		}
 	}
+}
+
+// Claim puts account back at the place its queue token shows, as a rejoin
+// would (Joiner.Claim).
+func (k *Keeper) Claim(ctx context.Context, sale, account string, p Place) (Place, error) {
+	return k.joiner.Claim(ctx, sale, account, p)
 }
 
 // changedOf returns the channel closed when the sale's next raise or
@@ -273,7 +282,7 @@ func (k *Keeper) Seed(sale string) ([]byte, bool) {
 // draw once it started, putting settings the origin recorded into Redis,
 // reading the origin's copy when it has not heard it for SyncInterval, or
 // raising ceilings that its counters or cursor come near. It never blocks.
-func (k *Keeper) Maintain(ticks []queue.Tick) {
+func (k *Keeper) Maintain(ticks []Tick) {
 	now := k.opts.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -316,17 +325,17 @@ func (k *Keeper) Maintain(ticks []queue.Tick) {
 		default:
 			c := k.joinRaise(s, !started, st.PreQueue, st.PreCeiling, st.Post, st.PostCeiling, false)
 			c.Serving, c.SettingsVersion = k.servingRaise(st.RatePerSecond, st.Paused, st.NowServing, st.ServingCeiling, st.SettingsVersion)
-			if c != (queue.Ceilings{}) {
+			if c != (Ceilings{}) {
 				k.start(t.Sale, s, "raise", func(ctx context.Context) error { return k.raise(ctx, t.Sale, c) })
 			}
 		}
 	}
 }
 
-// Observe hears a join round trip's level (queue.JoinerOptions.Observe): it
+// Observe hears a join round trip's level (JoinerOptions.Observe): it
 // counts joins that found the line at its ceiling and starts a raise, or a
 // restore, at once rather than at the next tick. It never blocks.
-func (k *Keeper) Observe(sale string, lv queue.Level) {
+func (k *Keeper) Observe(sale string, lv Level) {
 	k.waits.Add(float64(lv.Refused))
 	now := k.opts.Now()
 	k.mu.Lock()
@@ -343,7 +352,7 @@ func (k *Keeper) Observe(sale string, lv queue.Level) {
 		return
 	}
 	c := k.joinRaise(s, lv.BeforeStart, lv.Pre, lv.PreCeiling, lv.Post, lv.PostCeiling, lv.Refused > 0)
-	if c != (queue.Ceilings{}) {
+	if c != (Ceilings{}) {
 		k.start(sale, s, "raise", func(ctx context.Context) error { return k.raise(ctx, sale, c) })
 	}
 }
@@ -355,11 +364,11 @@ func (k *Keeper) Observe(sale string, lv queue.Level) {
 // setting: when Redis does not take it now, every node's tick puts it there
 // as soon as Redis answers (and a restore brings it back with the line).
 // It returns the state with the new settings and whether Redis holds them.
-func (k *Keeper) Settings(ctx context.Context, sale string, c Change) (queue.State, bool, error) {
+func (k *Keeper) Settings(ctx context.Context, sale string, c Change) (State, bool, error) {
 	row, err := k.store.Settings(ctx, sale, c)
 	if err != nil {
 		k.failures.WithLabelValues("settings").Inc()
-		return queue.State{}, false, fmt.Errorf("settings of sale %s in the origin: %w", sale, err)
+		return State{}, false, fmt.Errorf("settings of sale %s in the origin: %w", sale, err)
 	}
 	k.heard(sale, row)
 	applied, err := k.pushSettings(ctx, sale, row)
@@ -377,7 +386,7 @@ func (k *Keeper) Settings(ctx context.Context, sale string, c Change) (queue.Sta
 	// one the old settings left: raise it now rather than at the next
 	// tick, so the change is in effect when the caller hears it is. If it
 	// fails, the next tick raises it.
-	raise := queue.Ceilings{}
+	raise := Ceilings{}
 	raise.Serving, raise.SettingsVersion = k.servingRaise(applied.RatePerSecond, applied.Paused, applied.NowServing,
 		applied.ServingCeiling, applied.Version)
 	if raise.Serving > 0 && applied.Version == row.SettingsVersion {
@@ -394,18 +403,18 @@ func (k *Keeper) Settings(ctx context.Context, sale string, c Change) (queue.Sta
 // newer version there stays), which brings the serving ceiling down to a
 // block of the new settings, and then reports that ceiling to the origin,
 // which lowers its copy to match. It returns what Redis holds afterwards.
-func (k *Keeper) pushSettings(ctx context.Context, sale string, row Row) (queue.Applied, error) {
+func (k *Keeper) pushSettings(ctx context.Context, sale string, row Row) (Applied, error) {
 	block := k.servingBlock(row.RatePerSecond, row.Paused)
 	settings := row.settings()
 	applied, err := k.lines.Settings(ctx, sale, settings, block, k.seen(sale))
-	if errors.Is(err, queue.ErrLost) {
+	if errors.Is(err, ErrLost) {
 		// Redis lost the line: the restore brings the change back with it.
 		if err = k.restore(ctx, sale); err == nil {
 			applied, err = k.lines.Settings(ctx, sale, settings, block, k.seen(sale))
 		}
 	}
 	if err != nil {
-		return queue.Applied{}, err
+		return Applied{}, err
 	}
 	if applied.Version == row.SettingsVersion && applied.ServingCeiling < row.ServingCeiling {
 		report := servingReport{applied.Version, applied.ServingCeiling}
@@ -438,12 +447,12 @@ func (k *Keeper) lowerServing(ctx context.Context, sale string, r servingReport)
 
 // seen is what this node has read of a sale's line: Redis holding less
 // has lost writes.
-func (k *Keeper) seen(sale string) queue.Seen {
+func (k *Keeper) seen(sale string) Seen {
 	st, ok := k.states.State(sale)
 	if !ok {
-		return queue.Seen{}
+		return Seen{}
 	}
-	return queue.Seen{Pre: st.PreQueue, Post: st.Post, NowServing: st.NowServing}
+	return Seen{Pre: st.PreQueue, Post: st.Post, NowServing: st.NowServing}
 }
 
 // sync reads the origin's copy of a line, so that settings it recorded
@@ -484,6 +493,7 @@ func (k *Keeper) Idle() bool {
 
 // Close stops the steps in flight and waits for them.
 func (k *Keeper) Close() {
+	k.joiner.Close()
 	k.mu.Lock()
 	k.closed = true
 	k.mu.Unlock()
@@ -622,9 +632,9 @@ func (k *Keeper) servingRaise(rate float64, paused bool, nowServing, ceiling, ve
 // block beyond it. The pre-queue's only before the start: it is closed
 // after. Before the start the line after it is readied for the open, with
 // a block at least the pre-queue's size (openingBlock).
-func (k *Keeper) joinRaise(s *saleLine, before bool, pre, preCeiling, post, postCeiling int64, refused bool) queue.Ceilings {
+func (k *Keeper) joinRaise(s *saleLine, before bool, pre, preCeiling, post, postCeiling int64, refused bool) Ceilings {
 	b := k.joinBlock(s)
-	var c queue.Ceilings
+	var c Ceilings
 	if before && (preCeiling-pre <= b/2 || refused) {
 		c.Pre = pre + b
 	}
@@ -661,19 +671,19 @@ func (k *Keeper) openingBlock(s *saleLine, b, pre int64) int64 {
 // ceilings to what the origin holds (which may be more: other nodes raise
 // too), the serving ceiling to the one asked for, and only if the origin
 // took it at the settings version it was sized for.
-func (k *Keeper) raise(ctx context.Context, sale string, c queue.Ceilings) error {
+func (k *Keeper) raise(ctx context.Context, sale string, c Ceilings) error {
 	started := k.opts.Now()
 	row, err := k.store.Raise(ctx, sale, c)
 	if err != nil {
 		return fmt.Errorf("raise in the origin: %w", err)
 	}
 	k.heard(sale, row)
-	next := queue.Ceilings{Pre: row.PreCeiling, Post: row.PostCeiling}
+	next := Ceilings{Pre: row.PreCeiling, Post: row.PostCeiling}
 	if c.Serving > 0 && row.SettingsVersion == c.SettingsVersion {
 		next.Serving, next.SettingsVersion = c.Serving, c.SettingsVersion
 	}
 	_, err = k.lines.Raise(ctx, sale, next)
-	if errors.Is(err, queue.ErrLost) {
+	if errors.Is(err, ErrLost) {
 		return nil // the restore takes the ceilings from the origin
 	}
 	if err == nil {
@@ -697,7 +707,7 @@ func (k *Keeper) seal(ctx context.Context, sale string, pre int64) error {
 	if row.DrawSize == nil {
 		return fmt.Errorf("seal the draw: the origin answered no draw size")
 	}
-	if _, err := k.lines.Seal(ctx, sale, *row.DrawSize); err != nil && !errors.Is(err, queue.ErrLost) {
+	if _, err := k.lines.Seal(ctx, sale, *row.DrawSize); err != nil && !errors.Is(err, ErrLost) {
 		return err
 	}
 	return nil
@@ -707,7 +717,7 @@ func (k *Keeper) seal(ctx context.Context, sale string, pre int64) error {
 // Redis lost it.
 func (k *Keeper) loadSeed(ctx context.Context, sale string) error {
 	seed, err := k.lines.Seed(ctx, sale)
-	if errors.Is(err, queue.ErrLost) {
+	if errors.Is(err, ErrLost) {
 		return k.restore(ctx, sale)
 	}
 	if err != nil {
@@ -775,7 +785,7 @@ func (k *Keeper) restore(ctx context.Context, sale string) error {
 	k.mu.Unlock()
 	raised := row
 	if ceiling > 0 || pre > row.PreCeiling || post > row.PostCeiling {
-		c := queue.Ceilings{Serving: ceiling, SettingsVersion: row.SettingsVersion}
+		c := Ceilings{Serving: ceiling, SettingsVersion: row.SettingsVersion}
 		if pre > row.PreCeiling || post > row.PostCeiling {
 			// Redis holds more than the copy (a line from before the copy):
 			// the copy must cover it before the line is called landed.
@@ -789,7 +799,7 @@ func (k *Keeper) restore(ctx context.Context, sale string) error {
 		}
 	}
 	k.heard(sale, raised)
-	d := queue.Durable{
+	d := Durable{
 		Seed: seed, RatePerSecond: raised.RatePerSecond, Paused: raised.Paused, ChallengeBits: raised.ChallengeBits,
 		SettingsVersion: raised.SettingsVersion,
 		Pre:             pre, Post: post, NowServing: serving,
@@ -806,13 +816,13 @@ func (k *Keeper) restore(ctx context.Context, sale string) error {
 		return err
 	}
 	switch restored {
-	case queue.Newer:
+	case Newer:
 		return fmt.Errorf("restore line of sale %s: redis holds newer settings than the copy read; the next tick restores again", sale)
-	case queue.Missing:
+	case Missing:
 		k.restores.Inc()
 		k.log.Warn("sale line was not in redis; restored from the origin's durable copy", "sale", sale,
 			"pre", pre, "post", post, "now_serving", serving, "serving_ceiling", ceiling, "paused", d.Paused, "rate_per_s", d.RatePerSecond)
-	case queue.Behind:
+	case Behind:
 		k.restores.Inc()
 		k.log.Warn("redis lost writes to the sale line (failover or restart); raised to the origin's durable copy", "sale", sale,
 			"pre", pre, "post", post, "now_serving", serving, "serving_ceiling", ceiling, "paused", d.Paused, "rate_per_s", d.RatePerSecond)

@@ -19,7 +19,6 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/line"
-	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -72,7 +71,7 @@ func (m *memStore) Settings(_ context.Context, sale string, c line.Change) (line
 	return m.do(sale, func(r *line.Row) { *r = r.WithSettings(c) })
 }
 
-func (m *memStore) Raise(_ context.Context, sale string, c queue.Ceilings) (line.Row, error) {
+func (m *memStore) Raise(_ context.Context, sale string, c line.Ceilings) (line.Row, error) {
 	return m.do(sale, func(r *line.Row) { *r = r.Raised(c) })
 }
 
@@ -135,13 +134,13 @@ func (b *background) halt() {
 
 // waitRead waits until c has finished a tick of sale begun after the call,
 // and returns its reading: what Redis held then, or later.
-func waitRead(t *testing.T, c *admission.Cursor, sale string) queue.State {
+func waitRead(t *testing.T, c *admission.Cursor, sale string) line.State {
 	t.Helper()
 	since := time.Now()
 	// The first reading after since may come from a tick under way at
 	// since; the one after it, from a tick begun later.
 	var first time.Time
-	var st queue.State
+	var st line.State
 	testenv.Eventually(t, 5*time.Second, "a tick reading "+sale, func() bool {
 		st, _ = c.State(sale)
 		if first.IsZero() {
@@ -166,20 +165,18 @@ func waitRead(t *testing.T, c *admission.Cursor, sale string) queue.State {
 func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	store := newMemStore()
 	cursor := admission.NewCursor(r.Client, keys, nil)
-	k := line.New(queue.NewLines(r.Client, keys), store, cursor,
+	k := line.New(line.NewLines(r.Client, keys), store, cursor,
 		line.Options{DefaultRatePerSecond: 50, MinBlock: 32, JoinWait: 200 * time.Millisecond},
 		slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	t.Cleanup(k.Close)
-	joiner := queue.NewJoiner(r.Client, keys, queue.JoinerOptions{Observe: k.Observe})
-	t.Cleanup(joiner.Close)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	starts := time.Now().Add(-time.Minute)
-	ticks := []queue.Tick{{Sale: "s", StartsAt: starts, Available: 1_000_000}}
+	ticks := []line.Tick{{Sale: "s", StartsAt: starts, Available: 1_000_000}}
 	loops := newBackground(t)
 	loops.every(10*time.Millisecond, func() { // the node's tick
 		_ = cursor.Tick(ctx, ticks)
@@ -221,8 +218,8 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 			defer wg.Done()
 			for i := w; i < shoppers; i += 40 {
 				for {
-					p, err := k.Join(ctx, joiner, "s", starts, fmt.Sprintf("a-%04d", i))
-					if errors.Is(err, queue.ErrWait) && ctx.Err() == nil {
+					p, err := k.Join(ctx, "s", starts, fmt.Sprintf("a-%04d", i))
+					if errors.Is(err, line.ErrWait) && ctx.Err() == nil {
 						continue // as a shopper told please_wait would
 					}
 					if err != nil {
@@ -257,9 +254,9 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < more; i += 20 {
-				_, err := k.Join(ctx, joiner, "s", starts, fmt.Sprintf("b-%03d", i))
+				_, err := k.Join(ctx, "s", starts, fmt.Sprintf("b-%03d", i))
 				switch {
-				case errors.Is(err, queue.ErrWait):
+				case errors.Is(err, line.ErrWait):
 					waited.Add(1)
 				case err != nil:
 					t.Errorf("Join(b-%03d) with the origin down = %v", i, err)
@@ -327,11 +324,11 @@ func (h *switchHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func TestRecordedSettingsAreTheSetting(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	store := newMemStore()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ticks := []queue.Tick{{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 100}}
+	ticks := []line.Tick{{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 100}}
 	type node struct {
 		k    *line.Keeper
 		c    *admission.Cursor
@@ -346,7 +343,7 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 		t.Cleanup(func() { _ = rdb.Close() })
 		n := node{c: admission.NewCursor(rdb, keys, nil), hook: &switchHook{}}
 		rdb.AddHook(n.hook)
-		n.k = line.New(queue.NewLines(rdb, keys), store, n.c,
+		n.k = line.New(line.NewLines(rdb, keys), store, n.c,
 			line.Options{DefaultRatePerSecond: 5, SyncInterval: sync, Timeout: time.Second},
 			slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 		t.Cleanup(n.k.Close)
@@ -354,7 +351,7 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 	}
 	// tickUntil ticks n by hand until ok accepts its state with no step in
 	// flight.
-	tickUntil := func(n node, what string, ok func(queue.State) bool) {
+	tickUntil := func(n node, what string, ok func(line.State) bool) {
 		t.Helper()
 		ticked := false
 		testenv.Eventually(t, 5*time.Second, "state as expected: "+what, func() bool {
@@ -370,7 +367,7 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 			return false
 		})
 	}
-	settled := func(st queue.State) bool { return !st.Lost && st.Drawn && st.RatePerSecond == 5 }
+	settled := func(st line.State) bool { return !st.Lost && st.Drawn && st.RatePerSecond == 5 }
 	took := newNode(time.Hour) // reads the origin only when it changes something
 	other := newNode(50 * time.Millisecond)
 	tickUntil(took, "the line created", settled)
@@ -387,7 +384,7 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 		t.Fatalf("origin's copy after Settings(paused) = %+v, want paused at version 1", row)
 	}
 	took.hook.down.Store(false)
-	tickUntil(took, "the node that took the change, Redis back", func(st queue.State) bool { return st.Paused && st.SettingsVersion == 1 })
+	tickUntil(took, "the node that took the change, Redis back", func(st line.State) bool { return st.Paused && st.SettingsVersion == 1 })
 
 	// The next change is recorded through a node that then goes away.
 	took.hook.down.Store(true)
@@ -396,7 +393,7 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 		t.Fatalf("Settings(rate 9) with Redis unreachable = in Redis %v, %v; want not in Redis, no error", inRedis, err)
 	}
 	took.k.Close()
-	tickUntil(other, "another node, the first gone", func(st queue.State) bool {
+	tickUntil(other, "another node, the first gone", func(st line.State) bool {
 		return st.RatePerSecond == 9 && st.Paused && st.SettingsVersion == 2
 	})
 }
@@ -435,7 +432,7 @@ func dumpKeys(t *testing.T, ctx context.Context, r *edgetest.Redis) snapshotKeys
 // rewind replaces every key of the prefix by snap in another Redis
 // history (a foreign replication id), as a restart from an older snapshot
 // or the promotion of a replica that lagged leaves the line.
-func rewind(t *testing.T, ctx context.Context, r *edgetest.Redis, keys queue.Keys, sale string, snap snapshotKeys) {
+func rewind(t *testing.T, ctx context.Context, r *edgetest.Redis, keys line.Keys, sale string, snap snapshotKeys) {
 	t.Helper()
 	now, err := r.Client.Keys(ctx, r.Prefix+"*").Result()
 	if err != nil {
@@ -449,7 +446,7 @@ func rewind(t *testing.T, ctx context.Context, r *edgetest.Redis, keys queue.Key
 	for k, v := range snap {
 		pipe.RestoreReplace(ctx, k, 0, v)
 	}
-	pipe.HSet(ctx, keys.Line(sale), queue.LineReplID, strings.Repeat("0", 40))
+	pipe.HSet(ctx, keys.Line(sale), line.LineReplID, strings.Repeat("0", 40))
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -466,12 +463,12 @@ func rewind(t *testing.T, ctx context.Context, r *edgetest.Redis, keys queue.Key
 func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	store := newMemStore()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	starts := time.Now().Add(-time.Minute)
-	ticks := []queue.Tick{{Sale: "s", StartsAt: starts, Available: 1_000_000}}
+	ticks := []line.Tick{{Sale: "s", StartsAt: starts, Available: 1_000_000}}
 	type node struct {
 		k *line.Keeper
 		c *admission.Cursor
@@ -479,7 +476,7 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 	var nodes []node
 	for range 2 {
 		c := admission.NewCursor(r.Client, keys, nil)
-		k := line.New(queue.NewLines(r.Client, keys), store, c,
+		k := line.New(line.NewLines(r.Client, keys), store, c,
 			line.Options{DefaultRatePerSecond: 100, MinBlock: 32, SyncInterval: 50 * time.Millisecond},
 			slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 		t.Cleanup(k.Close)
@@ -496,9 +493,9 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 	loops.every(3*time.Millisecond, func() { // the invariant, origin and Redis read at one instant
 		store.consistent("s", func(row line.Row) {
 			pipe := r.Client.TxPipeline()
-			ceiling := pipe.HGet(ctx, keys.Line("s"), queue.LineServingCeiling)
-			serving := pipe.HGet(ctx, keys.Cursor("s"), queue.CursorNowServing)
-			replid := pipe.HGet(ctx, keys.Line("s"), queue.LineReplID)
+			ceiling := pipe.HGet(ctx, keys.Line("s"), line.LineServingCeiling)
+			serving := pipe.HGet(ctx, keys.Cursor("s"), line.CursorNowServing)
+			replid := pipe.HGet(ctx, keys.Line("s"), line.LineReplID)
 			_, _ = pipe.Exec(ctx)
 			c, cerr := ceiling.Int64()
 			n, nerr := serving.Int64()
@@ -511,29 +508,27 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 			}
 		})
 	})
-	state := func() queue.State {
+	state := func() line.State {
 		st, _ := nodes[0].c.State("s")
 		return st
 	}
-	waitState := func(what string, ok func(queue.State) bool) queue.State {
+	waitState := func(what string, ok func(line.State) bool) line.State {
 		t.Helper()
-		var st queue.State
+		var st line.State
 		testenv.Eventually(t, 10*time.Second, "state as expected: "+what, func() bool {
 			st = state()
 			return !st.Lost && ok(st)
 		})
 		return st
 	}
-	waitState("the line created", func(st queue.State) bool { return st.Drawn && st.RatePerSecond == 100 })
+	waitState("the line created", func(st line.State) bool { return st.Drawn && st.RatePerSecond == 100 })
 
-	joiner := queue.NewJoiner(r.Client, keys, queue.JoinerOptions{Observe: nodes[0].k.Observe})
-	t.Cleanup(joiner.Close)
 	for i := range 400 {
-		if _, err := nodes[0].k.Join(ctx, joiner, "s", starts, fmt.Sprintf("a-%03d", i)); err != nil {
+		if _, err := nodes[0].k.Join(ctx, "s", starts, fmt.Sprintf("a-%03d", i)); err != nil {
 			t.Fatalf("Join(a-%03d) = %v", i, err)
 		}
 	}
-	waitState("some admitted", func(st queue.State) bool { return st.NowServing >= 20 })
+	waitState("some admitted", func(st line.State) bool { return st.NowServing >= 20 })
 	old := dumpKeys(t, ctx, r) // running at 100/s, its serving ceiling a block ahead
 
 	paused := true
@@ -541,7 +536,7 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 	if err != nil || !inRedis || st.ServingCeiling != st.NowServing {
 		t.Fatalf("Settings(paused) = %+v, in Redis %v, %v; want in Redis, the serving ceiling brought down to now_serving", st, inRedis, err)
 	}
-	held := waitState("paused", func(st queue.State) bool { return st.Paused })
+	held := waitState("paused", func(st line.State) bool { return st.Paused })
 	if row := store.row("s"); row.ServingCeiling != held.NowServing {
 		t.Fatalf("origin's serving ceiling after the pause = %d, now_serving %d: want lowered to it", row.ServingCeiling, held.NowServing)
 	}
@@ -561,9 +556,9 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 	// restored waits for a reading of the line a restore put back after
 	// the loss: a new epoch, read after it (a reading from just before the
 	// loss would vouch for nothing).
-	restored := func(what string, lost queue.State, at time.Time) queue.State {
+	restored := func(what string, lost line.State, at time.Time) line.State {
 		t.Helper()
-		return waitState(what, func(st queue.State) bool {
+		return waitState(what, func(st line.State) bool {
 			return st.Epoch != lost.Epoch && st.ReadAt.After(at) && st.QueueLength >= 400
 		})
 	}
@@ -586,7 +581,7 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 	}
 	old = dumpKeys(t, ctx, r)
 	for i := range 4 {
-		before := waitState("running at 1/s", func(st queue.State) bool { return !st.Paused && st.RatePerSecond == 1 })
+		before := waitState("running at 1/s", func(st line.State) bool { return !st.Paused && st.RatePerSecond == 1 })
 		since := time.Now()
 		what := lose(i, old)
 		got := restored(fmt.Sprintf("1/s, loss %d (%s) restored", i+1, what), before, since)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/edge/internal/queue"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -56,7 +55,7 @@ type Store interface {
 	// Raise raises the ceilings given (0 leaves one), never lowering any;
 	// the serving ceiling only while the settings version is
 	// c.SettingsVersion (the row answered says which it is).
-	Raise(ctx context.Context, sale string, c queue.Ceilings) (Row, error)
+	Raise(ctx context.Context, sale string, c Ceilings) (Row, error)
 	// LowerServing reports that Redis held serving ceiling ceiling at
 	// settings version version: while that version is in force the origin
 	// lowers its serving ceiling to it, or to the highest raise it took at
@@ -176,7 +175,7 @@ func (o *OriginStore) Settings(ctx context.Context, sale string, c Change) (Row,
 }
 
 // Raise implements Store.
-func (o *OriginStore) Raise(ctx context.Context, sale string, c queue.Ceilings) (Row, error) {
+func (o *OriginStore) Raise(ctx context.Context, sale string, c Ceilings) (Row, error) {
 	body := map[string]int64{}
 	for name, v := range map[string]int64{"pre": c.Pre, "post": c.Post, "serving": c.Serving} {
 		if v > 0 {

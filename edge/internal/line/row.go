@@ -1,7 +1,5 @@
 package line
 
-import "github.com/flashgate/flashgate/edge/internal/queue"
-
 // The origin's durable copy changes in four ways, written here once as
 // what they do to a Row: the origin's SQL (origin/internal/ledger/lines.go)
 // does the same, and the stand-ins of the origin in tests use these.
@@ -35,7 +33,7 @@ func (r Row) WithSettings(c Change) Row {
 // Raised is r after a raise: each join ceiling at least c's, and the
 // serving ceiling at least c.Serving if c was sized at r's settings
 // version, which then also remembers it as taken at that version.
-func (r Row) Raised(c queue.Ceilings) Row {
+func (r Row) Raised(c Ceilings) Row {
 	r.PreCeiling, r.PostCeiling = max(r.PreCeiling, c.Pre), max(r.PostCeiling, c.Post)
 	if c.Serving > 0 && c.SettingsVersion == r.SettingsVersion {
 		r.ServingCeiling, r.ServingRaised = max(r.ServingCeiling, c.Serving), max(r.ServingRaised, c.Serving)
@@ -55,6 +53,6 @@ func (r Row) Lowered(version, ceiling int64) Row {
 }
 
 // settings are r's admission settings, as Redis takes them.
-func (r Row) settings() queue.Settings {
-	return queue.Settings{RatePerSecond: r.RatePerSecond, Paused: r.Paused, ChallengeBits: r.ChallengeBits, Version: r.SettingsVersion}
+func (r Row) settings() Settings {
+	return Settings{RatePerSecond: r.RatePerSecond, Paused: r.Paused, ChallengeBits: r.ChallengeBits, Version: r.SettingsVersion}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
@@ -217,7 +217,7 @@ func reserveThrough(t *testing.T, n *edgetest.Node, sale, account string) {
 // without persistence would lose them.
 func loseLine(t *testing.T, r *edgetest.Redis, sale string) {
 	t.Helper()
-	k := queue.NewKeys(r.Prefix)
+	k := line.NewKeys(r.Prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := r.Client.Del(ctx, k.Pre(sale), k.Post(sale), k.Places(sale), k.Seed(sale), k.Cursor(sale), k.Steps(sale), k.Line(sale)).Err(); err != nil {

@@ -1,4 +1,4 @@
-package queue_test
+package line_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 )
 
 // TestJoinScriptBatches calls join.lua with batches that mix new accounts,
@@ -20,7 +20,7 @@ import (
 func TestJoinScriptBatches(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	ready(t, r, "s", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -30,7 +30,7 @@ func TestJoinScriptBatches(t *testing.T) {
 		for _, a := range accounts {
 			args = append(args, a)
 		}
-		got, err := queue.JoinScript.Run(ctx, r.Client, []string{keys.Pre("s"), keys.Post("s"), keys.Places("s"), keys.Line("s")}, args...).StringSlice()
+		got, err := line.JoinScript.Run(ctx, r.Client, []string{keys.Pre("s"), keys.Post("s"), keys.Places("s"), keys.Line("s")}, args...).StringSlice()
 		if err != nil {
 			t.Fatalf("join.lua %v: %v", accounts, err)
 		}
@@ -65,7 +65,7 @@ func TestJoinScriptBatches(t *testing.T) {
 // commandstats), for batches of new accounts after the start.
 func BenchmarkJoinScript(b *testing.B) {
 	r := edgetest.NewRedis(b)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	ready(b, r, "s", 1)
 	ctx := context.Background()
 	scriptUsec := func() float64 {
@@ -97,7 +97,7 @@ func BenchmarkJoinScript(b *testing.B) {
 					n++
 					args[i] = fmt.Sprintf("user-%09d", n)
 				}
-				if err := queue.JoinScript.Run(ctx, r.Client, []string{keys.Pre("s"), keys.Post("s"), keys.Places("s"), keys.Line("s")}, args...).Err(); err != nil {
+				if err := line.JoinScript.Run(ctx, r.Client, []string{keys.Pre("s"), keys.Post("s"), keys.Places("s"), keys.Line("s")}, args...).Err(); err != nil {
 					b.Fatal(err)
 				}
 				joins += batch

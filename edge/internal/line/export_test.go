@@ -1,4 +1,4 @@
-package queue
+package line
 
 // The scripts, for tests that call them with arguments of their choosing.
 var (

@@ -1,4 +1,4 @@
-package queue
+package line
 
 import "github.com/flashgate/flashgate/internal/linekeys"
 

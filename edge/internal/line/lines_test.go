@@ -1,4 +1,4 @@
-package queue_test
+package line_test
 
 import (
 	"context"
@@ -13,8 +13,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
-	"github.com/flashgate/flashgate/edge/internal/queue/queuetest"
+	"github.com/flashgate/flashgate/edge/internal/line"
 )
 
 // TestLineLostHandsOutNothing: with no line in Redis (never restored, or
@@ -24,40 +23,40 @@ import (
 func TestLineLostHandsOutNothing(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	ctx := context.Background()
 	var observed atomic.Bool
-	j := queue.NewJoiner(r.Client, keys, queue.JoinerOptions{Observe: func(_ string, lv queue.Level) {
+	j := line.NewJoiner(r.Client, keys, line.JoinerOptions{Observe: func(_ string, lv line.Level) {
 		if lv.Lost {
 			observed.Store(true)
 		}
 	}})
 	t.Cleanup(j.Close)
 	past := time.Now().Add(-time.Minute)
-	if _, _, err := j.Join(ctx, "s", past, "a"); !errors.Is(err, queue.ErrLost) {
+	if _, _, err := j.Join(ctx, "s", past, "a"); !errors.Is(err, line.ErrLost) {
 		t.Errorf("Join with no line = %v, want ErrLost", err)
 	}
 	if !observed.Load() {
 		t.Errorf("Observe heard no Lost level after a join found no line")
 	}
 	c := admission.NewCursor(r.Client, keys, nil)
-	if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 10}}); err != nil {
+	if err := c.Tick(ctx, []line.Tick{{Sale: "s", StartsAt: past, Available: 10}}); err != nil {
 		t.Errorf("Tick with no line = %v, want nil (the sale is marked lost)", err)
 	}
 	if st, ok := c.State("s"); !ok || !st.Lost {
 		t.Errorf("State after a tick with no line = %+v, %v; want Lost", st, ok)
 	}
-	lines := queue.NewLines(r.Client, keys)
-	if _, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: 5, Paused: true, Version: 1}, queuetest.Open, queue.Seen{}); !errors.Is(err, queue.ErrLost) {
+	lines := line.NewLines(r.Client, keys)
+	if _, err := lines.Settings(ctx, "s", line.Settings{RatePerSecond: 5, Paused: true, Version: 1}, edgetest.OpenCeiling, line.Seen{}); !errors.Is(err, line.ErrLost) {
 		t.Errorf("Settings with no line = %v, want ErrLost", err)
 	}
-	if _, err := lines.Raise(ctx, "s", queue.Ceilings{Post: 10}); !errors.Is(err, queue.ErrLost) {
+	if _, err := lines.Raise(ctx, "s", line.Ceilings{Post: 10}); !errors.Is(err, line.ErrLost) {
 		t.Errorf("Raise with no line = %v, want ErrLost", err)
 	}
-	if _, err := lines.Seal(ctx, "s", 3); !errors.Is(err, queue.ErrLost) {
+	if _, err := lines.Seal(ctx, "s", 3); !errors.Is(err, line.ErrLost) {
 		t.Errorf("Seal with no line = %v, want ErrLost", err)
 	}
-	if _, err := lines.Seed(ctx, "s"); !errors.Is(err, queue.ErrLost) {
+	if _, err := lines.Seed(ctx, "s"); !errors.Is(err, line.ErrLost) {
 		t.Errorf("Seed with no line = %v, want ErrLost", err)
 	}
 	if n, _ := r.Client.Exists(ctx, keys.Pre("s"), keys.Post("s"), keys.Places("s"), keys.Cursor("s"), keys.Line("s")).Result(); n != 0 {
@@ -65,14 +64,14 @@ func TestLineLostHandsOutNothing(t *testing.T) {
 	}
 
 	// Every key of a whole line is needed: losing any one of them is a loss.
-	restoreAt(t, r, "s", queue.Durable{RatePerSecond: 1, PreCeiling: 10, PostCeiling: 10, ServingCeiling: 10, Drawn: true})
+	restoreAt(t, r, "s", line.Durable{RatePerSecond: 1, PreCeiling: 10, PostCeiling: 10, ServingCeiling: 10, Drawn: true})
 	if _, _, err := j.Join(ctx, "s", past, "a"); err != nil {
 		t.Fatalf("Join after the restore = %v", err)
 	}
 	for _, key := range []string{keys.Post("s"), keys.Line("s")} {
 		snap, _ := r.Client.Dump(ctx, key).Result()
 		r.Client.Del(ctx, key)
-		if _, _, err := j.Join(ctx, "s", past, "b"); !errors.Is(err, queue.ErrLost) {
+		if _, _, err := j.Join(ctx, "s", past, "b"); !errors.Is(err, line.ErrLost) {
 			t.Errorf("Join with %s gone = %v, want ErrLost", key, err)
 		}
 		if err := r.Client.Restore(ctx, key, 0, snap).Err(); err != nil {
@@ -90,16 +89,16 @@ func TestLineLostHandsOutNothing(t *testing.T) {
 func TestJoinNeverPassesCeiling(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	restoreAt(t, r, "s", queue.Durable{RatePerSecond: 1, PreCeiling: 5, PostCeiling: 250, ServingCeiling: 10})
+	restoreAt(t, r, "s", line.Durable{RatePerSecond: 1, PreCeiling: 5, PostCeiling: 250, ServingCeiling: 10})
 
 	var refused atomic.Int64
 	// highest is the level with the most joins placed: three joiners observe
 	// concurrently, so the last call to arrive need not be the last round trip.
-	var highest atomic.Pointer[queue.Level]
-	observe := func(_ string, lv queue.Level) {
+	var highest atomic.Pointer[line.Level]
+	observe := func(_ string, lv line.Level) {
 		refused.Add(int64(lv.Refused))
 		for {
 			old := highest.Load()
@@ -117,7 +116,7 @@ func TestJoinNeverPassesCeiling(t *testing.T) {
 		for _, a := range accounts {
 			args = append(args, a)
 		}
-		got, err := queue.JoinScript.Run(ctx, r.Client, []string{keys.Pre("s"), keys.Post("s"), keys.Places("s"), keys.Line("s")}, args...).StringSlice()
+		got, err := line.JoinScript.Run(ctx, r.Client, []string{keys.Pre("s"), keys.Post("s"), keys.Places("s"), keys.Line("s")}, args...).StringSlice()
 		if err != nil {
 			t.Fatalf("join.lua %v: %v", accounts, err)
 		}
@@ -134,9 +133,9 @@ func TestJoinNeverPassesCeiling(t *testing.T) {
 		t.Errorf("join.lua before the start at pre ceiling 5 = %v, want %v", got, want)
 	}
 
-	joiners := make([]*queue.Joiner, 3)
+	joiners := make([]*line.Joiner, 3)
 	for i := range joiners {
-		joiners[i] = queue.NewJoiner(r.Client, keys, queue.JoinerOptions{Observe: observe})
+		joiners[i] = line.NewJoiner(r.Client, keys, line.JoinerOptions{Observe: observe})
 		t.Cleanup(joiners[i].Close)
 	}
 	past := time.Now().Add(-time.Minute)
@@ -150,7 +149,7 @@ func TestJoinNeverPassesCeiling(t *testing.T) {
 			defer wg.Done()
 			p, _, err := joiners[i%3].Join(ctx, "s", past, fmt.Sprintf("post-%03d", i))
 			switch {
-			case errors.Is(err, queue.ErrWait):
+			case errors.Is(err, line.ErrWait):
 				waited.Add(1)
 				aWaiter.Store(fmt.Sprintf("post-%03d", i))
 			case err != nil:
@@ -175,7 +174,7 @@ func TestJoinNeverPassesCeiling(t *testing.T) {
 		t.Errorf("post counter = %d, want exactly the ceiling 250", post)
 	}
 
-	if _, err := queue.NewLines(r.Client, keys).Raise(ctx, "s", queue.Ceilings{Post: 260}); err != nil {
+	if _, err := line.NewLines(r.Client, keys).Raise(ctx, "s", line.Ceilings{Post: 260}); err != nil {
 		t.Fatalf("Raise = %v", err)
 	}
 	waiter := aWaiter.Load().(string)
@@ -193,9 +192,9 @@ func TestJoinNeverPassesCeiling(t *testing.T) {
 func TestRestoreOnceAtCeilings(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	ctx := context.Background()
-	lines := queue.NewLines(r.Client, keys)
+	lines := line.NewLines(r.Client, keys)
 
 	var wins atomic.Int64
 	var wg sync.WaitGroup
@@ -203,14 +202,14 @@ func TestRestoreOnceAtCeilings(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := queue.Durable{Seed: testSeed, RatePerSecond: float64(10 + i), Paused: true, SettingsVersion: 4,
+			d := line.Durable{Seed: testSeed, RatePerSecond: float64(10 + i), Paused: true, SettingsVersion: 4,
 				Pre: 40, Post: 300, NowServing: 500, PreCeiling: 40, PostCeiling: 400 + int64(i), ServingCeiling: 520,
 				DrawSize: 37, Drawn: true}
 			got, err := lines.Restore(ctx, "s", fmt.Sprintf("node-%d", i), d)
 			if err != nil {
 				t.Errorf("Restore from node %d = %v", i, err)
 			}
-			if got != queue.Whole {
+			if got != line.Whole {
 				wins.Add(1)
 			}
 		}()
@@ -221,7 +220,7 @@ func TestRestoreOnceAtCeilings(t *testing.T) {
 	}
 	c := admission.NewCursor(r.Client, keys, nil)
 	past := time.Now().Add(-time.Minute)
-	if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
+	if err := c.Tick(ctx, []line.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
 		t.Fatalf("Tick = %v", err)
 	}
 	st, _ := c.State("s")
@@ -231,25 +230,25 @@ func TestRestoreOnceAtCeilings(t *testing.T) {
 		!st.Drawn || st.DrawSize != 37 || st.PreQueue != 40 || st.Post != 300 {
 		t.Errorf("State after the restore = %+v, want the line at 40 + 300, serving 340, paused, draw 37", st)
 	}
-	j := queue.NewJoiner(r.Client, keys, queue.JoinerOptions{})
+	j := line.NewJoiner(r.Client, keys, line.JoinerOptions{})
 	t.Cleanup(j.Close)
 	if p, _, err := j.Join(ctx, "s", past, "new"); err != nil || p.Position != 341 {
 		t.Errorf("first join after the restore = %+v, %v; want position 341, after every place before", p, err)
 	}
 
 	// Whole: a second restore with lower values changes nothing.
-	if restoreAt(t, r, "s", queue.Durable{RatePerSecond: 99, Pre: 1, Post: 1, PreCeiling: 1, PostCeiling: 1, ServingCeiling: 1}) {
+	if restoreAt(t, r, "s", line.Durable{RatePerSecond: 99, Pre: 1, Post: 1, PreCeiling: 1, PostCeiling: 1, ServingCeiling: 1}) {
 		t.Errorf("Restore of a whole line = true, want false")
 	}
 	// Partly lost (the epoch gone, the counters left), and Redis holds
 	// newer settings than the copy: nothing changes until a restore
 	// brings a copy as new.
-	r.Client.HDel(ctx, keys.Line("s"), queue.LineEpoch)
-	older := queue.Durable{Seed: testSeed, RatePerSecond: 99, SettingsVersion: 1, Pre: 1, Post: 1, PreCeiling: 1, PostCeiling: 1, ServingCeiling: 1}
-	if got, err := lines.Restore(ctx, "s", "older", older); err != nil || got != queue.Newer {
+	r.Client.HDel(ctx, keys.Line("s"), line.LineEpoch)
+	older := line.Durable{Seed: testSeed, RatePerSecond: 99, SettingsVersion: 1, Pre: 1, Post: 1, PreCeiling: 1, PostCeiling: 1, ServingCeiling: 1}
+	if got, err := lines.Restore(ctx, "s", "older", older); err != nil || got != line.Newer {
 		t.Errorf("Restore of a line without its epoch from an older copy = %v, %v; want Newer", got, err)
 	}
-	if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
+	if err := c.Tick(ctx, []line.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
 		t.Fatalf("Tick = %v", err)
 	}
 	if st, _ := c.State("s"); !st.Lost {
@@ -257,10 +256,10 @@ func TestRestoreOnceAtCeilings(t *testing.T) {
 	}
 	// From a copy as new, with lower values: no counter or cursor is
 	// lowered; the serving ceiling is the one given, never below the cursor.
-	if !restoreAt(t, r, "s", queue.Durable{RatePerSecond: 12, Paused: true, SettingsVersion: 4, Pre: 1, Post: 1, PreCeiling: 1, PostCeiling: 1, ServingCeiling: 1}) {
+	if !restoreAt(t, r, "s", line.Durable{RatePerSecond: 12, Paused: true, SettingsVersion: 4, Pre: 1, Post: 1, PreCeiling: 1, PostCeiling: 1, ServingCeiling: 1}) {
 		t.Errorf("Restore of a line without its epoch = false, want true")
 	}
-	if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
+	if err := c.Tick(ctx, []line.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
 		t.Fatalf("Tick = %v", err)
 	}
 	st, _ = c.State("s")
@@ -276,12 +275,12 @@ func TestSettingsKeepNewest(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	ready(t, r, "s", 100)
-	lines := queue.NewLines(r.Client, queue.NewKeys(r.Prefix))
+	lines := line.NewLines(r.Client, line.NewKeys(r.Prefix))
 	ctx := context.Background()
-	if st, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: 5, Paused: true, Version: 2}, queuetest.Open, queue.Seen{}); err != nil || st.RatePerSecond != 5 || !st.Paused {
+	if st, err := lines.Settings(ctx, "s", line.Settings{RatePerSecond: 5, Paused: true, Version: 2}, edgetest.OpenCeiling, line.Seen{}); err != nil || st.RatePerSecond != 5 || !st.Paused {
 		t.Fatalf("Settings(5, paused, v2) = %+v, %v; want rate 5 paused", st, err)
 	}
-	if st, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: 50, Paused: false, Version: 1}, queuetest.Open, queue.Seen{}); err != nil || st.RatePerSecond != 5 || !st.Paused {
+	if st, err := lines.Settings(ctx, "s", line.Settings{RatePerSecond: 50, Paused: false, Version: 1}, edgetest.OpenCeiling, line.Seen{}); err != nil || st.RatePerSecond != 5 || !st.Paused {
 		t.Errorf("Settings(50, running, v1) after v2 = %+v, %v; want v2's rate 5, paused kept", st, err)
 	}
 }
@@ -293,12 +292,12 @@ func TestSettingsStartARamp(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	ready(t, r, "s", 100)
-	keys := queue.NewKeys(r.Prefix)
-	lines := queue.NewLines(r.Client, keys)
+	keys := line.NewKeys(r.Prefix)
+	lines := line.NewLines(r.Client, keys)
 	ctx := context.Background()
 	ramp := func() (string, string) {
 		t.Helper()
-		v, err := r.Client.HMGet(ctx, keys.Cursor("s"), queue.CursorRampMs, queue.CursorRampFrom).Result()
+		v, err := r.Client.HMGet(ctx, keys.Cursor("s"), line.CursorRampMs, line.CursorRampFrom).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +309,7 @@ func TestSettingsStartARamp(t *testing.T) {
 	set := func(rate float64, paused bool) {
 		t.Helper()
 		version++
-		if _, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: rate, Paused: paused, Version: version}, queuetest.Open, queue.Seen{}); err != nil {
+		if _, err := lines.Settings(ctx, "s", line.Settings{RatePerSecond: rate, Paused: paused, Version: version}, edgetest.OpenCeiling, line.Seen{}); err != nil {
 			t.Fatalf("Settings(%v, paused %v) = %v", rate, paused, err)
 		}
 	}
@@ -333,7 +332,7 @@ func TestSettingsStartARamp(t *testing.T) {
 	}
 	// Six seconds later the ramp is over: a raise starts its own.
 	old := strconv.FormatInt(time.Now().Add(-7*time.Second).UnixMilli(), 10)
-	if err := r.Client.HSet(ctx, keys.Cursor("s"), queue.CursorRampMs, old).Err(); err != nil {
+	if err := r.Client.HSet(ctx, keys.Cursor("s"), line.CursorRampMs, old).Err(); err != nil {
 		t.Fatal(err)
 	}
 	set(2000, false)
@@ -353,28 +352,28 @@ func TestSettingsStartARamp(t *testing.T) {
 func TestLineThatLostWrites(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	ctx := context.Background()
-	lines := queue.NewLines(r.Client, keys)
+	lines := line.NewLines(r.Client, keys)
 	past := time.Now().Add(-time.Minute)
-	j := queue.NewJoiner(r.Client, keys, queue.JoinerOptions{})
+	j := line.NewJoiner(r.Client, keys, line.JoinerOptions{})
 	t.Cleanup(j.Close)
 	c := admission.NewCursor(r.Client, keys, nil)
-	tick := func() queue.State {
+	tick := func() line.State {
 		t.Helper()
-		if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
+		if err := c.Tick(ctx, []line.Tick{{Sale: "s", StartsAt: past, Available: 100}}); err != nil {
 			t.Fatalf("Tick = %v", err)
 		}
 		st, _ := c.State("s")
 		return st
 	}
-	restoreAt(t, r, "s", queue.Durable{RatePerSecond: 1, SettingsVersion: 1, Post: 20, NowServing: 10,
+	restoreAt(t, r, "s", line.Durable{RatePerSecond: 1, SettingsVersion: 1, Post: 20, NowServing: 10,
 		PostCeiling: 40, ServingCeiling: 30, Drawn: true})
 	info, err := r.Client.Info(ctx, "replication").Result()
 	if err != nil {
 		t.Fatalf("INFO replication = %v", err)
 	}
-	replid, _ := r.Client.HGet(ctx, keys.Line("s"), queue.LineReplID).Result()
+	replid, _ := r.Client.HGet(ctx, keys.Line("s"), line.LineReplID).Result()
 	if len(replid) != 40 || !strings.Contains(info, "master_replid:"+replid) {
 		t.Fatalf("line's replid after a restore = %q, want this Redis's master_replid (%s)", replid, info)
 	}
@@ -383,8 +382,8 @@ func TestLineThatLostWrites(t *testing.T) {
 	}
 
 	// Another history: a replica that lagged was promoted.
-	r.Client.HSet(ctx, keys.Line("s"), queue.LineReplID, strings.Repeat("0", 40))
-	if _, _, err := j.Join(ctx, "s", past, "x"); !errors.Is(err, queue.ErrLost) {
+	r.Client.HSet(ctx, keys.Line("s"), line.LineReplID, strings.Repeat("0", 40))
+	if _, _, err := j.Join(ctx, "s", past, "x"); !errors.Is(err, line.ErrLost) {
 		t.Errorf("Join on a line from another Redis history = %v, want ErrLost", err)
 	}
 	if st := tick(); !st.Lost {
@@ -393,13 +392,13 @@ func TestLineThatLostWrites(t *testing.T) {
 	if post, _ := r.Client.Get(ctx, keys.Post("s")).Int64(); post != 20 {
 		t.Errorf("post counter after refused calls = %d, want 20 (unchanged)", post)
 	}
-	d := queue.Durable{Seed: testSeed, RatePerSecond: 7, Paused: true, SettingsVersion: 3, Post: 40, NowServing: 30,
+	d := line.Durable{Seed: testSeed, RatePerSecond: 7, Paused: true, SettingsVersion: 3, Post: 40, NowServing: 30,
 		PostCeiling: 72, ServingCeiling: 46, Drawn: true, Seen: c.Seen("s")}
-	if got, err := lines.Restore(ctx, "s", "node-a", d); err != nil || got != queue.Behind {
+	if got, err := lines.Restore(ctx, "s", "node-a", d); err != nil || got != line.Behind {
 		t.Fatalf("Restore of a line from another history = %v, %v; want Behind", got, err)
 	}
 	d.RatePerSecond, d.Paused, d.Post, d.NowServing, d.PostCeiling, d.ServingCeiling = 1, false, 72, 46, 104, 62
-	if got, err := lines.Restore(ctx, "s", "node-b", d); err != nil || got != queue.Whole {
+	if got, err := lines.Restore(ctx, "s", "node-b", d); err != nil || got != line.Whole {
 		t.Errorf("a second node's Restore right after = %v, %v; want Whole", got, err)
 	}
 	st := tick()
@@ -414,13 +413,13 @@ func TestLineThatLostWrites(t *testing.T) {
 	// Less than this node read (the history the same): lost writes too.
 	st = tick()
 	r.Client.Set(ctx, keys.Post("s"), 35, 0)
-	r.Client.HSet(ctx, keys.Cursor("s"), queue.CursorNowServing, 20)
+	r.Client.HSet(ctx, keys.Cursor("s"), line.CursorNowServing, 20)
 	if got := tick(); !got.Lost {
 		t.Errorf("State after a tick on a line below this node's reading = %+v, want Lost", got)
 	}
-	d = queue.Durable{Seed: testSeed, RatePerSecond: 7, Paused: true, SettingsVersion: 3, Post: 72, NowServing: 46,
+	d = line.Durable{Seed: testSeed, RatePerSecond: 7, Paused: true, SettingsVersion: 3, Post: 72, NowServing: 46,
 		PostCeiling: 104, ServingCeiling: 62, Drawn: true, Seen: c.Seen("s")}
-	if got, err := lines.Restore(ctx, "s", "node-a", d); err != nil || got != queue.Behind {
+	if got, err := lines.Restore(ctx, "s", "node-a", d); err != nil || got != line.Behind {
 		t.Fatalf("Restore of a line below the node's reading = %v, %v; want Behind", got, err)
 	}
 	if got := tick(); got.Lost || got.Post != 72 || got.NowServing != 46 || got.Post < st.Post || got.NowServing < st.NowServing {

@@ -1,4 +1,4 @@
-package queue_test
+package line_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 )
 
 // BenchmarkJoiner measures a join through the Joiner (batching, one
@@ -17,7 +17,7 @@ import (
 func BenchmarkJoiner(b *testing.B) {
 	r := edgetest.NewRedis(b)
 	ready(b, r, "s", 1)
-	j := queue.NewJoiner(r.Client, queue.NewKeys(r.Prefix), queue.JoinerOptions{})
+	j := line.NewJoiner(r.Client, line.NewKeys(r.Prefix), line.JoinerOptions{})
 	b.Cleanup(j.Close)
 	ctx := context.Background()
 	starts := time.Now().Add(-time.Hour)

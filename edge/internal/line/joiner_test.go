@@ -1,4 +1,4 @@
-package queue_test
+package line_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 )
 
 // TestJoinPositionsUniqueAndGapFree: 10,000 shoppers join at once through
@@ -18,13 +18,13 @@ import (
 func TestJoinPositionsUniqueAndGapFree(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	const shoppers = 10_000
 	const again = 500 // shoppers who join a second time within the burst
 	ready(t, r, "s1", 1)
-	joiners := make([]*queue.Joiner, 3)
+	joiners := make([]*line.Joiner, 3)
 	for i := range joiners {
-		joiners[i] = queue.NewJoiner(r.Client, keys, queue.JoinerOptions{})
+		joiners[i] = line.NewJoiner(r.Client, keys, line.JoinerOptions{})
 		t.Cleanup(joiners[i].Close)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -33,7 +33,7 @@ func TestJoinPositionsUniqueAndGapFree(t *testing.T) {
 
 	type result struct {
 		account string
-		place   queue.Place
+		place   line.Place
 		length  int64
 		err     error
 	}
@@ -105,7 +105,7 @@ func TestJoinPreQueue(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	ready(t, r, "s", 1)
-	j := queue.NewJoiner(r.Client, queue.NewKeys(r.Prefix), queue.JoinerOptions{})
+	j := line.NewJoiner(r.Client, line.NewKeys(r.Prefix), line.JoinerOptions{})
 	t.Cleanup(j.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -113,7 +113,7 @@ func TestJoinPreQueue(t *testing.T) {
 
 	const pre = 50
 	var wg sync.WaitGroup
-	indexes := make([]queue.Place, pre)
+	indexes := make([]line.Place, pre)
 	for i := range pre {
 		wg.Add(1)
 		go func() {
@@ -160,9 +160,9 @@ func TestJoinPreQueue(t *testing.T) {
 func TestJoinerClosed(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	j := queue.NewJoiner(r.Client, queue.NewKeys(r.Prefix), queue.JoinerOptions{})
+	j := line.NewJoiner(r.Client, line.NewKeys(r.Prefix), line.JoinerOptions{})
 	j.Close()
-	if _, _, err := j.Join(context.Background(), "s", time.Now(), "a"); err != queue.ErrClosed {
+	if _, _, err := j.Join(context.Background(), "s", time.Now(), "a"); err != line.ErrClosed {
 		t.Errorf("Join after Close = %v, want ErrClosed", err)
 	}
 }

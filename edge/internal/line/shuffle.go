@@ -1,4 +1,4 @@
-package queue
+package line
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package queue
+package line
 
 // The return codes of the edge's Lua scripts, in one table. Each script's
 // header documents its KEYS, ARGV and returns; these are the names the Go

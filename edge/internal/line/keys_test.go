@@ -1,4 +1,4 @@
-package queue_test
+package line_test
 
 import (
 	"context"
@@ -10,8 +10,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
-	"github.com/flashgate/flashgate/edge/internal/queue/queuetest"
+	"github.com/flashgate/flashgate/edge/internal/line"
 )
 
 // TestScriptsWriteTheNamedFields: the cursor and line hashes hold exactly
@@ -22,16 +21,16 @@ import (
 func TestScriptsWriteTheNamedFields(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	ctx := context.Background()
-	lines := queue.NewLines(r.Client, keys)
+	lines := line.NewLines(r.Client, keys)
 	c := admission.NewCursor(r.Client, keys, nil)
-	j := queue.NewJoiner(r.Client, keys, queue.JoinerOptions{})
+	j := line.NewJoiner(r.Client, keys, line.JoinerOptions{})
 	t.Cleanup(j.Close)
 	past := time.Now().Add(-time.Minute)
-	tick := func() queue.State {
+	tick := func() line.State {
 		t.Helper()
-		if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 10}}); err != nil {
+		if err := c.Tick(ctx, []line.Tick{{Sale: "s", StartsAt: past, Available: 10}}); err != nil {
 			t.Fatalf("Tick = %v", err)
 		}
 		st, _ := c.State("s")
@@ -51,56 +50,56 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 		return out
 	}
 	sorted := func(names ...string) []string { slices.Sort(names); return names }
-	cursor := sorted(queue.CursorNowServing, queue.CursorLastMs, queue.CursorRate, queue.CursorPaused, queue.CursorChallengeBits, queue.CursorSettingsVersion)
-	line := sorted(queue.LineEpoch, queue.LinePreCeiling, queue.LinePostCeiling, queue.LineServingCeiling, queue.LineReplID)
-	sealed := sorted(append(slices.Clone(line), queue.LineDrawSize)...)
+	cursor := sorted(line.CursorNowServing, line.CursorLastMs, line.CursorRate, line.CursorPaused, line.CursorChallengeBits, line.CursorSettingsVersion)
+	lineFields := sorted(line.LineEpoch, line.LinePreCeiling, line.LinePostCeiling, line.LineServingCeiling, line.LineReplID)
+	sealed := sorted(append(slices.Clone(lineFields), line.LineDrawSize)...)
 	// The advance adds the checkout's answer rate.
-	advanced := sorted(append(slices.Clone(cursor), queue.CursorAnswered, queue.CursorAnsweredMs, queue.CursorAnsweredThen, queue.CursorAnswerRate)...)
-	ramped := sorted(append(slices.Clone(advanced), queue.CursorRampMs, queue.CursorRampFrom)...)
+	advanced := sorted(append(slices.Clone(cursor), line.CursorAnswered, line.CursorAnsweredMs, line.CursorAnsweredThen, line.CursorAnswerRate)...)
+	ramped := sorted(append(slices.Clone(advanced), line.CursorRampMs, line.CursorRampFrom)...)
 	for _, step := range []struct {
 		name         string
 		run          func()
 		cursor, line []string
 	}{
 		{"restore", func() {
-			if _, err := lines.Restore(ctx, "s", "e1", queue.Durable{Seed: testSeed, RatePerSecond: 1, SettingsVersion: 1,
+			if _, err := lines.Restore(ctx, "s", "e1", line.Durable{Seed: testSeed, RatePerSecond: 1, SettingsVersion: 1,
 				PreCeiling: 10, PostCeiling: 10, ServingCeiling: 10}); err != nil {
 				t.Fatalf("Restore = %v", err)
 			}
-		}, cursor, line},
+		}, cursor, lineFields},
 		// A line restored where INFO was not allowed has no replid: the
 		// cursor's advance writes it.
 		{"advance", func() {
-			if err := r.Client.HDel(ctx, keys.Line("s"), queue.LineReplID).Err(); err != nil {
+			if err := r.Client.HDel(ctx, keys.Line("s"), line.LineReplID).Err(); err != nil {
 				t.Fatal(err)
 			}
 			if st := tick(); st.Lost {
 				t.Fatalf("State after a tick = %+v, want the line whole", st)
 			}
-		}, advanced, line},
+		}, advanced, lineFields},
 		{"raise", func() {
-			if _, err := lines.Raise(ctx, "s", queue.Ceilings{Pre: 20, Post: 30, Serving: 40, SettingsVersion: 1}); err != nil {
+			if _, err := lines.Raise(ctx, "s", line.Ceilings{Pre: 20, Post: 30, Serving: 40, SettingsVersion: 1}); err != nil {
 				t.Fatalf("Raise = %v", err)
 			}
-		}, advanced, line},
+		}, advanced, lineFields},
 		{"seal", func() {
 			if n, err := lines.Seal(ctx, "s", 3); n != 3 || err != nil {
 				t.Fatalf("Seal(3) = %d, %v; want 3", n, err)
 			}
 		}, advanced, sealed},
 		{"settings", func() {
-			if _, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: 7, Paused: true, Version: 2}, queuetest.Open, queue.Seen{}); err != nil {
+			if _, err := lines.Settings(ctx, "s", line.Settings{RatePerSecond: 7, Paused: true, Version: 2}, edgetest.OpenCeiling, line.Seen{}); err != nil {
 				t.Fatalf("Settings = %v", err)
 			}
 		}, advanced, sealed},
 		// A resume starts a ramp.
 		{"resume", func() {
-			if _, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: 7, Paused: false, Version: 3}, queuetest.Open, queue.Seen{}); err != nil {
+			if _, err := lines.Settings(ctx, "s", line.Settings{RatePerSecond: 7, Paused: false, Version: 3}, edgetest.OpenCeiling, line.Seen{}); err != nil {
 				t.Fatalf("Settings = %v", err)
 			}
 		}, ramped, sealed},
 		{"pause again", func() {
-			if _, err := lines.Settings(ctx, "s", queue.Settings{RatePerSecond: 7, Paused: true, Version: 4}, queuetest.Open, queue.Seen{}); err != nil {
+			if _, err := lines.Settings(ctx, "s", line.Settings{RatePerSecond: 7, Paused: true, Version: 4}, edgetest.OpenCeiling, line.Seen{}); err != nil {
 				t.Fatalf("Settings = %v", err)
 			}
 		}, ramped, sealed},
@@ -122,13 +121,13 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 	// The answer rate's sample, a second or more after the last one, reads
 	// and writes the named fields: 5 answers over the 2 s since, 2.5/s.
 	ago := strconv.FormatInt(time.Now().Add(-2*time.Second).UnixMilli(), 10)
-	if err := r.Client.HSet(ctx, keys.Cursor("s"), queue.CursorAnsweredMs, ago, queue.CursorAnsweredThen, 0, queue.CursorAnswered, 0).Err(); err != nil {
+	if err := r.Client.HSet(ctx, keys.Cursor("s"), line.CursorAnsweredMs, ago, line.CursorAnsweredThen, 0, line.CursorAnswered, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Tick(ctx, []queue.Tick{{Sale: "s", StartsAt: past, Available: 10, Answered: 5}}); err != nil {
+	if err := c.Tick(ctx, []line.Tick{{Sale: "s", StartsAt: past, Available: 10, Answered: 5}}); err != nil {
 		t.Fatalf("Tick = %v", err)
 	}
-	got, err := r.Client.HMGet(ctx, keys.Cursor("s"), queue.CursorAnswered, queue.CursorAnsweredThen, queue.CursorAnswerRate).Result()
+	got, err := r.Client.HMGet(ctx, keys.Cursor("s"), line.CursorAnswered, line.CursorAnsweredThen, line.CursorAnswerRate).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

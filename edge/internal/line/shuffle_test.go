@@ -1,4 +1,4 @@
-package queue_test
+package line_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 )
 
 // TestShuffleIsPermutation: the draw maps 1..n onto 1..n one to one, for
@@ -18,7 +18,7 @@ func TestShuffleIsPermutation(t *testing.T) {
 	seed := bytes.Repeat([]byte{0xA5}, 32)
 	for _, n := range []int64{1, 2, 3, 4, 5, 15, 16, 17, 1000, 1024, 4097} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			s := queue.NewShuffle(seed, n)
+			s := line.NewShuffle(seed, n)
 			seen := make([]bool, n+1)
 			for i := int64(1); i <= n; i++ {
 				p, err := s.Position(i)
@@ -47,8 +47,8 @@ func TestShuffleReproducible(t *testing.T) {
 	t.Parallel()
 	seed, _ := hex.DecodeString("00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff")
 	const n = 1000
-	a, b := queue.NewShuffle(seed, n), queue.NewShuffle(append([]byte(nil), seed...), n)
-	other := queue.NewShuffle(bytes.Repeat([]byte{1}, 32), n)
+	a, b := line.NewShuffle(seed, n), line.NewShuffle(append([]byte(nil), seed...), n)
+	other := line.NewShuffle(bytes.Repeat([]byte{1}, 32), n)
 	same, identity := 0, 0
 	for i := int64(1); i <= n; i++ {
 		pa, _ := a.Position(i)
@@ -107,7 +107,7 @@ func TestSeedHash(t *testing.T) {
 	t.Parallel()
 	seed := []byte("0123456789abcdef0123456789abcdef")
 	sum := sha256.Sum256(seed)
-	if got, want := queue.SeedHash(seed), hex.EncodeToString(sum[:]); got != want {
+	if got, want := line.SeedHash(seed), hex.EncodeToString(sum[:]); got != want {
 		t.Errorf("SeedHash = %s, want %s", got, want)
 	}
 }

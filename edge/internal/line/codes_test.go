@@ -1,4 +1,4 @@
-package queue_test
+package line_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
-	"github.com/flashgate/flashgate/edge/internal/queue"
+	"github.com/flashgate/flashgate/edge/internal/line"
 )
 
 // TestLostIsOneReply: every script that needs the line whole answers each
@@ -20,31 +20,31 @@ import (
 func TestLostIsOneReply(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
-	keys := queue.NewKeys(r.Prefix)
+	keys := line.NewKeys(r.Prefix)
 	ctx := context.Background()
 	past := time.Now().Add(-time.Minute)
 	scripts := map[string]func(sale string) error{
 		"join": func(sale string) error {
-			return queue.ScriptError(queue.JoinScript.Run(ctx, r.Client,
+			return line.ScriptError(line.JoinScript.Run(ctx, r.Client,
 				[]string{keys.Pre(sale), keys.Post(sale), keys.Places(sale), keys.Line(sale)}, past.UnixMilli(), "a").Err())
 		},
 		"raise": func(sale string) error {
-			return queue.ScriptError(queue.RaiseScript.Run(ctx, r.Client, []string{keys.Line(sale), keys.Cursor(sale)}, "", "20", "", "").Err())
+			return line.ScriptError(line.RaiseScript.Run(ctx, r.Client, []string{keys.Line(sale), keys.Cursor(sale)}, "", "20", "", "").Err())
 		},
 		"seal": func(sale string) error {
-			return queue.ScriptError(queue.SealScript.Run(ctx, r.Client, []string{keys.Line(sale), keys.Pre(sale)}, 3).Err())
+			return line.ScriptError(line.SealScript.Run(ctx, r.Client, []string{keys.Line(sale), keys.Pre(sale)}, 3).Err())
 		},
 		"settings": func(sale string) error {
-			return queue.ScriptError(queue.SettingsScript.Run(ctx, r.Client,
+			return line.ScriptError(line.SettingsScript.Run(ctx, r.Client,
 				[]string{keys.Cursor(sale), keys.Line(sale), keys.Pre(sale), keys.Post(sale)}, "5", "1", 9, 0, 0, 0, 0, 0).Err())
 		},
 		"advance": func(sale string) error {
 			c := admission.NewCursor(r.Client, keys, nil)
-			if err := c.Tick(ctx, []queue.Tick{{Sale: sale, StartsAt: past, Available: 10}}); err != nil {
+			if err := c.Tick(ctx, []line.Tick{{Sale: sale, StartsAt: past, Available: 10}}); err != nil {
 				return err
 			}
 			if st, _ := c.State(sale); st.Lost {
-				return queue.ErrLost
+				return line.ErrLost
 			}
 			return nil
 		},
@@ -62,37 +62,37 @@ func TestLostIsOneReply(t *testing.T) {
 		{"pre counter gone", true, func(sale string) { r.Client.Del(ctx, keys.Pre(sale)) }, []string{"join", "settings", "advance"}},
 		{"post counter gone", true, func(sale string) { r.Client.Del(ctx, keys.Post(sale)) }, []string{"join", "settings", "advance"}},
 		{"another history", true, func(sale string) {
-			r.Client.HSet(ctx, keys.Line(sale), queue.LineReplID, strings.Repeat("0", 40))
+			r.Client.HSet(ctx, keys.Line(sale), line.LineReplID, strings.Repeat("0", 40))
 		}, []string{"join", "settings", "advance"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sale := "s" + string(rune('a'+i))
 			if tc.restore {
-				restoreAt(t, r, sale, queue.Durable{RatePerSecond: 1, PreCeiling: 10, PostCeiling: 10, ServingCeiling: 10})
+				restoreAt(t, r, sale, line.Durable{RatePerSecond: 1, PreCeiling: 10, PostCeiling: 10, ServingCeiling: 10})
 			}
 			tc.lose(sale)
-			line := []string{keys.Pre(sale), keys.Post(sale), keys.Places(sale), keys.Seed(sale), keys.Cursor(sale), keys.Line(sale)}
+			keysOfLine := []string{keys.Pre(sale), keys.Post(sale), keys.Places(sale), keys.Seed(sale), keys.Cursor(sale), keys.Line(sale)}
 			dump := func() []string {
 				t.Helper()
-				out := make([]string, len(line))
-				for k, key := range line {
+				out := make([]string, len(keysOfLine))
+				for k, key := range keysOfLine {
 					out[k], _ = r.Client.Dump(ctx, key).Result() // "" when the key does not exist
 				}
 				return out
 			}
 			before := dump()
 			for _, name := range tc.scripts {
-				if err := scripts[name](sale); !errors.Is(err, queue.ErrLost) {
+				if err := scripts[name](sale); !errors.Is(err, line.ErrLost) {
 					t.Errorf("%s (%s) = %v, want the lost reply (ErrLost)", name, tc.name, err)
 				}
 				for k, got := range dump() {
 					if got != before[k] {
-						t.Errorf("%s (%s) changed %s", name, tc.name, line[k])
+						t.Errorf("%s (%s) changed %s", name, tc.name, keysOfLine[k])
 					}
 				}
 			}
-			restoreAt(t, r, sale, queue.Durable{RatePerSecond: 1, PreCeiling: 10, PostCeiling: 10, ServingCeiling: 10})
+			restoreAt(t, r, sale, line.Durable{RatePerSecond: 1, PreCeiling: 10, PostCeiling: 10, ServingCeiling: 10})
 			for _, name := range tc.scripts {
 				if err := scripts[name](sale); err != nil {
 					t.Errorf("%s after the restore = %v, want nil", name, err)

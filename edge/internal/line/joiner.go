@@ -1,9 +1,4 @@
-// Package queue is the waiting line's shared state in Redis: its key schema
-// (keys.go), places in line (joins batched into one script call), the
-// pre-queue shuffle, the Redis side of the line's durable copy (Lines), and
-// State, what a read of a line says. Package admission advances and reads
-// the cursor; package line keeps the durable copy.
-package queue
+package line
 
 import (
 	"context"
@@ -144,7 +139,7 @@ type joinCall struct {
 }
 
 // ErrClosed is returned after Close.
-var ErrClosed = errors.New("queue: closed")
+var ErrClosed = errors.New("line: closed")
 
 // NewJoiner starts the join workers; Close stops them.
 func NewJoiner(rdb redis.UniversalClient, keys Keys, opts JoinerOptions) *Joiner {
