@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -79,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if werr := writeReport(out, faults.Report{Command: command(args), When: time.Now(), Machine: benchreport.MachineLine(), Load: o.Load, Results: results}); werr != nil {
 			return werr
 		}
-		fmt.Fprintf(stdout, "report: %s\n", out)
+		benchreport.PrintPath(stdout, out)
 	}
 	if err != nil {
 		return err
@@ -92,19 +90,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// writeReport writes rep's Markdown to path, creating its folder.
 func writeReport(path string, rep faults.Report) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	err = faults.WriteMarkdown(f, rep)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return benchreport.WriteFile(path, func(w io.Writer) error { return faults.WriteMarkdown(w, rep) })
 }
 
 // command is how this run was started, for the report.

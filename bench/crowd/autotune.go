@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
 )
@@ -174,7 +174,7 @@ func runComparison(ctx context.Context, o options, command string, stdout io.Wri
 		return errors.Join(runErr, err)
 	}
 	fmt.Fprint(stdout, crowdreport.ComparisonSummary(c))
-	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(o.Out, "autotune.md"))
+	benchreport.PrintPath(stdout, filepath.Join(o.Out, "autotune.md"))
 	return runErr
 }
 
@@ -226,14 +226,11 @@ func playComparison(ctx context.Context, o options, c *crowdreport.Comparison,
 // writeComparison writes autotune.json, autotune.md and autotune.png into
 // dir.
 func writeComparison(dir string, c crowdreport.Comparison) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	chart, err := crowdreport.WriteComparisonChart(dir, c)
 	if err != nil {
 		return err
 	}
-	return writeFiles(dir, map[string]func(io.Writer) error{
+	return benchreport.WriteFiles(dir, map[string]func(io.Writer) error{
 		"autotune.json": func(w io.Writer) error { return crowdreport.WriteComparisonJSON(w, c) },
 		"autotune.md":   func(w io.Writer) error { return crowdreport.WriteComparisonMarkdown(w, c, chart) },
 	})

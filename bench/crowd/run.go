@@ -9,16 +9,16 @@ import (
 	"io"
 	"math"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/cpuprofile"
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 	"github.com/flashgate/flashgate/internal/envflag"
 )
 
@@ -249,7 +249,7 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	}
 	// The CPU table counts the run's own Redis and Postgres (make bench's
 	// run.sh names them), not every such server on the machine.
-	o.Services = crowdsim.Services{RedisPort: portOf(getenv("FLASHGATE_REDIS_URL")), PostgresPort: portOf(o.PostgresURL)}
+	o.Services = procstat.Services{RedisPort: portOf(getenv("FLASHGATE_REDIS_URL")), PostgresPort: portOf(o.PostgresURL)}
 	if o.Out == "" {
 		kind := "crowd"
 		switch {
@@ -276,7 +276,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	o.Progress = func(format string, a ...any) {
 		fmt.Fprintf(stderr, "crowd: "+format+"\n", a...)
 	}
-	stopProfile, err := cpuprofile.Start(o.CPUProfile, "crowd")
+	stopProfile, err := procstat.StartCPUProfile(o.CPUProfile, "crowd")
 	if err != nil {
 		return err
 	}
@@ -318,20 +318,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	fmt.Fprint(stdout, crowdreport.Summary(runs))
-	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(o.Out, "report.md"))
+	benchreport.PrintPath(stdout, filepath.Join(o.Out, "report.md"))
 	return nil
 }
 
 // writeReport writes report.json, report.md and the charts into dir.
 func writeReport(dir string, runs crowdreport.Runs) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	charts, err := crowdreport.WriteCharts(dir, runs)
 	if err != nil {
 		return fmt.Errorf("charts: %w", err)
 	}
-	return writeFiles(dir, map[string]func(io.Writer) error{
+	return benchreport.WriteFiles(dir, map[string]func(io.Writer) error{
 		"report.json": func(w io.Writer) error { return crowdreport.WriteJSON(w, runs) },
 		"report.md":   func(w io.Writer) error { return crowdreport.WriteMarkdown(w, runs, charts) },
 	})
@@ -471,22 +468,4 @@ func ceilingScenario(base crowdsim.Scenario, shoppers int) crowdsim.Scenario {
 	sc.Hammering.Accounts, sc.Smart.Accounts = 0, 0
 	sc.MaxDurationS = 45
 	return sc
-}
-
-// writeFiles writes each named file into dir with its writer.
-func writeFiles(dir string, files map[string]func(io.Writer) error) error {
-	for name, write := range files {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		err = write(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	return nil
 }

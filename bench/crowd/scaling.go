@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,9 +15,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
-	"github.com/flashgate/flashgate/bench/internal/stagestat"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 )
 
 // defaultScaling is the crowd sizes make bench-scaling plays
@@ -86,7 +86,7 @@ func runScaling(ctx context.Context, o options, command string, stdout io.Writer
 		return errors.Join(runErr, err)
 	}
 	fmt.Fprint(stdout, crowdreport.ScalingSummary(sc))
-	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(o.Out, "scaling.md"))
+	benchreport.PrintPath(stdout, filepath.Join(o.Out, "scaling.md"))
 	return runErr
 }
 
@@ -145,10 +145,10 @@ func scalingSizes(ctx context.Context, o options, sc *crowdreport.Scaling) error
 }
 
 // originMetrics reads the origin's /metrics (its admin listener).
-func (o options) originMetrics(ctx context.Context) (stagestat.Scrape, error) {
+func (o options) originMetrics(ctx context.Context) (procstat.Scrape, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return stagestat.Fetch(ctx, &http.Client{}, o.OriginAdminURL+"/metrics", o.AdminToken)
+	return procstat.FetchMetrics(ctx, &http.Client{}, o.OriginAdminURL+"/metrics", o.AdminToken)
 }
 
 // originSeries are the origin's histograms a scaling run counts, with the
@@ -164,7 +164,7 @@ var originSeries = []struct{ kind, metric, label string }{
 // made between two scrapes, by its label's value (added up over the other
 // labels: status, outcome); a series seen in neither scrape is absent, one
 // that did not move counts 0.
-func originCounts(before, after stagestat.Scrape) []crowdreport.OriginCount {
+func originCounts(before, after procstat.Scrape) []crowdreport.OriginCount {
 	var out []crowdreport.OriginCount
 	for _, se := range originSeries {
 		var values []string
@@ -175,7 +175,7 @@ func originCounts(before, after stagestat.Scrape) []crowdreport.OriginCount {
 		}
 		slices.Sort(values)
 		for _, v := range values {
-			if h, ok := stagestat.Delta(before, after, se.metric, map[string]string{se.label: v}); ok {
+			if h, ok := procstat.Delta(before, after, se.metric, map[string]string{se.label: v}); ok {
 				out = append(out, crowdreport.OriginCount{Kind: se.kind, Name: v, Count: int(math.Round(h.Count))})
 			}
 		}
@@ -248,10 +248,7 @@ func (p *pgCounters) add(ctx context.Context, into map[string]crowdreport.Postgr
 
 // writeScaling writes scaling.json and scaling.md into dir.
 func writeScaling(dir string, sc crowdreport.Scaling) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return writeFiles(dir, map[string]func(io.Writer) error{
+	return benchreport.WriteFiles(dir, map[string]func(io.Writer) error{
 		"scaling.json": func(w io.Writer) error { return crowdreport.WriteScalingJSON(w, sc) },
 		"scaling.md":   func(w io.Writer) error { return crowdreport.WriteScalingMarkdown(w, sc) },
 	})

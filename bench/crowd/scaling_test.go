@@ -14,7 +14,7 @@ import (
 
 	"github.com/flashgate/flashgate/bench/internal/crowdreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
-	"github.com/flashgate/flashgate/bench/internal/stagestat"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -82,9 +82,9 @@ func TestScalingCommand(t *testing.T) {
 // up over the other labels, with a series born between them counted from
 // zero and one that did not move kept at 0.
 func TestOriginCounts(t *testing.T) {
-	parse := func(text string) stagestat.Scrape {
+	parse := func(text string) procstat.Scrape {
 		t.Helper()
-		s, err := stagestat.Parse(strings.NewReader(text))
+		s, err := procstat.ParseMetrics(strings.NewReader(text))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
 )
@@ -114,7 +114,7 @@ func runSweep(ctx context.Context, o options, command string, stdout io.Writer) 
 		return errors.Join(runErr, err)
 	}
 	fmt.Fprint(stdout, crowdreport.SweepSummary(sw))
-	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(o.Out, "capacity.md"))
+	benchreport.PrintPath(stdout, filepath.Join(o.Out, "capacity.md"))
 	return runErr
 }
 
@@ -253,14 +253,11 @@ func or(s, otherwise string) string {
 
 // writeSweep writes capacity.json, capacity.md and capacity.png into dir.
 func writeSweep(dir string, sw crowdreport.Sweep) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	chart, err := crowdreport.WriteSweepChart(dir, sw)
 	if err != nil {
 		return err
 	}
-	return writeFiles(dir, map[string]func(io.Writer) error{
+	return benchreport.WriteFiles(dir, map[string]func(io.Writer) error{
 		"capacity.json": func(w io.Writer) error { return crowdreport.WriteSweepJSON(w, sw) },
 		"capacity.md":   func(w io.Writer) error { return crowdreport.WriteSweepMarkdown(w, sw, chart) },
 	})

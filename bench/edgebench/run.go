@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/bench/internal/benchcmd"
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/edgeperf"
 )
 
@@ -23,10 +24,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	c.Log = benchcmd.Logger(stderr)
 	rep, err := edgeperf.Run(ctx, c)
-	return benchcmd.Finish(stdout, rep, out, err)
+	return benchreport.Finish(stdout, rep, out, err)
 }
 
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c edgeperf.Config, out benchcmd.Output, err error) {
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c edgeperf.Config, out benchreport.Output, err error) {
 	c = edgeperf.Config{
 		Requests:      30_000,
 		ProxyRequests: 10_000,
@@ -57,7 +58,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	fs.StringVar(&c.Limits, "limits", c.Limits, "the node's rate limits: production (per-account as shipped, per-IP out of reach: the load generator is one IP), high (all out of reach) or off")
 	fs.BoolVar(&c.OriginWorkers, "origin-workers", false, "run the origin's order writer and sweeper too (they then compete for the CPUs)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "cap on the whole run")
-	benchcmd.OutputFlags(fs, env, &out)
+	benchreport.OutputFlags(fs, env, &out)
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of each path's first timed edge run to `path`.<path>.pprof (and of the bare handler's run to path.<path>.bare.pprof)")
 	if err := env.Parse(args, getenv); err != nil {
 		return c, out, err

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/flashgate/flashgate/bench/internal/benchcmd"
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/edgeperf"
 )
@@ -41,7 +40,7 @@ func TestReportJSONFile(t *testing.T) {
 		}},
 	}
 	rep.Cleanup.RedisKeys = 12
-	if err := benchcmd.Finish(io.Discard, rep, out, nil); err != nil {
+	if err := benchreport.Finish(io.Discard, rep, out, nil); err != nil {
 		t.Fatalf("Finish(-report-json %s) = %v", path, err)
 	}
 	raw, err := os.ReadFile(path)

@@ -12,10 +12,10 @@ import (
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/capmodel"
-	"github.com/flashgate/flashgate/bench/internal/cpustat"
 	"github.com/flashgate/flashgate/bench/internal/crowdreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
 	"github.com/flashgate/flashgate/bench/internal/edgeperf"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 	"github.com/flashgate/flashgate/bench/internal/reserveperf"
 )
 
@@ -171,7 +171,7 @@ func TestReportsUpdateInputs(t *testing.T) {
 	// process and a quarter of Redis: 100 and 50 µs.
 	reserve := writeReport(t, data, "reservebench", at, "report.json", jsonOf(reserveperf.Report{
 		HTTP: &reserveperf.HTTPReport{Conns: 256, Rounds: []reserveperf.HTTPRound{
-			{Round: 1, Origin: reserveperf.HTTPRun{Timing: benchreport.Timing{Calls: 10_000, Seconds: 2, CPU: cpustat.Usage{Process: 0.5, Redis: 0.25}}}},
+			{Round: 1, Origin: reserveperf.HTTPRun{Timing: benchreport.Timing{Calls: 10_000, Seconds: 2, CPU: procstat.Usage{Process: 0.5, Redis: 0.25}}}},
 		}},
 	}))
 	small := crowdreport.Size{Shoppers: 20_000, Flashgate: result(5_000, 100_000, map[string]float64{"edge": 10, "origin": 10, "postgres": 20}, 20_000)}

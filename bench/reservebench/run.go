@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/bench/internal/benchcmd"
-	"github.com/flashgate/flashgate/bench/internal/redisbench"
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/reserveperf"
 	"github.com/flashgate/flashgate/bench/internal/reservescript"
 )
@@ -25,15 +25,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	c.Log = benchcmd.Logger(stderr)
 	rep, err := reserveperf.Run(ctx, c)
-	return benchcmd.Finish(stdout, rep, out, err)
+	return benchreport.Finish(stdout, rep, out, err)
 }
 
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c reserveperf.Config, out benchcmd.Output, err error) {
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c reserveperf.Config, out benchreport.Output, err error) {
 	def := reservescript.DefaultReserverOptions()
 	c = reserveperf.Config{
 		ScriptReserves: 200_000,
 		ScriptWorkers:  256,
-		RedisBenchmark: redisbench.Options{Clients: 50, Pipeline: 32, KeySpace: 100_000_000},
+		RedisBenchmark: reserveperf.RedisBenchmarkOptions{Clients: 50, Pipeline: 32, KeySpace: 100_000_000},
 		HTTPRequests:   100_000,
 		HTTPConns:      256, // as many as an edge keeps to the origin, and as the script path's goroutines
 		HTTPNoJournal:  true,
@@ -78,7 +78,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (c 
 	fs.BoolVar(&c.Prime, "prime", c.Prime, "script path: run redis-benchmark once untimed first, so the first timed run does not pay for Redis growing its memory")
 	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "measure each path this many times, alternating with its ceiling (peers: flashgate, seckill, pgserializable in turn); ratios are medians")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "cap on the whole run")
-	benchcmd.OutputFlags(fs, env, &out)
+	benchreport.OutputFlags(fs, env, &out)
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write CPU profiles of the timed runs to `path`.script.pprof, path.origin.pprof and path.peers-<design>.pprof (the first round of each)")
 	if err := env.Parse(args, getenv); err != nil {
 		return c, out, err

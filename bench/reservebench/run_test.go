@@ -10,9 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flashgate/flashgate/bench/internal/benchcmd"
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
-	"github.com/flashgate/flashgate/bench/internal/cpustat"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 	"github.com/flashgate/flashgate/bench/internal/reserveperf"
 )
 
@@ -76,12 +75,12 @@ func TestReportJSONFile(t *testing.T) {
 		HTTP: &reserveperf.HTTPReport{Conns: 256, Requests: 10_000, Rounds: []reserveperf.HTTPRound{{
 			Round: 1,
 			Origin: reserveperf.HTTPRun{Addr: "127.0.0.1:1", Created: 10_000, Timing: benchreport.Timing{
-				Calls: 10_000, Seconds: 1.25, Answers: map[string]int{"201": 10_000}, CPU: cpustat.Usage{Process: 0.92, Redis: 0.52}}},
+				Calls: 10_000, Seconds: 1.25, Answers: map[string]int{"201": 10_000}, CPU: procstat.Usage{Process: 0.92, Redis: 0.52}}},
 			Bare:  reserveperf.HTTPRun{Timing: benchreport.Timing{Calls: 10_000, Seconds: 0.5}},
 			Ratio: 0.4,
 		}}},
 	}
-	if err := benchcmd.Finish(io.Discard, rep, out, nil); err != nil {
+	if err := benchreport.Finish(io.Discard, rep, out, nil); err != nil {
 		t.Fatalf("Finish(-report-json %s) = %v", path, err)
 	}
 	raw, err := os.ReadFile(path)

@@ -1,7 +1,6 @@
-// Package benchreport holds what the edge and reserve benchmarks' reports
-// share: a timed run's figures (Timing), the machine the run happened on,
-// and the small helpers that turn rounds into one figure and figures into
-// words.
+// Package benchreport writes every bench tool's report files (JSON,
+// Markdown, charts; -json and -report-json) and holds what the reports
+// share: timings, the machine, medians and the words for figures.
 package benchreport
 
 import (
@@ -18,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashgate/flashgate/bench/internal/cpustat"
 	"github.com/flashgate/flashgate/bench/internal/loadgen"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 )
 
 // Timing is one timed run of calls against one server or path.
@@ -33,11 +32,11 @@ type Timing struct {
 	Answers    map[string]int `json:"answers"` // by outcome or HTTP status
 	Errors     int            `json:"errors"`
 	FirstError string         `json:"first_error,omitempty"`
-	CPU        cpustat.Usage  `json:"cpu"`
+	CPU        procstat.Usage `json:"cpu"`
 }
 
 // NewTiming is r's figures with cpu, each answer's label named by name.
-func NewTiming(r loadgen.Result, name func(label int) string, cpu cpustat.Usage) Timing {
+func NewTiming(r loadgen.Result, name func(label int) string, cpu procstat.Usage) Timing {
 	out := Timing{CPU: cpu,
 		Calls: r.Calls, Seconds: r.Elapsed.Seconds(), PerSecond: r.PerSecond(),
 		P50Millis: Millis(r.P50), P99Millis: Millis(r.P99), MaxMillis: Millis(r.Max),

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/cpustat"
 	"github.com/flashgate/flashgate/bench/internal/loadgen"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 )
 
 func TestMedian(t *testing.T) {
@@ -25,7 +25,7 @@ func TestMedian(t *testing.T) {
 func TestNewTiming(t *testing.T) {
 	r := loadgen.Result{Calls: 10, Elapsed: 2 * time.Second, Labels: map[int]int{200: 7, 409: 2}, Errors: 1, Err: errors.New("boom"),
 		P50: 1500 * time.Microsecond, P99: 3 * time.Millisecond, Max: 4 * time.Millisecond}
-	got := NewTiming(r, func(l int) string { return map[int]string{200: "ok", 409: "conflict"}[l] }, cpustat.Usage{Process: 0.5})
+	got := NewTiming(r, func(l int) string { return map[int]string{200: "ok", 409: "conflict"}[l] }, procstat.Usage{Process: 0.5})
 	if got.PerSecond != 5 || got.P50Millis != 1.5 || got.Answers["ok"] != 7 || got.Answers["conflict"] != 2 ||
 		got.Errors != 1 || got.FirstError != "boom" || got.CPU.Process != 0.5 {
 		t.Errorf("NewTiming = %+v", got)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 )
 
 // DateLayout is how a figure's date is written.
@@ -261,10 +263,7 @@ func DecodeInputs(b []byte) (*Inputs, error) {
 // EncodeInputs writes in as indented JSON, as the checked-in file is.
 func EncodeInputs(in *Inputs) ([]byte, error) {
 	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(in); err != nil {
+	if err := benchreport.WriteJSON(&b, in); err != nil {
 		return nil, fmt.Errorf("capacity inputs: %w", err)
 	}
 	return b.Bytes(), nil

@@ -1,7 +1,6 @@
 package crowdreport
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
 )
 
@@ -604,10 +604,7 @@ func WriteComparisonJSON(w io.Writer, c Comparison) error {
 		capacity, _ := c.CapacityAt(x.Round)
 		rep.Figures = append(rep.Figures, FiguresOf(x, c.Rounds(), capacity))
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rep); err != nil {
+	if err := benchreport.WriteJSON(w, rep); err != nil {
 		return fmt.Errorf("report: write autotune json: %w", err)
 	}
 	return nil

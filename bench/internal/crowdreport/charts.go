@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"io"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
 )
 
@@ -74,7 +75,7 @@ func WriteCharts(dir string, runs Runs) ([]string, error) {
 }
 
 // savePNG stacks plots top to bottom, their axes aligned, into one PNG file.
-func savePNG(file string, height vg.Length, plots []*plot.Plot) (err error) {
+func savePNG(file string, height vg.Length, plots []*plot.Plot) error {
 	img := vgimg.New(chartWidth, height*vg.Length(len(plots)))
 	grid := make([][]*plot.Plot, len(plots))
 	for i, p := range plots {
@@ -86,17 +87,10 @@ func savePNG(file string, height vg.Length, plots []*plot.Plot) (err error) {
 	for i, p := range plots {
 		p.Draw(canvases[i][0])
 	}
-	f, err := os.Create(file)
-	if err != nil {
+	return benchreport.WriteFile(file, func(w io.Writer) error {
+		_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
 		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(f)
-	return err
+	})
 }
 
 func newPlot(title, x, y string) *plot.Plot {

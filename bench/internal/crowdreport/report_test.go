@@ -406,9 +406,14 @@ func TestWriteCharts(t *testing.T) {
 	}
 }
 
+// A folder that cannot be made (a file is in the way) fails the charts.
 func TestWriteChartsBadDir(t *testing.T) {
-	if _, err := WriteCharts(filepath.Join(t.TempDir(), "missing"), fabricated()); err == nil {
-		t.Error("WriteCharts into a missing directory: no error")
+	file := filepath.Join(t.TempDir(), "plain")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteCharts(filepath.Join(file, "charts"), fabricated()); err == nil {
+		t.Error("WriteCharts under a plain file: no error")
 	}
 }
 

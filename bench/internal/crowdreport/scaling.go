@@ -1,13 +1,13 @@
 package crowdreport
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
 )
 
@@ -270,10 +270,7 @@ func WriteScalingJSON(w io.Writer, sc Scaling) error {
 		rep.EdgeMicrosPerAnswered = append(rep.EdgeMicrosPerAnswered, EdgeMicrosPerAnswered(sz.Flashgate))
 	}
 	rep.EdgeMicrosPerAddedRequest, _, _ = EdgeMicrosPerAddedRequest(sc)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rep); err != nil {
+	if err := benchreport.WriteJSON(w, rep); err != nil {
 		return fmt.Errorf("report: write scaling json: %w", err)
 	}
 	return nil

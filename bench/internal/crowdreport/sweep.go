@@ -1,7 +1,6 @@
 package crowdreport
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"image/color"
@@ -17,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
 )
 
@@ -265,10 +265,7 @@ func WriteSweepJSON(w io.Writer, sw Sweep) error {
 			rep.Verdicts[d] = append(rep.Verdicts[d], Judge(st.Result(d)))
 		}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rep); err != nil {
+	if err := benchreport.WriteJSON(w, rep); err != nil {
 		return fmt.Errorf("report: write sweep json: %w", err)
 	}
 	return nil

@@ -164,7 +164,7 @@ func (s *sim) timeline(res *Result) {
 // addCPU adds the CPU meter's cores per second to the timeline's seconds
 // (seconds with no request, before the crowd came, are left out).
 func (s *sim) addCPU(res *Result) {
-	cores := s.cpu.perSecond()
+	cores := s.cpu.PerSecond()
 	for i := range res.Timeline {
 		res.Timeline[i].CPU = cores[int(res.Timeline[i].T)]
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
 	"github.com/flashgate/flashgate/bench/internal/naive"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 )
 
 // naiveBaseline is the baseline server a naive run plays against: one
@@ -68,10 +69,10 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	runCtx, cancel := context.WithDeadline(ctx, s.zero.Add(time.Duration(cfg.MaxDurationS*float64(time.Second))))
 	defer cancel()
 	go s.watchBudget(runCtx, cancel)
-	go s.cpu.run(runCtx, cfg.Services, s.since)
+	go s.cpu.Run(runCtx, cpuGroups, cfg.Services, s.since)
 	cfg.Progress("naive baseline: %d shoppers for %d units, every buy an UPDATE on one Postgres row", len(shoppers), cfg.Stock)
 	coresBefore := CoreSpeeds()
-	cpuBefore, schedBefore, crowdStart := cpuTimes(cfg.Services), schedSnapshot(), time.Now()
+	cpuBefore, schedBefore, crowdStart := cpuGroups.Times(cfg.Services), schedSnapshot(), time.Now()
 	for _, sh := range shoppers {
 		sh.arrival = max(sh.arrival, 0)
 	}
@@ -84,10 +85,10 @@ func RunNaive(ctx context.Context, cfg Config, postgresURL string) (*Result, err
 	cfg.Progress("naive baseline: done after %.1f s (%d requests)", s.since().Seconds(), s.rec.count())
 
 	res := &Result{Mode: "naive", Scenario: cfg.Scenario, Machine: benchreport.MachineLine(), Started: started, Stock: cfg.Stock}
-	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes(cfg.Services)), time.Since(crowdStart).Seconds()
+	res.CPU, res.CrowdS = procstat.CPUSince(cpuBefore, cpuGroups.Times(cfg.Services)), time.Since(crowdStart).Seconds()
 	res.SchedWait = waitMs(schedWait(schedBefore, schedSnapshot()))
 	res.CoreLoopMs = [2]map[string]float64{coresBefore, CoreSpeeds()}
-	res.CPUs, res.Nice = cpuAffinity(cfg.Services)
+	res.CPUs, res.Nice = cpuGroups.Affinity(cfg.Services)
 	res.Endpoints = s.rec.endpoints()
 	s.rec.totals(res, 0, cfg.BurstS)
 	s.addCPU(res)

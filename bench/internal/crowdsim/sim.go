@@ -19,9 +19,25 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
-	"github.com/flashgate/flashgate/bench/internal/stagestat"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 	"github.com/flashgate/flashgate/tokens"
 )
+
+// cpuGroups are the processes whose CPU a run accounts for, by the name
+// the kernel gives them (comm), and the label the report uses.
+var cpuGroups = procstat.Groups{
+	"crowd":          SimulatorCPU,
+	"edge":           "edge",
+	"origin":         "origin",
+	"sandboxgateway": "sandbox gateway",
+	"naiveserver":    "naive server",
+	"redis-server":   "redis",
+	"postgres":       "postgres",
+}
+
+// SimulatorCPU is the simulator's own group in Result.CPU and Second.CPU;
+// every other group is the system under test.
+const SimulatorCPU = "crowd (the simulator)"
 
 // Config is one run against a running stack.
 type Config struct {
@@ -46,7 +62,7 @@ type Config struct {
 	Progress       func(format string, args ...any) // nil: quiet
 	// Services scopes the CPU accounting of Redis and Postgres to the
 	// run's own servers (their ports); zero counts every such process.
-	Services Services
+	Services procstat.Services
 	// Defences are the stack's defences against bots the run switches on
 	// or off (none: it leaves them as they are), and the devices' model.
 	Defences Defences
@@ -138,7 +154,7 @@ type sim struct {
 
 	monMu   sync.Mutex // guards samples
 	samples []sample
-	cpu     cpuMeter
+	cpu     procstat.Meter
 
 	// timers are the shoppers' stopped sleep timers (*time.Timer), reused:
 	// a crowd sleeps a few times per request, and each new timer is an
@@ -209,7 +225,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			go c.keepFresh(runCtx)
 		}
 	}
-	go s.cpu.run(runCtx, cfg.Services, s.since)
+	go s.cpu.Run(runCtx, cpuGroups, cfg.Services, s.since)
 	go s.watchBudget(runCtx, cancel)
 	rates := s.newRateWatch()
 	rateTicks := time.NewTicker(time.Second)
@@ -220,7 +236,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		time.Until(s.zero).Round(100*time.Millisecond))
 	stagesBefore := s.scrapeStages(ctx, "before")
 	coresBefore := CoreSpeeds()
-	cpuBefore, schedBefore, crowdStart := cpuTimes(cfg.Services), schedSnapshot(), time.Now()
+	cpuBefore, schedBefore, crowdStart := cpuGroups.Times(cfg.Services), schedSnapshot(), time.Now()
 	s.launch(runCtx, shoppers, s.shop)
 	cancel()
 	s.ended = s.since()
@@ -239,11 +255,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if !tarpitRead {
 		res.Bots.TarpitEntries = -1
 	}
-	res.CPU, res.CrowdS = cpuSince(cpuBefore, cpuTimes(cfg.Services)), time.Since(crowdStart).Seconds()
+	res.CPU, res.CrowdS = procstat.CPUSince(cpuBefore, cpuGroups.Times(cfg.Services)), time.Since(crowdStart).Seconds()
 	res.SchedWait = waitMs(schedWait(schedBefore, schedSnapshot()))
 	// After the readings above, so the loop's own time counts in neither.
 	res.CoreLoopMs = [2]map[string]float64{coresBefore, CoreSpeeds()}
-	res.CPUs, res.Nice = cpuAffinity(cfg.Services)
+	res.CPUs, res.Nice = cpuGroups.Affinity(cfg.Services)
 	s.finish(ctx, res, shoppers)
 	s.admission(ctx, res, rates)
 	res.Notes = append(res.Notes, defenceNotes(res.Bots)...)
@@ -503,7 +519,7 @@ func (s *sim) watchBudget(ctx context.Context, stop context.CancelFunc) {
 // stageScrape is one reading of both tiers' /metrics; a tier that could not
 // be read is nil, and why is a note for the report (the run goes on).
 type stageScrape struct {
-	edge, origin stagestat.Scrape
+	edge, origin procstat.Scrape
 	notes        []string
 }
 
@@ -516,9 +532,9 @@ func (s *sim) scrapeStages(ctx context.Context, when string) stageScrape {
 	var out stageScrape
 	for _, t := range []struct {
 		name, url string
-		into      *stagestat.Scrape
+		into      *procstat.Scrape
 	}{{"edge", s.cfg.EdgeAdminURL, &out.edge}, {"origin", s.cfg.OriginAdminURL, &out.origin}} {
-		sc, err := stagestat.Fetch(ctx, c, t.url+"/metrics", s.cfg.AdminToken)
+		sc, err := procstat.FetchMetrics(ctx, c, t.url+"/metrics", s.cfg.AdminToken)
 		if err != nil {
 			out.notes = append(out.notes, fmt.Sprintf("Where a request's time goes: the %s's /metrics could not be read %s the crowd, "+
 				"so its stages are missing: %v", t.name, when, err))
@@ -603,7 +619,7 @@ func stages(endpoints []Endpoint, before, after stageScrape) []Stage {
 		if b == nil || a == nil {
 			continue
 		}
-		h, ok := stagestat.Delta(b, a, sp.metric, sp.labels)
+		h, ok := procstat.Delta(b, a, sp.metric, sp.labels)
 		if !ok {
 			continue
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/bench/internal/edgeapp"
+	"github.com/flashgate/flashgate/bench/internal/inproc"
 )
 
 // bareBody is what the bare handler answers: a small fixed JSON body, the
@@ -24,7 +24,7 @@ type bare struct {
 	served chan error
 }
 
-func startBare(n *edgeapp.Node) (*bare, error) {
+func startBare(n *inproc.Edge) (*bare, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("bare server: listen: %w", err)

@@ -13,8 +13,8 @@
 //   - memory: the node's heap and the line's Redis bytes with 10,000 and
 //     1,000,000 shoppers in line.
 //
-// The node is app.New's App with its loops running (package edgeapp), on a
-// real Redis and in front of a real origin (package originapp) on Postgres.
+// The node is app.New's App with its loops running (package inproc), on a
+// real Redis and in front of a real origin (inproc too) on Postgres.
 // It works under a Redis key prefix and a Postgres schema of its own and
 // removes both at the end.
 package edgeperf

@@ -9,19 +9,17 @@ import (
 	"sync"
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
-	"github.com/flashgate/flashgate/bench/internal/cpuprofile"
-	"github.com/flashgate/flashgate/bench/internal/cpustat"
-	"github.com/flashgate/flashgate/bench/internal/edgeapp"
-	"github.com/flashgate/flashgate/bench/internal/httpload"
+	"github.com/flashgate/flashgate/bench/internal/inproc"
 	"github.com/flashgate/flashgate/bench/internal/loadgen"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 )
 
 // target is one server a path's requests go to.
 type target struct {
 	server string // "bare", "origin" or "edge"
-	client *httpload.Client
+	client *loadgen.HTTPClient
 	addr   string
-	reqs   []httpload.Request
+	reqs   []loadgen.HTTPRequest
 }
 
 // measurePath runs each round: every target in turn, warm-up then n timed
@@ -43,7 +41,7 @@ func (e *env) measurePath(ctx context.Context, p *Path, n int, targets []target)
 					name += ".bare"
 				}
 				var err error
-				if stopProfile, err = cpuprofile.Start(e.c.CPUProfile, name); err != nil {
+				if stopProfile, err = procstat.StartCPUProfile(e.c.CPUProfile, name); err != nil {
 					return err
 				}
 			}
@@ -51,7 +49,7 @@ func (e *env) measurePath(ctx context.Context, p *Path, n int, targets []target)
 			if t.server == "edge" {
 				before = e.node.Counters()
 			}
-			res, cpu, err := cpustat.Around(ctx, e.rdb, func() loadgen.Result {
+			res, cpu, err := procstat.Around(ctx, e.rdb, func() loadgen.Result {
 				return t.client.Run(ctx, t.reqs, first+e.c.Warmup, n)
 			})
 			if err = errors.Join(err, stopProfile()); err != nil {
@@ -66,7 +64,7 @@ func (e *env) measurePath(ctx context.Context, p *Path, n int, targets []target)
 				run.FirstError = "warm-up: " + warm.Err.Error()
 			}
 			if t.server == "edge" {
-				run.Node = edgeapp.CountersBetween(before, e.node.Counters())
+				run.Node = inproc.CountersBetween(before, e.node.Counters())
 			}
 			if t.server == "bare" {
 				bareRate, bareMicros, bareRedis = run.PerSecond, run.ProcessMicros, cpu.Redis
@@ -103,7 +101,7 @@ func (e *env) measurePath(ctx context.Context, p *Path, n int, targets []target)
 
 // pair is the usual target list: the bare handler, then the edge, both
 // sent the same requests.
-func (e *env) pair(reqs []httpload.Request) []target {
+func (e *env) pair(reqs []loadgen.HTTPRequest) []target {
 	return []target{
 		{server: "bare", client: e.bareClient, addr: e.bare.addr, reqs: reqs},
 		{server: "edge", client: e.edgeClient, addr: e.node.Addr, reqs: reqs},

@@ -10,11 +10,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
-	"github.com/flashgate/flashgate/bench/internal/cpustat"
-	"github.com/flashgate/flashgate/bench/internal/edgeapp"
-	"github.com/flashgate/flashgate/bench/internal/heapstat"
-	"github.com/flashgate/flashgate/bench/internal/httpload"
+	"github.com/flashgate/flashgate/bench/internal/inproc"
 	"github.com/flashgate/flashgate/bench/internal/loadgen"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 )
 
 // memory fills one sale's line to each of MemSizes in turn through the
@@ -34,7 +32,7 @@ func (e *env) memory(ctx context.Context, mem *Memory) (err error) {
 	if err != nil {
 		return err
 	}
-	client := httpload.New(httpload.Options{Addr: n.Addr, Conns: c.Conns})
+	client := loadgen.NewHTTP(loadgen.HTTPOptions{Addr: n.Addr, Conns: c.Conns})
 	defer func() {
 		client.Close()
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -48,7 +46,7 @@ func (e *env) memory(ctx context.Context, mem *Memory) (err error) {
 	if err != nil {
 		return err
 	}
-	mem.Baseline = heapstat.Read()
+	mem.Baseline = procstat.ReadHeap()
 
 	filled := 0
 	for _, size := range c.MemSizes {
@@ -72,14 +70,14 @@ func (e *env) memory(ctx context.Context, mem *Memory) (err error) {
 		if err != nil {
 			return err
 		}
-		reqs, err := build(c.MemPolls, func(i int) (httpload.Request, error) {
+		reqs, err := build(c.MemPolls, func(i int) (loadgen.HTTPRequest, error) {
 			k := i % len(shoppers)
 			tok, _, err := e.issuer.Queue(saleLine, account(groupLine, shoppers[k]), pos[k], false, e.endsAt)
 			if err != nil {
-				return httpload.Request{}, err
+				return loadgen.HTTPRequest{}, err
 			}
 			user, err := e.users.Issue(account(groupLine, shoppers[k]))
-			return httpload.Request{Method: fasthttp.MethodGet, Path: "/v1/sales/" + saleLine + "/queue/status",
+			return loadgen.HTTPRequest{Method: fasthttp.MethodGet, Path: "/v1/sales/" + saleLine + "/queue/status",
 				Authorization: []byte("Bearer " + tok), UserToken: []byte(user)}, err
 		})
 		if err != nil {
@@ -88,8 +86,8 @@ func (e *env) memory(ctx context.Context, mem *Memory) (err error) {
 		shoppers, pos = nil, nil
 
 		before := n.Counters()
-		peak := heapstat.SamplePeak()
-		res, cpu, err := cpustat.Around(ctx, e.rdb, func() loadgen.Result { return client.Run(ctx, reqs, 0, c.MemPolls) })
+		peak := procstat.SampleHeapPeak()
+		res, cpu, err := procstat.Around(ctx, e.rdb, func() loadgen.Result { return client.Run(ctx, reqs, 0, c.MemPolls) })
 		z.PeakInuseBytes = peak()
 		if err != nil {
 			return err
@@ -97,9 +95,9 @@ func (e *env) memory(ctx context.Context, mem *Memory) (err error) {
 		// The requests are the benchmark's, not the node's: released before
 		// the heap is read, so what stays is what the node keeps.
 		reqs = nil
-		z.Heap = heapstat.Read()
+		z.Heap = procstat.ReadHeap()
 		z.Polls = benchreport.NewTiming(res, strconv.Itoa, cpu)
-		z.Node = edgeapp.CountersBetween(before, n.Counters())
+		z.Node = inproc.CountersBetween(before, n.Counters())
 		mem.Sizes = append(mem.Sizes, z)
 		if res.Cut {
 			return fmt.Errorf("time cap reached after %d of %d polls", res.Calls, c.MemPolls)

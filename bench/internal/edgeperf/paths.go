@@ -6,7 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/bench/internal/httpload"
+	"github.com/flashgate/flashgate/bench/internal/loadgen"
 )
 
 // status: shoppers of a real line poll with the queue tokens their joins
@@ -22,13 +22,13 @@ func (e *env) status(ctx context.Context) (*Path, error) {
 	if err != nil {
 		return p, err
 	}
-	polls, err := build(c.PollLine, func(i int) (httpload.Request, error) {
+	polls, err := build(c.PollLine, func(i int) (loadgen.HTTPRequest, error) {
 		tok, _, err := e.issuer.Queue(salePoll, account(groupPoll, i), pos[i], false, e.endsAt)
 		if err != nil {
-			return httpload.Request{}, err
+			return loadgen.HTTPRequest{}, err
 		}
 		user, err := e.users.Issue(account(groupPoll, i)) // the page sends the shopper's user token too
-		return httpload.Request{Method: fasthttp.MethodGet, Path: "/v1/sales/" + salePoll + "/queue/status",
+		return loadgen.HTTPRequest{Method: fasthttp.MethodGet, Path: "/v1/sales/" + salePoll + "/queue/status",
 			Authorization: []byte("Bearer " + tok), UserToken: []byte(user)}, err
 	})
 	if err != nil {
@@ -43,7 +43,7 @@ func (e *env) status(ctx context.Context) (*Path, error) {
 	if err := e.node.WaitServing(ctx, salePoll, serving); err != nil {
 		return p, err
 	}
-	reqs := make([]httpload.Request, c.Rounds*(c.Warmup+c.Requests))
+	reqs := make([]loadgen.HTTPRequest, c.Rounds*(c.Warmup+c.Requests))
 	for i := range reqs {
 		reqs[i] = polls[i%len(polls)]
 	}
@@ -54,9 +54,9 @@ func (e *env) status(ctx context.Context) (*Path, error) {
 func (e *env) join(ctx context.Context) (*Path, error) {
 	c := e.c
 	p := &Path{Name: "join", Request: "POST /v1/sales/" + saleOpen + "/queue", Expect: fasthttp.StatusAccepted, Goal: JoinGoal}
-	reqs, err := build(c.Rounds*(c.Warmup+c.Requests), func(i int) (httpload.Request, error) {
+	reqs, err := build(c.Rounds*(c.Warmup+c.Requests), func(i int) (loadgen.HTTPRequest, error) {
 		tok, err := e.users.Issue(account(groupJoin, i))
-		return httpload.Request{Method: fasthttp.MethodPost, Path: "/v1/sales/" + saleOpen + "/queue", Authorization: []byte("Bearer " + tok)}, err
+		return loadgen.HTTPRequest{Method: fasthttp.MethodPost, Path: "/v1/sales/" + saleOpen + "/queue", Authorization: []byte("Bearer " + tok)}, err
 	})
 	if err != nil {
 		return p, err
@@ -66,15 +66,15 @@ func (e *env) join(ctx context.Context) (*Path, error) {
 
 // reserves builds reserve requests for sale, each a distinct shopper of
 // group with a valid admission token and an idempotency key of its own.
-func (e *env) reserves(sale string, group, n int) ([]httpload.Request, error) {
-	return build(n, func(i int) (httpload.Request, error) {
+func (e *env) reserves(sale string, group, n int) ([]loadgen.HTTPRequest, error) {
+	return build(n, func(i int) (loadgen.HTTPRequest, error) {
 		acct := account(group, i)
 		tok, _, err := e.issuer.Admission(sale, acct, int64(i+1))
 		if err != nil {
-			return httpload.Request{}, err
+			return loadgen.HTTPRequest{}, err
 		}
 		user, err := e.users.Issue(acct)
-		return httpload.Request{
+		return loadgen.HTTPRequest{
 			Method: fasthttp.MethodPost, Path: "/v1/sales/" + sale + "/reserve", Authorization: []byte("Bearer " + tok), UserToken: []byte(user),
 			ContentType: "application/json", Body: fmt.Appendf(nil, `{"sku":%q,"idempotency_key":"k-%s"}`, sku, acct),
 		}, err
@@ -100,9 +100,9 @@ func (e *env) soldOut(ctx context.Context) (*Path, error) {
 func (e *env) static(ctx context.Context) (*Path, error) {
 	c := e.c
 	p := &Path{Name: "static page", Request: "GET /", Expect: fasthttp.StatusOK}
-	reqs := make([]httpload.Request, c.Rounds*(c.Warmup+c.Requests))
+	reqs := make([]loadgen.HTTPRequest, c.Rounds*(c.Warmup+c.Requests))
 	for i := range reqs {
-		reqs[i] = httpload.Request{Method: fasthttp.MethodGet, Path: "/"}
+		reqs[i] = loadgen.HTTPRequest{Method: fasthttp.MethodGet, Path: "/"}
 	}
 	return p, e.measurePath(ctx, p, c.Requests, e.pair(reqs))
 }

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
-	"github.com/flashgate/flashgate/bench/internal/heapstat"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 )
 
 // Report is what one run measured; its JSON form is the -json output.
@@ -17,7 +17,7 @@ type Report struct {
 	Settings Settings            `json:"settings"`
 	Paths    []*Path             `json:"paths,omitempty"`
 	// PathsHeap is the process's heap before the paths' node started.
-	PathsHeap heapstat.Heap `json:"paths_start_heap"`
+	PathsHeap procstat.Heap `json:"paths_start_heap"`
 	Memory    *Memory       `json:"memory,omitempty"`
 	Seconds   float64       `json:"seconds"` // wall time of the whole run
 	Cleanup   struct {
@@ -96,7 +96,7 @@ func (r Round) run(server string) (ServerRun, bool) {
 type Memory struct {
 	Sale     string        `json:"sale"`
 	Polls    int           `json:"polls_per_size"`
-	Baseline heapstat.Heap `json:"baseline"` // node started, line empty, nothing polled
+	Baseline procstat.Heap `json:"baseline"` // node started, line empty, nothing polled
 	Sizes    []MemSize     `json:"sizes"`
 	// HeapRatio is heap in use with the longest line over the shortest.
 	HeapRatio float64 `json:"heap_ratio"`
@@ -116,7 +116,7 @@ type MemSize struct {
 	DistinctPollers int                `json:"distinct_pollers"`
 	Polls           benchreport.Timing `json:"polls"`
 	Node            map[string]int     `json:"node_counters,omitempty"`
-	Heap            heapstat.Heap      `json:"heap"`
+	Heap            procstat.Heap      `json:"heap"`
 	PeakInuseBytes  uint64             `json:"peak_heap_inuse_bytes"` // sampled during the polls, without forcing GC
 	Redis           RedisLine          `json:"redis"`
 }

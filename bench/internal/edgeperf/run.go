@@ -10,10 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
-	"github.com/flashgate/flashgate/bench/internal/edgeapp"
-	"github.com/flashgate/flashgate/bench/internal/heapstat"
-	"github.com/flashgate/flashgate/bench/internal/httpload"
-	"github.com/flashgate/flashgate/bench/internal/originapp"
+	"github.com/flashgate/flashgate/bench/internal/inproc"
+	"github.com/flashgate/flashgate/bench/internal/loadgen"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 	"github.com/flashgate/flashgate/edge/edgeinternals"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/tokens"
@@ -23,7 +22,7 @@ import (
 type env struct {
 	c      Config
 	rdb    *redis.Client // the benchmark's own: CPU samples, fills, checks
-	origin *originapp.Origin
+	origin *inproc.Origin
 
 	keySpec, userSecret, edgePrefix string                // every node's
 	issuer                          *tokens.Issuer        // queue and admission tokens, with the nodes' keys
@@ -31,9 +30,9 @@ type env struct {
 	endsAt                          time.Time             // every sale's end
 
 	// The paths' node, bare server and load-generator clients.
-	node                                 *edgeapp.Node
+	node                                 *inproc.Edge
 	bare                                 *bare
-	edgeClient, bareClient, originClient *httpload.Client
+	edgeClient, bareClient, originClient *loadgen.HTTPClient
 }
 
 // Run runs the benchmark and returns its report. Keys and schema are removed
@@ -88,7 +87,7 @@ func Run(ctx context.Context, c Config) (rep Report, err error) {
 			return rep, fmt.Errorf("memory: %w", err)
 		}
 		// Let the memory node go before the paths' starts (see settleHeap).
-		heapstat.Settle(ctx, rep.Memory.Baseline.InuseBytes+4<<20, 15*time.Second)
+		procstat.SettleHeap(ctx, rep.Memory.Baseline.InuseBytes+4<<20, 15*time.Second)
 	}
 	return rep, e.paths(ctx, &rep)
 }
@@ -110,10 +109,10 @@ func (e *env) start(ctx context.Context, prefix string) (stop func(context.Conte
 	e.issuer = tokens.NewIssuer(keys, tokens.IssuerOptions{AdmissionTTL: c.Timeout + 10*time.Minute})
 	e.users = tokens.NewDevUserIssuer([]byte(e.userSecret), "", c.Timeout+time.Hour, nil)
 
-	e.origin, err = originapp.Start(ctx, originapp.Config{
+	e.origin, err = inproc.StartOrigin(ctx, inproc.OriginConfig{
 		RedisURL: c.RedisURL, PostgresURL: c.PostgresURL, RedisPrefix: prefix + "origin:",
 		Schema: strings.TrimSuffix(prefix, ":"), // lowercase letters, digits and _
-		Sales: []originapp.Sale{
+		Sales: []inproc.Sale{
 			{Sale: saleOpen, SKU: sku, Stock: 2*c.Rounds*(c.Warmup+c.ProxyRequests) + slack},
 			{Sale: saleSoldOut, SKU: sku, Stock: 0},
 			{Sale: salePoll, SKU: sku, Stock: slack},
@@ -136,7 +135,7 @@ func (e *env) nodeConfig() edgeinternals.Config {
 	cfg.RedisURL = e.c.RedisURL
 	cfg.RedisPrefix = e.edgePrefix
 	cfg.OriginURL = "http://" + e.origin.Addr
-	cfg.LineAudience = originapp.LineAudience
+	cfg.LineAudience = inproc.LineAudience
 	cfg.AdminToken = testenv.RandomHex(32) // 32 random bytes, as strong as the edge requires
 	cfg.TokenKeys = e.keySpec
 	cfg.UserTokenSecret = e.userSecret
@@ -157,8 +156,8 @@ func (e *env) nodeConfig() edgeinternals.Config {
 }
 
 // startNode starts a node and waits until it serves every sale.
-func (e *env) startNode(ctx context.Context) (*edgeapp.Node, error) {
-	n, err := edgeapp.Start(e.nodeConfig(), e.c.Log)
+func (e *env) startNode(ctx context.Context) (*inproc.Edge, error) {
+	n, err := inproc.StartEdge(e.nodeConfig(), e.c.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +189,7 @@ func (e *env) paths(ctx context.Context, rep *Report) (err error) {
 	if len(todo) == 0 {
 		return nil
 	}
-	rep.PathsHeap = heapstat.Read() // what a node before left is gone
+	rep.PathsHeap = procstat.ReadHeap() // what a node before left is gone
 	if e.node, err = e.startNode(ctx); err != nil {
 		return err
 	}
@@ -198,9 +197,9 @@ func (e *env) paths(ctx context.Context, rep *Report) (err error) {
 	if e.bare, err = startBare(e.node); err != nil {
 		return errors.Join(err, e.node.Stop(context.WithoutCancel(ctx)))
 	}
-	e.edgeClient = httpload.New(httpload.Options{Addr: e.node.Addr, Conns: c.Conns})
-	e.bareClient = httpload.New(httpload.Options{Addr: e.bare.addr, Conns: c.Conns})
-	e.originClient = httpload.New(httpload.Options{Addr: e.origin.Addr, Conns: c.Conns})
+	e.edgeClient = loadgen.NewHTTP(loadgen.HTTPOptions{Addr: e.node.Addr, Conns: c.Conns})
+	e.bareClient = loadgen.NewHTTP(loadgen.HTTPOptions{Addr: e.bare.addr, Conns: c.Conns})
+	e.originClient = loadgen.NewHTTP(loadgen.HTTPOptions{Addr: e.origin.Addr, Conns: c.Conns})
 	defer func() {
 		e.edgeClient.Close()
 		e.bareClient.Close()

@@ -1,7 +1,7 @@
 // Package loadgen is the benchmarks' load generator: it runs a bounded number
 // of calls from a fixed number of goroutines and measures them (how many ran,
 // how long they took, what each answered). The reserve and edge benchmarks
-// use it for calls in process and, through package httpload, for HTTP.
+// use it for calls in process and, through HTTPClient, for HTTP.
 package loadgen
 
 import (

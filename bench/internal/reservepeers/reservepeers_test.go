@@ -8,7 +8,6 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/bench/internal/httpload"
 	"github.com/flashgate/flashgate/bench/internal/loadgen"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
@@ -20,21 +19,21 @@ const (
 
 // reserves returns n reserve requests for sale and sku, each with the body
 // body(i).
-func reserves(n int, body func(i int) string) []httpload.Request {
-	reqs := make([]httpload.Request, n)
+func reserves(n int, body func(i int) string) []loadgen.HTTPRequest {
+	reqs := make([]loadgen.HTTPRequest, n)
 	for i := range reqs {
-		reqs[i] = httpload.Request{Method: fasthttp.MethodPost, Path: "/v1/sales/" + testSale + "/reserve",
+		reqs[i] = loadgen.HTTPRequest{Method: fasthttp.MethodPost, Path: "/v1/sales/" + testSale + "/reserve",
 			ContentType: "application/json", Body: []byte(body(i))}
 	}
 	return reqs
 }
 
 // drive sends reqs to addr from conns connections.
-func drive(t *testing.T, addr string, conns int, reqs []httpload.Request) loadgen.Result {
+func drive(t *testing.T, addr string, conns int, reqs []loadgen.HTTPRequest) loadgen.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := httpload.New(httpload.Options{Addr: addr, Conns: conns})
+	c := loadgen.NewHTTP(loadgen.HTTPOptions{Addr: addr, Conns: conns})
 	defer c.Close()
 	res := c.Run(ctx, reqs, 0, len(reqs))
 	if res.Errors > 0 || res.Cut {

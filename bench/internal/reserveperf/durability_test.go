@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/redisbench"
 	"github.com/flashgate/flashgate/bench/internal/reservescript"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
@@ -24,7 +23,7 @@ func TestDurabilityPhaseRunsEveryOption(t *testing.T) {
 		PostgresURL: env.PostgresURL, Durability: []string{DurJournal, DurAOF, DurJournalAOF, DurReplica, DurWait},
 		DurabilityReserves: 300, ScriptWorkers: 16, Warmup: 20, Rounds: 1, WaitTimeout: time.Second,
 		Reserver:       []reservescript.ReserverOptions{{Pipelines: 2, MaxBatch: 32}},
-		RedisBenchmark: redisbench.Options{KeySpace: 1000},
+		RedisBenchmark: RedisBenchmarkOptions{KeySpace: 1000},
 	}
 	prefix := testenv.Name("reservebenchtest") + ":"
 	rep, err := runDurability(ctx, c, prefix, 12)
@@ -74,7 +73,7 @@ func TestValidateDurabilityOptions(t *testing.T) {
 		RedisURL: testenv.DefaultRedisURL, PostgresURL: testenv.DefaultPostgresURL,
 		ScriptReserves: 1, ScriptWorkers: 1, HTTPRequests: 1, HTTPConns: 1, Rounds: 1, Timeout: time.Minute,
 		Reserver:           []reservescript.ReserverOptions{{}},
-		RedisBenchmark:     redisbench.Options{Clients: 1, Pipeline: 1, KeySpace: 1},
+		RedisBenchmark:     RedisBenchmarkOptions{Clients: 1, Pipeline: 1, KeySpace: 1},
 		DurabilityReserves: 1, WaitTimeout: time.Millisecond,
 	}
 	for _, tc := range []struct {

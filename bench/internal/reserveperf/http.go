@@ -14,11 +14,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
-	"github.com/flashgate/flashgate/bench/internal/cpuprofile"
-	"github.com/flashgate/flashgate/bench/internal/cpustat"
-	"github.com/flashgate/flashgate/bench/internal/httpload"
+	"github.com/flashgate/flashgate/bench/internal/inproc"
 	"github.com/flashgate/flashgate/bench/internal/loadgen"
-	"github.com/flashgate/flashgate/bench/internal/originapp"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -32,7 +30,7 @@ func runHTTP(ctx context.Context, c Config, rdb *redis.Client, prefix string, pe
 
 	// Tokens and bodies first: signing is the shopper's cost, not the origin's.
 	issuer := tokens.NewIssuer(tokenstest.KeySet(), tokens.IssuerOptions{AdmissionTTL: c.Timeout + 10*time.Minute})
-	reqs := make([]httpload.Request, total)
+	reqs := make([]loadgen.HTTPRequest, total)
 	path := "/v1/sales/" + httpSale + "/reserve"
 	for i := range reqs {
 		account := fmt.Sprintf("a%012d", i)
@@ -40,7 +38,7 @@ func runHTTP(ctx context.Context, c Config, rdb *redis.Client, prefix string, pe
 		if err != nil {
 			return rep, err
 		}
-		reqs[i] = httpload.Request{
+		reqs[i] = loadgen.HTTPRequest{
 			Method: fasthttp.MethodPost, Path: path, Authorization: []byte("Bearer " + tok),
 			ContentType: "application/json",
 			Body:        fmt.Appendf(nil, `{"sku":%q,"idempotency_key":"k%012d"}`, sku, i),
@@ -50,10 +48,10 @@ func runHTTP(ctx context.Context, c Config, rdb *redis.Client, prefix string, pe
 	// Two origins alike but for the reserve journal, each in a schema and
 	// key prefix of its own, get the same requests: what the journal costs.
 	schema := strings.TrimSuffix(prefix, ":") // lowercase letters, digits and _
-	startOrigin := func(schema, prefix string, noJournal bool, log *slog.Logger) (*originapp.Origin, error) {
-		return originapp.Start(ctx, originapp.Config{
+	startOrigin := func(schema, prefix string, noJournal bool, log *slog.Logger) (*inproc.Origin, error) {
+		return inproc.StartOrigin(ctx, inproc.OriginConfig{
 			RedisURL: c.RedisURL, PostgresURL: c.PostgresURL, Schema: schema, RedisPrefix: prefix,
-			Sales:     []originapp.Sale{{Sale: httpSale, SKU: sku, Stock: total + slack}},
+			Sales:     []inproc.Sale{{Sale: httpSale, SKU: sku, Stock: total + slack}},
 			TokenKeys: tokenstest.KeySet().String(), UserSecret: string(tokenstest.UserSecret()),
 			ReservePipelines: c.Reserver[0].Pipelines, ReserveMaxBatch: c.Reserver[0].MaxBatch,
 			Workers: c.OriginWork, NoJournal: noJournal, Log: log,
@@ -72,7 +70,7 @@ func runHTTP(ctx context.Context, c Config, rdb *redis.Client, prefix string, pe
 		return rep, err
 	}
 	stops = append(stops, origin.Stop)
-	var noJournal *originapp.Origin
+	var noJournal *inproc.Origin
 	if c.HTTPNoJournal {
 		// Its log warns at start that the journal is off, which the
 		// benchmark asked for: only its errors are passed on.
@@ -87,13 +85,13 @@ func runHTTP(ctx context.Context, c Config, rdb *redis.Client, prefix string, pe
 	}
 	stops = append(stops, bare.stop)
 
-	originClient := httpload.New(httpload.Options{Addr: origin.Addr, Conns: c.HTTPConns})
+	originClient := loadgen.NewHTTP(loadgen.HTTPOptions{Addr: origin.Addr, Conns: c.HTTPConns})
 	defer originClient.Close()
-	bareClient := httpload.New(httpload.Options{Addr: bare.addr, Conns: c.HTTPConns})
+	bareClient := loadgen.NewHTTP(loadgen.HTTPOptions{Addr: bare.addr, Conns: c.HTTPConns})
 	defer bareClient.Close()
-	var noJournalClient *httpload.Client
+	var noJournalClient *loadgen.HTTPClient
 	if noJournal != nil {
-		noJournalClient = httpload.New(httpload.Options{Addr: noJournal.Addr, Conns: c.HTTPConns})
+		noJournalClient = loadgen.NewHTTP(loadgen.HTTPOptions{Addr: noJournal.Addr, Conns: c.HTTPConns})
 		defer noJournalClient.Close()
 	}
 	var ratios, journalRatios []float64
@@ -104,7 +102,7 @@ func runHTTP(ctx context.Context, c Config, rdb *redis.Client, prefix string, pe
 		first := (round - 1) * perRound
 		out := HTTPRound{Round: round}
 		type target struct {
-			client  *httpload.Client
+			client  *loadgen.HTTPClient
 			addr    string
 			profile string
 			out     *HTTPRun
@@ -118,11 +116,11 @@ func runHTTP(ctx context.Context, c Config, rdb *redis.Client, prefix string, pe
 			warm := target.client.Run(ctx, reqs, first, c.Warmup)
 			stopProfile := func() error { return nil }
 			if target.profile != "" && round == 1 {
-				if stopProfile, err = cpuprofile.Start(c.CPUProfile, target.profile); err != nil {
+				if stopProfile, err = procstat.StartCPUProfile(c.CPUProfile, target.profile); err != nil {
 					return rep, err
 				}
 			}
-			res, cpu, err := cpustat.Around(ctx, rdb, func() loadgen.Result {
+			res, cpu, err := procstat.Around(ctx, rdb, func() loadgen.Result {
 				return target.client.Run(ctx, reqs, first+c.Warmup, c.HTTPRequests)
 			})
 			err = errors.Join(err, stopProfile())

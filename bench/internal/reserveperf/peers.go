@@ -13,11 +13,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
-	"github.com/flashgate/flashgate/bench/internal/cpuprofile"
-	"github.com/flashgate/flashgate/bench/internal/cpustat"
-	"github.com/flashgate/flashgate/bench/internal/httpload"
+	"github.com/flashgate/flashgate/bench/internal/inproc"
 	"github.com/flashgate/flashgate/bench/internal/loadgen"
-	"github.com/flashgate/flashgate/bench/internal/originapp"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 	"github.com/flashgate/flashgate/bench/internal/reservepeers"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origininternals"
@@ -34,7 +32,7 @@ const (
 
 // The designs the peers phase measures, in the order a round runs them.
 const (
-	PeerFlashgate    = "flashgate"      // the origin (originapp, reserve journal on)
+	PeerFlashgate    = "flashgate"      // the origin (inproc, reserve journal on)
 	PeerSeckill      = "seckill"        // reservepeers.Seckill
 	PeerSerializable = "pgserializable" // reservepeers.Serializable
 )
@@ -54,7 +52,7 @@ type peerServer struct {
 // peerDesign is how a round starts one design and what it sends it.
 type peerDesign struct {
 	name  string
-	reqs  []httpload.Request
+	reqs  []loadgen.HTTPRequest
 	start func(ctx context.Context, round int) (peerServer, error)
 }
 
@@ -168,15 +166,15 @@ func runPeer(ctx context.Context, c Config, rdb *redis.Client, d peerDesign, rou
 		err = errors.Join(err, srv.stop(stopCtx))
 	}()
 	run.Addr = srv.addr
-	client := httpload.New(httpload.Options{Addr: srv.addr, Conns: c.PeerConns})
+	client := loadgen.NewHTTP(loadgen.HTTPOptions{Addr: srv.addr, Conns: c.PeerConns})
 	defer client.Close()
 	stopProfile := func() error { return nil }
 	if round == 1 { // the process holds the load generator and the design's server: the profile shows both
-		if stopProfile, err = cpuprofile.Start(c.CPUProfile, "peers "+strings.Fields(d.name)[0]); err != nil {
+		if stopProfile, err = procstat.StartCPUProfile(c.CPUProfile, "peers "+strings.Fields(d.name)[0]); err != nil {
 			return run, err
 		}
 	}
-	res, cpu, err := cpustat.Around(ctx, rdb, func() loadgen.Result {
+	res, cpu, err := procstat.Around(ctx, rdb, func() loadgen.Result {
 		return client.Run(ctx, d.reqs, 0, c.PeerAccounts)
 	})
 	if err = errors.Join(err, stopProfile()); err != nil {
@@ -205,18 +203,18 @@ func runPeer(ctx context.Context, c Config, rdb *redis.Client, d peerDesign, rou
 // peerRequests builds one reserve per account, each with an admission
 // token of its own: reqs as flashgate's handler takes them, and withAccount
 // the same with the account in the body too, where pgserializable reads it.
-func peerRequests(c Config) (reqs, withAccount []httpload.Request, err error) {
+func peerRequests(c Config) (reqs, withAccount []loadgen.HTTPRequest, err error) {
 	issuer := tokens.NewIssuer(tokenstest.KeySet(), tokens.IssuerOptions{AdmissionTTL: c.Timeout + 10*time.Minute})
 	path := "/v1/sales/" + peerSale + "/reserve"
-	reqs = make([]httpload.Request, c.PeerAccounts)
-	withAccount = make([]httpload.Request, c.PeerAccounts)
+	reqs = make([]loadgen.HTTPRequest, c.PeerAccounts)
+	withAccount = make([]loadgen.HTTPRequest, c.PeerAccounts)
 	for i := range reqs {
 		account := fmt.Sprintf("a%012d", i)
 		tok, _, err := issuer.Admission(peerSale, account, int64(i+1))
 		if err != nil {
 			return nil, nil, err
 		}
-		reqs[i] = httpload.Request{
+		reqs[i] = loadgen.HTTPRequest{
 			Method: fasthttp.MethodPost, Path: path, Authorization: []byte("Bearer " + tok),
 			ContentType: "application/json",
 			Body:        fmt.Appendf(nil, `{"sku":%q,"idempotency_key":"k%012d"}`, sku, i),
@@ -231,9 +229,9 @@ func peerRequests(c Config) (reqs, withAccount []httpload.Request, err error) {
 // journal on, with one sale of c.PeerUnits units, in schema and under
 // redisPrefix; stopping it drops the schema and deletes the keys.
 func startFlashgatePeer(ctx context.Context, c Config, rdb *redis.Client, schema, redisPrefix string) (peerServer, error) {
-	origin, err := originapp.Start(ctx, originapp.Config{
+	origin, err := inproc.StartOrigin(ctx, inproc.OriginConfig{
 		RedisURL: c.RedisURL, PostgresURL: c.PostgresURL, Schema: schema, RedisPrefix: redisPrefix,
-		Sales:     []originapp.Sale{{Sale: peerSale, SKU: sku, Stock: c.PeerUnits}},
+		Sales:     []inproc.Sale{{Sale: peerSale, SKU: sku, Stock: c.PeerUnits}},
 		TokenKeys: tokenstest.KeySet().String(), UserSecret: string(tokenstest.UserSecret()),
 		ReservePipelines: c.Reserver[0].Pipelines, ReserveMaxBatch: c.Reserver[0].MaxBatch,
 		Workers: c.OriginWork, Log: c.Log,

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
-	"github.com/flashgate/flashgate/bench/internal/redisbench"
 	"github.com/flashgate/flashgate/bench/internal/reservescript"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
@@ -28,7 +27,7 @@ func TestPeersPhaseSmall(t *testing.T) {
 		Reserver: []reservescript.ReserverOptions{{Pipelines: 2, MaxBatch: 16}},
 		// Validate asks for these whatever runs; the other phases do not.
 		ScriptReserves: 1, ScriptWorkers: 1, HTTPRequests: 1, HTTPConns: 1,
-		RedisBenchmark: redisbench.Options{Clients: 1, Pipeline: 1, KeySpace: 1},
+		RedisBenchmark: RedisBenchmarkOptions{Clients: 1, Pipeline: 1, KeySpace: 1},
 	}
 	all, err := Run(ctx, c)
 	if err != nil {
@@ -155,7 +154,7 @@ func TestValidatePeers(t *testing.T) {
 		RedisURL: testenv.DefaultRedisURL, PostgresURL: testenv.DefaultPostgresURL,
 		ScriptReserves: 1, ScriptWorkers: 1, HTTPRequests: 1, HTTPConns: 1, Rounds: 1, Timeout: time.Minute,
 		Reserver:       []reservescript.ReserverOptions{{}},
-		RedisBenchmark: redisbench.Options{Clients: 1, Pipeline: 1, KeySpace: 1},
+		RedisBenchmark: RedisBenchmarkOptions{Clients: 1, Pipeline: 1, KeySpace: 1},
 		Peers:          true, PeerUnits: 1000, PeerAccounts: 20_000, PeerConns: 200,
 	}
 	for _, tc := range []struct {

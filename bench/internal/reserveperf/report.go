@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
-	"github.com/flashgate/flashgate/bench/internal/cpustat"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 	"github.com/flashgate/flashgate/bench/internal/reservescript"
 )
 
@@ -49,17 +49,17 @@ type ScriptRun struct {
 
 // RedisBenchmarkRun is redis-benchmark with the same script and stock key.
 type RedisBenchmarkRun struct {
-	Round     int           `json:"round"`
-	Args      []string      `json:"args"`
-	Requests  int           `json:"requests"`
-	Clients   int           `json:"clients"`
-	Pipeline  int           `json:"pipeline"`
-	PerSecond float64       `json:"per_second"`
-	P50Millis float64       `json:"p50_ms"`
-	P99Millis float64       `json:"p99_ms"`
-	Created   int           `json:"created"` // units the run took from the stock key
-	Other     int           `json:"other"`
-	CPU       cpustat.Usage `json:"cpu"` // Process is redis-benchmark's own
+	Round     int            `json:"round"`
+	Args      []string       `json:"args"`
+	Requests  int            `json:"requests"`
+	Clients   int            `json:"clients"`
+	Pipeline  int            `json:"pipeline"`
+	PerSecond float64        `json:"per_second"`
+	P50Millis float64        `json:"p50_ms"`
+	P99Millis float64        `json:"p99_ms"`
+	Created   int            `json:"created"` // units the run took from the stock key
+	Other     int            `json:"other"`
+	CPU       procstat.Usage `json:"cpu"` // Process is redis-benchmark's own
 }
 
 // DurabilityReport is the durability options (issue 9), each run by the
@@ -292,7 +292,7 @@ func medianOf(rounds int) string {
 }
 
 // perRead is calls per Redis read event: how much pipelining Redis saw.
-func perRead(calls int, cpu cpustat.Usage) string {
+func perRead(calls int, cpu procstat.Usage) string {
 	if cpu.RedisReads <= 0 {
 		return "-"
 	}

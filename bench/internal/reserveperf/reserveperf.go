@@ -32,7 +32,6 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
-	"github.com/flashgate/flashgate/bench/internal/redisbench"
 	"github.com/flashgate/flashgate/bench/internal/reservescript"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
@@ -57,7 +56,7 @@ type Config struct {
 	ScriptReserves int                             // timed reserves per Reserver setting, and redis-benchmark's -n
 	ScriptWorkers  int                             // goroutines calling Reserve at once
 	Reserver       []reservescript.ReserverOptions // settings to measure; the first is the headline and the HTTP origin's
-	RedisBenchmark redisbench.Options              // Requests is set from ScriptReserves
+	RedisBenchmark RedisBenchmarkOptions           // Requests is set from ScriptReserves
 
 	HTTPRequests  int  // timed requests per server
 	HTTPConns     int  // load-generator connections per server

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/bench/internal/redisbench"
 	"github.com/flashgate/flashgate/bench/internal/reservescript"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
@@ -22,7 +21,7 @@ func TestRunSmall(t *testing.T) {
 	c := Config{
 		RedisURL: env.RedisURL, PostgresURL: testenv.PostgresURL(), Script: true, HTTP: true,
 		ScriptReserves: 500, ScriptWorkers: 8, Reserver: []reservescript.ReserverOptions{{Pipelines: 2, MaxBatch: 16}},
-		RedisBenchmark: redisbench.Options{Clients: 4, Pipeline: 4, KeySpace: 100_000_000, Binary: "redis-benchmark"},
+		RedisBenchmark: RedisBenchmarkOptions{Clients: 4, Pipeline: 4, KeySpace: 100_000_000, Binary: "redis-benchmark"},
 		HTTPRequests:   300, HTTPConns: 4, HTTPNoJournal: true,
 		Warmup: 20, Rounds: 1, Timeout: 2 * time.Minute,
 	}

@@ -11,10 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/bench/internal/benchreport"
-	"github.com/flashgate/flashgate/bench/internal/cpuprofile"
-	"github.com/flashgate/flashgate/bench/internal/cpustat"
 	"github.com/flashgate/flashgate/bench/internal/loadgen"
-	"github.com/flashgate/flashgate/bench/internal/redisbench"
+	"github.com/flashgate/flashgate/bench/internal/procstat"
 	"github.com/flashgate/flashgate/bench/internal/reservescript"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
@@ -70,7 +68,7 @@ func runScript(ctx context.Context, c Config, rdb *redis.Client, prefix, src str
 			return rep, fmt.Errorf("prime: %w", err)
 		}
 	}
-	stopProfile, err := cpuprofile.Start(c.CPUProfile, "script")
+	stopProfile, err := procstat.StartCPUProfile(c.CPUProfile, "script")
 	if err != nil {
 		return rep, err
 	}
@@ -121,10 +119,10 @@ func runScript(ctx context.Context, c Config, rdb *redis.Client, prefix, src str
 // from reqs[c.Warmup:], each from c.ScriptWorkers goroutines, and closes r.
 // The timed run's first error is the warm-up's when it has none of its own;
 // Redis's foreign commands are those beyond perReserve per reserve.
-func timeReserver(ctx context.Context, c Config, rdb *redis.Client, r *reservescript.Reserver, reqs []reservescript.Request, n, perReserve int) (warm, res loadgen.Result, cpu cpustat.Usage, err error) {
+func timeReserver(ctx context.Context, c Config, rdb *redis.Client, r *reservescript.Reserver, reqs []reservescript.Request, n, perReserve int) (warm, res loadgen.Result, cpu procstat.Usage, err error) {
 	defer r.Close()
 	warm = r.Run(ctx, loadgen.Options{Workers: c.ScriptWorkers, Calls: c.Warmup}, reqs)
-	res, cpu, err = cpustat.Around(ctx, rdb, func() loadgen.Result {
+	res, cpu, err = procstat.Around(ctx, rdb, func() loadgen.Result {
 		return r.Run(ctx, loadgen.Options{Workers: c.ScriptWorkers, Calls: n, First: c.Warmup}, reqs)
 	})
 	if err != nil {
@@ -178,9 +176,9 @@ func runRedisBenchmark(ctx context.Context, c Config, rdb *redis.Client, prefix,
 		return out, err
 	}
 	var rerr error
-	res, cpu, err := cpustat.Around(ctx, rdb, func() redisbench.Result {
-		var res redisbench.Result
-		res, rerr = redisbench.Run(ctx, c.RedisURL, rb, cmd...)
+	res, cpu, err := procstat.Around(ctx, rdb, func() redisBenchmarkResult {
+		var res redisBenchmarkResult
+		res, rerr = execRedisBenchmark(ctx, c.RedisURL, rb, cmd...)
 		return res
 	})
 	if err = errors.Join(rerr, err); err != nil {

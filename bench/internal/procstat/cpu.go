@@ -1,6 +1,7 @@
-// Package cpustat samples the CPU time the benchmark's own process and
-// redis-server have used so far, so a timed run can say how busy each was.
-package cpustat
+// Package procstat measures the processes a benchmark runs: CPU time (this
+// process and Redis, or process groups from /proc), the Go heap, CPU
+// profiles, and the services' latency histograms from /metrics.
+package procstat
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package redisbench
+package reserveperf
 
 import (
 	"slices"

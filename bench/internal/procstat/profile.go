@@ -1,6 +1,4 @@
-// Package cpuprofile writes CPU profiles of this process for the
-// benchmarks' -cpuprofile flags.
-package cpuprofile
+package procstat
 
 import (
 	"fmt"
@@ -10,11 +8,11 @@ import (
 	"sync"
 )
 
-// Start starts a CPU profile of the part of a run called name into the file
+// StartCPUProfile starts a CPU profile of the part of a run called name into the file
 // base.name.pprof (spaces and slashes in name become dashes); an empty base
 // profiles nothing. The stop function it returns is never nil, may be called
 // more than once, and reports the error of closing the file.
-func Start(base, name string) (stop func() error, err error) {
+func StartCPUProfile(base, name string) (stop func() error, err error) {
 	if base == "" {
 		return func() error { return nil }, nil
 	}

@@ -1,19 +1,18 @@
-// Package httpload drives one HTTP endpoint with fasthttp from a fixed number
-// of connections, sending pre-built requests so that the load generator's own
+// HTTP load: one endpoint driven with fasthttp from a fixed number of
+// connections, with pre-built requests so that the load generator's own
 // work stays small and the same for every server it is pointed at.
-package httpload
+
+package loadgen
 
 import (
 	"context"
 	"time"
 
 	"github.com/valyala/fasthttp"
-
-	"github.com/flashgate/flashgate/bench/internal/loadgen"
 )
 
-// Request is one pre-built request: everything but the host.
-type Request struct {
+// HTTPRequest is one pre-built HTTP request: everything but the host.
+type HTTPRequest struct {
 	Method        string
 	Path          string
 	Authorization []byte // the whole header value; nil sends none
@@ -22,8 +21,8 @@ type Request struct {
 	Body          []byte
 }
 
-// Options bound a run against one server.
-type Options struct {
+// HTTPOptions bound an HTTP run against one server.
+type HTTPOptions struct {
 	// Addr is the server's host:port.
 	Addr string
 	// Conns is how many connections (and goroutines) send at once.
@@ -32,20 +31,20 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Client sends requests to one server over up to Conns keep-alive
+// HTTPClient sends requests to one server over up to Conns keep-alive
 // connections. Build one per server and reuse it for warm-up and timed runs.
-type Client struct {
-	opts Options
+type HTTPClient struct {
+	opts HTTPOptions
 	hc   *fasthttp.HostClient
 }
 
-// New returns a Client for opts.Addr.
-func New(opts Options) *Client {
+// NewHTTP returns an HTTPClient for opts.Addr.
+func NewHTTP(opts HTTPOptions) *HTTPClient {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
 	opts.Conns = max(opts.Conns, 1)
-	return &Client{opts: opts, hc: &fasthttp.HostClient{
+	return &HTTPClient{opts: opts, hc: &fasthttp.HostClient{
 		Addr:                      opts.Addr,
 		MaxConns:                  opts.Conns,
 		MaxIdemponentCallAttempts: 1, // a benchmark counts failures, it does not hide them
@@ -56,8 +55,8 @@ func New(opts Options) *Client {
 
 // Run sends reqs[first] to reqs[first+n-1] and labels each answer with its
 // HTTP status.
-func (c *Client) Run(ctx context.Context, reqs []Request, first, n int) loadgen.Result {
-	return loadgen.Run(ctx, loadgen.Options{Workers: c.opts.Conns, Calls: n, First: first}, func() loadgen.Func {
+func (c *HTTPClient) Run(ctx context.Context, reqs []HTTPRequest, first, n int) Result {
+	return Run(ctx, Options{Workers: c.opts.Conns, Calls: n, First: first}, func() Func {
 		req, resp := new(fasthttp.Request), new(fasthttp.Response)
 		return func(_ context.Context, i int) (int, error) {
 			r := &reqs[i]
@@ -84,4 +83,4 @@ func (c *Client) Run(ctx context.Context, reqs []Request, first, n int) loadgen.
 }
 
 // Close closes the client's idle connections.
-func (c *Client) Close() { c.hc.CloseIdleConnections() }
+func (c *HTTPClient) Close() { c.hc.CloseIdleConnections() }

@@ -1,4 +1,4 @@
-package stagestat
+package procstat
 
 import (
 	"context"
@@ -36,9 +36,9 @@ func fetch(t *testing.T, url string) Scrape {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := Fetch(ctx, http.DefaultClient, url, token)
+	s, err := FetchMetrics(ctx, http.DefaultClient, url, token)
 	if err != nil {
-		t.Fatalf("Fetch(%s) = %v", url, err)
+		t.Fatalf("FetchMetrics(%s) = %v", url, err)
 	}
 	return s
 }
@@ -146,11 +146,11 @@ x_seconds_sum 0.5
 x_seconds_count N
 `, "N", strconv.Itoa(n))
 	}
-	before, err := Parse(strings.NewReader(text(10)))
+	before, err := ParseMetrics(strings.NewReader(text(10)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := Parse(strings.NewReader(text(3)))
+	after, err := ParseMetrics(strings.NewReader(text(3)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ x_seconds_count N
 
 func TestFetchWithoutTheTokenFails(t *testing.T) {
 	url := endpoint(t, prometheus.NewRegistry())
-	if _, err := Fetch(context.Background(), http.DefaultClient, url, "wrong"); err == nil {
+	if _, err := FetchMetrics(context.Background(), http.DefaultClient, url, "wrong"); err == nil {
 		t.Error("Fetch with the wrong token succeeded")
 	}
 }

@@ -1,4 +1,4 @@
-package edgeapp
+package inproc
 
 import "testing"
 

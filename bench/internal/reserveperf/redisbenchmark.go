@@ -1,7 +1,8 @@
-// Package redisbench runs redis-benchmark with a command line of our own and
-// reads its figures, so a Go client's throughput can be set beside what Redis
-// itself reaches with the same command.
-package redisbench
+// redis-benchmark run with a command line of our own, its figures read, so
+// the Go client's throughput can be set beside what Redis itself reaches
+// with the same command.
+
+package reserveperf
 
 import (
 	"bytes"
@@ -17,8 +18,8 @@ import (
 	"time"
 )
 
-// Options are redis-benchmark's flags.
-type Options struct {
+// RedisBenchmarkOptions are redis-benchmark's flags.
+type RedisBenchmarkOptions struct {
 	// Binary is the redis-benchmark executable; "" means "redis-benchmark" on PATH.
 	Binary string
 	// Requests is -n: how many commands in all.
@@ -32,8 +33,8 @@ type Options struct {
 	KeySpace int
 }
 
-// Result is redis-benchmark's --csv line for one command.
-type Result struct {
+// redisBenchmarkResult is redis-benchmark's --csv line for one command.
+type redisBenchmarkResult struct {
 	Args      []string // the whole command line, for the report
 	PerSecond float64  // requests per second
 	AvgMillis float64
@@ -44,12 +45,12 @@ type Result struct {
 	CPU       time.Duration // redis-benchmark's own CPU time, user and system
 }
 
-// Run runs command against the Redis of redisURL (host, port, password,
+// execRedisBenchmark runs command against the Redis of redisURL (host, port, password,
 // user and database number are taken from it) and parses the result.
-func Run(ctx context.Context, redisURL string, opts Options, command ...string) (Result, error) {
+func execRedisBenchmark(ctx context.Context, redisURL string, opts RedisBenchmarkOptions, command ...string) (redisBenchmarkResult, error) {
 	conn, err := connArgs(redisURL)
 	if err != nil {
-		return Result{}, err
+		return redisBenchmarkResult{}, err
 	}
 	bin := opts.Binary
 	if bin == "" {
@@ -67,11 +68,11 @@ func Run(ctx context.Context, redisURL string, opts Options, command ...string) 
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return Result{}, fmt.Errorf("redis-benchmark: %w: %s", err, strings.TrimSpace(stderr.String()))
+		return redisBenchmarkResult{}, fmt.Errorf("redis-benchmark: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	res, err := parseCSV(stdout.Bytes())
 	if err != nil {
-		return Result{}, fmt.Errorf("redis-benchmark: %w (stdout %q, stderr %q)", err, stdout.String(), stderr.String())
+		return redisBenchmarkResult{}, fmt.Errorf("redis-benchmark: %w (stdout %q, stderr %q)", err, stdout.String(), stderr.String())
 	}
 	res.Elapsed = time.Since(start)
 	res.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
@@ -128,13 +129,13 @@ func redact(args []string) []string {
 }
 
 // parseCSV reads the header and the one result line of --csv output.
-func parseCSV(out []byte) (Result, error) {
+func parseCSV(out []byte) (redisBenchmarkResult, error) {
 	rows, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
 	if err != nil {
-		return Result{}, fmt.Errorf("read csv: %w", err)
+		return redisBenchmarkResult{}, fmt.Errorf("read csv: %w", err)
 	}
 	if len(rows) != 2 {
-		return Result{}, fmt.Errorf("want a header and one result line, got %d lines", len(rows))
+		return redisBenchmarkResult{}, fmt.Errorf("want a header and one result line, got %d lines", len(rows))
 	}
 	col := map[string]int{}
 	for i, name := range rows[0] {
@@ -147,7 +148,7 @@ func parseCSV(out []byte) (Result, error) {
 		}
 		return strconv.ParseFloat(rows[1][i], 64)
 	}
-	var res Result
+	var res redisBenchmarkResult
 	var errs []error
 	for _, f := range []struct {
 		name string
@@ -161,10 +162,10 @@ func parseCSV(out []byte) (Result, error) {
 		*f.to = v
 	}
 	if err := errors.Join(errs...); err != nil {
-		return Result{}, err
+		return redisBenchmarkResult{}, err
 	}
 	if res.PerSecond <= 0 {
-		return Result{}, errors.New("rps is not positive: did every command fail?")
+		return redisBenchmarkResult{}, errors.New("rps is not positive: did every command fail?")
 	}
 	return res, nil
 }

@@ -1,4 +1,7 @@
-package crowdsim
+// CPU time of groups of processes, read from /proc: the crowd's table of
+// where the cores went, per run and per second.
+
+package procstat
 
 import (
 	"context"
@@ -12,21 +15,9 @@ import (
 	"time"
 )
 
-// cpuGroups are the processes whose CPU a run accounts for, by the name
-// the kernel gives them (comm), and the label the report uses.
-var cpuGroups = map[string]string{
-	"crowd":          SimulatorCPU,
-	"edge":           "edge",
-	"origin":         "origin",
-	"sandboxgateway": "sandbox gateway",
-	"naiveserver":    "naive server",
-	"redis-server":   "redis",
-	"postgres":       "postgres",
-}
-
-// SimulatorCPU is the simulator's own group in Result.CPU and Second.CPU;
-// every other group is the system under test.
-const SimulatorCPU = "crowd (the simulator)"
+// Groups names the processes whose CPU a run accounts for: the name the
+// kernel gives them (comm) → the label a report uses.
+type Groups map[string]string
 
 // clockTick is the kernel's USER_HZ, the unit of /proc/<pid>/stat times; it
 // is 100 on every Linux this runs on.
@@ -123,14 +114,14 @@ func (sv Services) listeners() map[string]string {
 
 // grouped sorts the processes of the run's groups by label, keeping only
 // the listeners' trees for the services whose listeners were looked for.
-func grouped(all []proc, listeners map[string]string) map[string][]proc {
+func (g Groups) grouped(all []proc, listeners map[string]string) map[string][]proc {
 	keep := map[string]map[string]bool{} // comm → the pids of its listener's tree
 	for comm, pid := range listeners {
 		keep[comm] = treeOf(all, pid)
 	}
 	out := map[string][]proc{}
 	for _, p := range all {
-		label, ok := cpuGroups[p.comm]
+		label, ok := g[p.comm]
 		if !ok {
 			continue
 		}
@@ -214,13 +205,13 @@ func rootHolder(holders []proc) string {
 	return listener
 }
 
-// cpuAffinity is the CPUs each group's processes may run on (the kernel's
+// Affinity is the CPUs each group's processes may run on (the kernel's
 // Cpus_allowed_list, as taskset sets it), and their nice values: one of
 // each, or several joined with " | " when the group's processes differ.
 // It is how the report states the run's pinning and priorities.
-func cpuAffinity(sv Services) (cpus, nice map[string]string) {
+func (g Groups) Affinity(sv Services) (cpus, nice map[string]string) {
 	cpus, nice = map[string]string{}, map[string]string{}
-	for label, ps := range grouped(procs(), sv.listeners()) {
+	for label, ps := range g.grouped(procs(), sv.listeners()) {
 		var lists, nices []string
 		for _, p := range ps {
 			if b, err := os.ReadFile("/proc/" + p.pid + "/status"); err == nil {
@@ -248,16 +239,16 @@ func distinct(vs []string) string {
 	return strings.Join(slices.Compact(vs), " | ")
 }
 
-// cpuTimes reads the CPU time each group's processes have used so far,
+// Times reads the CPU time each group's processes have used so far,
 // their ended children's included.
-func cpuTimes(sv Services) map[string]time.Duration {
-	return cpuTimesOf(sv.listeners())
+func (g Groups) Times(sv Services) map[string]time.Duration {
+	return g.timesOf(sv.listeners())
 }
 
-// cpuTimesOf is cpuTimes with the services' listeners already found.
-func cpuTimesOf(listeners map[string]string) map[string]time.Duration {
+// timesOf is Times with the services' listeners already found.
+func (g Groups) timesOf(listeners map[string]string) map[string]time.Duration {
 	out := map[string]time.Duration{}
-	for label, ps := range grouped(procs(), listeners) {
+	for label, ps := range g.grouped(procs(), listeners) {
 		for _, p := range ps {
 			out[label] += p.cpu + p.children
 		}
@@ -265,11 +256,11 @@ func cpuTimesOf(listeners map[string]string) map[string]time.Duration {
 	return out
 }
 
-// cpuSince is the CPU seconds each group used between two readings
+// CPUSince is the CPU seconds each group used between two readings
 // (a process that ended meanwhile counts only if its parent, in the group,
 // waited for it: Postgres's backends do; a group's own top process that
 // ended does not).
-func cpuSince(before, after map[string]time.Duration) map[string]float64 {
+func CPUSince(before, after map[string]time.Duration) map[string]float64 {
 	out := map[string]float64{}
 	for label, t := range after {
 		if d := t - before[label]; d > 0 {
@@ -279,10 +270,10 @@ func cpuSince(before, after map[string]time.Duration) map[string]float64 {
 	return out
 }
 
-// cpuMeter reads each group's CPU time once a second while a run lasts:
+// Meter reads each group's CPU time once a second while a run lasts:
 // where the cores went, second by second, for the timeline. A run's
 // averages hide the second that matters (the opening, the poll echo).
-type cpuMeter struct {
+type Meter struct {
 	mu       sync.Mutex // guards readings
 	readings []cpuReading
 }
@@ -292,13 +283,13 @@ type cpuReading struct {
 	times map[string]time.Duration
 }
 
-// run reads until ctx ends; since is the clock of the run's timeline.
-func (m *cpuMeter) run(ctx context.Context, sv Services, since func() time.Duration) {
+// Run reads g until ctx ends; since is the clock of the run's timeline.
+func (m *Meter) Run(ctx context.Context, g Groups, sv Services, since func() time.Duration) {
 	listeners := sv.listeners()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		times := cpuTimesOf(listeners)
+		times := g.timesOf(listeners)
 		m.mu.Lock()
 		m.readings = append(m.readings, cpuReading{at: since(), times: times})
 		m.mu.Unlock()
@@ -310,9 +301,9 @@ func (m *cpuMeter) run(ctx context.Context, sv Services, since func() time.Durat
 	}
 }
 
-// perSecond is the cores each group used between consecutive readings, by
+// PerSecond is the cores each group used between consecutive readings, by
 // the second of the timeline that holds the interval's middle.
-func (m *cpuMeter) perSecond() map[int]map[string]float64 {
+func (m *Meter) PerSecond() map[int]map[string]float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := map[int]map[string]float64{}
@@ -323,7 +314,7 @@ func (m *cpuMeter) perSecond() map[int]map[string]float64 {
 			continue
 		}
 		cores := map[string]float64{}
-		for label, d := range cpuSince(a.times, b.times) {
+		for label, d := range CPUSince(a.times, b.times) {
 			cores[label] = d / wall
 		}
 		out[int(math.Floor((a.at+b.at).Seconds()/2))] = cores

@@ -1,9 +1,8 @@
-// Package stagestat reads the services' own latency histograms from their
-// /metrics endpoints, so a run can show, beside the client's view, how long
-// each stage of a request took inside the stack: scrape before and after,
-// take the difference, read count, p50 and p99 from the buckets as
-// Prometheus's histogram_quantile does.
-package stagestat
+// Reading the services' own latency histograms from their /metrics
+// endpoints: scrape before and after, take the difference, read count, p50
+// and p99 from the buckets as Prometheus's histogram_quantile does.
+
+package procstat
 
 import (
 	"context"
@@ -38,12 +37,12 @@ type Series struct {
 // name. Metrics of other types are left out.
 type Scrape map[string][]Series
 
-// Fetch reads url (a /metrics endpoint) with token as its bearer token; ""
+// FetchMetrics reads url (a /metrics endpoint) with token as its bearer token; ""
 // sends none. ctx bounds the request.
-func Fetch(ctx context.Context, client *http.Client, url, token string) (Scrape, error) {
+func FetchMetrics(ctx context.Context, client *http.Client, url, token string) (Scrape, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("stagestat: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -52,21 +51,21 @@ func Fetch(ctx context.Context, client *http.Client, url, token string) (Scrape,
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("stagestat: scrape %s: %w", url, err)
+		return nil, fmt.Errorf("metrics: scrape %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("stagestat: scrape %s: status %d", url, resp.StatusCode)
+		return nil, fmt.Errorf("metrics: scrape %s: status %d", url, resp.StatusCode)
 	}
-	s, err := Parse(resp.Body)
+	s, err := ParseMetrics(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("stagestat: scrape %s: %w", url, err)
+		return nil, fmt.Errorf("metrics: scrape %s: %w", url, err)
 	}
 	return s, nil
 }
 
-// Parse reads the Prometheus text exposition format.
-func Parse(r io.Reader) (Scrape, error) {
+// ParseMetrics reads the Prometheus text exposition format.
+func ParseMetrics(r io.Reader) (Scrape, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := p.TextToMetricFamilies(r)
 	if err != nil {

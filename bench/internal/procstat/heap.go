@@ -1,7 +1,7 @@
-// Package heapstat reads this process's Go heap for the memory benchmarks:
-// settled after collections, as a peak sampled while work runs, and waiting
-// for what a stopped component held to be released.
-package heapstat
+// The Go heap of this process, for the memory benchmarks: settled after
+// collections, sampled for its peak, and waited on until released.
+
+package procstat
 
 import (
 	"context"
@@ -21,11 +21,11 @@ type Heap struct {
 	Goroutines int    `json:"goroutines"`
 }
 
-// Read collects until the heap stops shrinking, then reads it: a stopped
+// ReadHeap collects until the heap stops shrinking, then reads it: a stopped
 // edge node's limiter stores are released only once finalizers
 // (ulule/limiter stops its cleaner goroutine from one) have run after a
 // collection.
-func Read() Heap {
+func ReadHeap() Heap {
 	var m runtime.MemStats
 	for i := range 6 {
 		last := m.HeapInuse
@@ -39,9 +39,9 @@ func Read() Heap {
 	return Heap{InuseBytes: m.HeapInuse, AllocBytes: m.HeapAlloc, SysBytes: m.HeapSys, Objects: m.HeapObjects, Goroutines: runtime.NumGoroutine()}
 }
 
-// SamplePeak reads HeapInuse ten times a second, without forcing a GC,
+// SampleHeapPeak reads HeapInuse ten times a second, without forcing a GC,
 // until the function it returns is called; that returns the largest value.
-func SamplePeak() func() uint64 {
+func SampleHeapPeak() func() uint64 {
 	var peak atomic.Uint64
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -70,13 +70,13 @@ func SamplePeak() func() uint64 {
 	}
 }
 
-// Settle collects garbage until the heap in use is back to at most target,
+// SettleHeap collects garbage until the heap in use is back to at most target,
 // for up to wait or until ctx ends. A stopped edge node lingers: fasthttp's
 // worker-pool cleaner holds its server (and through the handler the whole
 // App) until its next wake-up, up to 10 s later, and ulule/limiter stops
 // its cleaners only from finalizers, which run after a collection finds the
 // store unreachable.
-func Settle(ctx context.Context, target uint64, wait time.Duration) {
+func SettleHeap(ctx context.Context, target uint64, wait time.Duration) {
 	deadline := time.Now().Add(wait)
 	var m runtime.MemStats
 	for time.Now().Before(deadline) {

@@ -1,10 +1,4 @@
-// Package originapp runs the origin in this process as command origin runs
-// it: app.New's App, its public handler served by App.Server on a 127.0.0.1
-// port of its own, its sales created through its admin handler. The reserve
-// benchmark measures it; the edge benchmark puts the edge in front of it.
-// Go's internal rule keeps origin/internal out of bench/, so it reaches the
-// App through origin/origininternals.
-package originapp
+package inproc
 
 import (
 	"context"
@@ -21,11 +15,11 @@ import (
 	"github.com/flashgate/flashgate/origin/origininternals"
 )
 
-// Config is one in-process origin.
-type Config struct {
+// OriginConfig is one in-process origin.
+type OriginConfig struct {
 	RedisURL    string
 	PostgresURL string // the database; the origin works in Schema
-	// Schema is the Postgres schema Start creates for the origin
+	// Schema is the Postgres schema StartOrigin creates for the origin
 	// (lowercase letters, digits and _) and Stop drops.
 	Schema      string
 	RedisPrefix string
@@ -41,7 +35,7 @@ type Config struct {
 	Sales []Sale
 }
 
-// Sale is one sale for Start to create: open from a minute before the start
+// Sale is one sale for StartOrigin to create: open from a minute before the start
 // of the run for an hour, with Stock units of one SKU (0 makes a sale that
 // is sold out from the start).
 type Sale struct {
@@ -63,10 +57,10 @@ func (o *Origin) Stop(ctx context.Context) error { return o.stop(ctx) }
 // the bench's edges sign for it.
 const LineAudience = "flashgate-bench"
 
-// Start creates the origin's schema, builds an origin with app.New, creates
+// StartOrigin creates the origin's schema, builds an origin with app.New, creates
 // the sales through its admin handler, and serves its public handler on
 // 127.0.0.1.
-func Start(ctx context.Context, c Config) (_ *Origin, err error) {
+func StartOrigin(ctx context.Context, c OriginConfig) (_ *Origin, err error) {
 	schemaURL, drop, err := testenv.CreateSchema(ctx, c.PostgresURL, c.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("origin: %w", err)

@@ -1,9 +1,7 @@
-// Package edgeapp runs an edge node in this process as command edge runs
-// it: app.New's App with its loops started (App.Start), its public handler
-// served by App.Server on a 127.0.0.1 port of its own. The edge benchmark
-// measures it. Go's internal rule keeps edge/internal out of bench/, so it
-// reaches the App through edge/edgeinternals.
-package edgeapp
+// Package inproc runs the product's servers in this process as their
+// commands run them: an edge node and the origin, each on a 127.0.0.1 port,
+// reached through edge/edgeinternals and origin/origininternals.
+package inproc
 
 import (
 	"context"
@@ -18,8 +16,8 @@ import (
 	"github.com/flashgate/flashgate/edge/edgeinternals"
 )
 
-// Node is one running edge node.
-type Node struct {
+// Edge is one running edge node.
+type Edge struct {
 	App    *edgeinternals.App
 	Config edgeinternals.Config
 	Addr   string             // host:port of the public listener
@@ -29,9 +27,9 @@ type Node struct {
 	served chan error
 }
 
-// Start builds a node from cfg with app.New, serves its public handler on
+// StartEdge builds a node from cfg with app.New, serves its public handler on
 // 127.0.0.1 and starts its loops. A nil log discards the node's log.
-func Start(cfg edgeinternals.Config, log *slog.Logger) (*Node, error) {
+func StartEdge(cfg edgeinternals.Config, log *slog.Logger) (*Edge, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -44,7 +42,7 @@ func Start(cfg edgeinternals.Config, log *slog.Logger) (*Node, error) {
 		_ = a.Stop(context.Background())
 		return nil, fmt.Errorf("edge: listen: %w", err)
 	}
-	n := &Node{App: a, Config: cfg, Addr: ln.Addr().String(), Keys: edgeinternals.NewKeys(cfg.RedisPrefix),
+	n := &Edge{App: a, Config: cfg, Addr: ln.Addr().String(), Keys: edgeinternals.NewKeys(cfg.RedisPrefix),
 		srv: a.Server(a.API.Public()), served: make(chan error, 1)}
 	go func() { n.served <- n.srv.Serve(ln) }()
 	a.Start()
@@ -53,7 +51,7 @@ func Start(cfg edgeinternals.Config, log *slog.Logger) (*Node, error) {
 
 // Stop is the edge's shutdown order: stop accepting and drain, then stop
 // the joins and loops and close Redis.
-func (n *Node) Stop(ctx context.Context) error {
+func (n *Edge) Stop(ctx context.Context) error {
 	errs := []error{n.srv.ShutdownWithContext(ctx)}
 	if err := <-n.served; err != nil {
 		errs = append(errs, fmt.Errorf("edge: serve: %w", err))
@@ -64,7 +62,7 @@ func (n *Node) Stop(ctx context.Context) error {
 // WaitSales waits until the node has each sale's snapshot and cursor and
 // serves its snapshot: then joins, polls and reserves are answered from a
 // fresh view. It gives up after 15 s.
-func (n *Node) WaitSales(ctx context.Context, sales ...string) error {
+func (n *Edge) WaitSales(ctx context.Context, sales ...string) error {
 	hc := &fasthttp.HostClient{Addr: n.Addr}
 	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(15 * time.Second)
@@ -93,7 +91,7 @@ func (n *Node) WaitSales(ctx context.Context, sales ...string) error {
 
 // WaitServing waits until the node's view has the sale's cursor at least
 // at serving; it gives up after 5 s.
-func (n *Node) WaitServing(ctx context.Context, sale string, serving int64) error {
+func (n *Edge) WaitServing(ctx context.Context, sale string, serving int64) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if st, ok := n.App.Cursor.State(sale); ok && st.NowServing >= serving {
@@ -111,7 +109,7 @@ func (n *Node) WaitServing(ctx context.Context, sale string, serving int64) erro
 }
 
 // StartsAt is a sale's start as the origin told the node.
-func (n *Node) StartsAt(sale string) time.Time {
+func (n *Edge) StartsAt(sale string) time.Time {
 	s, _ := n.App.Snapshots.Get(sale)
 	return s.StartsAt
 }
@@ -119,7 +117,7 @@ func (n *Node) StartsAt(sale string) time.Time {
 // Counters reads the node's own Prometheus counters that say what its
 // answers were: polls by state, rejections by code, joins, admission
 // tokens issued, proxied requests by outcome.
-func (n *Node) Counters() map[string]float64 {
+func (n *Edge) Counters() map[string]float64 {
 	out := map[string]float64{}
 	mfs, err := n.App.API.Registry.Gather()
 	if err != nil {
