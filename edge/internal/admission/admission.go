@@ -1,7 +1,8 @@
 // Package admission is the edge's admission policy: who may buy now, and
 // what a waiting shopper hears. Each tick the Controller advances every
-// sale's admission cursor in Redis (Cursor, one round trip for all sales),
-// lets the line keeper start what each line needs, and rebuilds the views
+// sale's admission cursor in Redis (Cursor, one round trip for all sales)
+// at the pace Pacing computes from the node's last reading of it (pace.go:
+// the slow start's ramps and the checkout's bound), lets the line keeper start what each line needs, and rebuilds the views
 // the handlers answer from: the origin's snapshot of the sale (from the
 // snapshot cache) with this node's reading of the cursor and the pre-queue
 // draw (from the line's durable seed). A View says whether it is recent

@@ -1,35 +1,23 @@
--- advance.lua: move a sale's admission cursor forward at its rate, by Redis
--- TIME. Any edge node may call it every tick: each call admits only the time
--- since the last admission, so concurrent callers never double-advance.
--- The cursor waits while the sale has not started, until the pre-queue's
--- draw size is sealed in the line hash, while paused, while no stock is
--- available, at the durable serving ceiling (the edge raises it ahead of
--- need), when it has reached the end of the line, and for a call that holds
--- (the calling node finds the checkout congested: the time since the last
--- call passes unused, so with several nodes the rate falls by the share of
--- them that hold); no credit builds up meanwhile, so it resumes at its
--- rate, in queue order. It starts slowly, as TCP does: from the sale's
--- start, and for each node again from its own last held tick, the pace
--- rises from an eighth of the rate, doubling each second up to half of it,
--- then by an eighth a second to all of it (six seconds in all). An ops
--- resume ramps the same way (settings.lua records it in ramp_ms), and a
--- raised rate from the rate before it (ramp_from) to the new one; where
--- ramps overlap the slowest governs (and only a raise's ramp, governing,
--- keeps the old rate as its least). The
--- checkout's answer to a wave of admissions comes back a poll and a reserve
--- later, so at full pace seconds' worth would be admitted before the first
--- hold. During the slow start the pace is also at most twice the rate at
--- which the checkout answered reserves over the last second or so (and at
--- least an eighth of the rate, or 16 a second): the edges count the reserve
--- answers they pass on (ARGV[8]), and a checkout that answers a few hundred
--- a second is not sent a thousand shoppers a second to queue for it, to
--- hear please_wait once the edge's pool times out. After the six seconds
--- that bound doubles every two seconds, and is gone after six more: a
--- step from it to the set rate would admit seconds of the checkout's work
--- before the pools showed a queue. While few units
--- are available it admits at most twice that many a second: units that
--- come back one by one go to about as many shoppers, not to a second's
--- worth of the line.
+-- advance.lua: move a sale's admission cursor forward at the pace the
+-- calling node computed (package admission's Pacing.Pace: the set rate
+-- through the slow start's ramps, bounded by the checkout's answers and the
+-- units left). Any edge node may call it every tick: each call admits only
+-- the time since the last admission, so concurrent callers never
+-- double-advance. The cursor waits while the sale has not started, until
+-- the pre-queue's draw size is sealed in the line hash, while paused, while
+-- no stock is available, at the durable serving ceiling (the edge raises it
+-- ahead of need), when it has reached the end of the line, for a call that
+-- holds (the calling node finds the checkout congested: the time since the
+-- last call passes unused, so with several nodes the rate falls by the
+-- share of them that hold); no credit builds up meanwhile, so it resumes
+-- at its pace, in queue order. A call without a pace for the settings
+-- Redis holds (the node's first, or one tick after a change) admits
+-- nothing and leaves the span to the next call that has one.
+--
+-- The script keeps what the pace depends on: the rate and pause the
+-- settings set, when a resume or raise started its ramp (ramp_ms, set by
+-- settings.lua) and from what rate, and the checkout's answer rate,
+-- sampled here about once a second from the answers the edges count.
 --
 -- A call that holds records when in the cursor's held_ms.
 --
@@ -44,20 +32,24 @@
 -- ARGV[3] pre, ARGV[4] post, ARGV[5] now_serving floors: the highest values
 --   the calling node has read (0: none)
 -- ARGV[6] hold: 1 to admit nothing this call (0: admit at the pace)
--- ARGV[7] ms since the calling node last held (-1: never): its slow start
+-- ARGV[7] now (unix ms), or '' for Redis TIME: production leaves the time
+--   to Redis, one clock for every node; tests set it
 -- ARGV[8] reserves the calling node saw the checkout answer (any answer but
 --   a failure) since its last call: added to the cursor's answered count,
 --   whose rate bounds the slow start
 -- ARGV[9] the most steps the steps list keeps
+-- ARGV[10] the pace (admissions a second) the node computed, and ARGV[11]
+--   the settings version it computed it at ('' or a pace below 0: none)
 --
 -- Returns {now_serving, queue length, rate (string), paused (0/1), now (unix ms),
 --   pre counter, post counter, draw size (-1 until sealed), pre ceiling,
 --   post ceiling, serving ceiling, settings version, the checkout's answer
 --   rate (string, answers a second), the line's epoch (string: a new one
 --   after every restore), when that restore ran (unix ms, 0 if unknown),
---   the proof of work a join needs (leading zero bits, 0: none)};
+--   the proof of work a join needs (leading zero bits, 0: none), the ramp's
+--   start (unix ms, -1: none), the rate it ramps from (string)};
 --   cursor.go names the
---   positions and the flags, and package queue's codes.go LINE_LOST.
+--   positions and the flags, and package line's codes.go LINE_LOST.
 -- Fails with LINE_LOST when the line's state is not all there, or Redis
 -- lost writes to it: the line was last known good in another Redis history
 -- (its replication id is not this Redis's, see restore.lua), or it holds
@@ -68,12 +60,13 @@ local cursor, pre_key, post_key, line_key, steps_key = KEYS[1], KEYS[2], KEYS[3]
 local starts, available = tonumber(ARGV[1]), tonumber(ARGV[2])
 local pre_floor, post_floor, serving_floor = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local hold = ARGV[6] == '1'
-local since_hold = tonumber(ARGV[7] or '-1')
 local answers = tonumber(ARGV[8] or '0')
 local max_steps = tonumber(ARGV[9])
-
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(ARGV[7] or '')
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local h = redis.call('HMGET', cursor, 'now_serving', 'last_ms', 'rate', 'paused', 'settings_version',
   'answered', 'answered_ms', 'answered_then', 'answer_rate', 'ramp_ms', 'ramp_from', 'challenge_bits')
 local line = redis.call('HMGET', line_key, 'epoch', 'pre_ceiling', 'post_ceiling', 'serving_ceiling', 'draw_size', 'replid',
@@ -118,47 +111,9 @@ local length = pre + post
 local serving_ceiling = tonumber(line[4] or '0')
 local drawn = line[5] ~= false
 local last = math.max(tonumber(h[2] or '0'), starts)
--- The pace this tick: the rate times the slow start's share, or twice the
--- units left if that is less (few units are no wave to ramp). The
--- configured rate is what the script returns.
-local pace = rate
--- The slow start's share of the rate, s seconds into a ramp.
-local function ramp(s)
-  if s >= 6 then return 1 end
-  if s < 2 then return 2 ^ math.max(s, 0) / 8 end
-  return 0.5 + (s - 2) / 8
-end
-local since = (now - starts) / 1000
-if since_hold >= 0 then since = math.min(since, since_hold / 1000) end
-local share = ramp(since)
--- The ramp of a resume (from nothing) or a raise (from the rate before
--- it, at most the rate now), when it is slower than the start's or the
--- hold's. A change before the start is the start's ramp's to make.
-local from = 0
-local ramp_ms = tonumber(h[10] or '-1')
-if ramp_ms >= starts and now - ramp_ms < 12000 and rate > 0 then
-  local age = (now - ramp_ms) / 1000
-  local floor = math.min(tonumber(h[11] or '0'), rate)
-  local s = (floor + (rate - floor) * ramp(age)) / rate
-  if s < share or (s == share and age < since) then share, from = s, floor end
-  since = math.min(since, age)
-end
-if since < 12 then
-  -- The pace is at most twice the rate at which the checkout answers,
-  -- however slowly that is, but at least an eighth of the rate, and up to
-  -- 16 a second (a trickle any checkout takes: a sale at a low rate is not
-  -- slowed further), and for a raise the rate before it. After the ramp's
-  -- six seconds that bound doubles every two seconds, gone six seconds
-  -- later: the shoppers admitted now reach Buy only a poll later, so a step
-  -- from the bound to the set rate would admit seconds of the checkout's
-  -- work before its pools showed any queue (make bench: 3,200 admitted in
-  -- 1.5 s while it answered 250 a second).
-  local least = math.max(rate / 8, math.min(rate, 16), from)
-  local bound = math.max(least, 2 * answer_rate)
-  if since > 6 then bound = bound * 2 ^ ((since - 6) / 2) end
-  pace = math.min(rate * share, bound)
-end
-if available > 0 and available * 2 < pace then pace = available * 2 end
+-- The node's pace, if it was computed at the settings Redis holds.
+local pace = tonumber(ARGV[10] or '') or -1
+if tonumber(ARGV[11] or '') ~= tonumber(h[5] or '0') then pace = -1 end
 -- No node ticked for a while (all down, or the first tick of a sale that
 -- started long ago): admit at most a second's worth (or one shopper, at
 -- paces below one a second), not the whole gap.
@@ -172,7 +127,10 @@ if now >= starts then
     -- held_ms tells the origin's admission controller the checkout was
     -- congested at an edge: a rate that sends this many is too high.
     redis.call('HSET', cursor, 'last_ms', string.format('%.3f', math.max(now, last)), 'held_ms', now)
-  elseif paused or not drawn or available <= 0 or serving >= stop or pace <= 0 then
+  elseif pace < 0 then
+    -- No pace for these settings yet (the node's first reading, or one
+    -- from before a change): the span waits for a call that has one.
+  elseif paused or not drawn or available <= 0 or serving >= stop or pace == 0 then
     redis.call('HSET', cursor, 'last_ms', string.format('%.3f', math.max(now, last)))
   else
     local add = math.floor((now - last) * pace / 1000)
@@ -197,4 +155,5 @@ local draw = -1
 if drawn then draw = tonumber(line[5]) end
 return {serving, length, tostring(rate), p, now, pre, post, draw,
   tonumber(line[2] or '0'), tonumber(line[3] or '0'), serving_ceiling, tonumber(h[5] or '0'),
-  string.format('%.3f', answer_rate), line[1], tonumber(line[7] or '0'), tonumber(h[12] or '0')}
+  string.format('%.3f', answer_rate), line[1], tonumber(line[7] or '0'), tonumber(h[12] or '0'),
+  tonumber(h[10] or '-1'), h[11] or '0'}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/edge/internal/line"
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/redisscript"
 )
 
@@ -30,7 +31,8 @@ var _ line.StateReader = (*Cursor)(nil)
 type Cursor struct {
 	rdb      redis.UniversalClient
 	keys     line.Keys
-	now      func() time.Time
+	clock    clock.Clock
+	setTime  bool  // the script runs on clock's time, not Redis's
 	maxSteps int64 // the cursor's moves recorded per sale: MaxSteps (tests set fewer)
 
 	mu     sync.RWMutex // guards states
@@ -50,12 +52,10 @@ type sample struct {
 // rateWindow is how far back MeasuredRate looks.
 const rateWindow = 5 * time.Second
 
-// NewCursor returns a Cursor; now is the clock (nil means time.Now).
-func NewCursor(rdb redis.UniversalClient, keys line.Keys, now func() time.Time) *Cursor {
-	if now == nil {
-		now = time.Now
-	}
-	return &Cursor{rdb: rdb, keys: keys, now: now, maxSteps: MaxSteps, states: map[string]*saleState{}}
+// NewCursor returns a Cursor. With c nil the script runs on Redis's clock,
+// one for every node, and this node reads its own; a test's c is both.
+func NewCursor(rdb redis.UniversalClient, keys line.Keys, c clock.Clock) *Cursor {
+	return &Cursor{rdb: rdb, keys: keys, clock: clock.Or(c), setTime: c != nil, maxSteps: MaxSteps, states: map[string]*saleState{}}
 }
 
 // advance.lua's reply (its header documents it): advanceValues values, a
@@ -63,7 +63,7 @@ func NewCursor(rdb redis.UniversalClient, keys line.Keys, now func() time.Time) 
 // script gives, named in package queue's codes.go and read by
 // line.ScriptError.
 const (
-	advanceValues    = 16
+	advanceValues    = 18
 	advancePaused    = 1  // the paused flag set (0: running)
 	advanceNotSealed = -1 // the draw size until the draw is sealed
 )
@@ -77,16 +77,22 @@ func (c *Cursor) Tick(ctx context.Context, ticks []line.Tick) error {
 		return nil
 	}
 	floors := make([]line.Seen, len(ticks))
+	paces := make([][2]string, len(ticks))
 	for i, t := range ticks {
 		floors[i] = c.Seen(t.Sale)
+		paces[i] = c.pace(t)
+	}
+	now := ""
+	if c.setTime {
+		now = strconv.FormatInt(c.clock.Now().UnixMilli(), 10)
 	}
 	cmds := redisscript.Each(ctx, c.rdb, advanceScript, len(ticks), func(i int) ([]string, []any) {
 		t, f := ticks[i], floors[i]
 		return []string{c.keys.Cursor(t.Sale), c.keys.Pre(t.Sale), c.keys.Post(t.Sale), c.keys.Line(t.Sale), c.keys.Steps(t.Sale)},
-			[]any{t.StartsAt.UnixMilli(), max(t.Available, 0), f.Pre, f.Post, f.NowServing, flag(t.Hold), c.sinceMS(t.HeldAt), max(t.Answered, 0),
-				c.maxSteps}
+			[]any{t.StartsAt.UnixMilli(), max(t.Available, 0), f.Pre, f.Post, f.NowServing, flag(t.Hold), now, max(t.Answered, 0),
+				c.maxSteps, paces[i][0], paces[i][1]}
 	})
-	read := c.now()
+	read := c.clock.Now()
 	var firstErr error
 	for i, cmd := range cmds {
 		v, err := cmd.Slice()
@@ -112,7 +118,8 @@ func (c *Cursor) Tick(ctx context.Context, ticks []line.Tick) error {
 		c.store(ticks[i].Sale, line.State{NowServing: n[0], QueueLength: n[1], RatePerSecond: rate, Paused: n[3] == advancePaused,
 			RedisNow: time.UnixMilli(n[4]), PreQueue: n[5], Post: n[6], DrawSize: max(n[7], 0), Drawn: n[7] != advanceNotSealed,
 			PreCeiling: n[8], PostCeiling: n[9], ServingCeiling: n[10], SettingsVersion: n[11], AnswerRate: answerRate,
-			Epoch: epoch, RestoredAt: unixMilli(n[14]), ChallengeBits: int(n[15]), ReadAt: read})
+			Epoch: epoch, RestoredAt: unixMilli(n[14]), ChallengeBits: int(n[15]), RampAt: unixMilli(n[16]), RampFrom: floatReply(v[17]),
+			ReadAt: read})
 	}
 	return firstErr
 }
@@ -141,13 +148,22 @@ func flag(b bool) int {
 	return 0
 }
 
-// sinceMS is how long ago a Tick's HeldAt was, as advance.lua takes it:
-// milliseconds, -1 for never.
-func (c *Cursor) sinceMS(at time.Time) int64 {
-	if at.IsZero() {
-		return -1
+// pace is the pace for a sale's next advance and the settings version it
+// is for, from this node's last reading of the sale; none before the first
+// (that advance then admits nothing, and reads one).
+func (c *Cursor) pace(t line.Tick) [2]string {
+	st, ok := c.State(t.Sale)
+	if !ok || st.Lost {
+		return [2]string{"", ""}
 	}
-	return max(c.now().Sub(at), 0).Milliseconds()
+	now := c.clock.Now()
+	scriptNow := st.RedisNow.Add(now.Sub(st.ReadAt)) // the script's clock, from the last reading
+	p := Pacing{Rate: st.RatePerSecond, StartsAt: t.StartsAt, RampAt: st.RampAt, RampFrom: st.RampFrom,
+		AnswerRate: st.AnswerRate, Available: t.Available}
+	if !t.HeldAt.IsZero() {
+		p.HeldAt = scriptNow.Add(-now.Sub(t.HeldAt))
+	}
+	return [2]string{strconv.FormatFloat(p.Pace(scriptNow), 'f', 3, 64), strconv.FormatInt(st.SettingsVersion, 10)}
 }
 
 // entry is a sale's cached state, made on first use; c.mu must be held.

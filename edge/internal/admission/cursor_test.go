@@ -14,6 +14,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/admission"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/line"
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -62,16 +63,17 @@ func TestCursorHolds(t *testing.T) {
 			t.Parallel()
 			r := edgetest.NewRedis(t)
 			edgetest.ReadyLine(t, r, "s", 1000)
-			c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
+			f := fakeClock(t, r)
+			c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), f)
 			tk := line.Tick{Sale: "s", StartsAt: tc.starts, Available: tc.stock, Hold: tc.hold}
 			tick(t, c, tk) // an empty line: the cursor starts from now
 			if tc.paused != nil || tc.rate != nil {
-				edgetest.SetLineSettings(t, r, "s", tc.rate, tc.paused)
+				edgetest.SetLineSettingsAt(t, r, f, "s", tc.rate, tc.paused)
 			}
 			edgetest.FillLine(t, r, "s", tc.length)
 			tick(t, c, tk)
-			time.Sleep(300 * time.Millisecond)
-			released := redisTime(t, r) // no admission may count time before this
+			f.Advance(300 * time.Millisecond)
+			released := f.Now() // no admission may count time before this
 			st := tick(t, c, tk)
 			if st.NowServing != tc.want || st.QueueLength != tc.length || st.RatePerSecond != tc.wantRate {
 				t.Errorf("State after 300 ms = serving %d of %d at rate %v, want serving %d of %d at rate %v",
@@ -88,13 +90,13 @@ func TestCursorHolds(t *testing.T) {
 			one := 1000.0
 			edgetest.FillLine(t, r, "s", 10_000)
 			if tc.paused != nil || tc.rate != nil {
-				edgetest.SetLineSettings(t, r, "s", &one, &no)
+				edgetest.SetLineSettingsAt(t, r, f, "s", &one, &no)
 			}
 			tk.Available, tk.Hold = 1_000_000, false
 			tick(t, c, tk)
-			time.Sleep(100 * time.Millisecond)
+			f.Advance(100 * time.Millisecond)
 			after := tick(t, c, tk)
-			elapsed := redisTime(t, r).Sub(released)
+			elapsed := f.Now().Sub(released)
 			moved := after.NowServing - st.NowServing
 			if limit := int64(1000*elapsed.Seconds()) + 2; moved < 1 || moved > limit {
 				t.Errorf("cursor moved %d in %v at 1000/s once released, want 1..%d (no credit for the wait)", moved, elapsed, limit)
@@ -140,6 +142,13 @@ func TestCursorRecordsHolds(t *testing.T) {
 	}
 }
 
+// fakeClock is a fake clock reading Redis's time now: the cursor's script
+// runs on it, and the test moves it instead of waiting.
+func fakeClock(t *testing.T, r *edgetest.Redis) *clock.Fake {
+	t.Helper()
+	return clock.NewFake(redisTime(t, r).Truncate(time.Millisecond))
+}
+
 func redisTime(t *testing.T, r *edgetest.Redis) time.Time {
 	t.Helper()
 	tm, err := r.Client.Time(context.Background()).Result()
@@ -153,15 +162,14 @@ func redisTime(t *testing.T, r *edgetest.Redis) time.Time {
 // admitted is answered by the next tick.
 type keptUp struct {
 	t        *testing.T
-	r        *edgetest.Redis
+	f        *clock.Fake
 	c        *admission.Cursor
 	tk       line.Tick
 	admitted int64
 }
 
-// servingAt ticks every 20 ms until at has passed since from (Redis's
-// clock), then once more, and returns now_serving and the seconds since
-// from.
+// servingAt ticks every 20 ms of the fake clock until at has passed since
+// from, then once more, and returns now_serving and the seconds since from.
 func (k *keptUp) servingAt(from time.Time, at time.Duration) (int64, float64) {
 	k.t.Helper()
 	step := func() line.State {
@@ -169,12 +177,12 @@ func (k *keptUp) servingAt(from time.Time, at time.Duration) (int64, float64) {
 		k.tk.Answered, k.admitted = st.NowServing-k.admitted, st.NowServing
 		return st
 	}
-	for redisTime(k.t, k.r).Sub(from) < at {
+	for k.f.Now().Sub(from) < at {
 		step()
-		time.Sleep(20 * time.Millisecond)
+		k.f.Advance(20 * time.Millisecond)
 	}
 	st := step()
-	return st.NowServing, redisTime(k.t, k.r).Sub(from).Seconds()
+	return st.NowServing, k.f.Now().Sub(from).Seconds()
 }
 
 // TestCursorConcurrentTicksAdmitAtRate: three nodes ticking as fast as
@@ -191,7 +199,9 @@ func TestCursorConcurrentTicksAdmitAtRate(t *testing.T) {
 	for i := range cursors {
 		cursors[i] = admission.NewCursor(r.Client, keys, nil)
 	}
-	tick(t, cursors[0], tk)
+	for _, c := range cursors {
+		tick(t, c, tk) // each node's first reading: its pace from then on
+	}
 	edgetest.FillLine(t, r, "s", 100_000)
 	// read returns the cursor and the instant it has admitted up to
 	// (last_ms), with Redis's clock, in one transaction.
@@ -262,26 +272,28 @@ func TestCursorHoldingNodeTakesItsShare(t *testing.T) {
 	keys := line.NewKeys(r.Prefix)
 	const rate = 1000.0
 	edgetest.ReadyLine(t, r, "s", rate)
-	open := line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
-	admitting, holding := admission.NewCursor(r.Client, keys, nil), admission.NewCursor(r.Client, keys, nil)
+	f := fakeClock(t, r)
+	open := line.Tick{Sale: "s", StartsAt: f.Now().Add(-time.Minute), Available: 1_000_000}
+	admitting, holding := admission.NewCursor(r.Client, keys, f), admission.NewCursor(r.Client, keys, f)
 	tick(t, admitting, open)
+	tick(t, holding, open)
 	edgetest.FillLine(t, r, "s", 100_000)
 	first := tick(t, admitting, open).NowServing
-	start := redisTime(t, r)
+	start := f.Now()
 	var st line.State
 	var heldAt time.Time
-	for i := 0; time.Since(start) < time.Second; i++ {
-		time.Sleep(25 * time.Millisecond)
+	for i := 0; f.Now().Sub(start) < time.Second; i++ {
+		f.Advance(25 * time.Millisecond)
 		if i%2 == 0 {
 			held := open
-			heldAt = time.Now()
+			heldAt = f.Now()
 			held.Hold, held.HeldAt = true, heldAt
 			tick(t, holding, held)
 		} else {
 			st = tick(t, admitting, open)
 		}
 	}
-	elapsed := redisTime(t, r).Sub(start).Seconds()
+	elapsed := f.Now().Sub(start).Seconds()
 	if got, want := float64(st.NowServing-first), rate*elapsed/2; got < want*0.6 || got > want*1.4 {
 		t.Errorf("admitted %.0f in %.2fs with one of two nodes holding at %v/s, want about %.0f (half)", got, elapsed, rate, want)
 	}
@@ -290,12 +302,12 @@ func TestCursorHoldingNodeTakesItsShare(t *testing.T) {
 	resumed := open
 	resumed.HeldAt = heldAt
 	from := tick(t, holding, resumed)
-	begin := redisTime(t, r)
-	for time.Since(begin) < time.Second {
-		time.Sleep(25 * time.Millisecond)
+	begin := f.Now()
+	for f.Now().Sub(begin) < time.Second {
+		f.Advance(25 * time.Millisecond)
 		st = tick(t, holding, resumed)
 	}
-	elapsed = redisTime(t, r).Sub(begin).Seconds()
+	elapsed = f.Now().Sub(begin).Seconds()
 	if got := float64(st.NowServing - from.NowServing); got < 0.1*rate*elapsed || got > 0.35*rate*elapsed {
 		t.Errorf("admitted %.0f in the %.2fs after its last hold at %v/s, want the slow start's 0.1 to 0.35 of the rate", got, elapsed, rate)
 	}
@@ -309,14 +321,15 @@ func TestCursorSlowStart(t *testing.T) {
 	r := edgetest.NewRedis(t)
 	const rate = 1000.0
 	edgetest.ReadyLine(t, r, "s", rate)
-	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
-	starts := redisTime(t, r).Truncate(time.Millisecond)
+	f := fakeClock(t, r)
+	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), f)
+	starts := f.Now()
 	tk := line.Tick{Sale: "s", StartsAt: starts, Available: 1_000_000}
 	edgetest.FillLine(t, r, "s", 100_000)
 	// A checkout that keeps up, so after the first second (no answer rate
 	// sampled yet: an eighth of the rate) twice the answer rate stays above
 	// the ramp.
-	k := &keptUp{t: t, r: r, c: c, tk: tk}
+	k := &keptUp{t: t, f: f, c: c, tk: tk}
 	servingAt := func(at time.Duration) (int64, float64) { return k.servingAt(starts, at) }
 	one, _ := servingAt(time.Second)
 	// An eighth of the rate until the first answer rate is sampled, a
@@ -367,30 +380,32 @@ func TestCursorSlowStartFollowsTheCheckout(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			r := edgetest.NewRedis(t)
+			f := fakeClock(t, r)
 			if c.raisedFrom > 0 {
 				edgetest.ReadyLine(t, r, "s", c.raisedFrom)
-				edgetest.SetLineSettings(t, r, "s", new(rate), nil)
+				edgetest.SetLineSettingsAt(t, r, f, "s", new(rate), nil)
 			} else {
 				edgetest.ReadyLine(t, r, "s", rate)
 			}
-			cur := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
-			starts := redisTime(t, r).Truncate(time.Millisecond)
+			f.Advance(time.Millisecond) // the start is after the raise
+			cur := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), f)
+			starts := f.Now()
 			tk := line.Tick{Sale: "s", StartsAt: starts, Available: 1_000_000}
 			edgetest.FillLine(t, r, "s", 100_000)
-			last, owed := time.Now(), 0.0
+			last, owed := f.Now(), 0.0
 			servingAt := func(at time.Duration) (int64, float64) {
 				t.Helper()
 				for {
-					now := time.Now()
+					now := f.Now()
 					owed += c.answersPerSec * now.Sub(last).Seconds()
 					last = now
 					tk.Answered = int64(owed)
 					owed -= float64(tk.Answered)
 					st := tick(t, cur, tk)
-					if redisTime(t, r).Sub(starts) >= at {
-						return st.NowServing, redisTime(t, r).Sub(starts).Seconds()
+					if f.Now().Sub(starts) >= at {
+						return st.NowServing, f.Now().Sub(starts).Seconds()
 					}
-					time.Sleep(20 * time.Millisecond)
+					f.Advance(20 * time.Millisecond)
 				}
 			}
 			from, fromS := servingAt(c.from)
@@ -423,19 +438,20 @@ func TestCursorRampsAfterAResumeOrARaise(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			r := edgetest.NewRedis(t)
+			f := fakeClock(t, r)
 			edgetest.ReadyLine(t, r, "s", c.before)
 			edgetest.FillLine(t, r, "s", 100_000)
 			if c.pausedFirst {
-				edgetest.SetLineSettings(t, r, "s", nil, new(true))
+				edgetest.SetLineSettingsAt(t, r, f, "s", nil, new(true))
 			}
-			cur := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
-			k := &keptUp{t: t, r: r, c: cur, tk: line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}}
+			cur := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), f)
+			k := &keptUp{t: t, f: f, c: cur, tk: line.Tick{Sale: "s", StartsAt: f.Now().Add(-time.Minute), Available: 1_000_000}}
 			servingAt := k.servingAt
 			// A second and a half at the old setting: the answer rate is
 			// sampled.
-			servingAt(redisTime(t, r), 1500*time.Millisecond)
-			edgetest.SetLineSettings(t, r, "s", new(rate), new(false))
-			changed := redisTime(t, r)
+			servingAt(f.Now(), 1500*time.Millisecond)
+			edgetest.SetLineSettingsAt(t, r, f, "s", new(rate), new(false))
+			changed := f.Now()
 			zero, fromS := servingAt(changed, 0)
 			one, toS := servingAt(changed, time.Second)
 			if got, want := float64(one-zero)/(toS-fromS), c.firstSecond; got < 0.65*want || got > 1.4*want {
@@ -463,13 +479,20 @@ func TestCursorNoCatchUpBurst(t *testing.T) {
 	if err := r.Client.HDel(context.Background(), line.NewKeys(r.Prefix).Cursor(sale), line.CursorLastMs).Err(); err != nil {
 		t.Fatalf("HDEL last_ms = %v", err)
 	}
-	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
-	st := tick(t, c, line.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000})
+	f := fakeClock(t, r)
+	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), f)
+	tk := line.Tick{Sale: sale, StartsAt: f.Now().Add(-time.Minute), Available: 1_000_000}
+	// The node's first tick reads the line (it has no pace yet); its
+	// second, at the same moment, admits.
+	if st := tick(t, c, tk); st.NowServing != 0 {
+		t.Fatalf("a node's first tick: now_serving = %d, want 0 (no pace before its first reading)", st.NowServing)
+	}
+	st := tick(t, c, tk)
 	if st.NowServing > 101 {
-		t.Fatalf("first tick after a minute without ticks: now_serving = %d, want at most one second's worth (100)", st.NowServing)
+		t.Fatalf("first admitting tick after a minute without ticks: now_serving = %d, want at most one second's worth (100)", st.NowServing)
 	}
 	if st.NowServing < 99 {
-		t.Fatalf("first tick after a minute without ticks: now_serving = %d, want about one second's worth (100)", st.NowServing)
+		t.Fatalf("first admitting tick after a minute without ticks: now_serving = %d, want about one second's worth (100)", st.NowServing)
 	}
 }
 
@@ -480,13 +503,12 @@ func TestCursorSlowRate(t *testing.T) {
 	sale := "slow-" + edgetest.RandomID(t, 3)
 	edgetest.ReadyLine(t, r, sale, 0.5)
 	edgetest.FillLine(t, r, sale, 100)
-	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
-	tk := line.Tick{Sale: sale, StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	f := fakeClock(t, r)
+	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), f)
+	tk := line.Tick{Sale: sale, StartsAt: f.Now().Add(-time.Minute), Available: 1_000_000}
 	var st line.State
-	deadline := time.Now().Add(2500 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	for deadline := f.Now().Add(2500 * time.Millisecond); f.Now().Before(deadline); f.Advance(100 * time.Millisecond) {
 		st = tick(t, c, tk)
-		time.Sleep(100 * time.Millisecond)
 	}
 	if st.NowServing < 1 || st.NowServing > 2 {
 		t.Fatalf("now_serving after 2.5 s at 0.5/s = %d, want 1 or 2", st.NowServing)
@@ -509,20 +531,19 @@ func TestCursorPacesToScarceStock(t *testing.T) {
 		{1_000_000, false, 800, 1200},
 	} {
 		r := edgetest.NewRedis(t)
+		f := fakeClock(t, r)
 		edgetest.ReadyLine(t, r, "s", 1000)
 		if tc.resumed {
-			edgetest.SetLineSettings(t, r, "s", nil, new(true))
-			edgetest.SetLineSettings(t, r, "s", nil, new(false))
+			edgetest.SetLineSettingsAt(t, r, f, "s", nil, new(true))
+			edgetest.SetLineSettingsAt(t, r, f, "s", nil, new(false))
 		}
-		c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
-		tk := line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: tc.available}
+		c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), f)
+		tk := line.Tick{Sale: "s", StartsAt: f.Now().Add(-time.Minute), Available: tc.available}
 		first := tick(t, c, tk).NowServing
 		edgetest.FillLine(t, r, "s", 100_000)
-		start := time.Now()
 		var st line.State
-		for time.Since(start) < time.Second {
+		for end := f.Now().Add(time.Second); f.Now().Before(end); f.Advance(50 * time.Millisecond) {
 			st = tick(t, c, tk)
-			time.Sleep(50 * time.Millisecond)
 		}
 		if got := st.NowServing - first; got < tc.lo || got > tc.hi {
 			t.Errorf("available %d (resumed %v): admitted %d in about a second, want %d to %d", tc.available, tc.resumed, got, tc.lo, tc.hi)
@@ -541,21 +562,24 @@ func TestCursorStopsAtServingCeiling(t *testing.T) {
 	r := edgetest.NewRedis(t)
 	keys := line.NewKeys(r.Prefix)
 	ctx := context.Background()
-	lines := line.NewLines(r.Client, keys)
+	lines := line.NewLines(r.Client, keys, nil)
 	edgetest.RestoreLine(t, r, "s", line.Durable{RatePerSecond: 1000, PreCeiling: 10, PostCeiling: edgetest.OpenCeiling, ServingCeiling: 30})
 	edgetest.FillLine(t, r, "s", 10_000)
-	c := admission.NewCursor(r.Client, keys, nil)
-	tk := line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	f := fakeClock(t, r)
+	c := admission.NewCursor(r.Client, keys, f)
+	tk := line.Tick{Sale: "s", StartsAt: f.Now().Add(-time.Minute), Available: 1_000_000}
 	wait := func(what string, ok func(line.State) bool) line.State {
 		t.Helper()
 		var st line.State
 		testenv.Eventually(t, 3*time.Second, "State as expected "+what, func() bool {
+			f.Advance(20 * time.Millisecond)
 			st = tick(t, c, tk)
 			return ok(st)
 		})
 		return st
 	}
-	time.Sleep(100 * time.Millisecond)
+	tick(t, c, tk)
+	f.Advance(100 * time.Millisecond)
 	if st := tick(t, c, tk); st.NowServing != 0 || st.Drawn {
 		t.Fatalf("State before the seal = %+v, want no admission until the draw is sealed", st)
 	}
@@ -566,7 +590,7 @@ func TestCursorStopsAtServingCeiling(t *testing.T) {
 		t.Errorf("Seal(9) after Seal(7) = %d, %v; want 7 kept", n, err)
 	}
 	wait("after the seal", func(st line.State) bool { return st.Drawn && st.DrawSize == 7 && st.NowServing == 30 })
-	time.Sleep(100 * time.Millisecond)
+	f.Advance(100 * time.Millisecond)
 	if st := tick(t, c, tk); st.NowServing != 30 || st.ServingCeiling != 30 {
 		t.Fatalf("State 100 ms at the serving ceiling = %+v, want still 30", st)
 	}

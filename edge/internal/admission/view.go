@@ -203,23 +203,6 @@ func (v *View) preQueueWindow() time.Duration {
 	return time.Duration(min(max(seconds, 1), 10) * float64(time.Second))
 }
 
-// rampSeconds is how long the start's ramp takes to admit x seconds' worth
-// of the set rate: the inverse of the integral of advance.lua's ramp (2^s/8
-// of the rate for s < 2 s, then 0.5 + (s-2)/8, the whole rate from 6 s).
-// The ramp's bound on the checkout's answers only makes it slower.
-func rampSeconds(x float64) float64 {
-	first := 3 / (8 * math.Ln2) // the rate-seconds admitted in the first 2 s
-	ramped := first + 3         // and by the end of the ramp, at 6 s
-	switch {
-	case x <= first:
-		return math.Log2(1 + 8*math.Ln2*x)
-	case x <= ramped:
-		return 2 + 8*(math.Sqrt(0.25+(x-first)/4)-0.5)
-	default:
-		return 6 + x - ramped
-	}
-}
-
 // spread places a shopper's index evenly and fixedly in [0, window): the
 // same shopper always gets the same moment (a fixed stride through 1,000
 // steps, so neighbours in line land far apart).

@@ -131,7 +131,7 @@ func New(cfg Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.Line = line.New(line.NewLines(a.rdb, qkeys), lineStore, a.Cursor, line.Options{
+	a.Line = line.New(line.NewLines(a.rdb, qkeys, nil), lineStore, a.Cursor, line.Options{
 		DefaultRatePerSecond: cfg.DefaultRatePerSecond, BlockWindow: cfg.LineBlockWindow, MinBlock: int64(cfg.LineMinBlock),
 		Joiner: line.JoinerOptions{Pipelines: cfg.JoinPipelines},
 	}, log.With("component", "line"), reg)

@@ -52,7 +52,9 @@ func TestPollCostsNothing(t *testing.T) {
 		t.Fatalf("Settings(resume) = %v, in Redis %v; want nil, true", err, applied)
 	}
 	// A resume ramps from an eighth of the rate (50/s), and the 10 units in
-	// stock hold the pace to 20/s: about 4 admitted in 200 ms.
+	// stock hold the pace to 20/s: about 4 admitted in 200 ms, from the
+	// tick that first reads the resumed settings (the node's pace for them).
+	settle(t, ctx, n, sale)
 	time.Sleep(200 * time.Millisecond)
 	settle(t, ctx, n, sale)
 	if len(commands.Take()) == 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/edge/internal/line"
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -37,7 +38,7 @@ func RestoreLine(t testing.TB, r *testenv.Redis, sale string, d line.Durable) bo
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	got, err := line.NewLines(r.Client, line.NewKeys(r.Prefix)).Restore(ctx, sale, "e-"+testenv.RandomHex(4), d)
+	got, err := line.NewLines(r.Client, line.NewKeys(r.Prefix), nil).Restore(ctx, sale, "e-"+testenv.RandomHex(4), d)
 	if err != nil {
 		t.Fatalf("Restore(%s) = %v", sale, err)
 	}
@@ -61,9 +62,16 @@ var settingsVersion atomic.Int64
 // see the settings alone.
 func SetLineSettings(t testing.TB, r *testenv.Redis, sale string, rate *float64, paused *bool) line.Applied {
 	t.Helper()
+	return SetLineSettingsAt(t, r, nil, sale, rate, paused)
+}
+
+// SetLineSettingsAt is SetLineSettings on c's time (nil: Redis's), for
+// tests whose cursor runs on a fake clock.
+func SetLineSettingsAt(t testing.TB, r *testenv.Redis, c clock.Clock, sale string, rate *float64, paused *bool) line.Applied {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	lines := line.NewLines(r.Client, line.NewKeys(r.Prefix))
+	lines := line.NewLines(r.Client, line.NewKeys(r.Prefix), c)
 	cur, err := lines.Current(ctx, sale)
 	if err != nil {
 		t.Fatalf("Current(%s) = %v", sale, err)

@@ -168,7 +168,7 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 	keys := line.NewKeys(r.Prefix)
 	store := newMemStore()
 	cursor := admission.NewCursor(r.Client, keys, nil)
-	k := line.New(line.NewLines(r.Client, keys), store, cursor,
+	k := line.New(line.NewLines(r.Client, keys, nil), store, cursor,
 		line.Options{DefaultRatePerSecond: 50, MinBlock: 32, JoinWait: 200 * time.Millisecond},
 		slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	t.Cleanup(k.Close)
@@ -343,7 +343,7 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 		t.Cleanup(func() { _ = rdb.Close() })
 		n := node{c: admission.NewCursor(rdb, keys, nil), hook: &switchHook{}}
 		rdb.AddHook(n.hook)
-		n.k = line.New(line.NewLines(rdb, keys), store, n.c,
+		n.k = line.New(line.NewLines(rdb, keys, nil), store, n.c,
 			line.Options{DefaultRatePerSecond: 5, SyncInterval: sync, Timeout: time.Second},
 			slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 		t.Cleanup(n.k.Close)
@@ -476,7 +476,7 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 	var nodes []node
 	for range 2 {
 		c := admission.NewCursor(r.Client, keys, nil)
-		k := line.New(line.NewLines(r.Client, keys), store, c,
+		k := line.New(line.NewLines(r.Client, keys, nil), store, c,
 			line.Options{DefaultRatePerSecond: 100, MinBlock: 32, SyncInterval: 50 * time.Millisecond},
 			slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 		t.Cleanup(k.Close)

@@ -23,7 +23,7 @@ func TestScriptsWriteTheNamedFields(t *testing.T) {
 	r := edgetest.NewRedis(t)
 	keys := line.NewKeys(r.Prefix)
 	ctx := context.Background()
-	lines := line.NewLines(r.Client, keys)
+	lines := line.NewLines(r.Client, keys, nil)
 	c := admission.NewCursor(r.Client, keys, nil)
 	j := line.NewJoiner(r.Client, keys, line.JoinerOptions{})
 	t.Cleanup(j.Close)

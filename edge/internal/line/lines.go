@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // Lines is the Redis side of each sale's durable line: it restores a line
@@ -15,12 +17,25 @@ import (
 // has them, and applies ops settings the origin recorded. The origin side
 // and the decisions of when to do what are package line's.
 type Lines struct {
-	rdb  redis.UniversalClient
-	keys Keys
+	rdb   redis.UniversalClient
+	keys  Keys
+	clock clock.Clock // nil: the scripts run on Redis's clock
 }
 
-// NewLines returns Lines over rdb.
-func NewLines(rdb redis.UniversalClient, keys Keys) *Lines { return &Lines{rdb: rdb, keys: keys} }
+// NewLines returns Lines over rdb. With c nil the scripts run on Redis's
+// clock, one for every node; a test's c sets their time.
+func NewLines(rdb redis.UniversalClient, keys Keys, c clock.Clock) *Lines {
+	return &Lines{rdb: rdb, keys: keys, clock: c}
+}
+
+// now is a script's "now" argument: the set clock's unix ms, or empty for
+// Redis TIME.
+func (l *Lines) now() string {
+	if l.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(l.clock.Now().UnixMilli(), 10)
+}
 
 // Durable is the origin's copy of a line, as Restore puts it back.
 type Durable struct {
@@ -169,7 +184,7 @@ func (l *Lines) Settings(ctx context.Context, sale string, s Settings, block int
 	}
 	v, err := settingsScript.Run(ctx, l.rdb,
 		[]string{l.keys.Cursor(sale), l.keys.Line(sale), l.keys.Pre(sale), l.keys.Post(sale)},
-		formatRate(s.RatePerSecond), p, s.Version, block, seen.Pre, seen.Post, seen.NowServing, s.ChallengeBits).Slice()
+		formatRate(s.RatePerSecond), p, s.Version, block, seen.Pre, seen.Post, seen.NowServing, s.ChallengeBits, l.now()).Slice()
 	if err = lineErr(err); err != nil {
 		return Applied{}, fmt.Errorf("admission settings of sale %s: %w", sale, err)
 	}

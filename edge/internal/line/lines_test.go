@@ -46,7 +46,7 @@ func TestLineLostHandsOutNothing(t *testing.T) {
 	if st, ok := c.State("s"); !ok || !st.Lost {
 		t.Errorf("State after a tick with no line = %+v, %v; want Lost", st, ok)
 	}
-	lines := line.NewLines(r.Client, keys)
+	lines := line.NewLines(r.Client, keys, nil)
 	if _, err := lines.Settings(ctx, "s", line.Settings{RatePerSecond: 5, Paused: true, Version: 1}, edgetest.OpenCeiling, line.Seen{}); !errors.Is(err, line.ErrLost) {
 		t.Errorf("Settings with no line = %v, want ErrLost", err)
 	}
@@ -174,7 +174,7 @@ func TestJoinNeverPassesCeiling(t *testing.T) {
 		t.Errorf("post counter = %d, want exactly the ceiling 250", post)
 	}
 
-	if _, err := line.NewLines(r.Client, keys).Raise(ctx, "s", line.Ceilings{Post: 260}); err != nil {
+	if _, err := line.NewLines(r.Client, keys, nil).Raise(ctx, "s", line.Ceilings{Post: 260}); err != nil {
 		t.Fatalf("Raise = %v", err)
 	}
 	waiter := aWaiter.Load().(string)
@@ -194,7 +194,7 @@ func TestRestoreOnceAtCeilings(t *testing.T) {
 	r := edgetest.NewRedis(t)
 	keys := line.NewKeys(r.Prefix)
 	ctx := context.Background()
-	lines := line.NewLines(r.Client, keys)
+	lines := line.NewLines(r.Client, keys, nil)
 
 	var wins atomic.Int64
 	var wg sync.WaitGroup
@@ -275,7 +275,7 @@ func TestSettingsKeepNewest(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	ready(t, r, "s", 100)
-	lines := line.NewLines(r.Client, line.NewKeys(r.Prefix))
+	lines := line.NewLines(r.Client, line.NewKeys(r.Prefix), nil)
 	ctx := context.Background()
 	if st, err := lines.Settings(ctx, "s", line.Settings{RatePerSecond: 5, Paused: true, Version: 2}, edgetest.OpenCeiling, line.Seen{}); err != nil || st.RatePerSecond != 5 || !st.Paused {
 		t.Fatalf("Settings(5, paused, v2) = %+v, %v; want rate 5 paused", st, err)
@@ -293,7 +293,7 @@ func TestSettingsStartARamp(t *testing.T) {
 	r := edgetest.NewRedis(t)
 	ready(t, r, "s", 100)
 	keys := line.NewKeys(r.Prefix)
-	lines := line.NewLines(r.Client, keys)
+	lines := line.NewLines(r.Client, keys, nil)
 	ctx := context.Background()
 	ramp := func() (string, string) {
 		t.Helper()
@@ -354,7 +354,7 @@ func TestLineThatLostWrites(t *testing.T) {
 	r := edgetest.NewRedis(t)
 	keys := line.NewKeys(r.Prefix)
 	ctx := context.Background()
-	lines := line.NewLines(r.Client, keys)
+	lines := line.NewLines(r.Client, keys, nil)
 	past := time.Now().Add(-time.Minute)
 	j := line.NewJoiner(r.Client, keys, line.JoinerOptions{})
 	t.Cleanup(j.Close)

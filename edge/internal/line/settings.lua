@@ -26,6 +26,8 @@
 -- ARGV[5] pre, ARGV[6] post, ARGV[7] now_serving floors: the highest values
 --   the calling node has read (0: none)
 -- ARGV[8] challenge bits: the proof of work a join needs (0: none)
+-- ARGV[9] now (unix ms), or '' for Redis TIME: production leaves the time
+--   to Redis; tests set it
 --
 -- Returns {rate (string), paused (0/1), now_serving, serving ceiling,
 -- settings version, challenge bits} as Redis holds them afterwards
@@ -40,8 +42,11 @@ local block = tonumber(ARGV[4])
 local pre_floor, post_floor, serving_floor = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local new_bits = ARGV[8]
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(ARGV[9] or '')
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local h = redis.call('HMGET', cursor, 'rate', 'paused', 'now_serving', 'last_ms', 'settings_version', 'ramp_ms',
   'challenge_bits')
 local line = redis.call('HMGET', line_key, 'epoch', 'serving_ceiling', 'replid')

@@ -46,7 +46,11 @@ type State struct {
 	// the edges counted them (Tick.Answered), sampled about once a second:
 	// the slow start admits at most twice it.
 	AnswerRate float64
-	ReadAt     time.Time // this node's clock when it read the state
+	// RampAt is when the last resume or raise started a ramp (Redis's
+	// clock; zero: none), from RampFrom (the rate before a raise).
+	RampAt   time.Time
+	RampFrom float64
+	ReadAt   time.Time // this node's clock when it read the state
 	// RedisNow is Redis's clock at the read: the one clock that decides
 	// when a sale has started (the join script uses it too).
 	RedisNow time.Time
