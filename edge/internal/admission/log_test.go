@@ -31,8 +31,9 @@ func TestCursorRecordsItsSteps(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	edgetest.ReadyLine(t, r, "s", 1000)
-	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
-	tk := line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	f := fakeClock(t, r)
+	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), f)
+	tk := line.Tick{Sale: "s", StartsAt: f.Now().Add(-time.Minute), Available: 1_000_000}
 	tick(t, c, tk) // an empty line: nothing to admit
 	edgetest.FillLine(t, r, "s", 100_000)
 	if got := steps(t, r, "s"); len(got) != 0 {
@@ -41,10 +42,10 @@ func TestCursorRecordsItsSteps(t *testing.T) {
 	var want []string
 	var last int64
 	for range 5 {
-		time.Sleep(20 * time.Millisecond)
-		before := redisTime(t, r).UnixMilli()
+		f.Advance(20 * time.Millisecond)
+		before := f.Now().UnixMilli()
 		st := tick(t, c, tk)
-		after := redisTime(t, r).UnixMilli()
+		after := f.Now().UnixMilli()
 		if st.NowServing == last {
 			t.Fatalf("the cursor stood at %d after 20 ms at 1000/s", last)
 		}
@@ -62,11 +63,11 @@ func TestCursorRecordsItsSteps(t *testing.T) {
 	}
 	held := tk
 	held.Hold = true
-	time.Sleep(20 * time.Millisecond)
+	f.Advance(20 * time.Millisecond)
 	tick(t, c, held)
 	yes := true
-	edgetest.SetLineSettings(t, r, "s", nil, &yes)
-	time.Sleep(20 * time.Millisecond)
+	edgetest.SetLineSettingsAt(t, r, f, "s", nil, &yes)
+	f.Advance(20 * time.Millisecond)
 	tick(t, c, tk)
 	if got := steps(t, r, "s"); !slices.Equal(got, want) {
 		t.Errorf("steps after a held and a paused tick = %v, want %v (no move, no step)", got, want)
@@ -79,15 +80,16 @@ func TestCursorStepsCapped(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	edgetest.ReadyLine(t, r, "s", 1000)
-	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), nil)
+	f := fakeClock(t, r)
+	c := admission.NewCursor(r.Client, line.NewKeys(r.Prefix), f)
 	c.SetMaxSteps(3)
-	tk := line.Tick{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 1_000_000}
+	tk := line.Tick{Sale: "s", StartsAt: f.Now().Add(-time.Minute), Available: 1_000_000}
 	tick(t, c, tk)
 	edgetest.FillLine(t, r, "s", 100_000)
 	var first []string
 	var st line.State
 	for i := range 6 {
-		time.Sleep(20 * time.Millisecond)
+		f.Advance(20 * time.Millisecond)
 		st = tick(t, c, tk)
 		if i == 2 {
 			first = steps(t, r, "s")

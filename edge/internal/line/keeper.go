@@ -40,6 +40,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // StateReader is the admission cursor's cache of each sale's state
@@ -88,8 +90,8 @@ type Options struct {
 	// Joiner batches the joins (Pipelines, MaxBatch); its Observe is the
 	// Keeper's own.
 	Joiner JoinerOptions
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the Go side's clock; nil means the machine's.
+	Clock clock.Clock
 }
 
 // rateWindow is how far back the join rate looks.
@@ -181,9 +183,7 @@ func New(lines *Lines, store Store, states StateReader, opts Options, log *slog.
 	if opts.SyncInterval <= 0 {
 		opts.SyncInterval = 5 * time.Second
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &Keeper{lines: lines, store: store, states: states, opts: opts, log: log, ctx: ctx, cancel: cancel,
 		sales: map[string]*saleLine{},
@@ -209,7 +209,7 @@ func New(lines *Lines, store Store, states StateReader, opts Options, log *slog.
 // it returns the error (ErrWait or ErrLost), which the shopper
 // hears as please_wait.
 func (k *Keeper) Join(ctx context.Context, sale string, startsAt time.Time, account string) (Place, error) {
-	giveUp := time.NewTimer(k.opts.JoinWait)
+	giveUp := k.opts.Clock.NewTimer(k.opts.JoinWait)
 	defer giveUp.Stop()
 	for {
 		changed := k.changedOf(sale) // before the attempt: a raise landing after it is not missed
@@ -283,7 +283,7 @@ func (k *Keeper) Seed(sale string) ([]byte, bool) {
 // reading the origin's copy when it has not heard it for SyncInterval, or
 // raising ceilings that its counters or cursor come near. It never blocks.
 func (k *Keeper) Maintain(ticks []Tick) {
-	now := k.opts.Now()
+	now := k.opts.Clock.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, t := range ticks {
@@ -337,7 +337,7 @@ func (k *Keeper) Maintain(ticks []Tick) {
 // restore, at once rather than at the next tick. It never blocks.
 func (k *Keeper) Observe(sale string, lv Level) {
 	k.waits.Add(float64(lv.Refused))
-	now := k.opts.Now()
+	now := k.opts.Clock.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	s := k.sale(sale)
@@ -469,7 +469,7 @@ func (k *Keeper) sync(ctx context.Context, sale string) error {
 // heard keeps a row the origin answered: its settings when newer than the
 // newest this node had.
 func (k *Keeper) heard(sale string, row Row) {
-	now := k.opts.Now()
+	now := k.opts.Clock.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	s := k.sale(sale)
@@ -672,7 +672,7 @@ func (k *Keeper) openingBlock(s *saleLine, b, pre int64) int64 {
 // too), the serving ceiling to the one asked for, and only if the origin
 // took it at the settings version it was sized for.
 func (k *Keeper) raise(ctx context.Context, sale string, c Ceilings) error {
-	started := k.opts.Now()
+	started := k.opts.Clock.Now()
 	row, err := k.store.Raise(ctx, sale, c)
 	if err != nil {
 		return fmt.Errorf("raise in the origin: %w", err)
@@ -689,7 +689,7 @@ func (k *Keeper) raise(ctx context.Context, sale string, c Ceilings) error {
 	if err == nil {
 		k.raises.Inc()
 		k.mu.Lock()
-		k.sale(sale).raiseTook = k.opts.Now().Sub(started)
+		k.sale(sale).raiseTook = k.opts.Clock.Now().Sub(started)
 		k.mu.Unlock()
 		k.landed(sale)
 	}
