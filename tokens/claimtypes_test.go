@@ -180,8 +180,8 @@ func TestUserFastPathClaimTypes(t *testing.T) {
 	extra := []claimText{{"nbf", strconv.FormatInt(now-10, 10)}, {"jti", `"jti-1"`},
 		{"sale", `"s1"`}, {"pos", "7"}, {"pre", "true"}, {"name", `"n"`}}
 	for _, opts := range []tokens.UserVerifierOptions{
-		{Issuer: "shop-idp", Audience: "flashgate", Now: clock.Now},
-		{Now: clock.Now},
+		{Issuer: "shop-idp", Audience: "flashgate", Clock: clock},
+		{Clock: clock},
 	} {
 		fast, err := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: secret}, opts)
 		if err != nil {
@@ -211,7 +211,7 @@ func FuzzFastPathPayload(f *testing.F) {
 	fx := newFixture(f)
 	slow := tokens.SlowOnly(fx.ver)
 	secret := tokenstest.UserSecret()
-	user, err := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: secret}, tokens.UserVerifierOptions{Now: fx.clock.Now})
+	user, err := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: secret}, tokens.UserVerifierOptions{Clock: fx.clock})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -198,9 +199,10 @@ func TestFastPathMatchesSlow(t *testing.T) {
 func TestFastPathMatchesSlowClock(t *testing.T) {
 	f := newFixture(t)
 	slow := tokens.SlowOnly(f.ver)
-	qTok, _, _ := f.iss.Queue("s1", "a", 1, false, f.clock.Now().Add(time.Minute))
-	aTok, _, _ := f.iss.Admission("s1", "a", 1)
-	f.clock.Advance(-10 * time.Second) // iat in the future, then within leeway
+	// Issued 10s ahead of the clock: iat in the future, then within leeway.
+	ahead := tokens.NewIssuer(f.keys, tokens.IssuerOptions{Clock: clock.NewFake(f.clock.Now().Add(10 * time.Second))})
+	qTok, _, _ := ahead.Queue("s1", "a", 1, false, f.clock.Now().Add(10*time.Second+time.Minute))
+	aTok, _, _ := ahead.Admission("s1", "a", 1)
 	for range 40 {
 		diffCheck(t, f.ver, slow, "queue", qTok)
 		diffCheck(t, f.ver, slow, "admission", aTok)

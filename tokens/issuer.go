@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // DefaultAdmissionTTL is how long an admission token lives when
@@ -17,8 +19,8 @@ const DefaultAdmissionTTL = 5 * time.Minute
 
 // IssuerOptions configure an Issuer.
 type IssuerOptions struct {
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock; nil means clock.Real.
+	Clock clock.Clock
 	// AdmissionTTL is the lifetime of admission tokens; 0 means DefaultAdmissionTTL.
 	AdmissionTTL time.Duration
 }
@@ -42,13 +44,10 @@ type Issuer struct {
 
 // NewIssuer returns an Issuer signing with keys' active key; keys must not be nil.
 func NewIssuer(keys *KeySet, opts IssuerOptions) *Issuer {
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	if opts.AdmissionTTL <= 0 {
 		opts.AdmissionTTL = DefaultAdmissionTTL
 	}
-	i := &Issuer{now: opts.Now, ttl: opts.AdmissionTTL, kid: keys.active, secret: keys.secrets[keys.active]}
+	i := &Issuer{now: clock.Or(opts.Clock).Now, ttl: opts.AdmissionTTL, kid: keys.active, secret: keys.secrets[keys.active]}
 	if header, err := headerSegment(i.kid); err == nil {
 		i.prefix, i.macs = header+".", newMacPool(i.secret)
 	}

@@ -169,7 +169,7 @@ func TestGenerateKeySpec(t *testing.T) {
 func TestRotation(t *testing.T) {
 	clock := tokenstest.NewClock(tokenstest.Start())
 	old := tokenstest.KeySet()
-	oldTok, _, err := tokens.NewIssuer(old, tokens.IssuerOptions{Now: clock.Now}).Admission("s1", "acct-1", 1)
+	oldTok, _, err := tokens.NewIssuer(old, tokens.IssuerOptions{Clock: clock}).Admission("s1", "acct-1", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,12 +185,12 @@ func TestRotation(t *testing.T) {
 	if rotated.ActiveKID() != "test2" {
 		t.Fatalf("ActiveKID() = %q, want test2", rotated.ActiveKID())
 	}
-	newTok, _, err := tokens.NewIssuer(rotated, tokens.IssuerOptions{Now: clock.Now}).Admission("s1", "acct-2", 2)
+	newTok, _, err := tokens.NewIssuer(rotated, tokens.IssuerOptions{Clock: clock}).Admission("s1", "acct-2", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	opts := tokens.VerifierOptions{Now: clock.Now}
+	opts := tokens.VerifierOptions{Clock: clock}
 	tests := []struct {
 		name  string
 		keys  *tokens.KeySet

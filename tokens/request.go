@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // RequestSignatureHeader carries the signature of an edge→origin control
@@ -73,12 +75,9 @@ type RequestSigner struct {
 // NewRequestSigner returns a signer with keys' active key for requests to
 // audience: the origin's own name (RequestVerifierOptions.Audience), so
 // that a request signed for one origin (say staging) is refused by another
-// sharing the keys (production). now is the clock (nil means time.Now).
-func NewRequestSigner(keys *KeySet, audience string, now func() time.Time) *RequestSigner {
-	if now == nil {
-		now = time.Now
-	}
-	return &RequestSigner{kid: keys.active, key: requestKey(keys.secrets[keys.active]), audience: audience, now: now}
+// sharing the keys (production). c is the clock (nil means clock.Real).
+func NewRequestSigner(keys *KeySet, audience string, c clock.Clock) *RequestSigner {
+	return &RequestSigner{kid: keys.active, key: requestKey(keys.secrets[keys.active]), audience: audience, now: clock.Or(c).Now}
 }
 
 // Sign returns the RequestSignatureHeader value for a request: method, path
@@ -94,9 +93,9 @@ func (s *RequestSigner) Sign(method, path string, body []byte) string {
 
 // RequestVerifierOptions configure a RequestVerifier.
 type RequestVerifierOptions struct {
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
-	// Tolerance is how far the signed time may be from Now; 0 means
+	// Clock is the clock; nil means clock.Real.
+	Clock clock.Clock
+	// Tolerance is how far the signed time may be from Clock's; 0 means
 	// DefaultRequestTolerance.
 	Tolerance time.Duration
 	// Audience is the name requests must be signed for, the verifier's own
@@ -124,13 +123,10 @@ func NewRequestVerifier(keys *KeySet, opts RequestVerifierOptions) (*RequestVeri
 	if opts.Audience == "" {
 		return nil, errors.New("tokens: a request verifier needs the audience requests are signed for")
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	if opts.Tolerance <= 0 {
 		opts.Tolerance = DefaultRequestTolerance
 	}
-	v := &RequestVerifier{keys: make(map[string][]byte, len(keys.secrets)), now: opts.Now, tolerance: opts.Tolerance,
+	v := &RequestVerifier{keys: make(map[string][]byte, len(keys.secrets)), now: clock.Or(opts.Clock).Now, tolerance: opts.Tolerance,
 		audience: opts.Audience}
 	for kid, secret := range keys.secrets {
 		v.keys[kid] = requestKey(secret)

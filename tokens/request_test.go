@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -15,10 +16,10 @@ import (
 // audience.
 const host = "origin.prod.example:9090"
 
-// newVerifier is a verifier for host on clock now.
-func newVerifier(t *testing.T, keys *tokens.KeySet, now func() time.Time) *tokens.RequestVerifier {
+// newVerifier is a verifier for host on clock c.
+func newVerifier(t *testing.T, keys *tokens.KeySet, c clock.Clock) *tokens.RequestVerifier {
 	t.Helper()
-	v, err := tokens.NewRequestVerifier(keys, tokens.RequestVerifierOptions{Now: now, Audience: host})
+	v, err := tokens.NewRequestVerifier(keys, tokens.RequestVerifierOptions{Clock: c, Audience: host})
 	if err != nil {
 		t.Fatalf("NewRequestVerifier = %v", err)
 	}
@@ -32,8 +33,8 @@ func newVerifier(t *testing.T, keys *tokens.KeySet, now func() time.Time) *token
 // origin it was signed for).
 func TestRequestSignature(t *testing.T) {
 	clock := tokenstest.NewClock(time.Time{})
-	signer := tokens.NewRequestSigner(tokenstest.KeySet(), host, clock.Now)
-	verifier := newVerifier(t, tokenstest.KeySet(), clock.Now)
+	signer := tokens.NewRequestSigner(tokenstest.KeySet(), host, clock)
+	verifier := newVerifier(t, tokenstest.KeySet(), clock)
 	body := []byte(`{"post":4096}`)
 	sig := signer.Sign("POST", "/v1/lines/s1/ceilings", body)
 	got, err := verifier.Verify(sig, "POST", "/v1/lines/s1/ceilings", body)
@@ -45,11 +46,11 @@ func TestRequestSignature(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseKeySet(rotated) = %v", err)
 	}
-	if _, err := newVerifier(t, rotated, clock.Now).Verify(sig, "POST", "/v1/lines/s1/ceilings", body); err != nil {
+	if _, err := newVerifier(t, rotated, clock).Verify(sig, "POST", "/v1/lines/s1/ceilings", body); err != nil {
 		t.Errorf("Verify under a set that still holds the signing key = %v, want nil", err)
 	}
 
-	foreign := tokens.NewRequestSigner(tokenstest.OtherKeySet(), host, clock.Now).Sign("POST", "/v1/lines/s1/ceilings", body)
+	foreign := tokens.NewRequestSigner(tokenstest.OtherKeySet(), host, clock).Sign("POST", "/v1/lines/s1/ceilings", body)
 	forgedKID := strings.Replace(foreign, "kid="+tokenstest.OtherKID, "kid="+tokenstest.KID, 1)
 	mac := sig[strings.Index(sig, "v2=")+3:]
 	nonceAt := strings.Index(sig, ",n=") + 3
@@ -81,7 +82,7 @@ func TestRequestSignature(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tokenstest.NewClock(clock.Now().Add(tc.advance))
-			v := newVerifier(t, tokenstest.KeySet(), c.Now)
+			v := newVerifier(t, tokenstest.KeySet(), c)
 			if _, err := v.Verify(tc.header, tc.method, tc.path, tc.body); !errors.Is(err, tc.want) {
 				t.Errorf("Verify = %v, want %v", err, tc.want)
 			}
@@ -91,7 +92,7 @@ func TestRequestSignature(t *testing.T) {
 	// Within the tolerance either way, it still verifies.
 	for _, d := range []time.Duration{tokens.DefaultRequestTolerance - time.Second, -tokens.DefaultRequestTolerance + time.Second} {
 		c := tokenstest.NewClock(clock.Now().Add(d))
-		if _, err := newVerifier(t, tokenstest.KeySet(), c.Now).Verify(sig, "POST", "/v1/lines/s1/ceilings", body); err != nil {
+		if _, err := newVerifier(t, tokenstest.KeySet(), c).Verify(sig, "POST", "/v1/lines/s1/ceilings", body); err != nil {
 			t.Errorf("Verify %v from the signing time = %v, want nil", d, err)
 		}
 	}
@@ -104,7 +105,7 @@ func TestRequestSignature(t *testing.T) {
 func TestRequestAudience(t *testing.T) {
 	clock := tokenstest.NewClock(time.Time{})
 	body := []byte(`{"paused":true}`)
-	prod, err := tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{Now: clock.Now, Audience: "production"})
+	prod, err := tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{Clock: clock, Audience: "production"})
 	if err != nil {
 		t.Fatalf("NewRequestVerifier(production) = %v", err)
 	}
@@ -119,7 +120,7 @@ func TestRequestAudience(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sig := tokens.NewRequestSigner(tokenstest.KeySet(), tc.signedFor, clock.Now).Sign("PUT", "/v1/lines/s1/settings", body)
+			sig := tokens.NewRequestSigner(tokenstest.KeySet(), tc.signedFor, clock).Sign("PUT", "/v1/lines/s1/settings", body)
 			if _, err := prod.Verify(sig, "PUT", "/v1/lines/s1/settings", body); !errors.Is(err, tc.want) {
 				t.Errorf("Verify(signed for %q) = %v, want %v", tc.signedFor, err, tc.want)
 			}
@@ -139,8 +140,8 @@ func TestRequestAudience(t *testing.T) {
 // code.
 func TestRequestSignatureKey(t *testing.T) {
 	clock := tokenstest.NewClock(time.Time{})
-	signer := tokens.NewRequestSigner(tokenstest.KeySet(), host, clock.Now)
-	v := newVerifier(t, tokenstest.KeySet(), clock.Now)
+	signer := tokens.NewRequestSigner(tokenstest.KeySet(), host, clock)
+	v := newVerifier(t, tokenstest.KeySet(), clock)
 	body := []byte(`{"paused":true}`)
 	key := func(sig, path string) string {
 		t.Helper()

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // MinRSABits is the smallest RSA modulus accepted for user tokens, in bits.
@@ -57,8 +59,8 @@ type UserVerifierOptions struct {
 	// Audience is an aud user tokens must carry; "" means aud is not
 	// checked. It may not be AudienceEdge or AudienceOrigin.
 	Audience string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock; nil means clock.Real.
+	Clock clock.Clock
 	// Leeway is the clock skew tolerated on exp and iat; 0 means
 	// DefaultLeeway, negative means none.
 	Leeway time.Duration
@@ -118,10 +120,7 @@ func NewUserVerifier(key UserKey, opts UserVerifierOptions) (*UserVerifier, erro
 		return nil, errors.New("tokens: user key: neither HMACSecret nor PublicKey set")
 	}
 
-	now := opts.Now
-	if now == nil {
-		now = time.Now
-	}
+	now := clock.Or(opts.Clock).Now
 	popts := []jwt.ParserOption{
 		jwt.WithValidMethods([]string{method.Alg()}),
 		jwt.WithExpirationRequired(),
@@ -201,16 +200,13 @@ type DevUserIssuer struct {
 
 // NewDevUserIssuer returns a DevUserIssuer signing with secret (at least
 // MinSecretLen bytes, checked by Issue), setting iss to issuer unless it is "",
-// and giving tokens ttl to live (DefaultDevUserTTL if not positive). A nil now
-// means time.Now.
-func NewDevUserIssuer(secret []byte, issuer string, ttl time.Duration, now func() time.Time) *DevUserIssuer {
+// and giving tokens ttl to live (DefaultDevUserTTL if not positive). A nil c
+// means clock.Real.
+func NewDevUserIssuer(secret []byte, issuer string, ttl time.Duration, c clock.Clock) *DevUserIssuer {
 	if ttl <= 0 {
 		ttl = DefaultDevUserTTL
 	}
-	if now == nil {
-		now = time.Now
-	}
-	return &DevUserIssuer{secret: append([]byte(nil), secret...), issuer: issuer, ttl: ttl, now: now}
+	return &DevUserIssuer{secret: append([]byte(nil), secret...), issuer: issuer, ttl: ttl, now: clock.Or(c).Now}
 }
 
 // Issue returns a user token for account.

@@ -57,7 +57,7 @@ func TestUserVerifier(t *testing.T) {
 	keys := newUserKeys(t)
 	clock := tokenstest.NewClock(tokenstest.Start())
 	now := clock.Now()
-	opts := tokens.UserVerifierOptions{Issuer: "shop-idp", Audience: "flashgate", Now: clock.Now}
+	opts := tokens.UserVerifierOptions{Issuer: "shop-idp", Audience: "flashgate", Clock: clock}
 
 	edPub, err := tokens.ParsePublicKeyPEM(pemOf(t, keys.edPub))
 	if err != nil {
@@ -244,9 +244,9 @@ func TestParsePublicKeyPEM(t *testing.T) {
 func TestDevUserIssuer(t *testing.T) {
 	clock := tokenstest.NewClock(tokenstest.Start())
 	secret := tokenstest.UserSecret()
-	dev := tokens.NewDevUserIssuer(secret, "flashgate-dev", time.Hour, clock.Now)
+	dev := tokens.NewDevUserIssuer(secret, "flashgate-dev", time.Hour, clock)
 	v, err := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: secret},
-		tokens.UserVerifierOptions{Issuer: "flashgate-dev", Now: clock.Now})
+		tokens.UserVerifierOptions{Issuer: "flashgate-dev", Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestDevUserIssuer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v2, _ := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: tokenstest.UserSecret()}, tokens.UserVerifierOptions{Now: clock.Now})
+	v2, _ := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: tokenstest.UserSecret()}, tokens.UserVerifierOptions{Clock: clock})
 	if got, err := v2.Account(tok); err != nil || got != "dev-user-2" {
 		t.Errorf("Account(tok) after changing the caller's secret = %q, %v; want dev-user-2, nil", got, err)
 	}
@@ -289,7 +289,7 @@ func TestDevUserIssuer(t *testing.T) {
 func TestUserVerifierRefusesOurTokens(t *testing.T) {
 	f := newFixture(t)
 	now := f.clock.Now()
-	v, err := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: f.secret}, tokens.UserVerifierOptions{Now: f.clock.Now})
+	v, err := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: f.secret}, tokens.UserVerifierOptions{Clock: f.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestUserVerifierOneSpelling(t *testing.T) {
 		{"RS256", tokens.UserKey{PublicKey: &keys.rsaPriv.PublicKey}, jwt.SigningMethodRS256, keys.rsaPriv, 16},
 	} {
 		t.Run(alg.name, func(t *testing.T) {
-			v, err := tokens.NewUserVerifier(alg.key, tokens.UserVerifierOptions{Now: clock.Now})
+			v, err := tokens.NewUserVerifier(alg.key, tokens.UserVerifierOptions{Clock: clock})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // DefaultLeeway is the clock skew tolerated on exp and iat when an options
@@ -18,8 +20,8 @@ const maxTokenLen = 8 << 10
 
 // VerifierOptions configure a Verifier.
 type VerifierOptions struct {
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock; nil means clock.Real.
+	Clock clock.Clock
 	// Leeway is the clock skew tolerated on exp and iat; 0 means
 	// DefaultLeeway, negative means none.
 	Leeway time.Duration
@@ -45,10 +47,7 @@ type Verifier struct {
 // NewVerifier returns a Verifier that accepts tokens signed by any key in
 // keys; keys must not be nil.
 func NewVerifier(keys *KeySet, opts VerifierOptions) *Verifier {
-	now := opts.Now
-	if now == nil {
-		now = time.Now
-	}
+	now := clock.Or(opts.Clock).Now
 	leeway := normLeeway(opts.Leeway)
 	parser := func(aud string) *jwt.Parser {
 		return jwt.NewParser(

@@ -12,13 +12,14 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
 
 // fixture is an issuer and verifier sharing the fixed test keys and a manual clock.
 type fixture struct {
-	clock  *tokenstest.Clock
+	clock  *clock.Fake
 	keys   *tokens.KeySet
 	secret []byte
 	iss    *tokens.Issuer
@@ -33,8 +34,8 @@ func newFixture(t testing.TB) *fixture {
 		clock:  clock,
 		keys:   keys,
 		secret: secretOf(t, keys),
-		iss:    tokens.NewIssuer(keys, tokens.IssuerOptions{Now: clock.Now}),
-		ver:    tokens.NewVerifier(keys, tokens.VerifierOptions{Now: clock.Now}),
+		iss:    tokens.NewIssuer(keys, tokens.IssuerOptions{Clock: clock}),
+		ver:    tokens.NewVerifier(keys, tokens.VerifierOptions{Clock: clock}),
 	}
 }
 
@@ -118,7 +119,7 @@ func TestIssuerErrors(t *testing.T) {
 
 func TestAdmissionTTLOption(t *testing.T) {
 	f := newFixture(t)
-	iss := tokens.NewIssuer(f.keys, tokens.IssuerOptions{Now: f.clock.Now, AdmissionTTL: time.Minute})
+	iss := tokens.NewIssuer(f.keys, tokens.IssuerOptions{Clock: f.clock, AdmissionTTL: time.Minute})
 	tok, c, err := iss.Admission("s", "a", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -170,11 +171,11 @@ func TestLeewayOption(t *testing.T) {
 	f := newFixture(t)
 	tok, _, _ := f.iss.Admission("s", "a", 1)
 	f.clock.Advance(tokens.DefaultAdmissionTTL)
-	strict := tokens.NewVerifier(f.keys, tokens.VerifierOptions{Now: f.clock.Now, Leeway: -1})
+	strict := tokens.NewVerifier(f.keys, tokens.VerifierOptions{Clock: f.clock, Leeway: -1})
 	if _, err := strict.Admission(tok, "s"); !errors.Is(err, tokens.ErrExpired) {
 		t.Errorf("no-leeway Admission(tok) at exp err = %v, want %v", err, tokens.ErrExpired)
 	}
-	lax := tokens.NewVerifier(f.keys, tokens.VerifierOptions{Now: f.clock.Now, Leeway: time.Minute})
+	lax := tokens.NewVerifier(f.keys, tokens.VerifierOptions{Clock: f.clock, Leeway: time.Minute})
 	if _, err := lax.Admission(tok, "s"); err != nil {
 		t.Errorf("1m-leeway Admission(tok) at exp err = %v, want nil", err)
 	}
@@ -311,7 +312,7 @@ func TestVerifyRejects(t *testing.T) {
 // verifier does not hold.
 func otherIssued(t *testing.T, kind string, now time.Time) string {
 	t.Helper()
-	iss := tokens.NewIssuer(tokenstest.OtherKeySet(), tokens.IssuerOptions{Now: func() time.Time { return now }})
+	iss := tokens.NewIssuer(tokenstest.OtherKeySet(), tokens.IssuerOptions{Clock: clock.NewFake(now)})
 	var (
 		tok string
 		err error

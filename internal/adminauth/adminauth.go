@@ -19,6 +19,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/httpapi"
 )
 
@@ -36,8 +37,8 @@ type Options struct {
 	// (default 10,000); beyond it, failures from new addresses count
 	// together, so a spread-out guesser is throttled as one.
 	MaxAddresses int
-	// Now is the clock (default time.Now); tests set it.
-	Now func() time.Time
+	// Clock is the clock (default clock.Real); tests set it.
+	Clock clock.Clock
 	// Reject answers a refused request with its *httpapi.Error (401 or
 	// 429). A tier passes its own error answer, so that refusals are
 	// counted and carry request ids like every other error it answers;
@@ -78,9 +79,7 @@ func New(token string, opts Options) *Guard {
 	if opts.MaxAddresses <= 0 {
 		opts.MaxAddresses = 10_000
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 
 	open := make(map[string]bool, len(opts.OpenPaths))
 	for _, p := range opts.OpenPaths {
@@ -145,7 +144,7 @@ func (g *Guard) refusedFor(addr string) int {
 			return 0
 		}
 	}
-	left := r.start.Add(g.opts.Window).Sub(g.opts.Now())
+	left := r.start.Add(g.opts.Window).Sub(g.opts.Clock.Now())
 	if r.count < g.opts.MaxFailures || left <= 0 {
 		return 0
 	}
@@ -156,7 +155,7 @@ func (g *Guard) refusedFor(addr string) int {
 func (g *Guard) failed(addr string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.opts.Now()
+	now := g.opts.Clock.Now()
 	r, ok := g.failures[addr]
 	if !ok && len(g.failures) >= g.opts.MaxAddresses {
 		g.forgetExpired(now)

@@ -6,17 +6,15 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 const token = "0123456789abcdef0123456789abcdef0123456789a"
 
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time { return c.t }
-
-func newGuard(opts Options) (*Guard, *fakeClock, fasthttp.RequestHandler) {
-	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	opts.Now = clock.now
+func newGuard(opts Options) (*Guard, *clock.Fake, fasthttp.RequestHandler) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	opts.Clock = clk
 	g := New(token, opts)
 	h := g.Handler(func(ctx *fasthttp.RequestCtx) {
 		if string(ctx.Path()) == "/admin/known" && ctx.IsGet() {
@@ -25,7 +23,7 @@ func newGuard(opts Options) (*Guard, *fakeClock, fasthttp.RequestHandler) {
 		}
 		ctx.SetStatusCode(fasthttp.StatusNotFound)
 	})
-	return g, clock, h
+	return g, clk, h
 }
 
 // call runs h on a request from addr and returns its status.
@@ -72,7 +70,7 @@ func TestUnauthenticatedCallersLearnNoRoutes(t *testing.T) {
 // one by its /64) is answered 429 without the token until the window ends;
 // other addresses are not, and the token gets through from every one.
 func TestFailuresAreThrottled(t *testing.T) {
-	_, clock, h := newGuard(Options{MaxFailures: 3, Window: time.Minute})
+	_, clk, h := newGuard(Options{MaxFailures: 3, Window: time.Minute})
 	for i := 0; i < 3; i++ {
 		if got := call(h, "2001:db8::1", "GET", "/admin/known", "guess"); got != fasthttp.StatusUnauthorized {
 			t.Fatalf("failure %d = %d, want 401", i+1, got)
@@ -90,7 +88,7 @@ func TestFailuresAreThrottled(t *testing.T) {
 	if got := call(h, "2001:db8:0:1::1", "GET", "/admin/known", "guess"); got != fasthttp.StatusUnauthorized {
 		t.Errorf("another /64 guessing = %d, want 401", got)
 	}
-	clock.t = clock.t.Add(time.Minute)
+	clk.Advance(time.Minute)
 	if got := call(h, "2001:db8::1", "GET", "/admin/known", "guess"); got != fasthttp.StatusUnauthorized {
 		t.Errorf("after the window, guessing = %d, want 401", got)
 	}

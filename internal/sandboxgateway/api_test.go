@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -191,12 +192,12 @@ func TestCreateBadRequests(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
-	f := start(t, func(c *Config) { c.Clock = clock.Now })
+	clk := clock.NewFake(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
+	f := start(t, func(c *Config) { c.Clock = clk })
 	var ids []string
 	for _, order := range []string{"ord_a", "ord_b", "ord_c"} {
 		ids = append(ids, f.create(t, order).ID)
-		clock.Advance(time.Minute)
+		clk.Advance(time.Minute)
 	}
 	tests := []struct {
 		name, query string

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // Config configures a Gateway. The zero value of each optional field is
@@ -70,9 +72,9 @@ type Config struct {
 	// WebhookDial, when set, opens the webhook connections instead of the
 	// network; tests use it to reach a receiver on an in-memory listener.
 	WebhookDial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// Clock gives every timestamp, webhook signatures' t included (waits
-	// between retries use real timers). Nil: time.Now.
-	Clock func() time.Time
+	// Clock gives every timestamp, webhook signatures' t included, and the
+	// waits between webhook retries (Latency is real time). Nil: clock.Real.
+	Clock clock.Clock
 }
 
 // MinControlTokenLen is the shortest ControlToken New accepts, in bytes.
@@ -164,9 +166,7 @@ func (c Config) withDefaults() Config {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
+	c.Clock = clock.Or(c.Clock)
 	c.Personality = c.personality()
 	c.WebhookSecrets = append([]string(nil), c.WebhookSecrets...)
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
@@ -307,7 +307,7 @@ func (g *Gateway) WebhooksEnabled() bool {
 }
 
 // now is the configured clock, in UTC.
-func (g *Gateway) now() time.Time { return g.cfg.Clock().UTC() }
+func (g *Gateway) now() time.Time { return g.cfg.Clock.Now().UTC() }
 
 // newID returns prefix followed by 24 random hex digits.
 func newID(prefix string) string { return prefix + randomHex(12) }

@@ -266,21 +266,3 @@ func verifySignature(header string, body []byte, secret string) (time.Time, bool
 	}
 	return time.Unix(sec, 0), false
 }
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu  sync.Mutex // guards now
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}

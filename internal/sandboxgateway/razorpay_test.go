@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -21,14 +22,14 @@ import (
 // origin/internal/app/razorpay_sandbox_test.go (the adapter is internal to
 // the origin).
 
-// startRazorpay serves a gateway playing Razorpay on clock, edit adjusting
+// startRazorpay serves a gateway playing Razorpay on clk, edit adjusting
 // its config.
-func startRazorpay(t *testing.T, clock *fakeClock, edit func(*Config)) *fixture {
+func startRazorpay(t *testing.T, clk *clock.Fake, edit func(*Config)) *fixture {
 	t.Helper()
 	return start(t, func(c *Config) {
 		c.Personality = PersonalityRazorpay
-		if clock != nil {
-			c.Clock = clock.Now
+		if clk != nil {
+			c.Clock = clk
 		}
 		if edit != nil {
 			edit(c)
@@ -172,9 +173,9 @@ func checkRazorpayHook(t *testing.T, typ string, got received) {
 // payment refunded.
 func TestRazorpayLinkJourney(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
-	f := startRazorpay(t, clock, nil)
-	expireBy := clock.Now().Add(16 * time.Minute)
+	clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+	f := startRazorpay(t, clk, nil)
+	expireBy := clk.Now().Add(16 * time.Minute)
 	l := f.mustLink(t, "ord-1", expireBy)
 	if !strings.HasPrefix(l.ID, "plink_") || l.Status != "created" || l.Amount != 4999900 || l.AmountPaid != 0 || l.Currency != "INR" ||
 		l.ReferenceID != "ord-1" || l.ExpireBy != expireBy.Unix() || l.Notes["order_id"] != "ord-1" ||
@@ -185,7 +186,7 @@ func TestRazorpayLinkJourney(t *testing.T) {
 		t.Errorf("short_url = %q, want the sandbox pay page", l.ShortURL)
 	}
 
-	clock.Advance(time.Minute)
+	clk.Advance(time.Minute)
 	if _, err := f.gw.PayAs(l.ID, "upi:alice@okbank"); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func TestRazorpayLinkJourney(t *testing.T) {
 	if paid.Entity != "event" || strings.Join(paid.Contains, ",") != "payment_link,order,payment" || pl.ID != l.ID || pl.Status != "paid" ||
 		pl.AmountPaid != 4999900 || pay.Status != "captured" || pay.Method != "upi" || pay.VPA != "alice@okbank" ||
 		pay.Amount != 4999900 || pay.OrderID != paid.Payload.Order.Entity.ID || paid.Payload.Order.Entity.Status != "paid" ||
-		pay.CreatedAt != clock.Now().Unix() {
+		pay.CreatedAt != clk.Now().Unix() {
 		t.Errorf("payment_link.paid = %s", hook.body)
 	}
 	status, b := f.rzp(t, "GET", "/v1/payment_links/"+l.ID, "")
@@ -264,7 +265,7 @@ func TestRazorpayLinkJourney(t *testing.T) {
 		p.Payment.Entity.RefundStatus != "full" {
 		t.Errorf("refund.processed = %s", hook.body)
 	}
-	status, b = f.rzp(t, "GET", "/v1/payments?from="+strconv.FormatInt(clock.Now().Unix(), 10)+"&count=100&skip=0", "")
+	status, b = f.rzp(t, "GET", "/v1/payments?from="+strconv.FormatInt(clk.Now().Unix(), 10)+"&count=100&skip=0", "")
 	if got := decode[rzpCollection[rzpPayment]](t, b); status != 200 || got.Count != 1 || got.Items[0].ID != pay.ID || got.Items[0].Status != "refunded" {
 		t.Errorf("payments = %d %s, want %s refunded", status, b, pay.ID)
 	}
@@ -282,14 +283,14 @@ func TestRazorpayLinkJourney(t *testing.T) {
 // cannot be cancelled; a payer that is not UPI pays from a VPA of its own.
 func TestRazorpayLinkEnds(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
-	f := startRazorpay(t, clock, nil)
-	a := f.mustLink(t, "ord-a", clock.Now().Add(20*time.Minute))
-	b := f.mustLink(t, "ord-b", clock.Now().Add(20*time.Minute))
-	c := f.mustLink(t, "ord-c", clock.Now().Add(20*time.Minute))
+	clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+	f := startRazorpay(t, clk, nil)
+	a := f.mustLink(t, "ord-a", clk.Now().Add(20*time.Minute))
+	b := f.mustLink(t, "ord-b", clk.Now().Add(20*time.Minute))
+	c := f.mustLink(t, "ord-c", clk.Now().Add(20*time.Minute))
 
 	status, body := f.rzp(t, "POST", "/v1/payment_links/"+a.ID+"/cancel", "")
-	if got := decode[rzpLink](t, body); status != 200 || got.Status != "cancelled" || got.CancelledAt != clock.Now().Unix() {
+	if got := decode[rzpLink](t, body); status != 200 || got.Status != "cancelled" || got.CancelledAt != clk.Now().Unix() {
 		t.Errorf("cancel = %d %s, want cancelled", status, body)
 	}
 	hook := rzpWebhook(t, f, "payment_link.cancelled")
@@ -329,22 +330,22 @@ func TestRazorpayLinkEnds(t *testing.T) {
 // What Razorpay refuses, it refuses in its shape.
 func TestRazorpayRefusals(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
-	f := startRazorpay(t, clock, nil)
-	l := f.mustLink(t, "ord-1", clock.Now().Add(20*time.Minute))
+	clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+	f := startRazorpay(t, clk, nil)
+	l := f.mustLink(t, "ord-1", clk.Now().Add(20*time.Minute))
 	if _, err := f.gw.Pay(l.ID); err != nil {
 		t.Fatal(err)
 	}
 	payID := "pay_" + strings.TrimPrefix(l.ID, "plink_")
 	wrongKey := "Basic " + base64.StdEncoding.EncodeToString([]byte("rzp_test_SomeoneElse00:"+testAPIKey))
-	soon := clock.Now().Add(14 * time.Minute)
+	soon := clk.Now().Add(14 * time.Minute)
 	tests := []struct {
 		name, method, path, body string
 		headers                  []string
 		status                   int
 		desc, field              string
 	}{
-		{"reference reused", "POST", "/v1/payment_links", linkBody("ord-1", clock.Now().Add(time.Hour)), nil, 400,
+		{"reference reused", "POST", "/v1/payment_links", linkBody("ord-1", clk.Now().Add(time.Hour)), nil, 400,
 			"payment link creation with reference ID already attempted", "reference_id"},
 		{"expire_by too soon", "POST", "/v1/payment_links", linkBody("ord-2", soon), nil, 400,
 			"timestamp must be atleast 15 minutes in future", "expire_by"},
@@ -388,19 +389,19 @@ func TestRazorpayRefusals(t *testing.T) {
 // skip; links nobody paid are not payments.
 func TestRazorpayPaymentsListing(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
-	f := startRazorpay(t, clock, nil)
+	clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+	f := startRazorpay(t, clk, nil)
 	var ids []string
 	for i := range 3 {
-		l := f.mustLink(t, fmt.Sprintf("ord-%d", i), clock.Now().Add(time.Hour))
-		clock.Advance(10 * time.Second)
+		l := f.mustLink(t, fmt.Sprintf("ord-%d", i), clk.Now().Add(time.Hour))
+		clk.Advance(10 * time.Second)
 		if _, err := f.gw.Pay(l.ID); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, "pay_"+strings.TrimPrefix(l.ID, "plink_"))
 	}
-	f.mustLink(t, "ord-unpaid", clock.Now().Add(time.Hour))
-	start := clock.Now().Add(-30 * time.Second).Unix()
+	f.mustLink(t, "ord-unpaid", clk.Now().Add(time.Hour))
+	start := clk.Now().Add(-30 * time.Second).Unix()
 	list := func(q string) []string {
 		t.Helper()
 		status, b := f.rzp(t, "GET", "/v1/payments?"+q, "")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stripe/stripe-go/v82"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -351,9 +352,9 @@ func TestStripeHeldRefunds(t *testing.T) {
 // sandbox takes the rfnd_ id.
 func TestRazorpayHeldRefunds(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
-	f := startRazorpay(t, clock, nil)
-	l := f.mustLink(t, "ord-h", clock.Now().Add(time.Hour))
+	clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+	f := startRazorpay(t, clk, nil)
+	l := f.mustLink(t, "ord-h", clk.Now().Add(time.Hour))
 	if _, err := f.gw.Pay(l.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,7 @@ func (g *Gateway) deliver(e *eventRecord) {
 			g.log.Warn("webhook given up", "event_id", e.ID, "type", e.Type, "attempts", attempt)
 			return
 		}
-		t := time.NewTimer(g.backoff(attempt))
+		t := g.cfg.Clock.NewTimer(g.backoff(attempt))
 		select {
 		case <-g.ctx.Done():
 			t.Stop()

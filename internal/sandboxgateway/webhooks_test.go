@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -35,10 +36,10 @@ func TestSign(t *testing.T) {
 }
 
 func TestPayWebhook(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
-	f := start(t, func(c *Config) { c.Clock = clock.Now })
+	clk := clock.NewFake(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
+	f := start(t, func(c *Config) { c.Clock = clk })
 	in := f.create(t, "ord_1")
-	clock.Advance(time.Minute)
+	clk.Advance(time.Minute)
 	paid := f.pay(t, in.ID)
 
 	testenv.Eventually(t, 5*time.Second, "the webhook", func() bool { return len(f.hooks.requests()) == 1 })
@@ -55,8 +56,8 @@ func TestPayWebhook(t *testing.T) {
 		if !ok {
 			t.Errorf("Payment-Signature %q does not verify under %q", sig, secret)
 		}
-		if !ts.Equal(clock.Now().Truncate(time.Second)) {
-			t.Errorf("signature t = %v, want the gateway clock %v", ts, clock.Now())
+		if !ts.Equal(clk.Now().Truncate(time.Second)) {
+			t.Errorf("signature t = %v, want the gateway clock %v", ts, clk.Now())
 		}
 	}
 
@@ -230,16 +231,29 @@ func TestWebhooksDisabled(t *testing.T) {
 }
 
 func TestWebhooksDisabledStopsRetries(t *testing.T) {
-	f := start(t, func(c *Config) { c.RetryBase, c.RetryMax = 20*time.Millisecond, 20*time.Millisecond })
+	clk := clock.NewFake(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
+	f := start(t, func(c *Config) { c.RetryBase, c.RetryMax, c.Clock = 20*time.Millisecond, 20*time.Millisecond, clk })
 	f.hooks.answerWith(func(int) int { return http.StatusInternalServerError })
+	armed := clk.Armed()
 	in := f.create(t, "ord_1")
 	f.pay(t, in.ID)
-	testenv.Eventually(t, 5*time.Second, "the first attempt", func() bool { return len(f.hooks.requests()) >= 1 })
+	select { // the first attempt failed and the retry waits
+	case <-armed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no retry armed after the first attempt")
+	}
 	f.gw.SetWebhooksEnabled(false)
 	before := len(f.hooks.requests())
-	time.Sleep(100 * time.Millisecond) // several RetryMax
-	if n := len(f.hooks.requests()); n > before+1 {
-		t.Errorf("receiver got %d requests after webhooks were switched off with %d, want at most one in flight", n, before)
+	clk.Advance(100 * time.Millisecond) // several RetryMax
+	done := make(chan struct{})
+	go func() { f.gw.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("delivery still going on after webhooks were switched off")
+	}
+	if n := len(f.hooks.requests()); n != before {
+		t.Errorf("receiver got %d requests after webhooks were switched off with %d, want no more", n, before)
 	}
 }
 

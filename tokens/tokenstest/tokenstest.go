@@ -4,9 +4,9 @@
 package tokenstest
 
 import (
-	"sync"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -46,33 +46,12 @@ func mustKeySet(kid string, secret []byte) *tokens.KeySet {
 // 2030-01-01T12:00:00Z, so tests need not care about today's date.
 func Start() time.Time { return time.Date(2030, time.January, 1, 12, 0, 0, 0, time.UTC) }
 
-// Clock is a manual clock for the Now options of Issuer, Verifier and the
-// like. It is safe for concurrent use.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time // guarded by mu
-}
-
-// NewClock returns a clock reading t, or Start() if t is zero.
-func NewClock(t time.Time) *Clock {
+// NewClock returns a fake clock reading t, or Start() if t is zero.
+func NewClock(t time.Time) *clock.Fake {
 	if t.IsZero() {
 		t = Start()
 	}
-	return &Clock{now: t}
-}
-
-// Now returns the clock's time; pass c.Now as a Now option.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d (backward if d is negative).
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+	return clock.NewFake(t)
 }
 
 // LineAudience is the audience the test edges sign their line requests for

@@ -31,6 +31,7 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // Errors a request about a sale may get instead of its view.
@@ -86,8 +87,8 @@ type Options struct {
 	// admitted to a checkout that would answer them please_wait. nil means
 	// never.
 	Hold func() bool
-	// Clock is the node's clock; nil means time.Now.
-	Clock func() time.Time
+	// Clock is the node's clock; nil means the machine's.
+	Clock clock.Clock
 	// Challenge is asked each tick, for a sale that can still be joined,
 	// for the proof of work its snapshot publishes, given the sale's
 	// setting (line.State's ChallengeBits); ok false: none. nil means
@@ -144,9 +145,7 @@ func New(cursor *Cursor, snapshots *snapshot.Cache, lines Lines, opts Options, r
 	if opts.MaxPollAfter <= 0 {
 		opts.MaxPollAfter = 60 * time.Second
 	}
-	if opts.Clock == nil {
-		opts.Clock = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	c := &Controller{cursor: cursor, snapshots: snapshots, lines: lines, opts: opts}
 	c.metrics = metrics{
 		cursor: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flashgate_edge_now_serving", Help: "Admission cursor as this node last read it."}, []string{"sale"}),
@@ -206,7 +205,7 @@ func (c *Controller) Tick(ctx context.Context) error {
 	available := make([]int64, len(entries))
 	hold := c.opts.Hold != nil && c.opts.Hold()
 	if hold {
-		c.heldAt.Store(c.opts.Clock().UnixNano())
+		c.heldAt.Store(c.opts.Clock.Now().UnixNano())
 	}
 	var heldAt time.Time
 	if at := c.heldAt.Load(); at != 0 {
@@ -231,10 +230,10 @@ func (c *Controller) Tick(ctx context.Context) error {
 		tickErr = c.cursor.Ping(ctx)
 	}
 	if tickErr == nil {
-		c.tickedAt.Store(c.opts.Clock().UnixNano())
+		c.tickedAt.Store(c.opts.Clock.Now().UnixNano())
 	}
 	c.lines.Maintain(ticks)
-	now := c.opts.Clock()
+	now := c.opts.Clock.Now()
 	next := make(map[string]*View, len(entries))
 	for i, e := range entries {
 		sale := e.Sale
@@ -327,7 +326,7 @@ func (c *Controller) view(e snapshot.Entry, seed []byte, available int64) (*View
 	}
 	v.LongCache = (sale.SoldOut && sale.Final) || sale.Ended()
 	if c.opts.Challenge != nil && v.HasState && !v.LongCache {
-		if ch, ok := c.opts.Challenge(sale.SaleID, v.State.ChallengeBits, c.opts.Clock()); ok {
+		if ch, ok := c.opts.Challenge(sale.SaleID, v.State.ChallengeBits, c.opts.Clock.Now()); ok {
 			pub.Challenge = &ch
 		}
 	}
@@ -392,7 +391,7 @@ func (c *Controller) News(sale string) (next <-chan struct{}, last time.Time) {
 // most once every refreshGap: a stampede of such answers is a few fetches,
 // not one each.
 func (c *Controller) Refresh() {
-	now := c.opts.Clock().UnixNano()
+	now := c.opts.Clock.Now().UnixNano()
 	last := c.refreshedAt.Load()
 	if now-last < int64(refreshGap) || !c.refreshedAt.CompareAndSwap(last, now) {
 		return
@@ -423,7 +422,7 @@ type Readiness struct {
 
 // Readiness says whether the node is ready now.
 func (c *Controller) Readiness() Readiness {
-	now := c.opts.Clock()
+	now := c.opts.Clock.Now()
 	r := Readiness{ListAge: -1, TickAge: -1}
 	if age, ok := c.snapshots.ListAge(); ok {
 		r.ListAge = age

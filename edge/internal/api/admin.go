@@ -53,7 +53,7 @@ func (s *Server) getAdmission(ctx *fasthttp.RequestCtx, params []string) error {
 	if err != nil {
 		return err
 	}
-	if !v.Fresh(s.Clock()) {
+	if !v.Fresh(s.Clock.Now()) {
 		return admission.ErrCursorStale
 	}
 	a := admissionOf(v.State)

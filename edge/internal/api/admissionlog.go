@@ -135,7 +135,7 @@ func (s *Server) admissionLog(ctx *fasthttp.RequestCtx, params []string) error {
 	if err != nil {
 		return err
 	}
-	now := s.Clock()
+	now := s.Clock.Now()
 	if now.Before(v.Sale.EndsAt) {
 		return errSaleNotOver
 	}

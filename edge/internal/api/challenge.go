@@ -47,7 +47,7 @@ func (s *Server) challenged(ctx *fasthttp.RequestCtx, v *admission.View, account
 	if bits == 0 || s.Challenges == nil {
 		return false, nil
 	}
-	now := s.Clock()
+	now := s.Clock.Now()
 	given := string(ctx.Request.Header.Peek(headerChallenge))
 	if given != "" {
 		err := s.Challenges.Verify(account, v.Sale.SaleID, given, string(ctx.Request.Header.Peek(headerSolution)), bits, now)

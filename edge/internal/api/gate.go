@@ -34,7 +34,7 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, params []string) error {
 	if err != nil {
 		return err
 	}
-	if err := v.Reservable(s.Clock()); err != nil {
+	if err := v.Reservable(s.Clock.Now()); err != nil {
 		return err
 	}
 	claims, err := s.Tokens.Admission(httpapi.Bearer(ctx), params[0])

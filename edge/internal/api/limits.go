@@ -66,7 +66,7 @@ func (s *Server) limit(ctx *fasthttp.RequestCtx, checks ...limitCheck) error {
 			if c.account != "" && s.Defences != nil {
 				s.Defences.Offence(c.account, c.name) // flooding joins, polling far faster than told
 			}
-			wait := max(lc.Reset-s.Clock().Unix(), 1)
+			wait := max(lc.Reset-s.Clock.Now().Unix(), 1)
 			return &httpapi.Error{
 				Status: fasthttp.StatusTooManyRequests, Code: codeRateLimited,
 				Message:    "Too many requests; slow down and try again in " + strconv.FormatInt(wait, 10) + " s.",

@@ -201,7 +201,7 @@ const (
 
 // getOverview: GET /admin/overview.
 func (s *Server) getOverview(ctx *fasthttp.RequestCtx, _ []string) error {
-	now := s.Clock()
+	now := s.Clock.Now()
 	r := s.Admission.Readiness()
 	out := overviewJSON{
 		Node: nodeJSON{Time: now.UTC(), Ready: r.Ready, OriginOK: r.ListCurrent, RedisOK: r.TickCurrent,

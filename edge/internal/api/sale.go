@@ -34,7 +34,7 @@ func (s *Server) snapshot(ctx *fasthttp.RequestCtx, params []string) error {
 	if err != nil {
 		return err
 	}
-	now := s.Clock()
+	now := s.Clock.Now()
 	cache, next := snapshotShortCache, now.Unix()+1
 	switch {
 	case v.LongCache:
@@ -64,7 +64,7 @@ func (s *Server) currentView(sale string) (*admission.View, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !v.LongCache && !v.Current(s.Clock()) {
+	if !v.LongCache && !v.Current(s.Clock.Now()) {
 		return nil, admission.ErrNotReady
 	}
 	return v, nil
@@ -83,7 +83,7 @@ func (s *Server) watchSnapshot(sale string, at int64) (*admission.View, []byte, 
 	if err != nil {
 		return nil, nil, err
 	}
-	now := s.Clock()
+	now := s.Clock.Now()
 	start, end := time.Unix(at, 0), time.Unix(at+1, 0)
 	switch {
 	case !lastNews.Before(start.Add(-time.Second)) || !now.Before(end):
@@ -130,7 +130,7 @@ func (s *Server) holdSnapshot() bool {
 // snapshot's place back.
 func (s *Server) waitSnapshot(news <-chan struct{}, d time.Duration) {
 	defer s.held.Add(-1)
-	t := time.NewTimer(d)
+	t := s.Clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-news:
@@ -204,7 +204,7 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, params []string) error {
 	if err != nil {
 		return err
 	}
-	now := s.Clock()
+	now := s.Clock.Now()
 	if err := v.Joinable(now); err != nil {
 		return err
 	}
@@ -333,7 +333,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, params []string) error {
 	if err != nil {
 		return err
 	}
-	now := s.Clock()
+	now := s.Clock.Now()
 	if !now.Before(v.Sale.EndsAt) {
 		s.metrics.poll("closed").Inc()
 		writeQueueAnswer(ctx, fasthttp.StatusOK, &queueAnswer{State: "closed"})

@@ -29,6 +29,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/roster"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
 	"github.com/flashgate/flashgate/internal/adminauth"
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/tokens"
 )
@@ -55,7 +56,7 @@ type Deps struct {
 	Limits     Limits
 	Log        *slog.Logger
 	Registry   *prometheus.Registry
-	Clock      func() time.Time // nil means time.Now
+	Clock      clock.Clock // nil means clock.Real
 	AdminToken string
 }
 
@@ -152,9 +153,7 @@ func New(deps Deps, opts Options) *Server {
 	if opts.MaxHeldSnapshots <= 0 {
 		opts.MaxHeldSnapshots = DefaultMaxHeldSnapshots
 	}
-	if deps.Clock == nil {
-		deps.Clock = time.Now
-	}
+	deps.Clock = clock.Or(deps.Clock)
 	s := &Server{Deps: deps, opts: opts}
 	s.metrics = metrics{
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -294,7 +293,7 @@ func (s *Server) Admin() fasthttp.RequestHandler {
 	// The dashboard's page and files hold nothing secret: the page asks
 	// the operator for the token, and every read it makes carries it.
 	open := append([]string{"/healthz", "/readyz"}, dashboardPaths()...)
-	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: open, Reject: s.answerError})
+	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: open, Reject: s.answerError, Clock: s.Clock})
 	return guard.Handler(s.router(routes, func(ctx *fasthttp.RequestCtx, _ []string) error { return httpapi.ErrNotFound }))
 }
 

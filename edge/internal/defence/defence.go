@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -23,8 +24,8 @@ var ErrNotTarpitted = errors.New("not in the tarpit")
 type Options struct {
 	// Defaults are the settings until ops change them (DefaultSettings).
 	Defaults Settings
-	Clock    func() time.Time // nil means time.Now
-	Log      *slog.Logger     // nil: slog.Default()
+	Clock    clock.Clock  // nil means clock.Real
+	Log      *slog.Logger // nil: slog.Default()
 	Registry prometheus.Registerer
 }
 
@@ -61,9 +62,7 @@ type metrics struct {
 // New returns a node's defences over Redis client rdb with keys under
 // prefix, holding opts.Defaults until Sync reads newer settings.
 func New(rdb redis.UniversalClient, prefix string, opts Options) *Defences {
-	if opts.Clock == nil {
-		opts.Clock = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
@@ -132,7 +131,7 @@ func (d *Defences) adopt(st Settings) {
 // trust, and how many bits harder its proof of work is then.
 func (d *Defences) LowTrust(sig tokens.Signals) (bool, int) {
 	rules := d.Settings().Trust
-	low, rule := rules.LowTrust(sig, d.opts.Clock())
+	low, rule := rules.LowTrust(sig, d.opts.Clock.Now())
 	if !low || rules.ExtraChallengeBits == 0 {
 		return false, 0
 	}
@@ -144,7 +143,7 @@ func (d *Defences) LowTrust(sig tokens.Signals) (bool, int) {
 // is to be kept waiting: it is in the tarpit, and the tarpit is on. Free
 // while the tarpit is empty.
 func (d *Defences) Tarpitted(account string) bool {
-	if !d.tarpit.holds(account, d.opts.Clock()) || !d.Settings().Tarpit.Enabled {
+	if !d.tarpit.holds(account, d.opts.Clock.Now()) || !d.Settings().Tarpit.Enabled {
 		return false
 	}
 	d.m.answers.Inc()
@@ -160,7 +159,7 @@ func (d *Defences) Offence(account, reason string) {
 	if !rules.Enabled || rules.Offences == 0 {
 		return
 	}
-	if d.watch.offence(account, rules.Offences, d.opts.Clock()) {
+	if d.watch.offence(account, rules.Offences, d.opts.Clock.Now()) {
 		d.catch(account, ReasonOffences, rules)
 	}
 }
@@ -178,7 +177,7 @@ func (d *Defences) Joined(sale, account, addressKey string, client netip.Addr) {
 	if !rules.Enabled || addressKey == "" {
 		return
 	}
-	now := d.opts.Clock()
+	now := d.opts.Clock.Now()
 	if n := rules.AccountsPerAddress; n > 0 {
 		for _, a := range d.watch.joined(sale, "a:"+addressKey, account, n, now) {
 			d.catch(a, ReasonAccountsPerAddress, rules)
@@ -194,7 +193,7 @@ func (d *Defences) Joined(sale, account, addressKey string, client netip.Addr) {
 // catch puts account in the tarpit on this node at once, and in Redis for
 // the others at the next sync.
 func (d *Defences) catch(account, reason string, rules TarpitRules) {
-	now := d.opts.Clock()
+	now := d.opts.Clock.Now()
 	e := Entry{Account: account, Reason: reason, Since: now, Until: now.Add(time.Duration(rules.HoldS) * time.Second)}
 	d.tarpit.put(e)
 	d.m.caught.WithLabelValues(reason).Inc()
@@ -207,7 +206,7 @@ func (d *Defences) catch(account, reason string, rules TarpitRules) {
 }
 
 // List returns what the tarpit holds, oldest first.
-func (d *Defences) List() []Entry { return d.tarpit.list(d.opts.Clock()) }
+func (d *Defences) List() []Entry { return d.tarpit.list(d.opts.Clock.Now()) }
 
 // Release takes account out of the tarpit on every node, and keeps any
 // catch of it made before now from bringing it back. This node first
@@ -218,7 +217,7 @@ func (d *Defences) Release(ctx context.Context, account string) (Entry, error) {
 	if err := d.Sync(ctx); err != nil {
 		return Entry{}, err
 	}
-	now := d.opts.Clock()
+	now := d.opts.Clock.Now()
 	if !d.tarpit.holds(account, now) {
 		return Entry{}, ErrNotTarpitted
 	}
@@ -241,7 +240,7 @@ func (d *Defences) Sync(ctx context.Context) error {
 	if err != nil {
 		d.m.syncErrors.Inc()
 	}
-	d.tarpit.purge(d.opts.Clock())
+	d.tarpit.purge(d.opts.Clock.Now())
 	return err
 }
 

@@ -6,32 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/flashgate/flashgate/edge/internal/defence"
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/tokens"
 )
 
-// clock is a test's settable time.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-
 // nodes are n edge nodes' defences sharing one Redis prefix and clock.
-func nodes(t *testing.T, n int, st defence.Settings) ([]*defence.Defences, *clock, *testenv.Redis) {
+func nodes(t *testing.T, n int, st defence.Settings) ([]*defence.Defences, *clock.Fake, *testenv.Redis) {
 	t.Helper()
 	r := testenv.NewRedis(t, testenv.RedisURL())
-	c := &clock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
+	c := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
 	out := make([]*defence.Defences, n)
 	for i := range out {
-		out[i] = defence.New(r.Client, r.Prefix, defence.Options{Defaults: st, Clock: c.Now})
+		out[i] = defence.New(r.Client, r.Prefix, defence.Options{Defaults: st, Clock: c})
 	}
 	return out, c, r
 }
@@ -89,7 +80,7 @@ func TestOffencesTarpitOnEveryNode(t *testing.T) {
 	for range 3 {
 		a.Offence("mallory", "poll_account")
 	}
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	if _, err := b.Release(context.Background(), "mallory"); err != nil {
 		t.Fatal(err)
 	}
@@ -99,16 +90,16 @@ func TestOffencesTarpitOnEveryNode(t *testing.T) {
 	}
 
 	// Caught again, it is held for HoldS, then let go.
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	for range 3 {
 		a.Offence("mallory", "challenge_unsolved")
 	}
 	syncAll(t, a, b)
-	clk.Add(time.Duration(st.Tarpit.HoldS-1) * time.Second)
+	clk.Advance(time.Duration(st.Tarpit.HoldS-1) * time.Second)
 	if !b.Tarpitted("mallory") {
 		t.Fatal("let go before the hold ended")
 	}
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	syncAll(t, b)
 	if b.Tarpitted("mallory") || len(b.List()) != 0 {
 		t.Fatalf("still held after the hold: %+v", b.List())
@@ -175,10 +166,10 @@ func TestAccountsPerAddress(t *testing.T) {
 		t.Fatal("7 accounts from 192.0.2.0/24 did not tarpit them")
 	}
 	// A window is ten minutes from a place's first join, not a shard's.
-	clk.Add(defence.OffenceWindow)
+	clk.Advance(defence.OffenceWindow)
 	for i := range 5 {
 		d.Joined("s3", fmt.Sprintf("w%d", i), "198.51.100.1", netip.MustParseAddr("198.51.100.1"))
-		clk.Add(defence.OffenceWindow / 10)
+		clk.Advance(defence.OffenceWindow / 10)
 	}
 	if !d.Tarpitted("w0") {
 		t.Fatal("5 accounts within the window from one address not caught")

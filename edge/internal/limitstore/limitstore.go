@@ -23,6 +23,8 @@ import (
 
 	"github.com/ulule/limiter/v3"
 	"github.com/ulule/limiter/v3/drivers/store/common"
+
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // Options tune a Store; zero values take the defaults.
@@ -30,8 +32,8 @@ type Options struct {
 	// MaxKeys is how many keys the store holds at most (default 100,000;
 	// at least 32). It is spread over shards, each holding its share.
 	MaxKeys int
-	// Now is the clock (default time.Now); tests set it.
-	Now func() time.Time
+	// Clock is the clock (default clock.Real); tests set it.
+	Clock clock.Clock
 }
 
 // DefaultMaxKeys is the cap of a Store whose Options leave it zero.
@@ -71,10 +73,7 @@ func New(opts Options) *Store {
 	if opts.MaxKeys <= 0 {
 		opts.MaxKeys = DefaultMaxKeys
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	s := &Store{seed: maphash.MakeSeed(), now: opts.Now}
+	s := &Store{seed: maphash.MakeSeed(), now: clock.Or(opts.Clock).Now}
 	opts.MaxKeys = max(opts.MaxKeys, shardCount) // every shard holds one key at least
 	for i := range s.shards {
 		s.shards[i].max = opts.MaxKeys / shardCount

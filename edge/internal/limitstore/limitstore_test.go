@@ -10,10 +10,11 @@ import (
 
 	"github.com/ulule/limiter/v3"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
 
-func newClock() *tokenstest.Clock { return tokenstest.NewClock(time.Time{}) }
+func newClock() *clock.Fake { return tokenstest.NewClock(time.Time{}) }
 
 var threeAMinute = limiter.Rate{Limit: 3, Period: time.Minute}
 
@@ -23,7 +24,7 @@ var threeAMinute = limiter.Rate{Limit: 3, Period: time.Minute}
 func TestCounting(t *testing.T) {
 	ctx := context.Background()
 	c := newClock()
-	s := New(Options{Now: c.Now})
+	s := New(Options{Clock: c})
 	l := limiter.New(s, threeAMinute)
 	end := c.Now().Add(time.Minute).Unix()
 	for i := int64(1); i <= 4; i++ {

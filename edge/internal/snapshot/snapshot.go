@@ -19,6 +19,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // SKU is one product line of a snapshot.
@@ -90,8 +92,8 @@ type Options struct {
 	// rounds; it should leave the list a connection of the origin pool.
 	// Below 1 means 1.
 	Concurrency int
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock; nil means clock.Real.
+	Clock clock.Clock
 }
 
 // Cache holds the last good snapshot of every sale the origin lists.
@@ -114,11 +116,8 @@ type Cache struct {
 
 // New returns a Cache over origin.
 func New(origin Fetcher, log *slog.Logger, opts Options) *Cache {
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	return &Cache{
-		origin: origin, log: log, now: opts.Now,
+		origin: origin, log: log, now: clock.Or(opts.Clock).Now,
 		slots:    make(chan struct{}, max(opts.Concurrency, 1)),
 		kick:     make(chan struct{}, 1),
 		sales:    map[string]Entry{},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // fakeOrigin answers the cache's GETs from a table the test changes: the
@@ -98,34 +99,16 @@ func (o *fakeOrigin) fetchCount(id string) int {
 	return o.fetches[id]
 }
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex // guards t
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func sale(id, status string, available int64) snapshot.Sale {
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	return snapshot.Sale{SaleID: id, Name: "Sale " + id, Status: status, StartsAt: start, EndsAt: start.Add(time.Hour),
 		SKUs: []snapshot.SKU{{SKU: "sku-1", AvailableHint: available}}}
 }
 
-func newCache(o *fakeOrigin, concurrency int) (*snapshot.Cache, *clock) {
-	clk := &clock{t: time.Date(2026, 12, 1, 10, 30, 0, 0, time.UTC)}
+func newCache(o *fakeOrigin, concurrency int) (*snapshot.Cache, *clock.Fake) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 10, 30, 0, 0, time.UTC))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return snapshot.New(o, log, snapshot.Options{Concurrency: concurrency, Now: clk.now}), clk
+	return snapshot.New(o, log, snapshot.Options{Concurrency: concurrency, Clock: clk}), clk
 }
 
 func refresh(t *testing.T, c *snapshot.Cache, within time.Duration) error {
@@ -157,8 +140,8 @@ func TestFailingSaleKeepsItsLastSnapshot(t *testing.T) {
 	if err := refresh(t, c, time.Second); err != nil {
 		t.Fatalf("Refresh = %v, want nil", err)
 	}
-	first := clk.now()
-	clk.advance(time.Second)
+	first := clk.Now()
+	clk.Advance(time.Second)
 	o.set(sale("a", "sold_out", 0))
 	o.do(func(o *fakeOrigin) { o.fail["b"] = 500 })
 
@@ -167,8 +150,8 @@ func TestFailingSaleKeepsItsLastSnapshot(t *testing.T) {
 		t.Errorf("Refresh with b failing = %v, want an error naming sale b", err)
 	}
 	a, _ := entry(t, c, "a")
-	if a.Sale.Status != "sold_out" || !a.FetchedAt.Equal(clk.now()) {
-		t.Errorf("a after the second round = %s fetched %v, want sold_out fetched %v", a.Sale.Status, a.FetchedAt, clk.now())
+	if a.Sale.Status != "sold_out" || !a.FetchedAt.Equal(clk.Now()) {
+		t.Errorf("a after the second round = %s fetched %v, want sold_out fetched %v", a.Sale.Status, a.FetchedAt, clk.Now())
 	}
 	b, ok := entry(t, c, "b")
 	if !ok || b.Sale.SKUs[0].AvailableHint != 20 || !b.FetchedAt.Equal(first) {
@@ -188,7 +171,7 @@ func TestListFailureKeepsSales(t *testing.T) {
 		t.Fatalf("Refresh = %v, want nil", err)
 	}
 	o.do(func(o *fakeOrigin) { o.listErr = errors.New("connection refused") })
-	clk.advance(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	o.set(sale("a", "open", 7))
 	if err := refresh(t, c, time.Second); err == nil {
 		t.Errorf("Refresh with the list failing = nil, want an error")
@@ -274,7 +257,7 @@ func TestSlowSaleDoesNotHoldOthers(t *testing.T) {
 		t.Errorf("Refresh with a hanging fetch = nil, want an error about it")
 	}
 	for range 3 {
-		clk.advance(250 * time.Millisecond)
+		clk.Advance(250 * time.Millisecond)
 		o.set(sale("a", "open", 5))
 		start := time.Now()
 		if err := refresh(t, c, 5*time.Second); err != nil {
@@ -283,8 +266,8 @@ func TestSlowSaleDoesNotHoldOthers(t *testing.T) {
 		if took := time.Since(start); took > 2*time.Second {
 			t.Errorf("Refresh while slow still runs took %v, want it not to wait for slow", took)
 		}
-		if a, _ := entry(t, c, "a"); !a.FetchedAt.Equal(clk.now()) || a.Sale.SKUs[0].AvailableHint != 5 {
-			t.Errorf("a = %+v, want refreshed at %v with 5 available", a, clk.now())
+		if a, _ := entry(t, c, "a"); !a.FetchedAt.Equal(clk.Now()) || a.Sale.SKUs[0].AvailableHint != 5 {
+			t.Errorf("a = %+v, want refreshed at %v with 5 available", a, clk.Now())
 		}
 	}
 	if n := o.fetchCount("slow"); n != 1 {

@@ -28,7 +28,7 @@ func (s *Server) listSales(ctx *fasthttp.RequestCtx, _ context.Context, _ []stri
 	out := struct {
 		Sales []saleListing `json:"sales"`
 	}{Sales: []saleListing{}}
-	cutoff := s.Clock().Add(-listEndedFor)
+	cutoff := s.Clock.Now().Add(-listEndedFor)
 	for _, sale := range s.Catalog.All() {
 		if !sale.EndsAt.After(cutoff) {
 			continue

@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/flashgate/flashgate/internal/adminauth"
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/httpapi"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
@@ -38,7 +39,7 @@ type Deps struct {
 	Signatures SignatureStore          // the line requests' signatures taken; required with Edges
 	Log        *slog.Logger
 	Registry   *prometheus.Registry // metrics served on the admin listener
-	Clock      func() time.Time     // nil means time.Now
+	Clock      clock.Clock          // nil means clock.Real
 	AdminToken string
 	// Ready says whether the origin takes requests that need Redis or
 	// Postgres and, when not, what it waits for; until it does, every
@@ -78,9 +79,7 @@ func New(deps Deps, opts Options) *Server {
 	if opts.MaxAdminBody <= 0 {
 		opts.MaxAdminBody = 1 << 20
 	}
-	if deps.Clock == nil {
-		deps.Clock = time.Now
-	}
+	deps.Clock = clock.Or(deps.Clock)
 	if deps.Ready == nil {
 		deps.Ready = func() (bool, string) { return true, "" }
 	}
@@ -193,7 +192,7 @@ func (s *Server) Public() fasthttp.RequestHandler {
 // and /readyz is authenticated with the admin bearer token before it is
 // routed, and an address that keeps failing is throttled (see adminauth).
 func (s *Server) Admin() fasthttp.RequestHandler {
-	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz", "/readyz"}, Reject: s.fail})
+	guard := adminauth.New(s.AdminToken, adminauth.Options{OpenPaths: []string{"/healthz", "/readyz"}, Reject: s.fail, Clock: s.Clock})
 	return guard.Handler(s.router(s.adminRoutes()))
 }
 

@@ -89,7 +89,7 @@ func TestBadInputGetsItsCode(t *testing.T) {
 	tok := func(account string) string { return o.AdmissionToken(t, sale, account) }
 	reservePath := "/v1/sales/" + sale + "/reserve"
 	good := []byte(`{"sku":"sku-1","idempotency_key":"k-1"}`)
-	expiredIssuer := tokens.NewIssuer(tokenstest.KeySet(), tokens.IssuerOptions{Now: tokenstest.NewClock(time.Now().Add(-time.Hour)).Now})
+	expiredIssuer := tokens.NewIssuer(tokenstest.KeySet(), tokens.IssuerOptions{Clock: tokenstest.NewClock(time.Now().Add(-time.Hour))})
 	expired, _, err := expiredIssuer.Admission(sale, "acct-expired", 1)
 	if err != nil {
 		t.Fatal(err)

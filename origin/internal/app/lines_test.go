@@ -167,8 +167,8 @@ func TestLineRoutes(t *testing.T) {
 	// An edge whose clock runs 4 minutes fast pauses; a correctly clocked
 	// edge resumes right after, and a minute-slow one pauses again: each
 	// takes effect in the order it arrives.
-	fast := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, func() time.Time { return time.Now().Add(4 * time.Minute) })
-	slow := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, func() time.Time { return time.Now().Add(-time.Minute) })
+	fast := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, tokenstest.NewClock(time.Now().Add(4*time.Minute)))
+	slow := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, tokenstest.NewClock(time.Now().Add(-time.Minute)))
 	for i, c := range []struct {
 		signer *tokens.RequestSigner
 		clock  string
@@ -227,7 +227,7 @@ func TestLineRoutesRefuse(t *testing.T) {
 
 	forged := tokens.NewRequestSigner(tokenstest.OtherKeySet(), publicHost, nil)
 	staging := tokens.NewRequestSigner(tokenstest.KeySet(), "origin.staging.example", nil)
-	stale := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, func() time.Time { return time.Now().Add(-10 * time.Minute) })
+	stale := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, tokenstest.NewClock(time.Now().Add(-10*time.Minute)))
 	auth := []struct {
 		name   string
 		header string

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 )
 
@@ -32,8 +33,8 @@ type Options struct {
 	// Period is how often the rate may change; 0 means 5 s, the edges'
 	// sync interval (a change reaches every edge within one).
 	Period  time.Duration
-	Targets Targets // zero: DefaultTargets
-	Clock   func() time.Time
+	Targets Targets     // zero: DefaultTargets
+	Clock   clock.Clock // which sales are open, and Run's period; nil: clock.Real
 }
 
 // DefaultPeriod is the Period of Options that leave it 0: the edges' sync
@@ -65,9 +66,7 @@ func New(lines Lines, signals Signals, opts Options, log *slog.Logger, reg prome
 	if opts.Targets == (Targets{}) {
 		opts.Targets = DefaultTargets()
 	}
-	if opts.Clock == nil {
-		opts.Clock = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	c := &Controller{lines: lines, signals: signals, opts: opts, log: log, limits: map[string]float64{},
 		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_autotune_steps_total",
@@ -82,7 +81,7 @@ func New(lines Lines, signals Signals, opts Options, log *slog.Logger, reg prome
 // Run tunes every Period until ctx ends, and then lets another origin
 // tune.
 func (c *Controller) Run(ctx context.Context) {
-	t := time.NewTicker(c.opts.Period)
+	t := c.opts.Clock.NewTicker(c.opts.Period)
 	defer t.Stop()
 	defer c.Resign()
 	for {
@@ -104,7 +103,7 @@ func (c *Controller) Run(ctx context.Context) {
 func (c *Controller) Tune(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	lines, err := c.lines.AutotunedLines(ctx, c.opts.Clock())
+	lines, err := c.lines.AutotunedLines(ctx, c.opts.Clock.Now())
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // BackEnd is the Signals of an origin: the reserves it answered and the
@@ -25,8 +27,8 @@ type BackEnd struct {
 	// nil: the reading says nothing of what the edges admitted.
 	Line func(ctx context.Context, sale string) (Line, error)
 	// Clock is the time the writer's lag and the period are measured at;
-	// nil: time.Now.
-	Clock func() time.Time
+	// nil: clock.Real.
+	Clock clock.Clock
 	// MaxPeriod is the longest time between two reads of a sale that
 	// still makes a period: a read after a longer gap (autotune switched
 	// off a while, another origin tuning meanwhile) counts as a first.
@@ -73,10 +75,7 @@ type histogram struct {
 
 // Read implements Signals.
 func (b *BackEnd) Read(ctx context.Context, sale string) (Reading, error) {
-	now := time.Now
-	if b.Clock != nil {
-		now = b.Clock
-	}
+	now := clock.Or(b.Clock).Now
 	available, pending, oldest, err := b.Backlog(ctx, sale)
 	if err != nil {
 		return Reading{}, err

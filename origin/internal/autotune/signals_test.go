@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // BackEnd reads the reserves answered and the Redis scripts run since its
@@ -19,10 +21,10 @@ func TestBackEnd(t *testing.T) {
 	scripts := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: scriptSeconds,
 		Buckets: []float64{.001, .01, .1}}, []string{"script"})
 	reg.MustRegister(requests, scripts)
-	now := time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
-	b := &BackEnd{Gatherer: reg, Clock: func() time.Time { return now },
+	clk := clock.NewFake(time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC))
+	b := &BackEnd{Gatherer: reg, Clock: clk,
 		Backlog: func(context.Context, string) (int64, int, time.Time, error) {
-			return 70, 12, now.Add(-3 * time.Second), nil
+			return 70, 12, clk.Now().Add(-3 * time.Second), nil
 		}}
 	observe := func(route, status string, seconds float64, n int) {
 		for range n {
@@ -64,9 +66,9 @@ func TestBackEnd(t *testing.T) {
 // the places admitted, those still waiting, and whether an edge held
 // (held_ms moved, whatever Redis's clock says against the origin's).
 func TestBackEndReadsTheLine(t *testing.T) {
-	now := time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC))
 	line := Line{Present: true, NowServing: 1000, Length: 9000, HeldMs: 5}
-	b := &BackEnd{Gatherer: prometheus.NewRegistry(), Clock: func() time.Time { return now },
+	b := &BackEnd{Gatherer: prometheus.NewRegistry(), Clock: clk,
 		Backlog: func(context.Context, string) (int64, int, time.Time, error) { return 70, 0, time.Time{}, nil },
 		Line:    func(context.Context, string) (Line, error) { return line, nil }}
 	read := func() Reading {
@@ -80,41 +82,49 @@ func TestBackEndReadsTheLine(t *testing.T) {
 	if r := read(); r.Period != 0 || r.Admitted != 0 || r.Waiting != 0 || r.EdgesHeld {
 		t.Fatalf("first Read = %+v, want nothing of the line (no period behind it)", r)
 	}
-	now, line.NowServing, line.Length = now.Add(5*time.Second), 3500, 9100
+	clk.Advance(5 * time.Second)
+	line.NowServing, line.Length = 3500, 9100
 	if r := read(); r.Period != 5*time.Second || r.Admitted != 2500 || r.Waiting != 5600 || r.EdgesHeld {
 		t.Errorf("Read = %+v, want 2500 admitted in 5s, 5600 waiting, no hold", r)
 	}
-	now, line.HeldMs = now.Add(5*time.Second), 4 // an earlier hold than read before: no new one
+	clk.Advance(5 * time.Second)
+	line.HeldMs = 4 // an earlier hold than read before: no new one
 	if r := read(); r.Admitted != 0 || r.EdgesHeld {
 		t.Errorf("Read with held_ms not after the last = %+v, want no hold", r)
 	}
-	now, line.HeldMs = now.Add(5*time.Second), 9
+	clk.Advance(5 * time.Second)
+	line.HeldMs = 9
 	if r := read(); !r.EdgesHeld {
 		t.Errorf("Read after held_ms moved = %+v, want EdgesHeld", r)
 	}
 	// A line rebuilt below what was read (a restore puts the cursor at its
 	// ceiling, never lower; this is Redis losing it): nothing admitted.
-	now, line.NowServing = now.Add(5*time.Second), 0
+	clk.Advance(5 * time.Second)
+	line.NowServing = 0
 	if r := read(); r.Admitted != 0 {
 		t.Errorf("Read after the cursor fell = %+v, want 0 admitted", r)
 	}
 	// Lost, then restored at its ceiling: neither period around the loss
 	// is one (the cursor's jump back is no admission).
-	now, line = now.Add(5*time.Second), Line{}
+	clk.Advance(5 * time.Second)
+	line = Line{}
 	if r := read(); r.Period != 0 || r.Admitted != 0 {
 		t.Errorf("Read with the line lost = %+v, want no period", r)
 	}
-	now, line = now.Add(5*time.Second), Line{Present: true, NowServing: 40_000, Length: 50_000}
+	clk.Advance(5 * time.Second)
+	line = Line{Present: true, NowServing: 40_000, Length: 50_000}
 	if r := read(); r.Period != 0 || r.Admitted != 0 {
 		t.Errorf("Read with the line restored = %+v, want no period", r)
 	}
-	now, line.NowServing = now.Add(5*time.Second), 41_000
+	clk.Advance(5 * time.Second)
+	line.NowServing = 41_000
 	if r := read(); r.Period != 5*time.Second || r.Admitted != 1000 {
 		t.Errorf("Read a period after the restore = %+v, want 1000 admitted in 5s", r)
 	}
 	// A read long after the last (autotune off meanwhile): a first.
 	b.MaxPeriod = 10 * time.Second
-	now, line.NowServing, line.HeldMs = now.Add(time.Minute), 90_000, 99
+	clk.Advance(time.Minute)
+	line.NowServing, line.HeldMs = 90_000, 99
 	if r := read(); r.Period != 0 || r.Admitted != 0 || r.EdgesHeld {
 		t.Errorf("Read a minute after the last = %+v, want no period", r)
 	}

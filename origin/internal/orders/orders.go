@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/intent"
@@ -66,9 +67,9 @@ type Options struct {
 	// ReconcileWindow is how far back the gateway's intents are compared;
 	// 0 means 48 hours.
 	ReconcileWindow time.Duration
-	// Clock is the service's time (webhook signatures' age, paid_at); nil
-	// means time.Now.
-	Clock func() time.Time
+	// Clock is the service's time (webhook signatures' age, paid_at) and
+	// Run's; nil means clock.Real.
+	Clock clock.Clock
 	// IntentWait is how long an order request waits for the gateway to
 	// make the payment intent before answering without it (the shopper's
 	// page then reads the order until its payment link is there); 0 means
@@ -107,9 +108,7 @@ func New(cs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, rs Reservat
 	if opts.ReconcileWindow <= 0 {
 		opts.ReconcileWindow = 48 * time.Hour
 	}
-	if opts.Clock == nil {
-		opts.Clock = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.IntentWait <= 0 {
 		opts.IntentWait = DefaultIntentWait
 	}

@@ -92,7 +92,7 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 		return rep, nil
 	}
 	defer unlock()
-	listedAt := s.opts.Clock()
+	listedAt := s.opts.Clock.Now()
 	var errs []error
 	// Owed refunds and open pages first: they need no listing, so a slow or
 	// failing one (the provider down, a long window) does not hold them up.
@@ -344,7 +344,7 @@ func (s *Service) reconcileRefund(ctx context.Context, rep *Report, o ledger.Ord
 		return nil
 	}
 	after, err := s.ledger.ChangeOrder(ctx, o.ID, "", "", func(o ledger.Order) (ledger.Order, error) {
-		return recordRefund(o, r, s.opts.Clock()), nil
+		return recordRefund(o, r, s.opts.Clock.Now()), nil
 	})
 	if err != nil {
 		return err
@@ -380,7 +380,7 @@ func (s *Service) Run(ctx context.Context) {
 	if s.opts.ReconcileEvery <= 0 {
 		return
 	}
-	t := time.NewTimer(time.Second)
+	t := s.opts.Clock.NewTimer(time.Second)
 	defer t.Stop()
 	for {
 		select {

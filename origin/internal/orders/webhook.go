@@ -26,7 +26,7 @@ const (
 // an event (400); any other error is ours or a dependency's, and the
 // gateway will deliver the event again.
 func (s *Service) HandleWebhook(ctx context.Context, header func(name string) string, body []byte) (string, error) {
-	ev, err := s.gateway.Webhook(ctx, header, body, s.opts.Clock())
+	ev, err := s.gateway.Webhook(ctx, header, body, s.opts.Clock.Now())
 	switch {
 	case errors.Is(err, payment.ErrBadSignature) || errors.Is(err, payment.ErrStaleSignature):
 		s.m.webhooks.WithLabelValues("bad_signature").Inc()
@@ -80,7 +80,7 @@ func (s *Service) handleEvent(ctx context.Context, ev payment.Event) (string, er
 		case payment.EventPaymentFailed:
 			return s.failed(ctx, o)
 		}
-		next := refundEvent(o, in, ev.Data.Refund, s.opts.Clock())
+		next := refundEvent(o, in, ev.Data.Refund, s.opts.Clock.Now())
 		refundFailed = o.RefundStatus == ledger.RefundIssued && next.RefundStatus == ledger.RefundOwed
 		return next, nil
 	})
@@ -221,7 +221,7 @@ func (s *Service) paid(ctx context.Context, st *settling, o ledger.Order, in pay
 		return owe(o), nil
 	}
 	o.Status = ledger.OrderPaid
-	o.PaidAt = s.opts.Clock().UTC()
+	o.PaidAt = s.opts.Clock.Now().UTC()
 	return o, nil
 }
 
@@ -416,7 +416,7 @@ func (s *Service) issueRefund(ctx context.Context, o ledger.Order) error {
 	var before string
 	after, err := s.ledger.ChangeOrder(ctx, o.ID, "", "", func(o ledger.Order) (ledger.Order, error) {
 		before = o.RefundStatus
-		return recordRefund(o, r, s.opts.Clock()), nil
+		return recordRefund(o, r, s.opts.Clock.Now()), nil
 	})
 	if err != nil {
 		return err

@@ -170,7 +170,7 @@ func (c *Client) call(ctx context.Context, method, path, idempotencyKey string, 
 			return fmt.Errorf("payment gateway %s %s: %w", method, path, err)
 		}
 	}
-	err := Retry(ctx, c.opts.Attempts, c.opts.Backoff, func() (bool, error) {
+	err := Retry(ctx, nil, c.opts.Attempts, c.opts.Backoff, func() (bool, error) {
 		return c.try(ctx, method, path, idempotencyKey, body, out)
 	})
 	if err != nil {

@@ -97,7 +97,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), collectBudget)
 	defer cancel()
 	allUp := c.ping(ctx, ch)
-	now := c.sales.opts.Clock()
+	now := c.sales.opts.Clock.Now()
 	sales := watched(c.sales.catalog.All(), now)
 	ok := make(map[string]bool, len(sales))
 	for _, sale := range sales {

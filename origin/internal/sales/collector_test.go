@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
 )
@@ -163,7 +164,7 @@ func TestCollectorReportsTheBooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.opts.Clock = func() time.Time { return oldest.Add(7500 * time.Millisecond) }
+	f.opts.Clock = clock.NewFake(oldest.Add(7500 * time.Millisecond))
 	c := NewCollector(f.Service, up("redis", nil), up("postgres", nil))
 
 	redisBook, postgresBook := Counts{Available: 3, Held: 2}, Counts{Available: 5}
@@ -236,7 +237,7 @@ func TestCollectorLeavesOutBooksItCannotRead(t *testing.T) {
 
 	// Both sales ended over an hour ago: nothing is watched, and their
 	// error counts are gone.
-	f.opts.Clock = func() time.Time { return f.now.Add(3 * time.Hour) }
+	f.opts.Clock = clock.NewFake(f.now.Add(3 * time.Hour))
 	got := gather(t, c)
 	if keys := slices.Sorted(maps.Keys(got)); len(keys) != 2 || !strings.HasPrefix(keys[0], "flashgate_origin_dependency_up") ||
 		!strings.HasPrefix(keys[1], "flashgate_origin_dependency_up") {

@@ -26,7 +26,7 @@ import (
 // calls it before taking requests: a Redis that restarted empty, or failed
 // over, may have lost sales.
 func (s *Service) CheckCurrent(ctx context.Context, drain time.Duration) error {
-	now := s.opts.Clock()
+	now := s.opts.Clock.Now()
 	var current []ledger.Sale
 	for _, sale := range s.catalog.All() {
 		if now.Before(sale.EndsAt) {
@@ -42,7 +42,7 @@ func (s *Service) CheckCurrent(ctx context.Context, drain time.Duration) error {
 // sales, until ctx ends.
 func (s *Service) Run(ctx context.Context) {
 	every := s.opts.CheckEvery
-	t := time.NewTicker(every)
+	t := s.opts.Clock.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {

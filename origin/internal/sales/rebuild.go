@@ -169,7 +169,7 @@ func (s *Service) fromLedger(ctx context.Context, sale ledger.Sale) (rebuilt, er
 		return rebuilt{}, err
 	}
 	var res rebuilt
-	if res.Restored, res.Refused, err = s.ledger.Replay(ctx, sale.ID, s.opts.Clock()); err != nil {
+	if res.Restored, res.Refused, err = s.ledger.Replay(ctx, sale.ID, s.opts.Clock.Now()); err != nil {
 		return rebuilt{}, err
 	}
 	if _, err := s.ledger.SettlePaid(ctx, sale.ID); err != nil {

@@ -52,7 +52,7 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (Reserved, er
 	if err != nil {
 		return Reserved{}, err
 	}
-	now := s.opts.Clock()
+	now := s.opts.Clock.Now()
 	if now.Before(sale.StartsAt) {
 		return Reserved{}, ErrSaleNotOpen
 	}

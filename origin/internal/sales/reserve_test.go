@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/intent"
 )
@@ -78,7 +79,7 @@ func TestReserve(t *testing.T) {
 		{"before the start", sale.StartsAt.Add(-time.Second), ErrSaleNotOpen},
 		{"at the end", sale.EndsAt, ErrSaleClosed},
 	} {
-		f.opts.Clock = func() time.Time { return c.now }
+		f.opts.Clock = clock.NewFake(c.now)
 		if _, err := reserve("u3", "a"); !errors.Is(err, c.want) {
 			t.Errorf("Reserve %s = %v, want %v", c.name, err, c.want)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
 	"github.com/flashgate/flashgate/origin/internal/ledger"
@@ -44,8 +45,8 @@ type Options struct {
 	// current sale. Required for Run (app.Config.RedisCheckInterval).
 	CheckEvery time.Duration
 	// Clock is the service's time (which sales are current, a snapshot's
-	// status, whether a sale takes reserves); nil means time.Now.
-	Clock func() time.Time
+	// status, whether a sale takes reserves) and Run's; nil means clock.Real.
+	Clock clock.Clock
 	// MaxHoldsPerAccount caps the holds one account may take in a sale,
 	// those that ran out or were cancelled included (a hold that runs out
 	// returns its unit to the line, but an account must not keep it by
@@ -75,9 +76,7 @@ type Service struct {
 // New returns a Service that takes reserves through rs; its metrics
 // register on reg.
 func New(cs *checkout.Store, ls *ledger.Store, cat *catalog.Catalog, rs Reserver, opts Options, log *slog.Logger, reg prometheus.Registerer) *Service {
-	if opts.Clock == nil {
-		opts.Clock = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	return &Service{checkout: cs, ledger: ls, catalog: cat, reserver: rs, opts: opts, log: log, m: newMetrics(reg)}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/catalog"
 	"github.com/flashgate/flashgate/origin/internal/checkout"
@@ -184,7 +185,7 @@ func TestSnapshotStatus(t *testing.T) {
 	f.create(t, f.openSale("s1", 1))
 	at := func(now time.Time) Snapshot {
 		t.Helper()
-		f.opts.Clock = func() time.Time { return now }
+		f.opts.Clock = clock.NewFake(now)
 		snap, err := f.Snapshot(ctx, "s1")
 		if err != nil {
 			t.Fatalf("Snapshot = %v", err)

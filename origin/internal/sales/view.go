@@ -50,7 +50,7 @@ func (s *Service) Snapshot(ctx context.Context, saleID string) (Snapshot, error)
 	}
 	snap := Snapshot{Sale: sale, Stock: stock, SoldOut: available == 0}
 	snap.Final = snap.SoldOut && held == 0
-	now := s.opts.Clock()
+	now := s.opts.Clock.Now()
 	switch {
 	case !now.Before(sale.EndsAt):
 		snap.Status = Ended
@@ -166,7 +166,7 @@ func (s *Service) books(ctx context.Context, sale ledger.Sale) (Books, error) {
 	}
 	out := Books{SaleID: sale.ID, SKUs: skus}
 	if !oldest.IsZero() {
-		out.WriterLagSeconds = max(s.opts.Clock().Sub(oldest), 0).Seconds()
+		out.WriterLagSeconds = max(s.opts.Clock.Now().Sub(oldest), 0).Seconds()
 	}
 	if out.Durability, err = s.durability(ctx, sale.ID); err != nil {
 		return Books{}, err

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // fakeRazorpay is Razorpay's API as its documentation describes it (the
@@ -29,9 +31,10 @@ type fakeRazorpay struct {
 	keyID  string
 	secret string
 
+	clk *clock.Fake // the fake's time and the provider's
+
 	mu sync.Mutex
 	// Everything below is guarded by mu.
-	now          time.Time
 	seq          int
 	links        map[string]map[string]any // by id
 	linkOrder    []string
@@ -74,7 +77,7 @@ func newFake(t *testing.T) *fakeRazorpay {
 	t.Helper()
 	f := &fakeRazorpay{
 		t: t, keyID: "rzp_test_1DP5mmOlF5G5ag", secret: "thisisasecret",
-		now:          fakeEpoch,
+		clk:          clock.NewFake(fakeEpoch),
 		links:        map[string]map[string]any{},
 		payments:     map[string]map[string]any{},
 		refunds:      map[string][]map[string]any{},
@@ -92,6 +95,7 @@ func newFake(t *testing.T) *fakeRazorpay {
 	mux.HandleFunc("POST /v1/payments/{id}/refund", f.createRefund)
 	f.srv = httptest.NewServer(f.front(mux))
 	t.Cleanup(f.srv.Close)
+	f.passPauses(t)
 	return f
 }
 
@@ -99,20 +103,32 @@ func newFake(t *testing.T) *fakeRazorpay {
 func (f *fakeRazorpay) provider(secrets ...[]byte) *Provider {
 	return New(Config{
 		KeyID: f.keyID, KeySecret: f.secret, BaseURL: f.srv.URL, WebhookSecrets: secrets,
-		Attempts: 3, Backoff: time.Millisecond, Now: f.clock,
+		Attempts: 3, Backoff: time.Millisecond, Clock: f.clk,
 	})
 }
 
-func (f *fakeRazorpay) clock() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
+func (f *fakeRazorpay) clock() time.Time { return f.clk.Now() }
 
-func (f *fakeRazorpay) advance(d time.Duration) {
-	f.mu.Lock()
-	f.now = f.now.Add(d)
-	f.mu.Unlock()
+func (f *fakeRazorpay) advance(d time.Duration) { f.clk.Advance(d) }
+
+// passPauses moves the clock through each pause a provider on it waits
+// between attempts (its only timers), until the test ends.
+func (f *fakeRazorpay) passPauses(t *testing.T) {
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		for {
+			armed := f.clk.Armed()
+			for f.clk.Waiting() > 0 {
+				f.clk.Advance(time.Millisecond)
+			}
+			select {
+			case <-done:
+				return
+			case <-armed:
+			}
+		}
+	}()
 }
 
 // inject queues answers to give before any real one.
@@ -355,7 +371,7 @@ func (f *fakeRazorpay) createLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
-	now := f.now
+	now := f.clk.Now()
 	f.mu.Unlock()
 	expireBy, hasExpiry, bad := integer(m, "expire_by")
 	switch {
@@ -496,7 +512,7 @@ func (f *fakeRazorpay) cancelLink(w http.ResponseWriter, r *http.Request) {
 		// "You can cancel a Payment Link only if it is in the issued state."
 		apiError(w, http.StatusBadRequest, fmt.Sprintf("a payment link in the %v state cannot be cancelled", l["status"]), "")
 	default:
-		l["status"], l["cancelled_at"], l["updated_at"] = linkCancelled, f.now.Unix(), f.now.Unix()
+		l["status"], l["cancelled_at"], l["updated_at"] = linkCancelled, f.clk.Now().Unix(), f.clk.Now().Unix()
 		writeJSON(w, http.StatusOK, l)
 	}
 }
@@ -688,7 +704,7 @@ func (f *fakeRazorpay) createRefund(w http.ResponseWriter, r *http.Request) {
 	}
 	rf := fixture(f.t, "refund_create_idempotent.json")
 	rf["id"], rf["amount"], rf["currency"], rf["payment_id"] = f.nextID("rfnd"), amount, p["currency"], pid
-	rf["receipt"], rf["created_at"], rf["status"] = nil, f.now.Unix(), f.refundStatus
+	rf["receipt"], rf["created_at"], rf["status"] = nil, f.clk.Now().Unix(), f.refundStatus
 	if hasReceipt {
 		rf["receipt"] = receipt
 	}
@@ -722,7 +738,7 @@ func (f *fakeRazorpay) pay(id, method, vpa string) string {
 	pid := f.nextID("pay")
 	amount := num(l["amount"])
 	p["id"], p["amount"], p["base_amount"], p["currency"], p["method"] = pid, amount, amount, l["currency"], method
-	p["order_id"], p["created_at"], p["notes"] = "order_"+strings.TrimPrefix(id, "plink_"), f.now.Unix(), l["notes"]
+	p["order_id"], p["created_at"], p["notes"] = "order_"+strings.TrimPrefix(id, "plink_"), f.clk.Now().Unix(), l["notes"]
 	p["status"], p["captured"], p["amount_refunded"], p["refund_status"] = paymentCaptured, true, 0, nil
 	if method == "upi" {
 		p["vpa"] = vpa
@@ -732,9 +748,9 @@ func (f *fakeRazorpay) pay(id, method, vpa string) string {
 	}
 	f.payments[pid] = p
 	f.paymentOrder = append(f.paymentOrder, pid)
-	l["status"], l["amount_paid"], l["updated_at"] = linkPaid, amount, f.now.Unix()
-	l["payments"] = []any{map[string]any{"amount": amount, "created_at": f.now.Unix(), "method": method,
-		"payment_id": pid, "plink_id": id, "status": paymentCaptured, "updated_at": f.now.Unix()}}
+	l["status"], l["amount_paid"], l["updated_at"] = linkPaid, amount, f.clk.Now().Unix()
+	l["payments"] = []any{map[string]any{"amount": amount, "created_at": f.clk.Now().Unix(), "method": method,
+		"payment_id": pid, "plink_id": id, "status": paymentCaptured, "updated_at": f.clk.Now().Unix()}}
 	return pid
 }
 
@@ -744,7 +760,7 @@ func (f *fakeRazorpay) failPayment() string {
 	defer f.mu.Unlock()
 	ev := fixture(f.t, "webhook_payment_failed_upi.json")
 	p := ev["payload"].(map[string]any)["payment"].(map[string]any)["entity"].(map[string]any)
-	p["id"], p["created_at"] = f.nextID("pay"), f.now.Unix()
+	p["id"], p["created_at"] = f.nextID("pay"), f.clk.Now().Unix()
 	f.payments[p["id"].(string)] = p
 	f.paymentOrder = append(f.paymentOrder, p["id"].(string))
 	return p["id"].(string)

@@ -94,7 +94,7 @@ func (p *Provider) newLink(req payment.NewIntent, ref string) (newLink, error) {
 			return newLink{}, fmt.Errorf("razorpay: metadata %q is longer than %d characters", k, maxNoteValue)
 		}
 	}
-	now := p.cfg.Now()
+	now := p.cfg.Clock.Now()
 	expires := req.ExpiresAt
 	if floor := now.Add(MinExpiry + ExpirySlack); expires.Before(floor) {
 		expires = floor

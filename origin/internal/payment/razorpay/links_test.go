@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/origin/internal/payment"
 )
 
@@ -116,7 +117,7 @@ func TestCreateIntentExpiryFloor(t *testing.T) {
 	}{{30 * time.Second, true}, {2 * time.Minute, false}} {
 		f := newFake(t)
 		p := f.provider()
-		p.cfg.Now = func() time.Time { return f.clock().Add(-tc.behind) }
+		p.cfg.Clock = clock.NewFake(f.clock().Add(-tc.behind))
 		req := newIntent(testOrder, 100)
 		req.ExpiresAt = time.Time{}
 		_, err := p.CreateIntent(context.Background(), req, "k-0123456789")

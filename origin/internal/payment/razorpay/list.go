@@ -31,7 +31,7 @@ func (p *Provider) Intents(ctx context.Context, since time.Time) ([]payment.Inte
 }
 
 func (p *Provider) intents(ctx context.Context, since time.Time) ([]payment.Intent, error) {
-	pays, err := p.payments(ctx, since, p.cfg.Now())
+	pays, err := p.payments(ctx, since, p.cfg.Clock.Now())
 	if err != nil {
 		return nil, fmt.Errorf("list payment links: %w", err)
 	}

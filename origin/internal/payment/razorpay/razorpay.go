@@ -102,6 +102,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/origin/internal/payment"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -147,9 +148,9 @@ type Config struct {
 	// Registerer, when set, takes flashgate_origin_gateway_seconds{call,
 	// outcome}, as the sandbox client does. nil: calls are not timed.
 	Registerer prometheus.Registerer
-	// Now is the clock for expire_by and the listing's window; nil means
-	// time.Now.
-	Now func() time.Time
+	// Clock is the clock for expire_by, the listing's window and the pauses
+	// between attempts; nil means clock.Real.
+	Clock clock.Clock
 }
 
 // Validate reports a Config that cannot talk to Razorpay.
@@ -226,9 +227,7 @@ func New(cfg Config) *Provider {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 64
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxConnsPerHost = cfg.MaxConns
 	transport.MaxIdleConnsPerHost = cfg.MaxConns
@@ -294,7 +293,7 @@ func (p *Provider) do(ctx context.Context, r request, out any) error {
 			return fmt.Errorf("razorpay %s %s: %w", r.method, r.path, err)
 		}
 	}
-	err := payment.Retry(ctx, p.cfg.Attempts, p.cfg.Backoff, func() (bool, error) {
+	err := payment.Retry(ctx, p.cfg.Clock, p.cfg.Attempts, p.cfg.Backoff, func() (bool, error) {
 		return p.try(ctx, r, body, out)
 	})
 	var refusal *payment.APIError

@@ -67,7 +67,7 @@ func TestProviderTimesEachCall(t *testing.T) {
 	ctx := context.Background()
 	f := newFake(t)
 	reg := prometheus.NewRegistry()
-	p := New(Config{KeyID: f.keyID, KeySecret: f.secret, BaseURL: f.srv.URL, Backoff: time.Millisecond, Now: f.clock, Registerer: reg})
+	p := New(Config{KeyID: f.keyID, KeySecret: f.secret, BaseURL: f.srv.URL, Backoff: time.Millisecond, Clock: f.clk, Registerer: reg})
 	f.inject(fault{status: 503})
 	in, err := p.CreateIntent(ctx, newIntent(testOrder, 100), "k-0123456789")
 	if err != nil {

@@ -105,7 +105,7 @@ func (p *Provider) CreateIntent(ctx context.Context, req payment.NewIntent, idem
 // which the order flow does not do — minSessionLife from now; at most 24
 // hours from now, Stripe's longest.
 func (p *Provider) sessionExpiry(holdEnd time.Time) time.Time {
-	now := p.cfg.Clock()
+	now := p.cfg.Clock.Now()
 	t := holdEnd.Add(minSessionLife)
 	if earliest := now.Add(minSessionLife); t.Before(earliest) {
 		t = earliest

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stripe/stripe-go/v82"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/origin/internal/payment"
 )
 
@@ -80,8 +81,8 @@ type Config struct {
 	// calls; 0 means 64.
 	MaxConns int
 	// Clock is the time CreateIntent computes a session's expiry from; nil
-	// means time.Now.
-	Clock func() time.Time
+	// means clock.Real.
+	Clock clock.Clock
 	// Registerer, when set, takes flashgate_origin_gateway_seconds{call,
 	// outcome} (the metric payment.Client keeps for the sandbox, so one
 	// process registers one provider's): each call's time, stripe-go's
@@ -138,9 +139,7 @@ func New(cfg Config) (*Provider, error) {
 	cfg.Timeout = cmp.Or(cfg.Timeout, 15*time.Second)
 	cfg.Attempts = cmp.Or(cfg.Attempts, 3)
 	cfg.MaxConns = cmp.Or(cfg.MaxConns, 64)
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxConnsPerHost = cfg.MaxConns
 	transport.MaxIdleConnsPerHost = cfg.MaxConns

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stripe/stripe-go/v82"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/origin/internal/payment"
 )
 
@@ -36,7 +37,7 @@ func newMocked(t *testing.T, cfg Config) (*Provider, *recorder) {
 	rec := record(t, stripeMock(t))
 	cfg.SecretKey, cfg.BaseURL = testKey, rec.URL
 	if cfg.Clock == nil {
-		cfg.Clock = func() time.Time { return testNow }
+		cfg.Clock = clock.NewFake(testNow)
 	}
 	p, err := New(cfg)
 	if err != nil {
@@ -144,7 +145,7 @@ func TestCreateIntent(t *testing.T) {
 }
 
 func TestSessionExpiry(t *testing.T) {
-	p := &Provider{cfg: Config{Clock: func() time.Time { return testNow }}}
+	p := &Provider{cfg: Config{Clock: clock.NewFake(testNow)}}
 	for _, c := range []struct {
 		name          string
 		holdEnd, want time.Time
