@@ -194,6 +194,16 @@ func (o *StubOrigin) Line(sale string) (StubLine, bool) {
 	return *l, true
 }
 
+// Consistent calls f with the sale's line held still: no line request
+// lands while f runs, so f can read Redis and the copy at one instant.
+func (o *StubOrigin) Consistent(sale string, f func(StubLine)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if l, ok := o.lines[sale]; ok {
+		f(*l)
+	}
+}
+
 // SetLinesDown makes the /v1/lines routes answer 503 (down) or work again,
 // as an origin that cannot reach its database would.
 func (o *StubOrigin) SetLinesDown(down bool) {

@@ -20,80 +20,26 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/internal/testenv"
+	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
 
-// memStore is the origin's durable copy in memory, with a switch that makes
-// it unreachable.
-type memStore struct {
-	down atomic.Bool
-
-	mu    sync.Mutex // guards lines
-	lines map[string]*line.Row
-}
-
-var _ line.Store = (*memStore)(nil)
-
-var errDown = errors.New("origin unreachable")
-
-func newMemStore() *memStore { return &memStore{lines: map[string]*line.Row{}} }
-
-func (m *memStore) do(sale string, f func(r *line.Row)) (line.Row, error) {
-	if m.down.Load() {
-		return line.Row{}, errDown
+// stubStore is the origin's durable copy of sale "s" as an edge reaches
+// it: the stub origin's /v1/lines routes, through an OriginStore.
+func stubStore(t *testing.T) (*edgetest.StubOrigin, line.Store) {
+	t.Helper()
+	o := edgetest.NewStubOrigin(t)
+	o.SetSale(edgetest.OpenSale("s", 1_000_000))
+	store, err := line.NewOriginStore(o.URL, tokenstest.KeySet(), tokenstest.LineAudience, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.lines[sale]
-	if !ok {
-		return line.Row{}, &line.OriginError{Status: 404, Code: "unknown_sale"}
-	}
-	f(r)
-	return *r, nil
+	return o, store
 }
 
-func (m *memStore) Ensure(_ context.Context, sale string, p line.Proposal) (line.Row, error) {
-	if m.down.Load() {
-		return line.Row{}, errDown
-	}
-	m.mu.Lock()
-	if _, ok := m.lines[sale]; !ok {
-		m.lines[sale] = &line.Row{SaleID: sale, Seed: p.Seed, RatePerSecond: p.RatePerSecond, Paused: p.Paused}
-	}
-	m.mu.Unlock()
-	return m.do(sale, func(*line.Row) {})
-}
-
-func (m *memStore) Line(_ context.Context, sale string) (line.Row, error) {
-	return m.do(sale, func(*line.Row) {})
-}
-
-func (m *memStore) Settings(_ context.Context, sale string, c line.Change) (line.Row, error) {
-	return m.do(sale, func(r *line.Row) { *r = r.WithSettings(c) })
-}
-
-func (m *memStore) Raise(_ context.Context, sale string, c line.Ceilings) (line.Row, error) {
-	return m.do(sale, func(r *line.Row) { *r = r.Raised(c) })
-}
-
-func (m *memStore) LowerServing(_ context.Context, sale string, version, ceiling int64) (line.Row, error) {
-	return m.do(sale, func(r *line.Row) { *r = r.Lowered(version, ceiling) })
-}
-
-func (m *memStore) SealDraw(_ context.Context, sale string, size int64) (line.Row, error) {
-	return m.do(sale, func(r *line.Row) {
-		if r.DrawSize == nil {
-			r.DrawSize = &size
-		}
-	})
-}
-
-func (m *memStore) row(sale string) line.Row {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if r, ok := m.lines[sale]; ok {
-		return *r
-	}
-	return line.Row{}
+// rowOf is the origin's copy of a sale's line (zero before the first).
+func rowOf(o *edgetest.StubOrigin, sale string) line.Row {
+	r, _ := o.Line(sale)
+	return r
 }
 
 // background runs a test's loops — a node's tick, an invariant's check —
@@ -166,7 +112,7 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	keys := line.NewKeys(r.Prefix)
-	store := newMemStore()
+	origin, store := stubStore(t)
 	cursor := admission.NewCursor(r.Client, keys, nil)
 	k := line.New(line.NewLines(r.Client, keys, nil), store, cursor,
 		line.Options{DefaultRatePerSecond: 50, MinBlock: 32, JoinWait: 200 * time.Millisecond},
@@ -192,7 +138,7 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 			n, _ := strconv.ParseInt(s, 10, 64)
 			return n
 		}
-		row := store.row("s")
+		row := rowOf(origin, "s")
 		if post > num(h[0]) || num(h[0]) > row.PostCeiling || serving > num(h[1]) || num(h[1]) > row.ServingCeiling {
 			violations.Add(1)
 			t.Errorf("Redis post %d / ceiling %v, now_serving %d / ceiling %v; origin ceilings post %d serving %d: want Redis never above",
@@ -205,7 +151,7 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 		_, seeded := k.Seed("s")
 		return ok && !st.Lost && st.Drawn && seeded
 	})
-	if row := store.row("s"); len(row.Seed) != 64 || row.RatePerSecond != 50 {
+	if row := rowOf(origin, "s"); len(row.Seed) != 64 || row.RatePerSecond != 50 {
 		t.Fatalf("origin's copy after the first restore = %+v, want a seed and the default rate", row)
 	}
 
@@ -242,11 +188,11 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 	}
 
 	// The origin goes away: joins stop at the ceiling, settings change nothing.
-	store.down.Store(true)
+	origin.SetLinesDown(true)
 	// A raise that reached the origin before it went lands.
 	testenv.Eventually(t, 5*time.Second, "the keeper idle", k.Idle)
 	before, _ := cursor.State("s")
-	room := store.row("s").PostCeiling - shoppers // what the ceiling still allows
+	room := rowOf(origin, "s").PostCeiling - shoppers // what the ceiling still allows
 	more := int(room) + 60
 	var placed, waited atomic.Int64
 	for w := range 20 {
@@ -268,13 +214,14 @@ func TestKeeperKeepsRedisUnderTheOrigin(t *testing.T) {
 	}
 	wg.Wait()
 	post, _ := r.Client.Get(ctx, keys.Post("s")).Int64()
-	if row := store.row("s"); waited.Load() != 60 || placed.Load() != room || post != row.PostCeiling {
+	if row := rowOf(origin, "s"); waited.Load() != 60 || placed.Load() != room || post != row.PostCeiling {
 		t.Errorf("%d joins with the origin down and room for %d: %d placed, %d waited; post counter %d, origin's ceiling %d: want places up to the ceiling, then 60 waits",
 			more, room, placed.Load(), waited.Load(), post, row.PostCeiling)
 	}
 	paused := true
-	if _, _, err := k.Settings(ctx, "s", line.Change{Paused: &paused}); !errors.Is(err, errDown) {
-		t.Errorf("Settings(paused) with the origin down = %v, want its error", err)
+	var down *line.OriginError
+	if _, _, err := k.Settings(ctx, "s", line.Change{Paused: &paused}); !errors.As(err, &down) || down.Status != 503 {
+		t.Errorf("Settings(paused) with the origin down = %v, want its 503", err)
 	}
 	if st := waitRead(t, cursor, "s"); st.Paused || st.RatePerSecond != before.RatePerSecond {
 		t.Errorf("state after a failed settings change = %+v, want unchanged", st)
@@ -325,7 +272,7 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	keys := line.NewKeys(r.Prefix)
-	store := newMemStore()
+	origin, store := stubStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ticks := []line.Tick{{Sale: "s", StartsAt: time.Now().Add(-time.Minute), Available: 100}}
@@ -380,7 +327,7 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 	if err != nil || inRedis || !st.Paused {
 		t.Fatalf("Settings(paused) with Redis unreachable = %+v, in Redis %v, %v; want the paused state, not in Redis, no error", st, inRedis, err)
 	}
-	if row := store.row("s"); !row.Paused || row.SettingsVersion != 1 {
+	if row := rowOf(origin, "s"); !row.Paused || row.SettingsVersion != 1 {
 		t.Fatalf("origin's copy after Settings(paused) = %+v, want paused at version 1", row)
 	}
 	took.hook.down.Store(false)
@@ -396,16 +343,6 @@ func TestRecordedSettingsAreTheSetting(t *testing.T) {
 	tickUntil(other, "another node, the first gone", func(st line.State) bool {
 		return st.RatePerSecond == 9 && st.Paused && st.SettingsVersion == 2
 	})
-}
-
-// consistent calls f with the origin's copy of sale held still: no origin
-// step lands while f reads Redis, so f sees one instant of both.
-func (m *memStore) consistent(sale string, f func(line.Row)) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if r, ok := m.lines[sale]; ok {
-		f(*r)
-	}
 }
 
 // snapshotKeys is every key of a test's prefix as DUMP gives it, to put
@@ -464,7 +401,7 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 	t.Parallel()
 	r := edgetest.NewRedis(t)
 	keys := line.NewKeys(r.Prefix)
-	store := newMemStore()
+	origin, store := stubStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	starts := time.Now().Add(-time.Minute)
@@ -491,7 +428,7 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 	}
 	var violations atomic.Int64
 	loops.every(3*time.Millisecond, func() { // the invariant, origin and Redis read at one instant
-		store.consistent("s", func(row line.Row) {
+		origin.Consistent("s", func(row line.Row) {
 			pipe := r.Client.TxPipeline()
 			ceiling := pipe.HGet(ctx, keys.Line("s"), line.LineServingCeiling)
 			serving := pipe.HGet(ctx, keys.Cursor("s"), line.CursorNowServing)
@@ -537,7 +474,7 @@ func TestPauseAndRateHoldThroughLosses(t *testing.T) {
 		t.Fatalf("Settings(paused) = %+v, in Redis %v, %v; want in Redis, the serving ceiling brought down to now_serving", st, inRedis, err)
 	}
 	held := waitState("paused", func(st line.State) bool { return st.Paused })
-	if row := store.row("s"); row.ServingCeiling != held.NowServing {
+	if row := rowOf(origin, "s"); row.ServingCeiling != held.NowServing {
 		t.Fatalf("origin's serving ceiling after the pause = %d, now_serving %d: want lowered to it", row.ServingCeiling, held.NowServing)
 	}
 	// lose makes Redis lose the line, the i-th time: emptied, or rewound
