@@ -76,10 +76,8 @@ type Options struct {
 	// MaxPollAfter caps the poll interval told to a shopper far back in
 	// line; 0 means 60 s. Far back a poll only refreshes the estimate (the
 	// page learns its turn from the snapshot it re-reads through the CDN),
-	// and at 30 s the burst's joins came back as a second burst of polls
-	// while the checkout was busiest (make bench: 7–10k requests/s at
-	// 26–36 s; at 60 s, on a quick box, 242–283k requests a run instead of
-	// 325–388k).
+	// and a shorter cap brings the burst's joins back as a second burst of
+	// polls while the checkout is busiest.
 	MaxPollAfter time.Duration
 	// Hold is asked once a tick whether the checkout behind this node is
 	// congested (CheckoutHold): if so the tick advances no cursor, and

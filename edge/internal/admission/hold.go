@@ -24,20 +24,16 @@ const minBehind = 3
 // CheckoutHold returns an Options.Hold for the checkout behind this node,
 // the origin pools named in upstreams: congested when, for any of them,
 // even the quickest request finished since the last tick took longer than
-// after. That is CoDel's test for a standing queue: a slow request or two
-// leave the quickest fast, but once the origin (or the CPU it runs on) is
-// behind, every request waits, and admitting more shoppers would only make
-// them wait longer and then hear please_wait. It takes minBehind slow
-// requests in a tick to find a pool behind, one quick one to clear it; as
-// in CoDel the verdict stands until requests say otherwise: a tick with
-// fewer finished (the slow ones come back in waves) keeps it, and only a
-// pool with nothing in flight is clear by itself. A pool with half its
-// connections in flight is behind whatever finished: the answers that
-// would show the queue come back only after it has formed, and a wave of
-// admissions (the opening, a resume) fills the pool within a tick or two,
-// well before its requests time out as please_wait. The least sojourns are
-// exported as flashgate_edge_checkout_least_sojourn_seconds{upstream}. The
-// returned func is called by the tick alone, never concurrently.
+// after: CoDel's test for a standing queue, behind which more shoppers
+// would only wait longer and then hear please_wait. It takes minBehind slow
+// requests in a tick to find a pool behind, one quick one to clear it; the
+// verdict stands until requests say otherwise (a tick with fewer finished
+// keeps it), and only a pool with nothing in flight is clear by itself. A
+// pool with half its connections in flight is behind whatever finished: a
+// wave of admissions fills it before the answers that would show the queue.
+// The least sojourns are exported as
+// flashgate_edge_checkout_least_sojourn_seconds{upstream}. The returned
+// func is called by the tick alone, never concurrently.
 func CheckoutHold(after time.Duration, upstreams map[string]Sojourns, reg prometheus.Registerer) func() bool {
 	least := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "flashgate_edge_checkout_least_sojourn_seconds",

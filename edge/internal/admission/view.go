@@ -190,10 +190,9 @@ const minWaitingPoll = 2 * time.Second
 // preQueueWindow is how long the part of the pre-queue that the stock can
 // serve takes to admit at the soonest — the start's ramp up to the set rate
 // — between 1 and 10 seconds: the window its first polls after the draw are
-// spread over. Shorter than that would bring the whole pre-queue back at
-// once (at the set rate alone it was half as long, and 20,000 polls came in
-// 2.5 s); longer would let shoppers drawn early learn it only after later
-// ones (who polled sooner) had taken the units.
+// spread over. Shorter would bring the whole pre-queue back at once; longer
+// would let shoppers drawn early learn it only after later ones (who polled
+// sooner) had taken the units.
 func (v *View) preQueueWindow() time.Duration {
 	served := min(v.State.PreQueue, v.available)
 	seconds := 10.0

@@ -86,11 +86,9 @@ func (s *Server) recordChange(ctx *fasthttp.RequestCtx, what string, before, aft
 // recordOutcome records, best effort, what became of the change rec was
 // recorded for (or may have been) when making it did not plainly succeed:
 // rec again, its what suffixed with outcome (outcomeFailed or
-// outcomeUnknown), with the same actor, before and after. Undoing the
-// first record instead would need a delete route and still fail the same
-// way when the origin is gone. When this record fails too, the log holds a
-// change that did not happen, or may not have, with nothing next to it
-// saying so: only the warning logged here tells.
+// outcomeUnknown), with the same actor, before and after. When this record
+// fails too, the log holds a change that did not happen, or may not have,
+// with nothing next to it saying so: only the warning logged here tells.
 func (s *Server) recordOutcome(rec line.AdminChange, outcome string) {
 	if s.Audit == nil {
 		return

@@ -78,11 +78,8 @@ func Handler(files fs.FS) (func(ctx *fasthttp.RequestCtx) error, error) {
 }
 
 // contentSecurityPolicy lets the page load only its own script, style, Web
-// Worker (the proof-of-work solver, static/challenge-worker.js) and API
-// answers: a script injected into it could otherwise read the shopper's
-// tokens. worker-src is spelled out rather than left to its fallback
-// (script-src). frame-ancestors 'none' keeps the page (which leads into
-// payment) out of other sites' frames.
+// Worker (static/challenge-worker.js) and API answers, so an injected script
+// cannot read the shopper's tokens, and keeps the payment-bound page unframed.
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; worker-src 'self'; style-src 'self'; " +
 	"img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 

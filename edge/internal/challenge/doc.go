@@ -1,4 +1,4 @@
-// Package challenge is the edge's proof of work (issue 28): before a place in
+// Package challenge is the edge's proof of work: before a place in
 // line is given, the shopper's page spends about a second of CPU on a
 // challenge bound to its account, its sale and a short time window, so that
 // holding many places costs many such seconds. It is stateless: a challenge is

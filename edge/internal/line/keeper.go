@@ -540,9 +540,7 @@ func (k *Keeper) start(sale string, s *saleLine, step string, run func(context.C
 
 // record adds a reading of the line's length for the join rate. A reading
 // of a line restored since the last one starts the samples over: the
-// restore raised the counters to their ceilings, and that jump is no rate
-// of joins (taken for one, it would size the next blocks for it, and each
-// loss would leave more places unused than the last).
+// restore's jump to the ceilings is no rate of joins to size blocks by.
 func (s *saleLine) record(epoch string, at time.Time, length int64) {
 	if epoch != s.epoch {
 		s.samples, s.epoch = nil, epoch
@@ -654,14 +652,10 @@ const openingWindow = 5 * time.Second
 
 // openingBlock is the post line's block before the start: the join block
 // b, or the pre-queue's size pre if that is more, but no more than
-// openingWindow of admissions at the sale's rate (nor MaxBlock). The rate
-// of joins before the open says little about the burst at it — the busiest
-// second of a sale, when a raise's round trip to the origin is slowest —
-// and the crowd that came early is the best forecast of it: its joins then
-// find places without waiting for a raise. The price is paid if Redis
-// loses the line before the open: the restored post counter starts at its
-// ceiling, and the cursor passes the unused places at the admission rate,
-// hence the bound (docs/OPERATIONS.md, "The price of a loss").
+// openingWindow of admissions at the sale's rate (nor MaxBlock). The early
+// crowd forecasts the open's burst, when raises are slowest, so its joins
+// find places without waiting for one; the bound caps the places a loss
+// before the open leaves unused (docs/OPERATIONS.md, "The price of a loss").
 func (k *Keeper) openingBlock(s *saleLine, b, pre int64) int64 {
 	forecast := min(pre, int64(math.Ceil(s.rate*openingWindow.Seconds())))
 	return min(max(b, forecast), k.opts.MaxBlock)

@@ -87,10 +87,8 @@ type OriginStore struct {
 var _ Store = (*OriginStore)(nil)
 
 // originConns caps the connections of the line's calls: a few per sale a
-// second at most. A call that finds them all busy waits for one (within
-// its timeout) rather than failing: every node syncs every sale it knows
-// every SyncInterval, and a ceiling raise that failed at once behind those
-// syncs left joins waiting out JoinWait and answering please_wait.
+// second at most. A call that finds them all busy waits (within its timeout)
+// rather than fails, so a ceiling raise queued behind the syncs still lands.
 const originConns = 8
 
 // NewOriginStore returns a Store at base (http or https, no path), its

@@ -150,9 +150,8 @@ func (u *Upstream) observe(d time.Duration) {
 // exchange; one that timed out, its time until then; one refused for a
 // full pool counts as the longest exchange), and how many finished, and
 // starts over; 0, 0 when none did. A connection that failed at once is
-// not counted. It is CoDel's signal of a standing queue: one slow request
-// says little, but when even the quickest of many was slow, every request
-// queued.
+// not counted. It is CoDel's signal of a standing queue: when even the
+// quickest of many was slow, every request queued.
 func (u *Upstream) TakeLeast() (least time.Duration, finished int) {
 	n := u.finished.Swap(0)
 	return time.Duration(u.least.Swap(0)), int(n)

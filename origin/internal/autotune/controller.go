@@ -130,12 +130,10 @@ func (c *Controller) Tune(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// lead keeps this origin the tuning one, or makes it so if no other is.
-// The lock is held across periods, not taken for each: an origin tuning
-// between two of another's periods would act on the same signals again
-// (the edges' hold cut twice). A lock whose connection no longer answers
-// is given up — Postgres ended its session, and another origin may hold
-// it now — with what this origin learnt of the limits. The caller holds
+// lead keeps this origin the tuning one, or makes it so if no other is. The
+// lock is held across periods, so no two origins act on the same signals; a
+// lock whose connection no longer answers (another origin may hold it now)
+// is given up with what this origin learnt of the limits. The caller holds
 // c.mu.
 func (c *Controller) lead(ctx context.Context) (bool, error) {
 	if c.lock != nil {

@@ -334,22 +334,17 @@ func applyReleases(ctx context.Context, tx pgx.Tx, sale string, releases []inten
 	return err
 }
 
+// markPays marks the pays' reservations paid where Postgres holds them (held,
+// or paid by the webhook). It avoids the equivalent "held or paid": a generic
+// plan would match that to reservations_one_live_per_account and scan it whole.
+const markPays = `UPDATE reservations SET status = 'paid', updated_at = now()
+	WHERE reservation_id = ANY($1) AND status NOT IN ('expired', 'cancelled') RETURNING reservation_id, sku`
+
 // applyPays moves paid holds' units from held to sold: reservations held
 // here, or marked paid already by the webhook (which leaves the counters to
 // this batch). A pay whose reservation Postgres does not hold (it refused
 // the reserve, or the reservation expired here) sells nothing: its order
 // owes the shopper a refund, which the reconciler issues.
-// markPays marks the pays' reservations paid where Postgres holds them
-// (held, or paid by the webhook). It says "not expired or cancelled" rather
-// than "held or paid", which the CHECK makes the same, because "held or
-// paid" is the predicate of reservations_one_live_per_account: a prepared
-// statement's generic plan then ANDed the pkey lookup with a scan of that
-// whole partial index — every live and paid reservation of every sale the
-// database ever held, ~1,000 entries a batch after a few bench runs and
-// growing with each sale.
-const markPays = `UPDATE reservations SET status = 'paid', updated_at = now()
-	WHERE reservation_id = ANY($1) AND status NOT IN ('expired', 'cancelled') RETURNING reservation_id, sku`
-
 func applyPays(ctx context.Context, tx pgx.Tx, sale string, pays []intent.Intent) ([]intent.Intent, error) {
 	if len(pays) == 0 {
 		return nil, nil

@@ -29,10 +29,9 @@ import (
 //     payment.EventRefundSucceeded when the refund's status is succeeded (a
 //     card refund at creation; a pending one on the update that ends it),
 //     payment.EventRefundFailed when it failed or was canceled, with
-//     Data.Refund set; a pending refund's keep their own type. Chosen over
-//     charge.refunded, which comes when a refund is
-//     created, pending or not, and carries the charge, not the refund (nor,
-//     since 2022-11-15, the charge's refunds). Stripe sends refund.* for
+//     Data.Refund set; a pending refund's keep their own type. Not
+//     charge.refunded: it carries the charge, not the refund, and comes
+//     whether the refund is pending or not. Stripe sends refund.* for
 //     every refund since API version 2024-10-28.acacia; an endpoint of an
 //     older version gets them only for refunds without a charge, and
 //     refunds are then confirmed by Refund's answer and the reconciler.
