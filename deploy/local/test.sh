@@ -5,8 +5,8 @@
 #   FLASHGATE_TEST_REDIS_URL     redis://127.0.0.1:PORT/0   (tests isolate by key prefix)
 #   FLASHGATE_TEST_POSTGRES_URL  postgres://postgres@127.0.0.1:PORT/flashgate_test?sslmode=disable
 #                                (tests isolate by schema)
-# then runs `go vet` and `go test -race -count=1 -timeout 15m $GOTESTFLAGS $GOTESTPKGS` (every module of
-# go.work when GOTESTPKGS is empty),
+# then runs `go vet` and `go test -count=1 -timeout 15m $GOTESTFLAGS $GOTESTPKGS` (every module of go.work
+# when GOTESTPKGS is empty; the product's packages under -race, the lab's beside them without it),
 # stops whatever services it started, and exits with go test's status (or vet's, when only vet failed).
 set -euo pipefail
 
@@ -118,11 +118,37 @@ if [[ $vet_status -ne 0 ]]; then
 	log "go vet failed (exit status $vet_status); running the tests anyway"
 fi
 
-log "go test -race -count=1 -timeout 15m ${test_flags[*]} ${test_pkgs[*]}"
+# The product module's tests run under the race detector. The lab's (bench, deploy, the page tests: whole
+# stacks, browsers and simulators driving the binaries) run without it, beside them: under it their
+# simulators took most of the run's CPU, checking the lab's code, not the product's. GOTESTPKGS runs what it
+# names, all under the race detector.
+race_pkgs=("${test_pkgs[@]}")
+lab_pkgs=()
+if [[ -z "${GOTESTPKGS:-}" ]]; then
+	race_pkgs=(./...)
+	for p in "${test_pkgs[@]}"; do
+		[[ "$p" == ./... ]] || lab_pkgs+=("$p")
+	done
+fi
+results="$(mktemp -d)" # each part's exit status (the EXIT trap is services.sh's)
+log "go test -race -count=1 -timeout 15m ${test_flags[*]} ${race_pkgs[*]}"
+{ go test -race -count=1 -timeout 15m "${test_flags[@]}" "${race_pkgs[@]}"; echo $? >"$results/product"; } &
+if [[ ${#lab_pkgs[@]} -gt 0 ]]; then
+	log "go test -count=1 -timeout 15m ${test_flags[*]} ${lab_pkgs[*]} (the lab, beside them)"
+	{ go test -count=1 -timeout 15m "${test_flags[@]}" "${lab_pkgs[@]}"; echo $? >"$results/lab"; } &
+fi
+wait
 status=0
-go test -race -count=1 -timeout 15m "${test_flags[@]}" "${test_pkgs[@]}" || status=$?
+for part in product lab; do
+	[[ -f "$results/$part" ]] || continue
+	part_status="$(cat "$results/$part")"
+	if [[ "$part_status" -ne 0 ]]; then
+		log "$part tests failed (go test exit status $part_status)"
+		status="$part_status"
+	fi
+done
+rm -rf "$results"
 if [[ $status -ne 0 ]]; then
-	log "tests failed (go test exit status $status)"
 	exit "$status"
 fi
 # Allocation counts mean nothing under the race detector (it makes sync.Pool
