@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,18 +123,14 @@ func (f *fixture) control(t *testing.T, method, path, body string) (int, []byte)
 	return send(t, method, f.url+path, body, "Authorization", "Bearer "+testControlToken)
 }
 
-// payKey returns the pay key in an intent's pay_url.
+// payKey is the pay key in an intent's pay_url.
 func payKey(t *testing.T, in Intent) string {
 	t.Helper()
-	u, err := url.Parse(in.PayURL)
-	if err != nil {
-		t.Fatalf("pay_url %q: %v", in.PayURL, err)
-	}
-	q, err := url.ParseQuery(u.Fragment)
-	if err != nil || q.Get("key") == "" {
+	key, ok := in.PayKey()
+	if !ok {
 		t.Fatalf("pay_url %q has no #key=", in.PayURL)
 	}
-	return q.Get("key")
+	return key
 }
 
 // create creates an intent for 1000 INR minor units of order orderID and

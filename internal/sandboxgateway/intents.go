@@ -63,6 +63,20 @@ type Intent struct {
 	Params string `json:"-"`
 }
 
+// PayKey is the pay key pay_url carries after "#key=", out of every server
+// log; false when it carries none.
+func (in Intent) PayKey() (string, bool) {
+	u, err := url.Parse(in.PayURL)
+	if err != nil {
+		return "", false
+	}
+	q, err := url.ParseQuery(u.Fragment)
+	if err != nil || q.Get("key") == "" {
+		return "", false
+	}
+	return q.Get("key"), true
+}
+
 // Refund gives back part or all of a succeeded intent's amount. A refund
 // succeeds at once, or, while refunds are held (HoldRefunds), stays
 // pending until ProcessRefund or FailRefund settles it. A failed refund

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -148,19 +147,14 @@ func createIntent(t *testing.T, pay *origintest.Payments, key, body string) sand
 	return in
 }
 
-// payKey returns the pay key in an intent's pay_url, which carries it after
-// '#key=' so that it never reaches a server log.
+// payKey is the pay key in an intent's pay_url.
 func payKey(t *testing.T, in sandboxgateway.Intent) string {
 	t.Helper()
-	u, err := url.Parse(in.PayURL)
-	if err != nil {
-		t.Fatalf("pay_url %q: %v", in.PayURL, err)
-	}
-	q, err := url.ParseQuery(u.Fragment)
-	if err != nil || q.Get("key") == "" {
+	key, ok := in.PayKey()
+	if !ok {
 		t.Fatalf("pay_url %q has no #key=", in.PayURL)
 	}
-	return q.Get("key")
+	return key
 }
 
 // evalIn evaluates a JavaScript expression in p: the harness reads text
