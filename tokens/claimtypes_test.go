@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -172,7 +173,7 @@ func TestFastPathClaimTypes(t *testing.T) {
 // TestUserFastPathClaimTypes is TestFastPathClaimTypes for user tokens, with
 // and without iss and aud checked.
 func TestUserFastPathClaimTypes(t *testing.T) {
-	clock := tokenstest.NewClock(tokenstest.Start())
+	clock := clock.NewFake(tokenstest.Start())
 	secret := tokenstest.UserSecret()
 	now := clock.Now().Unix()
 	base := payload{{"iss", `"shop-idp"`}, {"sub", `"acct-42"`}, {"aud", `"flashgate"`},

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // DefaultAdmissionTTL is how long an admission token lives when
@@ -19,8 +17,8 @@ const DefaultAdmissionTTL = 5 * time.Minute
 
 // IssuerOptions configure an Issuer.
 type IssuerOptions struct {
-	// Clock is the clock; nil means clock.Real.
-	Clock clock.Clock
+	// Clock is the clock; nil means the machine's.
+	Clock Clock
 	// AdmissionTTL is the lifetime of admission tokens; 0 means DefaultAdmissionTTL.
 	AdmissionTTL time.Duration
 }
@@ -47,7 +45,7 @@ func NewIssuer(keys *KeySet, opts IssuerOptions) *Issuer {
 	if opts.AdmissionTTL <= 0 {
 		opts.AdmissionTTL = DefaultAdmissionTTL
 	}
-	i := &Issuer{now: clock.Or(opts.Clock).Now, ttl: opts.AdmissionTTL, kid: keys.active, secret: keys.secrets[keys.active]}
+	i := &Issuer{now: nowOf(opts.Clock), ttl: opts.AdmissionTTL, kid: keys.active, secret: keys.secrets[keys.active]}
 	if header, err := headerSegment(i.kid); err == nil {
 		i.prefix, i.macs = header+".", newMacPool(i.secret)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -167,7 +168,7 @@ func TestGenerateKeySpec(t *testing.T) {
 }
 
 func TestRotation(t *testing.T) {
-	clock := tokenstest.NewClock(tokenstest.Start())
+	clock := clock.NewFake(tokenstest.Start())
 	old := tokenstest.KeySet()
 	oldTok, _, err := tokens.NewIssuer(old, tokens.IssuerOptions{Clock: clock}).Admission("s1", "acct-1", 1)
 	if err != nil {

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // RequestSignatureHeader carries the signature of an edge→origin control
@@ -75,9 +73,9 @@ type RequestSigner struct {
 // NewRequestSigner returns a signer with keys' active key for requests to
 // audience: the origin's own name (RequestVerifierOptions.Audience), so
 // that a request signed for one origin (say staging) is refused by another
-// sharing the keys (production). c is the clock (nil means clock.Real).
-func NewRequestSigner(keys *KeySet, audience string, c clock.Clock) *RequestSigner {
-	return &RequestSigner{kid: keys.active, key: requestKey(keys.secrets[keys.active]), audience: audience, now: clock.Or(c).Now}
+// sharing the keys (production). c is the clock (nil means the machine's).
+func NewRequestSigner(keys *KeySet, audience string, c Clock) *RequestSigner {
+	return &RequestSigner{kid: keys.active, key: requestKey(keys.secrets[keys.active]), audience: audience, now: nowOf(c)}
 }
 
 // Sign returns the RequestSignatureHeader value for a request: method, path
@@ -93,8 +91,8 @@ func (s *RequestSigner) Sign(method, path string, body []byte) string {
 
 // RequestVerifierOptions configure a RequestVerifier.
 type RequestVerifierOptions struct {
-	// Clock is the clock; nil means clock.Real.
-	Clock clock.Clock
+	// Clock is the clock; nil means the machine's.
+	Clock Clock
 	// Tolerance is how far the signed time may be from Clock's; 0 means
 	// DefaultRequestTolerance.
 	Tolerance time.Duration
@@ -126,7 +124,7 @@ func NewRequestVerifier(keys *KeySet, opts RequestVerifierOptions) (*RequestVeri
 	if opts.Tolerance <= 0 {
 		opts.Tolerance = DefaultRequestTolerance
 	}
-	v := &RequestVerifier{keys: make(map[string][]byte, len(keys.secrets)), now: clock.Or(opts.Clock).Now, tolerance: opts.Tolerance,
+	v := &RequestVerifier{keys: make(map[string][]byte, len(keys.secrets)), now: nowOf(opts.Clock), tolerance: opts.Tolerance,
 		audience: opts.Audience}
 	for kid, secret := range keys.secrets {
 		v.keys[kid] = requestKey(secret)

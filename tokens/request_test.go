@@ -32,25 +32,25 @@ func newVerifier(t *testing.T, keys *tokens.KeySet, c clock.Clock) *tokens.Reque
 // with the sentinel its code is built from (TestRequestAudience: the
 // origin it was signed for).
 func TestRequestSignature(t *testing.T) {
-	clock := tokenstest.NewClock(time.Time{})
-	signer := tokens.NewRequestSigner(tokenstest.KeySet(), host, clock)
-	verifier := newVerifier(t, tokenstest.KeySet(), clock)
+	fake := clock.NewFake(tokenstest.Start())
+	signer := tokens.NewRequestSigner(tokenstest.KeySet(), host, fake)
+	verifier := newVerifier(t, tokenstest.KeySet(), fake)
 	body := []byte(`{"post":4096}`)
 	sig := signer.Sign("POST", "/v1/lines/s1/ceilings", body)
 	got, err := verifier.Verify(sig, "POST", "/v1/lines/s1/ceilings", body)
-	if err != nil || !got.Signed.Equal(clock.Now()) || !got.Until.Equal(clock.Now().Add(tokens.DefaultRequestTolerance)) {
-		t.Fatalf("Verify(own signature) = %+v, %v; want nil, signed at %v, taken until %v", got, err, clock.Now(), clock.Now().Add(tokens.DefaultRequestTolerance))
+	if err != nil || !got.Signed.Equal(fake.Now()) || !got.Until.Equal(fake.Now().Add(tokens.DefaultRequestTolerance)) {
+		t.Fatalf("Verify(own signature) = %+v, %v; want nil, signed at %v, taken until %v", got, err, fake.Now(), fake.Now().Add(tokens.DefaultRequestTolerance))
 	}
 
 	rotated, err := tokens.ParseKeySet(tokenstest.OtherKeySet().String() + "," + tokenstest.KeySet().String())
 	if err != nil {
 		t.Fatalf("ParseKeySet(rotated) = %v", err)
 	}
-	if _, err := newVerifier(t, rotated, clock).Verify(sig, "POST", "/v1/lines/s1/ceilings", body); err != nil {
+	if _, err := newVerifier(t, rotated, fake).Verify(sig, "POST", "/v1/lines/s1/ceilings", body); err != nil {
 		t.Errorf("Verify under a set that still holds the signing key = %v, want nil", err)
 	}
 
-	foreign := tokens.NewRequestSigner(tokenstest.OtherKeySet(), host, clock).Sign("POST", "/v1/lines/s1/ceilings", body)
+	foreign := tokens.NewRequestSigner(tokenstest.OtherKeySet(), host, fake).Sign("POST", "/v1/lines/s1/ceilings", body)
 	forgedKID := strings.Replace(foreign, "kid="+tokenstest.OtherKID, "kid="+tokenstest.KID, 1)
 	mac := sig[strings.Index(sig, "v2=")+3:]
 	nonceAt := strings.Index(sig, ",n=") + 3
@@ -81,7 +81,7 @@ func TestRequestSignature(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := tokenstest.NewClock(clock.Now().Add(tc.advance))
+			c := clock.NewFake(fake.Now().Add(tc.advance))
 			v := newVerifier(t, tokenstest.KeySet(), c)
 			if _, err := v.Verify(tc.header, tc.method, tc.path, tc.body); !errors.Is(err, tc.want) {
 				t.Errorf("Verify = %v, want %v", err, tc.want)
@@ -91,7 +91,7 @@ func TestRequestSignature(t *testing.T) {
 
 	// Within the tolerance either way, it still verifies.
 	for _, d := range []time.Duration{tokens.DefaultRequestTolerance - time.Second, -tokens.DefaultRequestTolerance + time.Second} {
-		c := tokenstest.NewClock(clock.Now().Add(d))
+		c := clock.NewFake(fake.Now().Add(d))
 		if _, err := newVerifier(t, tokenstest.KeySet(), c).Verify(sig, "POST", "/v1/lines/s1/ceilings", body); err != nil {
 			t.Errorf("Verify %v from the signing time = %v, want nil", d, err)
 		}
@@ -103,9 +103,9 @@ func TestRequestSignature(t *testing.T) {
 // production's keys, or the address the request was sent to); it has no
 // audience but the one it was given, and will not be made without one.
 func TestRequestAudience(t *testing.T) {
-	clock := tokenstest.NewClock(time.Time{})
+	fake := clock.NewFake(tokenstest.Start())
 	body := []byte(`{"paused":true}`)
-	prod, err := tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{Clock: clock, Audience: "production"})
+	prod, err := tokens.NewRequestVerifier(tokenstest.KeySet(), tokens.RequestVerifierOptions{Clock: fake, Audience: "production"})
 	if err != nil {
 		t.Fatalf("NewRequestVerifier(production) = %v", err)
 	}
@@ -120,7 +120,7 @@ func TestRequestAudience(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sig := tokens.NewRequestSigner(tokenstest.KeySet(), tc.signedFor, clock).Sign("PUT", "/v1/lines/s1/settings", body)
+			sig := tokens.NewRequestSigner(tokenstest.KeySet(), tc.signedFor, fake).Sign("PUT", "/v1/lines/s1/settings", body)
 			if _, err := prod.Verify(sig, "PUT", "/v1/lines/s1/settings", body); !errors.Is(err, tc.want) {
 				t.Errorf("Verify(signed for %q) = %v, want %v", tc.signedFor, err, tc.want)
 			}
@@ -139,9 +139,9 @@ func TestRequestAudience(t *testing.T) {
 // that caller returns, is refused like a forged signature, with its own
 // code.
 func TestRequestSignatureKey(t *testing.T) {
-	clock := tokenstest.NewClock(time.Time{})
-	signer := tokens.NewRequestSigner(tokenstest.KeySet(), host, clock)
-	v := newVerifier(t, tokenstest.KeySet(), clock)
+	fake := clock.NewFake(tokenstest.Start())
+	signer := tokens.NewRequestSigner(tokenstest.KeySet(), host, fake)
+	v := newVerifier(t, tokenstest.KeySet(), fake)
 	body := []byte(`{"paused":true}`)
 	key := func(sig, path string) string {
 		t.Helper()

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // MinRSABits is the smallest RSA modulus accepted for user tokens, in bits.
@@ -59,8 +57,8 @@ type UserVerifierOptions struct {
 	// Audience is an aud user tokens must carry; "" means aud is not
 	// checked. It may not be AudienceEdge or AudienceOrigin.
 	Audience string
-	// Clock is the clock; nil means clock.Real.
-	Clock clock.Clock
+	// Clock is the clock; nil means the machine's.
+	Clock Clock
 	// Leeway is the clock skew tolerated on exp and iat; 0 means
 	// DefaultLeeway, negative means none.
 	Leeway time.Duration
@@ -120,7 +118,7 @@ func NewUserVerifier(key UserKey, opts UserVerifierOptions) (*UserVerifier, erro
 		return nil, errors.New("tokens: user key: neither HMACSecret nor PublicKey set")
 	}
 
-	now := clock.Or(opts.Clock).Now
+	now := nowOf(opts.Clock)
 	popts := []jwt.ParserOption{
 		jwt.WithValidMethods([]string{method.Alg()}),
 		jwt.WithExpirationRequired(),
@@ -201,12 +199,12 @@ type DevUserIssuer struct {
 // NewDevUserIssuer returns a DevUserIssuer signing with secret (at least
 // MinSecretLen bytes, checked by Issue), setting iss to issuer unless it is "",
 // and giving tokens ttl to live (DefaultDevUserTTL if not positive). A nil c
-// means clock.Real.
-func NewDevUserIssuer(secret []byte, issuer string, ttl time.Duration, c clock.Clock) *DevUserIssuer {
+// means the machine's.
+func NewDevUserIssuer(secret []byte, issuer string, ttl time.Duration, c Clock) *DevUserIssuer {
 	if ttl <= 0 {
 		ttl = DefaultDevUserTTL
 	}
-	return &DevUserIssuer{secret: append([]byte(nil), secret...), issuer: issuer, ttl: ttl, now: clock.Or(c).Now}
+	return &DevUserIssuer{secret: append([]byte(nil), secret...), issuer: issuer, ttl: ttl, now: nowOf(c)}
 }
 
 // Issue returns a user token for account.

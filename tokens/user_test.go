@@ -19,6 +19,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -55,7 +56,7 @@ func pemOf(t *testing.T, pub crypto.PublicKey) []byte {
 
 func TestUserVerifier(t *testing.T) {
 	keys := newUserKeys(t)
-	clock := tokenstest.NewClock(tokenstest.Start())
+	clock := clock.NewFake(tokenstest.Start())
 	now := clock.Now()
 	opts := tokens.UserVerifierOptions{Issuer: "shop-idp", Audience: "flashgate", Clock: clock}
 
@@ -242,7 +243,7 @@ func TestParsePublicKeyPEM(t *testing.T) {
 }
 
 func TestDevUserIssuer(t *testing.T) {
-	clock := tokenstest.NewClock(tokenstest.Start())
+	clock := clock.NewFake(tokenstest.Start())
 	secret := tokenstest.UserSecret()
 	dev := tokens.NewDevUserIssuer(secret, "flashgate-dev", time.Hour, clock)
 	v, err := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: secret},
@@ -344,7 +345,7 @@ func TestUserVerifierRefusesOurTokens(t *testing.T) {
 // and the slow path and for every algorithm.
 func TestUserVerifierOneSpelling(t *testing.T) {
 	keys := newUserKeys(t)
-	clock := tokenstest.NewClock(tokenstest.Start())
+	clock := clock.NewFake(tokenstest.Start())
 	now := clock.Now()
 	claims := jwt.MapClaims{"sub": "acct-42", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
 	for _, alg := range []struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -109,7 +110,7 @@ func userCases(now int64, secret []byte) map[string]string {
 }
 
 func TestUserFastPathMatchesSlow(t *testing.T) {
-	clock := tokenstest.NewClock(tokenstest.Start())
+	clock := clock.NewFake(tokenstest.Start())
 	secret := tokenstest.UserSecret()
 	for _, opts := range []tokens.UserVerifierOptions{
 		{Issuer: "shop-idp", Audience: "flashgate", Clock: clock},
@@ -140,7 +141,7 @@ func TestUserFastPathMatchesSlow(t *testing.T) {
 // TestUserFastPathMatchesSlowMutations compares the paths on seeded random
 // mutations of good and bad tokens.
 func TestUserFastPathMatchesSlowMutations(t *testing.T) {
-	clock := tokenstest.NewClock(tokenstest.Start())
+	clock := clock.NewFake(tokenstest.Start())
 	secret := tokenstest.UserSecret()
 	fast, err := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: secret},
 		tokens.UserVerifierOptions{Issuer: "shop-idp", Audience: "flashgate", Clock: clock})
@@ -196,7 +197,7 @@ func TestUserFastPathMatchesSlowMutations(t *testing.T) {
 // golang-jwt's own from the start, another only once a token carrying it has
 // passed the slow path, never one the slow path refuses, and at most a few.
 func TestUserFastPathHeaders(t *testing.T) {
-	clock := tokenstest.NewClock(tokenstest.Start())
+	clock := clock.NewFake(tokenstest.Start())
 	secret := tokenstest.UserSecret()
 	v, err := tokens.NewUserVerifier(tokens.UserKey{HMACSecret: secret}, tokens.UserVerifierOptions{Clock: clock})
 	if err != nil {

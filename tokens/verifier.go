@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/flashgate/flashgate/internal/clock"
 )
 
 // DefaultLeeway is the clock skew tolerated on exp and iat when an options
@@ -20,8 +18,8 @@ const maxTokenLen = 8 << 10
 
 // VerifierOptions configure a Verifier.
 type VerifierOptions struct {
-	// Clock is the clock; nil means clock.Real.
-	Clock clock.Clock
+	// Clock is the clock; nil means the machine's.
+	Clock Clock
 	// Leeway is the clock skew tolerated on exp and iat; 0 means
 	// DefaultLeeway, negative means none.
 	Leeway time.Duration
@@ -47,7 +45,7 @@ type Verifier struct {
 // NewVerifier returns a Verifier that accepts tokens signed by any key in
 // keys; keys must not be nil.
 func NewVerifier(keys *KeySet, opts VerifierOptions) *Verifier {
-	now := clock.Or(opts.Clock).Now
+	now := nowOf(opts.Clock)
 	leeway := normLeeway(opts.Leeway)
 	parser := func(aud string) *jwt.Parser {
 		return jwt.NewParser(

@@ -28,7 +28,7 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	clock := tokenstest.NewClock(tokenstest.Start())
+	clock := clock.NewFake(tokenstest.Start())
 	keys := tokenstest.KeySet()
 	return &fixture{
 		clock:  clock,

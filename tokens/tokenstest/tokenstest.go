@@ -6,7 +6,6 @@ package tokenstest
 import (
 	"time"
 
-	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/tokens"
 )
 
@@ -45,14 +44,6 @@ func mustKeySet(kid string, secret []byte) *tokens.KeySet {
 // Start returns the instant NewClock starts at when given the zero time,
 // 2030-01-01T12:00:00Z, so tests need not care about today's date.
 func Start() time.Time { return time.Date(2030, time.January, 1, 12, 0, 0, 0, time.UTC) }
-
-// NewClock returns a fake clock reading t, or Start() if t is zero.
-func NewClock(t time.Time) *clock.Fake {
-	if t.IsZero() {
-		t = Start()
-	}
-	return clock.NewFake(t)
-}
 
 // LineAudience is the audience the test edges sign their line requests for
 // and the test origins take them for (FLASHGATE_LINE_AUDIENCE).

@@ -229,7 +229,7 @@ func checkSame(b *testing.B, v *tokens.Verifier, f *fastjsonVerifier, in claimsI
 }
 
 func BenchmarkClaims(b *testing.B) {
-	c := tokenstest.NewClock(time.Time{})
+	c := clock.NewFake(tokenstest.Start())
 	now := c.Now
 	keys, err := tokens.NewKeySet(claimsKID, map[string][]byte{claimsKID: claimsSecret})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -34,7 +35,7 @@ func TestTokensRejected(t *testing.T) {
 	}
 	forgedKID := tokens.NewIssuer(tokenstest.OtherKeySet(), tokens.IssuerOptions{})
 	forgedSig := tokens.NewIssuer(sameKIDOtherSecret, tokens.IssuerOptions{})
-	old := tokens.NewIssuer(tokenstest.KeySet(), tokens.IssuerOptions{Clock: tokenstest.NewClock(now.Add(-2 * time.Hour))})
+	old := tokens.NewIssuer(tokenstest.KeySet(), tokens.IssuerOptions{Clock: clock.NewFake(now.Add(-2 * time.Hour))})
 	must := func(tok string, _ any, err error) string {
 		t.Helper()
 		if err != nil {
@@ -69,7 +70,7 @@ func TestTokensRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expiredUser, err := tokens.NewDevUserIssuer(tokenstest.UserSecret(), "", time.Hour, tokenstest.NewClock(now.Add(-2*time.Hour))).Issue("alice")
+	expiredUser, err := tokens.NewDevUserIssuer(tokenstest.UserSecret(), "", time.Hour, clock.NewFake(now.Add(-2*time.Hour))).Issue("alice")
 	if err != nil {
 		t.Fatal(err)
 	}

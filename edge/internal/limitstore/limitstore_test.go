@@ -14,7 +14,7 @@ import (
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
 
-func newClock() *clock.Fake { return tokenstest.NewClock(time.Time{}) }
+func newClock() *clock.Fake { return clock.NewFake(tokenstest.Start()) }
 
 var threeAMinute = limiter.Rate{Limit: 3, Period: time.Minute}
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/internal/app"
 	"github.com/flashgate/flashgate/origin/origintest"
@@ -89,7 +90,7 @@ func TestBadInputGetsItsCode(t *testing.T) {
 	tok := func(account string) string { return o.AdmissionToken(t, sale, account) }
 	reservePath := "/v1/sales/" + sale + "/reserve"
 	good := []byte(`{"sku":"sku-1","idempotency_key":"k-1"}`)
-	expiredIssuer := tokens.NewIssuer(tokenstest.KeySet(), tokens.IssuerOptions{Clock: tokenstest.NewClock(time.Now().Add(-time.Hour))})
+	expiredIssuer := tokens.NewIssuer(tokenstest.KeySet(), tokens.IssuerOptions{Clock: clock.NewFake(time.Now().Add(-time.Hour))})
 	expired, _, err := expiredIssuer.Admission(sale, "acct-expired", 1)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/clock"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 	"github.com/flashgate/flashgate/tokens"
@@ -167,8 +168,8 @@ func TestLineRoutes(t *testing.T) {
 	// An edge whose clock runs 4 minutes fast pauses; a correctly clocked
 	// edge resumes right after, and a minute-slow one pauses again: each
 	// takes effect in the order it arrives.
-	fast := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, tokenstest.NewClock(time.Now().Add(4*time.Minute)))
-	slow := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, tokenstest.NewClock(time.Now().Add(-time.Minute)))
+	fast := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, clock.NewFake(time.Now().Add(4*time.Minute)))
+	slow := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, clock.NewFake(time.Now().Add(-time.Minute)))
 	for i, c := range []struct {
 		signer *tokens.RequestSigner
 		clock  string
@@ -227,7 +228,7 @@ func TestLineRoutesRefuse(t *testing.T) {
 
 	forged := tokens.NewRequestSigner(tokenstest.OtherKeySet(), publicHost, nil)
 	staging := tokens.NewRequestSigner(tokenstest.KeySet(), "origin.staging.example", nil)
-	stale := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, tokenstest.NewClock(time.Now().Add(-10*time.Minute)))
+	stale := tokens.NewRequestSigner(tokenstest.KeySet(), publicHost, clock.NewFake(time.Now().Add(-10*time.Minute)))
 	auth := []struct {
 		name   string
 		header string
