@@ -18,7 +18,7 @@ PKGS = $(shell $(GO) list -m -f '{{.Dir}}/...' | sed 's|^$(CURDIR)|.|')
 export GOTESTFLAGS
 export GOTESTPKGS
 
-.PHONY: help run run-cluster test build image bench bench-capacity bench-scaling bench-regions bench-autotune bench-reserve bench-edge bench-model chaos fmt vet clean
+.PHONY: help run run-cluster test test-product build image bench bench-capacity bench-scaling bench-regions bench-autotune bench-reserve bench-edge bench-model chaos fmt vet clean
 
 help: ## list the targets
 	@echo "flashgate targets:"
@@ -32,6 +32,11 @@ run-cluster: ## the deployed shape on one machine: nginx CDN, 2 edges, 2 origins
 
 test: ## go vet and every test (race detector) against real Redis and Postgres; GOTESTFLAGS=... passes flags
 	deploy/local/test.sh
+
+test-product: ## the product's tests alone (edge, origin, tokens, internal) without the race detector, the quick loop (~1 min; make test installs the tools they need)
+	@here=deploy/local; . deploy/local/lib.sh; use_services flashgate_test; \
+	export FLASHGATE_TEST_REDIS_URL="$$FLASHGATE_REDIS_URL" FLASHGATE_TEST_POSTGRES_URL="$$FLASHGATE_PG_BASE_URL/flashgate_test?sslmode=disable"; \
+	$(GO) test -count=1 -p 4 -parallel 8 $(GOTESTFLAGS) ./edge/... ./origin/... ./tokens/... ./internal/...
 
 build: ## compile every package and put the binaries (origin, edge, sandboxgateway, bench tools) into bin/
 	$(GO) build $(PKGS)
