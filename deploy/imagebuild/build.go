@@ -29,7 +29,7 @@ import (
 // imageSpec is one image: the binary it runs and the ports it listens on by default (docs/API.md "Ports").
 type imageSpec struct {
 	binary string   // also the image's name after "flashgate-"
-	pkg    string   // from the module root
+	pkg    string   // from the repository root
 	ports  []string // EXPOSE, documentation only
 }
 

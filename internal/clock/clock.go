@@ -91,7 +91,11 @@ func (f *Fake) Now() time.Time {
 }
 
 // Advance moves the time on by d, firing what falls due on the way.
-func (f *Fake) Advance(d time.Duration) { f.Set(f.Now().Add(d)) }
+func (f *Fake) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.moveTo(f.now.Add(d))
+}
 
 // Set moves the time to t (never back), firing what falls due on the way,
 // each at its own moment: a ticker passed twice ticks once, as a real one
@@ -99,12 +103,20 @@ func (f *Fake) Advance(d time.Duration) { f.Set(f.Now().Add(d)) }
 func (f *Fake) Set(t time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.moveTo(t)
+}
+
+// moveTo moves the time to t, never back, firing the waiters due by t in
+// time order; f.mu is held.
+func (f *Fake) moveTo(t time.Time) {
 	for {
 		next := f.nextDue(t)
 		if next == nil {
 			break
 		}
-		f.now = next.at
+		if next.at.After(f.now) {
+			f.now = next.at
+		}
 		select {
 		case next.c <- next.at:
 		default: // a full channel: the reader has not taken the last one
@@ -148,14 +160,16 @@ func (f *Fake) Armed() <-chan struct{} {
 }
 
 // NewTimer returns a timer that fires when the fake time reaches now+d.
+// As a time.Timer since Go 1.23, it never delivers a value from before a
+// Stop or Reset.
 func (f *Fake) NewTimer(d time.Duration) *Timer {
 	w := f.arm(d, 0)
 	return &Timer{C: w.c, stop: func() bool { return f.disarm(w) }, reset: func(d time.Duration) bool {
-		active := f.disarm(w)
 		f.mu.Lock()
+		defer f.mu.Unlock()
+		active := f.disarmLocked(w)
 		w.at = f.now.Add(d)
-		f.mu.Unlock()
-		f.rearm(w)
+		f.armLocked(w)
 		return active
 	}}
 }
@@ -171,27 +185,34 @@ func (f *Fake) NewTicker(d time.Duration) *Ticker {
 
 func (f *Fake) arm(d, period time.Duration) *waiter {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	w := &waiter{at: f.now.Add(d), period: period, c: make(chan time.Time, 1)}
-	f.mu.Unlock()
-	f.rearm(w)
+	f.armLocked(w)
 	return w
 }
 
-// rearm adds w and fires it at once if it is already due.
-func (f *Fake) rearm(w *waiter) {
-	f.mu.Lock()
+// armLocked adds w, tells Armed's waiters, and fires w at once if it is
+// already due; f.mu is held.
+func (f *Fake) armLocked(w *waiter) {
 	f.waiters[w] = struct{}{}
 	close(f.armed)
 	f.armed = make(chan struct{})
-	now := f.now
-	f.mu.Unlock()
-	f.Set(now)
+	f.moveTo(f.now)
 }
 
 func (f *Fake) disarm(w *waiter) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.disarmLocked(w)
+}
+
+// disarmLocked removes w and empties its channel; f.mu is held.
+func (f *Fake) disarmLocked(w *waiter) bool {
 	_, ok := f.waiters[w]
 	delete(f.waiters, w)
+	select {
+	case <-w.c:
+	default:
+	}
 	return ok
 }

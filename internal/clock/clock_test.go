@@ -133,3 +133,19 @@ func TestRealAndOr(t *testing.T) {
 		t.Errorf("Real.Now() is %v from time.Now", d)
 	}
 }
+
+// As a time.Timer since Go 1.23, a reset timer never delivers the value it
+// fired with before the reset.
+func TestFakeResetDropsAnUnreadFiring(t *testing.T) {
+	f := clock.NewFake(start)
+	timer := f.NewTimer(time.Second)
+	f.Advance(time.Second) // fired, not read
+	timer.Reset(time.Second)
+	if got, ok := received(timer.C); ok {
+		t.Fatalf("after Reset the timer held %v, want nothing until its new second", got)
+	}
+	f.Advance(time.Second)
+	if got, ok := received(timer.C); !ok || !got.Equal(start.Add(2*time.Second)) {
+		t.Errorf("reset timer = %v, %v; want it fired at 2 s", got, ok)
+	}
+}

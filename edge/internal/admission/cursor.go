@@ -60,7 +60,7 @@ func NewCursor(rdb redis.UniversalClient, keys line.Keys, c clock.Clock) *Cursor
 
 // advance.lua's reply (its header documents it): advanceValues values, a
 // flag and a sentinel among them. Its "lost" failure is the one every line
-// script gives, named in package queue's codes.go and read by
+// script gives, named in package line's codes.go and read by
 // line.ScriptError.
 const (
 	advanceValues    = 18

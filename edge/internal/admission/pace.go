@@ -57,7 +57,7 @@ type Pacing struct {
 
 // Pace is the admissions a second at now: the set rate through the slow
 // start's ramps (where they overlap the slowest governs, and a raise keeps
-// its old rate as its least), bounded while it ramps by twice the
+// its old rate as its least), bounded for boundEnd by twice the
 // checkout's answer rate (the answer to a wave comes back a poll and a
 // reserve later), and by twice the units left, so that units coming back
 // one by one go to about as many shoppers. advance.lua applies it.

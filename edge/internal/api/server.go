@@ -36,8 +36,7 @@ import (
 
 // Deps are the components the handlers use.
 type Deps struct {
-	Admission  *admission.Controller // each sale's view, its readiness and estimates
-	Joiner     *line.Joiner
+	Admission  *admission.Controller            // each sale's view, its readiness and estimates
 	Line       *line.Keeper                     // the line: joins (waiting for its durable copy), claims, settings
 	Snapshots  *snapshot.Cache                  // the origin's sales, for the ops dashboard
 	Ops        OriginOps                        // the dashboard's reads from the origin; nil: none

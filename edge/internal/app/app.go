@@ -331,8 +331,8 @@ func (a *App) Server(h fasthttp.RequestHandler) *fasthttp.Server {
 	})
 }
 
-// Stop, after the listeners have drained: stop joins, stop the loops, stop
-// the line's steps in flight, close Redis. ctx bounds the wait.
+// Stop, after the listeners have drained: stop the loops, then the line's
+// joins and steps in flight, close Redis. ctx bounds the wait.
 func (a *App) Stop(ctx context.Context) error {
 	if a.stopLoops != nil {
 		a.stopLoops()
