@@ -6,7 +6,7 @@
 #   FLASHGATE_TEST_POSTGRES_URL  postgres://postgres@127.0.0.1:PORT/flashgate_test?sslmode=disable
 #                                (tests isolate by schema)
 # then runs `go vet` and `go test -count=1 -timeout 15m $GOTESTFLAGS $GOTESTPKGS` (every module of go.work
-# when GOTESTPKGS is empty; the product's packages under -race, the lab's beside them without it),
+# when GOTESTPKGS is empty; the product's packages under -race, then the lab's without it),
 # stops whatever services it started, and exits with go test's status (or vet's, when only vet failed).
 set -euo pipefail
 
@@ -119,7 +119,7 @@ if [[ $vet_status -ne 0 ]]; then
 fi
 
 # The product module's tests run under the race detector. The lab's (bench, deploy, the page tests: whole
-# stacks, browsers and simulators driving the binaries) run without it, beside them: under it their
+# stacks, browsers and simulators driving the binaries) run without it: under it their
 # simulators took most of the run's CPU, checking the lab's code, not the product's. GOTESTPKGS runs what it
 # names, all under the race detector.
 race_pkgs=("${test_pkgs[@]}")
@@ -131,41 +131,24 @@ if [[ -z "${GOTESTPKGS:-}" ]]; then
 	done
 fi
 # The product's tests mostly wait (on Redis's clock, holds running out, servers starting): four at a time
-# rather than GOMAXPROCS (two here) cuts origin/internal/app's and edge/internal/app's time (eight, beside the
-# lab under the race detector, loaded the box until timed tests missed their windows). The lab runs
-# beside them (10 min in all here; 12.5 min one after the other). Each go test is a job of its own (set -m:
-# its own process group), so that Ctrl-C stops both and their test binaries before the services stop.
-set -m
-log "go test -race -count=1 -timeout 15m -parallel 4 ${test_flags[*]} ${race_pkgs[*]}"
-go test -race -count=1 -timeout 15m -parallel 4 "${test_flags[@]}" "${race_pkgs[@]}" &
-jobs_running=("$!")
-if [[ ${#lab_pkgs[@]} -gt 0 ]]; then
-	log "go test -count=1 -timeout 15m ${test_flags[*]} ${lab_pkgs[*]} (the lab, beside them)"
-	go test -count=1 -timeout 15m "${test_flags[@]}" "${lab_pkgs[@]}" &
-	jobs_running+=("$!")
-fi
-stop_jobs() {
-	local pid
-	for pid in "${jobs_running[@]}"; do
-		kill -INT -- "-$pid" 2>/dev/null || true
-	done
-	wait || true
-}
-trap 'stop_jobs; exit 130' INT
-trap 'stop_jobs; exit 143' TERM
+# rather than GOMAXPROCS (two here) cuts origin/internal/app's and edge/internal/app's time. The lab runs
+# after them, not beside them: beside them (10 min rather than 12.5 here) the box was loaded until timed tests
+# missed their windows.
 status=0
-parts=(product lab)
-for i in "${!jobs_running[@]}"; do
-	part_status=0
-	wait "${jobs_running[$i]}" || part_status=$?
-	if [[ $part_status -ne 0 ]]; then
-		log "${parts[$i]} tests failed (go test exit status $part_status)"
-		status=$part_status
+log "go test -race -count=1 -timeout 15m -parallel 4 ${test_flags[*]} ${race_pkgs[*]}"
+go test -race -count=1 -timeout 15m -parallel 4 "${test_flags[@]}" "${race_pkgs[@]}" || status=$?
+if [[ $status -ne 0 ]]; then
+	log "product tests failed (go test exit status $status); running the lab's anyway"
+fi
+if [[ ${#lab_pkgs[@]} -gt 0 ]]; then
+	log "go test -count=1 -timeout 15m ${test_flags[*]} ${lab_pkgs[*]} (the lab)"
+	lab_status=0
+	go test -count=1 -timeout 15m "${test_flags[@]}" "${lab_pkgs[@]}" || lab_status=$?
+	if [[ $lab_status -ne 0 ]]; then
+		log "lab tests failed (go test exit status $lab_status)"
+		status=$lab_status
 	fi
-done
-trap 'exit 130' INT
-trap 'exit 143' TERM
-set +m
+fi
 if [[ $status -ne 0 ]]; then
 	exit "$status"
 fi
