@@ -30,7 +30,7 @@ run: ## run Redis, Postgres, origin (and edge) locally with a demo sale; Ctrl-C 
 run-cluster: ## the deployed shape on one machine: nginx CDN, 2 edges, 2 origins, Redis + replica + 3 Sentinels, Postgres, gateway; own network namespaces when root
 	deploy/local/cluster.sh
 
-test: ## go vet and every test (race detector) against real Redis and Postgres; GOTESTFLAGS=... passes flags
+test: ## go vet and every test against real Redis and Postgres: the product's under the race detector, then the lab's; GOTESTFLAGS=... passes flags
 	deploy/local/test.sh
 
 test-product: ## the product's tests alone (edge, origin, tokens, internal) without the race detector, the quick loop (~1 min; make test installs the tools they need)
