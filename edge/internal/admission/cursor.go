@@ -163,7 +163,7 @@ func (c *Cursor) pace(t line.Tick) [2]string {
 	if !t.HeldAt.IsZero() {
 		p.HeldAt = scriptNow.Add(-now.Sub(t.HeldAt))
 	}
-	return [2]string{strconv.FormatFloat(p.Pace(scriptNow), 'f', 3, 64), strconv.FormatInt(st.SettingsVersion, 10)}
+	return [2]string{strconv.FormatFloat(p.Pace(scriptNow), 'g', -1, 64), strconv.FormatInt(st.SettingsVersion, 10)}
 }
 
 // entry is a sale's cached state, made on first use; c.mu must be held.
