@@ -16,13 +16,14 @@ import (
 // FLUSHALL, Redis restarted from an older snapshot, the gateway's webhooks
 // lost with the origin on Stripe, the sandbox playing it), end to end: the
 // real binaries on their own Redis and Postgres, a sale played through
-// them, the fault, and every check. Each must pass;
+// them, the fault, and every check; the four play at once, each on its own
+// stack (make chaos plays them one after another). Each must pass;
 // a failure names the promise that broke (an unreported lost 201, a place
 // handed out twice, a paused line admitting, ...).
 func TestShortScenarios(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	results, err := faults.Run(ctx, faults.Options{Short: true, Log: t.Logf})
+	results, err := faults.Run(ctx, faults.Options{Short: true, Parallel: 4, Log: t.Logf})
 	if err != nil {
 		t.Fatalf("faults.Run = %v", err)
 	}

@@ -31,6 +31,7 @@ import (
 // on a stack of its own (make bench plays them one after the other on one
 // stack: TestRunDefences), so the test takes about as long as one.
 func TestCrowdAgainstTheRealStack(t *testing.T) {
+	t.Parallel()
 	sc := smallScenario()
 	sc.Smart = crowdsim.SmartCohort(30)
 	modes := []string{crowdsim.DefencesOff, crowdsim.DefencesOn}
@@ -110,6 +111,7 @@ const regionDelay = 40 * time.Millisecond
 // promises — not many more than at home (a batch per round trip, not a
 // queue of them).
 func TestCrowdAcrossTwoRegions(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, regionDelay)
 	sc := smallScenario()
 	res := st.run(t, sc, 5)
@@ -191,6 +193,9 @@ type stack struct {
 
 // startStack builds and starts the binaries on free loopback ports, with
 // this test's Redis prefix and Postgres schema; they stop with the test.
+// The end-to-end tests run beside each other (they wait more than they
+// compute), so a run's CPU table counts every test's binaries: no test
+// here checks those figures; make bench's runs are alone.
 // A farDelay above 0 also starts a far edge, whose Redis and origin
 // connections go through delay proxies adding farDelay each way.
 func startStack(t *testing.T, farDelay time.Duration) stack {

@@ -118,6 +118,7 @@ func TestOriginCounts(t *testing.T) {
 // and sell their stock exactly, the origin's counts and Postgres's
 // counters come back, and the report files and the verdict line come out.
 func TestScalingAgainstTheRealStack(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, 0)
 	naiveURL := startNaiveServer(t)
 	sc := crowdsim.DefaultScenario()

@@ -102,6 +102,7 @@ func TestSweepCommand(t *testing.T) {
 // files and the one-line verdict come out, and the naive server's CPU is
 // its own group.
 func TestCapacitySweepAgainstTheRealStack(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, 0)
 	naiveURL := startNaiveServer(t)
 	sc := capacityScenario()

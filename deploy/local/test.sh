@@ -110,10 +110,16 @@ else
 	mapfile -t test_pkgs < <(workspace_pkgs)
 fi
 
+# phase_took logs how long the phase that began at $1 (a $SECONDS) took, and the run so far: where a
+# slow run spent its time, in its own log.
+phase_took() { log "$2 took $((SECONDS - $1)) s ($SECONDS s so far)"; }
+
 # A vet failure does not skip the tests (one CI run shows both), but it does fail the run.
 log "go vet ${test_pkgs[*]}"
 vet_status=0
+phase=$SECONDS
 go vet "${test_pkgs[@]}" || vet_status=$?
+phase_took "$phase" "go vet"
 if [[ $vet_status -ne 0 ]]; then
 	log "go vet failed (exit status $vet_status); running the tests anyway"
 fi
@@ -133,17 +139,22 @@ fi
 # The product's tests run at go test's own parallelism (GOMAXPROCS): four at a time under -race made timed
 # tests miss their windows on this 2-core box (make test-product runs them eight at a time, without -race).
 # The lab runs after them, not beside them: beside them (10 min rather than 12.5 here) the box was loaded until timed tests
-# missed their windows.
+# missed their windows. Its end-to-end tests (browsers, stacks, crowds, faults) wait more than they compute: they run four
+# at a time.
 status=0
 log "go test -race -count=1 -timeout 15m ${test_flags[*]} ${race_pkgs[*]}"
+phase=$SECONDS
 go test -race -count=1 -timeout 15m "${test_flags[@]}" "${race_pkgs[@]}" || status=$?
+phase_took "$phase" "the product's tests"
 if [[ $status -ne 0 ]]; then
 	log "product tests failed (go test exit status $status); running the lab's anyway"
 fi
 if [[ ${#lab_pkgs[@]} -gt 0 ]]; then
-	log "go test -count=1 -timeout 15m ${test_flags[*]} ${lab_pkgs[*]} (the lab)"
+	log "go test -count=1 -parallel 4 -timeout 15m ${test_flags[*]} ${lab_pkgs[*]} (the lab)"
 	lab_status=0
-	go test -count=1 -timeout 15m "${test_flags[@]}" "${lab_pkgs[@]}" || lab_status=$?
+	phase=$SECONDS
+	go test -count=1 -parallel 4 -timeout 15m "${test_flags[@]}" "${lab_pkgs[@]}" || lab_status=$?
+	phase_took "$phase" "the lab's tests"
 	if [[ $lab_status -ne 0 ]]; then
 		log "lab tests failed (go test exit status $lab_status)"
 		status=$lab_status

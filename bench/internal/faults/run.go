@@ -36,6 +36,11 @@ type Options struct {
 	PostgresBin string
 	// Log reports progress; nil is quiet.
 	Log func(format string, args ...any)
+	// Parallel is how many scenarios play at once, each on its own stack
+	// (0 or 1: one after another, as make chaos plays them so that each
+	// sale has the machine to itself). Scenarios that stop Postgres play
+	// alone.
+	Parallel int
 }
 
 // Select returns the plays that names (or short) and providers pick, in
@@ -90,7 +95,7 @@ func Providers() []string {
 	return out
 }
 
-// Run plays the chosen scenarios one after another, each on a stack of its
+// Run plays the chosen scenarios (Options.Parallel at a time), each on a stack of its
 // own (fresh Redis, fresh database, the three binaries), in one Postgres
 // cluster of the run's own, and returns their results. An error means the
 // harness itself could not run; a scenario that fails is a Result.
@@ -139,11 +144,9 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	}
 	defer pg.stop()
 
-	var results []Result
-	for i, sc := range scenarios {
-		if ctx.Err() != nil {
-			return results, ctx.Err()
-		}
+	results := make([]Result, len(scenarios))
+	play := func(i int) {
+		sc := scenarios[i]
 		o.Log("scenario %d of %d: %s — %s", i+1, len(scenarios), sc.Label(), sc.What)
 		r := runScenario(ctx, o, sc, filepath.Join(dir, sc.slug()), bins, pg, fmt.Sprintf("chaos_%d", i+1), sentinels)
 		verdict := "PASS"
@@ -151,16 +154,54 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			verdict = "FAIL: " + strings.Join(r.Failures, "; ")
 		}
 		o.Log("%s: %s (%.0f s)", sc.Label(), verdict, r.Took.Seconds())
-		results = append(results, r)
-		// A scenario that stopped Postgres has started it again; if that
-		// failed, the next ones need it.
+		results[i] = r
+	}
+	// Scenarios that leave Postgres alone play Parallel at a time; each
+	// that stops it plays alone, after them (every one, in order, when
+	// Parallel is 1).
+	var together, alone []int
+	for i, sc := range scenarios {
+		if sc.stopsPostgres || o.Parallel <= 1 {
+			alone = append(alone, i)
+		} else {
+			together = append(together, i)
+		}
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, max(o.Parallel, 1))
+	for _, i := range together {
+		if ctx.Err() != nil {
+			break
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			play(i)
+		})
+	}
+	wg.Wait()
+	for _, i := range alone {
+		if ctx.Err() != nil {
+			break
+		}
+		play(i)
+		// The scenario has started Postgres again; if that failed, the
+		// next ones need it.
 		if !pg.proc.Running() {
 			if err := pg.start(ctx); err != nil {
-				return results, fmt.Errorf("postgres did not come back after %s: %w", sc.Label(), err)
+				return played(results), fmt.Errorf("postgres did not come back after %s: %w", scenarios[i].Label(), err)
 			}
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return played(results), err
+	}
 	return results, nil
+}
+
+// played keeps the results of the scenarios that were played, in order.
+func played(results []Result) []Result {
+	return slices.DeleteFunc(results, func(r Result) bool { return r.Scenario == "" })
 }
 
 // runScenario plays one scenario on a fresh stack.

@@ -29,6 +29,9 @@ type Scenario struct {
 	// matching provider (Provider), pointed at the sandbox.
 	Personality string
 	topo        topology
+	// stopsPostgres marks a fault on the run's one Postgres cluster: the
+	// scenario is played alone, never beside another (Options.Parallel).
+	stopsPostgres bool
 	// fault waits for its moment (f.at), breaks something, heals it, and
 	// marks the fault's start and end (f.begin, f.finish). It returns when
 	// the stack has been given back everything the fault took.
@@ -163,7 +166,7 @@ func scenarios() []Scenario {
 			f.finish()
 			return err
 		}},
-		{Name: "postgres-stop", What: "Postgres stopped (fast shutdown) from 3 s to 7 s", fault: func(ctx context.Context, f *faultEnv) error {
+		{Name: "postgres-stop", stopsPostgres: true, What: "Postgres stopped (fast shutdown) from 3 s to 7 s", fault: func(ctx context.Context, f *faultEnv) error {
 			if err := f.at(ctx, 3*time.Second); err != nil {
 				return err
 			}
@@ -207,13 +210,13 @@ func scenarios() []Scenario {
 			fault: originStartDown("Redis",
 				func(ctx context.Context, f *faultEnv) error { f.lose(); f.st.redis.Kill(); return nil },
 				func(ctx context.Context, f *faultEnv) error { return f.st.redis.Start(ctx) })},
-		{Name: "origin-start-postgres-down",
+		{Name: "origin-start-postgres-down", stopsPostgres: true,
 			What: "origin stopped at 3 s, Postgres stopped, the origin started while Postgres is down, Postgres back at 7 s: the origin must wait, not exit, and be ready within " +
 				originReadyWithin.String() + " of Postgres's return",
 			fault: originStartDown("Postgres",
 				func(ctx context.Context, f *faultEnv) error { f.st.pg.stop(); return nil },
 				func(ctx context.Context, f *faultEnv) error { return f.st.pg.start(ctx) })},
-		{Name: "postgres-then-redis", What: "Postgres stopped at 2 s, FLUSHALL on Redis at 4.5 s, Postgres back at 6 s: the 201s answered meanwhile exist only in Redis",
+		{Name: "postgres-then-redis", stopsPostgres: true, What: "Postgres stopped at 2 s, FLUSHALL on Redis at 4.5 s, Postgres back at 6 s: the 201s answered meanwhile exist only in Redis",
 			fault: func(ctx context.Context, f *faultEnv) error {
 				if err := f.at(ctx, 2*time.Second); err != nil {
 					return err

@@ -213,6 +213,7 @@ func contrastRatio(a, b rgba) float64 {
 }
 
 func TestContrastRatio(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		fg, bg string
 		want   float64

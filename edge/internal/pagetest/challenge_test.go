@@ -63,6 +63,7 @@ var goldenPublishedSolutions = map[string]string{"acct-42": "1853", "acct-43": "
 // the figure the difficulty table in edge/internal/challenge/doc.go
 // estimates for phones.
 func TestChallengeWorker(t *testing.T) {
+	t.Parallel()
 	base := serveAssets(t)
 	ctx, cancel := context.WithTimeout(t.Context(), workerBudget)
 	defer cancel()
@@ -332,6 +333,7 @@ const insecureHost = "flashgate-shop.test"
 // solution and says the sale needs a secure connection instead of working
 // forever.
 func TestChallengePage(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	s := startStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), challengePageBudget)

@@ -29,6 +29,7 @@ import (
 // banner without stopping the refreshes. Screenshots of each state:
 // dashboard-*.png.
 func TestOpsDashboard(t *testing.T) {
+	t.Parallel()
 	o := origintest.StartOrigin(t, origintest.NewEnv(t))
 	proxy := edgetest.NewCountingProxy(t, o.PublicLn.Dial)
 	redisSrv := edgetest.StartRedisServer(t)

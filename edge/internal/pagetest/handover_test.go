@@ -21,6 +21,7 @@ const handoverBudget = 40 * time.Second
 // once, asks "Continue as <account>?" and acts as nobody until the shopper
 // answers: Continue signs in, Not me (or Escape) leaves the page signed out.
 func TestHandoverPrompt(t *testing.T) {
+	t.Parallel()
 	s := startStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), handoverBudget)
 	defer cancel()

@@ -40,6 +40,7 @@ const (
 // network, a device clock ten minutes fast, and the whole journey by
 // keyboard with named controls and readable colours.
 func TestShopperJourneys(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	s := startStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), journeysBudget)

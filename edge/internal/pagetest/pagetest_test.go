@@ -3,6 +3,8 @@
 // real 127.0.0.1 port, an edge node on real Redis, and a real origin on its
 // own Redis prefix and Postgres schema behind it. Chromium is found in PATH
 // (chromium, chromium-browser or google-chrome); without it the test fails.
+// Each test starts its own stack and browser and runs beside the others:
+// they wait on pages, not on the CPU (make test gives the lab -parallel 4).
 package pagetest
 
 import (
@@ -30,6 +32,7 @@ const browserBudget = 60 * time.Second
 // ledger and Postgres agree on; on a sale whose only unit is already held,
 // the page says sold out after joining and offers nothing to buy.
 func TestShopperPage(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	s := startStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), browserBudget)

@@ -19,6 +19,7 @@ import (
 // TestPayPageInBrowser clicks the sandbox gateway's pay page buttons in
 // headless Chromium, the gateway alone: no origin, no edge.
 func TestPayPageInBrowser(t *testing.T) {
+	t.Parallel()
 	// Webhooks are only recorded: nothing here receives them.
 	pay := origintest.StartPayments(t, func(c *sandboxgateway.Config) { c.WebhookDial, c.WebhookURL = nil, "" })
 	ctx, cancel := context.WithTimeout(t.Context(), browserBudget)

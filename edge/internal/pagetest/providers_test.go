@@ -22,8 +22,10 @@ import (
 // at once; and a payment made after the hold is gone is refunded once,
 // the unit staying in stock.
 func TestPaymentJourneyWithEachProvider(t *testing.T) {
+	t.Parallel()
 	for _, personality := range sandboxgateway.Personalities() {
 		t.Run(personality, func(t *testing.T) {
+			t.Parallel()
 			s := startStackAs(t, personality)
 			ctx, cancel := context.WithTimeout(t.Context(), 2*browserBudget)
 			defer cancel()
