@@ -45,6 +45,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (ap
 	env.String(&c.Instance, "instance", "FLASHGATE_INSTANCE", "this origin's stream consumer name, stable across restarts")
 	env.Int(&c.WriterBatch, "writer-batch", "FLASHGATE_WRITER_BATCH", "intents per Postgres transaction")
 	env.Duration(&c.WriterClaimIdle, "writer-claim-idle", "FLASHGATE_WRITER_CLAIM_IDLE", "lease of a sale's intents stream: a writer silent this long is taken over")
+	env.Duration(&c.WriterPoll, "writer-poll", "FLASHGATE_WRITER_POLL", "how long the order writer's read of new intents waits, and how often it looks for new sales")
 	env.Duration(&c.SweepInterval, "sweep-interval", "FLASHGATE_SWEEP_INTERVAL", "how often expired holds are released")
 	env.Duration(&c.RequestBudget, "request-budget", "FLASHGATE_REQUEST_BUDGET", "Redis and Postgres time one request may use")
 	env.Duration(&c.ReadTimeout, "read-timeout", "FLASHGATE_READ_TIMEOUT", "time to read one request from its first byte (408 after; a new connection that sends nothing is closed)")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/flashgate/flashgate/bench/internal/crowdreport"
 	"github.com/flashgate/flashgate/bench/internal/crowdsim"
 	"github.com/flashgate/flashgate/bench/internal/delayproxy"
+	"github.com/flashgate/flashgate/internal/freeport"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -206,25 +208,15 @@ func startStack(t *testing.T, farDelay time.Duration) stack {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	// Every address at once, each listener held until all are chosen: one
-	// closed before the next is asked for may be handed out again.
-	var addrs []string
-	var held []net.Listener
-	for range 7 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, ln)
-		addrs = append(addrs, ln.Addr().String())
-	}
-	for _, ln := range held {
-		ln.Close()
+	// Every address at once (freeport holds each until all are chosen).
+	ports, err := freeport.Ports(7)
+	if err != nil {
+		t.Fatal(err)
 	}
 	port := func() string {
-		a := addrs[0]
-		addrs = addrs[1:]
-		return a
+		p := ports[0]
+		ports = ports[1:]
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	}
 	var st stack
 	st.edge, st.edgeAdmin, st.gateway = port(), port(), port()

@@ -26,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/internal/childproc"
+	"github.com/flashgate/flashgate/internal/freeport"
 )
 
 // Budgets of a start: how long a server may take to answer PING, and a
@@ -233,24 +234,5 @@ func (s *Server) Client() *redis.Client {
 // LogTail is the last n lines of the server's log.
 func (s *Server) LogTail(n int) string { return s.proc.Tail(n) }
 
-// FreePorts finds n distinct free 127.0.0.1 ports, holding each until all
-// are found. Another process may take one before it is bound; starting a
-// server on it then fails and says so.
-func FreePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-	}()
-	ports := make([]int, n)
-	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		lns = append(lns, ln)
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-	}
-	return ports, nil
-}
+// FreePorts finds n distinct free 127.0.0.1 ports (freeport.Ports).
+func FreePorts(n int) ([]int, error) { return freeport.Ports(n) }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/internal/freeport"
 )
 
 // recorder is an App that notes what happened to it, in order, beside the
@@ -37,12 +39,11 @@ func (r *recorder) String() string {
 
 // freeAddr is a 127.0.0.1 address nothing listens on.
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // TestRunDrainsInOrder: the app starts after the listeners open; when ctx

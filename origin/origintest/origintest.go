@@ -98,6 +98,8 @@ func StartOrigin(t testing.TB, env *Env, overrides ...func(*app.Config)) *Origin
 	cfg.DevUserTokenSecret = string(tokenstest.UserSecret())
 	cfg.Instance = "origin-" + testenv.RandomHex(4)
 	cfg.SweepInterval = 50 * time.Millisecond
+	// A new sale's intents reach Postgres, and a stopping writer returns, within 100 ms rather than a second.
+	cfg.WriterPoll = 100 * time.Millisecond
 	for _, o := range overrides {
 		o(&cfg)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -16,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flashgate/flashgate/internal/childproc"
+	"github.com/flashgate/flashgate/internal/freeport"
 )
 
 // DefaultPostgresBin is where Debian keeps initdb and postgres.
@@ -137,12 +137,11 @@ func (c *pgCluster) createDB(ctx context.Context, name string) error {
 	return err
 }
 
-// freePort asks the kernel for a free 127.0.0.1 port.
+// freePort finds a free 127.0.0.1 port (freeport.Ports).
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Ports(1)
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }

@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -95,6 +96,20 @@ func runAsCheck(t *testing.T, check func(*testing.T)) bool {
 // then a cache hit.
 func prebuild(t *testing.T) {
 	t.Helper()
+	prebuilt.Do(func() { prebuildErr = buildBinaries(t) })
+	if prebuildErr != nil {
+		t.Fatal(prebuildErr)
+	}
+}
+
+// prebuilt makes the build once per test binary: both tests need it.
+var (
+	prebuilt    sync.Once
+	prebuildErr error
+)
+
+// buildBinaries runs cluster.sh's go build from the repository's root.
+func buildBinaries(t *testing.T) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -105,9 +120,10 @@ func prebuild(t *testing.T) {
 	cmd := exec.CommandContext(ctx, goBin, "build", "./origin", "./edge", "./deploy/sandboxgateway", "./bench/...")
 	cmd.Dir = "../../.."
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build the cluster's binaries: %v\n%s", err, out)
+		return fmt.Errorf("go build the cluster's binaries: %v\n%s", err, out)
 	}
 	t.Logf("built the cluster's binaries in %s", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // regionDelay is the one-way delay TestRunClusterAcrossRegions asks of the

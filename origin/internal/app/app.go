@@ -156,6 +156,7 @@ func (a *App) buildWorkers(reg *prometheus.Registry) error {
 	cfg, log := a.cfg, a.log
 	a.Writer = workers.NewWriter(a.Checkout, a.Ledger, a.Catalog, workers.WriterOptions{
 		Consumer: cfg.Instance, BatchSize: cfg.WriterBatch, ClaimIdle: cfg.WriterClaimIdle,
+		Block: cfg.WriterPoll, Discover: cfg.WriterPoll,
 	}, log.With("component", "writer"), reg)
 	a.Sweeper = workers.NewSweeper(a.Checkout, a.Catalog, workers.SweeperOptions{Interval: cfg.SweepInterval},
 		log.With("component", "sweeper"), reg)

@@ -76,6 +76,7 @@ type Config struct {
 	Instance         string        // this origin's name as a stream consumer; stable across restarts
 	WriterBatch      int           // intents per Postgres transaction
 	WriterClaimIdle  time.Duration // when a silent consumer's intents are taken over
+	WriterPoll       time.Duration // how long a read of the intents waits, and how often new sales are looked for
 	SweepInterval    time.Duration // how often expired holds are looked for
 	RequestBudget    time.Duration // Redis+Postgres time one request may use
 	ShutdownTimeout  time.Duration // how long a shutdown may drain
@@ -237,6 +238,7 @@ func DefaultConfig() Config {
 		Instance:           "origin-" + host,
 		WriterBatch:        500,
 		WriterClaimIdle:    10 * time.Second,
+		WriterPoll:         time.Second,
 		SweepInterval:      workers.DefaultSweepInterval,
 		RequestBudget:      3 * time.Second,
 		ShutdownTimeout:    15 * time.Second,
@@ -291,7 +293,7 @@ func (c Config) Validate() error {
 		return errors.New("config: the payment grace and the reconcile interval must not be negative")
 	case c.PaymentsOn() && c.OrderIntentWait <= 0:
 		return errors.New("config: FLASHGATE_ORDER_INTENT_WAIT must be positive")
-	case c.WriterClaimIdle <= 0 || c.SweepInterval <= 0 || c.RequestBudget <= 0 || c.ShutdownTimeout <= 0 || c.RedisRetention <= 0 || c.RedisCheckInterval <= 0 || c.ReadTimeout <= 0:
+	case c.WriterClaimIdle <= 0 || c.WriterPoll <= 0 || c.SweepInterval <= 0 || c.RequestBudget <= 0 || c.ShutdownTimeout <= 0 || c.RedisRetention <= 0 || c.RedisCheckInterval <= 0 || c.ReadTimeout <= 0:
 		return fmt.Errorf("config: durations must be positive")
 	case c.MaxRequestHeadBytes < minRequestHeadBytes:
 		return fmt.Errorf("config: the request head limit must be at least %d bytes", minRequestHeadBytes)
