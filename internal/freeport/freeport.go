@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // lowest is the first port tried: above the well-known and most services'
@@ -50,20 +51,37 @@ func Addr() (string, error) {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), nil
 }
 
-// listen binds a random port between lowest and the ephemeral range, or,
-// where that range is unknown or there is no room below it, lets the
-// kernel pick one.
+// listen binds the next free port between lowest and the ephemeral range,
+// or, where that range is unknown or there is no room below it, lets the
+// kernel pick one. A process walks up from a random start and never hands
+// out a port twice: one a test was given, bound and closed is free again
+// to the kernel, not to this package.
 func listen() (net.Listener, error) {
-	if first := ephemeralStart(); first > lowest {
-		for range 100 {
-			port := lowest + rand.IntN(first-lowest)
-			if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
-				return ln, nil
-			}
+	first := ephemeralStart()
+	if first <= lowest {
+		return net.Listen("tcp", "127.0.0.1:0")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if next == 0 {
+		next = lowest + rand.IntN(first-lowest)
+	}
+	for range first - lowest {
+		port := next
+		if next++; next >= first {
+			next = lowest
+		}
+		if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			return ln, nil
 		}
 	}
 	return net.Listen("tcp", "127.0.0.1:0")
 }
+
+var (
+	mu   sync.Mutex // guards next
+	next int        // the next port to try; 0 until the first call
+)
 
 // ephemeralStart is the first port of Linux's ephemeral range (0 when it
 // cannot be read).

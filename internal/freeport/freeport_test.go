@@ -51,3 +51,19 @@ func TestAddrSkipsATakenPort(t *testing.T) {
 		held[addr] = true
 	}
 }
+
+// A port handed out and closed again is not handed out again: two tests of
+// one process never share a port between finding it and binding it.
+func TestAddrNeverRepeats(t *testing.T) {
+	seen := map[string]bool{}
+	for range 500 {
+		addr, err := Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[addr] {
+			t.Fatalf("Addr = %s a second time", addr)
+		}
+		seen[addr] = true
+	}
+}
