@@ -133,8 +133,8 @@ fi
 # The product's tests wait (holds expiring, reconcilers, failovers) more than they compute: four at a time
 # under -race (origin/internal/app: 95 s at two, 37 s at six here).
 # The lab runs after them, not beside them: beside them (10 min rather than 12.5 here) the box was loaded until timed tests
-# missed their windows. Its end-to-end tests (browsers, stacks, crowds, faults) wait more than they compute: they run four
-# at a time.
+# missed their windows. Its end-to-end tests (browsers, stacks, crowds, faults) wait more than they compute: three
+# packages at a time, four tests at a time in each.
 status=0
 log "go test -race -vet=all -count=1 -parallel 4 -timeout 15m ${test_flags[*]} ${race_pkgs[*]}"
 phase=$SECONDS
@@ -144,10 +144,10 @@ if [[ $status -ne 0 ]]; then
 	log "product tests failed (go test exit status $status); running the lab's anyway"
 fi
 if [[ ${#lab_pkgs[@]} -gt 0 ]]; then
-	log "go test -vet=all -count=1 -parallel 4 -timeout 15m ${test_flags[*]} ${lab_pkgs[*]} (the lab)"
+	log "go test -vet=all -count=1 -p 3 -parallel 4 -timeout 15m ${test_flags[*]} ${lab_pkgs[*]} (the lab)"
 	lab_status=0
 	phase=$SECONDS
-	go test -vet=all -count=1 -parallel 4 -timeout 15m "${test_flags[@]}" "${lab_pkgs[@]}" || lab_status=$?
+	go test -vet=all -count=1 -p 3 -parallel 4 -timeout 15m "${test_flags[@]}" "${lab_pkgs[@]}" || lab_status=$?
 	phase_took "$phase" "the lab's tests"
 	if [[ $lab_status -ne 0 ]]; then
 		log "lab tests failed (go test exit status $lab_status)"
