@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,9 +41,16 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 			c.Kill()
 		}
 	}()
-	for i := range o.Primaries {
+	// The cluster bus's ports are free ones too: Redis's default, the
+	// client port + 10000, may be any connection's ephemeral port.
+	buses, err := FreePorts(o.Primaries)
+	if err != nil {
+		return nil, err
+	}
+	for i, bus := range buses {
 		s, err := Start(ctx, Options{Binary: o.Binary, Dir: o.Dir, Name: fmt.Sprintf("cluster-%d", i),
-			Config: []string{"cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 5000"}})
+			Config: []string{"cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 5000",
+				"cluster-port " + strconv.Itoa(bus)}})
 		if err != nil {
 			return nil, err
 		}
@@ -54,8 +62,8 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 			return nil, err
 		}
 	}
-	for _, s := range c.Nodes[1:] {
-		if err := c.Nodes[0].call(ctx, "cluster", "meet", "127.0.0.1", s.Port); err != nil {
+	for i, s := range c.Nodes[1:] {
+		if err := c.Nodes[0].call(ctx, "cluster", "meet", "127.0.0.1", s.Port, buses[i+1]); err != nil {
 			return nil, err
 		}
 	}
