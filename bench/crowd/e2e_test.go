@@ -231,6 +231,8 @@ func startStack(t *testing.T, farDelay time.Duration) stack {
 		"FLASHGATE_REDIS_PREFIX=" + env.Prefix,
 		"FLASHGATE_POSTGRES_URL=" + env.PostgresURL,
 		"FLASHGATE_SHUTDOWN_TIMEOUT=5s",
+		// The tests' stacks share one Postgres (100 connections here) with each other and the lab's other tests.
+		"FLASHGATE_POSTGRES_MAX_CONNS=8",
 		// The far edge reaches the origin through a delay proxy, under
 		// another address than the origin listens on.
 		"FLASHGATE_LINE_AUDIENCE=flashgate-e2e",

@@ -100,6 +100,8 @@ func StartOrigin(t testing.TB, env *Env, overrides ...func(*app.Config)) *Origin
 	cfg.SweepInterval = 50 * time.Millisecond
 	// A new sale's intents reach Postgres, and a stopping writer returns, within 100 ms rather than a second.
 	cfg.WriterPoll = 100 * time.Millisecond
+	// Tests share one Postgres (100 connections here) among dozens of origins at once.
+	cfg.PostgresMaxConns = 8
 	for _, o := range overrides {
 		o(&cfg)
 	}
