@@ -23,7 +23,7 @@ func TestPeersPhaseSmall(t *testing.T) {
 	defer cancel()
 	c := Config{
 		RedisURL: env.RedisURL, PostgresURL: testenv.PostgresURL(), Peers: true,
-		PeerUnits: 50, PeerAccounts: 1000, PeerConns: 20, Rounds: 1, Timeout: time.Minute,
+		PeerUnits: 50, PeerAccounts: 1000, PeerConns: 10, Rounds: 1, Timeout: time.Minute,
 		Reserver: []reservescript.ReserverOptions{{Pipelines: 2, MaxBatch: 16}},
 		// Validate asks for these whatever runs; the other phases do not.
 		ScriptReserves: 1, ScriptWorkers: 1, HTTPRequests: 1, HTTPConns: 1,

@@ -163,6 +163,8 @@ func runCluster(t *testing.T, check string, env ...string) {
 	cmd.Env = append(append(os.Environ(), env...),
 		fmt.Sprintf("FLASHGATE_CLUSTER_PORT_BASE=%d", loopbackPortBase),
 		"FLASHGATE_DEMO_STARTS_IN=2",
+		// The cluster's origins share make test's Postgres (100 connections here) with the lab's other tests.
+		"FLASHGATE_POSTGRES_MAX_CONNS=8",
 		checkEnv+"=1",
 		fmt.Sprintf("FLASHGATE_RUN_THEN=%s -test.run='^%s$' -test.count=1 -test.v -test.timeout=90s", shellQuote(self), check),
 	)
