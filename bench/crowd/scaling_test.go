@@ -129,7 +129,7 @@ func TestScalingAgainstTheRealStack(t *testing.T) {
 		Config: crowdsim.Config{
 			Scenario: sc, EdgeURL: "http://" + st.edge, EdgeAdminURL: "http://" + st.edgeAdmin,
 			OriginAdminURL: "http://" + st.originAdmin, GatewayURL: "http://" + st.gateway,
-			AdminToken: adminToken, UserSecret: []byte(userSecret), Conns: 64, Seed: 11, Progress: t.Logf, NaiveURL: naiveURL,
+			AdminToken: adminToken, UserSecret: []byte(userSecret), Conns: 64, SetUp: testSetUp, Seed: 11, Progress: t.Logf, NaiveURL: naiveURL,
 		},
 		PostgresURL: testenv.New(t).PostgresURL, Naive: true, Scaling: []int{100, 300}, Out: t.TempDir(),
 	}

@@ -111,7 +111,7 @@ func TestCapacitySweepAgainstTheRealStack(t *testing.T) {
 		Config: crowdsim.Config{
 			Scenario: sc, EdgeURL: "http://" + st.edge, EdgeAdminURL: "http://" + st.edgeAdmin,
 			OriginAdminURL: "http://" + st.originAdmin, GatewayURL: "http://" + st.gateway,
-			AdminToken: adminToken, UserSecret: []byte(userSecret), Conns: 64, Seed: 9, Progress: t.Logf, NaiveURL: naiveURL,
+			AdminToken: adminToken, UserSecret: []byte(userSecret), Conns: 64, SetUp: testSetUp, Seed: 9, Progress: t.Logf, NaiveURL: naiveURL,
 		},
 		Naive: true, Sweep: []float64{100, 200}, SweepMax: 400, SweepRefine: 1, Out: t.TempDir(),
 	}

@@ -60,6 +60,9 @@ type Config struct {
 	Timeout        time.Duration                    // one request's budget at the client; 0 means 5 s
 	Seed           uint64                           // the crowd and its timings follow from it
 	Progress       func(format string, args ...any) // nil: quiet
+	// SetUp is what the set-up (the sale created, every edge serving it,
+	// its admission set) may take before the pre-queue opens; 0 means 3 s.
+	SetUp time.Duration
 	// Services scopes the CPU accounting of Redis and Postgres to the
 	// run's own servers (their ports); zero counts every such process.
 	Services procstat.Services
@@ -300,7 +303,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // origin's controller with Autotune on) and waits until the edge serves
 // it; the sale opens PreQueueS (plus a moment) from now.
 func (s *sim) setUp(ctx context.Context) error {
-	s.zero = time.Now().Add(3*time.Second + time.Duration(s.cfg.PreQueueS*float64(time.Second))).Truncate(time.Second).Add(time.Second)
+	setUp := s.cfg.SetUp
+	if setUp <= 0 {
+		setUp = 3 * time.Second
+	}
+	s.zero = time.Now().Add(setUp + time.Duration(s.cfg.PreQueueS*float64(time.Second))).Truncate(time.Second).Add(time.Second)
 	// The sale ends a minute after the run's last hold could run out: a
 	// bench sale left open costs every later run on these CPUs the edge's
 	// snapshot refresh of it, four fetches a second (a capacity sweep makes
