@@ -53,9 +53,9 @@ func Addr() (string, error) {
 
 // listen binds the next free port between lowest and the ephemeral range,
 // or, where that range is unknown or there is no room below it, lets the
-// kernel pick one. A process walks up from a random start and never hands
-// out a port twice: one a test was given, bound and closed is free again
-// to the kernel, not to this package.
+// kernel pick one. A process walks up from a random start and hands out no
+// port again before it has walked the whole range: one a test was given,
+// bound and closed is free again to the kernel, not to this package.
 func listen() (net.Listener, error) {
 	first := ephemeralStart()
 	if first <= lowest {
