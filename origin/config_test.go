@@ -115,6 +115,10 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 			check: func(c app.Config) bool { return !c.ReserveJournal }},
 		{name: "read timeout", env: map[string]string{"FLASHGATE_READ_TIMEOUT": "2s"},
 			check: func(c app.Config) bool { return c.ReadTimeout == 2*time.Second }},
+		{name: "writer poll", env: map[string]string{"FLASHGATE_WRITER_POLL": "250ms"},
+			check: func(c app.Config) bool { return c.WriterPoll == 250*time.Millisecond }},
+		{name: "writer poll past a quarter of the claim idle", env: map[string]string{"FLASHGATE_WRITER_POLL": "3s", "FLASHGATE_WRITER_CLAIM_IDLE": "10s"},
+			wantErr: "FLASHGATE_WRITER_POLL must be at most a quarter of FLASHGATE_WRITER_CLAIM_IDLE"},
 
 		{name: "payments off by default, sandbox", check: func(c app.Config) bool { return c.PaymentProvider == "sandbox" && !c.PaymentsOn() }},
 		{name: "unknown payment provider", env: map[string]string{"FLASHGATE_PAYMENT_PROVIDER": "paypal"},

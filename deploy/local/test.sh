@@ -137,8 +137,8 @@ fi
 # The product's tests wait (holds expiring, reconcilers, failovers) more than they compute: four packages at a
 # time, four tests at a time in each, under -race (origin/internal/app: 95 s at two tests, 37 s at six here).
 # The lab's end-to-end tests (browsers, stacks, crowds, faults) wait too: three packages at a time, four tests at a
-# time in each. The lab runs after the product's tests, not beside them: beside them (3 min 42 s rather than
-# 4 min 27 s here) the crowd's set-up overran its pre-queue.
+# time in each. The lab runs after the product's tests, not beside them: beside them the crowd's set-up overran
+# its pre-queue on this box, for no time gained (docs/BENCHMARKS.md, "Test suite timings").
 status=0
 log "go test -race -vet=all -count=1 -p 4 -parallel 4 -timeout 15m ${test_flags[*]} ${race_pkgs[*]}"
 phase=$SECONDS
@@ -165,8 +165,8 @@ fi
 # drop items): the tests that pin them exactly are built without -race only
 # (//go:build !race) and run here.
 alloc_pkgs=(./edge/internal/challenge/)
-log "go test -count=1 -run Allocates ${alloc_pkgs[*]} (allocation counts, without -race)"
-if ! go test -count=1 -run 'Allocates' "${alloc_pkgs[@]}"; then
+log "go test -vet=all -count=1 -run Allocates ${alloc_pkgs[*]} (allocation counts, without -race)"
+if ! go test -vet=all -count=1 -run 'Allocates' "${alloc_pkgs[@]}"; then
 	log "allocation tests failed"
 	exit 1
 fi

@@ -32,24 +32,30 @@ func TestPortsAreFreeAndOutsideTheEphemeralRange(t *testing.T) {
 	}
 }
 
-// A port something listens on is never handed out.
+// A port something else listens on is skipped: the next port this package
+// would try is bound from outside it first.
 func TestAddrSkipsATakenPort(t *testing.T) {
-	held := map[string]bool{}
-	for range 200 {
-		addr, err := Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if held[addr] {
-			t.Fatalf("Addr = %s, which is held", addr)
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatalf("Addr = %s, which cannot be bound: %v", addr, err)
-		}
-		defer ln.Close()
-		held[addr] = true
+	if _, err := Addr(); err != nil { // sets the walk's start
+		t.Fatal(err)
 	}
+	mu.Lock()
+	taken := net.JoinHostPort("127.0.0.1", strconv.Itoa(next))
+	mu.Unlock()
+	if ln, err := net.Listen("tcp", taken); err == nil {
+		defer ln.Close()
+	} // else something else holds it already, which serves as well
+	addr, err := Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr == taken {
+		t.Fatalf("Addr = %s, which another listener holds", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("Addr = %s, which cannot be bound: %v", addr, err)
+	}
+	ln.Close()
 }
 
 // A port handed out and closed again is not handed out again: two tests of

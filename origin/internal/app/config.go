@@ -295,6 +295,10 @@ func (c Config) Validate() error {
 		return errors.New("config: FLASHGATE_ORDER_INTENT_WAIT must be positive")
 	case c.WriterClaimIdle <= 0 || c.WriterPoll <= 0 || c.SweepInterval <= 0 || c.RequestBudget <= 0 || c.ShutdownTimeout <= 0 || c.RedisRetention <= 0 || c.RedisCheckInterval <= 0 || c.ReadTimeout <= 0:
 		return fmt.Errorf("config: durations must be positive")
+	case c.WriterPoll > c.WriterClaimIdle/4:
+		// A read that waits longer would let the writer's lease run out
+		// while it waits: another writer would take the stream over.
+		return errors.New("config: FLASHGATE_WRITER_POLL must be at most a quarter of FLASHGATE_WRITER_CLAIM_IDLE")
 	case c.MaxRequestHeadBytes < minRequestHeadBytes:
 		return fmt.Errorf("config: the request head limit must be at least %d bytes", minRequestHeadBytes)
 	}
