@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/freeport"
 	"github.com/flashgate/flashgate/internal/httpread/httpreadtest"
 	"github.com/flashgate/flashgate/internal/redisserver"
 	"github.com/flashgate/flashgate/internal/testenv"
@@ -34,7 +35,7 @@ type downDependency struct {
 // late on the port).
 var downDependencies = []downDependency{
 	{"redis", func(t *testing.T, _ *origintest.Env, env map[string]string) func() {
-		ports, err := redisserver.FreePorts(1)
+		ports, err := freeport.Ports(1)
 		if err != nil {
 			t.Fatal(err)
 		}

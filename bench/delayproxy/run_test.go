@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/internal/freeport"
 	"github.com/flashgate/flashgate/internal/redisconn/redistest"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
@@ -32,12 +33,11 @@ func TestParseRefusesBadFlags(t *testing.T) {
 // freeAddr is a 127.0.0.1 port nothing listens on at the moment.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // Through the proxy aimed at the Sentinels, a plain Redis client reaches the

@@ -3,7 +3,6 @@ package deploytest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/internal/freeport"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -244,12 +244,11 @@ func startRedis(t *testing.T, dir, server string, args []string, password string
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Ports(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return strconv.Itoa(ports[0])
 }
 
 func writeFile(t *testing.T, path, body string) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/internal/freeport"
 )
 
 // ClusterOptions shape a Redis Cluster of primaries only.
@@ -43,7 +45,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 	}()
 	// The cluster bus's ports are free ones too: Redis's default, the
 	// client port + 10000, may be any connection's ephemeral port.
-	buses, err := FreePorts(o.Primaries)
+	buses, err := freeport.Ports(o.Primaries)
 	if err != nil {
 		return nil, err
 	}

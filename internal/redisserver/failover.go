@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/internal/freeport"
 )
 
 // FailoverOptions shape a Failover; the zero value (with a Dir) is a quick
@@ -61,7 +63,7 @@ func StartFailover(ctx context.Context, o FailoverOptions) (_ *Failover, err err
 	if o.FailoverTimeout <= 0 {
 		o.FailoverTimeout = 3 * time.Second
 	}
-	ports, err := FreePorts(5)
+	ports, err := freeport.Ports(5)
 	if err != nil {
 		return nil, err
 	}

@@ -116,7 +116,7 @@ func newServer(o Options) (*Server, error) {
 		o.Name = "redis"
 	}
 	if o.Port == 0 {
-		ports, err := FreePorts(1)
+		ports, err := freeport.Ports(1)
 		if err != nil {
 			return nil, err
 		}
@@ -233,6 +233,3 @@ func (s *Server) Client() *redis.Client {
 
 // LogTail is the last n lines of the server's log.
 func (s *Server) LogTail(n int) string { return s.proc.Tail(n) }
-
-// FreePorts finds n distinct free 127.0.0.1 ports (freeport.Ports).
-func FreePorts(n int) ([]int, error) { return freeport.Ports(n) }

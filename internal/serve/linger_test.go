@@ -130,7 +130,7 @@ func smallBuffers(c net.Conn) error { return c.(*net.TCPConn).SetReadBuffer(sock
 // to the end of the lingering (5 seconds by default).
 func TestRunCutsLingeringAtItsBudget(t *testing.T) {
 	const budget = 300 * time.Millisecond
-	addr := freeAddr(t)
+	addr := httpreadtest.FreeAddr(t)
 	srv := NewServer(func(ctx *fasthttp.RequestCtx) {}, ServerOptions{Name: "test", MaxHeadBytes: 4096, MaxBodyBytes: 1024, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
 	var logs bytes.Buffer // written by Run, read after it returns
 	ctx, cancel := context.WithCancel(context.Background())

@@ -12,7 +12,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashgate/flashgate/internal/freeport"
+	"github.com/flashgate/flashgate/internal/httpread/httpreadtest"
 )
 
 // recorder is an App that notes what happened to it, in order, beside the
@@ -37,15 +37,6 @@ func (r *recorder) String() string {
 	return strings.Join(r.events, ",")
 }
 
-// freeAddr is a 127.0.0.1 address nothing listens on.
-func freeAddr(t *testing.T) string {
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // TestRunDrainsInOrder: the app starts after the listeners open; when ctx
 // ends, a request in flight on the public listener finishes while the admin
 // listener still answers (it drains after the public one), and the app
@@ -53,7 +44,7 @@ func freeAddr(t *testing.T) string {
 func TestRunDrainsInOrder(t *testing.T) {
 	app := &recorder{}
 	inFlight := make(chan struct{})
-	publicAddr, adminAddr := freeAddr(t), freeAddr(t)
+	publicAddr, adminAddr := httpreadtest.FreeAddr(t), httpreadtest.FreeAddr(t)
 	public := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
 		close(inFlight)
 		time.Sleep(200 * time.Millisecond) // Run is draining this listener now
@@ -102,7 +93,7 @@ func TestRunListenFailure(t *testing.T) {
 	}
 	defer taken.Close()
 	app := &recorder{}
-	free := freeAddr(t)
+	free := httpreadtest.FreeAddr(t)
 	err = Run(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), app, time.Second,
 		Listener{"public", free, &fasthttp.Server{}}, Listener{"admin", taken.Addr().String(), &fasthttp.Server{}})
 	if err == nil || !strings.Contains(err.Error(), taken.Addr().String()) {

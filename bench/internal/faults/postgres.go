@@ -37,10 +37,11 @@ func newPgCluster(ctx context.Context, bin, dir string) (*pgCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	ports, err := freeport.Ports(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	data := filepath.Join(dir, "postgres")
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, err
@@ -135,13 +136,4 @@ func (c *pgCluster) createDB(ctx context.Context, name string) error {
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 	return err
-}
-
-// freePort finds a free 127.0.0.1 port (freeport.Ports).
-func freePort() (int, error) {
-	ports, err := freeport.Ports(1)
-	if err != nil {
-		return 0, err
-	}
-	return ports[0], nil
 }

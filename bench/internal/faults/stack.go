@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashgate/flashgate/bench/internal/delayproxy"
 	"github.com/flashgate/flashgate/internal/childproc"
+	"github.com/flashgate/flashgate/internal/freeport"
 	"github.com/flashgate/flashgate/internal/gowork"
 	"github.com/flashgate/flashgate/internal/redisserver"
 	"github.com/flashgate/flashgate/internal/sandboxgateway"
@@ -141,12 +142,12 @@ func startStack(ctx context.Context, dir, bins string, pg *pgCluster, db string,
 	if err := pg.createDB(ctx, db); err != nil {
 		return nil, fmt.Errorf("create database %s: %w", db, err)
 	}
-	addrs := make([]string, 3+2*edgeCount)
-	for i := range addrs {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
+	ports, err := freeport.Ports(3 + 2*edgeCount)
+	if err != nil {
+		return nil, err
+	}
+	addrs := make([]string, len(ports))
+	for i, port := range ports {
 		addrs[i] = "127.0.0.1:" + strconv.Itoa(port)
 	}
 	s.gatewayAddr, s.originAddr, s.originAdmin = addrs[0], addrs[1], addrs[2]

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/httpread/httpreadtest"
 )
 
 // TestShopProxyHygiene: a request to a shop path reaches the shop without
@@ -123,7 +124,7 @@ func TestRequestIDReachesTheOrigin(t *testing.T) {
 	const sale = "ids"
 	origin.SetSale(edgetest.OpenSale(sale, 10))
 	cfg := edgetest.Config(edgetest.NewRedis(t), origin.URL)
-	cfg.ShopURL = "http://" + edgetest.FreeAddr(t) // nothing listens: the shop is down
+	cfg.ShopURL = "http://" + httpreadtest.FreeAddr(t) // nothing listens: the shop is down
 	n := edgetest.StartNode(t, cfg)
 	n.WaitSale(t, sale)
 	token, _, err := issuer.Admission(sale, "shopper", 1)

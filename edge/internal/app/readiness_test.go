@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
+	"github.com/flashgate/flashgate/internal/httpread/httpreadtest"
 	"github.com/flashgate/flashgate/internal/testenv"
 	"github.com/flashgate/flashgate/origin/origintest"
 )
@@ -144,7 +145,7 @@ func TestRedisDownAtEdgeBoot(t *testing.T) {
 // reachable the node becomes ready and serves the sale.
 func TestOriginDownAtEdgeBoot(t *testing.T) {
 	t.Parallel()
-	addr := edgetest.FreeAddr(t)
+	addr := httpreadtest.FreeAddr(t)
 	n := edgetest.StartNode(t, edgetest.Config(edgetest.NewRedis(t), "http://"+addr))
 	o := origintest.StartOrigin(t, origintest.NewEnv(t))
 	const sale = "boot-origin"

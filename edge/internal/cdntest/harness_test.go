@@ -27,6 +27,7 @@ import (
 	"github.com/flashgate/flashgate/edge/internal/app"
 	"github.com/flashgate/flashgate/edge/internal/edgetest"
 	"github.com/flashgate/flashgate/internal/childproc"
+	"github.com/flashgate/flashgate/internal/httpread/httpreadtest"
 	"github.com/flashgate/flashgate/internal/testenv"
 )
 
@@ -104,7 +105,7 @@ func StartCDN(t testing.TB, edges ...string) *CDN {
 	if err := os.MkdirAll(filepath.Join(dir, "temp"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	listen := edgetest.FreeAddr(t)
+	listen := httpreadtest.FreeAddr(t)
 	var servers strings.Builder
 	for _, e := range edges {
 		fmt.Fprintf(&servers, "server %s; ", e)

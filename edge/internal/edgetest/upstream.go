@@ -14,7 +14,6 @@ import (
 
 	"github.com/flashgate/flashgate/edge/internal/line"
 	"github.com/flashgate/flashgate/edge/internal/snapshot"
-	"github.com/flashgate/flashgate/internal/freeport"
 	"github.com/flashgate/flashgate/tokens"
 	"github.com/flashgate/flashgate/tokens/tokenstest"
 )
@@ -284,17 +283,6 @@ func (o *StubOrigin) handle(ctx *fasthttp.RequestCtx) {
 	default:
 		write(fasthttp.StatusNotFound, map[string]string{"error": "not_found", "message": "stub origin"})
 	}
-}
-
-// FreeAddr returns a 127.0.0.1 address nothing listens on (yet): a node
-// pointed at it finds its upstream down until NewUpstreamAt starts one there.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
 }
 
 // CountingProxy is a reverse proxy on a free 127.0.0.1 port in front of a
