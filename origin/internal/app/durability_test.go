@@ -197,16 +197,14 @@ func TestAnotherRedisServerIsRebuilt(t *testing.T) {
 	if _, err := env.DB.Exec(ctx, `UPDATE sales SET redis_replid = 'another-server' WHERE sale_id = $1`, sale); err != nil {
 		t.Fatal(err)
 	}
-	// One reading with the whole outcome: the loss's record and both
-	// stores' new epoch (on a busy machine a check may land between them).
+	// One reading with the whole outcome, the loss's record and a new epoch
+	// in both stores (on a busy machine a check may land between them): a
+	// rebuild that never writes the new epoch fails the wait.
 	d := a.WaitDurability(t, sale, 15*time.Second, func(d origintest.Durability) bool {
 		return len(d.Losses) == 1 && d.Losses[0].RebuiltAt != nil && d.Epoch != before.Epoch && d.RedisEpoch == d.Epoch
 	})
 	if l := d.Losses[0]; l.Kind != "server_replaced" || l.Lost != 0 {
 		t.Fatalf("loss = %+v, want server_replaced, none lost", l)
-	}
-	if d.Epoch == before.Epoch || d.RedisEpoch != d.Epoch {
-		t.Fatalf("durability after the rebuild = %+v, want a new epoch in both (was %s)", d, before.Epoch)
 	}
 	if l := a.Ledger(t, sale)["sku-1"]; l.Redis != (origintest.Counts{Available: 8, Held: 2}) || l.Drift != (origintest.Counts{}) {
 		t.Fatalf("ledger after the rebuild = %+v, want redis available 8 held 2, no drift", l)
