@@ -42,9 +42,11 @@ type shopper struct {
 	userToken                 string
 	joined                    bool
 	joinSent, joinAnswered    time.Duration
-	position                  int64 // place in the admission order (drawn, for the pre-queue)
-	preIndex                  int64 // the pre-queue index its queue token carries, while its drawn place is not known
-	placedByDraw              bool  // the page has just worked its place out from the snapshot's draw
+	position                  int64         // place in the admission order (drawn, for the pre-queue)
+	preIndex                  int64         // the pre-queue index its queue token carries, while its drawn place is not known
+	placedByDraw              bool          // the page has just worked its place out from the snapshot's draw
+	turnPolled                bool          // it polled on seeing its turn in the snapshot, and no answer since said it waits (static/app.js clears its place)
+	nextTurnRead              time.Duration // the earliest read of the snapshot that can send it polling on its turn again
 	admitted                  bool
 	admittedAt                time.Duration
 	reserveTook               time.Duration // the round trip of the reserve that got the hold
@@ -242,8 +244,9 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 				sh.placedByDraw = false
 				nextPoll = s.since() + s.pollWait(sh, drawnPlacePoll(sh.position))
 			}
-			if sh.position > 0 && serving >= sh.position && nextPoll > s.since() {
+			if !sh.turnPolled && sh.position > 0 && serving >= sh.position && nextPoll > s.since() {
 				nextPoll = s.since() // the snapshot shows the shopper's turn: ask for the admission now
+				sh.turnPolled, sh.nextTurnRead = true, s.since()+refresh
 			}
 			continue
 		}
@@ -266,6 +269,9 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 		}
 		failures = 0
 		ans = readQueueAnswer(r.body)
+		if ans.State == "waiting" {
+			sh.turnPolled = false
+		}
 		if ans.Position > 0 {
 			sh.position, sh.preIndex = ans.Position, 0
 		}
@@ -319,7 +325,11 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 // due), and ok false when the run has ended.
 func (s *sim) awaitPage(ctx context.Context, sh *shopper, nextPage *time.Duration, nextPoll, refresh time.Duration) (read, ok bool) {
 	c := s.cdnOf(sh)
-	w := c.watch(sh.position, sh.awaitsDraw(), sh.heardSoldOut)
+	turn := sh.position
+	if sh.turnPolled {
+		turn = 0 // the page has asked already; it waits for the answer's news
+	}
+	w := c.watch(turn, sh.awaitsDraw(), sh.heardSoldOut)
 	fired, ok := s.sleepOr(ctx, nextPoll-s.since(), w.fired)
 	if !fired {
 		c.unwatch(w)
@@ -329,7 +339,13 @@ func (s *sim) awaitPage(ctx context.Context, sh *shopper, nextPage *time.Duratio
 	}
 	from := s.since() // the poll is due: the refreshes before now changed nothing
 	if fired {
-		from = w.firedAt.Sub(s.zero) // the first refresh from then on reads it, however late this goroutine woke
+		// The first refresh from then on reads it, however late this
+		// goroutine woke, and none before the page's next read after the
+		// one that sent it polling on its turn.
+		from = w.firedAt.Sub(s.zero)
+		if turn > 0 {
+			from = max(from, sh.nextTurnRead)
+		}
 	}
 	switch {
 	case fired && s.cfg.PageWatch:

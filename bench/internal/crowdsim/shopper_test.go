@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -148,5 +149,52 @@ func TestShopperSolvesThePublishedChallengeBeforeItJoins(t *testing.T) {
 				t.Errorf("fate %v after every solution refused, want gave up", sh.fate)
 			}
 		})
+	}
+}
+
+// waitingEdge is an edge whose snapshot shows now_serving 100 while every
+// status poll answers "waiting" at place 5, as for a shopper the tarpit
+// holds. It counts the polls.
+type waitingEdge struct{ polls atomic.Int64 }
+
+func (e *waitingEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/v1/sales/s":
+		w.Header().Set("Cache-Control", "public, max-age=1, stale-while-revalidate=5")
+		_, _ = fmt.Fprint(w, `{"now_serving":100,"sold_out":false}`)
+	case "/v1/sales/s/queue":
+		w.WriteHeader(202)
+		_, _ = fmt.Fprint(w, `{"queue_token":"qt","position":5,"poll_after_ms":500}`)
+	case "/v1/sales/s/queue/status":
+		e.polls.Add(1)
+		_, _ = fmt.Fprint(w, `{"state":"waiting","position":5,"now_serving":100,"poll_after_ms":500}`)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// A page whose turn the snapshot shows polls at once, as static/app.js
+// does, and when the answer still says it waits, again only at its next
+// read of the snapshot: about once a refresh, not as fast as the edge
+// answers (which earned honest shoppers the tarpit's poll limit).
+func TestShopperPollsOnItsTurnOncePerRead(t *testing.T) {
+	edge := &waitingEdge{}
+	srv := httptest.NewServer(edge)
+	defer srv.Close()
+	c, err := newClient(srv.URL, 4, 5*time.Second, newRecorder(time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const refresh, run = 100 * time.Millisecond, time.Second
+	s := &sim{edge: c, cdn: newCDN(c, "/v1/sales/s"), sale: "s", zero: time.Now()}
+	s.cfg.PageRefreshS, s.cfg.PageWatch = refresh.Seconds(), true
+	sh := &shopper{account: "shopper-00042", ip: "192.0.2.1", userToken: "ut", rng: rand.New(rand.NewPCG(1, 2))}
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	s.shop(ctx, sh)
+	// One poll a refresh, and the told ones (every 500ms) between them.
+	if n, most := edge.polls.Load(), int64(run/refresh+run/(500*time.Millisecond)+1); n < 2 || n > most {
+		t.Errorf("%d status polls in %v with the turn shown and every answer waiting, want 2 to %d", n, run, most)
 	}
 }
