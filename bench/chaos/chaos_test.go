@@ -23,7 +23,9 @@ import (
 func TestShortScenarios(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	results, err := faults.Run(ctx, faults.Options{Short: true, Parallel: 4, Log: t.Logf})
+	// Four stacks setting up at once beside the lab's other tests took up
+	// to 9 s here before their sales started (3 s is make chaos's).
+	results, err := faults.Run(ctx, faults.Options{Short: true, Parallel: 4, SetUp: 10 * time.Second, Log: t.Logf})
 	if err != nil {
 		t.Fatalf("faults.Run = %v", err)
 	}

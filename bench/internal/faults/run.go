@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -41,6 +42,10 @@ type Options struct {
 	// sale has the machine to itself). Scenarios that stop Postgres play
 	// alone.
 	Parallel int
+	// SetUp is how long a scenario's harness has, once its stack is up, to
+	// create the sale and set its admission before the sale starts; 0
+	// means 3 s. Scenarios played at once on a busy machine need longer.
+	SetUp time.Duration
 }
 
 // Select returns the plays that names (or short) and providers pick, in
@@ -221,7 +226,7 @@ func runScenario(ctx context.Context, o Options, sc Scenario, dir, bins string, 
 		return harness(fmt.Errorf("start the stack: %w", err))
 	}
 	defer st.close()
-	t, err := newTraffic(o.Load, st)
+	t, err := newTraffic(o.Load, st, cmp.Or(o.SetUp, 3*time.Second))
 	if err != nil {
 		return harness(err)
 	}

@@ -144,14 +144,15 @@ type probeCall struct {
 
 // traffic is one scenario's load on the stack.
 type traffic struct {
-	load   Load
-	st     *stack
-	ctx    context.Context // the run's: every request's (a shopper's life bounds only its waits)
-	zero   time.Time       // the sales' start
-	rec    *recorder
-	c      *client
-	users  *tokens.DevUserIssuer
-	issuer *tokens.Issuer
+	load      Load
+	st        *stack
+	setUpTime time.Duration   // the time setUp has before the sales start (Options.SetUp)
+	ctx       context.Context // the run's: every request's (a shopper's life bounds only its waits)
+	zero      time.Time       // the sales' start
+	rec       *recorder
+	c         *client
+	users     *tokens.DevUserIssuer
+	issuer    *tokens.Issuer
 
 	shoppers []*shopper
 
@@ -166,14 +167,14 @@ type traffic struct {
 	notes []string     // what setting up found worth saying
 }
 
-func newTraffic(load Load, st *stack) (*traffic, error) {
+func newTraffic(load Load, st *stack, setUp time.Duration) (*traffic, error) {
 	keys, err := tokens.ParseKeySet(tokenKeys)
 	if err != nil {
 		return nil, err
 	}
 	rec := &recorder{}
 	return &traffic{
-		load: load, st: st, rec: rec, c: newClient(load.RequestTimeout, rec),
+		load: load, st: st, setUpTime: setUp, rec: rec, c: newClient(load.RequestTimeout, rec),
 		users:   tokens.NewDevUserIssuer([]byte(userSecret), "", 2*time.Hour, nil),
 		issuer:  tokens.NewIssuer(keys, tokens.IssuerOptions{}),
 		charges: map[string]string{},
@@ -188,12 +189,12 @@ func (t *traffic) edge(path string) string { return t.edgeN(0, path) }
 // edgeN is the URL of path on edge i.
 func (t *traffic) edgeN(i int, path string) string { return "http://" + t.st.edges[i].addr + path }
 
-// setUp creates the four sales, starting a few seconds from now, waits
+// setUp creates the four sales, starting t.setUpTime from now, waits
 // until every edge serves them, and sets their admission: the line sales'
 // once the edges have raised their serving ceilings at the default rate, as
 // a sale ops change after it was listed has them.
 func (t *traffic) setUp(ctx context.Context) error {
-	t.zero = time.Now().Add(3 * time.Second).Truncate(time.Second).Add(time.Second)
+	t.zero = time.Now().Add(t.setUpTime).Truncate(time.Second).Add(time.Second)
 	sale := func(id, sku string, stock int) map[string]any {
 		return map[string]any{
 			"sale_id": id, "name": "Chaos " + id,
