@@ -28,6 +28,8 @@
 #                                   origin2 through delay proxies (bench/delayproxy) that add it each way; the home
 #                                   nginx then fronts edge1 alone. Loopback ports only (auto picks them).
 #   FLASHGATE_CLUSTER_REGION_JITTER=0ms  each chunk's delay is drawn from [delay, delay+jitter]
+#   FLASHGATE_CLUSTER_DB=flashgate_cluster  the origins' Postgres database (created when missing): runs on other
+#                                   ports beside each other need one each
 #   FLASHGATE_CLUSTER_FAR_JOIN_PIPELINES=  edge2's FLASHGATE_JOIN_PIPELINES in the far region (default: as edge1's)
 #   FLASHGATE_RUN_THEN="command"    run it once the cluster is up, then stop everything (its exit status is ours),
 #                                   with what run.sh gives its command (FLASHGATE_DEMO_SALE_ID, FLASHGATE_CROWD_*,
@@ -431,7 +433,8 @@ edge_redis_url="redis://edge:$edge_redis_password@$(addr redis1)/0"
 services_env="$(FLASHGATE_REDIS_URL="$FLASHGATE_REDIS_URL" "$here/services.sh" ensure)"
 eval "$services_env"
 services_started="$FLASHGATE_SERVICES_STARTED"
-db=flashgate_cluster
+db="${FLASHGATE_CLUSTER_DB:-flashgate_cluster}"
+[[ "$db" =~ ^[a-z_][a-z0-9_]*$ ]] || die "FLASHGATE_CLUSTER_DB must be a lower-case Postgres name such as flashgate_cluster (got '$db')"
 "$here/services.sh" createdb "$db"
 pg_hostport="${FLASHGATE_PG_BASE_URL#*@}"
 if [[ "$mode" == netns ]]; then

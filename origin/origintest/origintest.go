@@ -385,10 +385,7 @@ type LedgerSKU struct {
 // Ledger reads GET /admin/sales/{sale}/ledger, by SKU.
 func (o *Origin) Ledger(t testing.TB, sale string) map[string]LedgerSKU {
 	t.Helper()
-	status, b := o.DoAdmin(t, Request{Method: "GET", Path: "/admin/sales/" + sale + "/ledger", Token: AdminToken})
-	if status != fasthttp.StatusOK {
-		t.Fatalf("GET /admin/sales/%s/ledger = %d %s, want 200", sale, status, b)
-	}
+	b := o.readLedger(t, sale)
 	var out struct {
 		SKUs []LedgerSKU `json:"skus"`
 	}
@@ -400,6 +397,24 @@ func (o *Origin) Ledger(t testing.TB, sale string) map[string]LedgerSKU {
 		m[s.SKU] = s
 	}
 	return m
+}
+
+// readLedger answers GET /admin/sales/{sale}/ledger, asking again, up to
+// ten times in all, while the origin answers 503 please_wait (its reads'
+// budget spent on a loaded machine), as the route's callers are told to.
+func (o *Origin) readLedger(t testing.TB, sale string) []byte {
+	t.Helper()
+	for range 10 {
+		status, b := o.DoAdmin(t, Request{Method: "GET", Path: "/admin/sales/" + sale + "/ledger", Token: AdminToken})
+		switch {
+		case status == fasthttp.StatusOK:
+			return b
+		case status != fasthttp.StatusServiceUnavailable || !bytes.Contains(b, []byte(`"please_wait"`)):
+			t.Fatalf("GET /admin/sales/%s/ledger = %d %s, want 200", sale, status, b)
+		}
+	}
+	t.Fatalf("GET /admin/sales/%s/ledger answered 503 please_wait ten times", sale)
+	return nil
 }
 
 // Durability is the durability part of GET /admin/sales/{sale}/ledger.
@@ -423,10 +438,7 @@ type Durability struct {
 // Durability reads the ledger's durability fields of a sale.
 func (o *Origin) Durability(t testing.TB, sale string) Durability {
 	t.Helper()
-	status, b := o.DoAdmin(t, Request{Method: "GET", Path: "/admin/sales/" + sale + "/ledger", Token: AdminToken})
-	if status != fasthttp.StatusOK {
-		t.Fatalf("GET /admin/sales/%s/ledger = %d %s, want 200", sale, status, b)
-	}
+	b := o.readLedger(t, sale)
 	var d Durability
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatalf("ledger answer %q: %v", b, err)

@@ -10,7 +10,8 @@
 // keys and the server's administration.
 //
 // As root the cluster runs once in network namespaces and once on loopback
-// ports; otherwise on loopback ports only. It needs what cluster.sh needs
+// ports; otherwise on loopback ports only. The runs, and the two regions'
+// run, play at once: each waits far more than it computes. It needs what cluster.sh needs
 // (redis-server, nginx, envsubst, socat for namespaces, Postgres as
 // services.sh finds or starts it); the script installs what is missing when
 // it runs as root.
@@ -36,9 +37,11 @@ import (
 // from running the script to checking the cluster it started (checkCluster).
 const checkEnv = "FLASHGATE_CLUSTERTEST_CHECK"
 
-// loopbackPortBase keeps the test's loopback cluster off the ports of a
-// `make run-cluster` someone may have running (7000 on).
-const loopbackPortBase = 7400
+// loopbackPortBase keeps the test's loopback clusters off the ports of a
+// `make run-cluster` someone may have running (7000 on): the one-region
+// loopback run takes 7400 on, the two regions' 7500 on. The runs play at
+// once, each with a Postgres database of its own (FLASHGATE_CLUSTER_DB).
+const loopbackPortBase, regionsPortBase = 7400, 7500
 
 // runBudget bounds one run of the script: build (cached), start, check, stop.
 const runBudget = 150 * time.Second
@@ -69,13 +72,14 @@ func TestRunClusterSurvivesPrimaryKill(t *testing.T) {
 	}
 	for _, s := range shapes {
 		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
 			start := time.Now()
-			runCluster(t, "TestRunClusterSurvivesPrimaryKill", "FLASHGATE_CLUSTER_NETNS="+s.netns)
+			runCluster(t, "TestRunClusterSurvivesPrimaryKill", loopbackPortBase, "FLASHGATE_CLUSTER_NETNS="+s.netns, "FLASHGATE_CLUSTER_DB=flashgate_cluster_"+s.name)
 			t.Logf("cluster.sh (%s) started, passed the check and stopped in %s", s.name, time.Since(start).Round(time.Millisecond))
 			if s.netns == "1" {
 				assertNoNamespacesLeft(t)
 			} else {
-				assertPortsFree(t)
+				assertPortsFree(t, loopbackPortBase)
 			}
 		})
 	}
@@ -139,16 +143,19 @@ func TestRunClusterAcrossRegions(t *testing.T) {
 	if runAsCheck(t, checkRegions) {
 		return
 	}
+	t.Parallel()
 	prebuild(t)
 	start := time.Now()
-	runCluster(t, "TestRunClusterAcrossRegions", "FLASHGATE_CLUSTER_NETNS=0", "FLASHGATE_CLUSTER_REGION_DELAY="+regionDelay.String())
+	runCluster(t, "TestRunClusterAcrossRegions", regionsPortBase, "FLASHGATE_CLUSTER_NETNS=0", "FLASHGATE_CLUSTER_REGION_DELAY="+regionDelay.String(),
+		"FLASHGATE_CLUSTER_DB=flashgate_cluster_regions")
 	t.Logf("cluster.sh (two regions) started, passed the check and stopped in %s", time.Since(start).Round(time.Millisecond))
-	assertPortsFree(t)
+	assertPortsFree(t, regionsPortBase)
 }
 
-// runCluster runs cluster.sh with env, and this binary's test named check
-// as its FLASHGATE_RUN_THEN command, which must pass.
-func runCluster(t *testing.T, check string, env ...string) {
+// runCluster runs cluster.sh with env, on loopback ports from base when
+// it runs on loopback, and this binary's test named check as its
+// FLASHGATE_RUN_THEN command, which must pass.
+func runCluster(t *testing.T, check string, base int, env ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runBudget)
 	defer cancel()
@@ -161,10 +168,10 @@ func runCluster(t *testing.T, check string, env ...string) {
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 40 * time.Second
 	cmd.Env = append(append(os.Environ(), env...),
-		fmt.Sprintf("FLASHGATE_CLUSTER_PORT_BASE=%d", loopbackPortBase),
+		fmt.Sprintf("FLASHGATE_CLUSTER_PORT_BASE=%d", base),
 		"FLASHGATE_DEMO_STARTS_IN=2",
-		// The cluster's origins share make test's Postgres (100 connections here) with the lab's other tests.
-		"FLASHGATE_POSTGRES_MAX_CONNS=8",
+		// Three clusters' origins share make test's Postgres (100 connections here) with the lab's other tests.
+		"FLASHGATE_POSTGRES_MAX_CONNS=4",
 		checkEnv+"=1",
 		fmt.Sprintf("FLASHGATE_RUN_THEN=%s -test.run='^%s$' -test.count=1 -test.v -test.timeout=90s", shellQuote(self), check),
 	)
@@ -205,10 +212,10 @@ func assertNoNamespacesLeft(t *testing.T) {
 	}
 }
 
-func assertPortsFree(t *testing.T) {
+func assertPortsFree(t *testing.T, base int) {
 	t.Helper()
 	for _, off := range []int{0, 1, 11, 12, 21, 22, 31, 32, 41, 42, 51, 52, 61, 62, 63, 70, 81, 82} {
-		addr := fmt.Sprintf("127.0.0.1:%d", loopbackPortBase+off)
+		addr := fmt.Sprintf("127.0.0.1:%d", base+off)
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
 			t.Errorf("%s still accepts connections after cluster.sh stopped", addr)
