@@ -54,6 +54,7 @@ func TestRunClusterSurvivesPrimaryKill(t *testing.T) {
 	if runAsCheck(t, checkCluster) {
 		return
 	}
+	t.Parallel() // beside TestRunClusterAcrossRegions
 	prebuild(t)
 	all := []struct {
 		name, netns string
