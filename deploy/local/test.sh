@@ -126,8 +126,8 @@ race_pkgs=("${test_pkgs[@]}")
 lab_pkgs=()
 if [[ -z "${GOTESTPKGS:-}" ]]; then
 	# The slowest packages first (go test starts them in the order named, and names each once): started last,
-	# cluster.sh's run (~95 s) was the lab's tail. Only it in the lab: cluster.sh, the page tests and the crowd
-	# started together overran Postgres's 100 connections.
+	# cluster.sh's runs (three at once, ~55 s alone) were the lab's tail. Only it in the lab: cluster.sh, the page
+	# tests and the crowd started together overran Postgres's 100 connections.
 	race_pkgs=(./edge/internal/app ./origin/internal/app ./edge/internal/cdntest ./...)
 	lab_pkgs=(./deploy/local/clustertest)
 	for p in "${test_pkgs[@]}"; do
@@ -146,7 +146,7 @@ export GORACE="atexit_sleep_ms=0${GORACE:+ $GORACE}"
 # compile_first compiles every package a phase's tests need, test files included, without linking or running
 # anything (go list -export builds the packages for their export data; with Go's cache warm, under a second):
 # compiled beside the tests, a fresh clone's packages (minutes of both cores) starved the timed tests that
-# started first.
+# started first. Build flags in GOTESTFLAGS (-tags) are not passed: go test then compiles its variant itself.
 compile_first() { # [-race] packages
 	local started=$SECONDS
 	if ! go list -test -export -deps "$@" >/dev/null; then
@@ -166,9 +166,9 @@ if [[ $status -ne 0 ]]; then
 	log "product tests failed (go test exit status $status); running the lab's anyway"
 fi
 if [[ ${#lab_pkgs[@]} -gt 0 ]]; then
-	log "go test -vet=all -count=1 -p 3 -parallel 4 -timeout 15m ${test_flags[*]} ${lab_pkgs[*]} (the lab)"
 	lab_status=0
 	compile_first "${lab_pkgs[@]}"
+	log "go test -vet=all -count=1 -p 3 -parallel 4 -timeout 15m ${test_flags[*]} ${lab_pkgs[*]} (the lab)"
 	phase=$SECONDS
 	go test -vet=all -count=1 -p 3 -parallel 4 -timeout 15m "${test_flags[@]}" "${lab_pkgs[@]}" || lab_status=$?
 	phase_took "$phase" "the lab's tests"

@@ -412,6 +412,7 @@ func (o *Origin) readLedger(t testing.TB, sale string) []byte {
 		case status != fasthttp.StatusServiceUnavailable || !bytes.Contains(b, []byte(`"please_wait"`)):
 			t.Fatalf("GET /admin/sales/%s/ledger = %d %s, want 200", sale, status, b)
 		}
+		t.Logf("GET /admin/sales/%s/ledger = 503 please_wait; asking again", sale)
 	}
 	t.Fatalf("GET /admin/sales/%s/ledger answered 503 please_wait ten times", sale)
 	return nil

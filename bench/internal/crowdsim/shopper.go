@@ -245,8 +245,10 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 				nextPoll = s.since() + s.pollWait(sh, drawnPlacePoll(sh.position))
 			}
 			if !sh.turnPolled && sh.position > 0 && serving >= sh.position && nextPoll > s.since() {
-				nextPoll = s.since() // the snapshot shows the shopper's turn: ask for the admission now
-				sh.turnPolled, sh.nextTurnRead = true, s.since()+refresh
+				// The snapshot shows the shopper's turn: ask for the admission
+				// now, and on the turn again no sooner than the next read.
+				nextPoll = s.since()
+				sh.turnPolled, sh.nextTurnRead = true, nextPage
 			}
 			continue
 		}
@@ -269,9 +271,7 @@ func (s *sim) shop(ctx context.Context, sh *shopper) {
 		}
 		failures = 0
 		ans = readQueueAnswer(r.body)
-		if ans.State == "waiting" {
-			sh.turnPolled = false
-		}
+		sh.turnPolled = ans.State != "waiting" // the page keeps its place only while told it waits
 		if ans.Position > 0 {
 			sh.position, sh.preIndex = ans.Position, 0
 		}

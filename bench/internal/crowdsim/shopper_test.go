@@ -174,9 +174,9 @@ func (e *waitingEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// A page whose turn the snapshot shows polls at once, as static/app.js
-// does, and when the answer still says it waits, again only at its next
-// read of the snapshot: about once a refresh, not as fast as the edge
+// A page whose turn the snapshot shows polls on it, and when the answer
+// still says it waits, again only at its next read of the snapshot, as
+// static/app.js does: about once a refresh, not as fast as the edge
 // answers (which earned honest shoppers the tarpit's poll limit).
 func TestShopperPollsOnItsTurnOncePerRead(t *testing.T) {
 	edge := &waitingEdge{}

@@ -85,11 +85,13 @@ func TestHTTPJoinsUniqueAndIdempotent(t *testing.T) {
 // ten times in all, while the edge answers 503 please_wait. It is safe in
 // any goroutine.
 func joinAgainWhileBusy(t *testing.T, n *edgetest.Node, sale, account string) (*edgetest.Response, edgetest.QueueAnswer) {
+	t.Helper()
 	for range 9 {
 		res, ans := n.Join(t, sale, account)
 		if res.Status != fasthttp.StatusServiceUnavailable || res.ErrorCode() != "please_wait" {
 			return res, ans
 		}
+		t.Logf("join %s = 503 please_wait; joining again", account)
 	}
 	return n.Join(t, sale, account)
 }

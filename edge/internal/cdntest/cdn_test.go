@@ -669,7 +669,7 @@ func TestSnapshotWatchAheadNotKept(t *testing.T) {
 			break
 		}
 		if try == 3 {
-			t.Fatalf("three watches of a second two ahead each answered only after it came: the machine is too slow for this test")
+			t.Fatalf("three watches of a second two ahead each answered only after it came: held at the edge, or a machine too slow for this test")
 		}
 	}
 	untilSecond(now + 2)
