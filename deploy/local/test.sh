@@ -134,17 +134,12 @@ if [[ -z "${GOTESTPKGS:-}" ]]; then
 		[[ "$p" == ./... ]] || lab_pkgs+=("$p")
 	done
 fi
-# The product's tests wait (holds expiring, reconcilers, failovers) more than they compute: four packages at a
-# time, four tests at a time in each, under -race (origin/internal/app: 95 s at two tests, 37 s at six here).
-# The lab's end-to-end tests (browsers, stacks, crowds, faults) wait too: three packages at a time, four tests at a
-# time in each. The lab runs after the product's tests, not beside them: beside them the crowd's set-up overran
-# its pre-queue on this box, for no time gained (docs/BENCHMARKS.md, "Test suite timings").
 # A race-built program sleeps a second before it exits (the race runtime's atexit_sleep_ms, for races in
 # threads still running at exit): a second of every test binary's, about a hundred of them, 26 s of the
 # product's phase here. Options given in GORACE still win.
 export GORACE="atexit_sleep_ms=0${GORACE:+ $GORACE}"
 # compile_first compiles every package a phase's tests need, test files included, without linking or running
-# anything (go list -export builds the packages for their export data; with Go's cache warm, under a second):
+# anything (go list -export builds the packages for their export data; with Go's cache warm, 1–15 s here):
 # compiled beside the tests, a fresh clone's packages (minutes of both cores) starved the timed tests that
 # started first. Build flags in GOTESTFLAGS (-tags) are not passed: go test then compiles its variant itself.
 compile_first() { # [-race] packages
@@ -156,6 +151,11 @@ compile_first() { # [-race] packages
 	log "compiled in $((SECONDS - started)) s (go list -test -export -deps $*)"
 }
 
+# The product's tests wait (holds expiring, reconcilers, failovers) more than they compute: four packages at a
+# time, four tests at a time in each, under -race (origin/internal/app: 95 s at two tests, 37 s at six here).
+# The lab's end-to-end tests (browsers, stacks, crowds, faults) wait too: three packages at a time, four tests at a
+# time in each. The lab runs after the product's tests, not beside them: beside them the crowd's set-up overran
+# its pre-queue on this box, for no time gained (docs/BENCHMARKS.md, "Test suite timings").
 status=0
 compile_first -race "${race_pkgs[@]}"
 log "GORACE=$GORACE go test -race -vet=all -count=1 -p 4 -parallel 4 -timeout 15m ${test_flags[*]} ${race_pkgs[*]}"

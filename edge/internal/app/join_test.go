@@ -15,7 +15,8 @@ import (
 // 1..400, each queue token names its shopper's position, and joining again
 // — on either node — answers the same position. A join the edge answers
 // 503 please_wait (its Redis budget spent on a loaded machine) is sent
-// again, as the page does.
+// again, as the page does (without the page's wait: the answer took the
+// budget already).
 func TestHTTPJoinsUniqueAndIdempotent(t *testing.T) {
 	t.Parallel()
 	origin := edgetest.NewStubOrigin(t)
