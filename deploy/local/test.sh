@@ -6,8 +6,8 @@
 #   FLASHGATE_TEST_POSTGRES_URL  postgres://postgres@127.0.0.1:PORT/flashgate_test?sslmode=disable
 #                                (tests isolate by schema)
 # then runs `go test -vet=all -count=1 -timeout 15m $GOTESTFLAGS $GOTESTPKGS` (every module of go.work when
-# GOTESTPKGS is empty; the product's packages under -race, then the lab's without it, each four tests at a
-# time), stops whatever services it started, and exits with go test's status.
+# GOTESTPKGS is empty; the product's packages under -race and, at the same time, the lab's without it), stops
+# whatever services it started, and fails if either go test failed.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -125,11 +125,10 @@ phase_took() { log "$2 took $((SECONDS - $1)) s ($SECONDS s so far)"; }
 race_pkgs=("${test_pkgs[@]}")
 lab_pkgs=()
 if [[ -z "${GOTESTPKGS:-}" ]]; then
-	# The slowest packages first (go test starts them in the order named, and names each once): started last,
-	# cluster.sh's runs (three at once, ~55 s alone) were the lab's tail. Only it in the lab: cluster.sh, the page
-	# tests and the crowd started together overran Postgres's 100 connections.
+	# The slowest packages first: go test starts them in the order named (naming each once), and a long one
+	# started last is the phase's tail.
 	race_pkgs=(./edge/internal/app ./origin/internal/app ./edge/internal/cdntest ./...)
-	lab_pkgs=(./deploy/local/clustertest)
+	lab_pkgs=(./bench/chaos ./bench/crowd ./edge/internal/pagetest ./deploy/local/clustertest ./bench/internal/crowdsim)
 	for p in "${test_pkgs[@]}"; do
 		[[ "$p" == ./... ]] || lab_pkgs+=("$p")
 	done
@@ -139,7 +138,7 @@ fi
 # product's phase here. Options given in GORACE still win.
 export GORACE="atexit_sleep_ms=0${GORACE:+ $GORACE}"
 # compile_first compiles every package a phase's tests need, test files included, without linking or running
-# anything (go list -export builds the packages for their export data; with Go's cache warm, 1–15 s here):
+# anything (go list -export builds the packages for their export data; with Go's cache warm, 1–2 s here):
 # compiled beside the tests, a fresh clone's packages (minutes of both cores) starved the timed tests that
 # started first. Build flags in GOTESTFLAGS (-tags) are not passed: go test then compiles its variant itself.
 compile_first() { # [-race] packages
@@ -151,34 +150,40 @@ compile_first() { # [-race] packages
 	log "compiled in $((SECONDS - started)) s (go list -test -export -deps $*)"
 }
 
-# The product's tests wait (holds expiring, reconcilers, failovers) more than they compute: four packages at a
-# time, four tests at a time in each, under -race (origin/internal/app: 95 s at two tests, 37 s at six here).
-# The lab's end-to-end tests (browsers, stacks, crowds, faults) wait too: three packages at a time, four tests at a
-# time in each. The lab runs after the product's tests, not beside them: beside them the crowd's set-up overran
-# its pre-queue on this box, for no time gained (docs/BENCHMARKS.md, "Test suite timings").
-status=0
+# The two phases run at once: both mostly wait (holds expiring, reconcilers, failovers, sales played in real
+# time), the product's under -race four packages at a time, four tests at a time in each; the lab's
+# end-to-end suites three packages at a time. One after the other they took 57 + 131 s here, at once 100 s.
 compile_first -race "${race_pkgs[@]}"
-log "GORACE=$GORACE go test -race -vet=all -count=1 -p 4 -parallel 4 -timeout 15m ${test_flags[*]} ${race_pkgs[*]}"
-phase=$SECONDS
-go test -race -vet=all -count=1 -p 4 -parallel 4 -timeout 15m "${test_flags[@]}" "${race_pkgs[@]}" || status=$?
-phase_took "$phase" "the product's tests"
-if [[ $status -ne 0 ]]; then
-	log "product tests failed (go test exit status $status); running the lab's anyway"
-fi
 if [[ ${#lab_pkgs[@]} -gt 0 ]]; then
-	lab_status=0
 	compile_first "${lab_pkgs[@]}"
-	log "go test -vet=all -count=1 -p 3 -parallel 4 -timeout 15m ${test_flags[*]} ${lab_pkgs[*]} (the lab)"
-	phase=$SECONDS
-	go test -vet=all -count=1 -p 3 -parallel 4 -timeout 15m "${test_flags[@]}" "${lab_pkgs[@]}" || lab_status=$?
-	phase_took "$phase" "the lab's tests"
-	if [[ $lab_status -ne 0 ]]; then
-		log "lab tests failed (go test exit status $lab_status)"
-		status=$lab_status
-	fi
 fi
-if [[ $status -ne 0 ]]; then
-	exit "$status"
+product_tests() {
+	local started=$SECONDS status=0
+	log "GORACE=$GORACE go test -race -vet=all -count=1 -p 4 -parallel 4 -timeout 15m ${test_flags[*]} ${race_pkgs[*]}"
+	go test -race -vet=all -count=1 -p 4 -parallel 4 -timeout 15m "${test_flags[@]}" "${race_pkgs[@]}" || status=$?
+	phase_took "$started" "the product's tests (exit status $status)"
+	return "$status"
+}
+lab_tests() {
+	local started=$SECONDS status=0
+	log "go test -vet=all -count=1 -p 3 -parallel 4 -timeout 15m ${test_flags[*]} ${lab_pkgs[*]} (the lab)"
+	go test -vet=all -count=1 -p 3 -parallel 4 -timeout 15m "${test_flags[@]}" "${lab_pkgs[@]}" || status=$?
+	phase_took "$started" "the lab's tests (exit status $status)"
+	return "$status"
+}
+status=0
+lab_status=0
+if [[ ${#lab_pkgs[@]} -gt 0 ]]; then
+	lab_tests &
+	lab=$!
+fi
+product_tests || status=$?
+if [[ ${#lab_pkgs[@]} -gt 0 ]]; then
+	wait "$lab" || lab_status=$?
+fi
+if [[ $status -ne 0 || $lab_status -ne 0 ]]; then
+	log "tests failed: the product's exit status $status, the lab's $lab_status"
+	exit 1
 fi
 # Allocation counts mean nothing under the race detector (it makes sync.Pool
 # drop items): the tests that pin them exactly are built without -race only

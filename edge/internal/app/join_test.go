@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -82,17 +83,20 @@ func TestHTTPJoinsUniqueAndIdempotent(t *testing.T) {
 	}
 }
 
-// joinAgainWhileBusy joins account to sale on n, and joins again, up to
-// ten times in all, while the edge answers 503 please_wait. It is safe in
-// any goroutine.
+// joinAgainWhileBusy joins account to sale on n, and joins again while the
+// edge answers 503 please_wait (on a busy box its reading of the line goes
+// stale), as a client does, for up to ten seconds. It is safe in any goroutine.
 func joinAgainWhileBusy(t *testing.T, n *edgetest.Node, sale, account string) (*edgetest.Response, edgetest.QueueAnswer) {
 	t.Helper()
-	for range 9 {
+	deadline := time.Now().Add(10 * time.Second)
+	again := time.NewTicker(50 * time.Millisecond)
+	defer again.Stop()
+	for {
 		res, ans := n.Join(t, sale, account)
-		if res.Status != fasthttp.StatusServiceUnavailable || res.ErrorCode() != "please_wait" {
+		if res.Status != fasthttp.StatusServiceUnavailable || res.ErrorCode() != "please_wait" || time.Now().After(deadline) {
 			return res, ans
 		}
 		t.Logf("join %s = 503 please_wait; joining again", account)
+		<-again.C
 	}
-	return n.Join(t, sale, account)
 }
