@@ -34,8 +34,7 @@ test: ## go vet and every test against real Redis and Postgres: the product's un
 	deploy/local/test.sh
 
 test-product: ## the product's tests alone (edge, origin, tokens, internal) without the race detector, the quick loop (~1–2 min; make test installs the tools they need)
-	@here=deploy/local; . deploy/local/lib.sh; use_services flashgate_test; \
-	export FLASHGATE_TEST_REDIS_URL="$$FLASHGATE_REDIS_URL" FLASHGATE_TEST_POSTGRES_URL="$$FLASHGATE_PG_BASE_URL/flashgate_test?sslmode=disable"; \
+	@here=deploy/local; . deploy/local/lib.sh; use_test_services; \
 	$(GO) test -count=1 -p 4 -parallel 8 $(GOTESTFLAGS) ./edge/... ./origin/... ./tokens/... ./internal/...
 
 build: ## compile every package and put the binaries (origin, edge, sandboxgateway, bench tools) into bin/

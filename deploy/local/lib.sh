@@ -81,6 +81,25 @@ use_services() {
 	"$here/services.sh" createdb "$1"
 }
 
+# use_test_services is use_services for the tests, exporting FLASHGATE_TEST_REDIS_URL and
+# FLASHGATE_TEST_POSTGRES_URL. The tests get a Postgres of their own, started here (stopped at the end; its
+# data folder stays for the next run): the product's and the lab's tests at once open more than the 100
+# connections a stock server allows, and nothing in it outlives the run, so it need not flush to disk. Its
+# port is the checkout's own, below the tests' free ports. FLASHGATE_PG_BASE_URL or FLASHGATE_PG_PORT
+# chooses a server instead.
+use_test_services() {
+	local checkout
+	checkout="$(cd "$here/../.." && pwd)"
+	if [[ -z "${FLASHGATE_PG_BASE_URL:-}" && -z "${FLASHGATE_PG_PORT:-}" ]]; then
+		export FLASHGATE_PG_PORT="$((15432 + $(printf '%s' "$checkout" | cksum | cut -d' ' -f1) % 1000))"
+		export FLASHGATE_PG_DATA="$checkout/.data/test-postgres"
+		export FLASHGATE_PG_SERVER_OPTIONS="-c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	fi
+	use_services flashgate_test
+	export FLASHGATE_TEST_REDIS_URL="$FLASHGATE_REDIS_URL"
+	export FLASHGATE_TEST_POSTGRES_URL="$FLASHGATE_PG_BASE_URL/flashgate_test?sslmode=disable"
+}
+
 # ensure_admin_tokens sets FLASHGATE_EDGE_ADMIN_TOKEN and FLASHGATE_ORIGIN_ADMIN_TOKEN where they are unset:
 # to FLASHGATE_ADMIN_TOKEN when it is given for both, else to 32 random bytes each, as the binaries require.
 ensure_admin_tokens() {

@@ -15,7 +15,9 @@
 # calling shell instead of printing them (and, like any sourced script, sets -euo pipefail there).
 #
 # Ports: FLASHGATE_REDIS_PORT (6379) and FLASHGATE_PG_PORT (5432). If FLASHGATE_REDIS_URL or
-# FLASHGATE_PG_BASE_URL are already set, they are checked and used as they are.
+# FLASHGATE_PG_BASE_URL are already set, they are checked and used as they are. A Postgres started here keeps
+# its data in FLASHGATE_PG_DATA (.data/postgres) and runs with FLASHGATE_PG_SERVER_OPTIONS added to its
+# command line (e.g. "-c max_connections=400").
 # Progress goes to stderr, prefixed "flashgate:".
 set -euo pipefail
 
@@ -244,7 +246,8 @@ _fg_pg_run_as() { # user cmd… (user empty = ourselves)
 }
 
 _fg_pg_start() { # port
-	local port="$1" user="" group="" pgdata="$_fg_data/postgres" logfile="$_fg_data/postgres.log" running=""
+	local port="$1" user="" group="" pgdata="${FLASHGATE_PG_DATA:-$_fg_data/postgres}" running=""
+	local logfile="$pgdata.log"
 	_fg_pg_find_bin || _fg_die "initdb/pg_ctl not found"
 	if _fg_is_root; then
 		# Postgres refuses to run as root: run it as a system user that owns the data folder.
@@ -266,8 +269,8 @@ _fg_pg_start() { # port
 		chmod 700 "$pgdata"
 		if ! _fg_pg_run_as "$user" test -w "$pgdata"; then
 			# The checkout is not reachable by that user (e.g. under /root): keep the cluster elsewhere.
-			pgdata="/var/tmp/flashgate-pg-$(printf '%s' "$_fg_root" | cksum | cut -d' ' -f1)/postgres"
-			logfile="$(dirname "$pgdata")/postgres.log"
+			pgdata="/var/tmp/flashgate-pg-$(printf '%s' "$_fg_root" | cksum | cut -d' ' -f1)/$(basename "$pgdata")"
+			logfile="$pgdata.log"
 			_fg_log "postgres: $user cannot reach $_fg_data; using $pgdata instead"
 			install -d -m 700 -o "$user" -g "$group" "$(dirname "$pgdata")" "$pgdata"
 		fi
@@ -293,7 +296,7 @@ _fg_pg_start() { # port
 	_fg_log "postgres: starting on 127.0.0.1:$port (data $pgdata, log $logfile)"
 	# No Unix socket: the system server may own the default socket folder; we only speak TCP.
 	if ! _fg_pg_run_as "$user" "$_fg_pg_bindir/pg_ctl" -D "$pgdata" -l "$logfile" -w -t 60 \
-		-o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=''" start >/dev/null 9>&-; then
+		-o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories='' ${FLASHGATE_PG_SERVER_OPTIONS:-}" start >/dev/null 9>&-; then
 		tail -n 20 "$logfile" >&2 || true
 		_fg_die "pg_ctl start failed (log: $logfile)"
 	fi

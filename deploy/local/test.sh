@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: go vet and every test against real Redis and Postgres.
 #
-# Uses (or starts) Redis and Postgres through services.sh and exports
+# Uses (or starts) Redis, starts a Postgres of its own (400 connections, no flushing) through services.sh, and
+# exports
 #   FLASHGATE_TEST_REDIS_URL     redis://127.0.0.1:PORT/0   (tests isolate by key prefix)
 #   FLASHGATE_TEST_POSTGRES_URL  postgres://postgres@127.0.0.1:PORT/flashgate_test?sslmode=disable
 #                                (tests isolate by schema)
@@ -96,10 +97,7 @@ if ! have_stripe_mock; then
 	log "installed stripe-mock in $stripe_mock_dir"
 fi
 
-use_services flashgate_test
-
-export FLASHGATE_TEST_REDIS_URL="$FLASHGATE_REDIS_URL"
-export FLASHGATE_TEST_POSTGRES_URL="$FLASHGATE_PG_BASE_URL/flashgate_test?sslmode=disable"
+use_test_services
 log "FLASHGATE_TEST_REDIS_URL=$FLASHGATE_TEST_REDIS_URL"
 log "FLASHGATE_TEST_POSTGRES_URL=$FLASHGATE_TEST_POSTGRES_URL"
 
