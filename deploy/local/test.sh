@@ -7,8 +7,8 @@
 #   FLASHGATE_TEST_POSTGRES_URL  postgres://postgres@127.0.0.1:PORT/flashgate_test?sslmode=disable
 #                                (tests isolate by schema)
 # then runs `go test -vet=all -count=1 -timeout 15m $GOTESTFLAGS $GOTESTPKGS` (every module of go.work when
-# GOTESTPKGS is empty; the product's packages under -race and, at the same time, the lab's without it), stops
-# whatever services it started, and fails if either go test failed.
+# GOTESTPKGS is empty; the product's packages under -race and, at the same time, the lab's light ones without it,
+# then the lab's whole-stack suites), stops whatever services it started, and fails if any go test failed.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -121,15 +121,23 @@ phase_took() { log "$2 took $((SECONDS - $1)) s ($SECONDS s so far)"; }
 # simulators took most of the run's CPU, checking the lab's code, not the product's. GOTESTPKGS runs what it
 # names, all under the race detector.
 race_pkgs=("${test_pkgs[@]}")
-lab_pkgs=()
+light_pkgs=() # the lab's that wait more than they compute: beside the product's
+heavy_pkgs=() # the lab's whole-stack suites, which load both cores: after them
 if [[ -z "${GOTESTPKGS:-}" ]]; then
 	# The slowest packages first: go test starts them in the order named (naming each once), and a long one
 	# started last is the phase's tail.
 	race_pkgs=(./edge/internal/app ./origin/internal/app ./edge/internal/cdntest ./...)
-	lab_pkgs=(./bench/chaos ./bench/crowd ./edge/internal/pagetest ./deploy/local/clustertest ./bench/internal/crowdsim)
+	heavy_pkgs=(./bench/chaos ./bench/crowd ./edge/internal/pagetest)
+	lab_patterns=()
 	for p in "${test_pkgs[@]}"; do
-		[[ "$p" == ./... ]] || lab_pkgs+=("$p")
+		[[ "$p" == ./... ]] || lab_patterns+=("$p")
 	done
+	mapfile -t light_pkgs < <(
+		echo ./deploy/local/clustertest
+		echo ./bench/internal/crowdsim
+		go list -f '{{.Dir}}' "${lab_patterns[@]}" | sed "s|^$root|.|" |
+			grep -v -x -e ./deploy/local/clustertest -e ./bench/internal/crowdsim -e ./bench/chaos -e ./bench/crowd -e ./edge/internal/pagetest
+	)
 fi
 # A race-built program sleeps a second before it exits (the race runtime's atexit_sleep_ms, for races in
 # threads still running at exit): a second of every test binary's, about a hundred of them, 26 s of the
@@ -148,39 +156,47 @@ compile_first() { # [-race] packages
 	log "compiled in $((SECONDS - started)) s (go list -test -export -deps $*)"
 }
 
-# The two phases run at once: both mostly wait (holds expiring, reconcilers, failovers, sales played in real
-# time), the product's under -race four packages at a time, four tests at a time in each; the lab's
-# end-to-end suites three packages at a time. One after the other they took 57 + 131 s here, at once 100 s.
+# run_tests NAME GO-TEST-FLAGS... -- PACKAGES...: go test, logging how long it took; its exit status.
+run_tests() {
+	local name="$1" started=$SECONDS status=0 flags=()
+	shift
+	while [[ "$1" != -- ]]; do
+		flags+=("$1")
+		shift
+	done
+	shift
+	log "go test ${flags[*]} ${test_flags[*]} $* ($name)"
+	go test "${flags[@]}" "${test_flags[@]}" "$@" || status=$?
+	phase_took "$started" "$name (exit status $status)"
+	return "$status"
+}
+
+# The product's tests (under -race, four packages at a time, four tests at a time in each) and the lab's light
+# packages (cluster.sh's runs, simulators against stubs, deploy checks) run at once: both mostly wait (holds
+# expiring, reconcilers, failovers, sales played in real time). Then the lab's heavy suites, three at once:
+# the crowd against the real binaries, the chaos scenarios, the pages in Chromium. Beside the product's race
+# run those starved it (Redis answered the edges' ticks too late), and one after the other everything took
+# 57 + 131 s here.
 compile_first -race "${race_pkgs[@]}"
-if [[ ${#lab_pkgs[@]} -gt 0 ]]; then
-	compile_first "${lab_pkgs[@]}"
+if [[ ${#light_pkgs[@]} -gt 0 ]]; then
+	compile_first "${light_pkgs[@]}" "${heavy_pkgs[@]}"
 fi
-product_tests() {
-	local started=$SECONDS status=0
-	log "GORACE=$GORACE go test -race -vet=all -count=1 -p 4 -parallel 4 -timeout 15m ${test_flags[*]} ${race_pkgs[*]}"
-	go test -race -vet=all -count=1 -p 4 -parallel 4 -timeout 15m "${test_flags[@]}" "${race_pkgs[@]}" || status=$?
-	phase_took "$started" "the product's tests (exit status $status)"
-	return "$status"
-}
-lab_tests() {
-	local started=$SECONDS status=0
-	log "go test -vet=all -count=1 -p 3 -parallel 4 -timeout 15m ${test_flags[*]} ${lab_pkgs[*]} (the lab)"
-	go test -vet=all -count=1 -p 3 -parallel 4 -timeout 15m "${test_flags[@]}" "${lab_pkgs[@]}" || status=$?
-	phase_took "$started" "the lab's tests (exit status $status)"
-	return "$status"
-}
 status=0
-lab_status=0
-if [[ ${#lab_pkgs[@]} -gt 0 ]]; then
-	lab_tests &
-	lab=$!
+light_status=0
+if [[ ${#light_pkgs[@]} -gt 0 ]]; then
+	run_tests "the lab's light tests" -vet=all -count=1 -p 2 -parallel 4 -timeout 15m -- "${light_pkgs[@]}" &
+	light=$!
 fi
-product_tests || status=$?
-if [[ ${#lab_pkgs[@]} -gt 0 ]]; then
-	wait "$lab" || lab_status=$?
+run_tests "the product's tests" -race -vet=all -count=1 -p 4 -parallel 4 -timeout 15m -- "${race_pkgs[@]}" || status=$?
+if [[ ${#light_pkgs[@]} -gt 0 ]]; then
+	wait "$light" || light_status=$?
 fi
-if [[ $status -ne 0 || $lab_status -ne 0 ]]; then
-	log "tests failed: the product's exit status $status, the lab's $lab_status"
+heavy_status=0
+if [[ ${#heavy_pkgs[@]} -gt 0 ]]; then
+	run_tests "the lab's whole-stack tests" -vet=all -count=1 -p 3 -parallel 4 -timeout 15m -- "${heavy_pkgs[@]}" || heavy_status=$?
+fi
+if [[ $status -ne 0 || $light_status -ne 0 || $heavy_status -ne 0 ]]; then
+	log "tests failed: exit status $status (the product's), $light_status (the lab's light), $heavy_status (the lab's whole-stack)"
 	exit 1
 fi
 # Allocation counts mean nothing under the race detector (it makes sync.Pool

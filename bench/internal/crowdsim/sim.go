@@ -62,6 +62,8 @@ type Config struct {
 	Progress       func(format string, args ...any) // nil: quiet
 	// SetUp is what the set-up (the sale created, every edge serving it,
 	// its admission set) may take before the pre-queue opens; 0 means 3 s.
+	// A set-up that overruns it is tried again, on a new sale, with twice
+	// the time, up to three sales.
 	SetUp time.Duration
 	// Services scopes the CPU accounting of Redis and Postgres to the
 	// run's own servers (their ports); zero counts every such process.
@@ -187,9 +189,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.SaleID == "" {
 		cfg.SaleID = fmt.Sprintf("crowd-%d", time.Now().Unix())
 	}
-	s := &sim{cfg: cfg, sale: cfg.SaleID, sku: "sku-1"}
+	s := &sim{cfg: cfg, sku: "sku-1"}
 	started := time.Now()
-	if err := s.setUp(ctx); err != nil {
+	if err := s.setUpWithin(ctx); err != nil {
 		return nil, err
 	}
 	shoppers := s.crowd()
@@ -299,14 +301,41 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
+// errSetUpLate says a set-up overran its lead: the pre-queue would have
+// opened before the sale was ready.
+var errSetUpLate = errors.New("crowd: setting up took longer than the pre-queue; nothing was run")
+
+// setUpTries is how many sales a run sets up, the lead doubling each time,
+// before it gives up: on a busy machine the edges learn of a sale late, and
+// a lead long enough for the worst case is idle time on every other run.
+const setUpTries = 3
+
+// setUpWithin sets the run's sale up with SetUp's lead; when that was too
+// short, it sets up a new sale (the id suffixed -2, -3) with twice the lead.
+// A sale set up late is left as it is: nobody joins it.
+func (s *sim) setUpWithin(ctx context.Context) error {
+	lead := s.cfg.SetUp
+	if lead <= 0 {
+		lead = 3 * time.Second
+	}
+	for try := 1; ; try++ {
+		s.sale = s.cfg.SaleID
+		if try > 1 {
+			s.sale = fmt.Sprintf("%s-%d", s.cfg.SaleID, try)
+		}
+		err := s.setUp(ctx, lead)
+		if !errors.Is(err, errSetUpLate) || try == setUpTries {
+			return err
+		}
+		s.cfg.Progress("%s: setting up took longer than its %v; setting up %s-%d with %v", s.sale, lead, s.cfg.SaleID, try+1, 2*lead)
+		lead *= 2
+	}
+}
+
 // setUp creates the sale, sets its admission rate (and hands it to the
 // origin's controller with Autotune on) and waits until the edge serves
-// it; the sale opens PreQueueS (plus a moment) from now.
-func (s *sim) setUp(ctx context.Context) error {
-	setUp := s.cfg.SetUp
-	if setUp <= 0 {
-		setUp = 3 * time.Second
-	}
+// it; the sale opens setUp plus PreQueueS (plus a moment) from now.
+func (s *sim) setUp(ctx context.Context, setUp time.Duration) error {
 	s.zero = time.Now().Add(setUp + time.Duration(s.cfg.PreQueueS*float64(time.Second))).Truncate(time.Second).Add(time.Second)
 	// The sale ends a minute after the run's last hold could run out: a
 	// bench sale left open costs every later run on these CPUs the edge's
@@ -351,7 +380,7 @@ func (s *sim) setUp(ctx context.Context) error {
 	}
 	s.setTarpit(ctx)
 	if time.Until(s.zero) < time.Duration(s.cfg.PreQueueS*float64(time.Second)) {
-		return errors.New("crowd: setting up took longer than the pre-queue; nothing was run")
+		return errSetUpLate
 	}
 	return nil
 }

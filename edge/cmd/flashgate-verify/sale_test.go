@@ -32,7 +32,9 @@ func TestVerifyARealSale(t *testing.T) {
 	t.Parallel()
 	const sale, early, late = "verify", 30, 20
 	origin := edgetest.NewStubOrigin(t)
-	startsAt := time.Now().UTC().Add(2 * time.Second).Truncate(time.Millisecond)
+	// Five seconds to start two nodes and join the pre-queue: on a busy box
+	// (make test's two phases at once) two were not enough.
+	startsAt := time.Now().UTC().Add(5 * time.Second).Truncate(time.Millisecond)
 	endsAt := startsAt.Add(3 * time.Second)
 	def := edgetest.OpenSale(sale, 1000)
 	def.StartsAt, def.EndsAt = startsAt, endsAt
