@@ -57,7 +57,7 @@ func TestVerifyARealSale(t *testing.T) {
 		if i%2 == 1 {
 			n = b
 		}
-		res, ans := n.Join(t, sale, account)
+		res, ans := n.JoinAgainWhileBusy(t, sale, account)
 		c, err := verifier.Queue(ans.QueueToken, sale)
 		if res.Status != fasthttp.StatusAccepted || err != nil || !c.Pre {
 			t.Fatalf("join %s before the start = %d %s (token: %v), want 202 in the pre-queue", account, res.Status, res.Body, err)
@@ -83,7 +83,7 @@ func TestVerifyARealSale(t *testing.T) {
 		if i%2 == 1 {
 			n = a
 		}
-		res, ans := n.Join(t, sale, account)
+		res, ans := n.JoinAgainWhileBusy(t, sale, account)
 		if res.Status != fasthttp.StatusAccepted || ans.PreQueue || ans.Position <= early {
 			t.Fatalf("join %s after the start = %d %s, want 202 behind the pre-queue", account, res.Status, res.Body)
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -40,7 +39,7 @@ func TestHTTPJoinsUniqueAndIdempotent(t *testing.T) {
 			defer wg.Done()
 			<-gate
 			account := fmt.Sprintf("shopper-%03d", i)
-			res, ans := joinAgainWhileBusy(t, nodes[i%2], sale, account)
+			res, ans := nodes[i%2].JoinAgainWhileBusy(t, sale, account)
 			if res.Status != fasthttp.StatusAccepted {
 				t.Errorf("join %s = %d %s, want 202", account, res.Status, res.Body)
 				return
@@ -72,7 +71,7 @@ func TestHTTPJoinsUniqueAndIdempotent(t *testing.T) {
 	for i := 0; i < shoppers; i += 37 {
 		account := fmt.Sprintf("shopper-%03d", i)
 		for k, n := range nodes {
-			res, ans := joinAgainWhileBusy(t, n, sale, account)
+			res, ans := n.JoinAgainWhileBusy(t, sale, account)
 			if res.Status != fasthttp.StatusAccepted || ans.Position != positions[i] {
 				t.Errorf("join %s again on node %d = %d %s, want 202 with its position %d", account, k, res.Status, res.Body, positions[i])
 			}
@@ -80,23 +79,5 @@ func TestHTTPJoinsUniqueAndIdempotent(t *testing.T) {
 	}
 	if res, ans := nodes[0].Join(t, sale, "newcomer"); ans.Position != shoppers+1 {
 		t.Errorf("join newcomer = %d %s, want position %d", res.Status, res.Body, shoppers+1)
-	}
-}
-
-// joinAgainWhileBusy joins account to sale on n, and joins again while the
-// edge answers 503 please_wait (on a busy box its reading of the line goes
-// stale), as a client does, for up to ten seconds. It is safe in any goroutine.
-func joinAgainWhileBusy(t *testing.T, n *edgetest.Node, sale, account string) (*edgetest.Response, edgetest.QueueAnswer) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	again := time.NewTicker(50 * time.Millisecond)
-	defer again.Stop()
-	for {
-		res, ans := n.Join(t, sale, account)
-		if res.Status != fasthttp.StatusServiceUnavailable || res.ErrorCode() != "please_wait" || time.Now().After(deadline) {
-			return res, ans
-		}
-		t.Logf("join %s = 503 please_wait; joining again", account)
-		<-again.C
 	}
 }

@@ -108,7 +108,7 @@ func TestLineSurvivesRedisLoss(t *testing.T) {
 	tokens := map[string]string{}
 	for i := range pre {
 		account := fmt.Sprintf("early-%02d", i)
-		res, ans := joinAgainWhileBusy(t, []*edgetest.Node{a, b}[i%2], sale, account)
+		res, ans := []*edgetest.Node{a, b}[i%2].JoinAgainWhileBusy(t, sale, account)
 		if res.Status != fasthttp.StatusAccepted || !ans.PreQueue {
 			t.Fatalf("join %s before the start = %d %s, want 202 in the pre-queue", account, res.Status, res.Body)
 		}
@@ -121,7 +121,7 @@ func TestLineSurvivesRedisLoss(t *testing.T) {
 	drawn := waitSnapshot(t, a, sale, 5*time.Second, func(s publicSnapshot) bool { return s.Draw.Seed != "" })
 	for i := range post {
 		account := fmt.Sprintf("late-%02d", i)
-		res, ans := joinAgainWhileBusy(t, []*edgetest.Node{a, b}[i%2], sale, account)
+		res, ans := []*edgetest.Node{a, b}[i%2].JoinAgainWhileBusy(t, sale, account)
 		if res.Status != fasthttp.StatusAccepted || ans.Position <= pre {
 			t.Fatalf("join %s after the start = %d %s, want 202 behind the pre-queue", account, res.Status, res.Body)
 		}
@@ -218,7 +218,7 @@ func TestLineSurvivesRedisLoss(t *testing.T) {
 			account = fmt.Sprintf("late-%02d", i) // an old shopper joining again
 		}
 		n := []*edgetest.Node{a, b, late}[i%3]
-		res, ans := joinAgainWhileBusy(t, n, sale, account)
+		res, ans := n.JoinAgainWhileBusy(t, sale, account)
 		if res.Status != fasthttp.StatusAccepted || ans.Position <= maxPosition {
 			t.Errorf("join %s after the loss = %d %s, want 202 with a position after every earlier place (%d)", account, res.Status, res.Body, maxPosition)
 		}

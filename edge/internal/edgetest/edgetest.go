@@ -346,6 +346,24 @@ func (n *Node) Join(t testing.TB, sale, account string) (*Response, QueueAnswer)
 	return n.public.Join(t, sale, account)
 }
 
+// JoinAgainWhileBusy is Join, joining again while the edge answers 503
+// please_wait (on a busy machine its reading of the line goes stale), as a
+// client does, for up to ten seconds. It is safe in any goroutine.
+func (n *Node) JoinAgainWhileBusy(t testing.TB, sale, account string) (*Response, QueueAnswer) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	again := time.NewTicker(50 * time.Millisecond)
+	defer again.Stop()
+	for {
+		res, ans := n.Join(t, sale, account)
+		if res.Status != fasthttp.StatusServiceUnavailable || res.ErrorCode() != "please_wait" || time.Now().After(deadline) {
+			return res, ans
+		}
+		t.Logf("join %s = 503 please_wait; joining again", account)
+		<-again.C
+	}
+}
+
 // Status is Client.Status from DefaultClientIP.
 func (n *Node) Status(t testing.TB, sale, queueToken string) (*Response, QueueAnswer) {
 	return n.public.Status(t, sale, queueToken)
@@ -355,7 +373,7 @@ func (n *Node) Status(t testing.TB, sale, queueToken string) (*Response, QueueAn
 // admitted, within the time given, and returns its admission token.
 func (n *Node) Admit(t testing.TB, sale, account string, within time.Duration) string {
 	t.Helper()
-	res, joined := n.Join(t, sale, account)
+	res, joined := n.JoinAgainWhileBusy(t, sale, account)
 	if res.Status != fasthttp.StatusAccepted {
 		t.Fatalf("join %s = %d %s, want 202", account, res.Status, res.Body)
 	}

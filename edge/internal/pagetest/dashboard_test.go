@@ -42,7 +42,7 @@ func TestOpsDashboard(t *testing.T) {
 	a.WaitSale(t, sale)
 	b.WaitSale(t, sale)
 	for _, account := range []string{"ann", "bo", "cy"} {
-		if res, _ := a.Join(t, sale, account); res.Status != fasthttp.StatusAccepted {
+		if res, _ := a.JoinAgainWhileBusy(t, sale, account); res.Status != fasthttp.StatusAccepted {
 			t.Fatalf("join %s = %d %s", account, res.Status, res.Body)
 		}
 	}

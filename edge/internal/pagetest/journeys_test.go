@@ -135,7 +135,7 @@ func TestShopperJourneys(t *testing.T) {
 		def := s.openSale(t, sale, 5)
 		s.admission(t, sale, `{"rate_per_s": 0.01, "paused": true}`)
 		for i := range 3 {
-			if res, _ := s.Node.Join(t, sale, fmt.Sprintf("ahead-%d", i)); res.Status != fasthttp.StatusAccepted {
+			if res, _ := s.Node.JoinAgainWhileBusy(t, sale, fmt.Sprintf("ahead-%d", i)); res.Status != fasthttp.StatusAccepted {
 				t.Fatalf("join as ahead-%d = %d %s, want 202", i, res.Status, res.Body)
 			}
 		}

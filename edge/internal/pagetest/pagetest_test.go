@@ -212,7 +212,7 @@ func TestShopperPage(t *testing.T) {
 			t.Fatalf("pause admission = %d %s, want 200", res.Status, res.Body)
 		}
 		for i := range 20 { // others in the pre-queue: a real shuffle
-			if res, a := s.Node.Join(t, sale, fmt.Sprintf("early-%02d", i)); res.Status != fasthttp.StatusAccepted || !a.PreQueue {
+			if res, a := s.Node.JoinAgainWhileBusy(t, sale, fmt.Sprintf("early-%02d", i)); res.Status != fasthttp.StatusAccepted || !a.PreQueue {
 				t.Fatalf("join before the start = %d %s, want 202 in the pre-queue", res.Status, res.Body)
 			}
 		}
