@@ -82,16 +82,24 @@ use_services() {
 }
 
 # use_test_services is use_services for the tests, exporting FLASHGATE_TEST_REDIS_URL and
-# FLASHGATE_TEST_POSTGRES_URL. The tests get a Postgres of their own, started here (stopped at the end; its
-# data folder stays for the next run): the product's and the lab's tests at once open more than the 100
-# connections a stock server allows, and nothing in it outlives the run, so it need not flush to disk. Its
-# port is the checkout's own, below the tests' free ports. FLASHGATE_PG_BASE_URL or FLASHGATE_PG_PORT
-# chooses a server instead.
+# FLASHGATE_TEST_POSTGRES_URL. The tests get a Redis and a Postgres of their own, started here (stopped at the
+# end; Postgres's data folder stays for the next run), on ports of the checkout's own below the tests' free
+# ports: the product's and the lab's tests at once open more than the 100 connections a stock Postgres
+# allows, and nothing in either outlives the run, so Postgres need not flush to disk. As root they run at
+# nice -5: on two cores shared with Chromium, three whole stacks and their crowds, a Redis at the same
+# priority went unanswered past the edges' timeouts, where in a deployment it has CPUs of its own.
+# FLASHGATE_REDIS_URL / FLASHGATE_REDIS_PORT and FLASHGATE_PG_BASE_URL / FLASHGATE_PG_PORT choose servers
+# instead.
 use_test_services() {
-	local checkout
+	local checkout sum
 	checkout="$(cd "$here/../.." && pwd)"
+	sum="$(printf '%s' "$checkout" | cksum | cut -d' ' -f1)"
+	export FLASHGATE_SERVICES_NICE="${FLASHGATE_SERVICES_NICE:--5}"
+	if [[ -z "${FLASHGATE_REDIS_URL:-}" && -z "${FLASHGATE_REDIS_PORT:-}" ]]; then
+		export FLASHGATE_REDIS_PORT="$((17379 + sum % 1000))"
+	fi
 	if [[ -z "${FLASHGATE_PG_BASE_URL:-}" && -z "${FLASHGATE_PG_PORT:-}" ]]; then
-		export FLASHGATE_PG_PORT="$((15432 + $(printf '%s' "$checkout" | cksum | cut -d' ' -f1) % 1000))"
+		export FLASHGATE_PG_PORT="$((15432 + sum % 1000))"
 		export FLASHGATE_PG_DATA="$checkout/.data/test-postgres"
 		export FLASHGATE_PG_SERVER_OPTIONS="-c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 	fi

@@ -17,7 +17,8 @@
 # Ports: FLASHGATE_REDIS_PORT (6379) and FLASHGATE_PG_PORT (5432). If FLASHGATE_REDIS_URL or
 # FLASHGATE_PG_BASE_URL are already set, they are checked and used as they are. A Postgres started here keeps
 # its data in FLASHGATE_PG_DATA (.data/postgres) and runs with FLASHGATE_PG_SERVER_OPTIONS added to its
-# command line (e.g. "-c max_connections=400").
+# command line (e.g. "-c max_connections=400"). Servers started here are reniced to FLASHGATE_SERVICES_NICE
+# (e.g. -5, as root) when it is set.
 # Progress goes to stderr, prefixed "flashgate:".
 set -euo pipefail
 
@@ -32,6 +33,22 @@ _fg_die() {
 	exit 1
 }
 _fg_is_root() { [[ "$(id -u)" -eq 0 ]]; }
+# _fg_renice NAME PID sets a server we started, and the processes it has forked so far (those it forks later
+# inherit it), to FLASHGATE_SERVICES_NICE, when that is set and allowed (a negative value needs root).
+_fg_renice() {
+	local n="${FLASHGATE_SERVICES_NICE:-}" pids
+	[[ -n "$n" && "$n" != 0 && -n "$2" ]] || return 0
+	if [[ "$n" -lt 0 ]] && ! _fg_is_root; then
+		return 0
+	fi
+	pids="$2 $(pgrep -P "$2" | tr '\n' ' ')"
+	# shellcheck disable=SC2086 # a list of pids
+	if renice -n "$n" -p $pids >/dev/null 2>&1; then
+		_fg_log "$1: running at nice $n"
+	else
+		_fg_log "$1: could not renice to $n; left as it is"
+	fi
+}
 _fg_have() { command -v "$1" >/dev/null 2>&1; }
 
 _fg_lock() {
@@ -103,6 +120,7 @@ _fg_redis_start() { # port
 	for ((i = 0; i < 100; i++)); do
 		if _fg_redis_ping "$port"; then
 			_fg_log "redis: ready on 127.0.0.1:$port"
+			_fg_renice redis "$(cat "$pidfile" 2>/dev/null)"
 			return 0
 		fi
 		sleep 0.1
@@ -305,6 +323,7 @@ _fg_pg_start() { # port
 	for ((i = 0; i < 300; i++)); do
 		if _fg_pg_ready "$port" && _fg_pg_usable "$port"; then
 			_fg_log "postgres: ready on 127.0.0.1:$port"
+			_fg_renice postgres "$(head -n 1 "$pgdata/postmaster.pid" 2>/dev/null)"
 			return 0
 		fi
 		sleep 0.1
