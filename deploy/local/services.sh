@@ -41,7 +41,7 @@ _fg_renice() {
 	if [[ "$n" -lt 0 ]] && ! _fg_is_root; then
 		return 0
 	fi
-	pids="$2 $(pgrep -P "$2" | tr '\n' ' ')"
+	pids="$2 $(pgrep -P "$2" | tr '\n' ' ' || true)"
 	# shellcheck disable=SC2086 # a list of pids
 	if renice -n "$n" -p $pids >/dev/null 2>&1; then
 		_fg_log "$1: running at nice $n"
