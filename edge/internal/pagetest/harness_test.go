@@ -317,12 +317,13 @@ func (p *page) requested() []string {
 // stateJS describes the page's visible state in one line, for failures.
 const stateJS = `(() => {
   const ids = ['sale-name', 'sale-status', 'notice', 'who', 'handover', 'join-button', 'queue-state', 'position',
-    'now-serving', 'eta', 'buy', 'reservation', 'res-countdown', 'res-id', 'res-status'];
+    'now-serving', 'eta', 'buy', 'reservation', 'res-countdown', 'res-id', 'res-status', 'order', 'order-status', 'order-note'];
   return ids.map((id) => {
     const e = document.getElementById(id);
     if (!e) return '#' + id + ' missing';
     const flags = (e.hidden ? ' hidden' : '') + (e.disabled ? ' disabled' : '') + (e.open ? ' open' : '') +
-      (e.dataset && e.dataset.state ? ' data-state=' + e.dataset.state : '');
+      (e.dataset && e.dataset.state ? ' data-state=' + e.dataset.state : '') +
+      (e.dataset && e.dataset.status ? ' data-status=' + e.dataset.status : '');
     return '#' + id + flags + ' ' + JSON.stringify(e.textContent.replace(/\s+/g, ' ').trim());
   }).join('; ') + '; url ' + location.href;
 })()`
