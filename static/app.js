@@ -45,6 +45,12 @@
   let solver = null;      // {worker, stop} while the proof-of-work worker runs
   const keys = {};        // idempotency key per SKU, reused on retry so a retry can never reserve twice
 
+  // A request that never answers (a half-dead connection, a stalled proxy) must not stop the page: after this
+  // long it counts as a network problem, which every caller asks again. Longer than any answer the edge holds
+  // on purpose (a snapshot watch: to the end of its second).
+  const REQUEST_TIMEOUT_MS = 10000;
+  const timeoutSignal = () => (typeof AbortSignal !== 'undefined' && AbortSignal.timeout ? AbortSignal.timeout(REQUEST_TIMEOUT_MS) : undefined);
+
   // One fetch wrapper so every answer has the same shape: {status, data, retry (Retry-After seconds)}.
   async function api(method, path, { token, user, body, queue, proof } = {}) {
     const headers = { Accept: 'application/json' };
@@ -57,7 +63,7 @@
       // Personal answers must never be cached; the public snapshot keeps the default so the CDN can absorb
       // the crowd ('no-store' would add Cache-Control: no-cache to the request).
       const sent = performance.now();
-      const r = await fetch(path, { method, headers, body: body && JSON.stringify(body), cache: token ? 'no-store' : 'default' });
+      const r = await fetch(path, { method, headers, body: body && JSON.stringify(body), cache: token ? 'no-store' : 'default', signal: timeoutSignal() });
       noteServerDate(r, sent, !!token || method !== 'GET');
       let data = {};
       try { data = await r.json(); } catch (_) { /* empty or non-JSON body, e.g. from a proxy */ }
