@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: go vet and every test against real Redis and Postgres.
 #
-# Uses (or starts) Redis, starts a Postgres of its own (400 connections, no flushing) through services.sh, and
-# exports
+# Starts a Redis and a Postgres of its own (use_test_services in lib.sh: the checkout's ports, Postgres with 400
+# connections and no flushing, both at nice -5 as root) through services.sh, and exports
 #   FLASHGATE_TEST_REDIS_URL     redis://127.0.0.1:PORT/0   (tests isolate by key prefix)
 #   FLASHGATE_TEST_POSTGRES_URL  postgres://postgres@127.0.0.1:PORT/flashgate_test?sslmode=disable
 #                                (tests isolate by schema)
@@ -144,7 +144,7 @@ fi
 # product's phase here. Options given in GORACE still win.
 export GORACE="atexit_sleep_ms=0${GORACE:+ $GORACE}"
 # compile_first compiles every package a phase's tests need, test files included, without linking or running
-# anything (go list -export builds the packages for their export data; with Go's cache warm, 1–2 s here):
+# anything (go list -export builds the packages for their export data; with Go's cache warm, 1–7 s here):
 # compiled beside the tests, a fresh clone's packages (minutes of both cores) starved the timed tests that
 # started first. Build flags in GOTESTFLAGS (-tags) are not passed: go test then compiles its variant itself.
 compile_first() { # [-race] packages
@@ -165,7 +165,7 @@ run_tests() {
 		shift
 	done
 	shift
-	log "go test ${flags[*]} ${test_flags[*]} $* ($name)"
+	log "go test ${flags[*]} ${test_flags[*]} $* ($name; GORACE=$GORACE)"
 	go test "${flags[@]}" "${test_flags[@]}" "$@" || status=$?
 	phase_took "$started" "$name (exit status $status)"
 	return "$status"
@@ -175,8 +175,8 @@ run_tests() {
 # packages (cluster.sh's runs, simulators against stubs, deploy checks) run at once: both mostly wait (holds
 # expiring, reconcilers, failovers, sales played in real time). Then the lab's heavy suites, three at once:
 # the crowd against the real binaries, the chaos scenarios, the pages in Chromium. Beside the product's race
-# run those starved it (Redis answered the edges' ticks too late), and one after the other everything took
-# 57 + 131 s here.
+# run those starved its timed tests (cdntest's collapsed loads, a late payment's refund, Redis answering the
+# edges' ticks too late) for 5 s gained; one after the other everything took 57 + 131 s here, this way 72 + 81.
 compile_first -race "${race_pkgs[@]}"
 if [[ ${#light_pkgs[@]} -gt 0 ]]; then
 	compile_first "${light_pkgs[@]}" "${heavy_pkgs[@]}"
