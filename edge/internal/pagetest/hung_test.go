@@ -30,11 +30,7 @@ func TestHungRequestAskedAgain(t *testing.T) {
 	const sale, account, sku = "page-hung", "hung-ivy", "sku-1"
 	def := s.openSale(t, sale, 2)
 	s.admission(t, sale, `{"rate_per_s": 0.01, "paused": true}`)
-	p := openSalePage(t, s, browser, def)
-	signIn(p, account)
-	p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
-	p.waitUntil("a place in line", `document.getElementById('position').textContent === '#1'`, 10*time.Second)
-	markDocument(p)
+	p := waitInLine(t, s, browser, def, account, "#1")
 
 	// The first request about the sale after this is held, unanswered; the
 	// later ones go through.

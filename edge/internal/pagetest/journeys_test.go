@@ -139,11 +139,7 @@ func TestShopperJourneys(t *testing.T) {
 				t.Fatalf("join as ahead-%d = %d %s, want 202", i, res.Status, res.Body)
 			}
 		}
-		p := openSalePage(t, s, browser, def)
-		signIn(p, account)
-		p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
-		p.waitUntil("a place in line", `document.getElementById('position').textContent === '#4'`, 10*time.Second)
-		markDocument(p)
+		p := waitInLine(t, s, browser, def, account, "#4")
 
 		var failing atomic.Bool
 		var answered atomic.Int64
@@ -200,11 +196,7 @@ func TestShopperJourneys(t *testing.T) {
 		const sale, account, sku = "journey-offline", "journey-hal", "sku-1"
 		def := s.openSale(t, sale, 2)
 		s.admission(t, sale, `{"rate_per_s": 0.01, "paused": true}`)
-		p := openSalePage(t, s, browser, def)
-		signIn(p, account)
-		p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
-		p.waitUntil("a place in line", `document.getElementById('position').textContent === '#1'`, 10*time.Second)
-		markDocument(p)
+		p := waitInLine(t, s, browser, def, account, "#1")
 
 		setOffline(t, p, true)
 		p.waitUntil("the reconnecting notice", `!document.getElementById('notice').hidden && /reconnecting/i.test(document.getElementById('notice').textContent)`, 8*time.Second)
@@ -335,6 +327,19 @@ func openSalePage(t *testing.T, s *stack, browser context.Context, def origintes
 	p := newPage(t, browser)
 	p.do("open the page", chromedp.Navigate(s.BaseURL+"/?sale="+url.QueryEscape(def.SaleID)))
 	p.waitUntil("the sale's name", fmt.Sprintf(`document.getElementById('sale-name').textContent === %q`, def.Name), 10*time.Second)
+	return p
+}
+
+// waitInLine opens def's page, signs in as account, joins the line and
+// waits until the page shows place; then it marks the document, so that a
+// later checkSameDocument proves the page never reloaded.
+func waitInLine(t *testing.T, s *stack, browser context.Context, def origintest.Sale, account, place string) *page {
+	t.Helper()
+	p := openSalePage(t, s, browser, def)
+	signIn(p, account)
+	p.do("join the line", chromedp.Click(chromedp.ID("join-button")))
+	p.waitUntil("a place in line", fmt.Sprintf(`document.getElementById('position').textContent === %q`, place), 10*time.Second)
+	markDocument(p)
 	return p
 }
 
