@@ -625,10 +625,10 @@
     refunded: 'Your payment came after your hold had ended, so the money goes back to you.',
     cancelled: 'No payment was taken: it did not go through, or the hold ended first.',
   };
-  async function watchOrder(id, tries = 0) {
+  async function watchOrder(id, tries = 0, seen = '') {
     const res = await api('GET', '/v1/orders/' + encodeURIComponent(id), { token: store.get(K.user) });
     if (res.status !== 200) {
-      if (busy(res) && tries < 30) setTimeout(() => watchOrder(id, tries + 1), 2000);
+      if (busy(res) && tries < 30) setTimeout(() => watchOrder(id, tries + 1, seen), 2000);
       else if (res.status === 401) notice('Sign in again to see your order.', 'res');
       return;
     }
@@ -639,11 +639,15 @@
     $('order-status').dataset.status = o.status;
     const refund = o.refund ? (o.refund.status === 'issued' ? ' Refund issued.' : ' Refund on its way.') : '';
     $('order-note').textContent = (orderNote[o.status] || '') + refund;
-    // Confirmation comes by webhook a moment after the gateway's page: look again shortly.
-    if ((o.status === 'pending_payment' || (o.refund && o.refund.status !== 'issued')) && tries < 60) {
-      setTimeout(() => watchOrder(id, tries + 1), 1000);
+    // Confirmation comes by webhook a moment after the gateway's page: look again shortly. A cancelled order
+    // too, for half a minute: its hold may have ended while the shopper paid, and that payment, on its way,
+    // turns it refunded (the money goes back) — the page must not leave them told no payment was taken.
+    const settling = o.status === 'pending_payment' || (o.refund && o.refund.status !== 'issued') ||
+      (o.status === 'cancelled' && tries < 30);
+    if (settling && tries < 60) {
+      setTimeout(() => watchOrder(id, tries + 1, o.status), 1000);
     }
-    if (resv && o.status !== 'pending_payment') pollReservation();
+    if (resv && o.status !== 'pending_payment' && o.status !== seen) pollReservation(); // once per change
   }
 
   // ---- a sign-in handed over in the address ----

@@ -55,6 +55,10 @@ type Payments struct {
 	// payment can come after the hold's end, before its page is closed,
 	// as when the close is slow to reach the provider.
 	FailPageCloses atomic.Bool
+	// FailListings, while true, answers every listing call (the
+	// reconciler's; see Listings) 503, as a gateway whose listing API is
+	// down: with its webhooks off too, the origin cannot learn of a payment.
+	FailListings atomic.Bool
 	// SlowIntents, while positive, delays every intent creation (the
 	// sandbox's POST /v1/intents, Stripe's POST /v1/checkout/sessions,
 	// Razorpay's POST /v1/payment_links) by that many nanoseconds, as a
@@ -129,6 +133,12 @@ func StartPayments(t testing.TB, overrides ...func(*sandboxgateway.Config)) *Pay
 		}
 		if r.Method == http.MethodGet && isListing(r.URL.Path) {
 			p.listings.Add(1)
+			if p.FailListings.Load() {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte(down))
+				return
+			}
 		}
 		if d := time.Duration(p.SlowIntents.Load()); d > 0 && post && isIntentCreation(r.URL.Path) {
 			time.Sleep(d)

@@ -73,8 +73,18 @@ func TestPaymentJourneyWithEachProvider(t *testing.T) {
 					want := origintest.Counts{Available: 1}
 					return l[sku].Redis == want && l[sku].DB == want
 				})
+				// The payment reaches the origin only after the page has read
+				// the order back from the gateway (no webhooks, no listings
+				// meanwhile), as a slow webhook does: the page first shows the
+				// order cancelled with its hold, and must go on to show it
+				// refunded, not leave the shopper told no payment was taken.
+				s.Payments.Gateway.SetWebhooksEnabled(false)
+				s.Payments.FailListings.Store(true)
 				p.do("pay after the hold ended", chromedp.Click(chromedp.ID("pay-button")))
 				backToShop(p, "succeeded")
+				p.waitUntil("the order cancelled with its hold", `document.getElementById('order-status').dataset.status === 'cancelled'`, 10*time.Second)
+				s.Payments.FailListings.Store(false)
+				s.Payments.Gateway.SetWebhooksEnabled(true)
 				p.waitUntil("the refunded order", `document.getElementById('order-status').dataset.status === 'refunded'`, 20*time.Second)
 				s.Origin.WaitLedger(t, sale, 10*time.Second, func(l map[string]origintest.LedgerSKU) bool {
 					want := origintest.Counts{Available: 1}
