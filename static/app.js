@@ -63,10 +63,14 @@
       // Personal answers must never be cached; the public snapshot keeps the default so the CDN can absorb
       // the crowd ('no-store' would add Cache-Control: no-cache to the request).
       const sent = performance.now();
-      const r = await fetch(path, { method, headers, body: body && JSON.stringify(body), cache: token ? 'no-store' : 'default', signal: timeoutSignal() });
+      const signal = timeoutSignal();
+      const r = await fetch(path, { method, headers, body: body && JSON.stringify(body), cache: token ? 'no-store' : 'default', signal });
       noteServerDate(r, sent, !!token || method !== 'GET');
       let data = {};
-      try { data = await r.json(); } catch (_) { /* empty or non-JSON body, e.g. from a proxy */ }
+      try { data = await r.json(); } catch (e) {
+        if (signal && signal.aborted) throw e; // the body never came: a network problem, not an empty answer
+        /* else an empty or non-JSON body, e.g. from a proxy */
+      }
       const ra = parseInt(r.headers.get('Retry-After'), 10), next = parseInt(r.headers.get('Flashgate-Next-At'), 10);
       return { status: r.status, data: data || {}, retry: ra > 0 ? ra : 0, nextAt: next > 0 ? next : 0 };
     } catch (_) {
