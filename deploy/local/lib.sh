@@ -89,19 +89,31 @@ use_services() {
 # nice -5: on two cores shared with Chromium, three whole stacks and their crowds, a Redis at the same
 # priority went unanswered past the edges' timeouts, where in a deployment it has CPUs of its own.
 # FLASHGATE_REDIS_URL / FLASHGATE_REDIS_PORT and FLASHGATE_PG_BASE_URL / FLASHGATE_PG_PORT choose servers
-# instead.
+# instead. Where a server of our own cannot be started (not root, and its binaries not installed: a Redis or
+# Postgres in a container), the tests use the one services.sh finds on its usual port, as make run does.
 use_test_services() {
 	local checkout sum
 	checkout="$(cd "$here/../.." && pwd)"
 	sum="$(printf '%s' "$checkout" | cksum | cut -d' ' -f1)"
 	export FLASHGATE_SERVICES_NICE="${FLASHGATE_SERVICES_NICE:--5}"
-	if [[ -z "${FLASHGATE_REDIS_URL:-}" && -z "${FLASHGATE_REDIS_PORT:-}" ]]; then
-		export FLASHGATE_REDIS_PORT="$((17379 + sum % 1000))"
+	local can_install="" # root: services.sh installs what is missing with apt-get
+	[[ "$(id -u)" -ne 0 ]] || can_install=1
+	if [[ -z "${FLASHGATE_REDIS_URL:-}${FLASHGATE_REDIS_PORT:-}" ]]; then
+		if [[ -n "$can_install" ]] || command -v redis-server >/dev/null 2>&1; then
+			export FLASHGATE_REDIS_PORT="$((17379 + sum % 1000))"
+		else
+			log "redis-server is not installed: the tests use the Redis services.sh finds"
+		fi
 	fi
-	if [[ -z "${FLASHGATE_PG_BASE_URL:-}" && -z "${FLASHGATE_PG_PORT:-}" ]]; then
-		export FLASHGATE_PG_PORT="$((15432 + sum % 1000))"
-		export FLASHGATE_PG_DATA="$checkout/.data/test-postgres"
-		export FLASHGATE_PG_SERVER_OPTIONS="-c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	if [[ -z "${FLASHGATE_PG_BASE_URL:-}${FLASHGATE_PG_PORT:-}" ]]; then
+		# initdb where services.sh looks for it: PATH, then Debian's server folders.
+		if [[ -n "$can_install" ]] || command -v initdb >/dev/null 2>&1 || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+			export FLASHGATE_PG_PORT="$((15432 + sum % 1000))"
+			export FLASHGATE_PG_DATA="$checkout/.data/test-postgres"
+			export FLASHGATE_PG_SERVER_OPTIONS="-c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+		else
+			log "initdb is not installed: the tests use the Postgres services.sh finds (make test may need more than its 100 connections)"
+		fi
 	fi
 	use_services flashgate_test
 	export FLASHGATE_TEST_REDIS_URL="$FLASHGATE_REDIS_URL"
