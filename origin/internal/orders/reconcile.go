@@ -107,6 +107,8 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 		case errors.Is(err, errRefundFailed):
 			// Owed again, under a new key: the next run issues it.
 			s.refundFailed(&rep, o, err)
+		case errors.Is(err, errRefundMovedOn):
+			// A webhook or another origin got there first.
 		case payment.IsRefusal(err):
 			// The gateway says no: retrying will not change its mind.
 			s.alert(&rep, "refund_refused", "the gateway refuses a refund we owe", "order", o.ID, "intent", o.IntentID, "err", err)
@@ -343,20 +345,24 @@ func (s *Service) reconcileRefund(ctx context.Context, rep *Report, o ledger.Ord
 	default:
 		return nil
 	}
+	// What changed is judged against the order as locked, not as listed: a
+	// webhook may have recorded the same news (and alerted) in between.
+	var before ledger.Order
 	after, err := s.ledger.ChangeOrder(ctx, o.ID, "", "", func(o ledger.Order) (ledger.Order, error) {
+		before = o
 		return recordRefund(o, r, s.opts.Clock.Now()), nil
 	})
 	if err != nil {
 		return err
 	}
 	switch {
-	case o.RefundStatus == ledger.RefundOwed && after.RefundStatus == ledger.RefundIssued:
+	case before.RefundStatus == ledger.RefundOwed && after.RefundStatus == ledger.RefundIssued:
 		s.repair(rep, "refund_recorded", o.ID)
-	case o.RefundStatus == ledger.RefundIssued && after.RefundStatus == ledger.RefundOwed:
+	case before.RefundStatus == ledger.RefundIssued && after.RefundStatus == ledger.RefundOwed:
 		s.repair(rep, "refund_failed", o.ID)
-		s.refundFailed(rep, o, fmt.Errorf("%w (refund %s)", errRefundFailed, r.ID))
+		s.refundFailed(rep, before, fmt.Errorf("%w (refund %s)", errRefundFailed, r.ID))
 		s.refundIfOwed(ctx, after)
-	case o.RefundedAt.IsZero() && !after.RefundedAt.IsZero():
+	case before.RefundedAt.IsZero() && !after.RefundedAt.IsZero():
 		s.repair(rep, "refund_completed", o.ID)
 	}
 	return nil

@@ -378,6 +378,13 @@ func refundKey(o ledger.Order) string {
 	return "order-" + o.ID + "-refund-after-" + o.RefundID
 }
 
+// refundMovedOn reports whether cur, the order as it stands, no longer owes
+// the refund asked for when it read as asked: it owes none, or owes one
+// after a later failure (another key).
+func refundMovedOn(cur, asked ledger.Order) bool {
+	return cur.RefundStatus != ledger.RefundOwed || cur.RefundID != asked.RefundID
+}
+
 func owe(o ledger.Order) ledger.Order {
 	o.Status, o.RefundStatus, o.PaidAt = ledger.OrderRefunded, ledger.RefundOwed, time.Time{}
 	return o
@@ -393,18 +400,27 @@ func (s *Service) refundIfOwed(ctx context.Context, o ledger.Order) {
 	switch {
 	case errors.Is(err, errRefundFailed):
 		s.refundFailed(nil, o, err)
+	case errors.Is(err, errRefundMovedOn):
 	case err != nil:
 		s.log.Warn("refund not issued yet; the reconciler will retry", "order", o.ID, "err", err)
 	}
 }
 
-// errRefundFailed: the refund the gateway was asked for failed (the
-// shopper's account refuses it, say); the order owes it again.
-var errRefundFailed = errors.New("the refund failed at the gateway")
+var (
+	// errRefundFailed: the refund the gateway was asked for failed (the
+	// shopper's account refuses it, say); the order owes it again.
+	errRefundFailed = errors.New("the refund failed at the gateway")
+	// errRefundMovedOn: while the gateway answered, a webhook or another
+	// origin recorded this refund or a later one; the answer changes nothing.
+	errRefundMovedOn = errors.New("the order's refund moved on while the gateway answered")
+)
 
 // issueRefund asks the gateway to give back everything paid on the order's
 // intent, under refundKey (so never twice), and records the refund the
-// gateway took: issued, or owed again if it failed (errRefundFailed).
+// gateway took: issued, or owed again if it failed (errRefundFailed). o may
+// be stale (the reconciler's list): the answer is recorded only if the
+// order still owes the refund o's key asked for (else errRefundMovedOn), so
+// an old failure replayed under an old key is not a new one.
 func (s *Service) issueRefund(ctx context.Context, o ledger.Order) error {
 	if o.IntentID == "" {
 		return fmt.Errorf("order %s owes a refund but has no payment intent", o.ID)
@@ -414,12 +430,19 @@ func (s *Service) issueRefund(ctx context.Context, o ledger.Order) error {
 		return fmt.Errorf("refund order %s: %w", o.ID, err)
 	}
 	var before string
-	after, err := s.ledger.ChangeOrder(ctx, o.ID, "", "", func(o ledger.Order) (ledger.Order, error) {
-		before = o.RefundStatus
-		return recordRefund(o, r, s.opts.Clock.Now()), nil
+	movedOn := false
+	after, err := s.ledger.ChangeOrder(ctx, o.ID, "", "", func(cur ledger.Order) (ledger.Order, error) {
+		before = cur.RefundStatus
+		if movedOn = refundMovedOn(cur, o); movedOn {
+			return cur, nil
+		}
+		return recordRefund(cur, r, s.opts.Clock.Now()), nil
 	})
 	if err != nil {
 		return err
+	}
+	if movedOn {
+		return fmt.Errorf("refund order %s: %w (asked under %s, got %s)", o.ID, errRefundMovedOn, refundKey(o), r.ID)
 	}
 	if r.Status == payment.RefundFailed {
 		return fmt.Errorf("refund order %s: %w (refund %s)", o.ID, errRefundFailed, r.ID)
