@@ -79,7 +79,7 @@ func TestAdmissionRateAcrossNodes(t *testing.T) {
 	defer cancel()
 	fillLine(t, ctx, nodes, sale, snap.StartsAt, length)
 	for i, n := range nodes {
-		if res, ans := n.Join(t, sale, fmt.Sprintf("http-%d", i)); res.Status != fasthttp.StatusAccepted || ans.Position <= length {
+		if res, ans := n.JoinAgainWhileBusy(t, sale, fmt.Sprintf("http-%d", i)); res.Status != fasthttp.StatusAccepted || ans.Position <= length {
 			t.Errorf("POST queue on node %d = %d %s, want 202 with a position behind the first %d", i, res.Status, res.Body, length)
 		}
 	}

@@ -64,7 +64,7 @@ func TestSaleOnRedisCluster(t *testing.T) {
 		o.MustCreateSale(t, origintest.OpenSale(sale, 2, 600))
 		n.WaitSale(t, sale)
 		account := "shopper-" + sale
-		res, joined := n.Join(t, sale, account)
+		res, joined := n.JoinAgainWhileBusy(t, sale, account)
 		if res.Status != fasthttp.StatusAccepted {
 			t.Fatalf("join %s = %d %s, want 202", sale, res.Status, res.Body)
 		}

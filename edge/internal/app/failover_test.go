@@ -37,7 +37,7 @@ func TestEdgeFollowsARedisFailover(t *testing.T) {
 	const before = 5
 	tokens := make([]string, before)
 	for i := range before {
-		res, ans := n.Join(t, sale, fmt.Sprintf("before-%d", i))
+		res, ans := n.JoinAgainWhileBusy(t, sale, fmt.Sprintf("before-%d", i))
 		if res.Status != fasthttp.StatusAccepted || ans.Position != int64(i+1) {
 			t.Fatalf("join before-%d = %d %s, want 202 at position %d", i, res.Status, res.Body, i+1)
 		}

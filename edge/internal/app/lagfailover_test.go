@@ -68,7 +68,7 @@ func TestLineSurvivesFailoverToLaggingReplica(t *testing.T) {
 	positions := map[int64]string{}
 	join := func(account string) {
 		t.Helper()
-		res, ans := n.Join(t, sale, account)
+		res, ans := n.JoinAgainWhileBusy(t, sale, account)
 		if res.Status != fasthttp.StatusAccepted {
 			t.Fatalf("join %s = %d %s, want 202", account, res.Status, res.Body)
 		}

@@ -247,7 +247,7 @@ func TestLineLostWhileOriginDown(t *testing.T) {
 	cfg.LineMinBlock = 16
 	n := edgetest.StartNode(t, cfg)
 	n.WaitSale(t, sale)
-	res, first := n.Join(t, sale, "first")
+	res, first := n.JoinAgainWhileBusy(t, sale, "first")
 	if res.Status != fasthttp.StatusAccepted {
 		t.Fatalf("join = %d %s, want 202", res.Status, res.Body)
 	}

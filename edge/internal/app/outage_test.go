@@ -27,7 +27,7 @@ func TestRedisOutage(t *testing.T) {
 	cfg.StaleAfter = 300 * time.Millisecond
 	n := edgetest.StartNode(t, cfg)
 	n.WaitSale(t, sale)
-	res, joined := n.Join(t, sale, "before")
+	res, joined := n.JoinAgainWhileBusy(t, sale, "before")
 	if res.Status != fasthttp.StatusAccepted {
 		t.Fatalf("join with Redis up = %d %s, want 202", res.Status, res.Body)
 	}

@@ -63,7 +63,7 @@ func TestPauseAndRateHoldWhenRedisLosesTheLine(t *testing.T) {
 		t.Helper()
 		var tokens []string
 		for i := range count {
-			res, ans := nodes[i%2].Join(t, sale, fmt.Sprintf("%s-%02d", prefix, i))
+			res, ans := nodes[i%2].JoinAgainWhileBusy(t, sale, fmt.Sprintf("%s-%02d", prefix, i))
 			if res.Status != fasthttp.StatusAccepted {
 				t.Fatalf("join %s-%02d = %d %s, want 202", prefix, i, res.Status, res.Body)
 			}
@@ -153,7 +153,7 @@ func TestSupersededQueueTokenAfterLoss(t *testing.T) {
 	n.WaitSale(t, sale)
 	joined := map[string]edgetest.QueueAnswer{}
 	for _, account := range []string{"filler-1", "filler-2", "twice", "kept"} {
-		res, ans := n.Join(t, sale, account)
+		res, ans := n.JoinAgainWhileBusy(t, sale, account)
 		if res.Status != fasthttp.StatusAccepted {
 			t.Fatalf("join %s = %d %s, want 202", account, res.Status, res.Body)
 		}

@@ -26,7 +26,9 @@ func TestPreQueueDraw(t *testing.T) {
 	t.Parallel()
 	o, counting := realOrigin(t)
 	const sale = "prequeue"
-	startsAt := time.Now().UTC().Add(4 * time.Second).Truncate(time.Millisecond)
+	// The lead covers two nodes starting and 500 joins: 4 s was too little
+	// for a loaded two-core box under the race detector.
+	startsAt := time.Now().UTC().Add(10 * time.Second).Truncate(time.Millisecond)
 	def := origintest.OpenSale(sale, 100, 600)
 	def.StartsAt, def.EndsAt = startsAt, startsAt.Add(time.Hour)
 	o.MustCreateSale(t, def)

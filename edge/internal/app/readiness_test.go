@@ -100,7 +100,7 @@ func wantServing(t *testing.T, n *edgetest.Node, sale, why string) {
 		return res.Status == fasthttp.StatusOK
 	})
 	n.WaitSale(t, sale)
-	res, joined := n.Join(t, sale, "after-"+sale)
+	res, joined := n.JoinAgainWhileBusy(t, sale, "after-"+sale)
 	if res.Status != fasthttp.StatusAccepted || joined.QueueToken == "" {
 		t.Fatalf("join %s = %d %s, want 202 with a queue token", why, res.Status, res.Body)
 	}
@@ -208,9 +208,20 @@ func TestSlowSaleSnapshot(t *testing.T) {
 	if got := counting.CountMatching("POST", "/v1/sales/"+slow+"/reserve"); got != 0 {
 		t.Errorf("origin saw %d reserves of %s while its snapshot was stale, want 0", got, slow)
 	}
-	if res, body := readyz(t, n, false); res.Status != fasthttp.StatusOK || strings.Join(body.StaleSales, ",") != slow {
-		t.Errorf("readyz with one slow sale = %d %s, want 200 naming %s stale", res.Status, res.Body, slow)
-	}
+	// Ready, naming the slow sale: within a while, as the other sale's
+	// 50 ms refreshes may themselves run past the 500 ms bound for a moment
+	// on a loaded box.
+	var last string
+	t.Cleanup(func() {
+		if t.Failed() && last != "" {
+			t.Logf("readyz with one slow sale, last answer: %s", last)
+		}
+	})
+	testenv.Eventually(t, 5*time.Second, "readyz 200 naming "+slow+" stale", func() bool {
+		res, body := readyz(t, n, false)
+		last = fmt.Sprintf("%d %s", res.Status, res.Body)
+		return res.Status == fasthttp.StatusOK && strings.Join(body.StaleSales, ",") == slow
+	})
 
 	counting.Delay("/v1/sales/"+slow, 0)
 	waitSnapshot(t, n, slow, 5*time.Second, func(s publicSnapshot) bool { return s.Status == "open" })

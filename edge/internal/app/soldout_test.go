@@ -31,7 +31,7 @@ func TestSoldOutAnsweredAtEdge(t *testing.T) {
 
 	for i := range 2 {
 		account := fmt.Sprintf("buyer-%d", i)
-		res, joined := n.Join(t, sale, account)
+		res, joined := n.JoinAgainWhileBusy(t, sale, account)
 		if res.Status != fasthttp.StatusAccepted {
 			t.Fatalf("join %s = %d %s, want 202", account, res.Status, res.Body)
 		}
@@ -77,7 +77,7 @@ func TestSoldOutAnsweredAtEdge(t *testing.T) {
 	}
 
 	// A late shopper's poll says sold out, not yet final: held units may come back.
-	res, joined := n.Join(t, sale, "late-shopper")
+	res, joined := n.JoinAgainWhileBusy(t, sale, "late-shopper")
 	if res.Status != fasthttp.StatusAccepted {
 		t.Fatalf("join after sold out (not final) = %d %s, want 202", res.Status, res.Body)
 	}
