@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -248,37 +249,52 @@ func (p *page) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
-// waitUntil evaluates the JavaScript condition cond in the page until it
-// is true (one that throws is not), and fails the test with the page's
-// state after within. A
-// navigation meanwhile (a link followed, a redirect) ends one evaluation;
-// the wait goes on in the new document.
+// waitUntil waits until the JavaScript condition cond holds in the page
+// (one that throws does not yet), and fails the test with the page's state
+// after within. The page polls it itself, every pollInPage (chromedp.Poll):
+// asked over DevTools every 10 ms by the test instead, the conditions kept
+// Chromium's browser process busier than the pages it ran. A navigation
+// meanwhile (a link followed, a redirect) ends one poll; the wait goes on
+// in the new document.
 func (p *page) waitUntil(what, cond string, within time.Duration) {
 	p.t.Helper()
-	told := false // whether the page's state is in the log already, or not needed
-	defer func() {
-		if !told { // Eventually gave up
-			p.t.Logf("page: %s", p.state())
+	deadline := time.Now().Add(within)
+	js := "(() => { try { return !!(" + cond + "); } catch (e) { return false; } })()"
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			p.t.Fatalf("wait for %s: still not so after %v\npage: %s", what, within, p.state())
 		}
-	}()
-	testenv.Eventually(p.t, within, "wait for "+what, func() bool {
-		// A condition that throws (an element not there yet, as a page
-		// loads) is not true yet, as chromedp.Poll took it.
-		ok, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool]("(() => { try { return !!("+cond+"); } catch (e) { return false; } })()"))
-		if err != nil && !navigatedAway(err) {
-			told = true
+		// The page's own timeout ends the poll; this one, a little later,
+		// a renderer that no longer answers.
+		ctx, cancel := context.WithTimeout(p.ctx, left+2*time.Second)
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(pollInPage), chromedp.WithPollingTimeout(left)))
+		cancel()
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, chromedp.ErrPollingTimeout):
+			p.t.Fatalf("wait for %s: still not so after %v\npage: %s", what, within, p.state())
+		case !navigatedAway(err):
 			p.t.Fatalf("wait for %s: %v\npage: %s", what, err, p.state())
 		}
-		return err == nil && ok
-	})
-	told = true
+		// Navigated away: poll again once the next document is there.
+		select {
+		case <-time.After(pollInPage):
+		case <-p.ctx.Done():
+		}
+	}
 }
+
+// pollInPage is how often the page evaluates a waitUntil condition.
+const pollInPage = 20 * time.Millisecond
 
 // navigatedAway reports the errors of an evaluation whose document went
 // away under it.
 func navigatedAway(err error) bool {
 	msg := err.Error()
-	return strings.Contains(msg, "navigated or closed") || strings.Contains(msg, "Cannot find context with specified id")
+	return strings.Contains(msg, "navigated or closed") || strings.Contains(msg, "Cannot find context with specified id") ||
+		strings.Contains(msg, "Execution context was destroyed")
 }
 
 // text is the text content of the element with that id ("" when missing).
