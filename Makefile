@@ -10,6 +10,11 @@ SHELL := /usr/bin/env bash
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 
+# Every go command builds with -trimpath: no checkout's directory goes into what it compiles, so Go's cache
+# serves a fresh clone (or a second worktree) all it compiled from the same sources before, and binaries name
+# their files by module path. GOFLAGS from the environment still apply.
+export GOFLAGS := -trimpath $(GOFLAGS)
+
 # Every package of every module go.work uses: the product (the root) and the lab's nested modules, which a
 # plain ./... stops at.
 PKGS = $(shell $(GO) list -m -f '{{.Dir}}/...' | sed 's|^$(CURDIR)|.|')
