@@ -58,7 +58,7 @@ func TestPreQueueDraw(t *testing.T) {
 				if i%2 == 1 {
 					n = b
 				}
-				res, ans := n.Join(t, sale, fmt.Sprintf("early-%03d", i))
+				res, ans := n.JoinAgainWhileBusy(t, sale, fmt.Sprintf("early-%03d", i))
 				if res.Status != fasthttp.StatusAccepted || !ans.PreQueue || ans.Position != 0 || ans.EstimatedWaitS <= 0 {
 					t.Errorf("join early-%03d before the start = %d %s, want 202 in the pre-queue, no position yet, a wait until the start", i, res.Status, res.Body)
 				}
@@ -101,7 +101,7 @@ func TestPreQueueDraw(t *testing.T) {
 	const late = 30
 	latePositions := map[int64]bool{}
 	for i := range late {
-		res, ans := b.Join(t, sale, fmt.Sprintf("late-%02d", i))
+		res, ans := b.JoinAgainWhileBusy(t, sale, fmt.Sprintf("late-%02d", i))
 		if res.Status != fasthttp.StatusAccepted || ans.PreQueue || ans.Position <= pre {
 			t.Fatalf("join late-%02d after the start = %d %s, want 202 with a position behind the %d of the pre-queue", i, res.Status, res.Body, pre)
 		}
