@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -148,9 +149,18 @@ func extract(t *testing.T, img v1.Image, names ...string) map[string]entry {
 }
 
 // runHelp runs the image's binary with -h: it exits 0 (or 2, flag's usage exit) and prints its usage.
+// helpRuns makes runHelp's write-then-run one at a time.
+var helpRuns sync.Mutex
+
 func runHelp(t *testing.T, binary string, body []byte) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), binary)
+	// One subtest writing its binary while another forks to run its own
+	// hands the child the file still open for writing until the child
+	// execs, and running it meanwhile fails with "text file busy"
+	// (golang.org/issue/22315): the subtests write and run one at a time.
+	helpRuns.Lock()
+	defer helpRuns.Unlock()
 	if err := os.WriteFile(path, body, 0o755); err != nil {
 		t.Fatal(err)
 	}
