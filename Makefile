@@ -38,7 +38,7 @@ run-cluster: ## the deployed shape on one machine: nginx CDN, 2 edges, 2 origins
 test: ## go vet and every test against real Redis and a Postgres of its own: the product's under the race detector beside the lab's light ones, then the lab's whole stacks; GOTESTFLAGS=... passes flags
 	deploy/local/test.sh
 
-test-product: ## the product's tests alone (edge, origin, tokens, internal) without the race detector, the quick loop (~40 s; make test installs the tools they need)
+test-product: ## the product's tests alone (edge, origin, tokens, internal) without the race detector, the quick loop (40–75 s; make test installs the tools they need)
 	@here=deploy/local; . deploy/local/lib.sh; use_test_services; \
 	$(GO) test -count=1 -p 4 -parallel 8 $(GOTESTFLAGS) ./origin/internal/app ./edge/internal/app ./edge/internal/cdntest \
 		./origin/internal/ledger ./origin/internal/payment/stripepay ./edge/... ./origin/... ./tokens/... ./internal/...
