@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/flashgate/flashgate/origin/internal/intent"
 )
@@ -38,6 +39,35 @@ func (s *Store) RecordGrants(ctx context.Context, grants []intent.Grant) (stale 
 	// The sales' rows are read FOR SHARE: a rebuild that moves an epoch
 	// (an UPDATE of the row) waits for journal writes in flight, and a
 	// write that waited for it sees the new epoch.
+	//
+	// Two writes of the same grant at once (a reserve and its replay both
+	// making the hold durable) race past ON CONFLICT (reservation_id): the
+	// second waits on the first's sequence entry, not yet committed, and
+	// fails on reserve_journal_by_sequence, which ON CONFLICT does not
+	// cover. Written again, it finds the grant committed and does nothing;
+	// a sequence truly journaled twice fails every time. (A batch may meet
+	// the race once per grant in it: a few tries.)
+	for try := 0; try < 3; try++ {
+		stale, err = s.recordGrants(ctx, ids, sales, skus, accounts, idems, tokens, epochs, seqs, expires, created)
+		if !isSequenceTaken(err) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal %d reserves: %w", n, err)
+	}
+	return stale, nil
+}
+
+// isSequenceTaken reports a grant's sequence number already journaled in
+// its epoch (reserve_journal_by_sequence).
+func isSequenceTaken(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" /* unique_violation */ && pgErr.ConstraintName == "reserve_journal_by_sequence"
+}
+
+func (s *Store) recordGrants(ctx context.Context, ids, sales, skus, accounts, idems, tokens, epochs []string, seqs []int64,
+	expires, created []time.Time) (stale []string, err error) {
 	err = s.pool.QueryRow(ctx, `WITH cur AS (
 			SELECT sale_id, redis_epoch FROM sales WHERE sale_id = ANY($2::text[]) FOR SHARE),
 		g AS (
@@ -52,10 +82,7 @@ func (s *Store) RecordGrants(ctx context.Context, grants []intent.Grant) (stale 
 		SELECT coalesce(array_agg(g.reservation_id), '{}') FROM g
 			LEFT JOIN cur ON cur.sale_id = g.sale_id AND cur.redis_epoch = g.epoch WHERE cur.sale_id IS NULL`,
 		ids, sales, skus, accounts, idems, tokens, epochs, seqs, expires, created).Scan(&stale)
-	if err != nil {
-		return nil, fmt.Errorf("journal %d reserves: %w", n, err)
-	}
-	return stale, nil
+	return stale, err
 }
 
 // Journaled reports whether the journal holds a reservation.

@@ -67,6 +67,47 @@ func TestRecordGrantsKeepsToTheEpoch(t *testing.T) {
 	}
 }
 
+// Writes of one grant at once — a reserve and its replays each making the
+// hold durable — all succeed, the grant journaled once. A write whose
+// check for the reservation came before another's insert, and whose own
+// insert came after it, waited on the other's sequence entry and failed
+// on reserve_journal_by_sequence, which ON CONFLICT (reservation_id) does
+// not cover: its shopper was told to wait for a hold that was theirs.
+// Which order the writes take is the scheduler's, so the test writes many
+// grants, eight writers each.
+func TestRecordGrantsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, 5, 0)
+	ctx := context.Background()
+	if _, err := s.SetRedisEpoch(ctx, "s1", "e1", "r1", false); err != nil {
+		t.Fatal(err)
+	}
+	const grants, writers = 100, 8
+	later := time.Now().Add(time.Hour)
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	for i := range grants {
+		g := grant(fmt.Sprintf("r-%d", i), fmt.Sprintf("u%d", i), int64(i+1), later)
+		var wg sync.WaitGroup
+		for range writers {
+			wg.Go(func() {
+				if _, err := s.RecordGrants(ctx, []intent.Grant{g}); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of %d writes of a grant written at the same time failed, the first: %v", n, grants*writers, firstErr.Load())
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM reserve_journal WHERE sale_id = 's1'`).Scan(&n); err != nil || n != grants {
+		t.Fatalf("journal rows = %d (%v), want %d", n, err, grants)
+	}
+}
+
 // The replay gives the unit to the live hold, not to an older grant whose
 // hold ran out meanwhile: that one is restored as expired.
 func TestReplayRestoresRunOutHoldsAsExpired(t *testing.T) {
