@@ -115,7 +115,7 @@ func (s *loadStats) fromCache() int {
 // second apart.
 func maxFetches(elapsed time.Duration) int { return int(elapsed.Seconds()) + 1 }
 
-// TestSnapshotLoadsCollapse: a thousand shoppers loading the snapshot at
+// TestSnapshotLoadsCollapse: four hundred shoppers loading the snapshot at
 // once through the CDN cost the edge one fetch; under steady load the edge
 // sees at most one fetch per max-age window, and at least one every couple
 // of seconds (the CDN keeps the open sale's snapshot no longer than the
@@ -132,10 +132,13 @@ func TestSnapshotLoadsCollapse(t *testing.T) {
 	}
 	s := startStack(t, nil, sales...)
 	path := "/v1/sales/" + sale
-	const shoppers = 1000
+	// Four hundred: a thousand at once took 3.2-5.2 s to answer on a
+	// loaded two-core box under the race detector, past the window below
+	// in all three tries.
+	const shoppers = 400
 	c := NewClient(t, s.CDN, shoppers)
 
-	// A thousand at once on a cold cache: the lock lets one through. The
+	// All at once on a cold cache: the lock lets one through. The
 	// entry serves (fresh, then stale while one refresh runs) for max-age
 	// plus stale-while-revalidate, 3 s; past that nginx collapses nothing
 	// (its lock covers new entries only). A burst that a loaded machine
