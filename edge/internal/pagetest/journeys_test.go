@@ -44,15 +44,11 @@ func TestShopperJourneys(t *testing.T) {
 	start := time.Now()
 	s := startStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), journeysBudget)
-	// The subtests run in parallel, after this function returns: what
-	// they share ends when they have.
-	t.Cleanup(cancel)
+	defer cancel()
 	browser := startBrowser(t, ctx)
 	t.Logf("stack and browser up in %v", time.Since(start).Round(time.Millisecond))
-	t.Cleanup(func() { t.Logf("TestShopperJourneys took %v", time.Since(start).Round(time.Millisecond)) })
 
 	t.Run("hold_expires", func(t *testing.T) {
-		t.Parallel()
 		// A hold of 3 s, left to run out with the page open: the short hold
 		// itself is the wait.
 		const sale, account, sku = "journey-expire", "journey-eve", "sku-1"
@@ -102,7 +98,6 @@ func TestShopperJourneys(t *testing.T) {
 	})
 
 	t.Run("payment_fails", func(t *testing.T) {
-		t.Parallel()
 		// The only unit: while it is held the item list says sold out, and
 		// the failed payment's release shows as "1 left" again.
 		const sale, account, sku = "journey-payfail", "journey-fay", "sku-1"
@@ -132,7 +127,6 @@ func TestShopperJourneys(t *testing.T) {
 	})
 
 	t.Run("please_wait", func(t *testing.T) {
-		t.Parallel()
 		// Three shoppers ahead and admission paused: the shopper waits at
 		// #4. Then every answer about the sale is 503 please_wait for a
 		// while (the browser's request interception), during which ops
@@ -197,7 +191,6 @@ func TestShopperJourneys(t *testing.T) {
 	})
 
 	t.Run("dropped_connection", func(t *testing.T) {
-		t.Parallel()
 		// Waiting at #1 with admission paused; then the browser is offline
 		// for a while, during which ops resume admission.
 		const sale, account, sku = "journey-offline", "journey-hal", "sku-1"
@@ -226,7 +219,6 @@ func TestShopperJourneys(t *testing.T) {
 	})
 
 	t.Run("server_clock", func(t *testing.T) {
-		t.Parallel()
 		// The device's clock runs ten minutes fast; the countdowns still
 		// show the server's time left.
 		startDef := origintest.OpenSale("journey-clock-start", 2, 600)
@@ -267,8 +259,6 @@ func TestShopperJourneys(t *testing.T) {
 	})
 
 	t.Run("keyboard_and_accessibility", func(t *testing.T) {
-		// Alone, before the others start: its Tab presses and focus
-		// checks should not share the browser with other tabs' work.
 		const sale, account, sku = "journey-keys", "journey-jo", "sku-1"
 		def := s.openSale(t, sale, 2)
 		p := openSalePage(t, s, browser, def)
@@ -314,6 +304,7 @@ func TestShopperJourneys(t *testing.T) {
 		p.do("press Enter on Pay now", chromedp.KeyEvent(kb.Enter))
 		p.waitUntil("the gateway's pay page", `location.pathname.startsWith('/pay/') && !!document.getElementById('pay-button')`, 10*time.Second)
 	})
+	t.Logf("TestShopperJourneys took %v", time.Since(start).Round(time.Millisecond))
 }
 
 // fastClockJS, evaluated before the page's own script, runs the page's

@@ -38,15 +38,11 @@ func TestShopperPage(t *testing.T) {
 	start := time.Now()
 	s := startStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), browserBudget)
-	// The subtests run in parallel, after this function returns: what
-	// they share ends when they have.
-	t.Cleanup(cancel)
+	defer cancel()
 	browser := startBrowser(t, ctx)
 	t.Logf("stack and browser up in %v", time.Since(start).Round(time.Millisecond))
-	t.Cleanup(func() { t.Logf("TestShopperPage took %v", time.Since(start).Round(time.Millisecond)) })
 
 	t.Run("reserve", func(t *testing.T) {
-		t.Parallel()
 		const sale, account, sku = "page-buy", "shopper-ann", "sku-1"
 		def := s.openSale(t, sale, 3)
 		p := newPage(t, browser)
@@ -107,7 +103,6 @@ func TestShopperPage(t *testing.T) {
 	})
 
 	t.Run("pay", func(t *testing.T) {
-		t.Parallel()
 		const sale, account, sku = "page-pay", "shopper-cat", "sku-1"
 		def := s.openSale(t, sale, 2)
 		p := newPage(t, browser)
@@ -158,7 +153,6 @@ func TestShopperPage(t *testing.T) {
 	})
 
 	t.Run("turn_from_the_snapshot", func(t *testing.T) {
-		t.Parallel()
 		// Admission paused at a crawl: the join's answer says to ask again
 		// in 60 s (the longest poll). When ops resume it, the snapshot the
 		// page re-reads every second shows now_serving at the shopper's
@@ -202,7 +196,6 @@ func TestShopperPage(t *testing.T) {
 	})
 
 	t.Run("pre_queue_place_from_the_draw", func(t *testing.T) {
-		t.Parallel()
 		// A shopper who joins before the start is in the pre-queue, whose
 		// places are drawn at the start; then the snapshot reveals the
 		// draw's seed. The page works its drawn place out from the seed
@@ -259,7 +252,6 @@ func TestShopperPage(t *testing.T) {
 	})
 
 	t.Run("sold_out", func(t *testing.T) {
-		t.Parallel()
 		const sale, account, sku = "page-soldout", "shopper-bob", "sku-1"
 		def := s.openSale(t, sale, 1)
 		// Someone else holds the only unit, reserved straight at the origin.
@@ -303,7 +295,6 @@ func TestShopperPage(t *testing.T) {
 		p.screenshot("shopper-page-sold-out.png")
 	})
 	t.Run("security", func(t *testing.T) {
-		t.Parallel()
 		const sale = "page-security"
 		def := s.openSale(t, sale, 1)
 
@@ -395,6 +386,7 @@ func TestShopperPage(t *testing.T) {
 			}
 		}
 	})
+	t.Logf("TestShopperPage took %v", time.Since(start).Round(time.Millisecond))
 }
 
 // orderWait is how long after the sale's name shows the page has to ask
