@@ -401,6 +401,7 @@ func (s *Service) refundIfOwed(ctx context.Context, o ledger.Order) {
 	case errors.Is(err, errRefundFailed):
 		s.refundFailed(nil, o, err)
 	case errors.Is(err, errRefundMovedOn):
+		// The reconciler or another origin recorded it first.
 	case err != nil:
 		s.log.Warn("refund not issued yet; the reconciler will retry", "order", o.ID, "err", err)
 	}
