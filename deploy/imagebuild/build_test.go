@@ -148,10 +148,10 @@ func extract(t *testing.T, img v1.Image, names ...string) map[string]entry {
 	return out
 }
 
-// runHelp runs the image's binary with -h: it exits 0 (or 2, flag's usage exit) and prints its usage.
 // helpRuns makes runHelp's write-then-run one at a time.
 var helpRuns sync.Mutex
 
+// runHelp runs the image's binary with -h: it exits 0 (or 2, flag's usage exit) and prints its usage.
 func runHelp(t *testing.T, binary string, body []byte) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), binary)
