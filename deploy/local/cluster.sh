@@ -103,22 +103,10 @@ if [[ "${1:-}" == "down" ]]; then
 fi
 [[ $# -eq 0 ]] || die "usage: cluster.sh [down]"
 
-apt_install() { # package…
-	local logfile="$root/.data/apt-get.log"
-	mkdir -p "$root/.data"
-	log "installing $* with apt-get (running as root)"
-	if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"; } \
-		>"$logfile" 2>&1; then
-		tail -n 20 "$logfile" >&2 || true
-		die "apt-get install $* failed (log: $logfile)"
-	fi
-	hash -r
-}
-
 need() { # command package
 	have "$1" && return 0
 	if is_root && have apt-get; then
-		apt_install "$2"
+		apt_install "$2" || true
 	fi
 	have "$1" || die "$1 is not installed (Debian: apt-get install $2)"
 }

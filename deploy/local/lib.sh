@@ -4,6 +4,9 @@
 #   log MESSAGE                 a progress line on stderr
 #   die MESSAGE                 an error line on stderr, then exit 1
 #   tail_log FILE               the last 40 lines of a process's log, on stderr
+#   apt_install [--with-recommends] PACKAGE...
+#                               installs with apt-get (as root): quiet on success; on failure the log's tail, its
+#                               path (.data/apt-get.log) and status 1
 #   wait_healthy URL PID NAME LOG
 #                               waits (30 s) until URL answers 200, or dies showing LOG if PID exits first
 #   need_go                     puts /usr/local/go/bin on PATH if go is not there, or exits 1
@@ -22,6 +25,23 @@ log() { printf 'flashgate: %s\n' "$*" >&2; }
 die() {
 	log "error: $*"
 	exit 1
+}
+
+apt_install() {
+	local flags=(-y --no-install-recommends) logfile
+	logfile="$(cd "$here/../.." && pwd)/.data/apt-get.log"
+	if [[ "${1:-}" == --with-recommends ]]; then
+		flags=(-y)
+		shift
+	fi
+	mkdir -p "$(dirname "$logfile")"
+	log "installing $* with apt-get"
+	if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install "${flags[@]}" "$@"; } >"$logfile" 2>&1; then
+		tail -n 20 "$logfile" >&2 || true
+		log "error: apt-get install $* failed (log: $logfile)"
+		return 1
+	fi
+	hash -r
 }
 
 tail_log() { # file

@@ -33,11 +33,8 @@ if ! have_chromium; then
 		log "error: Chromium is not installed; the page test needs it (Debian: sudo apt-get install chromium)"
 		exit 1
 	fi
-	log "installing Chromium for the page test (apt-get install chromium)"
-	if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }; then
-		log "error: apt-get could not install chromium"
-		exit 1
-	fi
+	log "the page test needs Chromium"
+	apt_install --with-recommends chromium || exit 1
 	log "installed $(chromium --version 2>/dev/null || echo chromium)"
 fi
 
@@ -48,12 +45,8 @@ if ! command -v nginx >/dev/null 2>&1 && [[ ! -x /usr/sbin/nginx ]]; then
 		log "error: nginx is not installed; the CDN test needs it (Debian: sudo apt-get install nginx-light)"
 		exit 1
 	fi
-	log "installing nginx for the CDN test (apt-get install nginx-light, or nginx)"
-	if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light ||
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx; }; then
-		log "error: apt-get could not install nginx"
-		exit 1
-	fi
+	log "the CDN test needs nginx (nginx-light, or nginx)"
+	apt_install --with-recommends nginx-light || apt_install --with-recommends nginx || exit 1
 fi
 
 # The alert rules' test (deploy/prometheus) runs promtool on them and their unit tests, and fails without it;
@@ -63,11 +56,8 @@ if ! command -v promtool >/dev/null 2>&1; then
 		log "error: promtool is not installed; the alert rules' test needs it (Debian: sudo apt-get install prometheus)"
 		exit 1
 	fi
-	log "installing promtool for the alert rules' test (apt-get install prometheus)"
-	if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; }; then
-		log "error: apt-get could not install prometheus"
-		exit 1
-	fi
+	log "the alert rules' test needs promtool (Debian's prometheus package)"
+	apt_install prometheus || exit 1
 	log "installed $(promtool --version 2>/dev/null | head -n 1 || echo promtool)"
 fi
 
