@@ -133,9 +133,9 @@ fi
 # threads still running at exit): a second of every test binary's, about a hundred of them, 26 s of the
 # product's phase here. Options given in GORACE still win.
 export GORACE="atexit_sleep_ms=0${GORACE:+ $GORACE}"
-# The lab's tests build the binaries they run (cluster.sh into bin/, the crowd and chaos into temporary folders);
-# without a version control stamp in them (nothing reads it), a commit or an edit to a file that is not Go leaves
-# bin/ up to date, where each relinked its ten binaries (21 s of CPU) in the next run.
+# cluster.sh's test builds ten binaries into bin/, and go build relinks only those out of date; with the version
+# control stamp in them (the commit, whether the tree is modified), every commit or edit put all ten out of date:
+# 21 s of CPU in the next run. Nothing reads the stamp; make build and make image still write it.
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-buildvcs=false"
 # compile_first compiles every package a phase's tests need, test files included, without linking or running
 # anything (go list -export builds the packages for their export data; with Go's cache warm, 1–7 s here):
